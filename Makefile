@@ -1,0 +1,24 @@
+# Two commands set up everything on a fresh machine with python3 and make:
+#   make demo   create .venv, install, run specs/lab5.yaml on whatever device is here, print the summary
+#   make test   the whole test suite (installs its tools first)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: $(INSTALLED)
+	$(BIN)/attnbench run specs/lab5.yaml --out results/
+
+test: $(INSTALLED)
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) results .pytest_cache
