@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test clean
+.PHONY: demo test test-tools clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,10 @@ $(INSTALLED): pyproject.toml
 demo: $(INSTALLED)
 	$(BIN)/attnbench run specs/lab5.yaml --out results/
 
-test: $(INSTALLED)
+test-tools:
+	bash scripts/install-test-tools.sh
+
+test: $(INSTALLED) test-tools
 	$(BIN)/pytest
 
 clean:
