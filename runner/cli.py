@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
 
     sub.add_parser("schema", help="print the spec's JSON Schema")
+
+    dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
+    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
+    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
+    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
     return parser
 
 
@@ -155,6 +160,25 @@ def cmd_schema(args, console: Console) -> int:
     return EXIT_OK
 
 
+def dashboard_argv(args) -> list[str]:
+    """The `streamlit run` command line that serves dashboard/app.py."""
+    import dashboard
+
+    app = Path(dashboard.__file__).with_name("app.py")
+    argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
+            "--server.address", args.address, "--browser.gatherUsageStats", "false"]
+    return argv + (["--", "--results", args.results] if args.results else [])
+
+
+def cmd_dashboard(args, console: Console) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("streamlit") is None:
+        raise UsageError("the dashboard needs its extra: pip install -e '.[dashboard]'")
+    argv = dashboard_argv(args)
+    os.execv(argv[0], argv)
+
+
 COMMANDS = {
     "run": cmd_run,
     "validate": cmd_validate,
@@ -162,6 +186,7 @@ COMMANDS = {
     "env": cmd_env,
     "show": cmd_show,
     "schema": cmd_schema,
+    "dashboard": cmd_dashboard,
 }
 
 
