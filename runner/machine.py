@@ -89,6 +89,24 @@ def git_sha() -> str | None:
     return out.stdout.strip() or None
 
 
+def gpu_readings() -> dict:
+    """NVML readings now (clock, temperature); {} off NVIDIA GPUs."""
+    if current_device().compute_capability is None:
+        return {}
+    from runner import gpu
+
+    return gpu.readings(jax.devices()[0].id)
+
+
+def describe_here() -> Machine:
+    """The machine record, with GPU facts and a measured bf16 matmul ceiling on an NVIDIA GPU."""
+    if current_device().compute_capability is None:
+        return describe()
+    from runner import gpu
+
+    return describe(gpu.facts(), gpu.matmul_peak_tflops())
+
+
 def describe(gpu_facts: dict | None = None, matmul_peak_tflops: float | None = None) -> Machine:
     """The machine record for a run's manifest."""
     device = current_device()

@@ -15,7 +15,7 @@ from runner import metrics
 from runner.attention import reference_attention
 from runner.cells import Cell
 from runner.record import CellRecord, Correctness, Fp8Info, Params
-from runner.registry import VARIANTS, Variant
+from runner.registry import VARIANTS, Staged, Variant
 from runner.spec import Spec
 from runner.timers import Timer, sample
 
@@ -107,13 +107,26 @@ def with_grads(attend):
     return forward_backward
 
 
-def compiled_call(variant: Variant, p: Params, args: tuple):
-    """Jit, lower and compile the cell's function; return (compiled, compile seconds)."""
-    attend = variant.build(p)
-    fn = with_grads(attend) if p.pass_ == "fwd_bwd" else attend
+@dataclass
+class Prepared:
+    """A variant made ready for one cell: the compiled timed call, its arguments, and how to read its output."""
+
+    compiled: object
+    args: tuple
+    finish: object  # compiled output -> output (and grads) comparable with the reference
+    compile_s: float
+
+
+def prepare(variant: Variant, p: Params, inputs: tuple) -> Prepared:
+    """Build the variant, convert inputs if it is staged, then jit, lower and compile the timed call."""
+    built = variant.build(p)
+    staged = built if isinstance(built, Staged) else None
+    fn = staged.attend if staged else built
+    fn = with_grads(fn) if p.pass_ == "fwd_bwd" else fn
+    args = jax.block_until_ready(jax.jit(staged.prepare)(*inputs[:3])) if staged else inputs
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
+    return Prepared(compiled, args, staged.finish if staged else (lambda out: out), time.perf_counter() - start)
 
 
 def backend_of(custom_calls: list[str]) -> str:
@@ -161,8 +174,8 @@ def fp8_info(variant: Variant, p: Params, problem: Problem, outputs, hlo: str, k
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the bf16 baseline."""
     in_hlo = bool(FP8_TYPE.search(hlo))
     in_kernels = any(FP8_KERNEL.search(k) for k in kernels) if kernels else None
-    baseline, _ = compiled_call(VARIANTS[variant.fp8_baseline], p, problem.args)
-    base_out = baseline(*problem.args)
+    baseline = prepare(VARIANTS[variant.fp8_baseline], p, problem.args)
+    base_out = baseline.finish(baseline.compiled(*baseline.args))
     out, base = (outputs[0], base_out[0]) if isinstance(outputs, tuple) else (outputs, base_out)
     diff = rel_err(out, base.astype(jnp.float32))
     if in_hlo and in_kernels is not False:
@@ -216,24 +229,25 @@ class Measurer:
 
     def _measure(self, cell: Cell, problem: Problem, fields: dict) -> None:
         variant, p = VARIANTS[cell.variant], cell.params
-        compiled, fields["compile_s"] = compiled_call(variant, p, problem.args)
+        prepared = prepare(variant, p, problem.args)
+        compiled, fields["compile_s"] = prepared.compiled, prepared.compile_s
         memory = compiled.memory_analysis()
         fields["temp_bytes"] = int(memory.temp_size_in_bytes) if memory is not None else None
         hlo = compiled.as_text()
         fields["custom_calls"] = sorted(set(CUSTOM_CALL.findall(hlo)))
         fields["backend"] = backend_of(fields["custom_calls"])
-        outputs = jax.block_until_ready(compiled(*problem.args))
+        outputs = prepared.finish(jax.block_until_ready(compiled(*prepared.args)))
         tolerance = getattr(self.spec.tolerances, "fp8" if variant.fp8_baseline else p.dtype)
         correctness = fields["correctness"] = check(p, outputs, problem, tolerance)
         if reason := incorrect_reason(correctness):
             fields["status"], fields["reason"] = "incorrect", reason
             return
         del outputs  # free device memory before timing
-        call = functools.partial(compiled, *problem.args)
-        fields["timings"] = [sample(timer, call, self.spec.timing) for timer in self.timers]
-        fields["kernels"] = sorted({k for timer in self.timers for k in getattr(timer, "kernels", ())})
+        fields["timings"] = [sample(timer, compiled, prepared.args, self.spec.timing) for timer in self.timers]
+        fields["kernels"] = list(dict.fromkeys(k for timer in self.timers for k in getattr(timer, "kernels", ())))
         if variant.fp8_baseline:
-            fields["fp8"] = fp8_info(variant, p, problem, compiled(*problem.args), hlo, fields["kernels"])
+            outputs = prepared.finish(compiled(*prepared.args))
+            fields["fp8"] = fp8_info(variant, p, problem, outputs, hlo, fields["kernels"])
         fields["status"] = "ok"
 
     def _record(self, cell: Cell, started: str, clock: float, **fields) -> CellRecord:

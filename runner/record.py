@@ -133,7 +133,9 @@ class Machine(_Record):
     device_count: int
     compute_capability: str | None = None
     versions: dict[str, str] = Field(default_factory=dict, description="jax, jaxlib, flax, cuda, cudnn, te, ...")
-    gpu: dict[str, object] = Field(default_factory=dict, description="NVML facts: memory, SMs, driver, clocks.")
+    gpu: dict[str, object] = Field(
+        default_factory=dict, description="NVML facts at the start: name, memory, SMs, driver, SM clock, temperature."
+    )
     matmul_peak_tflops: float | None = Field(None, description="Measured bf16 matmul ceiling on this device.")
 
 
@@ -150,6 +152,7 @@ class Manifest(_Record):
     machine: Machine
     git_sha: str | None = None
     shard: str | None = Field(None, description="i/n when the run is one shard of several.")
+    gpu_at_end: dict[str, object] = Field(default_factory=dict, description="SM clock and temperature at the end.")
     cells_planned: int = 0
     argv: list[str] = Field(default_factory=list)
 

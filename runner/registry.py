@@ -2,6 +2,7 @@
 
 A variant function takes the cell's Params and returns `attend(q, k, v) -> out` with q of shape
 (B, T, N, H) and k, v of shape (B, S, K, H), all in the cell's dtype; the output has q's shape.
+A variant whose timed call takes other inputs (FP8 tensors and their scales) returns a Staged instead.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ Attend = Callable  # (q, k, v) -> out
 
 
 @dataclass(frozen=True)
+class Staged:
+    """prepare (untimed) -> attend (timed, compiled and inspected) -> finish (untimed)."""
+
+    prepare: Callable  # (q, k, v) -> tuple of attend's arguments
+    attend: Callable
+    finish: Callable  # attend's output -> the output in the cell's dtype
+
+
+@dataclass(frozen=True)
 class Requires:
     """What a variant needs; anything unmet makes its cells `skipped` with a reason."""
 
@@ -29,12 +39,13 @@ class Requires:
     max_head_dim: int | None = None
     package: str | None = None
     passes: tuple[str, ...] = ("fwd", "fwd_bwd")
+    probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
-    build: Callable[[Params], Attend]
+    build: Callable[[Params], Attend | Staged]
     requires: Requires
     doc: str
     fp8_baseline: str | None = None  # promises FP8: compared with this bf16 variant, verdict recorded
@@ -44,9 +55,9 @@ VARIANTS: dict[str, Variant] = {}
 
 
 def variant(name: str, requires: Requires = Requires(), fp8_baseline: str | None = None):
-    """Register `build(params) -> attend` under `name`; FP8 variants name the bf16 variant they replace."""
+    """Register `build(params) -> attend | Staged` under `name`; FP8 variants name the bf16 variant they replace."""
 
-    def register(build: Callable[[Params], Attend]) -> Callable[[Params], Attend]:
+    def register(build: Callable[[Params], Attend | Staged]) -> Callable[[Params], Attend | Staged]:
         doc = (build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else ""
         VARIANTS[name] = Variant(name, build, requires, doc, fp8_baseline)
         return build
@@ -77,7 +88,7 @@ def device_verdict(v: Variant, device: Device) -> str | None:
         return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
     if req.package and importlib.util.find_spec(req.package) is None:
         return f"{v.name} needs the Python package '{req.package}', which is not installed here"
-    return None
+    return req.probe() if req.probe else None
 
 
 def verdict(v: Variant, params: Params, device: Device) -> str | None:

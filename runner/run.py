@@ -15,7 +15,8 @@ from runner.record import Manifest
 from runner.registry import VARIANTS, verdict
 from runner.results import RunWriter
 from runner.spec import Spec
-from runner.timers import WallTimer
+from runner.spec import Timing as TimingSettings
+from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
 
 def now() -> str:
@@ -31,9 +32,11 @@ def skip_reason(cell: Cell) -> str | None:
     return verdict(VARIANTS[cell.variant], cell.params, machine.current_device())
 
 
-def timers_for_device() -> list:
-    """Wall time everywhere."""
-    return [WallTimer()]
+def timers_for_device(settings: TimingSettings) -> list:
+    """Wall time everywhere; on an NVIDIA GPU also kernel time (CUPTI), hot and, if asked, L2-cold."""
+    if machine.current_device().compute_capability is None:
+        return [WallTimer()]
+    return [WallTimer(), DeviceTimer()] + ([ColdDeviceTimer()] if settings.cold else [])
 
 
 def execute(spec: Spec, cells: list[Cell], out: Path, run_id: str, console: Console, argv: list[str]) -> Path:
@@ -44,13 +47,13 @@ def execute(spec: Spec, cells: list[Cell], out: Path, run_id: str, console: Cons
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec.digest(),
         started_at=now(),
-        machine=machine.describe(),
+        machine=machine.describe_here(),
         git_sha=machine.git_sha(),
         cells_planned=len(cells),
         argv=argv,
     )
     writer = RunWriter(out, manifest)
-    measurer = Measurer(spec, timers_for_device(), run_id, manifest.machine.matmul_peak_tflops)
+    measurer = Measurer(spec, timers_for_device(spec.timing), run_id, manifest.machine.matmul_peak_tflops)
     with progress_for(len(cells), console) as progress:
         for cell in cells:
             progress.started(cell)
@@ -58,5 +61,6 @@ def execute(spec: Spec, cells: list[Cell], out: Path, run_id: str, console: Cons
             record = measurer.skipped(cell, reason) if reason else measurer.measure(cell)
             writer.append(record)
             progress.finished(cell, record)
+    manifest.gpu_at_end = machine.gpu_readings()
     writer.finish(now())
     return writer.dir

@@ -1,0 +1,130 @@
+"""GPU truth, checked on an NVIDIA GPU (the project's H200); skipped cleanly elsewhere."""
+
+from __future__ import annotations
+
+import statistics
+
+import jax
+import pytest
+
+from runner import metrics
+from runner.cells import Cell, resolve
+from runner.machine import current_device
+from runner.measure import Measurer, make_inputs
+from runner.registry import VARIANTS, Staged, load_all
+from runner.spec import parse_spec
+from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(current_device().compute_capability is None, reason="needs an NVIDIA GPU"),
+]
+load_all()
+
+LAB_DEFAULT = dict(batch=4, seq_len=128, heads=8, head_dim=64, dtype="bfloat16", causal=False)
+ANCHOR = dict(batch=1, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
+
+
+def measurer(timers, **timing) -> Measurer:
+    settings = dict(warmup=2, min_samples=10, max_samples=50, target_noise=0.02, budget_s=2.0) | timing
+    spec = parse_spec({"name": "gpu-test", "timing": settings, "experiments": [{"name": "x", "variants": ["xla"]}]},
+                      set(VARIANTS))
+    return Measurer(spec, timers, "gpu-test")
+
+
+def params(**shape):
+    return resolve({"kv_seq_len": None, "kv_heads": None, "pass": "fwd", **shape})
+
+
+def measure(variant: str, timers=None, **shape):
+    return measurer(timers or [WallTimer(), DeviceTimer()]).measure(Cell("gpu", variant, params(**shape)))
+
+
+def test_cudnn_runs_the_fused_kernel_at_the_lab_default_shape():
+    record = measure("cudnn", **LAB_DEFAULT)
+    assert record.status == "ok", record.reason
+    assert any(c.startswith("__cudnn$fmha") for c in record.custom_calls)
+    assert record.backend == "cudnn"
+    assert any("sdpa" in k or "fmha" in k or "flash" in k for k in record.kernels), record.kernels
+
+
+def test_lab_default_shape_device_time_is_a_fraction_of_wall_time():
+    record = measure("xla", **LAB_DEFAULT)
+    wall, device = (next(t for t in record.timings if t.timer == name) for name in ("wall", "device"))
+    assert record.timer == "device"
+    assert device.median_s < wall.median_s / 2, (device.median_s, wall.median_s)
+
+
+def test_auto_records_what_it_compiled_to():
+    record = measure("auto", **LAB_DEFAULT)
+    assert record.status == "ok"
+    assert record.backend in ("xla", "cudnn")
+
+
+def test_naive_temp_memory_grows_with_t_squared_and_cudnn_does_not():
+    shape = dict(batch=4, seq_len=4096, heads=16, head_dim=128, dtype="bfloat16", causal=False)
+    naive, cudnn = measure("naive", **shape), measure("cudnn", **shape)
+    assert naive.temp_bytes >= 4 * 16 * 4096 * 4096 * 2  # the (B, N, T, S) bf16 weights
+    assert cudnn.temp_bytes < naive.temp_bytes / 100
+
+
+@pytest.mark.parametrize("variant", ["cudnn", "xla"])
+def test_fwd_bwd_is_checked_against_reference_gradients(variant):
+    record = measure(variant, **{**LAB_DEFAULT, "causal": True, "kv_heads": 2, "pass": "fwd_bwd"})
+    assert record.status == "ok", record.reason
+    assert set(record.correctness.grad_rel_err) == {"dq", "dk", "dv"}
+
+
+def _direct_cupti_tflops(variant: str, p) -> float:
+    """The same call timed by CUPTI directly, outside the runner's timers."""
+    q, k, v = make_inputs(p, 0)
+    built = VARIANTS[variant].build(p)
+    if isinstance(built, Staged):
+        args, fn = jax.jit(built.prepare)(q, k, v), built.attend
+    else:
+        args, fn = (q, k, v), built
+    from jax.experimental.mosaic.gpu import profiler
+
+    _, per_call_ms = profiler.measure(jax.jit(fn), iterations=30)(*args)
+    return metrics.flops(p) / (statistics.median(per_call_ms) / 1e3) / 1e12
+
+
+@pytest.mark.parametrize("variant", ["cudnn", "cudnn_fp8"])
+def test_device_tflops_match_a_direct_cupti_measurement(variant):
+    p = params(**ANCHOR)
+    record = measurer([DeviceTimer()]).measure(Cell("anchor", variant, p))
+    assert record.status == "ok", record.reason
+    direct = _direct_cupti_tflops(variant, p)
+    assert abs(record.tflops - direct) / direct < 0.03, (record.tflops, direct)
+
+
+def test_cudnn_fp8_is_real_fp8_and_faster_than_bf16():
+    fp8, bf16 = measure("cudnn_fp8", **ANCHOR), measure("cudnn", **ANCHOR)
+    assert fp8.status == "ok", fp8.reason
+    assert fp8.fp8.in_hlo and fp8.fp8.in_kernels, fp8.fp8
+    assert fp8.correctness.rel_err < 0.1
+    assert fp8.tflops > 1.2 * bf16.tflops, (fp8.tflops, bf16.tflops)
+
+
+def test_te_fp8_says_whether_fp8_reached_attention():
+    if current_device().compute_capability < 8.9 or "te_fp8" not in VARIANTS:
+        pytest.skip("needs compute capability 8.9")
+    pytest.importorskip("transformer_engine.jax")
+    record = measure("te_fp8", **{**LAB_DEFAULT, "seq_len": 2048, "causal": True})
+    assert record.status == "ok", record.reason
+    if not record.fp8.in_hlo:
+        assert record.fp8.verdict.startswith("not FP8")
+    assert record.backend == "transformer_engine"
+
+
+def test_cold_samples_are_named_and_not_faster_than_hot():
+    record = measure("cudnn", timers=[DeviceTimer(), ColdDeviceTimer()], **{**LAB_DEFAULT, "seq_len": 1024})
+    hot, cold = (next(t for t in record.timings if t.timer == name) for name in ("device", "device_cold"))
+    assert cold.median_s >= hot.median_s * 0.95
+
+
+def test_matmul_ceiling_is_measured():
+    from runner.gpu import matmul_peak_tflops
+
+    assert 50 < matmul_peak_tflops(size=4096, calls=10) < 5000
+
