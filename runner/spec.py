@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
+Size = Annotated[int, Field(strict=True, gt=0)]  # strict: YAML `true` or `2.0` is not a size
 SHAPE_AXES = ("batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass")
 
 
@@ -24,20 +25,20 @@ class SpecError(Exception):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")  # `pass` only: no hidden `pass_` spelling
 
 
 class Shape(_Model):
     """Problem size and numerics shared by every cell unless an experiment overrides them."""
 
-    batch: PositiveInt = Field(4, description="Batch size B.")
-    seq_len: PositiveInt = Field(128, description="Query sequence length T.")
-    kv_seq_len: PositiveInt | None = Field(None, description="Key/value sequence length S; defaults to seq_len.")
-    heads: PositiveInt = Field(8, description="Query heads N.")
-    kv_heads: PositiveInt | None = Field(
+    batch: Size = Field(4, description="Batch size B.")
+    seq_len: Size = Field(128, description="Query sequence length T.")
+    kv_seq_len: Size | None = Field(None, description="Key/value sequence length S; defaults to seq_len.")
+    heads: Size = Field(8, description="Query heads N.")
+    kv_heads: Size | None = Field(
         None, description="Key/value heads K; defaults to heads. K < N is GQA, K = 1 is MQA."
     )
-    head_dim: PositiveInt = Field(64, description="Head dimension H.")
+    head_dim: Size = Field(64, description="Head dimension H.")
     dtype: DType = Field("bfloat16", description="Dtype of Q, K, V and the output.")
     causal: bool = Field(False, description="Apply a causal (lower-triangular) mask.")
     pass_: Pass = Field(
@@ -48,12 +49,12 @@ class Shape(_Model):
 class Overrides(_Model):
     """An experiment's changes to the defaults; unset fields inherit."""
 
-    batch: PositiveInt | None = Field(None, description="Batch size B.")
-    seq_len: PositiveInt | None = Field(None, description="Query sequence length T.")
-    kv_seq_len: PositiveInt | None = Field(None, description="Key/value sequence length S.")
-    heads: PositiveInt | None = Field(None, description="Query heads N.")
-    kv_heads: PositiveInt | None = Field(None, description="Key/value heads K.")
-    head_dim: PositiveInt | None = Field(None, description="Head dimension H.")
+    batch: Size | None = Field(None, description="Batch size B.")
+    seq_len: Size | None = Field(None, description="Query sequence length T.")
+    kv_seq_len: Size | None = Field(None, description="Key/value sequence length S.")
+    heads: Size | None = Field(None, description="Query heads N.")
+    kv_heads: Size | None = Field(None, description="Key/value heads K.")
+    head_dim: Size | None = Field(None, description="Head dimension H.")
     dtype: DType | None = Field(None, description="Dtype of Q, K, V and the output.")
     causal: bool | None = Field(None, description="Apply a causal mask.")
     pass_: Pass | None = Field(None, alias="pass", description="fwd or fwd_bwd.")
@@ -62,12 +63,12 @@ class Overrides(_Model):
 class Sweep(_Model):
     """Axes to sweep; every combination (cartesian product) becomes a cell."""
 
-    batch: list[PositiveInt] | None = Field(None, min_length=1, description="Batch sizes.")
-    seq_len: list[PositiveInt] | None = Field(None, min_length=1, description="Query sequence lengths.")
-    kv_seq_len: list[PositiveInt] | None = Field(None, min_length=1, description="Key/value sequence lengths.")
-    heads: list[PositiveInt] | None = Field(None, min_length=1, description="Query head counts.")
-    kv_heads: list[PositiveInt] | None = Field(None, min_length=1, description="Key/value head counts.")
-    head_dim: list[PositiveInt] | None = Field(None, min_length=1, description="Head dimensions.")
+    batch: list[Size] | None = Field(None, min_length=1, description="Batch sizes.")
+    seq_len: list[Size] | None = Field(None, min_length=1, description="Query sequence lengths.")
+    kv_seq_len: list[Size] | None = Field(None, min_length=1, description="Key/value sequence lengths.")
+    heads: list[Size] | None = Field(None, min_length=1, description="Query head counts.")
+    kv_heads: list[Size] | None = Field(None, min_length=1, description="Key/value head counts.")
+    head_dim: list[Size] | None = Field(None, min_length=1, description="Head dimensions.")
     dtype: list[DType] | None = Field(None, min_length=1, description="Dtypes.")
     causal: list[bool] | None = Field(None, min_length=1, description="Mask settings.")
     pass_: list[Pass] | None = Field(None, alias="pass", min_length=1, description="Passes.")
@@ -94,8 +95,8 @@ class Timing(_Model):
     """How samples are taken and when to stop."""
 
     warmup: int = Field(3, ge=0, description="Calls after compilation that are not timed.")
-    min_samples: PositiveInt = Field(10, description="Samples taken before the noise test may stop.")
-    max_samples: PositiveInt = Field(500, description="Hard cap on samples.")
+    min_samples: Size = Field(10, description="Samples taken before the noise test may stop.")
+    max_samples: Size = Field(500, description="Hard cap on samples.")
     target_noise: PositiveFloat = Field(0.05, description="Stop once IQR/median is at or below this.")
     budget_s: PositiveFloat = Field(2.0, description="Time budget per cell and timer for sampling, in seconds.")
     cold: bool = Field(False, description="On a GPU, also take cold samples with L2 flushed before each call.")
@@ -213,17 +214,31 @@ def _cross_field_problems(spec: Spec, known_variants: set[str]) -> list[str]:
                 )
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
-        problems += _head_problems(where, {**defaults, **exp.overrides()}, exp.sweep.axes())
-    return problems
+        problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
+    return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
-def _head_problems(where: str, shape: dict, axes: dict) -> list[str]:
+def _head_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
+    shape = {**defaults, **overrides}
     heads_values = axes.get("heads", [shape["heads"]])
     kv_values = axes.get("kv_heads", [shape["kv_heads"]])
     problems = []
-    for heads in heads_values:
+    for i, heads in enumerate(heads_values):
         for j, kv_heads in enumerate(kv_values):
             if kv_heads is not None and heads % kv_heads:
-                at = f"{where}.sweep.kv_heads[{j}]" if "kv_heads" in axes else f"{where}.kv_heads"
+                at = _head_path(where, overrides, axes, i, j)
                 problems.append(f"{at}: heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     return problems
+
+
+def _head_path(where: str, overrides: dict, axes: dict, i: int, j: int) -> str:
+    """Where the clashing pair is set: the experiment's kv_heads, else its heads, else the defaults."""
+    if "kv_heads" in axes:
+        return f"{where}.sweep.kv_heads[{j}]"
+    if "kv_heads" in overrides:
+        return f"{where}.kv_heads"
+    if "heads" in axes:
+        return f"{where}.sweep.heads[{i}]"
+    if "heads" in overrides:
+        return f"{where}.heads"
+    return "defaults.kv_heads"

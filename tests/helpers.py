@@ -1,0 +1,40 @@
+"""Shared test helpers: tiny shapes, a fast timing section, spec and params builders, the CLI in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from runner.cells import resolve
+from runner.record import Params
+
+REPO = Path(__file__).resolve().parents[1]
+FAST_TIMING = {"warmup": 0, "min_samples": 2, "max_samples": 3, "budget_s": 0.05}
+TINY = {"batch": 1, "seq_len": 8, "heads": 4, "head_dim": 8, "dtype": "float32"}
+
+
+def spec_data(*experiments: dict, **top) -> dict:
+    """A valid spec document: tiny defaults, fast timing, the given experiments (one xla experiment if none)."""
+    experiments = experiments or ({"name": "a", "variants": ["xla"]},)
+    return {"name": "test", "defaults": dict(TINY), "timing": dict(FAST_TIMING), "experiments": list(experiments), **top}
+
+
+def write_spec(path: Path, data: dict | str) -> Path:
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def params(**shape) -> Params:
+    """Resolved cell parameters; tiny unless overridden (pass_ sets `pass`)."""
+    shape = {**TINY, "kv_seq_len": None, "kv_heads": None, "causal": False, "pass": shape.pop("pass_", "fwd"), **shape}
+    return resolve(shape)
+
+
+def attnbench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m runner ARGS` from the repository root, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )

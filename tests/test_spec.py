@@ -1,0 +1,222 @@
+"""runner/spec.py: every bad spec is refused with one exact line per problem, naming its YAML path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runner.cli import main
+from runner.registry import load_all
+from runner.spec import Spec, SpecError, load_spec, parse_spec
+from helpers import REPO, spec_data, write_spec
+
+KNOWN = {"naive", "xla", "cudnn", "auto"}  # fixed, so messages do not change when variants are added
+
+
+def exp(name: str = "a", **fields) -> dict:
+    return {"name": name, "variants": ["xla"], **fields}
+
+
+BAD_SPECS = {
+    "unknown top-level key": (spec_data(bogus=1), ["bogus: unknown key"]),
+    "unknown nested key": (spec_data(timing={"warmupp": 1}), ["timing.warmupp: unknown key"]),
+    "unknown experiment key": (spec_data(exp(colour="red")), ["experiments[0].colour: unknown key"]),
+    "unknown sweep axis": (spec_data(exp(sweep={"seqlen": [8]})), ["experiments[0].sweep.seqlen: unknown key"]),
+    "hidden pass_ spelling": (spec_data(exp(pass_="fwd")), ["experiments[0].pass_: unknown key"]),
+    "string for a size": (
+        spec_data(defaults={"batch": "four"}),
+        ["defaults.batch: must be an integer (got 'four')"],
+    ),
+    "float for a size": (spec_data(exp(head_dim=2.5)), ["experiments[0].head_dim: must be an integer (got 2.5)"]),
+    "bool for a size": (spec_data(defaults={"batch": True}), ["defaults.batch: must be an integer (got True)"]),
+    "not a bool": (spec_data(exp(causal="maybe")), ["experiments[0].causal: must be true or false (got 'maybe')"]),
+    "not a number": (spec_data(tolerances={"float32": "tight"}), ["tolerances.float32: must be a number (got 'tight')"]),
+    "name not a string": (spec_data(name=5), ["name: must be a string (got 5)"]),
+    "non-positive size in a sweep": (
+        spec_data(exp("a"), exp("b"), exp("c", sweep={"seq_len": [64, 0]})),
+        ["experiments[2].sweep.seq_len[1]: must be > 0"],
+    ),
+    "negative default": (spec_data(defaults={"heads": -1}), ["defaults.heads: must be > 0"]),
+    "negative warmup and zero budget": (
+        spec_data(timing={"warmup": -1, "budget_s": 0}),
+        ["timing.warmup: must be >= 0", "timing.budget_s: must be > 0.0"],
+    ),
+    "heads not a multiple of kv_heads (override)": (
+        spec_data(exp(heads=6, kv_heads=4)),
+        ["experiments[0].kv_heads: heads (6) must be a multiple of kv_heads (4)"],
+    ),
+    "heads not a multiple of kv_heads (sweep)": (
+        spec_data(exp(heads=8, sweep={"kv_heads": [8, 3]})),
+        ["experiments[0].sweep.kv_heads[1]: heads (8) must be a multiple of kv_heads (3)"],
+    ),
+    "swept heads not a multiple of kv_heads": (
+        spec_data(exp(kv_heads=4, sweep={"heads": [8, 6]})),
+        ["experiments[0].kv_heads: heads (6) must be a multiple of kv_heads (4)"],
+    ),
+    "heads override against default kv_heads": (
+        spec_data(exp(heads=6), defaults={"heads": 8, "kv_heads": 4}),
+        ["experiments[0].heads: heads (6) must be a multiple of kv_heads (4)"],
+    ),
+    "clash in defaults is reported once, at defaults": (
+        spec_data(exp("a"), exp("b"), defaults={"heads": 6, "kv_heads": 4}),
+        ["defaults.kv_heads: heads (6) must be a multiple of kv_heads (4)"],
+    ),
+    "unknown variant": (
+        spec_data(exp(variants=["xla", "flash9"])),
+        ["experiments[0].variants[1]: unknown variant 'flash9' (known: auto, cudnn, naive, xla)"],
+    ),
+    "unknown dtype": (
+        spec_data(defaults={"dtype": "fp4"}),
+        ["defaults.dtype: must be one of 'float32', 'bfloat16' or 'float16' (got 'fp4')"],
+    ),
+    "unknown dtype in a sweep": (
+        spec_data(exp(sweep={"dtype": ["float32", "int8"]})),
+        ["experiments[0].sweep.dtype[1]: must be one of 'float32', 'bfloat16' or 'float16' (got 'int8')"],
+    ),
+    "unknown pass": (
+        spec_data(defaults={"pass": "bwd"}),
+        ["defaults.pass: must be one of 'fwd' or 'fwd_bwd' (got 'bwd')"],
+    ),
+    "empty sweep list": (spec_data(exp(sweep={"seq_len": []})), ["experiments[0].sweep.seq_len: must not be empty"]),
+    "empty sweep mapping": (spec_data(exp(sweep={})), ["experiments[0].sweep: must name at least one axis"]),
+    "null sweep": (spec_data(exp(sweep=None)), ["experiments[0].sweep: must be a mapping (got None)"]),
+    "duplicate experiment name": (
+        spec_data(exp("a"), exp("b"), exp("a")),
+        ["experiments[2].name: duplicate experiment name 'a'"],
+    ),
+    "missing name": ({"experiments": [exp()]}, ["name: required"]),
+    "missing experiments": ({"name": "t"}, ["experiments: required"]),
+    "no experiments": (spec_data(experiments=[]), ["experiments: must not be empty"]),
+    "missing variants": (spec_data({"name": "a"}), ["experiments[0].variants: required"]),
+    "empty variants": (spec_data(exp(variants=[])), ["experiments[0].variants: must not be empty"]),
+    "experiment not a mapping": (spec_data("a"), ["experiments[0]: must be a mapping (got 'a')"]),
+    "experiments not a list": (spec_data(experiments={"name": "a"}), ["experiments: must be a list (got {'name': 'a'})"]),
+}
+
+
+@pytest.mark.parametrize("data, expected", BAD_SPECS.values(), ids=BAD_SPECS.keys())
+def test_bad_spec_is_refused_with_exact_lines(data, expected):
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data, KNOWN)
+    assert caught.value.problems == expected
+    assert str(caught.value) == "\n".join(expected)
+
+
+def test_several_problems_give_one_line_each():
+    data = spec_data(
+        exp("a", variants=["nope"], sweep={}),
+        exp("a", kv_heads=3),
+        defaults={**spec_data()["defaults"], "heads": 8},
+    )
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data, KNOWN)
+    assert caught.value.problems == [
+        "experiments[0].variants[0]: unknown variant 'nope' (known: auto, cudnn, naive, xla)",
+        "experiments[0].sweep: must name at least one axis",
+        "experiments[1].name: duplicate experiment name 'a'",
+        "experiments[1].kv_heads: heads (8) must be a multiple of kv_heads (3)",
+    ]
+
+
+def test_several_schema_problems_give_one_line_each():
+    data = spec_data(bogus=1, defaults={"batch": 0, "dtype": "fp4"})
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data, KNOWN)
+    assert sorted(caught.value.problems) == [
+        "bogus: unknown key",
+        "defaults.batch: must be > 0",
+        "defaults.dtype: must be one of 'float32', 'bfloat16' or 'float16' (got 'fp4')",
+    ]
+
+
+def test_unreadable_yaml_names_line_and_column(tmp_path):
+    path = write_spec(tmp_path / "bad.yaml", "name: t\nexperiments:\n  - name: a\n    variants: [xla\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}:5:1: not valid YAML (expected ',' or ']', but got '<stream end>')"]
+
+
+def test_bad_indentation_names_line_and_column(tmp_path):
+    path = write_spec(tmp_path / "bad.yaml", "name: t\n  bad: indent\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}:2:6: not valid YAML (mapping values are not allowed here)"]
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "nowhere.yaml"
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}: no such file"]
+
+
+def test_a_folder_is_not_a_spec(tmp_path):
+    with pytest.raises(SpecError) as caught:
+        load_spec(tmp_path, KNOWN)
+    assert caught.value.problems == [f"{tmp_path}: cannot read (Is a directory)"]
+
+
+@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("", "NoneType"), ("just text\n", "str")])
+def test_document_that_is_not_a_mapping(tmp_path, text, kind):
+    path = write_spec(tmp_path / "list.yaml", text)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}: must be a YAML mapping with name, experiments, ... (got {kind})"]
+
+
+def test_file_errors_go_through_the_same_validation(tmp_path):
+    path = write_spec(tmp_path / "s.yaml", spec_data(exp(sweep={"seq_len": [8, -8]})))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == ["experiments[0].sweep.seq_len[1]: must be > 0"]
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "specs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_specs_validate(path):
+    spec = load_spec(path, set(load_all()))
+    assert spec.experiments
+
+
+def test_defaults_fill_unset_fields():
+    spec = parse_spec({"name": "t", "experiments": [exp()]}, KNOWN)
+    assert spec.defaults.model_dump(by_alias=True) == {
+        "batch": 4, "seq_len": 128, "kv_seq_len": None, "heads": 8, "kv_heads": None,
+        "head_dim": 64, "dtype": "bfloat16", "causal": False, "pass": "fwd",
+    }  # fmt: skip
+    assert spec.experiments[0].overrides() == {}
+
+
+def test_overrides_use_the_spec_spelling_of_pass():
+    spec = parse_spec(spec_data(exp(**{"pass": "fwd_bwd", "seq_len": 16})), KNOWN)
+    assert spec.experiments[0].overrides() == {"seq_len": 16, "pass": "fwd_bwd"}
+    assert spec.experiments[0].sweep.axes() == {}
+
+
+def test_digest_is_stable_and_content_sensitive():
+    first, again = parse_spec(spec_data(), KNOWN), parse_spec(spec_data(), KNOWN)
+    assert first.digest() == again.digest()
+    assert parse_spec(spec_data(seed=1), KNOWN).digest() != first.digest()
+
+
+def _properties_without_description(schema: dict) -> list[str]:
+    models = {"Spec": schema, **schema["$defs"]}
+    return [
+        f"{model}.{name}"
+        for model, body in models.items()
+        for name, prop in body.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+
+
+def test_schema_command_describes_every_property_of_every_model(capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert {"Experiment", "Shape", "Sweep", "Timing", "Tolerances"} <= set(schema["$defs"])
+    assert "pass" in schema["$defs"]["Shape"]["properties"]  # the spec spelling, not pass_
+    assert _properties_without_description(schema) == []
+
+
+def test_every_model_has_a_description():
+    schema = Spec.model_json_schema(by_alias=True)
+    assert all(body.get("description") for body in [schema, *schema["$defs"].values()])
