@@ -1,0 +1,140 @@
+"""runner/cells.py: a spec expands into cells, in run order, with defaults resolved and stable keys."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from helpers import params, spec_data
+from runner.cells import Cell, expand, resolve
+from runner.spec import parse_spec
+
+KNOWN = {"naive", "xla", "cudnn", "auto"}
+
+
+def cells_of(*experiments: dict, **top) -> list[Cell]:
+    return expand(parse_spec(spec_data(*experiments, **top), KNOWN))
+
+
+def test_cartesian_product_in_order_sweep_points_then_variants():
+    cells = cells_of({"name": "a", "variants": ["naive", "xla"], "sweep": {"seq_len": [8, 16, 32], "causal": [False, True]}})
+    expected = [
+        (seq_len, causal, variant)
+        for seq_len, causal in itertools.product([8, 16, 32], [False, True])
+        for variant in ["naive", "xla"]
+    ]
+    assert [(c.params.seq_len, c.params.causal, c.variant) for c in cells] == expected
+
+
+def test_axes_run_in_declaration_order_of_the_model_not_of_the_yaml():
+    # Sweep.axes() dumps in field order (batch, seq_len, ...), so the product is the same however the YAML is ordered
+    one = cells_of({"name": "a", "variants": ["xla"], "sweep": {"causal": [False, True], "batch": [1, 2]}})
+    two = cells_of({"name": "a", "variants": ["xla"], "sweep": {"batch": [1, 2], "causal": [False, True]}})
+    assert [c.key for c in one] == [c.key for c in two]
+    assert [(c.params.batch, c.params.causal) for c in one] == [(1, False), (1, True), (2, False), (2, True)]
+
+
+def test_experiments_run_in_spec_order():
+    cells = cells_of({"name": "b", "variants": ["xla"]}, {"name": "a", "variants": ["naive"]})
+    assert [(c.experiment, c.variant) for c in cells] == [("b", "xla"), ("a", "naive")]
+
+
+def test_no_sweep_is_one_point():
+    cells = cells_of({"name": "a", "variants": ["xla", "naive", "auto"]})
+    assert len(cells) == 3
+    assert len({c.params for c in cells}) == 1
+
+
+def test_kv_seq_len_follows_seq_len_when_unset():
+    cells = cells_of({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [8, 16]}})
+    assert [(c.params.seq_len, c.params.kv_seq_len) for c in cells] == [(8, 8), (16, 16)]
+
+
+def test_kv_seq_len_stays_when_set():
+    cells = cells_of({"name": "a", "variants": ["xla"], "kv_seq_len": 12, "sweep": {"seq_len": [8, 16]}})
+    assert [(c.params.seq_len, c.params.kv_seq_len) for c in cells] == [(8, 12), (16, 12)]
+
+
+def test_kv_heads_defaults_to_heads():
+    cells = cells_of({"name": "a", "variants": ["xla"], "sweep": {"heads": [2, 4]}})
+    assert [(c.params.heads, c.params.kv_heads) for c in cells] == [(2, 2), (4, 4)]
+
+
+def test_kv_heads_sweep_gives_mha_gqa_mqa():
+    cells = cells_of({"name": "a", "variants": ["xla"], "heads": 8, "sweep": {"kv_heads": [8, 2, 1]}})
+    assert [(c.params.heads, c.params.kv_heads) for c in cells] == [(8, 8), (8, 2), (8, 1)]
+
+
+def test_overrides_replace_defaults_for_their_experiment_only():
+    cells = cells_of(
+        {"name": "a", "variants": ["xla"], "batch": 3, "dtype": "bfloat16", "causal": True, "pass": "fwd_bwd"},
+        {"name": "b", "variants": ["xla"]},
+    )
+    a, b = (c.params for c in cells)
+    assert (a.batch, a.dtype, a.causal, a.pass_) == (3, "bfloat16", True, "fwd_bwd")
+    assert (b.batch, b.dtype, b.causal, b.pass_) == (1, "float32", False, "fwd")
+    assert (a.seq_len, a.heads, a.head_dim) == (b.seq_len, b.heads, b.head_dim) == (8, 4, 8)
+
+
+def test_sweep_overrides_the_experiment_override():
+    cells = cells_of({"name": "a", "variants": ["xla"], "seq_len": 64, "sweep": {"seq_len": [8]}})
+    assert [c.params.seq_len for c in cells] == [8]
+
+
+def test_duplicates_are_removed_keeping_first_order():
+    cells = cells_of({"name": "a", "variants": ["xla", "naive", "xla"], "sweep": {"seq_len": [8, 16, 8]}})
+    assert [(c.params.seq_len, c.variant) for c in cells] == [(8, "xla"), (8, "naive"), (16, "xla"), (16, "naive")]
+    assert len({c.key for c in cells}) == len(cells)
+
+
+def test_kv_seq_len_swept_to_seq_len_is_the_same_cell_as_unset():
+    cells = cells_of({"name": "a", "variants": ["xla"], "seq_len": 8, "sweep": {"kv_seq_len": [8, 8]}})
+    assert len(cells) == 1
+
+
+def test_same_cell_from_different_specs_has_the_same_key():
+    one = cells_of({"name": "a", "variants": ["xla"]})[0]
+    two = cells_of({"name": "a", "variants": ["xla"], "kv_seq_len": 8, "kv_heads": 4, "sweep": {"batch": [1]}})[0]
+    assert one == two
+    assert one.key == two.key
+    assert Cell("a", "xla", params()).key == one.key
+
+
+def test_key_is_a_fixed_function_of_the_cell():
+    # keys are stored in results and compared across runs: they must not depend on the process
+    key = Cell("a", "xla", params()).key
+    assert key == Cell("a", "xla", params()).key
+    assert len(key) == 16 and int(key, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"batch": 2}, {"seq_len": 16}, {"kv_seq_len": 16}, {"heads": 8}, {"kv_heads": 2},
+        {"head_dim": 16}, {"dtype": "bfloat16"}, {"causal": True}, {"pass_": "fwd_bwd"},
+    ],
+    ids=lambda change: next(iter(change)),
+)  # fmt: skip
+def test_any_param_change_changes_the_key(change):
+    assert Cell("a", "xla", params(**change)).key != Cell("a", "xla", params()).key
+
+
+def test_experiment_and_variant_are_part_of_the_key():
+    base = Cell("a", "xla", params())
+    assert Cell("b", "xla", params()).key != base.key
+    assert Cell("a", "naive", params()).key != base.key
+
+
+def test_resolve_fills_only_what_is_unset():
+    p = resolve({"batch": 1, "seq_len": 8, "kv_seq_len": 4, "heads": 4, "kv_heads": None, "head_dim": 8,
+                 "dtype": "float32", "causal": False, "pass": "fwd"})  # fmt: skip
+    assert (p.kv_seq_len, p.kv_heads) == (4, 4)
+
+
+def test_label_shows_what_differs_from_mha_self_attention():
+    assert Cell("a", "xla", params()).label() == "a/xla B1 T8 N4 H8 float32 fwd"
+    assert (
+        Cell("a", "naive", params(kv_heads=1, kv_seq_len=16, causal=True, pass_="fwd_bwd")).label()
+        == "a/naive B1 T8 S16 N4 K1 H8 float32 causal fwd_bwd"
+    )

@@ -1,0 +1,96 @@
+"""runner/metrics.py: exact FLOPs and bytes; the causal count equals a brute-force sum of the variants' mask."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import params
+from runner import metrics
+from runner.attention import scores_mask
+
+T_S_PAIRS = [(1, 1), (1, 7), (7, 1), (8, 8), (5, 9), (9, 5), (16, 3), (3, 16), (64, 128), (128, 64), (33, 33)]
+
+
+@pytest.mark.parametrize("seq_len, kv_seq_len", T_S_PAIRS)
+def test_causal_count_is_the_brute_force_mask_sum(seq_len, kv_seq_len):
+    # key j visible to query i when j <= i, top-left aligned
+    brute = int(np.tril(np.ones((seq_len, kv_seq_len), bool)).sum())
+    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=True) == brute
+
+
+@pytest.mark.parametrize("seq_len, kv_seq_len", T_S_PAIRS)
+def test_causal_count_matches_the_mask_the_variants_apply(seq_len, kv_seq_len):
+    mask = np.asarray(scores_mask(seq_len, kv_seq_len))
+    assert mask.shape == (seq_len, kv_seq_len)
+    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=True) == int(mask.sum())
+
+
+@pytest.mark.parametrize("seq_len, kv_seq_len", T_S_PAIRS)
+def test_full_attention_counts_every_element(seq_len, kv_seq_len):
+    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=False) == seq_len * kv_seq_len
+
+
+def test_scores_mask_with_offset_is_the_matching_rows_of_the_whole_mask():
+    whole = np.asarray(scores_mask(10, 7))
+    assert (np.asarray(scores_mask(3, 7, q_offset=4)) == whole[4:7]).all()
+
+
+def test_forward_flops_at_the_lab_default_shape():
+    p = params(batch=4, seq_len=128, heads=8, head_dim=64)
+    assert metrics.flops(p) == 4 * 4 * 8 * 64 * 128 * 128 == 134_217_728
+
+
+def test_causal_flops_count_only_unmasked_scores():
+    p = params(batch=2, seq_len=6, kv_seq_len=4, heads=4, head_dim=8, causal=True)
+    unmasked = 1 + 2 + 3 + 4 + 4 + 4
+    assert metrics.flops(p) == 4 * 2 * 4 * 8 * unmasked
+
+
+def test_flops_ignore_kv_heads_and_dtype():
+    # GQA shares K and V but every query head still does its own two matmuls
+    base = metrics.flops(params(heads=8))
+    assert metrics.flops(params(heads=8, kv_heads=1)) == base
+    assert metrics.flops(params(heads=8, dtype="bfloat16")) == base
+
+
+def test_fwd_bwd_is_3_5_times_forward():
+    assert metrics.BWD_FLOP_FACTOR == 3.5
+    fwd = metrics.flops(params(seq_len=8, causal=True))
+    assert metrics.flops(params(seq_len=8, causal=True, pass_="fwd_bwd")) == int(3.5 * fwd)
+    fwd = metrics.flops(params(batch=3, seq_len=7, heads=2, head_dim=8))
+    assert metrics.flops(params(batch=3, seq_len=7, heads=2, head_dim=8, pass_="fwd_bwd")) == 3.5 * fwd
+
+
+@pytest.mark.parametrize("dtype, itemsize", [("float32", 4), ("bfloat16", 2), ("float16", 2)])
+def test_forward_bytes_read_q_k_v_and_write_o_once(dtype, itemsize):
+    p = params(batch=2, seq_len=8, kv_seq_len=16, heads=4, kv_heads=2, head_dim=8, dtype=dtype)
+    q = 2 * 8 * 4 * 8 * itemsize
+    kv = 2 * 16 * 2 * 8 * itemsize
+    assert metrics.tensor_bytes(p) == (q, kv)
+    assert metrics.bytes_min(p) == q + kv + kv + q
+
+
+def test_fwd_bwd_bytes_add_the_backward_traffic():
+    p = params(batch=2, seq_len=8, kv_seq_len=16, heads=4, kv_heads=2, head_dim=8, pass_="fwd_bwd")
+    q, kv = metrics.tensor_bytes(p)
+    forward = 2 * q + 2 * kv  # read Q, K, V; write O
+    backward = (3 * q + 2 * kv) + (q + 2 * kv)  # read Q, K, V, O, dO; write dQ, dK, dV
+    assert metrics.bytes_min(p) == forward + backward == 6 * q + 6 * kv
+
+
+@pytest.mark.parametrize("kv_heads", [8, 2, 1], ids=["MHA", "GQA", "MQA"])
+def test_kv_cache_bytes_scale_with_kv_heads(kv_heads):
+    p = params(batch=4, seq_len=1024, heads=8, kv_heads=kv_heads, head_dim=64, dtype="bfloat16")
+    assert metrics.kv_cache_bytes(p) == 2 * 4 * 1024 * kv_heads * 64 * 2
+
+
+def test_kv_cache_mqa_is_an_eighth_of_mha_with_eight_heads():
+    mha = metrics.kv_cache_bytes(params(heads=8, kv_heads=8))
+    assert metrics.kv_cache_bytes(params(heads=8, kv_heads=2)) * 4 == mha
+    assert metrics.kv_cache_bytes(params(heads=8, kv_heads=1)) * 8 == mha
+
+
+def test_kv_cache_uses_the_key_sequence_length():
+    p = params(batch=1, seq_len=1, kv_seq_len=4096, heads=8, kv_heads=1, head_dim=128, dtype="float16")
+    assert metrics.kv_cache_bytes(p) == 2 * 4096 * 1 * 128 * 2
