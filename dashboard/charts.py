@@ -32,6 +32,8 @@ def sweep_lines(df: pd.DataFrame, x: str, y: str, log_y: bool = False) -> go.Fig
     df = df.assign(series=series(df, x)).sort_values(x)
     fig = px.line(df, x=x, y=y, color="series", markers=True, log_y=log_y, hover_data=HOVER,
                   labels={x: TITLES[x], y: TITLES[y], "series": "variant"})
+    if log_y:
+        fig.update_yaxes(dtick=1)  # label the decades only
     return _log2_x(fig, df[x])
 
 

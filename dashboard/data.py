@@ -184,8 +184,8 @@ def sweeps(df: pd.DataFrame, column: str) -> list[str]:
 
 
 def series(df: pd.DataFrame, x: str) -> pd.Series:
-    """A line's name: the variant, plus the run and any other parameter that varies besides `x`."""
-    varying = [c for c in ["run", *SHAPE] if c != x and df[c].nunique() > 1]
+    """A line's name: the variant, plus the run and any parameter that varies at a fixed `x` (not kv_seq_len with T)."""
+    varying = [c for c in ["run", *SHAPE] if c != x and df.groupby(x)[c].nunique().max() > 1]
     label = df["variant"].astype(str)
     for column in varying:
         label = label + f" {column}=" + df[column].astype(str)

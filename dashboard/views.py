@@ -128,7 +128,7 @@ def cells(df: pd.DataFrame) -> None:
     counts = df["status"].value_counts()
     st.caption(f"{len(df)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.items())
                + " · every field of the record · click a column to sort")
-    st.dataframe(df, hide_index=True, key="cell-table")
+    st.dataframe(df, hide_index=True)
     st.download_button("Download CSV", df.to_csv(index=False), file_name="attnbench-cells.csv", mime="text/csv")
 
 
@@ -139,9 +139,9 @@ def problem_cells(df: pd.DataFrame) -> None:
     if bad.empty:
         st.success("Every selected cell ran and agreed with the reference.")
         return
-    columns = ["run", "experiment", "variant", *SHAPE, "status", "reason"]
+    columns = ["run", "experiment", "variant", "status", "reason", *SHAPE]
     columns += [c for c in ("rel_err", "tolerance") if c in bad]
-    st.dataframe(bad[columns], hide_index=True, key="problem-table")
+    st.dataframe(bad[columns], hide_index=True)
 
 
 @guarded
@@ -160,7 +160,7 @@ def comparison(results: data.Results, pair: tuple[str, str] | None, timer: str |
     st.caption(f"A = {data.run_label(a)} · B = {data.run_label(b)} · timer {shared} · {flagged} of {len(table)} "
                "cells differ by more than both runs' interquartile range")
     st.plotly_chart(charts.ratio_bars(table), key="compare")
-    st.dataframe(table, hide_index=True, key="compare-table")
+    st.dataframe(table, hide_index=True)
 
 
 @guarded
@@ -171,7 +171,7 @@ def metadata(runs: list[Run]) -> None:
     for run in runs:
         st.subheader(data.run_label(run))
         facts = data.run_facts(run)
-        st.dataframe(pd.DataFrame({"fact": list(facts), "value": list(facts.values())}), hide_index=True)
+        st.table(pd.DataFrame({"fact": list(facts), "value": list(facts.values())}).set_index("fact"))
         if run.manifest:
             with st.expander("spec"):
                 st.json(run.manifest.spec, expanded=False)
