@@ -67,7 +67,7 @@ def test_shipped_results_render_every_view(monkeypatch):
 def test_cpu_run_shows_its_sweeps_and_says_what_is_absent(monkeypatch, store):
     app = open_app(monkeypatch, store)
     assert not app.exception and not app.error
-    assert charts(app) == 6  # latency x2, TFLOP/s, memory, GQA latency and KV cache
+    assert charts(app) == 9  # against T (seq-len and te-causal): latency, TFLOP/s, memory; against B; GQA x2
     infos = " ".join(i.value for i in app.info)
     assert "no % of peak" in infos and "FP8" in infos and "two or more backends" in infos
     assert "Comparing needs two runs" in infos
@@ -128,7 +128,7 @@ def test_corrupted_files_are_reported_and_the_rest_renders(monkeypatch, store):
     assert "problem(s) reading results" in warning and "not valid JSON" in warning and "schema_version 99" in warning
     assert "broken-run/manifest.json" in warning
     assert len(cell_table(app)) == len(cell_lines(CPU_RUN))  # every good line still loads
-    assert charts(app) == 6
+    assert charts(app) == 9
 
 
 def fake_gpu_run(out: Path, run_id: str, scale: float = 1.0) -> Path:
