@@ -135,7 +135,7 @@ def _displayable(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-@st.cache_data
+@st.cache_data(ttl=REMOTE_TTL_S)  # no staler than the runs it is made from
 def cells_frame(uri: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
     """One row per cell of the chosen runs, every record field flat, plus the run's label and peak."""
     runs = load(uri).runs
