@@ -1,0 +1,350 @@
+"""runner/attention.py and the correctness half of runner/measure.py, on the CPU with tiny shapes.
+
+naive and xla agree with each other and with the float32 reference (GQA, MQA, causal, f32 and bf16); the
+chunked reference equals the unchunked one, gradients included; a wrong variant is `incorrect` and untimed;
+a raising one is `failed`, or `oom` for resource exhaustion.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from helpers import params, spec_data
+from runner import measure
+from runner.attention import naive_attention, reference_attention
+from runner.cells import Cell
+from runner.measure import Measurer, check, failure, incorrect_reason, make_inputs, make_problem
+from runner.record import Correctness
+from runner.registry import VARIANTS, load_all, variant
+from runner.spec import parse_spec
+from runner.timers import WallTimer
+
+load_all()
+
+# (kv_heads, seq_len, kv_seq_len, causal): MHA, GQA, MQA, masked and not, T != S both ways
+SHAPES = {
+    "MHA": (4, 8, 8, False),
+    "MHA-causal": (4, 8, 8, True),
+    "GQA-causal": (2, 8, 8, True),
+    "MQA-causal": (1, 8, 8, True),
+    "GQA-T<S": (2, 8, 12, False),
+    "MQA-T>S-causal": (1, 12, 8, True),
+}
+TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
+# jitted, so that each shape costs one compilation rather than one per operation
+naive_jit = jax.jit(naive_attention, static_argnames="causal")
+reference_jit = jax.jit(reference_attention, static_argnames="causal")
+
+
+def random_inputs(p, seed: int) -> tuple:
+    """Normal Q, K, V (and dO under fwd_bwd) from numpy: jax.random compiles anew for every shape, slowly on a CPU."""
+    rng = np.random.default_rng(seed)
+    q_shape, kv_shape = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
+    shapes = [q_shape, kv_shape, kv_shape] + ([q_shape] if p.pass_ == "fwd_bwd" else [])
+    return tuple(jnp.asarray(rng.standard_normal(shape, np.float32).astype(jnp.dtype(p.dtype))) for shape in shapes)
+
+
+def rel_err(out, ref) -> float:
+    out, ref = np.asarray(out, np.float32), np.asarray(ref, np.float32)
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+@functools.partial(jax.jit, static_argnames="causal")
+def xla_attention(q, k, v, causal: bool):
+    return jax.nn.dot_product_attention(q, k, v, is_causal=causal, implementation="xla")
+
+
+@functools.partial(jax.jit, static_argnames="causal")
+def three_ways(q, k, v, causal: bool):
+    """naive, xla and the float32 reference, compiled together."""
+    return naive_attention(q, k, v, causal), xla_attention(q, k, v, causal), reference_attention(q, k, v, causal)
+
+
+def numpy_attention(q, k, v, causal: bool) -> np.ndarray:
+    """Attention in float64 numpy, one head at a time: the definition, independent of runner.attention."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    batch, seq_len, heads, head_dim = q.shape
+    groups = heads // k.shape[2]
+    out = np.zeros_like(q)
+    for b in range(batch):
+        for n in range(heads):
+            scores = q[b, :, n] @ k[b, :, n // groups].T / np.sqrt(head_dim)
+            if causal:
+                scores = np.where(np.tril(np.ones(scores.shape, bool)), scores, -np.inf)
+            weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            out[b, :, n] = weights / weights.sum(axis=-1, keepdims=True) @ v[b, :, n // groups]
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kv_heads, seq_len, kv_seq_len, causal", SHAPES.values(), ids=SHAPES.keys())
+def test_naive_and_xla_agree_with_the_reference(dtype, kv_heads, seq_len, kv_seq_len, causal):
+    p = params(batch=2, seq_len=seq_len, kv_seq_len=kv_seq_len, kv_heads=kv_heads, dtype=dtype, causal=causal)
+    q, k, v = random_inputs(p, 1)
+    naive, xla, ref = three_ways(q, k, v, causal=causal)
+    assert naive.shape == xla.shape == ref.shape == q.shape
+    assert naive.dtype == xla.dtype == jnp.dtype(dtype)
+    assert rel_err(naive, ref) < TOLERANCE[dtype]
+    assert rel_err(xla, ref) < TOLERANCE[dtype]
+    assert rel_err(naive, xla) < 2 * TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("shape", ["MHA", "GQA-causal", "GQA-T<S", "MQA-T>S-causal"])
+def test_reference_is_attention_by_definition(shape):
+    kv_heads, seq_len, kv_seq_len, causal = SHAPES[shape]
+    p = params(batch=2, seq_len=seq_len, kv_seq_len=kv_seq_len, kv_heads=kv_heads, causal=causal)
+    q, k, v = random_inputs(p, 2)
+    assert rel_err(reference_jit(q, k, v, causal=causal), numpy_attention(q, k, v, causal)) < 1e-6
+
+
+def test_causal_mask_changes_every_row_but_the_last_when_t_equals_s():
+    p = params()
+    q, k, v = random_inputs(p, 3)
+    diff = np.abs(np.asarray(naive_jit(q, k, v, causal=True) - naive_jit(q, k, v, causal=False))).max(axis=(0, 2, 3))
+    assert (diff[:-1] > 1e-3).all()
+    assert diff[-1] < 1e-6
+
+
+def test_gqa_equals_mha_with_repeated_kv_heads():
+    p = params(heads=4, kv_heads=2)
+    q, k, v = random_inputs(p, 4)
+    k_full, v_full = jnp.repeat(k, 2, axis=2), jnp.repeat(v, 2, axis=2)
+    mha = reference_jit(q, k_full, v_full, causal=True)
+    for out in three_ways(q, k, v, causal=True):
+        assert rel_err(out, mha) < 1e-6
+
+
+def test_reference_rows_with_offset_are_those_rows_of_the_whole():
+    p = params(causal=True)
+    q, k, v = random_inputs(p, 5)
+    whole = reference_jit(q, k, v, causal=True)
+    part = reference_jit(q[:, 4:7], k, v, causal=True, q_offset=4)
+    np.testing.assert_allclose(part, whole[:, 4:7], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kv_heads, pass_", [(2, "fwd"), (1, "fwd_bwd")])
+def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
+    p = params(batch=2, seq_len=10, kv_heads=kv_heads, causal=True, pass_=pass_)
+    args = random_inputs(p, 6)
+    whole = measure.reference(p, args)
+    row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)
+    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
+    calls = []
+    chunk = measure._reference_chunk
+    monkeypatch.setattr(measure, "_reference_chunk", lambda *a, **kw: calls.append(1) or chunk(*a, **kw))
+    chunked = measure.reference(p, args)
+    assert len(calls) == 4  # it really chunked
+    assert len(chunked) == len(whole) == (4 if pass_ == "fwd_bwd" else 1)
+    for part, full in zip(chunked, whole):
+        assert part.shape == full.shape and part.dtype == jnp.float32
+        np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-6)
+
+
+def test_reference_gradients_are_the_vjp_of_attention():
+    p = params(kv_heads=2, causal=True, pass_="fwd_bwd")
+    q, k, v, dout = random_inputs(p, 7)
+
+    @jax.jit
+    def out_and_grads(q, k, v, dout):
+        out, vjp = jax.vjp(functools.partial(reference_attention, causal=True), q, k, v)
+        return (out, *vjp(dout.astype(jnp.float32)))
+
+    for got, want in zip(measure.reference(p, (q, k, v, dout)), out_and_grads(q, k, v, dout)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
+def test_inputs_are_seeded_normal_random_never_zeros(pass_):
+    p = params(seq_len=4, kv_seq_len=8, kv_heads=2, dtype="bfloat16", pass_=pass_)
+    inputs = make_inputs(p, seed=0)
+    shapes = [(1, 4, 4, 8), (1, 8, 2, 8), (1, 8, 2, 8)] + ([(1, 4, 4, 8)] if pass_ == "fwd_bwd" else [])
+    assert [x.shape for x in inputs] == shapes
+    assert all(x.dtype == jnp.bfloat16 for x in inputs)
+    for x in inputs:
+        x = np.asarray(x, np.float32)
+        assert np.count_nonzero(x) > 0.9 * x.size
+        assert 0.5 < x.std() < 1.5 and abs(x.mean()) < 0.5
+    assert not np.array_equal(np.asarray(inputs[1]), np.asarray(inputs[2]))  # K and V differ
+    again, other = make_inputs(p, seed=0), make_inputs(p, seed=1)
+    assert all(np.array_equal(a, b) for a, b in zip(inputs, again))
+    assert not np.array_equal(inputs[0], other[0])
+
+
+# --- whole cells through the Measurer ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def measurer() -> Measurer:
+    spec = parse_spec(spec_data(), set(VARIANTS))
+    return Measurer(spec, [WallTimer()], "test-run")
+
+
+@pytest.fixture
+def test_variants():
+    """Test-only variants: unscaled scores (wrong), one that raises, one that runs out of memory."""
+
+    @variant("test_unscaled")
+    def unscaled(p):
+        """Forgets the 1/sqrt(H) scale."""
+
+        def attend(q, k, v):
+            groups = q.shape[2] // k.shape[2]
+            k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+            weights = jax.nn.softmax(jnp.einsum("btnh,bsnh->bnts", q, k), axis=-1)
+            return jnp.einsum("bnts,bsnh->btnh", weights, v)
+
+        return attend
+
+    @variant("test_raises")
+    def raises(p):
+        """Fails while tracing."""
+
+        def attend(q, k, v):
+            raise RuntimeError("boom: this variant cannot trace\nsecond line")
+
+        return attend
+
+    @variant("test_oom")
+    def oom(p):
+        """Runs out of device memory."""
+
+        def attend(q, k, v):
+            raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 68719476736 bytes.")
+
+        return attend
+
+    names = ("test_unscaled", "test_raises", "test_oom")
+    yield names
+    for name in names:
+        VARIANTS.pop(name, None)
+
+
+def cell(variant_name: str, **shape) -> Cell:
+    return Cell("t", variant_name, params(**shape))
+
+
+@pytest.mark.parametrize("name", ["naive", "xla", "auto"])
+def test_correct_cell_is_ok_and_timed(measurer, name):
+    record = measurer.measure(cell(name, kv_heads=2))
+    assert record.status == "ok", record.reason
+    assert record.reason == ""
+    assert record.correctness.rel_err < 1e-5 and record.correctness.tolerance == 2e-3
+    [timing] = record.timings
+    assert timing.timer == record.timer == "wall"
+    assert 2 <= timing.samples <= 3
+    assert record.median_s == timing.median_s > 0
+    assert record.tflops == pytest.approx(record.flops / record.median_s / 1e12)
+    assert record.gbps == pytest.approx(record.bytes_min / record.median_s / 1e9)
+    assert record.compile_s > 0 and record.temp_bytes is not None
+    assert record.backend == "xla"
+
+
+def test_fwd_bwd_cell_checks_every_gradient(measurer):
+    record = measurer.measure(cell("xla", kv_heads=2, causal=True, pass_="fwd_bwd"))
+    assert record.status == "ok", record.reason
+    assert set(record.correctness.grad_rel_err) == {"dq", "dk", "dv"}
+    assert all(err < 1e-4 for err in record.correctness.grad_rel_err.values())
+
+
+@pytest.mark.parametrize("name", ["naive", "xla"])
+def test_causal_check_passes_for_a_correct_causal_cell(measurer, name):
+    record = measurer.measure(cell(name, causal=True))
+    assert record.status == "ok", record.reason
+    assert record.correctness.causal_first_changed is True
+    assert record.correctness.causal_last_unchanged is True
+
+
+def test_causal_check_is_not_recorded_where_it_does_not_apply(measurer):
+    full = measurer.measure(cell("xla"))
+    short_queries = measurer.measure(cell("xla", seq_len=4, kv_seq_len=8, causal=True))  # last row is masked too
+    for record in (full, short_queries):
+        assert record.status == "ok", record.reason
+        assert record.correctness.causal_first_changed is None
+        assert record.correctness.causal_last_unchanged is None
+
+
+def test_wrong_variant_is_incorrect_with_a_reason_and_no_timing(measurer, test_variants):
+    record = measurer.measure(cell("test_unscaled", causal=True))
+    assert record.status == "incorrect"
+    assert record.reason.startswith("out relative error ")
+    assert record.reason.endswith(" > tolerance 0.002")
+    assert record.correctness.rel_err > 0.002
+    assert record.timings == [] and record.median_s is None and record.tflops is None and record.gbps is None
+
+
+def test_raising_variant_is_failed_with_its_message(measurer, test_variants):
+    record = measurer.measure(cell("test_raises"))
+    assert record.status == "failed"
+    assert record.reason == "RuntimeError: boom: this variant cannot trace"
+    assert record.timings == [] and record.correctness is None
+
+
+def test_resource_exhausted_is_oom(measurer, test_variants):
+    record = measurer.measure(cell("test_oom"))
+    assert record.status == "oom"
+    assert "RESOURCE_EXHAUSTED" in record.reason
+    assert record.timings == []
+
+
+def test_a_failed_cell_does_not_stop_the_next(measurer, test_variants):
+    assert measurer.measure(cell("test_raises")).status == "failed"
+    assert measurer.measure(cell("xla")).status == "ok"
+
+
+def test_test_variants_are_removed_after_the_test():
+    assert not any(name.startswith("test_") for name in VARIANTS)
+
+
+@pytest.mark.parametrize(
+    "error, status",
+    [
+        (RuntimeError("XlaRuntimeError: RESOURCE_EXHAUSTED: out of HBM"), "oom"),
+        (RuntimeError("CUDA error: out of memory"), "oom"),
+        (MemoryError(), "oom"),
+        (ValueError("shapes do not match"), "failed"),
+    ],
+)
+def test_failure_status(error, status):
+    assert failure(error)[0] == status
+
+
+def test_failure_reason_is_one_bounded_line():
+    status, reason = failure(RuntimeError("x" * 2000 + "\nmore"))
+    assert "\n" not in reason and len(reason) == 500
+
+
+def _correctness(**fields) -> Correctness:
+    return Correctness(**{"max_abs_err": 0.0, "rel_err": 1e-4, "tolerance": 1e-3, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        ({}, ""),
+        ({"rel_err": 0.5}, "out relative error 0.5 > tolerance 0.001"),
+        ({"rel_err": float("nan")}, "out relative error nan > tolerance 0.001"),
+        ({"grad_rel_err": {"dq": 1e-4, "dk": 0.2, "dv": 1e-4}}, "dk relative error 0.2 > tolerance 0.001"),
+        (
+            {"causal_first_changed": False, "causal_last_unchanged": True},
+            "causal check failed: row 0 must change under the mask and the last row must not",
+        ),
+        ({"causal_first_changed": True, "causal_last_unchanged": True}, ""),
+    ],
+)
+def test_incorrect_reason(fields, reason):
+    assert incorrect_reason(_correctness(**fields)) == reason
+
+
+def test_check_catches_a_variant_that_ignores_the_mask():
+    p = params(causal=True)
+    problem = make_problem(p, seed=0)
+    q, k, v = problem.args
+    result = check(p, naive_attention(q, k, v, causal=False), problem, tolerance=2e-3)
+    assert result.causal_first_changed is False  # row 0 equals unmasked attention: the mask was not applied
+    assert result.causal_last_unchanged is True
+    assert incorrect_reason(result) != ""
