@@ -1,6 +1,8 @@
 """attnbench's command line. Errors a user can cause end here as one line each and a non-zero exit.
 
-Exit codes: 0 done; 1 internal error; 2 bad input (spec, arguments, run folder).
+Exit codes: 0 done; 1 internal error; 2 bad input (spec, arguments, run folder, store URI); 3 results not
+uploaded to the store (the error names the local spool folder that holds them; rerun with the same run id to
+upload); 75 interrupted by SIGTERM, results flushed and uploaded (rerun with the same run id to resume).
 """
 
 from __future__ import annotations
@@ -8,13 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-EXIT_OK, EXIT_INTERNAL, EXIT_INPUT = 0, 1, 2
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class UsageError(Exception):
@@ -27,8 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a spec's experiments and write results")
     run.add_argument("spec", help="experiment spec (YAML)")
-    run.add_argument("--out", default="results", help="results folder (default: results)")
-    run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"), help="run id (default: name-time)")
+    run.add_argument("--out", default="results", help="results folder or gs://bucket/prefix (default: results)")
+    run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
+                     help="run id; a rerun with the same id resumes (default: $ATTNBENCH_RUN_ID, else name-time)")
+    run.add_argument("--shard", metavar="I/N",
+                     help="run shard I of N, from 0 (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
+    run.add_argument("--spool", type=Path, help="local copy of results before upload "
+                     "(default: $ATTNBENCH_SPOOL, else ~/.cache/attnbench/spool)")
+    run.add_argument("--flush-every", type=_seconds, default=30.0, metavar="SECONDS",
+                     help="upload at least this often while behind (default: 30)")
+    run.add_argument("--store-timeout", type=_seconds, metavar="SECONDS",
+                     help="how long one store call retries before giving up for now (default: 120)")
     run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
     run.add_argument("--variants", nargs="+", metavar="VARIANT", help="run only these variants")
     run.add_argument("--dry-run", action="store_true", help="list the cells and their skip verdicts, run nothing")
@@ -40,9 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("env", help="device and versions")
 
     show = sub.add_parser("show", help="print or export a run's results")
-    show.add_argument("run_dir", help="a run folder: <out>/<run_id>")
+    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id with --out")
+    show.add_argument("--out", help="read the run id RUN from this results folder or gs://bucket/prefix")
     show.add_argument("--format", choices=["table", "csv", "markdown", "parquet"], default="table")
     show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
+
+    runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
+    runs.add_argument("--out", default="results", help="results folder or gs://bucket/prefix (default: results)")
 
     sub.add_parser("schema", help="print the spec's JSON Schema")
 
@@ -51,6 +69,13 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
     return parser
+
+
+def _seconds(text: str) -> float:
+    seconds = float(text)
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
+    return seconds
 
 
 def _variants():
@@ -82,24 +107,81 @@ def _select(spec, only, variants):
     return [c for c in cells if (not only or c.experiment in only) and (not variants or c.variant in variants)]
 
 
+def _shard(text: str | None):
+    """--shard i/n, else the Indexed Job's, else None (the whole run)."""
+    from runner.shard import parse_shard, shard_from_env
+
+    try:
+        return parse_shard(text) if text else shard_from_env()
+    except ValueError as error:
+        where = "--shard" if text else "JOB_COMPLETION_INDEX/JOB_COMPLETIONS"
+        raise UsageError(f"{where}: {error}") from None
+
+
+def _run_id(run_id: str) -> str:
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"run id {run_id!r}: use letters, digits, '.', '_' and '-' (set --run-id)")
+    return run_id
+
+
+@contextmanager
+def _store_errors():
+    """A store that is wrong or out of reach, as one line of bad input."""
+    from runner.store import StoreError, StoreUnavailable
+
+    try:
+        yield
+    except (StoreError, StoreUnavailable) as error:
+        raise UsageError(str(error)) from None
+
+
+def _open_store(uri: str, timeout_s: float | None = None):
+    from runner.store import DEFAULT_TIMEOUT_S, open_store
+
+    with _store_errors():
+        return open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)
+
+
+def _run_exit(outcome, spool, location: str) -> int:
+    """The exit code of a run, said in one line on stderr when it is not 0."""
+    if not outcome.uploaded:
+        print(f"error: results not uploaded to {location} ({outcome.error}); all {outcome.done} cells are in "
+              f"{spool.dir}; rerun with --run-id {spool.run_id} to upload them", file=sys.stderr)
+        return EXIT_NOT_UPLOADED
+    if not outcome.finished:
+        print(f"interrupted by SIGTERM: {outcome.done} of {outcome.planned} cells done and uploaded to {location}; "
+              f"rerun with --run-id {spool.run_id} to resume", file=sys.stderr)
+        return EXIT_SIGTERM
+    return EXIT_OK
+
+
 def cmd_run(args, console: Console) -> int:
     from runner.report import print_tables, summary_line
-    from runner.results import read_run
     from runner.run import execute, new_run_id, skip_reason
+    from runner.shard import select
+    from runner.spool import Spool, default_spool_root, spool_store
 
     spec = _load(args.spec)
+    shard = _shard(args.shard)
     cells = _select(spec, args.only, args.variants)
+    cells = select(cells, shard) if shard else cells
     if args.dry_run:
         for cell in cells:
             reason = skip_reason(cell)
             console.print(f"{cell.label()}: {'skip: ' + reason if reason else 'run'}", highlight=False)
-        console.print(f"{len(cells)} cells")
+        console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
         return EXIT_OK
-    run_dir = execute(spec, cells, Path(args.out), args.run_id or new_run_id(spec), console, sys.argv)
-    run = read_run(run_dir)
-    print_tables(run.cells, console)
-    console.print(f"{summary_line(run.cells)}\nresults: {run_dir}", highlight=False)
-    return EXIT_OK
+    store = _open_store(args.out, args.store_timeout)
+    run_id = _run_id(args.run_id or new_run_id(spec))
+    spool = Spool(spool_store(args.spool or default_spool_root(), store), run_id, str(shard) if shard else None)
+    location = store.location(run_id)
+    console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
+    with _store_errors():
+        outcome = execute(spec, cells, store, spool, console, sys.argv, args.flush_every)
+    records = spool.records()
+    print_tables(records, console)
+    console.print(f"{summary_line(records)}\nresults: {location}", highlight=False)
+    return _run_exit(outcome, spool, location)
 
 
 def cmd_validate(args, console: Console) -> int:
@@ -136,7 +218,11 @@ def cmd_show(args, console: Console) -> int:
     from runner.report import export, print_tables, summary_line
     from runner.results import read_run
 
-    run = read_run(args.run_dir)
+    if args.out:
+        with _store_errors():
+            run = _open_store(args.out).read(args.run)
+    else:
+        run = read_run(args.run)
     if run.manifest is None and not run.cells:
         raise UsageError("\n".join(run.problems))
     for problem in run.problems:
@@ -150,6 +236,39 @@ def cmd_show(args, console: Console) -> int:
     text = export(run.cells, args.format, args.output)
     if text is not None:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _part_state(part) -> str:
+    if part.finished:
+        return "finished"
+    return "not started" if part.manifest is None and not part.cells else "unfinished"
+
+
+def runs_table(runs: list, uri: str) -> Table:
+    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
+    table = Table(title=f"runs in {uri}", title_justify="left")
+    for col in ("run", "name", "started", "shard", "cells", "state"):
+        table.add_column(col)
+    for run in runs:
+        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
+        for part in run.parts:
+            planned = "?" if part.planned is None else part.planned
+            table.add_row(run.run_id, name, started, part.shard or "-", f"{len(part.cells)}/{planned}",
+                          _part_state(part))
+    return table
+
+
+def cmd_runs(args, console: Console) -> int:
+    store = _open_store(args.out)
+    with _store_errors():
+        runs = [store.read(run_id) for run_id in store.runs()]
+    if not runs:
+        console.print(f"no runs in {store.uri}")
+        return EXIT_OK
+    console.print(runs_table(runs, store.uri))
+    for problem in (p for run in runs for p in run.problems):
+        console.print(f"[yellow]warning[/]: {problem}", highlight=False)
     return EXIT_OK
 
 
@@ -185,6 +304,7 @@ COMMANDS = {
     "list": cmd_list,
     "env": cmd_env,
     "show": cmd_show,
+    "runs": cmd_runs,
     "schema": cmd_schema,
     "dashboard": cmd_dashboard,
 }
@@ -195,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(highlight=False)
     if not console.is_terminal:
         console = Console(highlight=False, width=200)  # pod logs and pipes: wide tables, no wrapping
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays on one line, however long
     try:
         return COMMANDS[args.command](args, console)
     except UsageError as error:

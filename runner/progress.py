@@ -19,8 +19,8 @@ def outcome(record: CellRecord) -> str:
 
 
 class PlainProgress:
-    def __init__(self, total: int, stream=sys.stdout):
-        self.total, self.done, self.stream = total, 0, stream
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stdout  # sys.stdout now, not at import
 
     def __enter__(self):
         return self

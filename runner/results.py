@@ -1,59 +1,90 @@
-"""Run folders on local disk: <out>/<run_id>/manifest.json and cells.jsonl (one record per line)."""
+"""A run's objects and how they read back as one run.
+
+A run folder holds one part per writer: the whole run (manifest.json, cells.jsonl, one record a line) or,
+for a sharded run, one per shard i/n (manifest-i-of-n.json, cells-i-of-n.jsonl). Stores keep this layout.
+"""
 
 from __future__ import annotations
 
 import json
-import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from runner.cells import expand
 from runner.record import CellRecord, Manifest, upgrade
+from runner.spec import Spec
 
 MANIFEST = "manifest.json"
 CELLS = "cells.jsonl"
+PART_OBJECT = re.compile(r"(?P<kind>manifest|cells)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?\.(?P<ext>jsonl?)")
+EXTENSION = {"manifest": "json", "cells": "jsonl"}
 
 
-class RunWriter:
-    """Writes one run: the manifest at start and end, each cell as soon as it ends."""
+def part_names(shard: str | None) -> tuple[str, str]:
+    """(manifest, cells) object names of the whole run (shard None) or of shard 'i/n'."""
+    if shard is None:
+        return MANIFEST, CELLS
+    index, count = shard.split("/")
+    return f"manifest-{index}-of-{count}.json", f"cells-{index}-of-{count}.jsonl"
 
-    def __init__(self, out: Path, manifest: Manifest):
-        self.dir = Path(out) / manifest.run_id
-        self.manifest = manifest
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.write_manifest()
 
-    def write_manifest(self) -> None:
-        tmp = self.dir / f".{MANIFEST}.tmp"
-        tmp.write_text(self.manifest.model_dump_json(indent=2, by_alias=True))
-        os.replace(tmp, self.dir / MANIFEST)
+def part_of(name: str) -> tuple[str, str | None] | None:
+    """('manifest' or 'cells', shard) for an object name of the layout, else None."""
+    match = PART_OBJECT.fullmatch(name)
+    if not match or match["ext"] != EXTENSION[match["kind"]]:
+        return None
+    if match["index"] is None:
+        return match["kind"], None
+    if int(match["index"]) >= int(match["count"]):
+        return None
+    return match["kind"], f"{match['index']}/{match['count']}"
 
-    def append(self, record: CellRecord) -> None:
-        """Append and fsync: a crash loses at most the cell in flight."""
-        with open(self.dir / CELLS, "a") as f:
-            f.write(record.model_dump_json(by_alias=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
-    def finish(self, ended_at: str) -> None:
-        self.manifest.ended_at = ended_at
-        self.write_manifest()
+@dataclass
+class Part:
+    """One writer's share of a run: the whole run (shard None) or shard 'i/n'."""
+
+    shard: str | None
+    manifest: Manifest | None = None
+    cells: list[CellRecord] = field(default_factory=list)
+
+    @property
+    def planned(self) -> int | None:
+        return self.manifest.cells_planned if self.manifest else None
+
+    @property
+    def finished(self) -> bool:
+        return self.manifest is not None and self.manifest.ended_at is not None
 
 
 @dataclass
 class Run:
-    """A run read back, with what could not be read."""
+    """A run read back as one, shards merged, with what could not be read."""
 
-    dir: Path
+    dir: Path | str  # the run folder, or gs://bucket/prefix/run_id
     manifest: Manifest | None
     cells: list[CellRecord] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id if self.manifest else str(self.dir).rstrip("/").rpartition("/")[2]
+
+
+def _record(text: str) -> dict:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"not a JSON object ({type(data).__name__})")
+    return upgrade(data)
 
 
 def parse_manifest(text: str, where: str) -> tuple[Manifest | None, list[str]]:
     try:
-        return Manifest.model_validate(upgrade(json.loads(text))), []
+        return Manifest.model_validate(_record(text)), []
     except (ValueError, ValidationError) as error:
         return None, [f"{where}: {_short(error)}"]
 
@@ -65,7 +96,7 @@ def parse_cells(text: str, where: str) -> tuple[list[CellRecord], list[str]]:
         if not line.strip():
             continue
         try:
-            cells.append(CellRecord.model_validate(upgrade(json.loads(line))))
+            cells.append(CellRecord.model_validate(_record(line)))
         except (ValueError, ValidationError) as error:
             problems.append(f"{where}:{number}: {_short(error)}")
     return cells, problems
@@ -81,17 +112,82 @@ def _short(error: Exception) -> str:
     return str(error)
 
 
+def unique(cells: list[CellRecord], where: str, problems: list[str]) -> list[CellRecord]:
+    """The first record of each key; repeats are reported (a writer should never make them)."""
+    first = {}
+    for cell in cells:
+        first.setdefault(cell.key, cell)
+    if len(first) < len(cells):
+        problems.append(f"{where}: {len(cells) - len(first)} repeated cell keys, the first of each kept")
+    return list(first.values())
+
+
+def _parts(location: str, objects: dict[str, bytes], problems: list[str]) -> list[Part]:
+    """One Part per writer found, plus empty ones for the shards of a sharded run that wrote nothing yet."""
+    parts: dict[str | None, Part] = {}
+    for name, data in sorted(objects.items()):
+        kind, shard = part_of(name)
+        part, where = parts.setdefault(shard, Part(shard)), f"{location}/{name}"
+        text = data.decode(errors="replace")
+        if kind == "manifest":
+            part.manifest, found = parse_manifest(text, where)
+        else:
+            cells, found = parse_cells(text, where)
+            part.cells = unique(cells, where, found)
+        problems += found
+    for count in {int(s.split("/")[1]) for s in parts if s}:
+        for index in range(count):
+            parts.setdefault(f"{index}/{count}", Part(f"{index}/{count}"))
+    return sorted(parts.values(), key=_part_order)
+
+
+def _part_order(part: Part) -> tuple[int, int]:
+    """The whole run first, then shards by count and index."""
+    if part.shard is None:
+        return 0, 0
+    index, count = map(int, part.shard.split("/"))
+    return count, index
+
+
+def merged_manifest(parts: list[Part]) -> Manifest | None:
+    """A sharded run's manifest: the first shard's, over all of them (planned summed, ended once all ended)."""
+    manifests = [p.manifest for p in parts if p.manifest]
+    if len(parts) == 1 or not manifests:
+        return manifests[0] if manifests else None
+    return manifests[0].model_copy(update={
+        "shard": None,
+        "started_at": min(m.started_at for m in manifests),
+        "ended_at": max(m.ended_at for m in manifests) if all(p.finished for p in parts) else None,
+        "cells_planned": sum(m.cells_planned for m in manifests),
+    })
+
+
+def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
+    """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
+    try:
+        order = {c.key: i for i, c in enumerate(expand(Spec.model_validate(manifest.spec)))} if manifest else {}
+    except ValidationError:  # a spec from an older attnbench: keep the stored order
+        return cells
+    return sorted(cells, key=lambda c: order.get(c.key, len(order)))
+
+
+def assemble(location: str, objects: dict[str, bytes]) -> Run:
+    """One run from its objects (name -> bytes, names as `part_of` knows them); never raises for bad data."""
+    problems: list[str] = []
+    parts = _parts(location, objects, problems)
+    manifest = merged_manifest(parts)
+    if not any(p.manifest for p in parts):
+        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
+    cells = unique([c for p in parts for c in p.cells], location, problems)
+    return Run(location, manifest, in_run_order(cells, manifest), problems, parts)
+
+
 def read_run(run_dir: str | Path) -> Run:
-    """Read a run folder; missing or malformed parts become problems, never exceptions."""
+    """Read a local run folder; missing or malformed parts become problems, never exceptions."""
+    from runner.store import LocalStore  # the store reads through this module: import here, not at the top
+
     run_dir = Path(run_dir)
-    run = Run(run_dir, None)
-    manifest_path, cells_path = run_dir / MANIFEST, run_dir / CELLS
-    if not manifest_path.is_file():
-        run.problems.append(f"{manifest_path}: missing (is {run_dir} a run folder?)")
-    else:
-        run.manifest, problems = parse_manifest(manifest_path.read_text(), str(manifest_path))
-        run.problems += problems
-    if cells_path.is_file():
-        run.cells, problems = parse_cells(cells_path.read_text(), str(cells_path))
-        run.problems += problems
+    where = run_dir.resolve()
+    run = LocalStore(where.parent).read(where.name)
+    run.dir = run_dir
     return run

@@ -1,9 +1,17 @@
-"""A run: the spec's cells measured in order, each record written as soon as it ends."""
+"""A run: the spec's cells measured in order, each record spooled as it ends and uploaded to the store promptly.
+
+A rerun with the same run id resumes: cells the store or the spool already holds are skipped.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from rich.console import Console
 
@@ -13,9 +21,10 @@ from runner.measure import Measurer
 from runner.progress import progress_for
 from runner.record import Manifest
 from runner.registry import VARIANTS, verdict
-from runner.results import RunWriter
 from runner.spec import Spec
 from runner.spec import Timing as TimingSettings
+from runner.spool import Spool, Uploader
+from runner.store import Store, StoreUnavailable
 from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
 
@@ -39,28 +48,104 @@ def timers_for_device(settings: TimingSettings) -> list:
     return [WallTimer(), DeviceTimer()] + ([ColdDeviceTimer()] if settings.cold else [])
 
 
-def execute(spec: Spec, cells: list[Cell], out: Path, run_id: str, console: Console, argv: list[str]) -> Path:
-    """Measure every cell, appending each record to <out>/<run_id>/cells.jsonl as it ends; return the run folder."""
-    manifest = Manifest(
-        run_id=run_id,
-        name=spec.name,
-        spec=spec.model_dump(mode="json", by_alias=True),
-        spec_hash=spec.digest(),
-        started_at=now(),
-        machine=machine.describe_here(),
-        git_sha=machine.git_sha(),
-        cells_planned=len(cells),
-        argv=argv,
-    )
-    writer = RunWriter(out, manifest)
-    measurer = Measurer(spec, timers_for_device(spec.timing), run_id, manifest.machine.matmul_peak_tflops)
+@dataclass
+class Outcome:
+    """How a run ended: every cell done or stopped by SIGTERM, and whether the store holds it all."""
+
+    finished: bool
+    uploaded: bool
+    done: int  # cells of this run (or shard) the spool holds
+    planned: int
+    error: str | None = None  # why the upload failed
+
+
+@contextmanager
+def stop_on_sigterm() -> Iterator[threading.Event]:
+    """Inside: SIGTERM (a preemption notice) sets the event instead of ending the process."""
+    stop = threading.Event()
+
+    def requested(signum, frame) -> None:
+        print("SIGTERM: stopping after the current cell", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, requested)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def already_done(uploader: Uploader) -> set[str]:
+    """Keys of the cells the store or the spool holds; when the store is unreachable, the spool's alone."""
+    try:
+        done = uploader.pull()
+    except StoreUnavailable as error:
+        print(f"warning: {error}; resuming from the spool {uploader.spool.dir} alone", file=sys.stderr, flush=True)
+        done = set()
+    return done | uploader.spool.keys()
+
+
+def measure_all(cells: list[Cell], measurer: Measurer, uploader: Uploader, console: Console,
+                stop: threading.Event) -> bool:
+    """Measure and spool each cell, the uploader told after each; False when `stop` ended it early."""
     with progress_for(len(cells), console) as progress:
         for cell in cells:
+            if stop.is_set():
+                return False
             progress.started(cell)
             reason = skip_reason(cell)
             record = measurer.skipped(cell, reason) if reason else measurer.measure(cell)
-            writer.append(record)
+            uploader.spool.add(record)
+            uploader.notify()
             progress.finished(cell, record)
+    return True
+
+
+def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str]) -> Manifest:
+    """This run's (or shard's) manifest; a resumed one keeps the first start time."""
+    previous = spool.manifest()
+    return Manifest(
+        run_id=spool.run_id,
+        name=spec.name,
+        spec=spec.model_dump(mode="json", by_alias=True),
+        spec_hash=spec.digest(),
+        started_at=previous.started_at if previous else now(),
+        machine=machine.describe_here(),
+        git_sha=machine.git_sha(),
+        shard=spool.shard,
+        cells_planned=planned,
+        argv=argv,
+    )
+
+
+def measure_rest(spec: Spec, cells: list[Cell], uploader: Uploader, console: Console, argv: list[str],
+                 stop: threading.Event) -> bool:
+    """Skip what is done, measure the rest, close the manifest; False when `stop` ended it early."""
+    spool = uploader.spool
+    done = already_done(uploader)
+    manifest = new_manifest(spec, spool, len(cells), argv)
+    spool.write_manifest(manifest)
+    todo = [c for c in cells if c.key not in done]
+    if len(todo) < len(cells):
+        console.print(f"resuming {spool.run_id}: {len(cells) - len(todo)} of {len(cells)} cells already done")
+    measurer = Measurer(spec, timers_for_device(spec.timing), spool.run_id, manifest.machine.matmul_peak_tflops)
+    uploader.start()
+    if not measure_all(todo, measurer, uploader, console, stop):
+        return False
     manifest.gpu_at_end = machine.gpu_readings()
-    writer.finish(now())
-    return writer.dir
+    manifest.ended_at = now()
+    spool.write_manifest(manifest)
+    return True
+
+
+def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
+            flush_every_s: float) -> Outcome:
+    """Measure the cells that neither the store nor the spool holds yet; spool each record, upload it promptly."""
+    uploader = Uploader(spool, store, flush_every_s)
+    try:
+        with stop_on_sigterm() as stop:
+            finished = measure_rest(spec, cells, uploader, console, argv, stop)
+    finally:  # an error or Ctrl-C too: upload what the spool holds
+        uploaded = uploader.close()
+    held = len(spool.keys() & {c.key for c in cells})
+    return Outcome(finished, uploaded, held, len(cells), uploader.error)

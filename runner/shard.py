@@ -1,0 +1,58 @@
+"""Shards: a deterministic share of a run's cells for one of n nodes, balanced by estimated cost (FLOPs)."""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from runner.cells import Cell
+from runner.metrics import flops
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`, numbered from 0 like a Kubernetes Indexed Job's completion index."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str) -> Shard:
+    """'i/n' with 0 <= i < n; a ValueError names what is wrong."""
+    index, slash, count = text.partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
+        raise ValueError(f"shard must be i/n, e.g. 0/3 (got {text!r})")
+    shard = Shard(int(index), int(count))
+    if not 0 <= shard.index < shard.count:
+        raise ValueError(f"shard {text!r}: need 0 <= i < n")
+    return shard
+
+
+def shard_from_env(environ: Mapping[str, str] = os.environ) -> Shard | None:
+    """The Indexed Job's shard: JOB_COMPLETION_INDEX of JOB_COMPLETIONS, or None outside one."""
+    index, count = environ.get("JOB_COMPLETION_INDEX"), environ.get("JOB_COMPLETIONS")
+    if index is None or count is None:
+        return None
+    return parse_shard(f"{index}/{count}")
+
+
+def assign(cells: list[Cell], count: int) -> dict[str, int]:
+    """Cell key -> shard index: costliest first (ties by key), each to the least loaded shard."""
+    loads = [(0, index) for index in range(count)]  # (FLOPs so far, shard index): a heap
+    owner = {}
+    for cell in sorted(cells, key=lambda c: (-flops(c.params), c.key)):
+        load, index = heapq.heappop(loads)
+        owner[cell.key] = index
+        heapq.heappush(loads, (load + flops(cell.params), index))
+    return owner
+
+
+def select(cells: list[Cell], shard: Shard) -> list[Cell]:
+    """The shard's cells, in run order."""
+    owner = assign(cells, shard.count)
+    return [c for c in cells if owner[c.key] == shard.index]

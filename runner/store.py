@@ -1,0 +1,175 @@
+"""Stores: where runs live, a local folder or a GCS bucket, behind one small interface with one layout.
+
+A store holds objects named `<run_id>/<object>`, the objects of runner.results' layout. Objects are only
+ever written whole (a local file by atomic rename, a GCS object by one upload), so a reader never sees half.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner.results import Run, assemble, part_of
+
+DEFAULT_TIMEOUT_S = 120.0
+GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
+
+
+class StoreError(Exception):
+    """The store cannot be used as given: a bad URI, no such bucket, no access. Bad input, not bad luck."""
+
+
+class StoreUnavailable(Exception):
+    """The store could not be reached just now; the same call may work later."""
+
+
+class Store(ABC):
+    """Objects by name, plus the runs they make up."""
+
+    uri: str
+
+    @abstractmethod
+    def get(self, name: str) -> bytes | None:
+        """The object's bytes, or None when there is no such object."""
+
+    @abstractmethod
+    def put(self, name: str, data: bytes) -> None:
+        """Create or replace an object, whole."""
+
+    @abstractmethod
+    def names(self, folder: str = "") -> list[str]:
+        """Names of the objects under a folder ('' or ending in '/'), at any depth."""
+
+    def location(self, run_id: str) -> str:
+        return f"{self.uri}/{run_id}"
+
+    def runs(self) -> list[str]:
+        """Run ids: the folders, relative to the store, that hold a manifest or cells object."""
+        folders = {folder for folder, _, leaf in (n.rpartition("/") for n in self.names()) if folder and part_of(leaf)}
+        return sorted(folders)
+
+    def read(self, run_id: str) -> Run:
+        """The run, shards merged; malformed objects become run.problems (unreachable: StoreUnavailable)."""
+        folder = f"{run_id}/"
+        leaves = [n.removeprefix(folder) for n in self.names(folder)]
+        objects = {leaf: self.get(folder + leaf) for leaf in leaves if part_of(leaf)}
+        return assemble(self.location(run_id), {leaf: data for leaf, data in objects.items() if data is not None})
+
+
+class LocalStore(Store):
+    """A folder on local disk: <root>/<run_id>/manifest.json, cells.jsonl, ..."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).absolute()
+        self.uri = str(self.root)
+
+    def get(self, name: str) -> bytes | None:
+        try:
+            return (self.root / name).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as error:
+            raise StoreUnavailable(f"{self.root / name}: {error.strerror}") from None
+
+    def put(self, name: str, data: bytes) -> None:
+        path = self.root / name
+        temporary = path.with_name(f".{path.name}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temporary, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        except OSError as error:
+            raise StoreUnavailable(f"{path}: {error.strerror}") from None
+
+    def names(self, folder: str = "") -> list[str]:
+        base = self.root / folder
+        if not base.is_dir():
+            return []
+        found = (p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file())
+        return sorted(n for n in found if not n.rpartition("/")[2].startswith("."))  # .tmp files: writes in flight
+
+
+class GcsStore(Store):
+    """gs://bucket/prefix through google-cloud-storage: credentials from the environment, its retry policy.
+
+    STORAGE_EMULATOR_HOST, when set, points the client at an emulator (the client reads it itself).
+    """
+
+    def __init__(self, bucket: str, prefix: str, timeout_s: float = DEFAULT_TIMEOUT_S):
+        try:
+            from google.cloud import storage
+            from google.cloud.storage.retry import DEFAULT_RETRY
+        except ImportError:
+            raise StoreError("gs:// needs google-cloud-storage: pip install 'attnbench[gcs]'") from None
+        self.uri = f"gs://{bucket}/{prefix}".rstrip("/")
+        self.prefix = f"{prefix}/" if prefix else ""
+        self.retry = DEFAULT_RETRY.with_deadline(timeout_s)  # exponential backoff until the deadline
+        self.timeout_s = timeout_s
+        with self._errors():
+            self.bucket = storage.Client().bucket(bucket)
+
+    def get(self, name: str) -> bytes | None:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            with self._errors():
+                return self.bucket.blob(self.prefix + name).download_as_bytes(retry=self.retry, timeout=self.timeout_s)
+        except NotFound:
+            return None
+
+    def put(self, name: str, data: bytes) -> None:
+        # every put replaces an object whole with the same or more content, so retrying it is safe
+        content_type = "application/json" if name.endswith(".json") else "application/x-ndjson"
+        with self._errors("no such bucket"):
+            self.bucket.blob(self.prefix + name).upload_from_string(
+                data, content_type=content_type, retry=self.retry, timeout=self.timeout_s
+            )
+
+    def names(self, folder: str = "") -> list[str]:
+        with self._errors("no such bucket"):
+            blobs = self.bucket.client.list_blobs(
+                self.bucket, prefix=self.prefix + folder, retry=self.retry, timeout=self.timeout_s
+            )
+            return sorted(blob.name.removeprefix(self.prefix) for blob in blobs)
+
+    @contextmanager
+    def _errors(self, not_found: str | None = None):
+        """google-cloud errors as StoreError (ours to fix) or StoreUnavailable (try again later)."""
+        import requests
+        from google.api_core import exceptions as api
+        from google.auth import exceptions as auth
+
+        try:
+            yield
+        except (api.Forbidden, api.Unauthorized, auth.DefaultCredentialsError) as error:
+            raise StoreError(f"{self.uri}: {_first_line(error)}") from None
+        except api.NotFound as error:
+            if not_found is None:
+                raise
+            raise StoreError(f"{self.uri}: {not_found} ({_first_line(error)})") from None
+        except (api.GoogleAPIError, auth.GoogleAuthError, requests.RequestException) as error:
+            raise StoreUnavailable(f"{self.uri}: unreachable ({_first_line(error)})") from None
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
+    """The store at a folder path or gs://bucket/prefix; StoreError names what is wrong with the URI."""
+    if uri.startswith("gs://"):
+        match = GCS_URI.fullmatch(uri)
+        if not match:
+            raise StoreError(f"{uri!r}: not a bucket URI; expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -)")
+        return GcsStore(match["bucket"], (match["prefix"] or "").strip("/"), timeout_s)
+    if "://" in uri or not uri:
+        raise StoreError(f"{uri!r}: not a results location; expected a folder or gs://bucket/prefix")
+    if Path(uri).exists() and not Path(uri).is_dir():
+        raise StoreError(f"{uri}: not a folder")
+    return LocalStore(uri)

@@ -1,0 +1,124 @@
+"""Shared fixtures: a real GCS-API server (gcp-storage-emulator) on a free loopback port, and tiny specs."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+BUCKET = "attnbench-test"
+READY_TIMEOUT_S = 30
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Emulator:
+    """gcp-storage-emulator as a subprocess with its data on disk, so a stop and a start keep the objects."""
+
+    def __init__(self, data_dir: Path):
+        self.data_dir, self.port = data_dir, free_port()
+        self.host = f"http://127.0.0.1:{self.port}"
+        self.log = data_dir / "emulator.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "gcp_storage_emulator", "-d", str(self.data_dir), "start",
+                   "--host", "127.0.0.1", "--port", str(self.port), "--default-bucket", BUCKET, "-q"]
+        with open(self.log, "a") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the emulator exited ({self.process.returncode}): {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.host}/storage/v1/b/{BUCKET}", timeout=1):
+                    return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.1)
+        raise RuntimeError(f"the emulator did not answer on {self.host} within {READY_TIMEOUT_S}s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def bucket(self):
+        """The test bucket through google-cloud-storage, the client the runner uses."""
+        from google.cloud import storage
+
+        return storage.Client(client_options={"api_endpoint": self.host}).bucket(BUCKET)
+
+    def text(self, name: str) -> str:
+        """An object's text, '' when there is none."""
+        blob = self.bucket().blob(name)
+        return blob.download_as_text() if blob.exists() else ""
+
+    def lines(self, name: str) -> list[str]:
+        return [line for line in self.text(name).splitlines() if line.strip()]
+
+
+@pytest.fixture
+def emulator(tmp_path, monkeypatch):
+    """A running emulator for one test; STORAGE_EMULATOR_HOST points this process's clients at it."""
+    data_dir = tmp_path / "gcs"
+    data_dir.mkdir()
+    server = Emulator(data_dir)
+    server.start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.host)
+    yield server
+    server.stop()
+
+
+TINY_SPEC = """\
+name: tiny
+defaults: {{batch: 1, seq_len: 16, heads: 2, head_dim: 8, dtype: float32}}
+timing: {{warmup: 0, min_samples: 2, max_samples: 3, budget_s: 0.05}}
+experiments:
+  - name: shapes
+    variants: [naive, xla]
+    sweep: {{seq_len: {seq_lens}, causal: [false, true]}}
+"""
+
+
+def write_spec(folder: Path, seq_lens: list[int]) -> Path:
+    """A spec of 4 cells per sequence length that runs in a fraction of a second per cell on a CPU."""
+    path = folder / f"tiny-{len(seq_lens)}.yaml"
+    path.write_text(TINY_SPEC.format(seq_lens=seq_lens))
+    return path
+
+
+@pytest.fixture
+def tiny_spec(tmp_path) -> Path:
+    """8 cells."""
+    return write_spec(tmp_path, [16, 32])
+
+
+@pytest.fixture
+def long_spec(tmp_path) -> Path:
+    """16 cells: long enough to kill, stop or signal a run part way."""
+    return write_spec(tmp_path, [8, 16, 24, 32])
+
+
+@pytest.fixture(autouse=True)
+def no_job_environment(monkeypatch):
+    """Tests choose run ids, shards and spools themselves, even when they run inside a Kubernetes Job."""
+    for name in ("ATTNBENCH_RUN_ID", "ATTNBENCH_SPOOL", "JOB_COMPLETION_INDEX", "JOB_COMPLETIONS"):
+        monkeypatch.delenv(name, raising=False)
