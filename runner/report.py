@@ -71,7 +71,7 @@ def summary_line(cells: list[CellRecord]) -> str:
 
 def markdown(df: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
-    cells = [[_fmt(v) for v in row] for row in df.itertuples(index=False)]
+    cells = [[_fmt(v).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]  # a | ends a cell
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells]) + "\n"
 

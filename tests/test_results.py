@@ -1,0 +1,238 @@
+"""runner/results.py, runner/record.py and runner/report.py: records round-trip through a run folder and export.
+
+The folder layout is the contract (issue 2, item 7): <out>/<run_id>/manifest.json and cells.jsonl, one
+JSON object a line, written with `model_dump_json(by_alias=True)`. These tests write that layout as the
+runner does and read it back with read_run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from helpers import params
+from runner import machine, metrics
+from runner.cells import Cell
+from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, Timing
+from runner.report import export, frame, markdown, summary_line
+from runner.results import CELLS, MANIFEST, read_run
+
+RUN_ID = "test-20260101-000000"
+
+
+def record(variant: str = "xla", status: str = "ok", **fields) -> CellRecord:
+    """A record as the Measurer makes one, with made-up measurements."""
+    p = fields.pop("params", None) or params(pass_="fwd_bwd", causal=True, kv_heads=2)
+    cell = Cell("exp", variant, p)
+    measured = status in ("ok", "incorrect")
+    base = dict(
+        key=cell.key, run_id=RUN_ID, experiment="exp", variant=variant, params=p, status=status,
+        started_at="2026-01-01T00:00:00+00:00", duration_s=0.5,
+        flops=metrics.flops(p), bytes_min=metrics.bytes_min(p), kv_cache_bytes=metrics.kv_cache_bytes(p),
+    )  # fmt: skip
+    if measured:
+        base.update(
+            compile_s=0.1, temp_bytes=4096, custom_calls=["__cpu_thing"], backend="xla",
+            correctness=Correctness(
+                max_abs_err=1e-7, rel_err=2e-7, grad_rel_err={"dq": 1e-6, "dk": 2e-6, "dv": 3e-6}, tolerance=2e-3,
+                causal_first_changed=True, causal_last_unchanged=True,
+            ),
+        )  # fmt: skip
+    if status == "ok":
+        base.update(
+            timings=[Timing(timer="wall", median_s=1e-4, q1_s=9e-5, q3_s=1.1e-4, min_s=8e-5, samples=3,
+                            noise=0.2, converged=False)],
+            timer="wall", median_s=1e-4, tflops=metrics.flops(p) / 1e-4 / 1e12, gbps=metrics.bytes_min(p) / 1e-4 / 1e9,
+        )  # fmt: skip
+    return CellRecord(**{**base, **fields})
+
+
+def manifest(**fields) -> Manifest:
+    return Manifest(**{
+        "run_id": RUN_ID, "name": "test", "spec": {"name": "test"}, "spec_hash": "0123456789abcdef",
+        "started_at": "2026-01-01T00:00:00+00:00", "ended_at": "2026-01-01T00:01:00+00:00",
+        "machine": Machine(host="h", platform="cpu", device_kind="cpu", device_count=1), "cells_planned": 4, **fields,
+    })  # fmt: skip
+
+
+def some_records() -> list[CellRecord]:
+    return [
+        record("naive"),
+        record("xla", params=params()),
+        record("cudnn", "skipped", reason="cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"),
+        record("test_wrong", "incorrect", reason="out relative error 0.3 > tolerance 0.002"),
+        record("test_oom", "oom", reason="RuntimeError: RESOURCE_EXHAUSTED: out of memory"),
+    ]
+
+
+def write_run(out: Path, records: list[CellRecord], run_manifest: Manifest | None = None) -> Path:
+    """The run folder as the runner writes it."""
+    run_dir = out / RUN_ID
+    run_dir.mkdir(parents=True)
+    (run_dir / MANIFEST).write_text((run_manifest or manifest()).model_dump_json(indent=2, by_alias=True))
+    (run_dir / CELLS).write_text("".join(r.model_dump_json(by_alias=True) + "\n" for r in records))
+    return run_dir
+
+
+def test_round_trip_gives_equal_records(tmp_path):
+    records = some_records()
+    run = read_run(write_run(tmp_path, records))
+    assert run.problems == []
+    assert run.manifest == manifest()
+    assert run.cells == records
+
+
+def test_round_trip_of_a_real_machine_record(tmp_path):
+    described = machine.describe()
+    run = read_run(write_run(tmp_path, [record()], manifest().model_copy(update={"machine": described})))
+    assert run.problems == [] and run.manifest.machine == described
+    assert run.manifest.machine.platform == "cpu" and "jax" in run.manifest.machine.versions
+
+
+def test_records_use_the_spec_spelling_of_pass(tmp_path):
+    line = json.loads(record().model_dump_json(by_alias=True))
+    assert line["params"]["pass"] == "fwd_bwd" and "pass_" not in line["params"]
+    assert line["schema_version"] == SCHEMA_VERSION
+
+
+def test_malformed_lines_are_reported_and_the_rest_load(tmp_path):
+    records = some_records()
+    run_dir = write_run(tmp_path, records)
+    lines = (run_dir / CELLS).read_text().splitlines()
+    bad_record = json.loads(lines[1])
+    del bad_record["status"]
+    lines[1] = json.dumps(bad_record)
+    lines.insert(3, "{not json")
+    lines.append(lines[0][: len(lines[0]) // 2])  # a line torn by a kill
+    (run_dir / CELLS).write_text("\n".join(lines) + "\n")
+    run = read_run(run_dir)
+    assert run.cells == [records[0], *records[2:]]
+    assert len(run.problems) == 3
+    cells_path = str((run_dir / CELLS).resolve())
+    assert run.problems[0].startswith(f"{cells_path}:2: not a valid record (status")
+    assert run.problems[1].startswith(f"{cells_path}:4: not valid JSON")
+    assert run.problems[2].startswith(f"{cells_path}:7: not valid JSON")
+
+
+def test_unknown_schema_version_is_reported(tmp_path):
+    records = some_records()
+    run_dir = write_run(tmp_path, records)
+    lines = (run_dir / CELLS).read_text().splitlines()
+    future = json.loads(lines[0])
+    future["schema_version"] = SCHEMA_VERSION + 1
+    lines[0] = json.dumps(future)
+    (run_dir / CELLS).write_text("\n".join(lines) + "\n")
+    run = read_run(run_dir)
+    assert run.cells == records[1:]
+    assert len(run.problems) == 1
+    assert f"schema_version {SCHEMA_VERSION + 1} is not supported" in run.problems[0]
+
+
+def test_unknown_manifest_schema_version_is_reported(tmp_path):
+    run_dir = write_run(tmp_path, [record()])
+    data = json.loads((run_dir / MANIFEST).read_text())
+    data["schema_version"] = 99
+    (run_dir / MANIFEST).write_text(json.dumps(data))
+    run = read_run(run_dir)
+    assert run.manifest is None
+    assert any("schema_version 99 is not supported" in p for p in run.problems)
+    assert run.cells == [record()]
+
+
+def test_a_folder_without_a_manifest_is_a_problem_not_an_exception(tmp_path):
+    run = read_run(tmp_path / "nothing-here")
+    assert run.manifest is None and run.cells == []
+    assert len(run.problems) == 1 and "missing" in run.problems[0]
+
+
+def test_a_run_killed_before_its_first_cell_reads_as_empty(tmp_path):
+    run_dir = write_run(tmp_path, [], manifest(ended_at=None))
+    run = read_run(run_dir)
+    assert run.problems == [] and run.cells == [] and run.manifest.ended_at is None
+
+
+def test_row_flattens_params_correctness_and_timings():
+    row = record("naive").row()
+    for name in ("batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass"):
+        assert name in row
+    assert (row["pass"], row["kv_heads"], row["causal"]) == ("fwd_bwd", 2, True)
+    assert row["rel_err"] == 2e-7 and row["tolerance"] == 2e-3 and row["causal_first_changed"] is True
+    assert row["grad_rel_err"] == {"dq": 1e-6, "dk": 2e-6, "dv": 3e-6}
+    assert row["wall_median_s"] == 1e-4 and row["wall_samples"] == 3 and row["wall_converged"] is False
+    assert row["custom_calls"] == "__cpu_thing" and row["kernels"] == ""
+    assert not {"params", "correctness", "timings", "fp8"} & set(row)
+    assert all(not isinstance(v, (list, tuple)) for v in row.values())
+
+
+def test_row_of_a_skipped_cell_has_no_measurements():
+    row = record("cudnn", "skipped", reason="no GPU").row()
+    assert row["status"] == "skipped" and row["reason"] == "no GPU"
+    assert row["median_s"] is None and "rel_err" not in row and "wall_median_s" not in row
+
+
+def test_row_inlines_fp8_with_a_prefix():
+    fp8 = Fp8Info(in_hlo=True, in_kernels=None, rel_err_vs_bf16=0.01, verdict="FP8 attention")
+    row = record("cudnn_fp8", fp8=fp8).row()
+    assert row["fp8_in_hlo"] is True and row["fp8_verdict"] == "FP8 attention" and row["fp8_rel_err_vs_bf16"] == 0.01
+
+
+def test_summary_line_counts_statuses():
+    assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
+
+
+def test_export_csv_has_one_row_per_cell(tmp_path):
+    records = some_records()
+    text = export(records, "csv", None)
+    df = pd.read_csv(pd.io.common.StringIO(text))
+    assert list(df["variant"]) == [r.variant for r in records]
+    assert list(df["status"]) == [r.status for r in records]
+    assert list(df["key"]) == [r.key for r in records]
+    assert df.loc[0, "wall_median_s"] == pytest.approx(1e-4)
+    dest = tmp_path / "cells.csv"
+    assert export(records, "csv", dest) is None
+    assert dest.read_text() == text
+
+
+def test_export_markdown_is_a_table(tmp_path):
+    records = some_records()
+    text = export(records, "markdown", None)
+    lines = text.splitlines()
+    columns = list(frame(records).columns)
+    assert lines[0] == "| " + " | ".join(columns) + " |"
+    assert lines[1] == "|" + "---|" * len(columns)
+    assert len(lines) == 2 + len(records)
+    rows = [lines[0], *lines[2:]]
+    assert all(line.startswith("| ") and line.endswith(" |") for line in rows)
+    assert all(line.count(" | ") == len(columns) - 1 for line in rows)  # no cell breaks a row
+    assert "| cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu |" in lines[4]
+    assert markdown(frame(records)) == text
+
+
+def test_markdown_escapes_a_pipe_in_a_reason():
+    failed = record("xla", "failed", reason="ValueError: expected int | str")
+    lines = export([failed], "markdown", None).splitlines()
+    assert lines[2].count(" | ") == lines[0].count(" | ")
+    assert "| ValueError: expected int \\| str |" in lines[2]
+
+
+def test_export_parquet_reads_back(tmp_path):
+    records = some_records()
+    dest = tmp_path / "cells.parquet"
+    assert export(records, "parquet", dest) is None
+    df = pd.read_parquet(dest)
+    assert list(df["key"]) == [r.key for r in records]
+    assert list(df["status"]) == [r.status for r in records]
+    assert df["flops"].tolist() == [r.flops for r in records]
+
+
+def test_export_parquet_of_forward_cells_only(tmp_path):
+    # no gradients anywhere: the grad_rel_err column is all None
+    records = [record(params=params()), record("naive", params=params(causal=True))]
+    for r in records:
+        r.correctness.grad_rel_err = None
+    dest = tmp_path / "fwd.parquet"
+    export(records, "parquet", dest)
+    assert len(pd.read_parquet(dest)) == 2
