@@ -28,8 +28,8 @@ def source_ui(results: data.Results) -> None:
 def run_picker_ui(results: data.Results) -> list[str]:
     """The runs to show, labelled by GPU and date; the newest by default."""
     return st.sidebar.multiselect(
-        "Runs", list(results.runs), default=list(results.runs)[:1], key="run", bind="query-params",
-        format_func=lambda run_id: data.run_label(results.runs[run_id]),
+        "Runs", list(results.runs), default=list(results.runs)[:1], format_func=results.label, key="run",
+        bind="query-params",
     )
 
 
@@ -56,9 +56,8 @@ def compare_ui(results: data.Results) -> tuple[str, str] | None:
     if len(run_ids) < 2:
         return None
     st.sidebar.subheader("Compare")
-    label = lambda run_id: data.run_label(results.runs[run_id])  # noqa: E731
-    a = st.sidebar.selectbox("Run A", run_ids, index=1, format_func=label, key="a", bind="query-params")
-    b = st.sidebar.selectbox("Run B", run_ids, index=0, format_func=label, key="b", bind="query-params")
+    a = st.sidebar.selectbox("Run A", run_ids, index=1, format_func=results.label, key="a", bind="query-params")
+    b = st.sidebar.selectbox("Run B", run_ids, index=0, format_func=results.label, key="b", bind="query-params")
     return a, b
 
 

@@ -34,6 +34,9 @@ class Results:
     def problems(self) -> list[str]:
         return [p for run in self.runs.values() for p in run.problems]
 
+    def label(self, run_id: str) -> str:
+        return run_label(self.runs[run_id])
+
 
 def results_uri(argv: list[str]) -> str:
     """--results after streamlit's `--`, else $ATTNBENCH_RESULTS, else the runs shipped in the repository."""

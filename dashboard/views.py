@@ -97,7 +97,7 @@ def heads(ok: pd.DataFrame) -> None:
 @guarded
 def backends(ok: pd.DataFrame) -> None:
     st.header("TransformerEngine vs cuDNN vs XLA (causal)")
-    causal = ok[(ok["causal"] == True) & ok["backend"].notna()]  # noqa: E712 (a pandas mask, not a test)
+    causal = ok[ok["causal"].eq(True) & ok["backend"].notna()]
     names = [n for n in causal["experiment"].unique() if causal[causal["experiment"] == n]["backend"].nunique() > 1]
     if not names:
         found = ", ".join(sorted(causal["backend"].unique())) or "none"
