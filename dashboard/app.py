@@ -85,7 +85,8 @@ def main() -> None:
     source_ui(results)
     views.load_problems(results)
     if not results.runs:
-        st.info(f"No runs under {uri}. Write some with `attnbench run SPEC --out {uri}`.")
+        if results.error is None:
+            st.info(f"No runs under {uri}. Write some with `attnbench run SPEC --out {uri}`.")
         return
     run_ids = run_picker_ui(results)
     all_cells = data.cells_frame(uri, tuple(run_ids))

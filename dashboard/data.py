@@ -12,12 +12,13 @@ import streamlit as st
 
 from runner.record import CellRecord, Params, Timing
 from runner.report import SHAPE, frame
-from runner.results import MANIFEST, Run, read_run
+from runner.results import Run
+from runner.store import open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
 SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
 REMOTE_TTL_S = 300
-RUN_DEPTH = 2  # <results>/<machine>/<run_id>
+STORE_TIMEOUT_S = 20.0  # how long the page waits for a bucket before saying it is unreachable
 TIMER_ORDER = ["device", "wall", "device_cold"]
 EMPTY_COLUMNS = ["run", "run_id", "experiment", "variant", "status", "reason", "flops", "temp_bytes", "kv_cache_bytes",
                  "peak_tflops", "backend", "kernels"]
@@ -45,27 +46,10 @@ def results_uri(argv: list[str]) -> str:
     return parser.parse_known_args(argv)[0].results
 
 
-def run_dirs(root: Path, depth: int = RUN_DEPTH) -> list[Path]:
-    """Folders holding a manifest: root itself, or folders up to `depth` levels below it."""
-    if (root / MANIFEST).is_file():
-        return [root]
-    if depth == 0:
-        return []
-    return [run for child in sorted(root.iterdir()) if child.is_dir() for run in run_dirs(child, depth - 1)]
-
-
 def read_runs(uri: str) -> list[Run]:
-    """Every run under `uri`: the one place that knows where runs live."""
-    if uri.startswith("gs://"):
-        raise ValueError("reading gs:// needs runner.store (issue 4), which this checkout does not have yet")
-    root = Path(uri)
-    if not root.is_dir():
-        raise FileNotFoundError(f"no folder {root}")
-    return [read_run(run_dir) for run_dir in run_dirs(root)]
-
-
-def run_id(run: Run) -> str:
-    return run.manifest.run_id if run.manifest else run.dir.name
+    """Every run in the store at `uri`, a folder or gs://bucket/prefix: the one place that knows where runs live."""
+    store = open_store(uri, STORE_TIMEOUT_S)
+    return [store.read(run_id) for run_id in store.runs()]
 
 
 def _started(run: Run) -> str:
@@ -75,10 +59,10 @@ def _started(run: Run) -> str:
 def _read(uri: str) -> Results:
     try:
         runs = read_runs(uri)
-    except Exception as error:  # a missing folder or an unreachable bucket: said in the page, not raised
-        return Results(uri, error=f"could not read {uri}: {type(error).__name__}: {error}")
+    except Exception as error:  # a bad location or an unreachable bucket: said in the page, not raised
+        return Results(uri, error=f"Could not read the results ({type(error).__name__}): {error}")
     runs.sort(key=_started, reverse=True)
-    return Results(uri, {run_id(run): run for run in runs})
+    return Results(uri, {run.run_id: run for run in runs})
 
 
 @st.cache_data(show_spinner="Reading runs…")
@@ -99,7 +83,7 @@ def load(uri: str) -> Results:
 def run_label(run: Run) -> str:
     """GPU (or device kind), start date and spec name: how a person tells runs apart."""
     if run.manifest is None:
-        return f"{run.dir.name} (manifest unreadable)"
+        return f"{run.run_id} (manifest unreadable)"
     machine = run.manifest.machine
     device = machine.gpu.get("name") or machine.device_kind
     return f"{device} · {run.manifest.started_at[:16].replace('T', ' ')} · {run.manifest.name}"

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from conftest import BUCKET, free_port
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
-from runner.record import CellRecord, Fp8Info, Timing
+from runner.record import Fp8Info, Timing
 from runner.results import CELLS, MANIFEST, read_run
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -48,6 +50,12 @@ def table(app: AppTest, column: str, without: str = "") -> pd.DataFrame:
 
 def cell_table(app: AppTest) -> pd.DataFrame:
     return table(app, "duration_s")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Each test reads its store anew (the app caches by location, and tests reuse bucket names)."""
+    st.cache_data.clear()
 
 
 @pytest.fixture
@@ -108,10 +116,27 @@ def test_empty_store_says_so(monkeypatch, tmp_path):
     assert "No runs under" in app.info[0].value
 
 
-def test_unreachable_results_say_why(monkeypatch, tmp_path):
-    app = open_app(monkeypatch, tmp_path / "nowhere")
+def test_unreachable_bucket_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setattr(data, "STORE_TIMEOUT_S", 1.0)
+    app = open_app(monkeypatch, f"gs://{BUCKET}/results")
     assert not app.exception
-    assert "could not read" in app.error[0].value
+    assert f"gs://{BUCKET}/results: unreachable" in app.error[0].value and not app.info
+
+
+def test_a_bad_location_says_why(monkeypatch):
+    app = open_app(monkeypatch, "gs://No_Such-Bucket!")
+    assert not app.exception
+    assert "not a bucket URI" in app.error[0].value and not app.info
+
+
+def test_runs_in_a_bucket(monkeypatch, emulator):
+    for path in CPU_RUN.iterdir():
+        emulator.bucket().blob(f"results/cpu/{CPU_RUN.name}/{path.name}").upload_from_filename(path)
+    app = open_app(monkeypatch, f"gs://{BUCKET}/results")
+    assert not app.exception and not app.error
+    assert charts(app) == 9
+    assert len(cell_table(app)) == len(cell_lines(CPU_RUN))
 
 
 def test_corrupted_files_are_reported_and_the_rest_renders(monkeypatch, store):
@@ -206,13 +231,6 @@ def test_compare_view_between_two_runs(monkeypatch, tmp_path):
     assert "timer device · 13 of 13 cells differ" in caption  # every cell took twice as long
     ratios = table(app, "ratio_b_over_a")["ratio_b_over_a"]
     assert ratios.to_numpy() == pytest.approx(2.0)
-
-
-def test_run_folders_are_found_two_levels_down(tmp_path):
-    for where in ("a/run1", "run2", "a/b/too-deep"):
-        (tmp_path / where).mkdir(parents=True)
-        (tmp_path / where / MANIFEST).write_text("{}")
-    assert [p.relative_to(tmp_path).as_posix() for p in data.run_dirs(tmp_path)] == ["a/run1", "run2"]
 
 
 def test_results_uri_from_argv_env_or_shipped(monkeypatch):
