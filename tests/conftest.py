@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import spec_data, write_spec
+
 BUCKET = "attnbench-test"
 READY_TIMEOUT_S = 30
 
@@ -87,34 +89,22 @@ def emulator(tmp_path, monkeypatch):
     server.stop()
 
 
-TINY_SPEC = """\
-name: tiny
-defaults: {{batch: 1, seq_len: 16, heads: 2, head_dim: 8, dtype: float32}}
-timing: {{warmup: 0, min_samples: 2, max_samples: 3, budget_s: 0.05}}
-experiments:
-  - name: shapes
-    variants: [naive, xla]
-    sweep: {{seq_len: {seq_lens}, causal: [false, true]}}
-"""
-
-
-def write_spec(folder: Path, seq_lens: list[int]) -> Path:
-    """A spec of 4 cells per sequence length that runs in a fraction of a second per cell on a CPU."""
-    path = folder / f"tiny-{len(seq_lens)}.yaml"
-    path.write_text(TINY_SPEC.format(seq_lens=seq_lens))
-    return path
+def shapes_spec(folder: Path, seq_lens: list[int]) -> Path:
+    """naive and xla over these sequence lengths, causal and not: 4 cells each, well under a second apiece."""
+    sweep = {"seq_len": seq_lens, "causal": [False, True]}
+    return write_spec(folder / "shapes.yaml", spec_data({"name": "shapes", "variants": ["naive", "xla"], "sweep": sweep}))
 
 
 @pytest.fixture
 def tiny_spec(tmp_path) -> Path:
     """8 cells."""
-    return write_spec(tmp_path, [16, 32])
+    return shapes_spec(tmp_path, [8, 16])
 
 
 @pytest.fixture
 def long_spec(tmp_path) -> Path:
     """16 cells: long enough to kill, stop or signal a run part way."""
-    return write_spec(tmp_path, [8, 16, 24, 32])
+    return shapes_spec(tmp_path, [8, 16, 24, 32])
 
 
 @pytest.fixture(autouse=True)

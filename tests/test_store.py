@@ -1,0 +1,113 @@
+"""Stores: the local folder and GCS (against gcp-storage-emulator) behind one interface, one layout."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import BUCKET, free_port
+from runner.cli import main
+from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
+from test_results import manifest, record, some_records
+
+RUN = "run-1"
+
+
+def lines(records) -> bytes:
+    return "".join(r.model_dump_json(by_alias=True) + "\n" for r in records).encode()
+
+
+@pytest.fixture(params=["local", "gcs"])
+def store(request, tmp_path):
+    if request.param == "local":
+        return open_store(str(tmp_path / "results"))
+    request.getfixturevalue("emulator")
+    return open_store(f"gs://{BUCKET}/some/prefix/")
+
+
+@pytest.mark.parametrize("uri", ["gs://", "gs://A-Bucket/x", "gs:///x", "gs://b", "s3://bucket/x", "http://x", ""])
+def test_bad_uris_are_refused(uri):
+    with pytest.raises(StoreError):
+        open_store(uri)
+
+
+def test_a_file_is_not_a_results_folder(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="not a folder"):
+        open_store(str(tmp_path / "file"))
+
+
+def test_uris_name_their_store(tmp_path, emulator):
+    assert isinstance(open_store(str(tmp_path)), LocalStore)
+    gcs = open_store(f"gs://{BUCKET}/a/b/")
+    assert isinstance(gcs, GcsStore) and gcs.uri == f"gs://{BUCKET}/a/b" and gcs.location("r") == f"gs://{BUCKET}/a/b/r"
+
+
+def test_objects_round_trip(store):
+    assert store.get("r/manifest.json") is None and store.names() == []
+    store.put("r/cells.jsonl", b"one\n")
+    store.put("r/cells.jsonl", b"one\ntwo\n")  # replaced whole
+    store.put("r/deeper/x.json", b"{}")
+    assert store.get("r/cells.jsonl") == b"one\ntwo\n"
+    assert store.names() == ["r/cells.jsonl", "r/deeper/x.json"] and store.names("r/deeper/") == ["r/deeper/x.json"]
+
+
+def test_an_unsharded_run_reads_back(store):
+    records = some_records()
+    store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
+    store.put(f"{RUN}/cells.jsonl", lines(records))
+    run = store.read(RUN)
+    assert run.problems == [] and run.manifest == manifest() and run.cells == records
+    assert run.dir == store.location(RUN) and run.run_id == manifest().run_id
+    assert [(p.shard, len(p.cells), p.planned, p.finished) for p in run.parts] == [(None, 5, 4, True)]
+
+
+def test_shards_read_as_one_run(store):
+    records = some_records()
+    store.put(f"{RUN}/manifest-0-of-3.json", manifest(shard="0/3", cells_planned=3).model_dump_json().encode())
+    store.put(f"{RUN}/cells-0-of-3.jsonl", lines(records[:3]) + b"{torn")
+    store.put(f"{RUN}/manifest-1-of-3.json", manifest(shard="1/3", cells_planned=2, ended_at=None).model_dump_json().encode())
+    store.put(f"{RUN}/cells-1-of-3.jsonl", lines(records[3:] + records[3:4]))  # a repeat: the reader keeps one
+    run = store.read(RUN)
+    assert sorted(c.key for c in run.cells) == sorted(r.key for r in records)
+    assert [(p.shard, len(p.cells), p.planned, p.finished) for p in run.parts] == [
+        ("0/3", 3, 3, True), ("1/3", 2, 2, False), ("2/3", 0, None, False)]
+    assert run.manifest.shard is None and run.manifest.cells_planned == 5 and run.manifest.ended_at is None
+    assert len(run.problems) == 2
+    assert "cells-0-of-3.jsonl:4: not valid JSON" in run.problems[0] and "1 repeated cell keys" in run.problems[1]
+
+
+def test_runs_are_the_folders_with_run_objects(store):
+    store.put("a/manifest.json", manifest().model_dump_json().encode())
+    store.put("b/cells-0-of-2.jsonl", b"")
+    store.put("gpu/c/manifest.json", b"{}")
+    store.put("d/notes.txt", b"")
+    store.put("e/cells-2-of-2.jsonl", b"")  # no such shard
+    assert store.runs() == ["a", "b", "gpu/c"]
+
+
+def test_a_missing_run_reads_as_problems(store):
+    run = store.read("nothing")
+    assert run.manifest is None and run.cells == [] and "missing" in run.problems[0]
+
+
+def test_an_unreachable_bucket_is_unavailable(monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")  # nobody listens
+    store = open_store(f"gs://{BUCKET}/x", timeout_s=1)
+    with pytest.raises(StoreUnavailable):
+        store.names()
+    with pytest.raises(StoreUnavailable):
+        store.put("r/cells.jsonl", b"")
+
+
+def test_a_missing_bucket_is_bad_input(emulator):
+    with pytest.raises(StoreError, match="no such bucket"):
+        open_store("gs://no-such-bucket/x").names()
+
+
+@pytest.mark.parametrize("out", ["s3://bucket/x", "gs://Bad_Bucket", "gs://no-such-bucket/x"])
+def test_run_show_and_runs_refuse_a_bad_store_in_one_line(out, emulator, tiny_spec, tmp_path, capsys):
+    for argv in (["run", str(tiny_spec), "--out", out, "--spool", str(tmp_path)], ["runs", "--out", out],
+                 ["show", "some-run", "--out", out]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
