@@ -1,0 +1,77 @@
+# syntax=docker/dockerfile:1
+# attnbench images (README, "Running on GKE"):
+#   docker build --target runner    -t REGISTRY/attnbench:runner-TAG .     JAX + cuDNN + TransformerEngine, for GPU nodes
+#   docker build --target dashboard -t REGISTRY/attnbench:dashboard-TAG .  the Streamlit dashboard, no CUDA
+#
+# The GPU stack is PyPI's CUDA 12 wheels, pinned exactly, with TransformerEngine's JAX extension (PyPI ships it
+# as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
+# docs), which both GKE driver choices for L4 nodes meet. Why not NVIDIA's JAX container: README, "The image".
+
+# ---- build: /opt/venv with the pinned GPU stack, TransformerEngine's JAX extension and attnbench -------------------
+FROM nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04 AS build
+# JAX, its CUDA 12 plugin and every nvidia-* wheel it pulls (cuDNN, cuBLAS, NCCL...) resolve together at these pins;
+# TransformerEngine's core wheel and JAX extension are the same release.
+ARG JAX_VERSION=0.10.2
+ARG FLAX_VERSION=0.12.8
+ARG CUDNN_VERSION=9.28.0.42
+ARG CUDNN_FRONTEND_VERSION=1.32.0
+ARG TE_VERSION=2.20.2
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# Ubuntu's Python is what the runner stage runs; its package revisions move with security updates, so they are not pinned.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3.12 python3.12-venv python3.12-dev \
+    && rm -rf /var/lib/apt/lists/*
+ENV PATH=/opt/venv/bin:$PATH
+RUN python3.12 -m venv /opt/venv \
+    && pip install --no-cache-dir pip==25.3 setuptools==80.9.0 wheel==0.45.1 pybind11==3.0.1 cmake==4.1.2 ninja==1.13.0 \
+    && pip install --no-cache-dir "jax[cuda12]==${JAX_VERSION}" "flax==${FLAX_VERSION}" \
+        "nvidia-cudnn-cu12==${CUDNN_VERSION}" "nvidia-cudnn-frontend==${CUDNN_FRONTEND_VERSION}" \
+        "transformer-engine-cu12==${TE_VERSION}"
+# Compile only for the GPUs the cluster has: L4 (sm_89) and H100 (sm_90). Four jobs keep the build under ~16 GB.
+RUN NVTE_FRAMEWORK=jax NVTE_CUDA_ARCHS="89;90" MAX_JOBS=4 CUDA_HOME=/usr/local/cuda \
+    pip install --no-cache-dir --no-build-isolation "transformer-engine[jax]==${TE_VERSION}" \
+    && python -c "import transformer_engine.jax"
+COPY pyproject.toml README.md /src/
+COPY runner /src/runner
+COPY dashboard /src/dashboard
+RUN pip install --no-cache-dir "/src[cuda12,gcs,te]" \
+    && pip check
+
+# ---- runner: the venv on CUDA's base image (no toolkit; the driver comes from the GKE node) -------------------------
+FROM nvidia/cuda:12.9.1-base-ubuntu24.04 AS runner
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3.12 \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --gid 10001 attnbench \
+    && useradd --uid 10001 --gid 10001 --home-dir /home/attnbench --create-home --shell /usr/sbin/nologin attnbench
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    HOME=/home/attnbench
+USER 10001:10001
+WORKDIR /home/attnbench
+# A batch container: Kubernetes watches the exit code (k8s/base/runner-job.yaml), there is no server to probe.
+HEALTHCHECK NONE
+ENTRYPOINT ["attnbench"]
+CMD ["--help"]
+
+# ---- dashboard: the results dashboard on a slim Python, no CUDA -------------------------------------------------------
+FROM python:3.12-slim-bookworm AS dashboard
+RUN groupadd --gid 10001 attnbench \
+    && useradd --uid 10001 --gid 10001 --home-dir /home/attnbench --create-home --shell /usr/sbin/nologin attnbench
+COPY pyproject.toml README.md /src/
+COPY runner /src/runner
+COPY dashboard /src/dashboard
+RUN pip install --no-cache-dir "/src[dashboard]" \
+    && rm -rf /src
+ENV PYTHONUNBUFFERED=1 \
+    HOME=/home/attnbench
+USER 10001:10001
+WORKDIR /home/attnbench
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
+ENTRYPOINT ["attnbench"]
+CMD ["dashboard", "--address", "0.0.0.0", "--port", "8501"]

@@ -1,0 +1,167 @@
+"""Render attnbench's Kubernetes manifests for one run: `make render` / `make submit` / `make deploy` call this.
+
+Writes OUT/<run-id>/job.yaml (the spec ConfigMap and the runner Job) and OUT/<run-id>/platform.yaml (namespace,
+service accounts, network policies, settings and the dashboard), built by `kubectl kustomize` from a throwaway
+kustomization that layers the run's choices over k8s/overlays/<gpu>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+
+K8S = Path(__file__).resolve().parent
+JOB_KINDS = {"Job"}
+RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
+
+
+def run_id_for(spec_name: str, now: datetime) -> str:
+    """A DNS-1123 Job name from the spec's name and the UTC time: the run id that every retry shares."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", spec_name.lower()).strip("-") or "run"
+    stamp = now.strftime("%Y%m%d-%H%M%S")
+    return f"{stem[: RUN_ID_MAX - len(stamp) - 1].rstrip('-')}-{stamp}"
+
+
+def _image(name: str, ref: str) -> dict:
+    if "@" in ref:
+        repo, digest = ref.split("@", 1)
+        return {"name": name, "newName": repo, "digest": digest}
+    repo, _, tag = ref.rpartition(":")
+    if not repo or "/" in tag:
+        raise SystemExit(f"render: image {ref!r} needs a tag or a digest (REPO:TAG or REPO@sha256:...)")
+    return {"name": name, "newName": repo, "newTag": tag}
+
+
+def _job_patches(run_id: str, shards: int) -> tuple[str, str]:
+    """A strategic-merge patch that sizes the Job to the shards, and a JSON patch that renames it to the run id."""
+    resize = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "attnbench-run"},
+        "spec": {
+            "completions": shards,
+            "parallelism": shards,
+            "template": {"spec": {"containers": [
+                {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)}]}
+            ]}},
+        },
+    }
+    rename = [{"op": "replace", "path": "/metadata/name", "value": run_id}]
+    return yaml.safe_dump(resize, sort_keys=False), json.dumps(rename)
+
+
+def kustomization(args, run_id: str, workdir: Path) -> dict:
+    """The run's kustomization: the GPU overlay, the optional components, the spec, the images and the bucket."""
+    components = []
+    patches = []
+    job_target = {"group": "batch", "version": "v1", "kind": "Job", "name": "attnbench-run"}
+    if args.queue:
+        components.append(os.path.relpath(K8S / "components" / "kueue", workdir))
+    if args.iap_domain:
+        components.append(os.path.relpath(K8S / "components" / "iap", workdir))
+        patches.append({
+            "target": {"group": "networking.gke.io", "kind": "ManagedCertificate", "name": "attnbench-dashboard"},
+            "patch": json.dumps([{"op": "replace", "path": "/spec/domains", "value": [args.iap_domain]}]),
+        })
+    resize, rename = _job_patches(run_id, args.shards)  # resize first: it finds the Job by its base name
+    patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
+    if args.queue:
+        patches.append({"target": {"group": "batch", "kind": "Job"}, "patch": json.dumps([
+            {"op": "replace", "path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": args.queue}])})
+    images = [_image("attnbench-runner", args.image)]
+    images.append(_image("attnbench-dashboard", args.dashboard_image or args.image.replace("runner", "dashboard")))
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": [os.path.relpath(K8S / "overlays" / args.gpu, workdir)],
+        "components": components,
+        "configMapGenerator": [
+            {"name": "attnbench-spec", "behavior": "replace", "files": ["spec.yaml"]},
+            {"name": "attnbench-settings", "behavior": "merge",
+             "literals": [f"results-uri={args.results}"], "options": {"disableNameSuffixHash": True}},
+        ],
+        "images": images,
+        "patches": patches,
+    }
+
+
+def build(args, run_id: str) -> list[dict]:
+    """Run `kubectl kustomize` on the run's kustomization; return the objects."""
+    with tempfile.TemporaryDirectory(prefix="attnbench-render-") as tmp:
+        workdir = Path(tmp)
+        shutil.copyfile(args.spec, workdir / "spec.yaml")
+        (workdir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization(args, run_id, workdir)))
+        done = subprocess.run([args.kubectl, "kustomize", str(workdir)], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"render: kubectl kustomize failed:\n{done.stderr.strip()}")
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def is_run_object(obj: dict) -> bool:
+    """The per-run objects (the Job and its spec ConfigMap); the rest is the platform, applied once."""
+    return obj["kind"] in JOB_KINDS or obj["metadata"]["name"].startswith("attnbench-spec")
+
+
+def write(objects: list[dict], path: Path) -> None:
+    path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="k8s/render.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, type=Path, help="experiment spec (YAML) the Job runs")
+    parser.add_argument("--shards", type=int, default=1, help="Job completions = parallelism = shards (one GPU each)")
+    parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4 or h100")
+    parser.add_argument("--results", required=True, help="results URI, gs://BUCKET/results")
+    parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG (or @sha256:...)")
+    parser.add_argument("--dashboard-image", help="dashboard image (default: --image with 'runner' -> 'dashboard')")
+    parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
+    parser.add_argument("--queue", help="Kueue LocalQueue to submit through (adds the kueue component)")
+    parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
+    parser.add_argument("--kubectl", default=os.environ.get("KUBECTL", "kubectl"), help="kubectl binary")
+    parser.add_argument("--out", type=Path, default=Path("build/k8s"), help="output folder")
+    parser.add_argument("--apply", choices=["job", "platform"], help="then `kubectl apply -f` that file")
+    args = parser.parse_args(argv)
+    problems = []
+    if args.shards < 1:
+        problems.append(f"--shards must be >= 1 (got {args.shards})")
+    if not (K8S / "overlays" / args.gpu).is_dir():
+        known = ", ".join(sorted(p.name for p in (K8S / "overlays").iterdir()))
+        problems.append(f"--gpu: no overlay {args.gpu!r} (known: {known})")
+    if not args.results.startswith("gs://"):
+        problems.append(f"--results must be a gs:// URI (got {args.results!r})")
+    if not args.spec.is_file():
+        problems.append(f"--spec: no such file {args.spec}")
+    if args.run_id and not re.fullmatch(rf"[a-z0-9]([a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?", args.run_id):
+        problems.append(f"--run-id must be lowercase letters, digits and '-', at most {RUN_ID_MAX} characters")
+    if problems:
+        parser.error("; ".join(problems))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spec_name = (yaml.safe_load(args.spec.read_text()) or {}).get("name", "run")
+    run_id = args.run_id or run_id_for(str(spec_name), datetime.now(timezone.utc))
+    objects = build(args, run_id)
+    out = args.out / run_id
+    out.mkdir(parents=True, exist_ok=True)
+    write([o for o in objects if is_run_object(o)], out / "job.yaml")
+    write([o for o in objects if not is_run_object(o)], out / "platform.yaml")
+    print(f"run id: {run_id}\nwrote {out / 'platform.yaml'} and {out / 'job.yaml'}")
+    if args.apply:
+        return subprocess.run([args.kubectl, "apply", "-f", str(out / f"{args.apply}.yaml")]).returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

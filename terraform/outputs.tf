@@ -1,0 +1,42 @@
+output "cluster_name" {
+  description = "GKE cluster name."
+  value       = google_container_cluster.this.name
+}
+
+output "region" {
+  description = "Region of the cluster, bucket and registry."
+  value       = var.region
+}
+
+output "bucket" {
+  description = "Results bucket."
+  value       = google_storage_bucket.results.name
+}
+
+output "results_uri" {
+  description = "Where runs write and the dashboard reads (make's RESULTS_URI)."
+  value       = "gs://${google_storage_bucket.results.name}/results"
+}
+
+output "image_repository" {
+  description = "Artifact Registry path to push images to (make's REGISTRY)."
+  value       = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+}
+
+output "dashboard_ip_name" {
+  description = "Name of the dashboard's global static IP (empty unless dashboard_static_ip = true)."
+  value       = one(google_compute_global_address.dashboard[*].name)
+}
+
+output "next_steps" {
+  description = "The commands that follow, with this deployment's values filled in."
+  value       = <<-EOT
+    gcloud container clusters get-credentials ${google_container_cluster.this.name} --region ${var.region} --project ${var.project_id}
+    gcloud auth configure-docker ${var.region}-docker.pkg.dev
+    docker build --target runner -t ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench:runner-$(git rev-parse --short HEAD) .
+    docker build --target dashboard -t ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench:dashboard-$(git rev-parse --short HEAD) .
+    docker push --all-tags ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench
+    make deploy
+    make submit SPEC=specs/lab5.yaml SHARDS=${var.l4_max_nodes}
+  EOT
+}
