@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard test test-tools clean
+.PHONY: demo dashboard test test-tools clean render submit deploy
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,33 @@ test-tools:
 
 test: $(INSTALLED) test-tools
 	$(BIN)/pytest
+
+# GKE (README, "Running on GKE"). Every value defaults to what terraform/ made; each can be given on the line.
+#   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
+#   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [QUEUE=kueue-localqueue] [RUN=job-name]
+#   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml, apply nothing
+SPEC ?= k8s/base/spec.yaml
+SHARDS ?= 1
+GPU ?= l4
+KUBECTL ?= kubectl
+TAG ?= $(shell git rev-parse --short HEAD)
+REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
+RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
+IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
+RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
+	--image $(IMAGE) --kubectl $(KUBECTL) $(if $(RUN),--run-id $(RUN)) $(if $(QUEUE),--queue $(QUEUE)) \
+	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN))
+
+render: $(INSTALLED)
+	$(BIN)/attnbench validate $(SPEC)
+	$(RENDER)
+
+submit: $(INSTALLED)
+	$(BIN)/attnbench validate $(SPEC)
+	$(RENDER) --apply job
+
+deploy: $(INSTALLED)
+	$(RENDER) --apply platform
 
 clean:
 	rm -rf $(VENV) results .pytest_cache
