@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +34,16 @@ def params(**shape) -> Params:
     return resolve(shape)
 
 
-def attnbench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`python -m runner ARGS` from the repository root, output captured as text."""
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *map(str, args)], cwd=REPO, capture_output=True, text=True, timeout=timeout
-    )
+def command(*args) -> list[str]:
+    """`python -m runner ARGS`, run from the repository root without installing."""
+    return [sys.executable, "-m", "runner", *map(str, args)]
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """This process's environment plus `extra`, without a terminal width: output goes to pipes, as in a pod."""
+    return {**{k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}, **extra}
+
+
+def attnbench(*args, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    """Run the CLI to the end, output captured as text."""
+    return subprocess.run(command(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment(**env))
