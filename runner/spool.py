@@ -46,22 +46,20 @@ class Spool:
             return set(self._lines)
 
     def records(self) -> list[CellRecord]:
-        return parse_cells(self._text().decode(), self.cells_name)[0]
+        with self._lock:
+            return parse_cells(self._text().decode(), self.cells_name)[0]
 
     def add(self, record: CellRecord) -> None:
-        """Append and fsync: a crash loses at most the cell in flight."""
+        """Append and fsync, unless a record of that key is here already: a crash loses at most the cell in flight."""
         line = record.model_dump_json(by_alias=True) + "\n"
-        with self._lock, open(self.local.root / self.cells_name, "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        with self._lock:
+            if record.key in self._lines:
+                return
+            with open(self.local.root / self.cells_name, "a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
             self._lines[record.key] = line
-
-    def absorb(self, records: list[CellRecord]) -> None:
-        """Add the records whose key the spool does not hold yet (the store's copy of this part)."""
-        for record in records:
-            if record.key not in self._lines:
-                self.add(record)
 
     def manifest(self) -> Manifest | None:
         data = self.local.get(self.manifest_name)
@@ -72,9 +70,10 @@ class Spool:
             self.local.put(self.manifest_name, manifest.model_dump_json(indent=2, by_alias=True).encode())
 
     def objects(self) -> dict[str, bytes]:
-        """This part's objects by store name, as they are now."""
+        """This part's objects by store name, as they are now (no manifest before the run wrote one)."""
         with self._lock:
-            return {self.manifest_name: self.local.get(self.manifest_name) or b"", self.cells_name: self._text()}
+            manifest = self.local.get(self.manifest_name)
+            return {self.cells_name: self._text(), **({self.manifest_name: manifest} if manifest else {})}
 
     def _text(self) -> bytes:
         return "".join(self._lines.values()).encode()
@@ -96,7 +95,8 @@ class Uploader:
         run = self.store.read(self.spool.run_id)
         own = next((p for p in run.parts if p.shard == self.spool.shard), None)
         if own:
-            self.spool.absorb(own.cells)
+            for record in own.cells:
+                self.spool.add(record)
             if own.manifest and self.spool.manifest() is None:
                 self.spool.write_manifest(own.manifest)
         self.pulled = True
@@ -106,7 +106,7 @@ class Uploader:
         """Upload what changed since the last upload; raises StoreError or StoreUnavailable."""
         if not self.pulled:  # never overwrite the store's copy before it is in the spool
             self.pull()
-        for name, data in self.spool.objects().items():
+        for name, data in self.spool.objects().items():  # cells first: a finished manifest comes with them all
             if self.sent.get(name) != data:
                 self.store.put(name, data)
                 self.sent[name] = data

@@ -92,7 +92,8 @@ def emulator(tmp_path, monkeypatch):
 def shapes_spec(folder: Path, seq_lens: list[int]) -> Path:
     """naive and xla over these sequence lengths, causal and not: 4 cells each, well under a second apiece."""
     sweep = {"seq_len": seq_lens, "causal": [False, True]}
-    return write_spec(folder / "shapes.yaml", spec_data({"name": "shapes", "variants": ["naive", "xla"], "sweep": sweep}))
+    experiment = {"name": "shapes", "variants": ["naive", "xla"], "sweep": sweep}
+    return write_spec(folder / "shapes.yaml", spec_data(experiment))
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ SPEC = {
     "name": "mixed",
     "defaults": {"batch": 1, "heads": 2, "head_dim": 8, "dtype": "float32"},
     "experiments": [
-        {"name": "sizes", "variants": ["naive", "xla"], "sweep": {"seq_len": [16, 64, 256, 1024], "causal": [False, True]}},
+        {"name": "sizes", "variants": ["naive", "xla"],
+         "sweep": {"seq_len": [16, 64, 256, 1024], "causal": [False, True]}},
         {"name": "batches", "variants": ["xla"], "seq_len": 128, "sweep": {"batch": [1, 2, 4, 8, 16]}},
     ],
 }

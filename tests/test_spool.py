@@ -21,6 +21,13 @@ def test_spool_folder_is_a_run_folder_named_after_its_store(tmp_path):
     assert run.problems == [] and run.cells == [record()] and [p.shard for p in run.parts if p.cells] == ["1/3"]
 
 
+def test_a_key_is_spooled_once(tmp_path):
+    spool = Spool(LocalStore(tmp_path), RUN, None)
+    spool.add(record())
+    spool.add(record(duration_s=9.0))
+    assert (spool.dir / "cells.jsonl").read_text() == record().model_dump_json(by_alias=True) + "\n"
+
+
 def test_a_line_torn_by_a_kill_is_dropped_and_appends_go_on(tmp_path):
     first, second, third = some_records()[:3]
     spool = Spool(LocalStore(tmp_path), RUN, None)
@@ -38,10 +45,12 @@ def test_the_first_upload_folds_in_the_stores_copy(tmp_path):
     records = some_records()
     store = LocalStore(tmp_path / "store")
     earlier_pod = Spool(LocalStore(tmp_path / "pod-1"), RUN, None)
-    earlier_pod.absorb(records[:3])
+    for r in records[:3]:
+        earlier_pod.add(r)
     Uploader(earlier_pod, store, 1).flush()
     spool = Spool(LocalStore(tmp_path / "pod-2"), RUN, None)
-    spool.absorb(records[2:])  # records[2] measured again before the store could be asked
+    for r in records[2:]:  # records[2] measured again before the store could be asked
+        spool.add(r)
     Uploader(spool, store, 1).flush()
     stored = (store.root / RUN / "cells.jsonl").read_text().splitlines()
     assert len(stored) == len(records)  # each once

@@ -7,7 +7,7 @@ import pytest
 from conftest import BUCKET, free_port
 from runner.cli import main
 from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
-from test_results import manifest, record, some_records
+from test_results import manifest, some_records
 
 RUN = "run-1"
 
@@ -65,7 +65,8 @@ def test_shards_read_as_one_run(store):
     records = some_records()
     store.put(f"{RUN}/manifest-0-of-3.json", manifest(shard="0/3", cells_planned=3).model_dump_json().encode())
     store.put(f"{RUN}/cells-0-of-3.jsonl", lines(records[:3]) + b"{torn")
-    store.put(f"{RUN}/manifest-1-of-3.json", manifest(shard="1/3", cells_planned=2, ended_at=None).model_dump_json().encode())
+    unfinished = manifest(shard="1/3", cells_planned=2, ended_at=None)
+    store.put(f"{RUN}/manifest-1-of-3.json", unfinished.model_dump_json().encode())
     store.put(f"{RUN}/cells-1-of-3.jsonl", lines(records[3:] + records[3:4]))  # a repeat: the reader keeps one
     run = store.read(RUN)
     assert sorted(c.key for c in run.cells) == sorted(r.key for r in records)
