@@ -32,7 +32,7 @@ SHAPES = {
     "MHA-causal": (4, 8, 8, True),
     "GQA-causal": (2, 8, 8, True),
     "MQA-causal": (1, 8, 8, True),
-    "GQA-T<S": (2, 8, 12, False),
+    "GQA-T<S-causal": (2, 8, 12, True),
     "MQA-T>S-causal": (1, 12, 8, True),
 }
 TOLERANCE = {"float32": 1e-5, "bfloat16": 2e-2}
@@ -94,7 +94,7 @@ def test_naive_and_xla_agree_with_the_reference(dtype, kv_heads, seq_len, kv_seq
     assert rel_err(naive, xla) < 2 * TOLERANCE[dtype]
 
 
-@pytest.mark.parametrize("shape", ["MHA", "GQA-causal", "GQA-T<S", "MQA-T>S-causal"])
+@pytest.mark.parametrize("shape", ["MHA", "GQA-causal", "GQA-T<S-causal", "MQA-T>S-causal"])
 def test_reference_is_attention_by_definition(shape):
     kv_heads, seq_len, kv_seq_len, causal = SHAPES[shape]
     p = params(batch=2, seq_len=seq_len, kv_seq_len=kv_seq_len, kv_heads=kv_heads, causal=causal)
