@@ -31,7 +31,7 @@ test: $(INSTALLED) test-tools
 # GKE (README, "Running on GKE"). Every value defaults to what terraform/ made; each can be given on the line.
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [QUEUE=kueue-localqueue] [RUN=job-name]
-#   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml, apply nothing
+#   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
 SPEC ?= k8s/base/spec.yaml
 SHARDS ?= 1
 GPU ?= l4
@@ -40,9 +40,10 @@ TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
 IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
+RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
-	--image $(IMAGE) --kubectl $(KUBECTL) $(if $(RUN),--run-id $(RUN)) $(if $(QUEUE),--queue $(QUEUE)) \
-	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN))
+	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
+	$(if $(QUEUE),--queue $(QUEUE)) $(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN))
 
 render: $(INSTALLED)
 	$(BIN)/attnbench validate $(SPEC)

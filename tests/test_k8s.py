@@ -1,0 +1,248 @@
+"""k8s/: every overlay rendered by the real kubectl, validated against Kubernetes' schemas, and held to its contract
+(one GPU, the right nodes, the failure policy, the restricted security context, a spec and a command line the
+runner itself accepts). The cluster cannot be reached from here; what is applied is exactly what these tests read."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from deploy_tools import ROOT, assert_clean, checkov, skips, tool
+from runner.cli import build_parser
+from runner.registry import load_all
+from runner.spec import parse_spec
+
+K8S = ROOT / "k8s"
+KUBERNETES_VERSION = "1.33.0"  # the oldest release with backoffLimitPerIndex and podFailurePolicy GA
+GPU_NODES = {"l4": "nvidia-l4", "h100": "nvidia-h100-80gb"}
+RESULTS = "gs://test-bucket/results"
+IMAGE = "us-central1-docker.pkg.dev/test-project/attnbench/attnbench:runner-test"
+SHARDS = 4
+SPEC_MOUNT = "/etc/attnbench/spec.yaml"
+
+
+def kustomize(path: Path) -> list[dict]:
+    done = subprocess.run([tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def render(tmp: Path, *extra: str, run_id: str = "lab5-test") -> list[dict]:
+    """The objects `make submit` would apply: k8s/render.py over specs/lab5.yaml."""
+    args = [str(ROOT / ".venv" / "bin" / "python"), str(K8S / "render.py"), "--spec", str(ROOT / "specs/lab5.yaml"),
+            "--shards", str(SHARDS), "--results", RESULTS, "--image", IMAGE, "--run-id", run_id,
+            "--kubectl", tool("kubectl"), "--out", str(tmp), *extra]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return [doc for name in ("platform.yaml", "job.yaml")
+            for doc in yaml.safe_load_all((tmp / run_id / name).read_text()) if doc]
+
+
+def one(objects: list[dict], kind: str) -> dict:
+    found = [o for o in objects if o["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+    return found[0]
+
+
+def pod_specs(objects: list[dict]) -> list[dict]:
+    return [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("Job", "Deployment")]
+
+
+def env_of(container: dict) -> dict[str, dict]:
+    return {e["name"]: e for e in container["env"]}
+
+
+def expand(args: list[str], values: dict[str, str]) -> list[str]:
+    """Kubernetes' $(VAR) expansion of container args."""
+    return [re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], arg) for arg in args]
+
+
+@pytest.fixture(scope="module", params=sorted(GPU_NODES))
+def overlay(request) -> tuple[str, list[dict]]:
+    return request.param, kustomize(K8S / "overlays" / request.param)
+
+
+@pytest.fixture(scope="module")
+def run_objects(tmp_path_factory) -> list[dict]:
+    return render(tmp_path_factory.mktemp("render"))
+
+
+@pytest.fixture(scope="module")
+def addon_objects(tmp_path_factory) -> list[dict]:
+    return render(tmp_path_factory.mktemp("addons"), "--gpu", "h100", "--queue", "team-a",
+                  "--iap-domain", "bench.example.com", run_id="lab5-addons")
+
+
+def test_every_overlay_and_rendered_run_passes_strict_schema_validation(tmp_path, overlay, run_objects,
+                                                                         addon_objects):
+    _, objects = overlay
+    for name, docs in {"overlay": objects, "run": run_objects, "addons": addon_objects}.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump_all(docs))
+        done = subprocess.run([tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path)],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "failed" not in done.stdout.lower(), done.stdout
+
+
+def test_runner_job_gets_one_gpu_on_the_overlays_nodes(overlay):
+    gpu, objects = overlay
+    pod = one(objects, "Job")["spec"]["template"]["spec"]
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"]["nvidia.com/gpu"] == resources["requests"]["nvidia.com/gpu"] == 1
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": GPU_NODES[gpu]}
+    tolerated = {(t["key"], t["effect"]) for t in pod["tolerations"]}
+    assert {("nvidia.com/gpu", "NoSchedule"), ("cloud.google.com/gke-spot", "NoSchedule")} <= tolerated
+
+
+def test_runner_job_is_indexed_and_fails_fast_only_on_spec_errors(overlay):
+    job = one(overlay[1], "Job")["spec"]
+    assert job["completionMode"] == "Indexed"
+    assert job["backoffLimitPerIndex"] >= 1 and job["ttlSecondsAfterFinished"] > 0
+    assert job["activeDeadlineSeconds"] > 0
+    assert job["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    first, *rest = job["podFailurePolicy"]["rules"]
+    assert first == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    fail_job = [r for r in rest if r["action"] == "FailJob"]
+    assert [r["onExitCodes"]["values"] for r in fail_job] == [[2]]
+    assert all(r["onExitCodes"]["containerName"] == "attnbench" for r in rest)
+
+
+def test_every_pod_runs_restricted_with_writable_scratch_only_in_volumes(overlay):
+    for pod in pod_specs(overlay[1]):
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is False
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        for container in pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False
+            assert context["readOnlyRootFilesystem"] is True
+            assert context["capabilities"] == {"drop": ["ALL"]}
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+            resources = container["resources"]
+            assert {"cpu", "memory"} <= resources["requests"].keys() and {"cpu", "memory"} <= resources["limits"].keys()
+            mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+            home = env_of(container)["HOME"]["value"]
+            for path in ("/tmp", home):
+                assert "emptyDir" in mounts[path], f"{path} must be a writable emptyDir"
+
+
+def test_runner_has_memory_shm_and_an_emptydir_spool(overlay):
+    pod = one(overlay[1], "Job")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    spool = env_of(container)["ATTNBENCH_SPOOL"]["value"]
+    assert "emptyDir" in volumes[mounts[spool]]
+
+
+def test_run_id_is_the_job_name_and_shards_match_completions(run_objects):
+    job = one(run_objects, "Job")
+    assert job["metadata"]["name"] == "lab5-test"
+    env = env_of(job["spec"]["template"]["spec"]["containers"][0])
+    run_id = env["ATTNBENCH_RUN_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert run_id == "metadata.labels['batch.kubernetes.io/job-name']"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == SHARDS
+    assert env["JOB_COMPLETIONS"]["value"] == str(SHARDS)
+
+
+def test_results_uri_and_images_come_from_the_render(run_objects):
+    settings = next(o for o in run_objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "attnbench-settings")
+    assert settings["data"]["results-uri"] == RESULTS
+    images = {c["image"] for pod in pod_specs(run_objects) for c in pod["containers"]}
+    assert images == {IMAGE, IMAGE.replace("runner", "dashboard")}
+
+
+def test_configmap_spec_passes_the_runners_own_validation(overlay, run_objects):
+    for objects in (overlay[1], run_objects):
+        spec_map = next(o for o in objects if o["metadata"]["name"].startswith("attnbench-spec"))
+        parse_spec(yaml.safe_load(spec_map["data"]["spec.yaml"]), set(load_all()))
+    run_spec = next(o for o in run_objects if o["metadata"]["name"].startswith("attnbench-spec"))
+    assert run_spec["data"]["spec.yaml"] == (ROOT / "specs/lab5.yaml").read_text()
+
+
+def test_job_command_line_is_one_the_cli_accepts(run_objects):
+    pod = one(run_objects, "Job")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert "command" not in container  # the image's entrypoint is `attnbench`
+    args = build_parser().parse_args(expand(container["args"], {"ATTNBENCH_RESULTS": RESULTS}))
+    assert (args.command, args.spec, args.out) == ("run", SPEC_MOUNT, RESULTS)
+    spec_mount = next(m for m in container["volumeMounts"] if m["name"] == "spec")
+    assert str(Path(spec_mount["mountPath"]) / "spec.yaml") == SPEC_MOUNT
+    assert next(v for v in pod["volumes"] if v["name"] == "spec")["configMap"]["name"].startswith("attnbench-spec")
+
+
+def test_dashboard_command_line_probes_and_service_agree(run_objects):
+    deployment = one(run_objects, "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(expand(container["args"], {"ATTNBENCH_RESULTS": RESULTS}))
+    assert (args.command, args.results, args.address) == ("dashboard", RESULTS, "0.0.0.0")
+    assert container["ports"] == [{"name": "http", "containerPort": args.port}]
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/_stcore/health", "port": "http"}
+    service = one(run_objects, "Service")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_service_accounts_match_what_terraform_grants(run_objects):
+    accounts = {o["metadata"]["name"] for o in run_objects if o["kind"] == "ServiceAccount"}
+    used = {pod["serviceAccountName"] for pod in pod_specs(run_objects)}
+    assert used == accounts == {"attnbench-runner", "attnbench-dashboard"}
+    iam = (ROOT / "terraform/iam.tf").read_text()
+    for account in accounts:
+        assert f"/{account}\"" in iam, f"terraform/iam.tf grants nothing to {account}"
+    assert {o["metadata"].get("namespace") for o in run_objects if o["kind"] != "Namespace"} == {"attnbench"}
+
+
+def test_iap_component_exposes_the_dashboard_with_a_websocket_timeout(addon_objects):
+    backend = one(addon_objects, "BackendConfig")["spec"]
+    assert backend["timeoutSec"] >= 3600
+    assert backend["iap"]["enabled"] is True
+    assert backend["iap"]["oauthclientCredentials"]["secretName"]
+    assert backend["healthCheck"]["requestPath"] == "/_stcore/health"
+    annotations = one(addon_objects, "Service")["metadata"]["annotations"]
+    assert '"attnbench-dashboard"' in annotations["cloud.google.com/backend-config"]
+    assert one(addon_objects, "ManagedCertificate")["spec"]["domains"] == ["bench.example.com"]
+    assert not [o for o in addon_objects if o["kind"] == "Secret"], "no secret values belong in the manifests"
+
+
+def test_kueue_component_labels_and_suspends_the_job(addon_objects):
+    job = one(addon_objects, "Job")
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert job["spec"]["suspend"] is True
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
+
+
+def test_make_render_writes_the_manifests(tmp_path):
+    done = subprocess.run(
+        ["make", "--no-print-directory", "render", "SPEC=specs/lab5.yaml", f"SHARDS={SHARDS}", "RUN=lab5-make",
+         f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={tool('kubectl')}", f"RENDER_DIR={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = one(list(yaml.safe_load_all((tmp_path / "lab5-make" / "job.yaml").read_text())), "Job")
+    assert (job["metadata"]["name"], job["spec"]["completions"]) == ("lab5-make", SHARDS)
+    assert (tmp_path / "lab5-make" / "platform.yaml").read_text().count("kind: Deployment") == 1
+
+
+def test_render_refuses_bad_input(tmp_path):
+    done = subprocess.run([str(ROOT / ".venv/bin/python"), str(K8S / "render.py"), "--spec", "specs/lab5.yaml",
+                           "--shards", "0", "--gpu", "tpu", "--results", "s3://x", "--image", IMAGE,
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    for problem in ("--shards must be >= 1", "no overlay 'tpu'", "must be a gs:// URI"):
+        assert problem in done.stderr
+
+
+def test_checkov_passes_k8s_with_every_skip_explained():
+    reports = checkov("--directory", "k8s", "--framework", "kubernetes", "kustomize")
+    assert_clean(reports)
+    assert {r["check_type"] for r in reports} == {"kubernetes", "kustomize"}
+    print("\n".join(skips(reports)))
