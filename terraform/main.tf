@@ -92,7 +92,7 @@ resource "google_container_cluster" "this" {
   enable_intranode_visibility = true
   remove_default_node_pool    = true
   initial_node_count          = 1
-  deletion_protection         = true
+  deletion_protection         = var.deletion_protection
   resource_labels             = local.labels
 
   release_channel {

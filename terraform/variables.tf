@@ -123,3 +123,9 @@ variable "dashboard_static_ip" {
   type        = bool
   default     = false
 }
+
+variable "deletion_protection" {
+  description = "Refuse to delete the cluster; tear down with -var deletion_protection=false (README, \"Tear down\")."
+  type        = bool
+  default     = true
+}

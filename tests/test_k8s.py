@@ -106,6 +106,7 @@ def test_runner_job_is_indexed_and_fails_fast_only_on_spec_errors(overlay):
     assert job["backoffLimitPerIndex"] >= 1 and job["ttlSecondsAfterFinished"] > 0
     assert job["activeDeadlineSeconds"] > 0
     assert job["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert job["podReplacementPolicy"] == "Failed"  # one writer per shard: no replacement while the old pod flushes
     first, *rest = job["podFailurePolicy"]["rules"]
     assert first == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     fail_job = [r for r in rest if r["action"] == "FailJob"]
