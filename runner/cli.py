@@ -142,6 +142,17 @@ def _open_store(uri: str, timeout_s: float | None = None):
         return open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)
 
 
+def _open_spool(root: Path, store, run_id: str, shard):
+    """This run's (or shard's) spool under `root`; one that cannot be written is bad input."""
+    from runner.spool import Spool, spool_store
+    from runner.store import StoreUnavailable
+
+    try:
+        return Spool(spool_store(root, store), run_id, str(shard) if shard else None)
+    except StoreUnavailable as error:
+        raise UsageError(f"--spool {root}: cannot write there ({error})") from None
+
+
 def _run_exit(outcome, spool, location: str) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0."""
     if not outcome.uploaded:
@@ -159,7 +170,7 @@ def cmd_run(args, console: Console) -> int:
     from runner.report import print_tables, summary_line
     from runner.run import execute, new_run_id, skip_reason
     from runner.shard import select
-    from runner.spool import Spool, default_spool_root, spool_store
+    from runner.spool import default_spool_root
 
     spec = _load(args.spec)
     shard = _shard(args.shard)
@@ -173,7 +184,7 @@ def cmd_run(args, console: Console) -> int:
         return EXIT_OK
     store = _open_store(args.out, args.store_timeout)
     run_id = _run_id(args.run_id or new_run_id(spec))
-    spool = Spool(spool_store(args.spool or default_spool_root(), store), run_id, str(shard) if shard else None)
+    spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
     location = store.location(run_id)
     console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     with _store_errors():
@@ -233,7 +244,10 @@ def cmd_show(args, console: Console) -> int:
         return EXIT_OK
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
-    text = export(run.cells, args.format, args.output)
+    try:
+        text = export(run.cells, args.format, args.output)
+    except OSError as error:
+        raise UsageError(f"--output {args.output}: {error.strerror}") from None
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK
