@@ -207,11 +207,12 @@ def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
     from runner.registry import device_verdict
 
+    variants = _variants()  # before the device: TransformerEngine must load ahead of JAX's GPU backend
     device = current_device()
     table = Table(title=f"variants on {device.describe()}", title_justify="left")
     for col in ("variant", "here", "what it is"):
         table.add_column(col)
-    for name, v in sorted(_variants().items()):
+    for name, v in sorted(variants.items()):
         reason = device_verdict(v, device)
         table.add_row(name, f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]", v.doc)
     console.print(table)
@@ -219,9 +220,9 @@ def cmd_list(args, console: Console) -> int:
 
 
 def cmd_env(args, console: Console) -> int:
-    from runner.machine import describe
+    from runner.machine import describe_here
 
-    console.print_json(describe().model_dump_json())
+    console.print_json(describe_here().model_dump_json())
     return EXIT_OK
 
 

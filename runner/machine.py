@@ -25,7 +25,7 @@ class Device:
     def describe(self) -> str:
         if self.compute_capability is None:
             return self.platform
-        return f"{self.kind} (compute capability {self.compute_capability:g})"
+        return f"{self.kind} (compute capability {self.compute_capability:.1f})"
 
 
 @functools.cache
@@ -115,7 +115,7 @@ def describe(gpu_facts: dict | None = None, matmul_peak_tflops: float | None = N
         platform=device.platform,
         device_kind=device.kind,
         device_count=jax.device_count(),
-        compute_capability=f"{device.compute_capability:g}" if device.compute_capability else None,
+        compute_capability=f"{device.compute_capability:.1f}" if device.compute_capability else None,
         versions=versions(),
         gpu=gpu_facts or {},
         matmul_peak_tflops=matmul_peak_tflops,

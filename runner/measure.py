@@ -137,7 +137,7 @@ def backend_of(custom_calls: list[str]) -> str:
     return "xla"
 
 
-def check(p: Params, outputs, problem: Problem, tolerance: float) -> Correctness:
+def check(p: Params, outputs, problem: Problem, tolerance: float, grad_tolerance: float) -> Correctness:
     """Errors against the float32 reference, and the lab's causal check."""
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     max_abs, rel = (float(x) for x in _errors(outputs[0], problem.ref[0]))
@@ -154,6 +154,7 @@ def check(p: Params, outputs, problem: Problem, tolerance: float) -> Correctness
         rel_err=rel,
         grad_rel_err=grads,
         tolerance=tolerance,
+        grad_tolerance=grad_tolerance if grads else None,
         causal_first_changed=first_changed,
         causal_last_unchanged=last_unchanged,
     )
@@ -161,10 +162,11 @@ def check(p: Params, outputs, problem: Problem, tolerance: float) -> Correctness
 
 def incorrect_reason(c: Correctness) -> str:
     """Why a correctness result fails, or '' when it passes."""
-    worst = {"out": c.rel_err, **(c.grad_rel_err or {})}
-    bad = {name: err for name, err in worst.items() if not err <= c.tolerance}  # NaN counts as bad
+    errors = {"out": (c.rel_err, c.tolerance)}
+    errors.update({name: (err, c.grad_tolerance) for name, err in (c.grad_rel_err or {}).items()})
+    bad = {name: (err, tol) for name, (err, tol) in errors.items() if not err <= tol}  # NaN counts as bad
     if bad:
-        return "; ".join(f"{name} relative error {err:.3g} > tolerance {c.tolerance:g}" for name, err in bad.items())
+        return "; ".join(f"{name} relative error {err:.3g} > tolerance {tol:g}" for name, (err, tol) in bad.items())
     if c.causal_first_changed is False or c.causal_last_unchanged is False:
         return "causal check failed: row 0 must change under the mask and the last row must not"
     return ""
@@ -237,8 +239,10 @@ class Measurer:
         fields["custom_calls"] = sorted(set(CUSTOM_CALL.findall(hlo)))
         fields["backend"] = backend_of(fields["custom_calls"])
         outputs = prepared.finish(jax.block_until_ready(compiled(*prepared.args)))
-        tolerance = getattr(self.spec.tolerances, "fp8" if variant.fp8_baseline else p.dtype)
-        correctness = fields["correctness"] = check(p, outputs, problem, tolerance)
+        tolerances = self.spec.tolerances
+        tolerance = getattr(tolerances, "fp8" if variant.fp8_baseline else p.dtype)
+        correctness = check(p, outputs, problem, tolerance, tolerance * tolerances.gradient_factor)
+        fields["correctness"] = correctness
         if reason := incorrect_reason(correctness):
             fields["status"], fields["reason"] = "incorrect", reason
             return

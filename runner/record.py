@@ -64,6 +64,7 @@ class Correctness(_Record):
     rel_err: float = Field(description="||out - ref|| / ||ref|| for the output.")
     grad_rel_err: dict[str, float] | None = Field(None, description="Same for dq, dk, dv under fwd_bwd.")
     tolerance: float
+    grad_tolerance: float | None = None
     causal_first_changed: bool | None = Field(None, description="Causal: row 0 differs from unmasked attention.")
     causal_last_unchanged: bool | None = Field(None, description="Causal: the last row equals unmasked attention.")
 

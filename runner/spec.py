@@ -109,6 +109,9 @@ class Tolerances(_Model):
     bfloat16: PositiveFloat = Field(2e-2, description="bfloat16 inputs.")
     float16: PositiveFloat = Field(5e-3, description="float16 inputs.")
     fp8: PositiveFloat = Field(0.1, description="Variants that compute in FP8 (e4m3 inputs).")
+    gradient_factor: PositiveFloat = Field(
+        2.5, description="Gradients may err by this multiple of the dtype's tolerance: dK and dV sum over all T queries."
+    )
 
 
 class Spec(_Model):

@@ -15,11 +15,11 @@ from runner.registry import VARIANTS, Staged, load_all
 from runner.spec import parse_spec
 from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
+load_all()  # first: TransformerEngine must load its cuDNN before JAX initialises the GPU
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(current_device().compute_capability is None, reason="needs an NVIDIA GPU"),
 ]
-load_all()
 
 LAB_DEFAULT = dict(batch=4, seq_len=128, heads=8, head_dim=64, dtype="bfloat16", causal=False)
 ANCHOR = dict(batch=1, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)

@@ -8,7 +8,24 @@ import jax.numpy as jnp
 from runner.record import Params
 from runner.registry import Requires, variant
 
-TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine")
+try:
+    # TE links the system's cuDNN: it must load before JAX initialises the GPU backend with its own
+    # copy, or the second load fails on mismatched cuDNN symbols.
+    import transformer_engine.jax  # noqa: F401
+
+    _IMPORT_ERROR = None
+except ImportError:  # not installed: the requirement below says so
+    _IMPORT_ERROR = None
+except OSError as error:  # installed, but its libraries do not load here
+    _IMPORT_ERROR = f"TransformerEngine does not load here: {str(error).splitlines()[0]}"
+
+TE = dict(
+    gpu=True,
+    dtypes=("bfloat16", "float16"),
+    head_dim_multiple=8,
+    package="transformer_engine",
+    probe=lambda: _IMPORT_ERROR,
+)
 
 
 def _attention(p: Params, fp8: bool):
