@@ -203,6 +203,8 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
 
 def _cross_field_problems(spec: Spec, known_variants: set[str]) -> list[str]:
     problems = []
+    if spec.timing.min_samples > spec.timing.max_samples:
+        problems.append(f"timing.min_samples: must be <= max_samples ({spec.timing.max_samples})")
     names = set()
     defaults = spec.defaults.model_dump(by_alias=True)
     for i, exp in enumerate(spec.experiments):

@@ -42,6 +42,10 @@ BAD_SPECS = {
         spec_data(timing={"warmup": -1, "budget_s": 0}),
         ["timing.warmup: must be >= 0", "timing.budget_s: must be > 0.0"],
     ),
+    "more samples required than allowed": (
+        spec_data(timing={"min_samples": 10, "max_samples": 3}),
+        ["timing.min_samples: must be <= max_samples (3)"],
+    ),
     "heads not a multiple of kv_heads (override)": (
         spec_data(exp(heads=6, kv_heads=4)),
         ["experiments[0].kv_heads: heads (6) must be a multiple of kv_heads (4)"],
