@@ -187,7 +187,9 @@ def fp8_info(variant: Variant, p: Params, problem: Problem, outputs, hlo: str, k
             f"not FP8: no f8 type in the compiled program, so attention ran in {p.dtype} "
             f"(output differs from {variant.fp8_baseline} by {diff:.3g})"
         )
-    return Fp8Info(in_hlo=in_hlo, in_kernels=in_kernels, rel_err_vs_bf16=diff, verdict=verdict)
+    return Fp8Info(
+        baseline=variant.fp8_baseline, in_hlo=in_hlo, in_kernels=in_kernels, rel_err_vs_bf16=diff, verdict=verdict
+    )
 
 
 def failure(error: BaseException) -> tuple[str, str]:
@@ -245,12 +247,15 @@ class Measurer:
         fields["correctness"] = correctness
         if reason := incorrect_reason(correctness):
             fields["status"], fields["reason"] = "incorrect", reason
+            if variant.fp8_baseline:
+                fields["fp8"] = fp8_info(variant, p, problem, outputs, hlo, [])
             return
-        del outputs  # free device memory before timing
-        fields["timings"] = [sample(timer, compiled, prepared.args, self.spec.timing) for timer in self.timers]
+        timings = [sample(timer, compiled, prepared.args, self.spec.timing) for timer in self.timers]
+        if zero := [t.timer for t in timings if t.median_s <= 0]:
+            raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")
+        fields["timings"] = timings
         fields["kernels"] = list(dict.fromkeys(k for timer in self.timers for k in getattr(timer, "kernels", ())))
         if variant.fp8_baseline:
-            outputs = prepared.finish(compiled(*prepared.args))
             fields["fp8"] = fp8_info(variant, p, problem, outputs, hlo, fields["kernels"])
         fields["status"] = "ok"
 

@@ -72,6 +72,7 @@ class Correctness(_Record):
 class Fp8Info(_Record):
     """What FP8 really did in a cell whose variant promises FP8."""
 
+    baseline: str | None = Field(None, description="The bf16 variant this FP8 variant is compared with.")
     in_hlo: bool = Field(description="Whether any f8 type appears in the compiled program.")
     in_kernels: bool | None = Field(None, description="Whether a kernel name that ran says f8/fp8/e4m3.")
     rel_err_vs_bf16: float | None = Field(None, description="||out - out_bf16|| / ||out_bf16|| on the same inputs.")

@@ -82,7 +82,7 @@ def _needs_gpu(name: str, req: Requires) -> str:
 def device_verdict(v: Variant, device: Device) -> str | None:
     """Why `v` cannot run on this device at all, or None."""
     req = v.requires
-    if req.gpu and device.compute_capability is None:
+    if (req.gpu or req.min_compute_capability) and device.compute_capability is None:
         return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
     if req.min_compute_capability and device.compute_capability < req.min_compute_capability:
         return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"

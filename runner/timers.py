@@ -86,6 +86,8 @@ class DeviceTimer:
 
     def __call__(self, fn: Callable, args: tuple, n: int) -> list[float]:
         _, timings = _profiler().measure(fn, aggregate=False, iterations=n)(*args)
+        if timings is None:
+            raise RuntimeError("CUPTI saw no kernel launched by this call")
         per_call = [timings] if n == 1 else timings  # measure() unwraps a single iteration
         self.kernels = [name for name, _ in per_call[0]]
         return [sum(ms for _, ms in kernels) / 1e3 for kernels in per_call]

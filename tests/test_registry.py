@@ -141,13 +141,6 @@ def test_registering_adds_one_variant_with_its_requirements():
         VARIANTS.pop("test_registered", None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="registry.device_verdict compares None < float when a variant declares min_compute_capability "
-    "without gpu=True and the device is a CPU (runner/registry.py: `device.compute_capability < "
-    "req.min_compute_capability`)",
-)
 def test_min_compute_capability_alone_implies_an_nvidia_gpu():
     v = Variant("test_cc_only", lambda p: None, Requires(min_compute_capability=8.0), "doc")
     assert device_verdict(v, CPU) == "test_cc_only needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
