@@ -43,6 +43,7 @@ IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
+	$(if $(DASHBOARD_IMAGE),--dashboard-image $(DASHBOARD_IMAGE)) \
 	$(if $(QUEUE),--queue $(QUEUE)) $(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN))
 
 render: $(INSTALLED)

@@ -42,8 +42,9 @@ def _image(name: str, ref: str) -> dict:
     return {"name": name, "newName": repo, "newTag": tag}
 
 
-def _job_patches(run_id: str, shards: int) -> tuple[str, str]:
-    """A strategic-merge patch that sizes the Job to the shards, and a JSON patch that renames it to the run id."""
+def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
+    """A strategic-merge patch that sizes the Job and points it at the results URI, and a JSON patch that renames
+    it to the run id."""
     resize = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -52,7 +53,8 @@ def _job_patches(run_id: str, shards: int) -> tuple[str, str]:
             "completions": shards,
             "parallelism": shards,
             "template": {"spec": {"containers": [
-                {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)}]}
+                {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
+                                              {"name": "ATTNBENCH_RESULTS", "value": results}]}
             ]}},
         },
     }
@@ -73,13 +75,12 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
             "target": {"group": "networking.gke.io", "kind": "ManagedCertificate", "name": "attnbench-dashboard"},
             "patch": json.dumps([{"op": "replace", "path": "/spec/domains", "value": [args.iap_domain]}]),
         })
-    resize, rename = _job_patches(run_id, args.shards)  # resize first: it finds the Job by its base name
+    resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
     if args.queue:
         patches.append({"target": {"group": "batch", "kind": "Job"}, "patch": json.dumps([
             {"op": "replace", "path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": args.queue}])})
-    images = [_image("attnbench-runner", args.image)]
-    images.append(_image("attnbench-dashboard", args.dashboard_image or args.image.replace("runner", "dashboard")))
+    images = [_image("attnbench-runner", args.image), _image("attnbench-dashboard", args.dashboard_image)]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
@@ -123,7 +124,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4 or h100")
     parser.add_argument("--results", required=True, help="results URI, gs://BUCKET/results")
     parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG (or @sha256:...)")
-    parser.add_argument("--dashboard-image", help="dashboard image (default: --image with 'runner' -> 'dashboard')")
+    parser.add_argument("--dashboard-image", help="dashboard image (default: --image's repository, tag runner-X -> "
+                        "dashboard-X; required when --image is a digest)")
     parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
     parser.add_argument("--queue", help="Kueue LocalQueue to submit through (adds the kueue component)")
     parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
@@ -143,6 +145,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--spec: no such file {args.spec}")
     if args.run_id and not re.fullmatch(rf"[a-z0-9]([a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?", args.run_id):
         problems.append(f"--run-id must be lowercase letters, digits and '-', at most {RUN_ID_MAX} characters")
+    if args.dashboard_image is None:
+        repo, _, tag = args.image.rpartition(":")
+        if "@" in args.image or not tag.startswith("runner"):
+            problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG")
+        else:
+            args.dashboard_image = f"{repo}:dashboard{tag[len('runner'):]}"
     if problems:
         parser.error("; ".join(problems))
     return args

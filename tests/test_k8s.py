@@ -156,7 +156,9 @@ def test_run_id_is_the_job_name_and_shards_match_completions(run_objects):
 
 def test_results_uri_and_images_come_from_the_render(run_objects):
     settings = next(o for o in run_objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "attnbench-settings")
-    assert settings["data"]["results-uri"] == RESULTS
+    assert settings["data"]["results-uri"] == RESULTS  # the dashboard's
+    job_env = env_of(one(run_objects, "Job")["spec"]["template"]["spec"]["containers"][0])
+    assert job_env["ATTNBENCH_RESULTS"] == {"name": "ATTNBENCH_RESULTS", "value": RESULTS}  # job.yaml carries its own
     images = {c["image"] for pod in pod_specs(run_objects) for c in pod["containers"]}
     assert images == {IMAGE, IMAGE.replace("runner", "dashboard")}
 
@@ -242,6 +244,10 @@ def test_render_refuses_bad_input(tmp_path):
     assert done.returncode == 2
     for problem in ("--shards must be >= 1", "no overlay 'tpu'", "must be a gs:// URI"):
         assert problem in done.stderr
+    digest = subprocess.run([str(ROOT / ".venv/bin/python"), str(K8S / "render.py"), "--spec", "specs/lab5.yaml",
+                             "--results", RESULTS, "--image", "r/attnbench@sha256:" + "0" * 64, "--out", str(tmp_path)],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert digest.returncode == 2 and "--dashboard-image is needed" in digest.stderr
 
 
 def test_checkov_passes_k8s_with_every_skip_explained():
