@@ -131,6 +131,24 @@ class Spec(_Model):
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last silently)."""
+
+
+def _unique_mapping(loader: _Loader, node: yaml.MappingNode) -> dict:
+    seen = set()
+    for key_node, _ in node.value:  # the mapping's own keys; `<<: *anchor` merges may be overridden
+        own = isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge"
+        key = loader.construct_object(key_node) if own else None
+        if key is not None and key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def _where(loc: tuple) -> str:
     path = ""
     for part in loc:
@@ -191,7 +209,7 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     except OSError as error:
         raise SpecError([f"{path}: cannot read ({error.strerror})"]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

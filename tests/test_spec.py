@@ -148,6 +148,28 @@ def test_bad_indentation_names_line_and_column(tmp_path):
     assert caught.value.problems == [f"{path}:2:6: not valid YAML (mapping values are not allowed here)"]
 
 
+def test_a_key_given_twice_is_refused_where_it_repeats(tmp_path):
+    text = "name: t\nexperiments:\n  - name: a\n    variants: [xla]\n    variants: [naive]\n"
+    path = write_spec(tmp_path / "twice.yaml", text)
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}:5:5: not valid YAML (duplicate key 'variants')"]
+
+
+def test_anchors_and_merge_keys_still_load(tmp_path):
+    text = (
+        "name: t\n"
+        "experiments:\n"
+        "  - &first {name: a, variants: [xla], sweep: {causal: [true, false]}}\n"
+        "  - {<<: *first, name: b}\n"
+    )
+    spec = load_spec(write_spec(tmp_path / "anchors.yaml", text), KNOWN)
+    assert [(e.name, e.sweep.axes()) for e in spec.experiments] == [
+        ("a", {"causal": [True, False]}),
+        ("b", {"causal": [True, False]}),
+    ]
+
+
 def test_missing_file(tmp_path):
     path = tmp_path / "nowhere.yaml"
     with pytest.raises(SpecError) as caught:
