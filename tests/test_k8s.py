@@ -255,3 +255,9 @@ def test_checkov_passes_k8s_with_every_skip_explained():
     assert_clean(reports)
     assert {r["check_type"] for r in reports} == {"kubernetes", "kustomize"}
     print("\n".join(skips(reports)))
+
+
+def test_checkov_passes_a_rendered_run_with_every_component(tmp_path):
+    render(tmp_path, "--gpu", "h100", "--queue", "team-a", "--iap-domain", "bench.example.com", run_id="lab5-checkov")
+    reports = checkov("--directory", str(tmp_path / "lab5-checkov"), "--framework", "kubernetes")
+    assert_clean(reports)
