@@ -153,12 +153,15 @@ class GcsStore(Store):
             if not_found is None:
                 raise
             raise StoreError(f"{self.uri}: {not_found} ({_first_line(error)})") from None
+        except api.RetryError as error:  # the retry policy gave up: say on what
+            cause = f"{type(error.cause).__name__}: {_first_line(error.cause)}" if error.cause else _first_line(error)
+            raise StoreUnavailable(f"{self.uri}: unreachable for {self.timeout_s:g}s ({cause})") from None
         except (api.GoogleAPIError, auth.GoogleAuthError, requests.RequestException) as error:
             raise StoreUnavailable(f"{self.uri}: unreachable ({_first_line(error)})") from None
 
 
 def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
