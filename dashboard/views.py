@@ -152,7 +152,8 @@ def comparison(results: data.Results, pair: tuple[str, str] | None, timer: str |
         return
     a, b = (results.runs[r] for r in pair)
     shared = data.shared_timer(a, b, timer)
-    table = data.filtered(data.compare(a, b, shared), choices) if shared else pd.DataFrame()
+    table = data.compare(a, b, shared) if shared else pd.DataFrame()
+    table = data.filtered(table, choices) if not table.empty else table  # no shared cell: nothing to filter
     if table.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
         return

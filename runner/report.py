@@ -29,12 +29,17 @@ def _fmt(value, digits: int = 4) -> str:
 
 def _result_columns(c: CellRecord) -> list[str]:
     if c.status != "ok" and c.correctness is None:
-        return ["-"] * 7 + [c.reason]
+        return ["-"] * 8 + [c.reason]
     rel = c.correctness.rel_err if c.correctness else None
     note = c.fp8.verdict if c.fp8 else c.reason
     mib = c.temp_bytes / 2**20 if c.temp_bytes is not None else None
     ms = c.median_s * 1e3 if c.median_s else None
-    return [_fmt(ms), c.timer or "-", _fmt(c.tflops, 3), _fmt(c.gbps, 3), _fmt(mib, 3), c.backend or "-", _fmt(rel, 2), note]
+    # beside device time, the host clock shows what the lab would have reported (dispatch included)
+    wall = next((t.median_s * 1e3 for t in c.timings if t.timer == "wall" and c.timer != "wall"), None)
+    return [
+        _fmt(ms), c.timer or "-", _fmt(wall), _fmt(c.tflops, 3), _fmt(c.gbps, 3), _fmt(mib, 3), c.backend or "-",
+        _fmt(rel, 2), note,
+    ]
 
 
 def experiment_table(name: str, cells: list[CellRecord]) -> Table:
@@ -45,7 +50,7 @@ def experiment_table(name: str, cells: list[CellRecord]) -> Table:
     table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="left")
     for col in ["variant", *(SHORT.get(k, k) for k in varying), "status"]:
         table.add_column(col)
-    for col in ["median ms", "timer", "TFLOP/s", "GB/s", "temp MiB", "backend", "rel err", "note"]:
+    for col in ["median ms", "timer", "wall ms", "TFLOP/s", "GB/s", "temp MiB", "backend", "rel err", "note"]:
         table.add_column(col, justify="right" if col not in ("timer", "backend", "note") else "left")
     for c, shape in zip(cells, shapes):
         style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
