@@ -226,9 +226,13 @@ def compare(a: Run, b: Run, timer: str) -> pd.DataFrame:
 
 
 def fp8_baseline(cell: pd.Series, candidates: pd.DataFrame) -> pd.Series | None:
-    """The non-FP8 cell an FP8 cell is measured against: named in the verdict, else the longest shared prefix."""
+    """The non-FP8 cell an FP8 cell is measured against: the recorded baseline (schema 1 records from before
+    Fp8Info.baseline lack it), else one named in the verdict, else the longest shared name prefix."""
     if candidates.empty:
         return None
+    recorded = candidates[candidates["variant"] == cell.get("fp8_baseline")]
+    if not recorded.empty:
+        return recorded.iloc[0]
     named = candidates[candidates["variant"].map(lambda v: f" {v} " in f" {cell['fp8_verdict']} ")]
     if not named.empty:
         return named.iloc[0]

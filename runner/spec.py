@@ -189,14 +189,27 @@ def _problems(error: ValidationError) -> list[str]:
 
 def parse_spec(data: object, known_variants: set[str]) -> Spec:
     """Validate a parsed YAML document; raise SpecError listing every problem."""
+    unknown = _variant_problems(data.get("experiments") if isinstance(data, dict) else None, known_variants)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as error:
-        raise SpecError(_problems(error)) from None
-    problems = _cross_field_problems(spec, known_variants)
+        raise SpecError(_problems(error) + unknown) from None
+    problems = unknown + _cross_field_problems(spec)
     if problems:
         raise SpecError(problems)
     return spec
+
+
+def _variant_problems(experiments: object, known_variants: set[str]) -> list[str]:
+    """Unknown variant names, read from the raw document so they are reported beside schema errors too."""
+    problems = []
+    for i, exp in enumerate(experiments if isinstance(experiments, list) else []):
+        variants = exp.get("variants") if isinstance(exp, dict) else None
+        for j, name in enumerate(variants if isinstance(variants, list) else []):
+            if isinstance(name, str) and name not in known_variants:
+                known = ", ".join(sorted(known_variants))
+                problems.append(f"experiments[{i}].variants[{j}]: unknown variant {name!r} (known: {known})")
+    return problems
 
 
 def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
@@ -219,7 +232,7 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     return parse_spec(data, known_variants)
 
 
-def _cross_field_problems(spec: Spec, known_variants: set[str]) -> list[str]:
+def _cross_field_problems(spec: Spec) -> list[str]:
     problems = []
     if spec.timing.min_samples > spec.timing.max_samples:
         problems.append(f"timing.min_samples: must be <= max_samples ({spec.timing.max_samples})")
@@ -230,11 +243,6 @@ def _cross_field_problems(spec: Spec, known_variants: set[str]) -> list[str]:
         if exp.name in names:
             problems.append(f"{where}.name: duplicate experiment name {exp.name!r}")
         names.add(exp.name)
-        for j, variant in enumerate(exp.variants):
-            if variant not in known_variants:
-                problems.append(
-                    f"{where}.variants[{j}]: unknown variant {variant!r} (known: {', '.join(sorted(known_variants))})"
-                )
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())

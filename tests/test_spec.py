@@ -123,6 +123,16 @@ def test_several_problems_give_one_line_each():
     ]
 
 
+def test_unknown_variants_are_reported_beside_schema_problems():
+    data = spec_data(exp("a", variants=["naive", "flash"], sweep={"seq_len": [64, -1]}))
+    with pytest.raises(SpecError) as caught:
+        parse_spec(data, KNOWN)
+    assert caught.value.problems == [
+        "experiments[0].sweep.seq_len[1]: must be > 0",
+        "experiments[0].variants[1]: unknown variant 'flash' (known: auto, cudnn, naive, xla)",
+    ]
+
+
 def test_several_schema_problems_give_one_line_each():
     data = spec_data(bogus=1, defaults={"batch": 0, "dtype": "fp4"})
     with pytest.raises(SpecError) as caught:
