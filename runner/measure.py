@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import re
 import time
@@ -14,7 +13,7 @@ import jax.numpy as jnp
 from runner import metrics
 from runner.attention import reference_attention
 from runner.cells import Cell
-from runner.record import CellRecord, Correctness, Fp8Info, Params
+from runner.record import CellRecord, Correctness, Fp8Info, Params, utc_now
 from runner.registry import VARIANTS, Staged, Variant
 from runner.spec import Spec
 from runner.timers import Timer, sample
@@ -32,10 +31,6 @@ class Problem:
     args: tuple  # q, k, v (and the output cotangent under fwd_bwd)
     ref: tuple  # out (and dq, dk, dv under fwd_bwd), float32
     unmasked_rows: jax.Array | None  # causal: rows 0 and T-1 of unmasked attention
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def make_inputs(p: Params, seed: int) -> tuple:
@@ -214,11 +209,11 @@ class Measurer:
         return self._problem[1]
 
     def skipped(self, cell: Cell, reason: str) -> CellRecord:
-        return self._record(cell, _now(), time.perf_counter(), status="skipped", reason=reason)
+        return self._record(cell, utc_now(), time.perf_counter(), status="skipped", reason=reason)
 
     def measure(self, cell: Cell) -> CellRecord:
         """Run one cell; never raises for a failure of the variant or the device."""
-        started, clock = _now(), time.perf_counter()
+        started, clock = utc_now(), time.perf_counter()
         try:
             problem = self.problem(cell.params)
         except Exception as error:  # the reference itself did not fit or failed

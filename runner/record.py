@@ -5,6 +5,7 @@ Bump SCHEMA_VERSION on any change that an older reader would misread, and teach 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 from typing import Literal
@@ -36,6 +37,11 @@ class Params(_Record):
 
     def as_dict(self) -> dict:
         return self.model_dump(by_alias=True)
+
+
+def utc_now() -> str:
+    """The timestamp format of every record: UTC, ISO 8601, seconds."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def cell_key(experiment: str, variant: str, params: Params) -> str:

@@ -19,17 +19,13 @@ from runner import machine
 from runner.cells import Cell
 from runner.measure import Measurer
 from runner.progress import progress_for
-from runner.record import Manifest
+from runner.record import Manifest, utc_now
 from runner.registry import VARIANTS, verdict
 from runner.spec import Spec
 from runner.spec import Timing as TimingSettings
 from runner.spool import Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def new_run_id(spec: Spec) -> str:
@@ -109,7 +105,7 @@ def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str]) -> Man
         name=spec.name,
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec.digest(),
-        started_at=previous.started_at if previous else now(),
+        started_at=previous.started_at if previous else utc_now(),
         machine=machine.describe_here(),
         git_sha=machine.git_sha(),
         shard=spool.shard,
@@ -133,7 +129,7 @@ def measure_rest(spec: Spec, cells: list[Cell], uploader: Uploader, console: Con
     if not measure_all(todo, measurer, uploader, console, stop):
         return False
     manifest.gpu_at_end = machine.gpu_readings()
-    manifest.ended_at = now()
+    manifest.ended_at = utc_now()
     spool.write_manifest(manifest)
     return True
 
