@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from runner.record import CellRecord, Params, Timing
+from runner.registry import load_all
 from runner.report import SHAPE, frame
 from runner.results import Run
 from runner.store import open_store
@@ -240,14 +241,27 @@ def fp8_baseline(cell: pd.Series, candidates: pd.DataFrame) -> pd.Series | None:
     return candidates.loc[prefix.idxmax()]
 
 
+def _verdict(cell: pd.Series) -> str:
+    """The recorded FP8 verdict, or why the cell has none (skipped, failed, or recorded before verdicts on errors)."""
+    return cell["fp8_verdict"] if isinstance(cell["fp8_verdict"], str) else f"{cell['status']}: {cell['reason']}"
+
+
+def fp8_variants() -> set[str]:
+    """Variants that promise FP8, from the registry: their skipped or failed cells belong in the table too."""
+    return {name for name, v in load_all().items() if v.fp8_baseline}
+
+
 def fp8_table(df: pd.DataFrame) -> pd.DataFrame:
     """The FP8 truth table: per FP8 cell, what ran, whether f8 was in the program, error and speed-up vs bf16."""
-    if "fp8_in_hlo" not in df:
-        return pd.DataFrame()
+    promised = df["variant"].isin(fp8_variants())
+    if "fp8_in_hlo" in df:
+        promised |= df["fp8_in_hlo"].notna()
+    else:
+        df = df.assign(fp8_in_hlo=None, fp8_in_kernels=None, fp8_rel_err_vs_bf16=None, fp8_verdict=None)
     rows = []
-    for _, cell in df[df["fp8_in_hlo"].notna()].iterrows():
+    for _, cell in df[promised].iterrows():
         same = (df["run_id"] == cell["run_id"]) & (df["experiment"] == cell["experiment"])
-        same &= df["fp8_in_hlo"].isna() & (df[SHAPE] == cell[SHAPE]).all(axis=1)
+        same &= ~promised & (df[SHAPE] == cell[SHAPE]).all(axis=1)
         baseline = fp8_baseline(cell, df[same])
         rows.append({
             "run": cell["run"], "experiment": cell["experiment"], "variant": cell["variant"], "status": cell["status"],
@@ -255,7 +269,7 @@ def fp8_table(df: pd.DataFrame) -> pd.DataFrame:
             "fp8_kernel_ran": cell["fp8_in_kernels"], "rel_err_vs_bf16": cell["fp8_rel_err_vs_bf16"],
             "baseline": None if baseline is None else baseline["variant"],
             "speedup_vs_bf16": None if baseline is None else baseline["latency_ms"] / cell["latency_ms"],
-            "verdict": cell["fp8_verdict"],
+            "verdict": _verdict(cell),
         })
     return pd.DataFrame(rows)
 
