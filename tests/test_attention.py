@@ -380,3 +380,38 @@ def test_a_zero_median_does_not_raise():
     spec = parse_spec(spec_data(), set(VARIANTS))
     record = Measurer(spec, [ZeroTimer()], "test-run").measure(cell("xla"))
     assert record.status in ("ok", "failed")
+
+
+@pytest.fixture
+def fp8_promises():
+    """Test-only variants that promise FP8 against the xla baseline: one right in bf16, one wrong."""
+
+    @variant("test_fp8_in_name_only", fp8_baseline="xla")
+    def in_name_only(p):
+        """Promises FP8, computes in the input dtype."""
+        return functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation="xla")
+
+    @variant("test_fp8_wrong", fp8_baseline="xla")
+    def wrong(p):
+        """Promises FP8, returns twice the output."""
+        return lambda q, k, v: 2 * jax.nn.dot_product_attention(q, k, v, is_causal=p.causal)
+
+    yield
+    for name in ("test_fp8_in_name_only", "test_fp8_wrong"):
+        VARIANTS.pop(name, None)
+
+
+def test_a_promise_of_fp8_without_f8_in_the_program_is_called_so(measurer, fp8_promises):
+    record = measurer.measure(cell("test_fp8_in_name_only"))
+    assert record.status == "ok", record.reason
+    assert record.correctness.tolerance == measurer.spec.tolerances.fp8
+    assert record.fp8.baseline == "xla" and record.fp8.in_hlo is False
+    assert record.fp8.rel_err_vs_bf16 == 0.0
+    assert record.fp8.verdict.startswith("not FP8: no f8 type in the compiled program")
+
+
+def test_an_incorrect_fp8_cell_keeps_its_fp8_verdict(measurer, fp8_promises):
+    record = measurer.measure(cell("test_fp8_wrong"))
+    assert record.status == "incorrect" and record.timings == []
+    assert record.fp8.baseline == "xla" and record.fp8.in_kernels is None
+    assert record.fp8.rel_err_vs_bf16 == pytest.approx(1.0, rel=1e-3)
