@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationErro
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
 Size = Annotated[int, Field(strict=True, gt=0)]  # strict: YAML `true` or `2.0` is not a size
-SHAPE_AXES = ("batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass")
 
 
 class SpecError(Exception):
