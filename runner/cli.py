@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _seconds(text: str) -> float:
     seconds = float(text)
-    if not seconds > 0:
+    if not (math.isfinite(seconds) and seconds > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
     return seconds
 
@@ -248,7 +249,7 @@ def cmd_show(args, console: Console) -> int:
     try:
         text = export(run.cells, args.format, args.output)
     except OSError as error:
-        raise UsageError(f"--output {args.output}: {error.strerror}") from None
+        raise UsageError(f"--output {args.output}: {error.strerror or error}") from None
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK

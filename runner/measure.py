@@ -133,8 +133,7 @@ def backend_of(custom_calls: list[str]) -> str:
 
 
 def check(p: Params, outputs, problem: Problem, tolerance: float, grad_tolerance: float) -> Correctness:
-    """Errors against the float32 reference, and the lab's causal check."""
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    """Errors against the float32 reference, and the lab's causal check; outputs is (out[, dq, dk, dv])."""
     max_abs, rel = (float(x) for x in _errors(outputs[0], problem.ref[0]))
     grads = None
     if p.pass_ == "fwd_bwd":
@@ -167,23 +166,36 @@ def incorrect_reason(c: Correctness) -> str:
     return ""
 
 
-def fp8_info(variant: Variant, p: Params, problem: Problem, outputs, hlo: str, kernels: list[str]) -> Fp8Info:
+def as_tuple(outputs) -> tuple:
+    """A forward call returns out, a fwd_bwd call (out, dq, dk, dv): make both a tuple."""
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str, diff: float) -> str:
+    """One sentence on whether FP8 reached attention."""
+    if not in_hlo:
+        return (
+            f"not FP8: no f8 type in the compiled program, so attention ran in {dtype} "
+            f"(output differs from {baseline} by {diff:.3g})"
+        )
+    if in_kernels is False:
+        return "f8 types in the compiled program, but no kernel that ran is an f8 kernel"
+    return "FP8 attention: f8 types in the compiled program" + (" and an f8 kernel ran" if in_kernels else "")
+
+
+def fp8_info(variant: Variant, p: Params, problem: Problem, outputs: tuple, hlo: str, kernels: list[str]) -> Fp8Info:
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the bf16 baseline."""
     in_hlo = bool(FP8_TYPE.search(hlo))
     in_kernels = any(FP8_KERNEL.search(k) for k in kernels) if kernels else None
     baseline = prepare(VARIANTS[variant.fp8_baseline], p, problem.args)
-    base_out = baseline.finish(baseline.compiled(*baseline.args))
-    out, base = (outputs[0], base_out[0]) if isinstance(outputs, tuple) else (outputs, base_out)
-    diff = rel_err(out, base.astype(jnp.float32))
-    if in_hlo and in_kernels is not False:
-        verdict = "FP8 attention: f8 types in the compiled program" + (" and an f8 kernel ran" if kernels else "")
-    else:
-        verdict = (
-            f"not FP8: no f8 type in the compiled program, so attention ran in {p.dtype} "
-            f"(output differs from {variant.fp8_baseline} by {diff:.3g})"
-        )
+    base_out = as_tuple(baseline.finish(baseline.compiled(*baseline.args)))
+    diff = rel_err(outputs[0], base_out[0].astype(jnp.float32))
     return Fp8Info(
-        baseline=variant.fp8_baseline, in_hlo=in_hlo, in_kernels=in_kernels, rel_err_vs_bf16=diff, verdict=verdict
+        baseline=variant.fp8_baseline,
+        in_hlo=in_hlo,
+        in_kernels=in_kernels,
+        rel_err_vs_bf16=diff,
+        verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, variant.fp8_baseline, diff),
     )
 
 
@@ -235,7 +247,7 @@ class Measurer:
         hlo = compiled.as_text()
         fields["custom_calls"] = sorted(set(CUSTOM_CALL.findall(hlo)))
         fields["backend"] = backend_of(fields["custom_calls"])
-        outputs = prepared.finish(jax.block_until_ready(compiled(*prepared.args)))
+        outputs = as_tuple(prepared.finish(jax.block_until_ready(compiled(*prepared.args))))
         tolerances = self.spec.tolerances
         tolerance = getattr(tolerances, "fp8" if variant.fp8_baseline else p.dtype)
         correctness = check(p, outputs, problem, tolerance, tolerance * tolerances.gradient_factor)

@@ -220,6 +220,8 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
         raise SpecError([f"{path}: no such file"]) from None
     except OSError as error:
         raise SpecError([f"{path}: cannot read ({error.strerror})"]) from None
+    except UnicodeDecodeError:
+        raise SpecError([f"{path}: not UTF-8 text"]) from None
     try:
         data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as error:

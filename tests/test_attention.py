@@ -415,3 +415,16 @@ def test_an_incorrect_fp8_cell_keeps_its_fp8_verdict(measurer, fp8_promises):
     assert record.status == "incorrect" and record.timings == []
     assert record.fp8.baseline == "xla" and record.fp8.in_kernels is None
     assert record.fp8.rel_err_vs_bf16 == pytest.approx(1.0, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "in_hlo, in_kernels, start",
+    [
+        (False, None, "not FP8: no f8 type in the compiled program, so attention ran in bfloat16"),
+        (True, False, "f8 types in the compiled program, but no kernel that ran is an f8 kernel"),
+        (True, True, "FP8 attention: f8 types in the compiled program and an f8 kernel ran"),
+        (True, None, "FP8 attention: f8 types in the compiled program"),
+    ],
+)
+def test_fp8_verdict_never_contradicts_its_evidence(in_hlo, in_kernels, start):
+    assert measure.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)

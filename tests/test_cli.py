@@ -139,6 +139,15 @@ def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path):
     assert result.returncode == 2
 
 
+@pytest.mark.parametrize("option", ["--flush-every", "--store-timeout"])
+@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
+def test_seconds_must_be_finite_and_positive(spec_path, capsys, option, value):
+    with pytest.raises(SystemExit) as caught:
+        main(["run", str(spec_path), option, value])
+    assert caught.value.code == 2
+    assert "must be a positive number of seconds" in capsys.readouterr().err
+
+
 def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path):
     result = attnbench("run", spec_path, "--dry-run", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr

@@ -180,6 +180,14 @@ def test_anchors_and_merge_keys_still_load(tmp_path):
     ]
 
 
+def test_a_file_that_is_not_utf8_is_refused(tmp_path):
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}: not UTF-8 text"]
+
+
 def test_missing_file(tmp_path):
     path = tmp_path / "nowhere.yaml"
     with pytest.raises(SpecError) as caught:
