@@ -7,6 +7,7 @@ import subprocess
 import jax
 import jax.numpy as jnp
 
+from runner.machine import cuda_dotted
 from runner.timers import DeviceTimer
 
 SMI_FIELDS = {
@@ -18,6 +19,9 @@ SMI_FIELDS = {
     "temperature_c": "temperature.gpu",
     "power_limit_w": "power.limit",
 }
+# nvidia-smi prints text; give each reading NVML's type
+SMI_TYPES = {"memory_total_mib": int, "sm_clock_mhz": int, "sm_clock_max_mhz": int, "temperature_c": int,
+             "power_limit_w": float}
 
 
 def _nvml_facts(index: int) -> dict:
@@ -26,12 +30,11 @@ def _nvml_facts(index: int) -> dict:
     pynvml.nvmlInit()
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        name = pynvml.nvmlDeviceGetName(handle)
         return {
-            "name": name.decode() if isinstance(name, bytes) else name,
+            "name": _text(pynvml.nvmlDeviceGetName(handle)),
             "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
             "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver": _cuda_driver(pynvml.nvmlSystemGetCudaDriverVersion()),
+            "cuda_driver": cuda_dotted(pynvml.nvmlSystemGetCudaDriverVersion()),
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
             "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
@@ -46,18 +49,22 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _cuda_driver(version: int) -> str:
-    return f"{version // 1000}.{version % 1000 // 10}"
-
-
 def _smi_facts(index: int) -> dict:
     query = ",".join(SMI_FIELDS.values())
     out = subprocess.run(
         ["nvidia-smi", f"--id={index}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
         capture_output=True, text=True, timeout=20, check=True,
     ).stdout
-    values = [v.strip() for v in out.strip().split(",")]
-    return {**dict(zip(SMI_FIELDS, values)), "source": "nvidia-smi"}
+    values = zip(SMI_FIELDS, (v.strip() for v in out.strip().split(",")))
+    return {key: _typed(key, value) for key, value in values} | {"source": "nvidia-smi"}
+
+
+def _typed(key: str, value: str):
+    """A reading in NVML's type; text such as '[N/A]' stays as printed."""
+    try:
+        return SMI_TYPES.get(key, str)(value)
+    except ValueError:
+        return value
 
 
 def readings(index: int = 0) -> dict:

@@ -52,14 +52,14 @@ def _cuda_versions() -> dict[str, str]:
         return {}
     found = {}
     try:
-        found["cuda_runtime"] = _cuda_dotted(cuda_versions.cuda_runtime_get_version())
+        found["cuda_runtime"] = cuda_dotted(cuda_versions.cuda_runtime_get_version())
         found["cudnn"] = _cudnn_dotted(cuda_versions.cudnn_get_version())
     except Exception:  # a missing getter or library only hides a version string
         pass
     return found
 
 
-def _cuda_dotted(version: int) -> str:
+def cuda_dotted(version: int) -> str:
     """CUDA's 13000 -> 13.0."""
     return f"{version // 1000}.{version % 1000 // 10}"
 
