@@ -102,10 +102,9 @@ def test_same_cell_from_different_specs_has_the_same_key():
 
 
 def test_key_is_a_fixed_function_of_the_cell():
-    # keys are stored in results and compared across runs: they must not depend on the process
-    key = Cell("a", "xla", params()).key
-    assert key == Cell("a", "xla", params()).key
-    assert len(key) == 16 and int(key, 16) >= 0
+    # keys are stored in results and compared across runs and versions: pinned, so a change of the hash breaks here
+    shape = dict(batch=1, seq_len=8, kv_seq_len=8, heads=4, kv_heads=4, head_dim=8, dtype="float32", causal=False)
+    assert Cell("a", "xla", params(**shape)).key == "0f59e7dde579404b"
 
 
 @pytest.mark.parametrize(
