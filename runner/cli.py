@@ -97,11 +97,11 @@ def _load(spec_path: str):
 def _select(spec, only, variants):
     from runner.cells import expand
 
-    known_experiments = [e.name for e in spec.experiments]
+    known_experiments, known_variants = [e.name for e in spec.experiments], sorted(_variants())
     problems = [f"--only: no experiment {n!r} in the spec (it has: {', '.join(known_experiments)})"
                 for n in only or [] if n not in known_experiments]
-    problems += [f"--variants: unknown variant {n!r} (known: {', '.join(sorted(_variants()))})"
-                 for n in variants or [] if n not in _variants()]
+    problems += [f"--variants: unknown variant {n!r} (known: {', '.join(known_variants)})"
+                 for n in variants or [] if n not in known_variants]
     if problems:
         raise UsageError("\n".join(problems))
     cells = expand(spec)
@@ -229,10 +229,10 @@ def cmd_env(args, console: Console) -> int:
 
 def cmd_show(args, console: Console) -> int:
     from runner.report import export, print_tables, summary_line
-    from runner.results import read_run
+    from runner.store import read_run
 
     if args.out:
-        with _store_errors():
+        with _store_errors():  # reading can find the store out of reach, not only opening it
             run = _open_store(args.out).read(args.run)
     else:
         run = read_run(args.run)
@@ -348,6 +348,3 @@ def main(argv: list[str] | None = None) -> int:
                   markup=False)
         return EXIT_INTERNAL
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -110,7 +110,7 @@ class CellRecord(_Record):
     pct_of_peak: float | None = Field(None, description="tflops as % of the machine's measured matmul ceiling.")
     temp_bytes: int | None = Field(None, description="compiled.memory_analysis().temp_size_in_bytes.")
     custom_calls: list[str] = Field(default_factory=list, description="HLO custom-call targets of the executable.")
-    backend: str | None = Field(None, description="What the compiled program runs: cudnn, te, xla.")
+    backend: str | None = Field(None, description="What the compiled program runs: cudnn, transformer_engine or xla.")
     kernels: list[str] = Field(default_factory=list, description="GPU kernels seen by the device timer.")
     correctness: Correctness | None = None
     fp8: Fp8Info | None = None
@@ -119,7 +119,7 @@ class CellRecord(_Record):
         """A flat dict for tables: params and correctness inlined, one column per timer's median."""
         row = self.model_dump(exclude={"params", "correctness", "timings", "fp8"})
         row.update(self.params.as_dict())
-        row.update({f"{k}": v for k, v in (self.correctness.model_dump() if self.correctness else {}).items()})
+        row.update(self.correctness.model_dump() if self.correctness else {})
         for t in self.timings:
             row[f"{t.timer}_median_s"] = t.median_s
             row[f"{t.timer}_noise"] = t.noise

@@ -58,7 +58,7 @@ def variant(name: str, requires: Requires = Requires(), fp8_baseline: str | None
     """Register `build(params) -> attend | Staged` under `name`; FP8 variants name the bf16 variant they replace."""
 
     def register(build: Callable[[Params], Attend | Staged]) -> Callable[[Params], Attend | Staged]:
-        doc = (build.__doc__ or "").strip().splitlines()[0] if build.__doc__ else ""
+        doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
         VARIANTS[name] = Variant(name, build, requires, doc, fp8_baseline)
         return build
 
@@ -82,9 +82,8 @@ def _needs_gpu(name: str, req: Requires) -> str:
 def device_verdict(v: Variant, device: Device) -> str | None:
     """Why `v` cannot run on this device at all, or None."""
     req = v.requires
-    if (req.gpu or req.min_compute_capability) and device.compute_capability is None:
-        return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
-    if req.min_compute_capability and device.compute_capability < req.min_compute_capability:
+    capability, needed = device.compute_capability, req.min_compute_capability
+    if (req.gpu or needed) and (capability is None or (needed and capability < needed)):
         return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
     if req.package and importlib.util.find_spec(req.package) is None:
         return f"{v.name} needs the Python package '{req.package}', which is not installed here"

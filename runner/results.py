@@ -181,13 +181,3 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     cells = unique([c for p in parts for c in p.cells], location, problems)
     return Run(location, manifest, in_run_order(cells, manifest), problems, parts)
 
-
-def read_run(run_dir: str | Path) -> Run:
-    """Read a local run folder; missing or malformed parts become problems, never exceptions."""
-    from runner.store import LocalStore  # the store reads through this module: import here, not at the top
-
-    run_dir = Path(run_dir)
-    where = run_dir.resolve()
-    run = LocalStore(where.parent).read(where.name)
-    run.dir = run_dir
-    return run

@@ -176,3 +176,12 @@ def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
     if Path(uri).exists() and not Path(uri).is_dir():
         raise StoreError(f"{uri}: not a folder")
     return LocalStore(uri)
+
+
+def read_run(run_dir: str | Path) -> Run:
+    """Read a local run folder; missing or malformed parts become problems, never exceptions."""
+    run_dir = Path(run_dir)
+    where = run_dir.resolve()
+    run = LocalStore(where.parent).read(where.name)
+    run.dir = run_dir
+    return run

@@ -61,13 +61,13 @@ def sample(timer: Timer, fn: Callable, args: tuple, settings: TimingSettings) ->
         timer(fn, args, settings.warmup)
     samples: list[float] = []
     deadline = time.perf_counter() + settings.budget_s
-    while len(samples) < settings.max_samples:
+    while True:
         samples += timer(fn, args, min(BATCH, settings.max_samples - len(samples)))
         if len(samples) < settings.min_samples:
             continue
-        if summarise(timer.name, samples, settings.target_noise).converged or time.perf_counter() > deadline:
-            break
-    return summarise(timer.name, samples, settings.target_noise)
+        summary = summarise(timer.name, samples, settings.target_noise)
+        if summary.converged or len(samples) >= settings.max_samples or time.perf_counter() > deadline:
+            return summary
 
 
 def _profiler():

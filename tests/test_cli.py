@@ -21,7 +21,8 @@ from helpers import REPO, attnbench, command, environment, spec_data, write_spec
 from runner.cells import expand
 from runner.cli import main
 from runner.registry import load_all
-from runner.results import CELLS, MANIFEST, read_run
+from runner.results import CELLS, MANIFEST
+from runner.store import read_run
 from runner.spec import load_spec
 
 CPU_SKIP = "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"

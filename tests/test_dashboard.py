@@ -15,7 +15,8 @@ from conftest import BUCKET, free_port
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
 from runner.record import Fp8Info, Timing
-from runner.results import CELLS, MANIFEST, read_run
+from runner.results import CELLS, MANIFEST
+from runner.store import read_run
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 CPU_RUN = next((data.SHIPPED_RESULTS / "cpu").iterdir())

@@ -18,7 +18,8 @@ from runner import machine, metrics
 from runner.cells import Cell
 from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, Timing
 from runner.report import export, frame, markdown, summary_line
-from runner.results import CELLS, MANIFEST, read_run
+from runner.results import CELLS, MANIFEST
+from runner.store import read_run
 
 RUN_ID = "test-20260101-000000"
 

@@ -14,7 +14,7 @@ from conftest import BUCKET
 from runner.cells import expand
 from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
 from runner.registry import load_all
-from runner.results import read_run
+from runner.store import read_run
 from runner.spec import load_spec
 from runner.store import open_store
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runner.results import read_run
+from runner.store import read_run
 from runner.spool import Spool, Uploader, spool_store
 from runner.store import LocalStore
 from test_results import manifest, record, some_records

@@ -8,14 +8,13 @@ import jax.numpy as jnp
 from runner.record import Params
 from runner.registry import Requires, variant
 
+_IMPORT_ERROR = None
 try:
     # TE links the system's cuDNN: it must load before JAX initialises the GPU backend with its own
     # copy, or the second load fails on mismatched cuDNN symbols.
     import transformer_engine.jax  # noqa: F401
-
-    _IMPORT_ERROR = None
 except ImportError:  # not installed: the requirement below says so
-    _IMPORT_ERROR = None
+    pass
 except OSError as error:  # installed, but its libraries do not load here
     _IMPORT_ERROR = f"TransformerEngine does not load here: {str(error).splitlines()[0]}"
 
