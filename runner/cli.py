@@ -183,6 +183,8 @@ def cmd_run(args, console: Console) -> int:
             console.print(f"{cell.label()}: {'skip: ' + reason if reason else 'run'}", highlight=False)
         console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
         return EXIT_OK
+    if shard and not args.run_id:
+        raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
     store = _open_store(args.out, args.store_timeout)
     run_id = _run_id(args.run_id or new_run_id(spec))
     spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from runner.cells import expand
 from runner.record import CellRecord, Manifest, upgrade
+from runner.shard import parse_shard
 from runner.spec import Spec
 
 MANIFEST = "manifest.json"
@@ -27,8 +28,8 @@ def part_names(shard: str | None) -> tuple[str, str]:
     """(manifest, cells) object names of the whole run (shard None) or of shard 'i/n'."""
     if shard is None:
         return MANIFEST, CELLS
-    index, count = shard.split("/")
-    return f"manifest-{index}-of-{count}.json", f"cells-{index}-of-{count}.jsonl"
+    part = parse_shard(shard)
+    return f"manifest-{part.index}-of-{part.count}.json", f"cells-{part.index}-of-{part.count}.jsonl"
 
 
 def part_of(name: str) -> tuple[str, str | None] | None:
@@ -145,8 +146,8 @@ def _part_order(part: Part) -> tuple[int, int]:
     """The whole run first, then shards by count and index."""
     if part.shard is None:
         return 0, 0
-    index, count = map(int, part.shard.split("/"))
-    return count, index
+    shard = parse_shard(part.shard)
+    return shard.count, shard.index
 
 
 def merged_manifest(parts: list[Part]) -> Manifest | None:

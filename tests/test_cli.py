@@ -149,6 +149,13 @@ def test_seconds_must_be_finite_and_positive(spec_path, capsys, option, value):
     assert "must be a positive number of seconds" in capsys.readouterr().err
 
 
+def test_a_shard_without_a_run_id_is_bad_input(spec_path, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ATTNBENCH_RUN_ID", raising=False)
+    code, _, err = in_process(capsys, "run", spec_path, "--out", tmp_path, "--shard", "0/2")
+    assert code == 2
+    assert err.strip() == "error: shard 0/2: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run"
+
+
 def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path):
     result = attnbench("run", spec_path, "--dry-run", "--out", tmp_path / "out")
     assert result.returncode == 0, result.stderr
