@@ -56,9 +56,10 @@ def test_lab_default_shape_device_time_is_a_fraction_of_wall_time():
 
 
 def test_auto_records_what_it_compiled_to():
-    record = measure("auto", **LAB_DEFAULT)
-    assert record.status == "ok"
-    assert record.backend in ("xla", "cudnn")
+    auto, xla, cudnn = (measure(v, **LAB_DEFAULT) for v in ("auto", "xla", "cudnn"))
+    assert auto.status == "ok", auto.reason
+    twin = {"xla": xla, "cudnn": cudnn}[auto.backend]  # the kernels prove the backend the record names
+    assert auto.kernels == twin.kernels, (auto.kernels, twin.kernels)
 
 
 def test_naive_temp_memory_grows_with_t_squared_and_cudnn_does_not():
@@ -107,14 +108,17 @@ def test_cudnn_fp8_is_real_fp8_and_faster_than_bf16():
 
 
 def test_te_fp8_says_whether_fp8_reached_attention():
-    if current_device().compute_capability < 8.9 or "te_fp8" not in VARIANTS:
+    if current_device().compute_capability < 8.9:
         pytest.skip("needs compute capability 8.9")
     pytest.importorskip("transformer_engine.jax")
     record = measure("te_fp8", **{**LAB_DEFAULT, "seq_len": 2048, "causal": True})
     assert record.status == "ok", record.reason
-    if not record.fp8.in_hlo:
-        assert record.fp8.verdict.startswith("not FP8")
-    assert record.backend == "transformer_engine"
+    assert record.backend == "transformer_engine" and record.fp8.baseline == "te"
+    if record.fp8.in_hlo:
+        assert not record.fp8.verdict.startswith("not FP8"), record.fp8
+    else:  # what the H200 showed with TE 2.20.2: bf16 attention, the same output as plain te
+        assert record.fp8.verdict.startswith("not FP8"), record.fp8
+        assert record.fp8.rel_err_vs_bf16 < record.correctness.tolerance
 
 
 def test_cold_samples_are_named_and_not_faster_than_hot():
