@@ -58,4 +58,4 @@ deploy: $(INSTALLED)
 	$(RENDER) --apply platform
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) .venv-tools results build test-artifacts .pytest_cache

@@ -16,6 +16,8 @@ from runner.report import SHAPE, frame
 from runner.results import Run
 from runner.store import open_store
 
+VARIANTS = load_all()  # which variants promise FP8, and their bf16 twins
+
 RESULTS_ENV = "ATTNBENCH_RESULTS"
 SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
 REMOTE_TTL_S = 300
@@ -227,18 +229,13 @@ def compare(a: Run, b: Run, timer: str) -> pd.DataFrame:
 
 
 def fp8_baseline(cell: pd.Series, candidates: pd.DataFrame) -> pd.Series | None:
-    """The non-FP8 cell an FP8 cell is measured against: the recorded baseline (schema 1 records from before
-    Fp8Info.baseline lack it), else one named in the verdict, else the longest shared name prefix."""
-    if candidates.empty:
-        return None
-    recorded = candidates[candidates["variant"] == cell.get("fp8_baseline")]
-    if not recorded.empty:
-        return recorded.iloc[0]
-    named = candidates[candidates["variant"].map(lambda v: f" {v} " in f" {cell['fp8_verdict']} ")]
-    if not named.empty:
-        return named.iloc[0]
-    prefix = candidates["variant"].map(lambda v: len(os.path.commonprefix([v, cell["variant"]])))
-    return candidates.loc[prefix.idxmax()]
+    """The bf16 cell an FP8 cell is measured against: the recorded baseline, else the registry's (records from
+    before Fp8Info.baseline, or FP8 cells without a verdict, do not carry it)."""
+    recorded = cell.get("fp8_baseline")
+    variant = VARIANTS.get(cell["variant"])
+    name = recorded if isinstance(recorded, str) else variant.fp8_baseline if variant else None
+    twins = candidates[candidates["variant"] == name]
+    return None if twins.empty else twins.iloc[0]
 
 
 def _verdict(cell: pd.Series) -> str:
@@ -248,7 +245,7 @@ def _verdict(cell: pd.Series) -> str:
 
 def fp8_variants() -> set[str]:
     """Variants that promise FP8, from the registry: their skipped or failed cells belong in the table too."""
-    return {name for name, v in load_all().items() if v.fp8_baseline}
+    return {name for name, v in VARIANTS.items() if v.fp8_baseline}
 
 
 def fp8_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -101,7 +101,7 @@ def backends(ok: pd.DataFrame) -> None:
     names = [n for n in causal["experiment"].unique() if causal[causal["experiment"] == n]["backend"].nunique() > 1]
     if not names:
         found = ", ".join(sorted(causal["backend"].unique())) or "none"
-        st.info(f"No experiment has causal cells from two or more backends (te, cudnn, xla); here: {found}.")
+        st.info(f"No experiment has causal cells from two or more backends (transformer_engine, cudnn, xla); here: {found}.")
     for name in names:
         st.caption(f"experiment **{name}**")
         st.plotly_chart(charts.backend_chart(causal[causal["experiment"] == name]), key=f"backends-{name}")

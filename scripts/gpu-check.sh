@@ -5,7 +5,8 @@
 set -uo pipefail
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [SPEC...]}
 shift
-specs=("${@:-specs/lab5.yaml specs/hopper-long.yaml}")
+specs=("$@")
+((${#specs[@]})) || specs=(specs/lab5.yaml specs/hopper-long.yaml)
 mkdir -p "$out"
 log="$out/check.log"
 status=0
@@ -15,7 +16,7 @@ run python3 -m runner env
 run python3 -m runner list
 # --noconftest: the store tests' fixtures need an emulator the GPU machine does not have
 run python3 -m pytest --noconftest -m gpu -v -p no:cacheprovider tests/test_gpu.py
-for spec in ${specs[@]}; do
+for spec in "${specs[@]}"; do
   run python3 -m runner run "$spec" --out "$out"
 done
 echo "gpu-check: exit $status" | tee -a "$log"

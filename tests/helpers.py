@@ -34,6 +34,30 @@ def params(**shape) -> Params:
     return resolve(shape)
 
 
+DASHBOARD_APP = REPO / "dashboard" / "app.py"
+
+
+def open_app(monkeypatch, results: Path | str | None = None, **query):
+    """The dashboard run by streamlit's AppTest on `results` (its default, the shipped runs, when None)."""
+    from streamlit.testing.v1 import AppTest  # only the dashboard tests need streamlit
+
+    from dashboard import data
+
+    if results is None:
+        monkeypatch.delenv(data.RESULTS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(data.RESULTS_ENV, str(results))
+    app = AppTest.from_file(str(DASHBOARD_APP), default_timeout=60)
+    for key, value in query.items():
+        app.query_params[key] = value
+    return app.run()
+
+
+def charts(app) -> int:
+    """How many plotly charts an AppTest run drew."""
+    return len(app.get("plotly_chart"))
+
+
 def command(*args) -> list[str]:
     """`python -m runner ARGS`, run from the repository root without installing."""
     return [sys.executable, "-m", "runner", *map(str, args)]

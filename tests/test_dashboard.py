@@ -12,13 +12,14 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from conftest import BUCKET, free_port
+from helpers import DASHBOARD_APP as APP
+from helpers import charts, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
 from runner.record import Fp8Info, Timing
 from runner.results import CELLS, MANIFEST
 from runner.store import read_run
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 CPU_RUN = next((data.SHIPPED_RESULTS / "cpu").iterdir())
 VIEWS = ["Latency", "Throughput", "Memory", "MHA / GQA / MQA", "TransformerEngine vs cuDNN vs XLA (causal)",
          "FP8 truth table", "Cells", "Skipped, failed and incorrect cells", "Compare two runs", "Runs"]
@@ -28,20 +29,6 @@ def cell_lines(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / CELLS).read_text().splitlines()]
 
 
-def open_app(monkeypatch, results: Path | str | None = None, **query) -> AppTest:
-    """Run the app on `results` (the shipped runs when None) with the given query parameters."""
-    if results is None:
-        monkeypatch.delenv(data.RESULTS_ENV, raising=False)
-    else:
-        monkeypatch.setenv(data.RESULTS_ENV, str(results))
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    for key, value in query.items():
-        app.query_params[key] = value
-    return app.run()
-
-
-def charts(app: AppTest) -> int:
-    return len(app.get("plotly_chart"))
 
 
 def table(app: AppTest, column: str, without: str = "") -> pd.DataFrame:
@@ -168,9 +155,11 @@ def fake_gpu_run(out: Path, run_id: str, scale: float = 1.0) -> Path:
     manifest = template.manifest.model_copy(update={"run_id": run_id, "machine": machine, "started_at": started})
     base = next(c for c in template.cells if c.status == "ok")
     cells = [
-        *[("te-causal", v, v, t, None, t * k * 1e-6) for v, k in (("te", 1), ("cudnn", 2), ("xla", 4))
+        *[("te-causal", v, b, t, None, t * k * 1e-6)
+          for v, b, k in (("te", "transformer_engine", 1), ("cudnn", "cudnn", 2), ("xla", "xla", 4))
           for t in (128, 256, 512)],
-        ("fp8", "te", "te", 2048, None, 2e-3), ("fp8", "te_fp8", "te", 2048, "te", 1e-3),
+        ("fp8", "te", "transformer_engine", 2048, None, 2e-3),
+        ("fp8", "te_fp8", "transformer_engine", 2048, "te", 1e-3),
         ("fp8", "cudnn", "cudnn", 2048, None, 2e-3), ("fp8", "cudnn_fp8", "cudnn", 2048, "cudnn", 1.6e-3),
     ]
     records = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -10,27 +9,22 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
+from playwright import sync_api
 
+from conftest import free_port
 from dashboard import data
+from helpers import DASHBOARD_APP as APP
+from helpers import REPO as ROOT
+from helpers import charts, open_app
 
-sync_api = pytest.importorskip("playwright.sync_api")
-
-ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "dashboard" / "app.py"
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = ROOT / "test-artifacts" / "dashboard.png"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                  "--disable-quic", "--disable-component-update", "--disable-sync"]
 PLOTS = ".js-plotly-plot"
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (scripts/install-test-tools.sh)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+if not CHROMIUM.exists():  # make test installs it: a missing browser is a broken set-up, not a reason to skip
+    pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-tools.sh", pytrace=False)
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -77,12 +71,9 @@ def page(tmp_path_factory):
         context.close()
 
 
-def expected_charts(**query) -> int:
+def expected_charts(monkeypatch, **query) -> int:
     """How many plotly charts the app draws on the shipped runs, by streamlit's own test harness."""
-    app = AppTest.from_file(str(APP), default_timeout=60)
-    for key, value in query.items():
-        app.query_params[key] = value
-    return len(app.run().get("plotly_chart"))
+    return charts(open_app(monkeypatch, data.SHIPPED_RESULTS, **query))
 
 
 def load(page, url: str, charts: int) -> None:
@@ -99,10 +90,9 @@ def assert_no_error_text(page) -> None:
 
 
 def test_shipped_results_draw_in_chromium(page, server_url, monkeypatch):
-    monkeypatch.setenv(data.RESULTS_ENV, str(data.SHIPPED_RESULTS))
-    charts = expected_charts()
-    load(page, server_url, charts)
-    assert page.locator(PLOTS).count() == charts
+    drawn = expected_charts(monkeypatch)
+    load(page, server_url, drawn)
+    assert page.locator(PLOTS).count() == drawn
     assert_no_error_text(page)
     screenshot_whole_app(page)
 
@@ -117,9 +107,8 @@ def screenshot_whole_app(page) -> None:
 
 
 def test_a_shared_link_opens_the_same_selection(page, server_url, monkeypatch):
-    monkeypatch.setenv(data.RESULTS_ENV, str(data.SHIPPED_RESULTS))
-    charts = expected_charts(experiment="seq-len")
-    load(page, f"{server_url}/?experiment=seq-len", charts)
-    assert page.locator(PLOTS).count() == charts
+    drawn = expected_charts(monkeypatch, experiment="seq-len")
+    load(page, f"{server_url}/?experiment=seq-len", drawn)
+    assert page.locator(PLOTS).count() == drawn
     assert "experiment=seq-len" in page.url
     assert_no_error_text(page)
