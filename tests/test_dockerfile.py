@@ -55,7 +55,10 @@ def test_base_images_are_tagged_and_the_gpu_stack_pinned_exactly():
     for package in ("JAX_VERSION", "TE_VERSION", "CUDNN_VERSION", "FLAX_VERSION"):
         assert re.search(rf"^ARG {package}=\d[\w.]*$", text, re.MULTILINE), f"{package} must be an exact version"
     assert "NVTE_FRAMEWORK=jax" in text and '"transformer-engine[jax]==${TE_VERSION}"' in text
-    assert "dashboard" in " ".join(stages()["dashboard"]) and "cuda" not in stages()["dashboard"][0]
+    dashboard = stages()["dashboard"]
+    assert "cuda" not in dashboard[0].lower(), "the dashboard needs no CUDA base"
+    installs = [line for line in dashboard if line.startswith("RUN pip install")]
+    assert len(installs) == 1 and '"/src[dashboard]"' in installs[0], "the dashboard image installs the [dashboard] extra"
 
 
 def test_no_secrets_and_a_minimal_context():
