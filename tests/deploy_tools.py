@@ -6,12 +6,11 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-TOOLS = ROOT / ".venv-tools" / "bin"
+from helpers import REPO
+
+TOOLS = REPO / ".venv-tools" / "bin"
 
 
 def tool(name: str) -> str:
@@ -35,7 +34,7 @@ def checkov(*args: str) -> list[dict]:
     """Run checkov offline (no platform download, no guideline lookup) and return its JSON reports."""
     env = {**os.environ, "BC_SKIP_MAPPING": "TRUE", "PATH": f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run([tool("checkov"), *args, "--skip-download", "--output", "json"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.stdout.strip(), f"checkov printed nothing (exit {done.returncode}):\n{done.stderr[-3000:]}"
     reports = json.loads(done.stdout)
     return reports if isinstance(reports, list) else [reports]

@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 import subprocess
 
-from deploy_tools import ROOT, assert_clean, checkov, skips, tool
+from deploy_tools import assert_clean, checkov, skips, tool
+from helpers import REPO
 
-DOCKERFILE = ROOT / "Dockerfile"
+DOCKERFILE = REPO / "Dockerfile"
 
 
 def stages() -> dict[str, list[str]]:
@@ -64,7 +65,7 @@ def test_base_images_are_tagged_and_the_gpu_stack_pinned_exactly():
 def test_no_secrets_and_a_minimal_context():
     text = DOCKERFILE.read_text()
     assert not re.search(r"^(ENV|ARG)\s+\S*(KEY|SECRET|TOKEN|PASSWORD)", text, re.MULTILINE | re.IGNORECASE)
-    ignore = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
+    ignore = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
     assert ignore[0] == "*", ".dockerignore must start from nothing and name what goes in"
     copied = set(re.findall(r"^COPY (?!--from)(.+) /src/", text, re.MULTILINE))
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}

@@ -7,17 +7,19 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from deploy_tools import ROOT, assert_clean, checkov, skips, tool
+from deploy_tools import assert_clean, checkov, skips, tool
+from helpers import REPO
 from runner.cli import build_parser
 from runner.registry import load_all
 from runner.spec import parse_spec
 
-K8S = ROOT / "k8s"
+K8S = REPO / "k8s"
 KUBERNETES_VERSION = "1.33.0"  # the oldest release with backoffLimitPerIndex and podFailurePolicy GA
 GPU_NODES = {"l4": "nvidia-l4", "h100": "nvidia-h100-80gb"}
 RESULTS = "gs://test-bucket/results"
@@ -32,12 +34,15 @@ def kustomize(path: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
+def render_py(*args: str) -> subprocess.CompletedProcess:
+    """`python k8s/render.py ARGS` from the repository root, with this test's Python."""
+    return subprocess.run([sys.executable, str(K8S / "render.py"), *args], cwd=REPO, capture_output=True, text=True)
+
+
 def render(tmp: Path, *extra: str, run_id: str = "lab5-test") -> list[dict]:
     """The objects `make submit` would apply: k8s/render.py over specs/lab5.yaml."""
-    args = [str(ROOT / ".venv" / "bin" / "python"), str(K8S / "render.py"), "--spec", str(ROOT / "specs/lab5.yaml"),
-            "--shards", str(SHARDS), "--results", RESULTS, "--image", IMAGE, "--run-id", run_id,
-            "--kubectl", tool("kubectl"), "--out", str(tmp), *extra]
-    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    done = render_py("--spec", str(REPO / "specs/lab5.yaml"), "--shards", str(SHARDS), "--results", RESULTS,
+                     "--image", IMAGE, "--run-id", run_id, "--kubectl", tool("kubectl"), "--out", str(tmp), *extra)
     assert done.returncode == 0, done.stderr
     return [doc for name in ("platform.yaml", "job.yaml")
             for doc in yaml.safe_load_all((tmp / run_id / name).read_text()) if doc]
@@ -78,16 +83,22 @@ def addon_objects(tmp_path_factory) -> list[dict]:
                   "--iap-domain", "bench.example.com", run_id="lab5-addons")
 
 
-def test_every_overlay_and_rendered_run_passes_strict_schema_validation(tmp_path, overlay, run_objects,
-                                                                         addon_objects):
-    _, objects = overlay
-    for name, docs in {"overlay": objects, "run": run_objects, "addons": addon_objects}.items():
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump_all(docs))
-        done = subprocess.run([tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path)],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "failed" not in done.stdout.lower(), done.stdout
+def assert_strict_schema_valid(path: Path, objects: list[dict]) -> None:
+    """kubernetes-validate --strict passes every object (written to `path`)."""
+    path.write_text(yaml.safe_dump_all(objects))
+    done = subprocess.run([tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "failed" not in done.stdout.lower(), done.stdout
+
+
+def test_every_overlay_passes_strict_schema_validation(tmp_path, overlay):
+    assert_strict_schema_valid(tmp_path / "overlay.yaml", overlay[1])
+
+
+def test_rendered_runs_pass_strict_schema_validation(tmp_path, run_objects, addon_objects):
+    assert_strict_schema_valid(tmp_path / "run.yaml", run_objects)
+    assert_strict_schema_valid(tmp_path / "addons.yaml", addon_objects)
 
 
 def test_runner_job_gets_one_gpu_on_the_overlays_nodes(overlay):
@@ -163,12 +174,18 @@ def test_results_uri_and_images_come_from_the_render(run_objects):
     assert images == {IMAGE, IMAGE.replace("runner", "dashboard")}
 
 
-def test_configmap_spec_passes_the_runners_own_validation(overlay, run_objects):
-    for objects in (overlay[1], run_objects):
-        spec_map = next(o for o in objects if o["metadata"]["name"].startswith("attnbench-spec"))
-        parse_spec(yaml.safe_load(spec_map["data"]["spec.yaml"]), set(load_all()))
-    run_spec = next(o for o in run_objects if o["metadata"]["name"].startswith("attnbench-spec"))
-    assert run_spec["data"]["spec.yaml"] == (ROOT / "specs/lab5.yaml").read_text()
+def spec_text(objects: list[dict]) -> str:
+    return next(o for o in objects if o["metadata"]["name"].startswith("attnbench-spec"))["data"]["spec.yaml"]
+
+
+def test_overlays_spec_passes_the_runners_own_validation(overlay):
+    parse_spec(yaml.safe_load(spec_text(overlay[1])), set(load_all()))
+
+
+def test_rendered_run_carries_the_spec_file_unchanged_and_valid(run_objects):
+    text = spec_text(run_objects)
+    assert text == (REPO / "specs/lab5.yaml").read_text()
+    parse_spec(yaml.safe_load(text), set(load_all()))
 
 
 def test_job_command_line_is_one_the_cli_accepts(run_objects):
@@ -199,7 +216,7 @@ def test_service_accounts_match_what_terraform_grants(run_objects):
     accounts = {o["metadata"]["name"] for o in run_objects if o["kind"] == "ServiceAccount"}
     used = {pod["serviceAccountName"] for pod in pod_specs(run_objects)}
     assert used == accounts == {"attnbench-runner", "attnbench-dashboard"}
-    iam = (ROOT / "terraform/iam.tf").read_text()
+    iam = (REPO / "terraform/iam.tf").read_text()
     for account in accounts:
         assert f"/{account}\"" in iam, f"terraform/iam.tf grants nothing to {account}"
     assert {o["metadata"].get("namespace") for o in run_objects if o["kind"] != "Namespace"} == {"attnbench"}
@@ -230,7 +247,7 @@ def test_make_render_writes_the_manifests(tmp_path):
         ["make", "--no-print-directory", "--old-file=.venv/.installed", "render", "SPEC=specs/lab5.yaml",
          f"SHARDS={SHARDS}", "RUN=lab5-make",
          f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={tool('kubectl')}", f"RENDER_DIR={tmp_path}"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stdout + done.stderr
     job = one(list(yaml.safe_load_all((tmp_path / "lab5-make" / "job.yaml").read_text())), "Job")
     assert (job["metadata"]["name"], job["spec"]["completions"]) == ("lab5-make", SHARDS)
@@ -238,15 +255,13 @@ def test_make_render_writes_the_manifests(tmp_path):
 
 
 def test_render_refuses_bad_input(tmp_path):
-    done = subprocess.run([str(ROOT / ".venv/bin/python"), str(K8S / "render.py"), "--spec", "specs/lab5.yaml",
-                           "--shards", "0", "--gpu", "tpu", "--results", "s3://x", "--image", IMAGE,
-                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    done = render_py("--spec", "specs/lab5.yaml", "--shards", "0", "--gpu", "tpu", "--results", "s3://x",
+                     "--image", IMAGE, "--out", str(tmp_path))
     assert done.returncode == 2
     for problem in ("--shards must be >= 1", "no overlay 'tpu'", "must be a gs:// URI"):
         assert problem in done.stderr
-    digest = subprocess.run([str(ROOT / ".venv/bin/python"), str(K8S / "render.py"), "--spec", "specs/lab5.yaml",
-                             "--results", RESULTS, "--image", "r/attnbench@sha256:" + "0" * 64, "--out", str(tmp_path)],
-                            cwd=ROOT, capture_output=True, text=True)
+    digest = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", "r/attnbench@sha256:" + "0" * 64,
+                       "--out", str(tmp_path))
     assert digest.returncode == 2 and "--dashboard-image is needed" in digest.stderr
 
 

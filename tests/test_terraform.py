@@ -10,9 +10,10 @@ import subprocess
 import hcl2
 import pytest
 
-from deploy_tools import ROOT, assert_clean, checkov, skips, terraform
+from deploy_tools import assert_clean, checkov, skips, terraform
+from helpers import REPO
 
-TERRAFORM = ROOT / "terraform"
+TERRAFORM = REPO / "terraform"
 
 
 def plain(value):
@@ -113,7 +114,7 @@ def test_runner_writes_and_dashboard_only_reads_through_wif_principals(config):
 
 def test_outputs_feed_the_makefile_and_print_the_next_commands(config):
     outputs = {name for block in config["output"] for name in block}
-    makefile = (ROOT / "Makefile").read_text()
+    makefile = (REPO / "Makefile").read_text()
     for name in ("image_repository", "results_uri"):
         assert name in outputs and f"output -raw {name}" in makefile
     assert "next_steps" in outputs
