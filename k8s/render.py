@@ -21,7 +21,6 @@ from pathlib import Path
 import yaml
 
 K8S = Path(__file__).resolve().parent
-JOB_KINDS = {"Job"}
 RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
 
 
@@ -110,7 +109,7 @@ def build(args, run_id: str) -> list[dict]:
 
 def is_run_object(obj: dict) -> bool:
     """The per-run objects (the Job and its spec ConfigMap); the rest is the platform, applied once."""
-    return obj["kind"] in JOB_KINDS or obj["metadata"]["name"].startswith("attnbench-spec")
+    return obj["kind"] == "Job" or obj["metadata"]["name"].startswith("attnbench-spec")
 
 
 def write(objects: list[dict], path: Path) -> None:
