@@ -2,7 +2,7 @@
 # is no Google service account to impersonate and no key anywhere. Each grant is on the one bucket only.
 
 locals {
-  ksa_principal = "principal://iam.googleapis.com/projects/${data.google_project.this.number}/locations/global/workloadIdentityPools/${local.workload_pool}/subject/ns/${var.namespace}/sa"
+  ksa_principal = "principal://iam.googleapis.com/projects/${data.google_project.this.number}/locations/global/workloadIdentityPools/${local.workload_pool}/subject/ns/${local.namespace}/sa"
 }
 
 # The runner writes, rereads (to resume) and replaces result objects.

@@ -7,12 +7,15 @@ data "google_project" "this" {}
 locals {
   services      = ["container.googleapis.com", "artifactregistry.googleapis.com", "storage.googleapis.com", "iam.googleapis.com", "compute.googleapis.com"]
   workload_pool = "${var.project_id}.svc.id.goog"
+  namespace     = "attnbench" # every manifest in k8s/ names it (k8s/base/kustomization.yaml): not a variable
   labels        = { app = "attnbench", managed-by = "terraform" }
   node_roles    = ["roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer", "roles/stackdriver.resourceMetadata.writer"]
   gpu_pools = {
     l4   = { machine_type = var.l4_machine_type, accelerator = "nvidia-l4", max_nodes = var.l4_max_nodes }
     h100 = { machine_type = "a3-highgpu-1g", accelerator = "nvidia-h100-80gb", max_nodes = var.h100_max_nodes }
   }
+  # Where images are pushed and pulled (make's REGISTRY): the one spelling of the Artifact Registry path.
+  image_repository = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
 }
 
 resource "google_project_service" "this" {

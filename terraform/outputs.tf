@@ -20,12 +20,12 @@ output "results_uri" {
 
 output "image_repository" {
   description = "Artifact Registry path to push images to (make's REGISTRY)."
-  value       = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
+  value       = local.image_repository
 }
 
 output "dashboard_ip_name" {
   description = "Name of the dashboard's global static IP (empty unless dashboard_static_ip = true)."
-  value       = one(google_compute_global_address.dashboard[*].name)
+  value       = join("", google_compute_global_address.dashboard[*].name)
 }
 
 output "next_steps" {
@@ -33,9 +33,10 @@ output "next_steps" {
   value       = <<-EOT
     gcloud container clusters get-credentials ${google_container_cluster.this.name} --region ${var.region} --project ${var.project_id}
     gcloud auth configure-docker ${var.region}-docker.pkg.dev
-    docker build --target runner -t ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench:runner-$(git rev-parse --short HEAD) .
-    docker build --target dashboard -t ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench:dashboard-$(git rev-parse --short HEAD) .
-    docker push --all-tags ${var.region}-docker.pkg.dev/${var.project_id}/${var.name}/attnbench
+    REGISTRY="${local.image_repository}"
+    TAG="$(git rev-parse --short HEAD)"
+    docker buildx build --platform linux/amd64 --target runner -t "$REGISTRY/attnbench:runner-$TAG" --push .
+    docker buildx build --platform linux/amd64 --target dashboard -t "$REGISTRY/attnbench:dashboard-$TAG" --push .
     make deploy
     make submit SPEC=specs/lab5.yaml SHARDS=${var.l4_max_nodes}
   EOT

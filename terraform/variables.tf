@@ -37,12 +37,6 @@ variable "name" {
   }
 }
 
-variable "namespace" {
-  description = "Kubernetes namespace of the runner and dashboard; must match k8s/base/kustomization.yaml."
-  type        = string
-  default     = "attnbench"
-}
-
 variable "authorized_cidr" {
   description = "CIDR allowed to reach the cluster's API server (your workstation or CI egress, e.g. 203.0.113.7/32)."
   type        = string

@@ -9,6 +9,7 @@ import subprocess
 
 import hcl2
 import pytest
+import yaml
 
 from deploy_tools import assert_clean, checkov, skips, terraform
 from helpers import REPO
@@ -86,7 +87,20 @@ def test_gpu_pools_scale_from_zero_with_gke_installed_driver_and_taints(config):
     assert node["spot"] == "${var.spot}"
     assert first(node["taint"])["key"] == "nvidia.com/gpu"
     assert first(node["workload_metadata_config"])["mode"] == "GKE_METADATA"
-    assert "g2-standard" in (TERRAFORM / "variables.tf").read_text()
+    pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
+    assert node["machine_type"] == "${each.value.machine_type}"
+    assert pools["l4"] == {"machine_type": "${var.l4_machine_type}", "accelerator": "nvidia-l4",
+                           "max_nodes": "${var.l4_max_nodes}"}
+
+
+def test_l4_machine_type_admits_only_one_gpu_g2_types(config):
+    variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
+    condition = first(variable["validation"])["condition"]
+    pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", var\.l4_machine_type\)\)\}', condition).group(1)
+    admitted = [t for t in ("g2-standard-4", "g2-standard-8", "g2-standard-32", "g2-standard-48", "g2-standard-96",
+                            "a2-highgpu-1g", "n1-standard-8", "xg2-standard-8") if re.search(pattern, t)]
+    assert admitted == ["g2-standard-4", "g2-standard-8", "g2-standard-32"]
+    assert re.search(pattern, variable["default"])
 
 
 def test_results_bucket_is_private_versioned_and_expires_old_versions(config):
@@ -107,17 +121,28 @@ def test_runner_writes_and_dashboard_only_reads_through_wif_principals(config):
     principal = next(block["ksa_principal"] for block in config["locals"] if "ksa_principal" in block)
     assert principal.startswith("principal://iam.googleapis.com/projects/${data.google_project.this.number}"
                                 "/locations/global/workloadIdentityPools/")
-    assert principal.endswith("/subject/ns/${var.namespace}/sa")
+    assert principal.endswith("/subject/ns/${local.namespace}/sa")
+    namespace = next(block["namespace"] for block in config["locals"] if "namespace" in block)
+    assert namespace == yaml.safe_load((REPO / "k8s/base/kustomization.yaml").read_text())["namespace"]
     granted = {k for block in config["resource"] for k in block}
     assert "google_service_account_key" not in granted, "no keys: Workload Identity only"
 
 
-def test_outputs_feed_the_makefile_and_print_the_next_commands(config):
+def test_outputs_feed_the_makefile(config):
     outputs = {name for block in config["output"] for name in block}
     makefile = (REPO / "Makefile").read_text()
     for name in ("image_repository", "results_uri"):
         assert name in outputs and f"output -raw {name}" in makefile
-    assert "next_steps" in outputs
+
+
+def test_next_steps_build_and_push_as_the_readme_does(config):
+    outputs = {name: body for block in config["output"] for name, body in block.items()}
+    assert outputs["image_repository"]["value"] == "${local.image_repository}"
+    steps = outputs["next_steps"]["value"]
+    assert 'REGISTRY="${local.image_repository}"' in steps
+    builds = [line.strip() for line in steps.splitlines() if "docker" in line and "build" in line]
+    readme = (REPO / "README.md").read_text()
+    assert len(builds) == 2 and all("buildx build --platform linux/amd64" in b and b in readme for b in builds)
 
 
 def test_checkov_passes_terraform_with_every_skip_explained():
