@@ -39,12 +39,14 @@ KUBECTL ?= kubectl
 TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
+DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
 IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
 	$(if $(DASHBOARD_IMAGE),--dashboard-image $(DASHBOARD_IMAGE)) \
-	$(if $(QUEUE),--queue $(QUEUE)) $(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN))
+	$(if $(QUEUE),--queue $(QUEUE)) \
+	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN) --dashboard-ip-name "$(DASHBOARD_IP_NAME)")
 
 render: $(INSTALLED)
 	$(BIN)/attnbench validate $(SPEC)

@@ -70,10 +70,14 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
         components.append(os.path.relpath(K8S / "components" / "kueue", workdir))
     if args.iap_domain:
         components.append(os.path.relpath(K8S / "components" / "iap", workdir))
-        patches.append({
+        patches += [{
             "target": {"group": "networking.gke.io", "kind": "ManagedCertificate", "name": "attnbench-dashboard"},
             "patch": json.dumps([{"op": "replace", "path": "/spec/domains", "value": [args.iap_domain]}]),
-        })
+        }, {
+            "target": {"group": "networking.k8s.io", "kind": "Ingress", "name": "attnbench-dashboard"},
+            "patch": json.dumps([{"op": "replace", "value": args.dashboard_ip_name,
+                                  "path": "/metadata/annotations/kubernetes.io~1ingress.global-static-ip-name"}]),
+        }]
     resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
     if args.queue:
@@ -128,6 +132,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
     parser.add_argument("--queue", help="Kueue LocalQueue to submit through (adds the kueue component)")
     parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
+    parser.add_argument("--dashboard-ip-name", help="with --iap-domain: the Ingress's global static IP "
+                        "(terraform output dashboard_ip_name)")
     parser.add_argument("--kubectl", default=os.environ.get("KUBECTL", "kubectl"), help="kubectl binary")
     parser.add_argument("--out", type=Path, default=Path("build/k8s"), help="output folder")
     parser.add_argument("--apply", choices=["job", "platform"], help="then `kubectl apply -f` that file")
@@ -144,6 +150,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--spec: no such file {args.spec}")
     if args.run_id and not re.fullmatch(rf"[a-z0-9]([a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?", args.run_id):
         problems.append(f"--run-id must be lowercase letters, digits and '-', at most {RUN_ID_MAX} characters")
+    if args.iap_domain and not args.dashboard_ip_name:
+        problems.append("--iap-domain needs --dashboard-ip-name (terraform output dashboard_ip_name; "
+                        "empty until terraform applies dashboard_static_ip = true)")
     if args.dashboard_image is None:
         repo, _, tag = args.image.rpartition(":")
         if "@" in args.image or not tag.startswith("runner"):

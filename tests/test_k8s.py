@@ -26,6 +26,7 @@ RESULTS = "gs://test-bucket/results"
 IMAGE = "us-central1-docker.pkg.dev/test-project/attnbench/attnbench:runner-test"
 SHARDS = 4
 SPEC_MOUNT = "/etc/attnbench/spec.yaml"
+IAP = ("--iap-domain", "bench.example.com", "--dashboard-ip-name", "lab-dashboard")  # terraform with name = "lab"
 
 
 def kustomize(path: Path) -> list[dict]:
@@ -79,8 +80,7 @@ def run_objects(tmp_path_factory) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def addon_objects(tmp_path_factory) -> list[dict]:
-    return render(tmp_path_factory.mktemp("addons"), "--gpu", "h100", "--queue", "team-a",
-                  "--iap-domain", "bench.example.com", run_id="lab5-addons")
+    return render(tmp_path_factory.mktemp("addons"), "--gpu", "h100", "--queue", "team-a", *IAP, run_id="lab5-addons")
 
 
 def assert_strict_schema_valid(path: Path, objects: list[dict]) -> None:
@@ -231,6 +231,8 @@ def test_iap_component_exposes_the_dashboard_with_a_websocket_timeout(addon_obje
     annotations = one(addon_objects, "Service")["metadata"]["annotations"]
     assert '"attnbench-dashboard"' in annotations["cloud.google.com/backend-config"]
     assert one(addon_objects, "ManagedCertificate")["spec"]["domains"] == ["bench.example.com"]
+    ingress = one(addon_objects, "Ingress")["metadata"]["annotations"]
+    assert ingress["kubernetes.io/ingress.global-static-ip-name"] == "lab-dashboard"
     assert not [o for o in addon_objects if o["kind"] == "Secret"], "no secret values belong in the manifests"
 
 
@@ -241,17 +243,35 @@ def test_kueue_component_labels_and_suspends_the_job(addon_objects):
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
 
 
-def test_make_render_writes_the_manifests(tmp_path):
-    done = subprocess.run(
+def make_render(out: Path, *settings: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`make render` of specs/lab5.yaml into `out`, with the test's results URI, image and kubectl."""
+    return subprocess.run(
         # --old-file: a test never reinstalls .venv under the running suite
         ["make", "--no-print-directory", "--old-file=.venv/.installed", "render", "SPEC=specs/lab5.yaml",
-         f"SHARDS={SHARDS}", "RUN=lab5-make",
-         f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={tool('kubectl')}", f"RENDER_DIR={tmp_path}"],
-        cwd=REPO, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+         f"SHARDS={SHARDS}", f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={tool('kubectl')}",
+         f"RENDER_DIR={out}", *settings],
+        cwd=REPO, capture_output=True, text=True, env={**(env or os.environ), "MAKEFLAGS": ""})
+
+
+def test_make_render_writes_the_manifests(tmp_path):
+    done = make_render(tmp_path, "RUN=lab5-make")
     assert done.returncode == 0, done.stdout + done.stderr
     job = one(list(yaml.safe_load_all((tmp_path / "lab5-make" / "job.yaml").read_text())), "Job")
     assert (job["metadata"]["name"], job["spec"]["completions"]) == ("lab5-make", SHARDS)
     assert (tmp_path / "lab5-make" / "platform.yaml").read_text().count("kind: Deployment") == 1
+
+
+def test_make_render_takes_the_dashboards_static_ip_from_terraform(tmp_path):
+    fake = tmp_path / "bin" / "terraform"  # answers the one question the Makefile asks: the IP's name for name = "lab"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\n[ "$*" = "-chdir=terraform output -raw dashboard_ip_name" ] && echo lab-dashboard\n')
+    fake.chmod(0o755)
+    done = make_render(tmp_path, "RUN=lab5-iap", "IAP_DOMAIN=bench.example.com",
+                       env={**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    platform = list(yaml.safe_load_all((tmp_path / "lab5-iap" / "platform.yaml").read_text()))
+    ingress = one(platform, "Ingress")["metadata"]["annotations"]
+    assert ingress["kubernetes.io/ingress.global-static-ip-name"] == "lab-dashboard"
 
 
 def test_render_refuses_bad_input(tmp_path):
@@ -263,6 +283,9 @@ def test_render_refuses_bad_input(tmp_path):
     digest = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", "r/attnbench@sha256:" + "0" * 64,
                        "--out", str(tmp_path))
     assert digest.returncode == 2 and "--dashboard-image is needed" in digest.stderr
+    no_ip = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", IMAGE,
+                      "--iap-domain", "bench.example.com", "--dashboard-ip-name", "", "--out", str(tmp_path))
+    assert no_ip.returncode == 2 and "--iap-domain needs --dashboard-ip-name" in no_ip.stderr
 
 
 def test_checkov_passes_k8s_with_every_skip_explained():
@@ -273,6 +296,6 @@ def test_checkov_passes_k8s_with_every_skip_explained():
 
 
 def test_checkov_passes_a_rendered_run_with_every_component(tmp_path):
-    render(tmp_path, "--gpu", "h100", "--queue", "team-a", "--iap-domain", "bench.example.com", run_id="lab5-checkov")
+    render(tmp_path, "--gpu", "h100", "--queue", "team-a", *IAP, run_id="lab5-checkov")
     reports = checkov("--directory", str(tmp_path / "lab5-checkov"), "--framework", "kubernetes")
     assert_clean(reports)

@@ -131,7 +131,7 @@ def test_runner_writes_and_dashboard_only_reads_through_wif_principals(config):
 def test_outputs_feed_the_makefile(config):
     outputs = {name for block in config["output"] for name in block}
     makefile = (REPO / "Makefile").read_text()
-    for name in ("image_repository", "results_uri"):
+    for name in ("image_repository", "results_uri", "dashboard_ip_name"):
         assert name in outputs and f"output -raw {name}" in makefile
 
 
