@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
-# attnbench images (README, "Running on GKE"):
-#   docker build --target runner    -t REGISTRY/attnbench:runner-TAG .     JAX + cuDNN + TransformerEngine, for GPU nodes
-#   docker build --target dashboard -t REGISTRY/attnbench:dashboard-TAG .  the Streamlit dashboard, no CUDA
+# attnbench images (README, "Running on GKE", step 2; amd64 even from an arm64 workstation, for the GKE nodes):
+#   docker buildx build --platform linux/amd64 --target runner -t REGISTRY/attnbench:runner-TAG --push .
+#       JAX + cuDNN + TransformerEngine, for GPU nodes
+#   docker buildx build --platform linux/amd64 --target dashboard -t REGISTRY/attnbench:dashboard-TAG --push .
+#       the Streamlit dashboard, no CUDA
 #
 # The GPU stack is PyPI's CUDA 12 wheels, pinned exactly, with TransformerEngine's JAX extension (PyPI ships it
 # as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
