@@ -1,14 +1,11 @@
-"""NVIDIA GPU facts for the manifest: NVML (or nvidia-smi) readings and a measured bf16 matmul ceiling."""
+"""NVIDIA GPU facts for the manifest: NVML (or nvidia-smi) readings, CUDA library versions, and the measured
+ceilings a cell's rates are compared with (bf16 matmul TFLOP/s, device-memory copy GB/s)."""
 
 from __future__ import annotations
 
 import subprocess
 
-import jax
-import jax.numpy as jnp
-
-from runner.machine import cuda_dotted
-from runner.timers import DeviceTimer
+from runner.record import GpuFacts
 
 SMI_FIELDS = {
     "name": "name",
@@ -16,79 +13,127 @@ SMI_FIELDS = {
     "driver": "driver_version",
     "sm_clock_mhz": "clocks.sm",
     "sm_clock_max_mhz": "clocks.max.sm",
+    "mem_clock_mhz": "clocks.mem",
     "temperature_c": "temperature.gpu",
+    "power_w": "power.draw",
     "power_limit_w": "power.limit",
 }
-# nvidia-smi prints text; give each reading NVML's type
-SMI_TYPES = {"memory_total_mib": int, "sm_clock_mhz": int, "sm_clock_max_mhz": int, "temperature_c": int,
-             "power_limit_w": float}
+SMI_TYPES = {"memory_total_mib": int, "sm_clock_mhz": int, "sm_clock_max_mhz": int, "mem_clock_mhz": int,
+             "temperature_c": int, "power_w": float, "power_limit_w": float}  # nvidia-smi prints text
 
 
-def _nvml_facts(index: int) -> dict:
-    import pynvml  # nvidia-ml-py
+def cuda_dotted(version: int) -> str:
+    """CUDA's 13000 -> 13.0."""
+    return f"{version // 1000}.{version % 1000 // 10}"
 
-    pynvml.nvmlInit()
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return {
-            "name": _text(pynvml.nvmlDeviceGetName(handle)),
-            "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
-            "driver": _text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver": cuda_dotted(pynvml.nvmlSystemGetCudaDriverVersion()),
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
-            "source": "nvml",
-        }
-    finally:
-        pynvml.nvmlShutdown()
+
+def cudnn_dotted(version: int) -> str:
+    """cuDNN 9's 91900 -> 9.19.0 (cuDNN 8 used 8906 -> 8.9.6)."""
+    major, rest = divmod(version, 10000) if version >= 90000 else divmod(version, 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
 
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _smi_facts(index: int) -> dict:
+def _nvml_facts(index: int) -> GpuFacts:
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return GpuFacts(
+            name=_text(pynvml.nvmlDeviceGetName(handle)),
+            memory_total_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
+            driver=_text(pynvml.nvmlSystemGetDriverVersion()),
+            cuda_driver=cuda_dotted(pynvml.nvmlSystemGetCudaDriverVersion()),
+            sm_clock_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            sm_clock_max_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            mem_clock_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            temperature_c=pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
+            power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
+            source="nvml",
+        )
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _smi_facts(index: int) -> GpuFacts:
     query = ",".join(SMI_FIELDS.values())
     out = subprocess.run(
         ["nvidia-smi", f"--id={index}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
         capture_output=True, text=True, timeout=20, check=True,
     ).stdout
-    values = zip(SMI_FIELDS, (v.strip() for v in out.strip().split(",")))
-    return {key: _typed(key, value) for key, value in values} | {"source": "nvidia-smi"}
+    values = dict(zip(SMI_FIELDS, (v.strip() for v in out.strip().split(","))))
+    return GpuFacts(**{key: _reading(key, value) for key, value in values.items()}, source="nvidia-smi")
 
 
-def _typed(key: str, value: str):
-    """A reading in NVML's type; text such as '[N/A]' stays as printed."""
+def _reading(key: str, value: str):
+    """A printed reading in NVML's type; '[N/A]' and the like are None."""
     try:
         return SMI_TYPES.get(key, str)(value)
     except ValueError:
-        return value
+        return None
 
 
-def readings(index: int = 0) -> dict:
-    """Name, memory, driver, SM clock and temperature now; {} when neither NVML nor nvidia-smi answers."""
+def readings(index: int = 0) -> GpuFacts | None:
+    """Name, memory, driver, clocks, power and temperature now; None when neither NVML nor nvidia-smi answers."""
     for read in (_nvml_facts, _smi_facts):
         try:
             return read(index)
         except Exception:  # no NVML library, no nvidia-smi, or a driver that refuses: try the next
             continue
-    return {}
+    return None
 
 
-def facts() -> dict:
-    """Static facts of device 0 (SM count from JAX) plus its readings at this moment."""
+def cuda_versions() -> dict[str, str]:
+    """The CUDA runtime and cuDNN versions jaxlib loaded; {} on a build without CUDA."""
+    try:
+        from jax._src.lib import cuda_versions  # private: present in CUDA builds of jaxlib
+    except ImportError:
+        return {}
+    if cuda_versions is None:
+        return {}
+    found = {}
+    try:
+        found["cuda_runtime"] = cuda_dotted(cuda_versions.cuda_runtime_get_version())
+        found["cudnn"] = cudnn_dotted(cuda_versions.cudnn_get_version())
+    except Exception:  # a missing getter or library only hides a version string
+        pass
+    return found
+
+
+def facts() -> GpuFacts | None:
+    """Readings of device 0, with its SM count from JAX."""
+    import jax
+
     device = jax.devices()[0]
     found = readings(device.id)
-    if cores := getattr(device, "core_count", None):
-        found["sm_count"] = cores
-    return found
+    cores = getattr(device, "core_count", None)
+    return found.model_copy(update={"sm_count": cores}) if found and cores else found
 
 
 def matmul_peak_tflops(size: int = 8192, calls: int = 20) -> float:
     """Measured bf16 ceiling: median kernel time of one size^3 matmul, as TFLOP/s."""
+    import jax
+    import jax.numpy as jnp
+
+    from runner.timers import DeviceTimer
+
     a, b = (jax.random.normal(jax.random.PRNGKey(i), (size, size), jnp.bfloat16) for i in (1, 2))
     matmul = jax.jit(jnp.matmul).lower(a, b).compile()
-    samples = sorted(DeviceTimer()(matmul, (a, b), calls))
-    return 2 * size**3 / samples[len(samples) // 2] / 1e12
+    return 2 * size**3 / DeviceTimer().median(matmul, (a, b), calls) / 1e12
+
+
+def memory_bandwidth_gbps(size_bytes: int = 4 << 30, calls: int = 20) -> float:
+    """Measured device-memory ceiling: bytes read plus written by a large copy over its median kernel time."""
+    import jax
+    import jax.numpy as jnp
+
+    from runner.timers import DeviceTimer
+
+    source = jnp.zeros(size_bytes // 4, jnp.float32)
+    copy = jax.jit(lambda x: x + 1.0).lower(source).compile()  # one read and one write of every element
+    return 2 * size_bytes / DeviceTimer().median(copy, (source,), calls) / 1e9

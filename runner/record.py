@@ -1,42 +1,53 @@
 """The result record: the one contract between the runner, the stores and the dashboard.
 
-Bump SCHEMA_VERSION on any change that an older reader would misread, and teach `upgrade` the step.
+Writers are strict, readers tolerant: building a record with a field this module does not define is an error,
+while a stored record with fields this reader does not know (written by a newer attnbench) reads, its extra
+fields kept as they were. Any change an older reader would misread bumps SCHEMA_VERSION and adds a step to
+MIGRATIONS, so that every record and manifest ever written reads through `upgrade` (as asv's update_to_N).
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
-SCHEMA_VERSION = 1
-Status = Literal["ok", "skipped", "failed", "oom", "incorrect"]
+from runner import shape
+
+SCHEMA_VERSION = 3
+Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
+READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields_only(cls, data: Any, info: ValidationInfo) -> Any:
+        """Refuse unknown fields unless a reader asked (context READING) to keep them."""
+        if isinstance(data, dict) and not (info.context or {}).get("reading"):
+            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+            if unknown := [str(key) for key in data if key not in known]:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        return data
 
 
-class Params(_Record):
-    """Every parameter of one cell, with defaults resolved (S and K always set)."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
-
-    batch: int
-    seq_len: int
-    kv_seq_len: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    dtype: str
-    causal: bool
-    pass_: str = Field(alias="pass")
+class _Params(_Record):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
 
     def as_dict(self) -> dict:
         return self.model_dump(by_alias=True)
+
+    def label(self) -> str:
+        return shape.label(self.as_dict())
+
+
+Params = shape.model("Params", "params", _Params, "Every parameter of one cell, with derived axes resolved.")
 
 
 def utc_now() -> str:
@@ -50,8 +61,8 @@ def cell_key(experiment: str, variant: str, params: Params) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-class Timing(_Record):
-    """Summary of one timer's samples, in seconds per call."""
+class TimerSummary(_Record):
+    """One timer's samples summarised, in seconds per call."""
 
     timer: str = Field(description="wall (host clock around call + block_until_ready), device or device_cold.")
     median_s: float
@@ -85,6 +96,65 @@ class Fp8Info(_Record):
     verdict: str = Field(description="One sentence a person can read.")
 
 
+class Compilation(_Record):
+    """How the timed program came to be."""
+
+    seconds: float = Field(description="Wall time of lowering and compiling it, wherever that was spent.")
+    cached: bool | None = Field(None, description="Loaded from the persistent compilation cache (None: no cache).")
+    shared_with: str | None = Field(None, description="The variant of this shape whose identical executable "
+                                    "(same HLO fingerprint) was reused instead of compiling again.")
+    ahead: bool = Field(False, description="Compiled in the background while an earlier cell was measured.")
+
+
+class Candidate(_Record):
+    """One configuration a tuned variant tried."""
+
+    config: dict[str, Any]
+    status: Literal["ok", "skipped", "failed"]
+    median_s: float | None = Field(None, description="Device (else wall) median of a short sample.")
+    reason: str = ""
+
+
+class Tuning(_Record):
+    """A variant's configuration search for this shape: the winner and what each candidate took."""
+
+    config: dict[str, Any] = Field(description="The configuration that was timed (the fastest candidate).")
+    candidates: list[Candidate]
+
+
+class Span(_Record):
+    """Least, typical and largest value of a reading over the timed window."""
+
+    min: float
+    median: float
+    max: float
+    mean: float | None = None
+
+
+class Telemetry(_Record):
+    """The GPU's state while the headline timer sampled (NVML, read every few milliseconds from a thread)."""
+
+    source: str = Field(description="nvml")
+    samples: int
+    sm_clock_mhz: Span
+    mem_clock_mhz: Span | None = None
+    power_w: Span | None = None
+    power_limit_w: float | None = None
+    temperature_c: Span | None = None
+    throttle: list[str] = Field(default_factory=list, description="Throttle reasons seen, in words.")
+    clock_spread: float = Field(description="(max - min) / max of the SM clock during the samples.")
+
+
+class PowerState(_Record):
+    """Which power regime the cell was sampled in, and how it got there."""
+
+    policy: Literal["steady", "burst"]
+    settled: bool | None = Field(None, description="steady: the SM clock settled (moved < 1 % over 0.5 s); "
+                                 "burst: the GPU was back at its idle clock and temperature. None: not observable.")
+    wait_s: float = Field(0.0, description="Seconds spent settling (steady) or cooling (burst) before sampling.")
+    note: str = ""
+
+
 class CellRecord(_Record):
     """One measured (or skipped) cell."""
 
@@ -98,8 +168,11 @@ class CellRecord(_Record):
     reason: str = ""
     started_at: str
     duration_s: float = Field(description="Wall time spent on the whole cell, compile and checks included.")
-    compile_s: float | None = None
-    timings: list[Timing] = Field(default_factory=list)
+    compile_s: float | None = Field(None, description="Seconds spent compiling the timed program.")
+    compilation: Compilation | None = None
+    phases: dict[str, float] = Field(default_factory=dict, description="Seconds of duration_s per phase: inputs, "
+                                     "reference, compile, check, tune, fp8, settle and one per timer.")
+    timings: list[TimerSummary] = Field(default_factory=list)
     timer: str | None = Field(None, description="The timer that median_s, tflops and gbps come from.")
     median_s: float | None = None
     flops: int = Field(description="4*B*N*H*(unmasked score elements); x3.5 for fwd_bwd.")
@@ -108,28 +181,74 @@ class CellRecord(_Record):
     tflops: float | None = None
     gbps: float | None = None
     pct_of_peak: float | None = Field(None, description="tflops as % of the machine's measured matmul ceiling.")
+    pct_of_bandwidth: float | None = Field(None, description="gbps as % of the machine's measured copy bandwidth.")
     temp_bytes: int | None = Field(None, description="compiled.memory_analysis().temp_size_in_bytes.")
     custom_calls: list[str] = Field(default_factory=list, description="HLO custom-call targets of the executable.")
-    backend: str | None = Field(None, description="What the compiled program runs: cudnn, transformer_engine or xla.")
+    backend: str | None = Field(None, description="What the compiled program runs, proved by its custom calls: "
+                                "a backend a variant declares (cudnn, transformer_engine, pallas_triton, ...) or xla.")
     kernels: list[str] = Field(default_factory=list, description="GPU kernels seen by the device timer.")
     correctness: Correctness | None = None
     fp8: Fp8Info | None = None
+    tuning: Tuning | None = None
+    power: PowerState | None = None
+    telemetry: Telemetry | None = None
+    telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
+    clock_unstable: bool | None = Field(None, description="The SM clock moved more than 2 % during the samples.")
+    energy_j: float | None = Field(None, description="Joules per call: mean power x median kernel time.")
+    tflops_per_j: float | None = Field(None, description="TFLOP per joule: flops / 1e12 / energy_j.")
+    worker: str | None = Field(None, description="The worker (library set) that measured the cell.")
+    attempts: int = Field(1, description="Processes that started this cell: more than 1 after a crash.")
 
     def row(self) -> dict:
-        """A flat dict for tables: params and correctness inlined, one column per timer's median."""
-        row = self.model_dump(exclude={"params", "correctness", "timings", "fp8"})
+        """A flat dict for tables: params, correctness, telemetry inlined; one column per timer and phase."""
+        row = self.model_dump(exclude={"params", "correctness", "timings", "fp8", "phases", "compilation", "tuning",
+                                       "power", "telemetry"})
         row.update(self.params.as_dict())
         row.update(self.correctness.model_dump() if self.correctness else {})
         for t in self.timings:
-            row[f"{t.timer}_median_s"] = t.median_s
-            row[f"{t.timer}_noise"] = t.noise
-            row[f"{t.timer}_samples"] = t.samples
-            row[f"{t.timer}_converged"] = t.converged
+            row.update({f"{t.timer}_{k}": getattr(t, k) for k in ("median_s", "q1_s", "q3_s", "noise", "samples",
+                                                                  "converged")})
+        row.update({f"phase_{name}_s": seconds for name, seconds in self.phases.items()})
         if self.fp8:
             row.update({f"fp8_{k}": v for k, v in self.fp8.model_dump().items()})
+        if self.compilation:
+            row.update({f"compile_{k}": v for k, v in self.compilation.model_dump().items() if k != "seconds"})
+        if self.tuning:
+            row["tuning_config"] = json.dumps(self.tuning.config, sort_keys=True)
+        if self.power:
+            row.update({"power_policy": self.power.policy, "power_settled": self.power.settled})
+        row.update(_telemetry_columns(self.telemetry))
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)
         return row
+
+
+def _telemetry_columns(t: Telemetry | None) -> dict:
+    if t is None:
+        return {}
+    columns = {f"sm_clock_{k}_mhz": v for k, v in t.sm_clock_mhz.model_dump().items()}
+    if t.power_w:
+        columns.update(power_mean_w=t.power_w.mean, power_max_w=t.power_w.max)
+    if t.temperature_c:
+        columns["temperature_max_c"] = t.temperature_c.max
+    return columns | {"power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle), "clock_spread": t.clock_spread}
+
+
+class GpuFacts(_Record):
+    """NVML (or nvidia-smi) readings of one GPU at a moment."""
+
+    name: str | None = None
+    memory_total_mib: int | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    sm_count: int | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    source: str | None = Field(None, description="nvml or nvidia-smi.")
 
 
 class Machine(_Record):
@@ -141,10 +260,28 @@ class Machine(_Record):
     device_count: int
     compute_capability: str | None = None
     versions: dict[str, str] = Field(default_factory=dict, description="jax, jaxlib, flax, cuda, cudnn, te, ...")
-    gpu: dict[str, object] = Field(
-        default_factory=dict, description="NVML facts at the start: name, memory, SMs, driver, SM clock, temperature."
-    )
+    gpu: GpuFacts | None = Field(None, description="NVML facts at the start: name, memory, SMs, driver, clocks.")
     matmul_peak_tflops: float | None = Field(None, description="Measured bf16 matmul ceiling on this device.")
+    memory_bandwidth_gbps: float | None = Field(None, description="Measured device-memory copy bandwidth "
+                                                "(read + write bytes of a large copy over its kernel time).")
+
+
+class VariantInfo(_Record):
+    """What a reader needs to know about a variant, kept with the run so old runs never need today's code."""
+
+    doc: str = ""
+    backend: str | None = Field(None, description="The backend its custom calls prove; None: decided when compiled.")
+    fp8_baseline: str | None = Field(None, description="FP8 variants: the bf16 variant it is compared with.")
+    requires: list[str] = Field(default_factory=list, description="Its requirements, in words.")
+    worker: str = Field("jax", description="The worker (library set) its cells run in.")
+
+
+class WorkerInfo(_Record):
+    """One worker process: the libraries it loaded and the variants it ran."""
+
+    versions: dict[str, str] = Field(default_factory=dict)
+    variants: list[str] = Field(default_factory=list)
+    error: str | None = Field(None, description="Why the worker's libraries could not be loaded.")
 
 
 class Manifest(_Record):
@@ -160,14 +297,84 @@ class Manifest(_Record):
     machine: Machine
     git_sha: str | None = None
     shard: str | None = Field(None, description="i/n when the run is one shard of several.")
-    gpu_at_end: dict[str, object] = Field(default_factory=dict, description="SM clock and temperature at the end.")
+    gpu_at_end: GpuFacts | None = Field(None, description="SM clock and temperature at the end.")
     cells_planned: int = 0
     argv: list[str] = Field(default_factory=list)
+    variants: dict[str, VariantInfo] = Field(default_factory=dict, description="Every variant the spec names.")
+    workers: dict[str, WorkerInfo] = Field(default_factory=dict, description="Worker processes by library set.")
+    phases: dict[str, float] = Field(default_factory=dict, description="Seconds per phase over every cell measured.")
+    compile_cache: str | None = Field(None, description="The persistent compilation cache used, or 'off'.")
 
 
-def upgrade(data: dict) -> dict:
-    """Bring a stored record of an older schema_version to the current one, or refuse."""
-    version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ValueError(f"schema_version {version!r} is not supported (this attnbench reads {SCHEMA_VERSION})")
+# --- migrations: one step per schema_version, applied in order --------------------------------------------------
+
+# What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs
+# read the same whatever variants exist today.
+V1_VARIANTS = {
+    "naive": VariantInfo(doc="From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights.",
+                         backend="xla"),
+    "xla": VariantInfo(doc='jax.nn.dot_product_attention(implementation="xla").', backend="xla"),
+    "cudnn": VariantInfo(doc='jax.nn.dot_product_attention(implementation="cudnn"): cuDNN\'s fused kernel.',
+                         backend="cudnn", requires=["NVIDIA GPU with compute capability >= 8.0",
+                                                    "dtype bfloat16 or float16", "head_dim a multiple of 8, <= 128"]),
+    "auto": VariantInfo(doc="jax.nn.dot_product_attention(implementation=None): JAX picks."),
+    "te": VariantInfo(doc="TransformerEngine flax DotProductAttention.", backend="transformer_engine",
+                      requires=["NVIDIA GPU with compute capability >= 8.0", "the transformer_engine package"]),
+    "te_fp8": VariantInfo(doc="The same module under te.autocast(DelayedScaling).", backend="transformer_engine",
+                          fp8_baseline="te", requires=["NVIDIA GPU with compute capability >= 8.9",
+                                                       "the transformer_engine package"]),
+    "cudnn_fp8": VariantInfo(doc="cuDNN FP8 flash attention (e4m3, per-tensor amax scales).", backend="cudnn",
+                             fp8_baseline="cudnn", requires=["NVIDIA GPU with compute capability >= 9.0",
+                                                             "dtype bfloat16", "forward only"]),
+}
+
+
+def _v1_to_v2(data: dict, kind: str) -> dict:
+    """Schema 2: manifests carry what a reader needs about each variant; GPU facts are typed (empty is None);
+    FP8 cells name their baseline."""
+    if kind == "manifest":
+        names = [v for exp in (data.get("spec") or {}).get("experiments", []) for v in exp.get("variants", [])]
+        data["variants"] = {n: V1_VARIANTS[n].model_dump() for n in dict.fromkeys(names) if n in V1_VARIANTS}
+        if isinstance(data.get("machine"), dict):
+            data["machine"]["gpu"] = data["machine"].get("gpu") or None
+        data["gpu_at_end"] = data.get("gpu_at_end") or None
+    elif isinstance(data.get("fp8"), dict) and data["fp8"].get("baseline") is None:
+        known = V1_VARIANTS.get(data.get("variant"))
+        data["fp8"]["baseline"] = known.fp8_baseline if known else None
     return data
+
+
+def _v2_to_v3(data: dict, kind: str) -> dict:
+    """Schema 3 adds fields an older reader would refuse (phases, compilation, tuning, power, telemetry, energy,
+    worker, attempts, workers, memory bandwidth) and the statuses `crashed` and `timeout`; nothing old changes."""
+    return data
+
+
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}  # version N -> the step that makes it N + 1
+
+
+def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:
+    """Bring a stored record or manifest of any earlier schema_version to this one, step by step.
+
+    A version newer than this reader's is left as it is: its known fields read and the rest are kept.
+    """
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"schema_version {version!r} is not a version")
+    if version < SCHEMA_VERSION:
+        data = copy.deepcopy(data)  # the steps edit nested objects in place
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data, kind)
+        version += 1
+        data["schema_version"] = version
+    return data
+
+
+def read_cell(data: dict) -> CellRecord:
+    """A stored cell record, upgraded and validated as a reader (unknown fields kept)."""
+    return CellRecord.model_validate(upgrade(data, "cell"), context=READING)
+
+
+def read_manifest(data: dict) -> Manifest:
+    """A stored manifest, upgraded and validated as a reader (unknown fields kept)."""
+    return Manifest.model_validate(upgrade(data, "manifest"), context=READING)

@@ -1,8 +1,13 @@
-"""Variant registry: each variant is one decorated function with its requirements beside it.
+"""Variant registry: each variant is one decorated function, with all its rules beside it.
 
-A variant function takes the cell's Params and returns `attend(q, k, v) -> out` with q of shape
-(B, T, N, H) and k, v of shape (B, S, K, H), all in the cell's dtype; the output has q's shape.
-A variant whose timed call takes other inputs (FP8 tensors and their scales) returns a Staged instead.
+A variant's build function takes the cell's Params and returns `attend(q, k, v) -> out` with q of shape
+(B, T, N, H) and k, v of shape (B, S, K, H), all in the cell's dtype; the output has q's shape. A variant whose
+timed call takes other inputs (FP8 tensors and their scales) returns a Staged; one with a configuration to
+search returns a Tuned. A variant declines a cell it cannot run, with a reason: statically by its Requires and
+its `check(params)`, or at build time by raising Skip (nvbench's `state.skip`).
+
+Importing this module, or any module of runner.variants, imports no GPU library: those load inside the build
+(or preload) functions, so validating a spec or reading results never pays for them.
 """
 
 from __future__ import annotations
@@ -10,13 +15,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from runner.machine import Device
-from runner.record import Params
+from runner.record import Params, VariantInfo
 
 Attend = Callable  # (q, k, v) -> out
+
+
+class Skip(Exception):
+    """Raised by a variant's build (or a worker's preload): this cell cannot run here, for the reason given."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,17 @@ class Staged:
 
 
 @dataclass(frozen=True)
+class Tuned:
+    """A configuration search: each config is built, compiled and briefly timed; the fastest is measured.
+
+    A config that cannot compile for this shape (it does not fit in shared memory, say) is skipped with the error.
+    """
+
+    configs: list[dict[str, Any]]
+    build: Callable[[dict[str, Any]], Attend | Staged]
+
+
+@dataclass(frozen=True)
 class Requires:
     """What a variant needs; anything unmet makes its cells `skipped` with a reason."""
 
@@ -37,41 +57,88 @@ class Requires:
     dtypes: tuple[str, ...] | None = None
     head_dim_multiple: int = 1
     max_head_dim: int | None = None
-    package: str | None = None
     passes: tuple[str, ...] = ("fwd", "fwd_bwd")
-    probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
+    package: str | None = None
+
+    def words(self) -> list[str]:
+        """The requirements as a reader of the manifest sees them."""
+        found = []
+        if self.gpu or self.min_compute_capability:
+            at_least = f" with compute capability >= {self.min_compute_capability:.1f}" if self.min_compute_capability else ""
+            found.append(f"NVIDIA GPU{at_least}")
+        if self.dtypes:
+            found.append(f"dtype {' or '.join(self.dtypes)}")
+        if self.head_dim_multiple > 1 or self.max_head_dim:
+            limit = f", <= {self.max_head_dim}" if self.max_head_dim else ""
+            found.append(f"head_dim a multiple of {self.head_dim_multiple}{limit}")
+        if tuple(self.passes) != ("fwd", "fwd_bwd"):
+            found.append(f"pass {' or '.join(self.passes)}")
+        if self.package:
+            found.append(f"the {self.package} package")
+        return found
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
-    build: Callable[[Params], Attend | Staged]
+    build: Callable[[Params], Attend | Staged | Tuned]
     requires: Requires
     doc: str
+    backend: str | None = None  # what its custom calls prove; None: decided when compiled (auto)
     fp8_baseline: str | None = None  # promises FP8: compared with this bf16 variant, verdict recorded
+    check: Callable[[Params], str | None] | None = None  # why it declines these params, or None
+    worker: str = "jax"  # cells run in a worker process per library set
+    preload: Callable[[], None] | None = None  # imports that must come before JAX's GPU backend starts
+    probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
+    rules: list[str] = field(default_factory=list)  # `check`'s rules in words, for the manifest
+
+    def info(self) -> VariantInfo:
+        return VariantInfo(doc=self.doc, backend=self.backend, fp8_baseline=self.fp8_baseline,
+                           requires=self.requires.words() + self.rules, worker=self.worker)
 
 
 VARIANTS: dict[str, Variant] = {}
+BACKENDS: dict[str, tuple[str, ...]] = {}  # backend -> custom-call target prefixes that prove it ran
+BROKEN: dict[str, str] = {}  # variant module -> why it could not be imported
 
 
-def variant(name: str, requires: Requires = Requires(), fp8_baseline: str | None = None):
-    """Register `build(params) -> attend | Staged` under `name`; FP8 variants name the bf16 variant they replace."""
+def variant(name: str, requires: Requires = Requires(), *, backend: str | None = None, proves: tuple[str, ...] = (),
+            fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
+            rules: tuple[str, ...] = (), worker: str = "jax", preload: Callable[[], None] | None = None,
+            probe: Callable[[], str | None] | None = None):
+    """Register `build(params) -> attend | Staged | Tuned` under `name`, with every rule of the variant:
+    `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
+    `worker` (library set) it runs in and that worker's `preload`, and for FP8 the bf16 variant it replaces."""
 
-    def register(build: Callable[[Params], Attend | Staged]) -> Callable[[Params], Attend | Staged]:
+    def register(build: Callable) -> Callable:
         doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
-        VARIANTS[name] = Variant(name, build, requires, doc, fp8_baseline)
+        if backend and proves:
+            BACKENDS.setdefault(backend, tuple(proves))
+        VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, worker, preload, probe,
+                                 list(rules))
         return build
 
     return register
 
 
 def load_all() -> dict[str, Variant]:
-    """Import every module of runner.variants so their decorators run."""
+    """Import every module of runner.variants so their decorators run; a module that fails is kept in BROKEN."""
     import runner.variants as package
 
     for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"{package.__name__}.{module.name}")
+        try:
+            importlib.import_module(f"{package.__name__}.{module.name}")
+        except Exception as error:  # one broken variant file must not take the others down
+            BROKEN[module.name] = f"{type(error).__name__}: {error}"
     return VARIANTS
+
+
+def backend_of(custom_calls: list[str]) -> str:
+    """The backend the compiled program's custom calls prove, else xla."""
+    for backend, prefixes in BACKENDS.items():
+        if any(call.startswith(prefixes) for call in custom_calls):
+            return backend
+    return "xla"
 
 
 def _needs_gpu(name: str, req: Requires) -> str:
@@ -79,20 +146,20 @@ def _needs_gpu(name: str, req: Requires) -> str:
     return f"{name} needs an NVIDIA GPU{capability}"
 
 
-def device_verdict(v: Variant, device: Device) -> str | None:
-    """Why `v` cannot run on this device at all, or None."""
+def unmet(v: Variant, device: Device) -> str | None:
+    """Why `v` cannot run on this device at all, or None (its probe, which may import GPU libraries, aside)."""
     req = v.requires
     capability, needed = device.compute_capability, req.min_compute_capability
     if (req.gpu or needed) and (capability is None or (needed and capability < needed)):
         return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
     if req.package and importlib.util.find_spec(req.package) is None:
         return f"{v.name} needs the Python package '{req.package}', which is not installed here"
-    return req.probe() if req.probe else None
+    return None
 
 
-def verdict(v: Variant, params: Params, device: Device) -> str | None:
-    """Why `v` cannot run this cell here, or None when it can."""
-    if reason := device_verdict(v, device):
+def decline(v: Variant, params: Params, device: Device) -> str | None:
+    """Why `v` declines this cell here, or None when it can run it (a build may still raise Skip)."""
+    if reason := unmet(v, device):
         return reason
     req = v.requires
     if req.dtypes and params.dtype not in req.dtypes:
@@ -103,4 +170,4 @@ def verdict(v: Variant, params: Params, device: Device) -> str | None:
         return f"{v.name} supports head_dim up to {req.max_head_dim}, not {params.head_dim}"
     if params.pass_ not in req.passes:
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
-    return None
+    return v.check(params) if v.check else None

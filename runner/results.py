@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runner.cells import expand
-from runner.record import CellRecord, Manifest, upgrade
+from runner.record import CellRecord, Manifest, read_cell, read_manifest
 from runner.shard import parse_shard
 from runner.spec import Spec
 
@@ -76,16 +76,16 @@ class Run:
         return self.manifest.run_id if self.manifest else str(self.dir).rstrip("/").rpartition("/")[2]
 
 
-def _record(text: str) -> dict:
+def _object(text: str) -> dict:
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object ({type(data).__name__})")
-    return upgrade(data)
+    return data
 
 
 def parse_manifest(text: str, where: str) -> tuple[Manifest | None, list[str]]:
     try:
-        return Manifest.model_validate(_record(text)), []
+        return read_manifest(_object(text)), []
     except (ValueError, ValidationError) as error:
         return None, [f"{where}: {_short(error)}"]
 
@@ -97,7 +97,7 @@ def parse_cells(text: str, where: str) -> tuple[list[CellRecord], list[str]]:
         if not line.strip():
             continue
         try:
-            cells.append(CellRecord.model_validate(_record(line)))
+            cells.append(read_cell(_object(line)))
         except (ValueError, ValidationError) as error:
             problems.append(f"{where}:{number}: {_short(error)}")
     return cells, problems

@@ -10,9 +10,13 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
 
-DType = Literal["float32", "bfloat16", "float16"]
-Pass = Literal["fwd", "fwd_bwd"]
-Size = Annotated[int, Field(strict=True, gt=0)]  # strict: YAML `true` or `2.0` is not a size
+from runner import shape
+
+Count = Annotated[int, Field(strict=True, gt=0, le=10_000_000)]
+Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]  # finite, positive, at most a week
+
+SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a run id starts with the spec's name, so the same rule holds for both
+DEFAULT_MAX_CELLS = 100_000
 
 
 class SpecError(Exception):
@@ -27,50 +31,13 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")  # `pass` only: no hidden `pass_` spelling
 
 
-class Shape(_Model):
-    """Problem size and numerics shared by every cell unless an experiment overrides them."""
-
-    batch: Size = Field(4, description="Batch size B.")
-    seq_len: Size = Field(128, description="Query sequence length T.")
-    kv_seq_len: Size | None = Field(None, description="Key/value sequence length S; defaults to seq_len.")
-    heads: Size = Field(8, description="Query heads N.")
-    kv_heads: Size | None = Field(
-        None, description="Key/value heads K; defaults to heads. K < N is GQA, K = 1 is MQA."
-    )
-    head_dim: Size = Field(64, description="Head dimension H.")
-    dtype: DType = Field("bfloat16", description="Dtype of Q, K, V and the output.")
-    causal: bool = Field(False, description="Apply a causal (lower-triangular) mask.")
-    pass_: Pass = Field(
-        "fwd", alias="pass", description="fwd times the forward call; fwd_bwd times forward plus gradients."
-    )
+Shape = shape.model("Shape", "defaults", _Model,
+                    "Problem size and numerics shared by every cell unless an experiment overrides them.")
+Overrides = shape.model("Overrides", "overrides", _Model, "An experiment's changes to the defaults; unset fields inherit.")
 
 
-class Overrides(_Model):
-    """An experiment's changes to the defaults; unset fields inherit."""
-
-    batch: Size | None = Field(None, description="Batch size B.")
-    seq_len: Size | None = Field(None, description="Query sequence length T.")
-    kv_seq_len: Size | None = Field(None, description="Key/value sequence length S.")
-    heads: Size | None = Field(None, description="Query heads N.")
-    kv_heads: Size | None = Field(None, description="Key/value heads K.")
-    head_dim: Size | None = Field(None, description="Head dimension H.")
-    dtype: DType | None = Field(None, description="Dtype of Q, K, V and the output.")
-    causal: bool | None = Field(None, description="Apply a causal mask.")
-    pass_: Pass | None = Field(None, alias="pass", description="fwd or fwd_bwd.")
-
-
-class Sweep(_Model):
+class Sweep(shape.model("_SweepAxes", "sweep", _Model, "")):
     """Axes to sweep; every combination (cartesian product) becomes a cell."""
-
-    batch: list[Size] | None = Field(None, min_length=1, description="Batch sizes.")
-    seq_len: list[Size] | None = Field(None, min_length=1, description="Query sequence lengths.")
-    kv_seq_len: list[Size] | None = Field(None, min_length=1, description="Key/value sequence lengths.")
-    heads: list[Size] | None = Field(None, min_length=1, description="Query head counts.")
-    kv_heads: list[Size] | None = Field(None, min_length=1, description="Key/value head counts.")
-    head_dim: list[Size] | None = Field(None, min_length=1, description="Head dimensions.")
-    dtype: list[DType] | None = Field(None, min_length=1, description="Dtypes.")
-    causal: list[bool] | None = Field(None, min_length=1, description="Mask settings.")
-    pass_: list[Pass] | None = Field(None, alias="pass", min_length=1, description="Passes.")
 
     def axes(self) -> dict[str, list]:
         """The axes that were given, by their spec name, in declaration order."""
@@ -90,15 +57,27 @@ class Experiment(Overrides):
         return self.model_dump(include=set(Overrides.model_fields), by_alias=True, exclude_none=True)
 
 
-class Timing(_Model):
-    """How samples are taken and when to stop."""
+class TimingSettings(_Model):
+    """How samples are taken, when to stop, and in which power state (the spec's `timing` section)."""
 
-    warmup: int = Field(3, ge=0, description="Calls after compilation that are not timed.")
-    min_samples: Size = Field(10, description="Samples taken before the noise test may stop.")
-    max_samples: Size = Field(500, description="Hard cap on samples.")
+    warmup: int = Field(3, ge=0, le=10_000, description="Calls after compilation that are not timed.")
+    min_samples: Count = Field(10, description="Samples taken before the noise test may stop.")
+    max_samples: Count = Field(500, description="Hard cap on samples.")
     target_noise: PositiveFloat = Field(0.05, description="Stop once IQR/median is at or below this.")
-    budget_s: PositiveFloat = Field(2.0, description="Time budget per cell and timer for sampling, in seconds.")
+    budget_s: Seconds = Field(2.0, description="Time budget per cell and timer for sampling, in seconds.")
+    wall_max_samples: Count = Field(
+        50, description="Cap on the wall timer's samples where a device timer is the headline: host noise at small "
+        "shapes rarely converges, so the wall timer would otherwise always run to its budget.")
+    wall_budget_s: Seconds = Field(0.5, description="The wall timer's time budget beside a device timer, in seconds.")
     cold: bool = Field(False, description="On a GPU, also take cold samples with L2 flushed before each call.")
+    power: Literal["steady", "burst"] = Field(
+        "steady", description="steady: run the call back to back until the SM clock settles, then sample (what a "
+        "sustained job sees); burst: wait for the idle clock and temperature, then take a short sample (a peak figure).")
+    settle_max_s: Seconds = Field(10.0, description="Longest wait for the clock to settle (steady) or the GPU to "
+                                  "cool back to idle (burst) before sampling anyway.")
+    cell_timeout_s: Seconds | None = Field(
+        None, description="A cell still running after this long is stopped and recorded `timeout`; default: derived "
+        "from the budgets (compile, checks and every timer's budget, with room to spare).")
 
 
 class Tolerances(_Model):
@@ -116,11 +95,16 @@ class Tolerances(_Model):
 class Spec(_Model):
     """An attnbench experiment spec."""
 
-    name: str = Field(min_length=1, description="Run name; the run id starts with it.")
+    name: str = Field(min_length=1, max_length=100, pattern=f"^{SPEC_NAME}$",
+                      description="Run name (letters, digits, '.', '_', '-'); the run id starts with it.")
     description: str = Field("", description="What this study is for.")
-    seed: int = Field(0, description="Seed of the normal random inputs.")
+    seed: int = Field(0, ge=0, lt=2**32, description="Seed of the normal random inputs (0 to 2^32-1).")
     defaults: Shape = Field(default_factory=Shape, description="Shape and numerics every experiment starts from.")
-    timing: Timing = Field(default_factory=Timing, description="Sampling settings.")
+    timing: TimingSettings = Field(default_factory=TimingSettings, description="Sampling settings.")
+    compile_cache: str | None = Field(
+        None, description="Persistent compilation cache: a folder, gs://bucket/prefix or 'off'; default "
+        "~/.cache/attnbench/jax (`run --compile-cache` overrides it).")
+    max_cells: Count = Field(DEFAULT_MAX_CELLS, description="Refuse a spec that expands to more cells than this.")
     tolerances: Tolerances = Field(default_factory=Tolerances, description="Correctness tolerances.")
     experiments: list[Experiment] = Field(min_length=1, description="The experiments, run in order.")
 
@@ -155,30 +139,45 @@ def _where(loc: tuple) -> str:
     return path or "spec"
 
 
+BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less_than": ("<", "lt"),
+          "less_than_equal": ("<=", "le")}
+
+
+def _short(value: object) -> str:
+    """A value for an error line, never more than 60 characters however large it is."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+
+
 def _message(err: dict) -> str:
     kind, ctx = err["type"], err.get("ctx", {})
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
         return "required"
-    if kind in ("greater_than", "greater_than_equal"):
-        return f"must be {'>' if kind == 'greater_than' else '>='} {ctx.get('gt', ctx.get('ge'))}"
+    if kind in BOUNDS:
+        sign, key = BOUNDS[kind]
+        return f"must be {sign} {ctx[key]}" + (f" (got {_short(err['input'])})" if sign[0] == "<" else "")
+    if kind == "string_pattern_mismatch":
+        return f"use letters, digits, '.', '_' and '-', starting with a letter or digit (got {_short(err['input'])})"
+    if kind == "string_too_long":
+        return f"must be at most {ctx['max_length']} characters"
     if kind == "too_short":
         return "must not be empty"
     if kind == "literal_error":
-        return f"must be one of {ctx['expected']} (got {err['input']!r})"
+        return f"must be one of {ctx['expected']} (got {_short(err['input'])})"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer (got {err['input']!r})"
+        return f"must be an integer (got {_short(err['input'])})"
     if kind in ("float_type", "float_parsing"):
-        return f"must be a number (got {err['input']!r})"
+        return f"must be a number (got {_short(err['input'])})"
     if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false (got {err['input']!r})"
+        return f"must be true or false (got {_short(err['input'])})"
     if kind in ("string_type",):
-        return f"must be a string (got {err['input']!r})"
+        return f"must be a string (got {_short(err['input'])})"
     if kind in ("list_type",):
-        return f"must be a list (got {err['input']!r})"
+        return f"must be a list (got {_short(err['input'])})"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"must be a mapping (got {err['input']!r})"
+        return f"must be a mapping (got {_short(err['input'])})"
     return err["msg"]
 
 

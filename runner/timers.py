@@ -1,28 +1,67 @@
 """Timers and adaptive sampling.
 
-A timer takes a compiled function, its arguments and a count n, and returns n samples in seconds per
-call. `sample` keeps asking it for more until the noise target, the cap or the cell's time budget is
-reached. Device timers also keep the names of the kernels the last call launched.
+A timer takes a compiled function, its arguments and a count n, and returns Samples: n seconds-per-call values
+and the kernels the calls launched. `sample` keeps asking it for more until the noise target, the cap or the
+time budget is reached, and returns the summary with the kernels.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-import jax
 import numpy as np
 
-from runner.record import Timing
-from runner.spec import Timing as TimingSettings
+from runner.record import TimerSummary
+from runner.spec import TimingSettings
 
 BATCH = 5  # samples asked of a timer at a time
+
+
+@dataclass(frozen=True)
+class Samples:
+    seconds: list[float]
+    kernels: list[str] = field(default_factory=list)  # the last call's kernels, in launch order
 
 
 class Timer(Protocol):
     name: str
 
-    def __call__(self, fn: Callable, args: tuple, n: int) -> list[float]: ...
+    def __call__(self, fn: Callable, args: tuple, n: int) -> Samples: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """When one timer stops sampling."""
+
+    warmup: int
+    min_samples: int
+    max_samples: int
+    target_noise: float
+    budget_s: float
+
+
+def limits(timer: str, headline: str, settings: TimingSettings) -> Limits:
+    """The spec's limits; the wall timer beside a device headline gets its own smaller cap and budget."""
+    capped = timer == "wall" and headline != "wall"
+    max_samples = min(settings.max_samples, settings.wall_max_samples) if capped else settings.max_samples
+    return Limits(
+        warmup=settings.warmup,
+        min_samples=min(settings.min_samples, max_samples),
+        max_samples=max_samples,
+        target_noise=settings.target_noise,
+        budget_s=min(settings.budget_s, settings.wall_budget_s) if capped else settings.budget_s,
+    )
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """What `sample` made: the summary, the kernels seen, and the wall seconds it took (warm-up included)."""
+
+    summary: TimerSummary
+    kernels: list[str]
+    seconds: float
 
 
 class WallTimer:
@@ -30,20 +69,22 @@ class WallTimer:
 
     name = "wall"
 
-    def __call__(self, fn: Callable, args: tuple, n: int) -> list[float]:
-        samples = []
+    def __call__(self, fn: Callable, args: tuple, n: int) -> Samples:
+        import jax
+
+        seconds = []
         for _ in range(n):
             start = time.perf_counter()
             jax.block_until_ready(fn(*args))
-            samples.append(time.perf_counter() - start)
-        return samples
+            seconds.append(time.perf_counter() - start)
+        return Samples(seconds)
 
 
-def summarise(name: str, samples: list[float], target_noise: float) -> Timing:
+def summarise(name: str, samples: list[float], target_noise: float) -> TimerSummary:
     """Median, quartiles, min and IQR/median of the samples."""
     q1, median, q3 = np.percentile(samples, [25, 50, 75])
     noise = float((q3 - q1) / median) if median > 0 else 0.0
-    return Timing(
+    return TimerSummary(
         timer=name,
         median_s=float(median),
         q1_s=float(q1),
@@ -55,19 +96,24 @@ def summarise(name: str, samples: list[float], target_noise: float) -> Timing:
     )
 
 
-def sample(timer: Timer, fn: Callable, args: tuple, settings: TimingSettings) -> Timing:
+def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callable[[], float] = time.perf_counter
+           ) -> Sampled:
     """At least min_samples; then stop at target noise, max_samples or the time budget."""
-    if settings.warmup:
-        timer(fn, args, settings.warmup)
-    samples: list[float] = []
-    deadline = time.perf_counter() + settings.budget_s
+    start = clock()
+    if limit.warmup:
+        timer(fn, args, limit.warmup)
+    seconds: list[float] = []
+    kernels: list[str] = []
+    deadline = clock() + limit.budget_s
     while True:
-        samples += timer(fn, args, min(BATCH, settings.max_samples - len(samples)))
-        if len(samples) < settings.min_samples:
+        got = timer(fn, args, min(BATCH, limit.max_samples - len(seconds)))
+        seconds += got.seconds
+        kernels = got.kernels or kernels
+        if len(seconds) < limit.min_samples:
             continue
-        summary = summarise(timer.name, samples, settings.target_noise)
-        if summary.converged or len(samples) >= settings.max_samples or time.perf_counter() > deadline:
-            return summary
+        summary = summarise(timer.name, seconds, limit.target_noise)
+        if summary.converged or len(seconds) >= limit.max_samples or clock() > deadline:
+            return Sampled(summary, kernels, clock() - start)
 
 
 def _profiler():
@@ -81,19 +127,19 @@ class DeviceTimer:
 
     name = "device"
 
-    def __init__(self):
-        self.kernels: list[str] = []
-
-    def __call__(self, fn: Callable, args: tuple, n: int) -> list[float]:
+    def __call__(self, fn: Callable, args: tuple, n: int) -> Samples:
         _, timings = _profiler().measure(fn, aggregate=False, iterations=n)(*args)
         if timings is None:
             raise RuntimeError("CUPTI saw no kernel launched by this call")
         per_call = [timings] if n == 1 else timings  # measure() unwraps a single iteration
-        self.kernels = [name for name, _ in per_call[0]]
-        return [sum(ms for _, ms in kernels) / 1e3 for kernels in per_call]
+        return Samples([sum(ms for _, ms in kernels) / 1e3 for kernels in per_call], [k for k, _ in per_call[-1]])
+
+    def median(self, fn: Callable, args: tuple, n: int) -> float:
+        """The median of n samples, for a ceiling measured once."""
+        return float(np.median(self(fn, args, n).seconds))
 
 
-class ColdDeviceTimer(DeviceTimer):
+class ColdDeviceTimer:
     """Kernel time with L2 flushed before every call: a buffer larger than L2 is rewritten in between.
 
     profiler.measure warms up before it times, which would refill L2, so this drives the same CUPTI
@@ -103,16 +149,19 @@ class ColdDeviceTimer(DeviceTimer):
     name = "device_cold"
 
     def __init__(self, flush_bytes: int = 512 << 20):
-        super().__init__()
+        import jax
+
         self.buffer = jax.numpy.zeros(flush_bytes // 4, jax.numpy.float32)
         self.flush = jax.jit(lambda b: b + 1.0)
         jax.block_until_ready(self.flush(self.buffer))
         _, flush_kernels = _profiler().measure(self.flush, aggregate=False)(self.buffer)
         self.flush_launches = len(flush_kernels)
 
-    def __call__(self, fn: Callable, args: tuple, n: int) -> list[float]:
+    def __call__(self, fn: Callable, args: tuple, n: int) -> Samples:
+        import jax
+
         ext = _profiler().mosaic_gpu_lib._mosaic_gpu_ext
-        samples = []
+        seconds, kernels = [], []
         for _ in range(n):
             ext._cupti_init()
             try:
@@ -121,6 +170,5 @@ class ColdDeviceTimer(DeviceTimer):
             finally:
                 timings = ext._cupti_get_timings(True)
             kernels = timings[self.flush_launches :]
-            self.kernels = [name for name, _ in kernels]
-            samples.append(sum(ms for _, ms in kernels) / 1e3)
-        return samples
+            seconds.append(sum(ms for _, ms in kernels) / 1e3)
+        return Samples(seconds, [name for name, _ in kernels])
