@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
+from runner import shape
 from runner.record import Params, cell_key
 from runner.spec import Spec
 
@@ -20,24 +22,17 @@ class Cell:
         return cell_key(self.experiment, self.variant, self.params)
 
     def label(self) -> str:
-        p = self.params
-        gqa = f" K{p.kv_heads}" if p.kv_heads != p.heads else ""
-        s = f" S{p.kv_seq_len}" if p.kv_seq_len != p.seq_len else ""
-        mask = " causal" if p.causal else ""
-        return (
-            f"{self.experiment}/{self.variant} B{p.batch} T{p.seq_len}{s} N{p.heads}{gqa} H{p.head_dim} "
-            f"{p.dtype}{mask} {p.pass_}"
-        )
+        return f"{self.experiment}/{self.variant} {self.params.label()}"
 
 
-def resolve(shape: dict) -> Params:
-    """Fill S from T and K from N where unset."""
-    shape = dict(shape)
-    if shape.get("kv_seq_len") is None:
-        shape["kv_seq_len"] = shape["seq_len"]
-    if shape.get("kv_heads") is None:
-        shape["kv_heads"] = shape["heads"]
-    return Params.model_validate(shape)
+def resolve(values: dict) -> Params:
+    """Params from shape values by spec name, derived axes (S from T, K from N) filled where unset."""
+    return Params.model_validate(shape.resolved(values))
+
+
+def count(spec: Spec) -> int:
+    """How many cells the spec makes at most, without expanding it (repeated sweep values counted twice)."""
+    return sum(len(exp.variants) * math.prod(len(v) for v in exp.sweep.axes().values()) for exp in spec.experiments)
 
 
 def expand(spec: Spec) -> list[Cell]:

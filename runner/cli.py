@@ -2,12 +2,16 @@
 
 Exit codes: 0 done; 1 internal error; 2 bad input (spec, arguments, run folder, store URI); 3 results not
 uploaded to the store (the error names the local spool folder that holds them; rerun with the same run id to
-upload); 75 interrupted by SIGTERM, results flushed and uploaded (rerun with the same run id to resume).
+upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
 """
 
 from __future__ import annotations
 
-import argparse
+from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
+
+TERMINATION.install()
+
+import argparse  # noqa: E402
 import json
 import math
 import os
@@ -46,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long one store call retries before giving up for now (default: 120)")
     run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
     run.add_argument("--variants", nargs="+", metavar="VARIANT", help="run only these variants")
-    run.add_argument("--dry-run", action="store_true", help="list the cells and their skip verdicts, run nothing")
+    run.add_argument("--compile-cache", metavar="DIR|gs://…|off",
+                     help="persistent compilation cache (default: the spec's compile_cache, else ~/.cache/attnbench/jax)")
+    run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
+                     help="compile the next cells' programs while a cell is checked (default: on)")
+    run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
     validate.add_argument("spec")
@@ -167,9 +175,34 @@ def _run_exit(outcome, spool, location: str) -> int:
     return EXIT_OK
 
 
+def _dry_run(cells, shard, console: Console) -> int:
+    """Each cell and why it would be skipped here (this imports JAX to know the device)."""
+    from runner.machine import current_device
+    from runner.registry import VARIANTS, decline
+
+    device = current_device()
+    for cell in cells:
+        reason = decline(VARIANTS[cell.variant], cell.params, device)
+        console.print(f"{cell.label()}: {'skip: ' + reason if reason else 'run'}", highlight=False)
+    console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
+    return EXIT_OK
+
+
+def _writable(store) -> None:
+    """A store that cannot take results is bad input before the first cell; one out of reach is retried."""
+    from runner.store import StoreError, StoreUnavailable
+
+    try:
+        store.with_timeout(10.0).probe()
+    except StoreError as error:
+        raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
+    except StoreUnavailable as error:
+        print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
+
+
 def cmd_run(args, console: Console) -> int:
     from runner.report import print_tables, summary_line
-    from runner.run import execute, new_run_id, skip_reason
+    from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
 
@@ -178,20 +211,18 @@ def cmd_run(args, console: Console) -> int:
     cells = _select(spec, args.only, args.variants)
     cells = select(cells, shard) if shard else cells
     if args.dry_run:
-        for cell in cells:
-            reason = skip_reason(cell)
-            console.print(f"{cell.label()}: {'skip: ' + reason if reason else 'run'}", highlight=False)
-        console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
-        return EXIT_OK
+        return _dry_run(cells, shard, console)
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
     store = _open_store(args.out, args.store_timeout)
     run_id = _run_id(args.run_id or new_run_id(spec))
+    _writable(store)
     spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
     location = store.location(run_id)
     console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
+    options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with _store_errors():
-        outcome = execute(spec, cells, store, spool, console, sys.argv, args.flush_every)
+        outcome = execute(spec, cells, store, spool, console, sys.argv, options)
     records = spool.records()
     print_tables(records, console)
     console.print(f"{summary_line(records)}\nresults: {location}", highlight=False)
@@ -206,26 +237,50 @@ def cmd_validate(args, console: Console) -> int:
     return EXIT_OK
 
 
+def _preloads(variants) -> dict[str, str | None]:
+    """Each worker's preload run here (before JAX's GPU backend starts): why it fails, or None."""
+    from runner.registry import Skip
+
+    failed = {}
+    for v in variants.values():
+        if v.preload and v.worker not in failed:
+            try:
+                v.preload()
+                failed[v.worker] = None
+            except Skip as reason:
+                failed[v.worker] = str(reason)
+    return failed
+
+
 def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
-    from runner.registry import device_verdict
+    from runner.registry import BROKEN, unmet
 
-    variants = _variants()  # before the device: TransformerEngine must load ahead of JAX's GPU backend
+    variants = _variants()
+    preloads = _preloads(variants)  # before the device: TransformerEngine must load ahead of JAX's GPU backend
     device = current_device()
     table = Table(title=f"variants on {device.describe()}", title_justify="left")
-    for col in ("variant", "here", "what it is"):
+    for col in ("variant", "backend", "here", "what it is"):
         table.add_column(col)
     for name, v in sorted(variants.items()):
-        reason = device_verdict(v, device)
-        table.add_row(name, f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]", v.doc)
+        reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
+        table.add_row(name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
+                      v.doc)
+    for module, error in sorted(BROKEN.items()):
+        table.add_row(f"runner.variants.{module}", "-", f"[red]broken[/]: {error}", "")
     console.print(table)
     return EXIT_OK
 
 
 def cmd_env(args, console: Console) -> int:
-    from runner.machine import describe_here
+    import jax
 
-    console.print_json(describe_here().model_dump_json())
+    from runner import gpu, machine
+
+    device = machine.current_device()
+    versions = machine.versions() | gpu.cuda_versions()
+    facts = gpu.facts() if device.compute_capability else None
+    console.print_json(machine.describe(device, jax.device_count(), versions, facts).model_dump_json())
     return EXIT_OK
 
 
@@ -329,6 +384,14 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except Interrupted:
+        print("interrupted by SIGTERM before measuring began; nothing to upload", file=sys.stderr)
+        return EXIT_SIGTERM
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     console = Console(highlight=False)
     if not console.is_terminal:

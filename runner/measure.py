@@ -1,49 +1,87 @@
-"""One cell, measured: build, compile, inspect, check against float32, time, summarise."""
+"""One cell, measured, as steps that each return what they made:
+
+inputs and float32 reference (once per shape) -> build (a variant may Skip) -> compile (or tune: search the
+variant's configurations) -> check against the reference -> FP8 evidence -> power state -> timers.
+The Measurer runs the steps for a cell, keeps the seconds each took, and assembles the record from what the
+steps returned.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
+import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-from runner import metrics
+from runner import metrics, power
 from runner.attention import reference_attention
 from runner.cells import Cell
-from runner.record import CellRecord, Correctness, Fp8Info, Params, utc_now
-from runner.registry import VARIANTS, Staged, Variant
-from runner.spec import Spec
-from runner.timers import Timer, sample
+from runner.compiler import UNTIMED, Program, compile_timed
+from runner.machine import Device
+from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry, Tuning,
+                           Candidate, utc_now)
+from runner.registry import VARIANTS, Skip, Staged, Tuned, Variant, backend_of, decline
+from runner.spec import Spec, TimingSettings
+from runner.timers import Limits, Sampled, Timer, limits, sample
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 FP8_TYPE = re.compile(r"\bf8e[45]m[23]")
 FP8_KERNEL = re.compile(r"f8|fp8|e4m3", re.IGNORECASE)
+TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
 
 
-@dataclass
-class Problem:
-    """Inputs of one shape and the float32 truth for them."""
+class Stopwatch:
+    """Seconds per phase of one cell."""
+
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+
+# --- inputs and the float32 truth ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputsAndReference:
+    """One shape's inputs and the float32 results every variant is checked against."""
 
     args: tuple  # q, k, v (and the output cotangent under fwd_bwd)
-    ref: tuple  # out (and dq, dk, dv under fwd_bwd), float32
+    expected: tuple  # out (and dq, dk, dv under fwd_bwd), float32
     unmasked_rows: jax.Array | None  # causal: rows 0 and T-1 of unmasked attention
+
+
+def input_shapes(p: Params) -> list[tuple[int, ...]]:
+    """q, k, v (and dO under fwd_bwd)."""
+    q, kv = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
+    return [q, kv, kv] + ([q] if p.pass_ == "fwd_bwd" else [])
+
+
+def _normal(key, shape: tuple, dtype: str):
+    return jax.random.normal(key, shape, jnp.float32).astype(jnp.dtype(dtype))
 
 
 def make_inputs(p: Params, seed: int) -> tuple:
     """Seeded normal Q, K, V (and dO) in the cell's dtype."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 4)
-    dtype = jnp.dtype(p.dtype)
-    shapes = [(p.batch, p.seq_len, p.heads, p.head_dim)] + [(p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)] * 2
-    if p.pass_ == "fwd_bwd":
-        shapes.append(shapes[0])
-    return tuple(jax.random.normal(key, shape, jnp.float32).astype(dtype) for key, shape in zip(keys, shapes))
+    return tuple(UNTIMED(_normal, key, shape=shape, dtype=p.dtype) for key, shape in zip(keys, input_shapes(p)))
 
 
-@functools.partial(jax.jit, static_argnames=("causal", "with_grads"))
 def _reference_chunk(q, k, v, dout, q_offset, causal: bool, with_grads: bool):
     attend = functools.partial(reference_attention, causal=causal, q_offset=q_offset)
     if not with_grads:
@@ -63,7 +101,8 @@ def reference(p: Params, args: tuple) -> tuple:
     for start in range(0, p.seq_len, rows):
         chunk = slice(start, start + rows)
         d_chunk = dout[:, chunk] if with_grads else dout
-        parts = _reference_chunk(q[:, chunk], k, v, d_chunk, start, p.causal, with_grads)
+        parts = UNTIMED(_reference_chunk, q[:, chunk], k, v, d_chunk, jnp.int32(start), causal=p.causal,
+                        with_grads=with_grads)
         outs.append(parts[0])
         if with_grads:
             grads_q.append(parts[1])
@@ -72,27 +111,48 @@ def reference(p: Params, args: tuple) -> tuple:
     return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
 
 
-def make_problem(p: Params, seed: int) -> Problem:
-    args = make_inputs(p, seed)
-    ref = reference(p, args)
-    unmasked = None
-    if p.causal and p.seq_len >= p.kv_seq_len > 1:
-        rows = jnp.array([0, p.seq_len - 1])
-        unmasked = reference_attention(args[0][:, rows], args[1], args[2], causal=False)
-    return Problem(args, ref, unmasked)
+def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
+    """Causal cells: rows 0 and T-1 of attention without the mask, for the lab's first/last row check."""
+    if not (p.causal and p.seq_len >= p.kv_seq_len > 1):
+        return None
+    rows = jnp.array([0, p.seq_len - 1])
+    return UNTIMED(reference_attention, args[0][:, rows], args[1], args[2], causal=False)
 
 
-@jax.jit
-def _errors(out, ref):
-    diff = out.astype(jnp.float32) - ref
-    return jnp.max(jnp.abs(diff)), jnp.linalg.norm(diff) / jnp.linalg.norm(ref)
+def needed_bytes(p: Params) -> int:
+    """Device memory for the inputs and the float32 reference of a shape, one reference chunk included."""
+    q, kv = metrics.tensor_bytes(p)
+    inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
+    f32 = 4 // metrics.ITEMSIZE[p.dtype]
+    expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
+    return inputs + expected + min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * p.kv_seq_len * 4)
 
 
-def rel_err(out, ref) -> float:
-    return float(_errors(out, ref)[1])
+# --- compile, check, FP8 evidence ------------------------------------------------------------------------------
 
 
-def with_grads(attend):
+@dataclass(frozen=True)
+class Compiled:
+    """A variant made ready for one cell: the timed program, how to make its arguments from the cell's inputs,
+    and how to read its output. Compiling needs only the inputs' shapes, so it can happen ahead of them."""
+
+    program: Program
+    prepare: Callable | None  # (q, k, v) -> the timed call's arguments (FP8 tensors and scales); None: the inputs
+    finish: Callable  # compiled output -> output (and grads) comparable with the reference
+    custom_calls: list[str]
+    temp_bytes: int | None
+    hlo: str
+
+    @property
+    def backend(self) -> str:
+        return backend_of(self.custom_calls)
+
+    def arguments(self, inputs: tuple) -> tuple:
+        """The timed call's arguments for these inputs (staged, untimed, where the variant asks)."""
+        return jax.block_until_ready(UNTIMED(self.prepare, *inputs[:3])) if self.prepare else inputs
+
+
+def with_grads(attend: Callable) -> Callable:
     """fwd_bwd: the output and dq, dk, dv for a given output cotangent."""
 
     def forward_backward(q, k, v, dout):
@@ -102,47 +162,62 @@ def with_grads(attend):
     return forward_backward
 
 
-@dataclass
-class Prepared:
-    """A variant made ready for one cell: the compiled timed call, its arguments, and how to read its output."""
-
-    compiled: object
-    args: tuple
-    finish: object  # compiled output -> output (and grads) comparable with the reference
-    compile_s: float
+def input_avals(p: Params) -> tuple:
+    """Shapes and dtype of the cell's inputs: all that lowering needs."""
+    return tuple(jax.ShapeDtypeStruct(s, jnp.dtype(p.dtype)) for s in input_shapes(p))
 
 
-def prepare(variant: Variant, p: Params, inputs: tuple) -> Prepared:
-    """Build the variant, convert inputs if it is staged, then jit, lower and compile the timed call."""
-    built = variant.build(p)
+def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
+    """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
     staged = built if isinstance(built, Staged) else None
     fn = staged.attend if staged else built
     fn = with_grads(fn) if p.pass_ == "fwd_bwd" else fn
-    args = jax.block_until_ready(jax.jit(staged.prepare)(*inputs[:3])) if staged else inputs
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return Prepared(compiled, args, staged.finish if staged else (lambda out: out), time.perf_counter() - start)
+    avals = input_avals(p)
+    args = jax.eval_shape(staged.prepare, *avals[:3]) if staged else avals
+    program = compile_timed(fn, args, shared, name)
+    memory = program.executable.memory_analysis()
+    hlo = program.executable.as_text()
+    return Compiled(
+        program=program,
+        prepare=staged.prepare if staged else None,
+        finish=staged.finish if staged else (lambda out: out),
+        custom_calls=sorted(set(CUSTOM_CALL.findall(hlo))),
+        temp_bytes=int(memory.temp_size_in_bytes) if memory is not None else None,
+        hlo=hlo,
+    )
 
 
-def backend_of(custom_calls: list[str]) -> str:
-    if any(c.startswith("__cudnn$fmha") for c in custom_calls):
-        return "cudnn"
-    if any("te_fused_attn" in c for c in custom_calls):
-        return "transformer_engine"
-    return "xla"
+def as_tuple(outputs) -> tuple:
+    """A forward call returns out, a fwd_bwd call (out, dq, dk, dv): make both a tuple."""
+    return outputs if isinstance(outputs, tuple) else (outputs,)
 
 
-def check(p: Params, outputs, problem: Problem, tolerance: float, grad_tolerance: float) -> Correctness:
+def run_once(compiled: Compiled, args: tuple) -> tuple:
+    """The cell's output (and gradients) in the cell's dtype."""
+    return as_tuple(compiled.finish(jax.block_until_ready(compiled.program.executable(*args))))
+
+
+def _errors(out, ref):
+    diff = out.astype(jnp.float32) - ref
+    return jnp.max(jnp.abs(diff)), jnp.linalg.norm(diff) / jnp.linalg.norm(ref)
+
+
+def rel_err(out, ref) -> float:
+    return float(UNTIMED(_errors, out, ref)[1])
+
+
+def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: float,
+               grad_tolerance: float) -> Correctness:
     """Errors against the float32 reference, and the lab's causal check; outputs is (out[, dq, dk, dv])."""
-    max_abs, rel = (float(x) for x in _errors(outputs[0], problem.ref[0]))
+    max_abs, rel = (float(x) for x in UNTIMED(_errors, outputs[0], truth.expected[0]))
     grads = None
     if p.pass_ == "fwd_bwd":
-        grads = {name: rel_err(g, r) for name, g, r in zip(("dq", "dk", "dv"), outputs[1:], problem.ref[1:])}
+        grads = {name: rel_err(g, r) for name, g, r in zip(("dq", "dk", "dv"), outputs[1:], truth.expected[1:])}
     first_changed = last_unchanged = None
-    if problem.unmasked_rows is not None:
+    if truth.unmasked_rows is not None:
         rows = outputs[0][:, jnp.array([0, p.seq_len - 1])]
-        first_changed = rel_err(rows[:, :1], problem.unmasked_rows[:, :1]) > tolerance
-        last_unchanged = rel_err(rows[:, 1:], problem.unmasked_rows[:, 1:]) <= tolerance
+        first_changed = rel_err(rows[:, :1], truth.unmasked_rows[:, :1]) > tolerance
+        last_unchanged = rel_err(rows[:, 1:], truth.unmasked_rows[:, 1:]) <= tolerance
     return Correctness(
         max_abs_err=max_abs,
         rel_err=rel,
@@ -166,11 +241,6 @@ def incorrect_reason(c: Correctness) -> str:
     return ""
 
 
-def as_tuple(outputs) -> tuple:
-    """A forward call returns out, a fwd_bwd call (out, dq, dk, dv): make both a tuple."""
-    return outputs if isinstance(outputs, tuple) else (outputs,)
-
-
 def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str, diff: float) -> str:
     """One sentence on whether FP8 reached attention."""
     if not in_hlo:
@@ -183,111 +253,284 @@ def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str
     return "FP8 attention: f8 types in the compiled program" + (" and an f8 kernel ran" if in_kernels else "")
 
 
-def fp8_info(variant: Variant, p: Params, problem: Problem, outputs: tuple, hlo: str, kernels: list[str]) -> Fp8Info:
+def fp8_step(variant: Variant, p: Params, truth: InputsAndReference, outputs: tuple, compiled: Compiled,
+             kernels: list[str], shared: dict) -> Fp8Info:
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the bf16 baseline."""
-    in_hlo = bool(FP8_TYPE.search(hlo))
+    in_hlo = bool(FP8_TYPE.search(compiled.hlo))
     in_kernels = any(FP8_KERNEL.search(k) for k in kernels) if kernels else None
-    baseline = prepare(VARIANTS[variant.fp8_baseline], p, problem.args)
-    base_out = as_tuple(baseline.finish(baseline.compiled(*baseline.args)))
-    diff = rel_err(outputs[0], base_out[0].astype(jnp.float32))
+    baseline_name = variant.fp8_baseline
+    baseline = compile_step(baseline_name, VARIANTS[baseline_name].build(p), p, shared)
+    diff = rel_err(outputs[0], run_once(baseline, baseline.arguments(truth.args))[0].astype(jnp.float32))
     return Fp8Info(
-        baseline=variant.fp8_baseline,
+        baseline=baseline_name,
         in_hlo=in_hlo,
         in_kernels=in_kernels,
         rel_err_vs_bf16=diff,
-        verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, variant.fp8_baseline, diff),
+        verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, baseline_name, diff),
     )
+
+
+def _first_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:500]
+
+
+def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -> tuple[Compiled, Tuning]:
+    """Compile and briefly time every configuration; the fastest is the cell's program. A configuration that does
+    not compile here (too much shared memory, say) is skipped with its error; when none does, the cell is."""
+    candidates, best = [], None
+    for config in tuned.configs:
+        try:
+            compiled = compile_step(name, tuned.build(config), p, {})
+            args = compiled.arguments(inputs)
+            median = sample(timer, compiled.program.executable, args, TUNE_LIMITS).summary.median_s
+        except Skip as reason:
+            candidates.append(Candidate(config=config, status="skipped", reason=str(reason)))
+            continue
+        except Exception as error:  # this configuration cannot run this shape
+            candidates.append(Candidate(config=config, status="skipped", reason=_first_line(error)))
+            continue
+        candidates.append(Candidate(config=config, status="ok", median_s=median))
+        if best is None or median < best[1]:
+            best = (compiled, median, config)
+    if best is None:
+        reasons = "; ".join(f"{c.config}: {c.reason}" for c in candidates[:3])
+        raise Skip(f"{name}: none of its {len(candidates)} configurations runs this shape ({reasons})")
+    return best[0], Tuning(config=best[2], candidates=candidates)
+
+
+# --- power state and timers ------------------------------------------------------------------------------------
+
+
+@dataclass
+class PowerEnv:
+    """What the power policy needs: a telemetry source (None off NVIDIA GPUs, with why) and the idle state."""
+
+    source: power.Source | None = None
+    reason: str | None = "no NVIDIA GPU: clocks and power are not observable"
+    idle: power.Idle | None = None
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timers made: one Sampled per timer (headline first), and the GPU's state while the headline sampled."""
+
+    sampled: list[Sampled]
+    power: PowerState | None = None
+    telemetry: Telemetry | None = None
+
+    @property
+    def kernels(self) -> list[str]:
+        return next((s.kernels for s in self.sampled if s.kernels), [])
+
+
+def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
+    """Enough calls to keep the GPU busy for ~50 ms, then wait for them."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    calls = max(1, min(1000, int(0.05 / max(time.perf_counter() - start, 1e-6))))
+
+    def run() -> None:
+        for _ in range(calls - 1):
+            fn(*args)
+        jax.block_until_ready(fn(*args))
+
+    return run
+
+
+def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
+              watch: Stopwatch) -> Timed:
+    """Bring the GPU to the spec's power state, sample the headline timer under telemetry, then the others."""
+    headline = timers[0].name
+    state, telemetry = None, None
+    if env.source is not None:
+        with watch.phase("settle"):
+            if settings.power == "steady":
+                state = power.settle(_back_to_back(fn, args), env.source, settings.settle_max_s)
+            else:
+                state = power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
+    sampled = []
+    for timer in timers:
+        limit = limits(timer.name, headline, settings)
+        if settings.power == "burst" and timer.name == headline:
+            limit = Limits(limit.warmup, limit.min_samples, limit.min_samples, limit.target_noise, limit.budget_s)
+        with watch.phase(timer.name):
+            if timer.name == headline and env.source is not None:
+                with power.Recorder(env.source) as recorder:
+                    sampled.append(sample(timer, fn, args, limit))
+                telemetry = power.summarise(recorder.readings, env.source.power_limit_w)
+            else:
+                sampled.append(sample(timer, fn, args, limit))
+    return Timed(sampled, state, telemetry)
 
 
 def failure(error: BaseException) -> tuple[str, str]:
     """(status, reason) for an exception raised while compiling or running."""
     text = f"{type(error).__name__}: {str(error).strip()}"
-    first = text.splitlines()[0][:500]
     oom = "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower() or isinstance(error, MemoryError)
-    return ("oom" if oom else "failed"), first
+    return ("oom" if oom else "failed"), _first_line(error)
 
 
+# --- one cell --------------------------------------------------------------------------------------------------
+
+
+@dataclass
 class Measurer:
-    """Measures cells of one spec, reusing inputs and the reference across variants of a shape."""
+    """Measures cells of one spec, reusing inputs, the reference and identical executables across a shape's variants.
 
-    def __init__(self, spec: Spec, timers: list[Timer], run_id: str, peak_tflops: float | None = None):
-        self.spec, self.timers, self.run_id, self.peak = spec, timers, run_id, peak_tflops
-        self._problem: tuple[Params, Problem] | None = None
+    `device_lock` is held while the GPU is timed: work done for later cells in another thread (compiling ahead)
+    takes it too, so no other kernel ever runs inside a timed window.
+    """
 
-    def problem(self, p: Params) -> Problem:
-        if self._problem is None or self._problem[0] != p:
-            self._problem = None  # free the previous shape's arrays first
-            self._problem = (p, make_problem(p, self.spec.seed))
-        return self._problem[1]
+    spec: Spec
+    timers: list[Timer]
+    run_id: str
+    device: Device
+    machine: Machine | None = None
+    power_env: PowerEnv = field(default_factory=PowerEnv)
+    device_lock: threading.Lock = field(default_factory=threading.Lock)
+    ahead: Ahead | None = None
+    _truth: tuple[Params, InputsAndReference] | None = None
+    _shared: dict[Params, dict] = field(default_factory=dict)
+    _probed: dict[str, str | None] = field(default_factory=dict)
 
-    def skipped(self, cell: Cell, reason: str) -> CellRecord:
-        return self._record(cell, utc_now(), time.perf_counter(), status="skipped", reason=reason)
+    def truth(self, p: Params, watch: Stopwatch) -> InputsAndReference:
+        """The shape's inputs and float32 results, made once per shape."""
+        if self._truth is None or self._truth[0] != p:
+            self._truth = None  # free the previous shape's arrays first
+            if self.device.memory_bytes and (needed := needed_bytes(p)) > self.device.memory_bytes:
+                raise Skip(f"inputs and float32 reference need {needed / 2**30:.1f} GiB; the device has "
+                           f"{self.device.memory_bytes / 2**30:.1f} GiB")
+            with watch.phase("inputs"):
+                args = jax.block_until_ready(make_inputs(p, self.spec.seed))
+            with watch.phase("reference"):
+                truth = InputsAndReference(args, jax.block_until_ready(reference(p, args)), unmasked_rows(p, args))
+            self._truth = (p, truth)
+        return self._truth[1]
 
-    def measure(self, cell: Cell) -> CellRecord:
-        """Run one cell; never raises for a failure of the variant or the device."""
-        started, clock = utc_now(), time.perf_counter()
-        try:
-            problem = self.problem(cell.params)
-        except Exception as error:  # the reference itself did not fit or failed
-            status, reason = failure(error)
-            return self._record(cell, started, clock, status=status, reason=f"float32 reference: {reason}")
-        fields: dict = {}
-        try:
-            self._measure(cell, problem, fields)
-        except Exception as error:
-            fields["status"], fields["reason"] = failure(error)
-        return self._record(cell, started, clock, **fields)
+    def shared(self, p: Params) -> dict:
+        """Fingerprint -> (variant, program) for this shape's executables (the last two shapes are kept)."""
+        if p not in self._shared:
+            self._shared = {**dict(list(self._shared.items())[-1:]), p: {}}
+        return self._shared[p]
 
-    def _measure(self, cell: Cell, problem: Problem, fields: dict) -> None:
+    def unavailable(self, variant: Variant, p: Params) -> str | None:
+        """Why the variant declines this cell here: its rules, or its probe (run once per variant)."""
+        if reason := decline(variant, p, self.device):
+            return reason
+        if variant.name not in self._probed:
+            self._probed[variant.name] = variant.probe() if variant.probe else None
+        return self._probed[variant.name]
+
+    def tolerances(self, variant: Variant, p: Params) -> tuple[float, float]:
+        """The output's tolerance (FP8's for FP8 variants, else the dtype's) and the gradients'."""
+        spec = self.spec.tolerances
+        tolerance = spec.fp8 if variant.fp8_baseline else getattr(spec, p.dtype)
+        return tolerance, tolerance * spec.gradient_factor
+
+    def program(self, cell: Cell, truth: InputsAndReference, watch: Stopwatch) -> tuple[Compiled, Tuning | None]:
+        """The cell's timed program: compiled ahead, else built and compiled now, or searched for (Tuned)."""
+        with watch.phase("compile"):
+            compiled = self.ahead.take(cell) if self.ahead else None
+            if compiled is not None:
+                return compiled, None
+            built = VARIANTS[cell.variant].build(cell.params)
+        if isinstance(built, Tuned):
+            with watch.phase("tune"):
+                return tune_step(cell.variant, built, cell.params, truth.args, self.timers[0])
+        with watch.phase("compile"):
+            return compile_step(cell.variant, built, cell.params, self.shared(cell.params)), None
+
+    def measure(self, cell: Cell, upcoming: list[Cell] = ()) -> CellRecord:
+        """Run one cell's steps (compiling `upcoming` cells ahead, when enabled); never raises for a failure of
+        the variant or the device."""
+        started, clock, watch = utc_now(), time.perf_counter(), Stopwatch()
         variant, p = VARIANTS[cell.variant], cell.params
-        prepared = prepare(variant, p, problem.args)
-        compiled, fields["compile_s"] = prepared.compiled, prepared.compile_s
-        memory = compiled.memory_analysis()
-        fields["temp_bytes"] = int(memory.temp_size_in_bytes) if memory is not None else None
-        hlo = compiled.as_text()
-        fields["custom_calls"] = sorted(set(CUSTOM_CALL.findall(hlo)))
-        fields["backend"] = backend_of(fields["custom_calls"])
-        outputs = as_tuple(prepared.finish(jax.block_until_ready(compiled(*prepared.args))))
-        tolerances = self.spec.tolerances
-        tolerance = getattr(tolerances, "fp8" if variant.fp8_baseline else p.dtype)
-        correctness = check(p, outputs, problem, tolerance, tolerance * tolerances.gradient_factor)
-        fields["correctness"] = correctness
-        if reason := incorrect_reason(correctness):
-            fields["status"], fields["reason"] = "incorrect", reason
-            if variant.fp8_baseline:
-                fields["fp8"] = fp8_info(variant, p, problem, outputs, hlo, [])
-            return
-        timings = [sample(timer, compiled, prepared.args, self.spec.timing) for timer in self.timers]
-        if zero := [t.timer for t in timings if t.median_s <= 0]:
-            raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")
-        fields["timings"] = timings
-        fields["kernels"] = list(dict.fromkeys(k for timer in self.timers for k in getattr(timer, "kernels", ())))
-        if variant.fp8_baseline:
-            fields["fp8"] = fp8_info(variant, p, problem, outputs, hlo, fields["kernels"])
-        fields["status"] = "ok"
+        compiled = correctness = fp8 = tuning = timed = None
+        try:
+            if reason := self.unavailable(variant, p):
+                raise Skip(reason)
+            if self.ahead:
+                self.ahead.plan([c for c in upcoming if not self.unavailable(VARIANTS[c.variant], c.params)])
+            truth = self.truth(p, watch)
+            compiled, tuning = self.program(cell, truth, watch)
+            with watch.phase("check"):
+                args = compiled.arguments(truth.args)
+                outputs = run_once(compiled, args)
+                correctness = check_step(p, outputs, truth, *self.tolerances(variant, p))
+            if reason := incorrect_reason(correctness):
+                if variant.fp8_baseline:
+                    with watch.phase("fp8"):
+                        fp8 = fp8_step(variant, p, truth, outputs, compiled, [], self.shared(p))
+                status = ("incorrect", reason)
+            else:
+                with self.device_lock:
+                    timed = time_step(self.timers, compiled.program.executable, args, self.spec.timing,
+                                      self.power_env, watch)
+                if zero := [s.summary.timer for s in timed.sampled if s.summary.median_s <= 0]:
+                    raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")
+                if variant.fp8_baseline:
+                    with watch.phase("fp8"):
+                        fp8 = fp8_step(variant, p, truth, outputs, compiled, timed.kernels, self.shared(p))
+                status = ("ok", "")
+        except Skip as reason:
+            status = ("skipped", str(reason))
+        except Exception as error:
+            status = failure(error)
+            timed = None  # a failed cell reports no timing
+        return self._record(cell, started, clock, status, watch, compiled, correctness, fp8, tuning, timed)
 
-    def _record(self, cell: Cell, started: str, clock: float, **fields) -> CellRecord:
-        p = cell.params
-        timings = fields.get("timings", [])
-        # device time is what the kernels took; wall time only where there is no device timer
-        primary = next((t for t in timings if t.timer == "device"), timings[0] if timings else None)
-        flops, traffic = metrics.flops(p), metrics.bytes_min(p)
-        tflops = flops / primary.median_s / 1e12 if primary else None
-        return CellRecord(
-            key=cell.key,
-            run_id=self.run_id,
-            experiment=cell.experiment,
-            variant=cell.variant,
-            params=p,
-            started_at=started,
-            duration_s=time.perf_counter() - clock,
-            timer=primary.timer if primary else None,
-            median_s=primary.median_s if primary else None,
-            flops=flops,
-            bytes_min=traffic,
-            kv_cache_bytes=metrics.kv_cache_bytes(p),
-            tflops=tflops,
-            gbps=traffic / primary.median_s / 1e9 if primary else None,
-            pct_of_peak=100 * tflops / self.peak if tflops and self.peak else None,
-            **fields,
+    def _record(self, cell, started, clock, status, watch, compiled, correctness, fp8, tuning, timed) -> CellRecord:
+        """The record of what the steps returned (None where a step did not run)."""
+        m = self.machine
+        telemetry = timed.telemetry if timed else None
+        return metrics.cell_record(
+            cell, self.run_id, started, time.perf_counter() - clock, *status,
+            ceilings=(m.matmul_peak_tflops, m.memory_bandwidth_gbps) if m else (None, None),
+            phases=watch.phases,
+            compile_s=compiled.program.compilation.seconds if compiled else None,
+            compilation=compiled.program.compilation if compiled else None,
+            custom_calls=compiled.custom_calls if compiled else [],
+            backend=compiled.backend if compiled else None,
+            temp_bytes=compiled.temp_bytes if compiled else None,
+            correctness=correctness, fp8=fp8, tuning=tuning,
+            timings=[s.summary for s in timed.sampled] if timed else [],
+            kernels=timed.kernels if timed else [],
+            power=timed.power if timed else None,
+            telemetry=telemetry,
+            telemetry_reason=self.power_env.reason if timed and telemetry is None else None,
+            clock_unstable=power.unstable(telemetry) if telemetry else None,
+            worker=VARIANTS[cell.variant].worker,
         )
+
+
+class Ahead:
+    """Builds and compiles the next cells' timed programs in a background thread while this cell is checked.
+
+    Compiling needs only the input shapes. XLA's autotuner runs kernels on the GPU while it compiles, so the
+    thread holds the Measurer's device lock for each job: nothing it launches can land in a timed window.
+    """
+
+    def __init__(self, measurer: Measurer, depth: int = 2):
+        self.measurer, self.depth = measurer, depth
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="attnbench-ahead")
+        self.jobs: dict[str, Future] = {}
+
+    def plan(self, cells: list[Cell]) -> None:
+        """Start compiling the first `depth` of these cells (tuned variants search at their turn)."""
+        for cell in cells[: self.depth]:
+            if cell.key not in self.jobs:
+                self.jobs[cell.key] = self.pool.submit(self._compile, cell)
+
+    def _compile(self, cell: Cell) -> Compiled | None:
+        with self.measurer.device_lock:
+            built = VARIANTS[cell.variant].build(cell.params)
+            if isinstance(built, Tuned):
+                return None
+            compiled = compile_step(cell.variant, built, cell.params, self.measurer.shared(cell.params))
+        compilation = compiled.program.compilation.model_copy(update={"ahead": True})
+        return dataclasses.replace(compiled, program=dataclasses.replace(compiled.program, compilation=compilation))
+
+    def take(self, cell: Cell) -> Compiled | None:
+        """The cell's program if it was compiled ahead (waiting for it if still compiling; its error raised)."""
+        job = self.jobs.pop(cell.key, None)
+        return job.result() if job else None

@@ -1,8 +1,9 @@
-"""Exact work and traffic of one attention call."""
+"""Exact work and traffic of one attention call, the rates they give, and a cell's record built around them."""
 
 from __future__ import annotations
 
-from runner.record import Params
+from runner.cells import Cell
+from runner.record import CellRecord, Params
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -41,3 +42,42 @@ def kv_cache_bytes(p: Params) -> int:
     """What a decoder keeps per layer: K and V."""
     return 2 * tensor_bytes(p)[1]
 
+
+
+def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth_gbps: float | None) -> dict:
+    """TFLOP/s, GB/s and their share of the machine's measured ceilings, for a call of `seconds`."""
+    if not seconds:
+        return {}
+    tflops, gbps = flops(p) / seconds / 1e12, bytes_min(p) / seconds / 1e9
+    return {
+        "tflops": tflops,
+        "gbps": gbps,
+        "pct_of_peak": 100 * tflops / peak_tflops if peak_tflops else None,
+        "pct_of_bandwidth": 100 * gbps / bandwidth_gbps if bandwidth_gbps else None,
+    }
+
+
+def energy(p: Params, seconds: float | None, mean_power_w: float | None) -> dict:
+    """Joules per call (mean power x kernel time) and TFLOP per joule."""
+    if not seconds or not mean_power_w:
+        return {}
+    joules = mean_power_w * seconds
+    return {"energy_j": joules, "tflops_per_j": flops(p) / 1e12 / joules}
+
+
+def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, status: str, reason: str = "",
+                ceilings: tuple[float | None, float | None] = (None, None), **fields) -> CellRecord:
+    """A cell's record with its work, traffic and rates derived from the headline timing (device, else the first)."""
+    timings = fields.get("timings", [])
+    headline = next((t for t in timings if t.timer == "device"), timings[0] if timings else None)
+    seconds = headline.median_s if headline else None
+    telemetry = fields.get("telemetry")
+    kernel_time = headline is not None and headline.timer != "wall"
+    power = telemetry.power_w.mean if kernel_time and telemetry and telemetry.power_w else None
+    return CellRecord(
+        key=cell.key, run_id=run_id, experiment=cell.experiment, variant=cell.variant, params=cell.params,
+        status=status, reason=reason, started_at=started_at, duration_s=duration_s,
+        timer=headline.timer if headline else None, median_s=seconds,
+        flops=flops(cell.params), bytes_min=bytes_min(cell.params), kv_cache_bytes=kv_cache_bytes(cell.params),
+        **rates(cell.params, seconds, *ceilings), **energy(cell.params, seconds, power), **fields,
+    )

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from runner import shape
 from runner.record import CellRecord
-
-SHAPE = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "dtype", "causal", "pass"]
-SHORT = {"batch": "B", "seq_len": "T", "kv_seq_len": "S", "heads": "N", "kv_heads": "K", "head_dim": "H"}
 
 
 def frame(cells: list[CellRecord]) -> pd.DataFrame:
@@ -27,35 +26,46 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
-def _result_columns(c: CellRecord) -> list[str]:
-    if c.status != "ok" and c.correctness is None:
-        return ["-"] * 8 + [c.reason]
-    rel = c.correctness.rel_err if c.correctness else None
+def _timing_ms(c: CellRecord, timer: str) -> float | None:
+    return next((t.median_s * 1e3 for t in c.timings if t.timer == timer), None)
+
+
+def _note(c: CellRecord) -> str:
     note = c.fp8.verdict if c.fp8 else c.reason
-    mib = c.temp_bytes / 2**20 if c.temp_bytes is not None else None
-    ms = c.median_s * 1e3 if c.median_s else None
-    # beside device time, the host clock shows what the lab would have reported (dispatch included)
-    wall = next((t.median_s * 1e3 for t in c.timings if t.timer == "wall" and c.timer != "wall"), None)
-    return [
-        _fmt(ms), c.timer or "-", _fmt(wall), _fmt(c.tflops, 3), _fmt(c.gbps, 3), _fmt(mib, 3), c.backend or "-",
-        _fmt(rel, 2), note,
-    ]
+    return f"{note} [clock moved {c.telemetry.clock_spread:.0%}]" if c.clock_unstable else note
+
+
+# Measurement columns: (header, right-aligned, getter). Beside device time, the host clock shows what the lab
+# would have reported (dispatch included).
+COLUMNS: list[tuple[str, bool, Callable[[CellRecord], str]]] = [
+    ("median ms", True, lambda c: _fmt(c.median_s * 1e3 if c.median_s else None)),
+    ("timer", False, lambda c: c.timer or "-"),
+    ("wall ms", True, lambda c: _fmt(_timing_ms(c, "wall") if c.timer != "wall" else None)),
+    ("TFLOP/s", True, lambda c: _fmt(c.tflops, 3)),
+    ("GB/s", True, lambda c: _fmt(c.gbps, 3)),
+    ("SM MHz", True, lambda c: _fmt(c.telemetry.sm_clock_mhz.median if c.telemetry else None)),
+    ("temp MiB", True, lambda c: _fmt(c.temp_bytes / 2**20 if c.temp_bytes is not None else None, 3)),
+    ("backend", False, lambda c: c.backend or "-"),
+    ("rel err", True, lambda c: _fmt(c.correctness.rel_err if c.correctness else None, 2)),
+    ("note", False, _note),
+]
 
 
 def experiment_table(name: str, cells: list[CellRecord]) -> Table:
     """Shape columns that vary within the experiment, then the measurements; constant ones in the title."""
     shapes = [c.params.as_dict() for c in cells]
-    varying = [k for k in SHAPE if len({s[k] for s in shapes}) > 1]
-    fixed = " ".join(f"{SHORT.get(k, k)}={shapes[0][k]}" for k in SHAPE if k not in varying)
+    varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
+    fixed = shape.label(shapes[0], omit=tuple(varying))
     table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="left")
-    for col in ["variant", *(SHORT.get(k, k) for k in varying), "status"]:
-        table.add_column(col)
-    for col in ["median ms", "timer", "wall ms", "TFLOP/s", "GB/s", "temp MiB", "backend", "rel err", "note"]:
-        table.add_column(col, justify="right" if col not in ("timer", "backend", "note") else "left")
-    for c, shape in zip(cells, shapes):
+    for header in ["variant", *(shape.column(k) for k in varying), "status"]:
+        table.add_column(header)
+    for header, right, _ in COLUMNS:
+        table.add_column(header, justify="right" if right else "left")
+    for c, values in zip(cells, shapes):
         style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
-        row = [c.variant, *(str(shape[k]) for k in varying), c.status, *_result_columns(c)]
-        table.add_row(*row, style=style)
+        measured = [get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else \
+            ["-"] * (len(COLUMNS) - 1) + [c.reason]
+        table.add_row(c.variant, *(str(values[k]) for k in varying), c.status, *measured, style=style)
     return table
 
 

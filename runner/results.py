@@ -1,7 +1,9 @@
 """A run's objects and how they read back as one run.
 
 A run folder holds one part per writer: the whole run (manifest.json, cells.jsonl, one record a line) or,
-for a sharded run, one per shard i/n (manifest-i-of-n.json, cells-i-of-n.jsonl). Stores keep this layout.
+for a sharded run, one per shard i/n (manifest-i-of-n.json, cells-i-of-n.jsonl). While a part is being written
+its newest cells are objects of their own (cells/KEY.json, cells-i-of-n/KEY.json) and inflight.json
+(inflight-i-of-n.json) names the cell a process is measuring. Stores keep this layout.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from runner.spec import Spec
 
 MANIFEST = "manifest.json"
 CELLS = "cells.jsonl"
-PART_OBJECT = re.compile(r"(?P<kind>manifest|cells)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?\.(?P<ext>jsonl?)")
-EXTENSION = {"manifest": "json", "cells": "jsonl"}
+PART_OBJECT = re.compile(r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
+                         r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
+EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
+MAX_OBJECT_BYTES = 256 << 20  # a cells object beyond this is not read whole
 
 
 def part_names(shard: str | None) -> tuple[str, str]:
@@ -32,16 +36,39 @@ def part_names(shard: str | None) -> tuple[str, str]:
     return f"manifest-{part.index}-of-{part.count}.json", f"cells-{part.index}-of-{part.count}.jsonl"
 
 
+def _suffix(shard: str | None) -> str:
+    if shard is None:
+        return ""
+    part = parse_shard(shard)
+    return f"-{part.index}-of-{part.count}"
+
+
+def cell_object(run_id: str, shard: str | None, key: str) -> str:
+    """The store name of one finished cell's own object."""
+    return f"{run_id}/cells{_suffix(shard)}/{key}.json"
+
+
+def inflight_name(shard: str | None) -> str:
+    return f"inflight{_suffix(shard)}.json"
+
+
 def part_of(name: str) -> tuple[str, str | None] | None:
-    """('manifest' or 'cells', shard) for an object name of the layout, else None."""
+    """('manifest', 'cells', 'cell' or 'inflight', shard) for an object name of the layout, else None."""
     match = PART_OBJECT.fullmatch(name)
-    if not match or match["ext"] != EXTENSION[match["kind"]]:
+    if not match:
+        return None
+    kind = match["kind"]
+    if match["key"] is not None:
+        if kind != "cells":
+            return None
+        kind = "cell"
+    elif match["ext"] != EXTENSION[kind]:
         return None
     if match["index"] is None:
-        return match["kind"], None
+        return kind, None
     if int(match["index"]) >= int(match["count"]):
         return None
-    return match["kind"], f"{match['index']}/{match['count']}"
+    return kind, f"{match['index']}/{match['count']}"
 
 
 @dataclass
@@ -51,6 +78,7 @@ class Part:
     shard: str | None
     manifest: Manifest | None = None
     cells: list[CellRecord] = field(default_factory=list)
+    inflight: dict | None = None  # the cell a process was measuring when the part was last written
 
     @property
     def planned(self) -> int | None:
@@ -77,7 +105,7 @@ class Run:
 
 
 def _object(text: str) -> dict:
-    data = json.loads(text)
+    data = json.loads(text)  # a RecursionError for absurd nesting is reported like any bad line
     if not isinstance(data, dict):
         raise ValueError(f"not a JSON object ({type(data).__name__})")
     return data
@@ -86,7 +114,7 @@ def _object(text: str) -> dict:
 def parse_manifest(text: str, where: str) -> tuple[Manifest | None, list[str]]:
     try:
         return read_manifest(_object(text)), []
-    except (ValueError, ValidationError) as error:
+    except (ValueError, ValidationError, RecursionError) as error:
         return None, [f"{where}: {_short(error)}"]
 
 
@@ -98,7 +126,7 @@ def parse_cells(text: str, where: str) -> tuple[list[CellRecord], list[str]]:
             continue
         try:
             cells.append(read_cell(_object(line)))
-        except (ValueError, ValidationError) as error:
+        except (ValueError, ValidationError, RecursionError) as error:
             problems.append(f"{where}:{number}: {_short(error)}")
     return cells, problems
 
@@ -110,7 +138,9 @@ def _short(error: Exception) -> str:
         return f"not a valid record ({where}: {first['msg']})"
     if isinstance(error, json.JSONDecodeError):
         return f"not valid JSON ({error.msg})"
-    return str(error)
+    if isinstance(error, RecursionError):
+        return "not a record (nested too deeply to read)"
+    return str(error)[:300]
 
 
 def unique(cells: list[CellRecord], where: str, problems: list[str]) -> list[CellRecord]:
@@ -126,20 +156,40 @@ def unique(cells: list[CellRecord], where: str, problems: list[str]) -> list[Cel
 def _parts(location: str, objects: dict[str, bytes], problems: list[str]) -> list[Part]:
     """One Part per writer found, plus empty ones for the shards of a sharded run that wrote nothing yet."""
     parts: dict[str | None, Part] = {}
+    singles: dict[str | None, list[CellRecord]] = {}
     for name, data in sorted(objects.items()):
         kind, shard = part_of(name)
         part, where = parts.setdefault(shard, Part(shard)), f"{location}/{name}"
         text = data.decode(errors="replace")
         if kind == "manifest":
             part.manifest, found = parse_manifest(text, where)
-        else:
+        elif kind == "cells":
             cells, found = parse_cells(text, where)
             part.cells = unique(cells, where, found)
+        elif kind == "cell":
+            cells, found = parse_cells(text, where)
+            singles.setdefault(shard, []).extend(cells)
+        else:
+            part.inflight, found = _marker(text, where)
         problems += found
+    for shard, cells in singles.items():  # cells not yet folded into the part's cells object
+        have = {c.key for c in parts[shard].cells}
+        parts[shard].cells += [c for c in cells if c.key not in have]
     for count in {int(s.split("/")[1]) for s in parts if s}:
         for index in range(count):
             parts.setdefault(f"{index}/{count}", Part(f"{index}/{count}"))
     return sorted(parts.values(), key=_part_order)
+
+
+def _marker(text: str, where: str) -> tuple[dict | None, list[str]]:
+    """An in-flight marker: {key, attempts, ...}, or None when empty."""
+    if not text.strip():
+        return None, []
+    try:
+        marker = _object(text)
+    except (ValueError, RecursionError) as error:
+        return None, [f"{where}: {_short(error)}"]
+    return (marker, []) if isinstance(marker.get("key"), str) else (None, [f"{where}: not an in-flight marker"])
 
 
 def _part_order(part: Part) -> tuple[int, int]:

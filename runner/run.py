@@ -1,47 +1,58 @@
-"""A run: the spec's cells measured in order, each record spooled as it ends and uploaded to the store promptly.
+"""A run: the spec's cells measured by worker processes, each record in the spool and the store before the next
+cell starts.
 
-A rerun with the same run id resumes: cells the store or the spool already holds are skipped.
+A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
+took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again.
+A worker that dies or overruns the cell's time limit costs only its cell. On SIGTERM the cell in flight is
+abandoned (measured again on resume), what is done is uploaded, and the process exits within 10 s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from runner import machine
 from runner.cells import Cell
-from runner.measure import Measurer
+from runner.machine import Device, git_sha
+from runner.metrics import cell_record
 from runner.progress import progress_for
-from runner.record import Manifest, utc_now
-from runner.registry import VARIANTS, verdict
-from runner.spec import Spec
-from runner.spec import Timing as TimingSettings
-from runner.spool import Spool, Uploader
+from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
+from runner.registry import VARIANTS, decline
+from runner.spec import Spec, TimingSettings
+from runner.spool import PULL_TIMEOUT_S, Spool, Uploader
 from runner.store import Store, StoreUnavailable
-from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
+from runner.supervisor import Pool, Stopped, WorkerLost
+from runner.termination import TERMINATION
+from runner.worker import Hello, Start
+
+COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
+MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
+AHEAD = 2  # cells compiled in the background ahead of the one being measured
+WORKER_START_S = 900.0  # importing the libraries and measuring the machine's ceilings, cold caches included
 
 
 def new_run_id(spec: Spec) -> str:
     return f"{spec.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
 
 
-def skip_reason(cell: Cell) -> str | None:
-    """Why the cell cannot run on this machine, or None."""
-    return verdict(VARIANTS[cell.variant], cell.params, machine.current_device())
+def cell_timeout_s(settings: TimingSettings) -> float:
+    """The spec's cell_timeout_s, else room for a cold compile plus every timer's budget and the power wait."""
+    if settings.cell_timeout_s:
+        return settings.cell_timeout_s
+    return 300.0 + 3 * (settings.budget_s * 3 + settings.settle_max_s)
 
 
-def timers_for_device(settings: TimingSettings) -> list:
-    """Wall time everywhere; on an NVIDIA GPU also kernel time (CUPTI), hot and, if asked, L2-cold."""
-    if machine.current_device().compute_capability is None:
-        return [WallTimer()]
-    return [WallTimer(), DeviceTimer()] + ([ColdDeviceTimer()] if settings.cold else [])
+@dataclass
+class Options:
+    flush_every_s: float = 30.0
+    compile_cache: str | None = None
+    compile_ahead: bool = True
 
 
 @dataclass
@@ -55,93 +66,177 @@ class Outcome:
     error: str | None = None  # why the upload failed
 
 
-@contextmanager
-def stop_on_sigterm() -> Iterator[threading.Event]:
-    """Inside: SIGTERM (a preemption notice) sets the event instead of ending the process."""
-    stop = threading.Event()
+@dataclass
+class Context:
+    """What measuring one cell needs from the run."""
 
-    def requested(signum, frame) -> None:
-        print("SIGTERM: stopping after the current cell", file=sys.stderr, flush=True)
-        stop.set()
+    spec: Spec
+    spool: Spool
+    uploader: Uploader
+    pool: Pool
+    device: Device
+    machine: Machine | None
+    resumed: dict | None  # the in-flight marker this part's last process left
+    timeout_s: float
+    stop: threading.Event
+    hellos: dict[str, Hello] = field(default_factory=dict)
 
-    previous = signal.signal(signal.SIGTERM, requested)
+
+def first_pull(uploader: Uploader, store: Store) -> set[str]:
+    """Keys of the cells the store or the spool holds; the store is asked briefly, then retried in the background."""
     try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def already_done(uploader: Uploader) -> set[str]:
-    """Keys of the cells the store or the spool holds; when the store is unreachable, the spool's alone."""
-    try:
-        done = uploader.pull()
+        done = uploader.pull(store.with_timeout(PULL_TIMEOUT_S))
     except StoreUnavailable as error:
-        print(f"warning: {error}; resuming from the spool {uploader.spool.dir} alone", file=sys.stderr, flush=True)
+        print(f"warning: {error}; measuring meanwhile, resuming from the spool {uploader.spool.dir}",
+              file=sys.stderr, flush=True)
         done = set()
     return done | uploader.spool.keys()
 
 
-def measure_all(cells: list[Cell], measurer: Measurer, uploader: Uploader, console: Console,
-                stop: threading.Event) -> bool:
-    """Measure and spool each cell, the uploader told after each; False when `stop` ended it early."""
-    with progress_for(len(cells), console) as progress:
-        for cell in cells:
-            if stop.is_set():
+def in_worker_order(cells: list[Cell]) -> list[Cell]:
+    """Cells grouped by worker (JAX's first), each group in run order: one worker alive at a time, few switches."""
+    groups = list(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))
+    return sorted(cells, key=lambda c: groups.index(VARIANTS[c.variant].worker))
+
+
+def _attempt(ctx: Context, cell: Cell) -> int:
+    """Which attempt at this cell the next one is: a marker left by a dead process counts its attempts."""
+    marker = ctx.resumed
+    return (int(marker.get("attempts", 1)) if marker and marker.get("key") == cell.key else 0) + 1
+
+
+def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int
+          ) -> CellRecord:
+    m = ctx.machine
+    ceilings = (m.matmul_peak_tflops, m.memory_bandwidth_gbps) if m else (None, None)
+    return cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason, ceilings,
+                       worker=VARIANTS[cell.variant].worker, attempts=attempts)
+
+
+def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell]) -> CellRecord:
+    """One cell: declined here, given up as poison, or measured by its worker (crashed / timeout if it is lost)."""
+    started, clock = utc_now(), time.perf_counter()
+    variant = VARIANTS[cell.variant]
+    if reason := decline(variant, cell.params, ctx.device):
+        return _lost(ctx, cell, started, clock, "skipped", reason, 1)
+    attempts = _attempt(ctx, cell)
+    if attempts > MAX_ATTEMPTS:
+        return _lost(ctx, cell, started, clock, "crashed", f"the process died {attempts - 1} times while measuring "
+                     "this cell (the pod or runner was killed under it); recorded instead of tried again", attempts - 1)
+    ctx.uploader.mark({"key": cell.key, "attempts": attempts, "cell": cell.label(), "since": started})
+    try:
+        worker = ctx.pool.worker(variant.worker)
+        ctx.hellos.setdefault(variant.worker, worker.hello)
+        if worker.hello.error:
+            record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
+        else:
+            text = worker.measure(cell, [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker],
+                                  ctx.timeout_s)
+            record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
+    except WorkerLost as lost:
+        ctx.pool.lose()
+        record = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
+    ctx.uploader.mark(None)
+    return record
+
+
+def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Console) -> bool:
+    """Measure and commit each cell not done yet; False when SIGTERM ended it early."""
+    todo = [c for c in in_worker_order(cells) if c.key not in done]
+    with progress_for(len(todo), console) as progress:
+        for i, cell in enumerate(todo):
+            if ctx.stop.is_set():
                 return False
+            if cell.key in ctx.uploader.store_keys:  # the store answered late: another pod measured it
+                continue
             progress.started(cell)
-            reason = skip_reason(cell)
-            record = measurer.skipped(cell, reason) if reason else measurer.measure(cell)
-            uploader.spool.add(record)
-            uploader.notify()
+            try:
+                record = measure_one(ctx, cell, todo[i + 1: i + 1 + AHEAD])
+            except Stopped:
+                return False
+            ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)
             progress.finished(cell, record)
-    return True
+    return not ctx.stop.is_set()
 
 
-def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str]) -> Manifest:
+def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str) -> Manifest:
     """This run's (or shard's) manifest; a resumed one keeps the first start time."""
     previous = spool.manifest()
+    names = dict.fromkeys(v for exp in spec.experiments for v in exp.variants)
     return Manifest(
         run_id=spool.run_id,
         name=spec.name,
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec.digest(),
         started_at=previous.started_at if previous else utc_now(),
-        machine=machine.describe_here(),
-        git_sha=machine.git_sha(),
+        machine=machine,
+        git_sha=git_sha(),
         shard=spool.shard,
         cells_planned=planned,
         argv=argv,
+        variants={name: VARIANTS[name].info() for name in names if name in VARIANTS},
+        compile_cache=cache,
     )
 
 
-def measure_rest(spec: Spec, cells: list[Cell], uploader: Uploader, console: Console, argv: list[str],
-                 stop: threading.Event) -> bool:
-    """Skip what is done, measure the rest, close the manifest; False when `stop` ended it early."""
-    spool = uploader.spool
-    done = already_done(uploader)
-    manifest = new_manifest(spec, spool, len(cells), argv)
-    spool.write_manifest(manifest)
-    todo = [c for c in cells if c.key not in done]
-    if len(todo) < len(cells):
-        console.print(f"resuming {spool.run_id}: {len(cells) - len(todo)} of {len(cells)} cells already done")
-    measurer = Measurer(spec, timers_for_device(spec.timing), spool.run_id, manifest.machine.matmul_peak_tflops)
-    uploader.start()
-    if not measure_all(todo, measurer, uploader, console, stop):
-        return False
-    manifest.gpu_at_end = machine.gpu_readings()
-    manifest.ended_at = utc_now()
-    spool.write_manifest(manifest)
-    return True
+def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest:
+    """Workers, phase totals, the GPU at the end, and the end time once every cell is done."""
+    from runner import gpu
+
+    phases: dict[str, float] = {}
+    for record in ctx.spool.records():
+        for name, seconds in record.phases.items():
+            phases[name] = phases.get(name, 0.0) + seconds
+    workers = {group: WorkerInfo(versions=h.versions, error=h.error,
+                                 variants=sorted({v.name for v in VARIANTS.values() if v.worker == group}))
+               for group, h in ctx.hellos.items()}
+    at_end = gpu.readings() if ctx.device.compute_capability else None
+    return manifest.model_copy(update={"workers": workers, "phases": phases, "gpu_at_end": at_end,
+                                       "ended_at": utc_now() if finished else None})
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
-            flush_every_s: float) -> Outcome:
-    """Measure the cells that neither the store nor the spool holds yet; spool each record, upload it promptly."""
-    uploader = Uploader(spool, store, flush_every_s)
-    try:
-        with stop_on_sigterm() as stop:
-            finished = measure_rest(spec, cells, uploader, console, argv, stop)
-    finally:  # an error or Ctrl-C too: upload what the spool holds
-        uploaded = uploader.close()
+            options: Options) -> Outcome:
+    """Measure the cells that neither the store nor the spool holds yet, each committed before the next."""
+    uploader = Uploader(spool, store, options.flush_every_s)
+    done = first_pull(uploader, store)
+    resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
+                  key=lambda m: m.get("attempts", 1), default=None)
+    with TERMINATION.flagging() as stop:
+        first = Start("jax", spec.model_dump(mode="json", by_alias=True), spool.run_id, options.compile_cache,
+                      options.compile_ahead, describe=True)
+        pool = Pool(lambda group: first, stop, WORKER_START_S)
+        uploader.start()
+        finished = False
+        try:
+            finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv)
+        finally:
+            pool.kill() if stop.is_set() else pool.close()
+            uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
+            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None)
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished, uploaded, held, len(cells), uploader.error)
+
+
+def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,
+             console: Console, argv: list[str]) -> bool:
+    """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
+    try:
+        hello = pool.worker("jax").hello
+    except Stopped:
+        return False
+    first = pool.make_start("jax")
+    pool.make_start = lambda group: dataclasses.replace(first, group=group, describe=False, machine=hello.machine,
+                                                        idle=hello.idle)
+    machine = Machine.model_validate(hello.machine) if hello.machine else None
+    spool = uploader.spool
+    manifest = new_manifest(spec, spool, len(cells), argv, machine, hello.compile_cache)
+    spool.write_manifest(manifest)
+    uploader.notify()
+    ctx = Context(spec, spool, uploader, pool, Device(*hello.device), machine, resumed,
+                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello})
+    if already := len(done & {c.key for c in cells}):
+        console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
+    finished = measure_all(ctx, cells, done, console)
+    spool.write_manifest(close_manifest(manifest, ctx, finished))
+    return finished

@@ -1,22 +1,31 @@
-"""The spool: each finished cell on local disk first, then copied to the store by a background uploader.
+"""The spool: each finished cell on local disk first, then in the store, before the next cell starts.
 
-The spool keeps the store's layout (`<spool>/<store>/<run_id>/manifest.json`, `cells.jsonl`, ...), so what
-it holds reads like any run folder, and an upload is the spool's part of the run copied whole.
+The spool keeps the store's layout (`<spool>/<store>/<run_id>/manifest.json`, `cells.jsonl`, ...), so what it
+holds reads like any run folder. The Uploader copies it to the store from a background thread: each finished
+cell as an object of its own right away (the run waits for that while the store answers, so a pod that is lost
+with its spool loses at most the cell in flight), the in-flight marker (which cell a process is measuring, so a
+cell that kills the process is recognised on restart), the manifest, and at the end one cells object for the
+part, after which the per-cell objects are removed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 from runner.record import CellRecord, Manifest
-from runner.results import parse_cells, parse_manifest, part_names
+from runner.results import cell_object, inflight_name, parse_cells, parse_manifest, part_names
 from runner.store import LocalStore, Store, StoreError, StoreUnavailable
 
 SPOOL_ENV = "ATTNBENCH_SPOOL"
+PULL_TIMEOUT_S = 10.0  # the first read of the store waits no longer: measuring starts, the uploader retries
+BULK = 8  # more cells than this behind: one consolidated object instead of one object each
 
 
 def default_spool_root() -> Path:
@@ -25,8 +34,10 @@ def default_spool_root() -> Path:
 
 
 def spool_store(root: Path, store: Store) -> LocalStore:
-    """The spool of one store: a folder named after the store's URI, so two stores never share one."""
-    return LocalStore(Path(root) / re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri).strip("_"))
+    """The spool of one store: a folder named after the store's URI and a hash of it, so no two stores share one
+    (`a/b` and `a_b` read alike once made safe for a folder name)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri).strip("_")[-80:]
+    return LocalStore(Path(root) / f"{readable}-{hashlib.sha256(store.uri.encode()).hexdigest()[:10]}")
 
 
 class Spool:
@@ -36,6 +47,7 @@ class Spool:
         self.local, self.run_id, self.shard = local, run_id, shard
         self.dir = local.root / run_id
         self.manifest_name, self.cells_name = (f"{run_id}/{name}" for name in part_names(shard))
+        self.inflight_name = f"{run_id}/{inflight_name(shard)}"
         self._lock = threading.Lock()  # the uploader reads while the run appends
         cells, _ = parse_cells((local.get(self.cells_name) or b"").decode(errors="replace"), self.cells_name)
         self._lines = {c.key: c.model_dump_json(by_alias=True) + "\n" for c in cells}
@@ -48,6 +60,10 @@ class Spool:
     def records(self) -> list[CellRecord]:
         with self._lock:
             return parse_cells(self._text().decode(), self.cells_name)[0]
+
+    def line(self, key: str) -> bytes:
+        with self._lock:
+            return self._lines[key].encode()
 
     def add(self, record: CellRecord) -> None:
         """Append and fsync, unless a record of that key is here already: a crash loses at most the cell in flight."""
@@ -69,8 +85,20 @@ class Spool:
         with self._lock:
             self.local.put(self.manifest_name, manifest.model_dump_json(indent=2, by_alias=True).encode())
 
+    def inflight(self) -> dict | None:
+        """The cell a process of this part was measuring when it last stopped, if it never finished it."""
+        data = self.local.get(self.inflight_name)
+        try:
+            marker = json.loads(data) if data else None
+        except ValueError:
+            return None
+        return marker if isinstance(marker, dict) and marker.get("key") else None
+
+    def set_inflight(self, marker: dict | None) -> None:
+        self.local.put(self.inflight_name, json.dumps(marker).encode() if marker else b"")
+
     def objects(self) -> dict[str, bytes]:
-        """This part's objects by store name, as they are now (no manifest before the run wrote one)."""
+        """This part's manifest and consolidated cells by store name, as they are now."""
         with self._lock:
             manifest = self.local.get(self.manifest_name)
             return {self.cells_name: self._text(), **({self.manifest_name: manifest} if manifest else {})}
@@ -80,54 +108,116 @@ class Spool:
 
 
 class Uploader:
-    """Copies a spool's part to the store: right after each cell, and while behind, with backoff up to every_s."""
+    """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart."""
 
     def __init__(self, spool: Spool, store: Store, every_s: float):
         self.spool, self.store, self.every_s = spool, store, every_s
-        self.sent: dict[str, bytes] = {}  # what the store holds of this part, as far as we know
+        self.cell_objects: set[str] = set()  # keys stored as objects of their own
+        self.stored: set[str] = set()  # keys the store holds for this part, as far as we know
+        self.sent: dict[str, bytes] = {}  # manifest, consolidated cells and marker as last put
+        self.store_keys: set[str] = set()  # every key the store held at the pull, any part
+        self.store_inflight: dict | None = None
         self.pulled = False
         self.error: str | None = None  # why the last upload failed; None once one works
-        self._wake, self._stopping = threading.Event(), threading.Event()
+        self._wake, self._stopping, self._changed = threading.Event(), threading.Event(), threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="attnbench-uploader", daemon=True)
 
-    def pull(self) -> set[str]:
+    def pull(self, store: Store | None = None) -> set[str]:
         """Fold the store's copy of this part into the spool; return the keys of every cell the store holds."""
-        run = self.store.read(self.spool.run_id)
+        run = (store or self.store).read(self.spool.run_id)
         own = next((p for p in run.parts if p.shard == self.spool.shard), None)
         if own:
             for record in own.cells:
                 self.spool.add(record)
+            self.stored |= {c.key for c in own.cells}
+            self.store_inflight = own.inflight
             if own.manifest and self.spool.manifest() is None:
                 self.spool.write_manifest(own.manifest)
+        self.store_keys = {c.key for c in run.cells}
         self.pulled = True
-        return {c.key for c in run.cells}
+        return self.store_keys
 
-    def flush(self) -> None:
-        """Upload what changed since the last upload; raises StoreError or StoreUnavailable."""
+    def flush(self, store: Store | None = None) -> None:
+        """Put what changed since the last upload; raises StoreError or StoreUnavailable."""
+        store = store or self.store
         if not self.pulled:  # never overwrite the store's copy before it is in the spool
-            self.pull()
-        for name, data in self.spool.objects().items():  # cells first: a finished manifest comes with them all
-            if self.sent.get(name) != data:
-                self.store.put(name, data)
-                self.sent[name] = data
+            self.pull(store)
+        behind = sorted(self.spool.keys() - self.stored)
+        if len(behind) > BULK:
+            self._put(store, self.spool.cells_name, self.spool.objects()[self.spool.cells_name])
+        else:
+            for key in behind:
+                store.put(cell_object(self.spool.run_id, self.spool.shard, key), self.spool.line(key))
+                self.cell_objects.add(key)
+        self._mark_stored(behind)
+        marker = self.spool.local.get(self.spool.inflight_name) or b""
+        if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
+            self._put(store, self.spool.inflight_name, marker)
+        if manifest := self.spool.objects().get(self.spool.manifest_name):
+            self._put(store, self.spool.manifest_name, manifest)
+
+    def _put(self, store: Store, name: str, data: bytes) -> None:
+        if self.sent.get(name) != data:
+            store.put(name, data)
+            self.sent[name] = data
+
+    def _mark_stored(self, keys: list[str]) -> None:
+        with self._changed:
+            self.stored |= set(keys)
+            self._changed.notify_all()
+
+    def consolidate(self, store: Store | None = None) -> None:
+        """The part as one cells object (and its manifest), then the per-cell objects and the marker removed."""
+        store = store or self.store
+        self.flush(store)
+        objects = self.spool.objects()
+        if objects[self.spool.cells_name] or self.spool.cells_name in self.sent or self.spool.manifest_name in objects:
+            self._put(store, self.spool.cells_name, objects[self.spool.cells_name])
+        for key in sorted(self.cell_objects):
+            store.delete(cell_object(self.spool.run_id, self.spool.shard, key))
+            self.cell_objects.discard(key)
+        if not self.spool.inflight() and self.spool.inflight_name in self.sent:
+            store.delete(self.spool.inflight_name)
+            self.sent.pop(self.spool.inflight_name)
 
     def start(self) -> None:
         self._thread.start()
         self.notify()
 
     def notify(self) -> None:
-        """A cell was spooled: upload soon."""
+        """Something was spooled: upload soon."""
         self._wake.set()
 
-    def close(self) -> bool:
-        """Stop the thread, try a last upload; True when the store holds everything the spool holds."""
-        if self._thread.ident is None:  # never started: the run failed before its first cell
-            return False
+    def commit(self, record: CellRecord, wait_s: float, stop: threading.Event) -> None:
+        """Spool the record and wait until the store has it: at most wait_s, not while the store is failing,
+        not once `stop` is set."""
+        self.spool.add(record)
+        self.notify()
+        deadline = time.monotonic() + wait_s
+        with self._changed:
+            while record.key not in self.stored and self.error is None and self._thread.is_alive():
+                if stop.is_set() or time.monotonic() > deadline:
+                    return
+                self._changed.wait(0.2)
+
+    def mark(self, marker: dict | None) -> None:
+        """Record which cell is in flight (None: none), locally now and in the store soon."""
+        self.spool.set_inflight(marker)
+        self.notify()
+
+    def close(self, store: Store | None = None) -> bool:
+        """Stop the thread and make the last upload (through `store`, a store with a shorter timeout, if given);
+        True when the store holds everything the spool holds."""
         self._stopping.set()
         self._wake.set()
-        if self._thread.is_alive():
+        if self._thread.is_alive() and store is None:
             self._thread.join()
-        return self._attempt()
+        try:
+            self.consolidate(store)
+        except Exception as error:  # whatever went wrong, the spool keeps the cells
+            self._failed(error)
+            return False
+        return True
 
     def _loop(self) -> None:
         failures = 0
@@ -144,15 +234,21 @@ class Uploader:
         try:
             self.flush()
         except Exception as error:  # whatever went wrong, the run goes on and the spool keeps the cells
-            known = isinstance(error, (StoreError, StoreUnavailable))
-            if self.error is None:
-                _warn(f"{error if known else repr(error)}; results stay in {self.spool.dir}, upload retried")
-            self.error = str(error) if known else repr(error)
+            self._failed(error)
             return False
         if self.error is not None:
             _warn(f"{self.store.uri} reachable again; uploaded")
-            self.error = None
+            with self._changed:
+                self.error = None
         return True
+
+    def _failed(self, error: Exception) -> None:
+        known = isinstance(error, (StoreError, StoreUnavailable))
+        if self.error is None:
+            _warn(f"{error if known else repr(error)}; results stay in {self.spool.dir}, upload retried")
+        with self._changed:
+            self.error = str(error) if known else repr(error)
+            self._changed.notify_all()
 
 
 def _warn(message: str) -> None:

@@ -43,6 +43,20 @@ class Store(ABC):
     def names(self, folder: str = "") -> list[str]:
         """Names of the objects under a folder ('' or ending in '/'), at any depth."""
 
+    @abstractmethod
+    def delete(self, name: str) -> None:
+        """Remove an object; one that is not there is no error."""
+
+    def with_timeout(self, seconds: float) -> Store:
+        """The same store with every call bounded by `seconds` (a local folder answers at once anyway)."""
+        return self
+
+    def probe(self) -> None:
+        """Write and remove a small object, so a store that cannot take results fails before the first cell."""
+        name = f".attnbench-probe-{os.getpid()}"
+        self.put(name, b"probe")
+        self.delete(name)
+
     def location(self, run_id: str) -> str:
         return f"{self.uri}/{run_id}"
 
@@ -52,11 +66,25 @@ class Store(ABC):
         return sorted(folders)
 
     def read(self, run_id: str) -> Run:
-        """The run, shards merged; malformed objects become run.problems (unreachable: StoreUnavailable)."""
+        """The run, shards merged; malformed or unreadable objects become run.problems (a store out of reach:
+        StoreUnavailable)."""
         folder = f"{run_id}/"
         leaves = [n.removeprefix(folder) for n in self.names(folder)]
-        objects = {leaf: self.get(folder + leaf) for leaf in leaves if part_of(leaf)}
-        return assemble(self.location(run_id), {leaf: data for leaf, data in objects.items() if data is not None})
+        objects, problems = {}, []
+        for leaf in filter(part_of, leaves):
+            try:
+                data = self.get(folder + leaf)
+            except (StoreError, StoreUnavailable):
+                raise
+            except Exception as error:  # a checksum that does not match, say: this object, not the store
+                problems.append(f"{self.location(run_id)}/{leaf}: could not be read ({type(error).__name__}: "
+                                f"{_first_line(error)}); a run that resumes writes it again")
+                continue
+            if data is not None:
+                objects[leaf] = data
+        run = assemble(self.location(run_id), objects)
+        run.problems[:0] = problems
+        return run
 
 
 class LocalStore(Store):
@@ -87,6 +115,15 @@ class LocalStore(Store):
         except OSError as error:
             raise StoreUnavailable(f"{path}: {error.strerror}") from None
 
+    def delete(self, name: str) -> None:
+        path = self.root / name
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as error:
+            raise StoreUnavailable(f"{path}: {error.strerror}") from None
+        if path.parent != self.root and not any(path.parent.iterdir()):
+            path.parent.rmdir()  # a part's folder of per-cell objects, emptied
+
     def names(self, folder: str = "") -> list[str]:
         base = self.root / folder
         if not base.is_dir():
@@ -101,7 +138,7 @@ class GcsStore(Store):
     STORAGE_EMULATOR_HOST, when set, points the client at an emulator (the client reads it itself).
     """
 
-    def __init__(self, bucket: str, prefix: str, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, bucket: str, prefix: str, timeout_s: float = DEFAULT_TIMEOUT_S, client_bucket=None):
         try:
             from google.cloud import storage
             from google.cloud.storage.retry import DEFAULT_RETRY
@@ -110,9 +147,15 @@ class GcsStore(Store):
         self.uri = f"gs://{bucket}/{prefix}".rstrip("/")
         self.prefix = f"{prefix}/" if prefix else ""
         self.retry = DEFAULT_RETRY.with_deadline(timeout_s)  # exponential backoff until the deadline
-        self.timeout_s = timeout_s
+        self.timeout_s, self.bucket_name = timeout_s, bucket
+        if client_bucket is not None:
+            self.bucket = client_bucket
+            return
         with self._errors():
             self.bucket = storage.Client().bucket(bucket)
+
+    def with_timeout(self, seconds: float) -> GcsStore:
+        return GcsStore(self.bucket_name, self.prefix.rstrip("/"), seconds, self.bucket)
 
     def get(self, name: str) -> bytes | None:
         from google.api_core.exceptions import NotFound
@@ -130,6 +173,15 @@ class GcsStore(Store):
             self.bucket.blob(self.prefix + name).upload_from_string(
                 data, content_type=content_type, retry=self.retry, timeout=self.timeout_s
             )
+
+    def delete(self, name: str) -> None:
+        from google.api_core.exceptions import NotFound
+
+        try:
+            with self._errors():
+                self.bucket.blob(self.prefix + name).delete(retry=self.retry, timeout=self.timeout_s)
+        except NotFound:
+            pass
 
     def names(self, folder: str = "") -> list[str]:
         with self._errors("no such bucket"):

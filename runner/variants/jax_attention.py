@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import functools
 
-import jax
-
-from runner.attention import naive_attention
 from runner.record import Params
 from runner.registry import Requires, variant
 
@@ -15,23 +12,27 @@ CUDNN = Requires(
 )
 
 
-@variant("naive")
+@variant("naive", backend="xla")
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
+    from runner.attention import naive_attention
+
     return functools.partial(naive_attention, causal=p.causal)
 
 
 def _dot_product_attention(p: Params, implementation: str | None):
+    import jax
+
     return functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation=implementation)
 
 
-@variant("xla")
+@variant("xla", backend="xla")
 def xla(p: Params):
     """jax.nn.dot_product_attention(implementation="xla")."""
     return _dot_product_attention(p, "xla")
 
 
-@variant("cudnn", requires=CUDNN)
+@variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",))
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
     return _dot_product_attention(p, "cudnn")

@@ -1,33 +1,35 @@
-"""NVIDIA TransformerEngine's flax DotProductAttention, plain and under TE's FP8 autocast (the lab's cells)."""
+"""NVIDIA TransformerEngine's flax DotProductAttention, plain and under TE's FP8 autocast (the lab's cells).
+
+TE links its own cuDNN (the system's, or its wheel's) and must load before JAX starts its GPU backend, which
+loads the cuDNN of JAX's wheels; one process cannot hold both. So TE's variants run in a worker of their own
+("transformer_engine"), whose preload imports TE first, and the other variants keep JAX's cuDNN.
+"""
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-
 from runner.record import Params
-from runner.registry import Requires, variant
+from runner.registry import Requires, Skip, variant
 
-_IMPORT_ERROR = None
-try:
-    # TE links the system's cuDNN: it must load before JAX initialises the GPU backend with its own
-    # copy, or the second load fails on mismatched cuDNN symbols.
-    import transformer_engine.jax  # noqa: F401
-except ImportError:  # not installed: the requirement below says so
-    pass
-except OSError as error:  # installed, but its libraries do not load here
-    _IMPORT_ERROR = f"TransformerEngine does not load here: {str(error).splitlines()[0]}"
+WORKER = "transformer_engine"
 
-TE = dict(
-    gpu=True,
-    dtypes=("bfloat16", "float16"),
-    head_dim_multiple=8,
-    package="transformer_engine",
-    probe=lambda: _IMPORT_ERROR,
-)
+
+def preload() -> None:
+    """Import TE and its libraries (curand, nvrtc, cuDNN...); any failure makes TE's cells skipped with why."""
+    try:
+        import transformer_engine.jax  # noqa: F401
+        import transformer_engine.jax.flax  # noqa: F401
+    except Exception as error:  # ImportError, OSError, RuntimeError('curand shared object not found'), ...
+        first = f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:300]
+        raise Skip(f"TransformerEngine does not load here: {first}") from None
+
+
+TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine")
+RULES = dict(backend="transformer_engine", proves=("te_fused_attn",), worker=WORKER, preload=preload)
 
 
 def _attention(p: Params, fp8: bool):
+    import jax
+    import jax.numpy as jnp
     from transformer_engine.jax.flax import DotProductAttention
 
     module = DotProductAttention(
@@ -60,13 +62,13 @@ def _autocast():
     return te.autocast(enabled=True, recipe=recipe)
 
 
-@variant("te", requires=Requires(min_compute_capability=8.0, **TE))
+@variant("te", requires=Requires(min_compute_capability=8.0, **TE), **RULES)
 def te(p: Params):
     """TransformerEngine flax DotProductAttention (fused cuDNN attention through TE)."""
     return _attention(p, fp8=False)
 
 
-@variant("te_fp8", requires=Requires(min_compute_capability=8.9, **TE), fp8_baseline="te")
+@variant("te_fp8", requires=Requires(min_compute_capability=8.9, **TE), fp8_baseline="te", **RULES)
 def te_fp8(p: Params):
     """The same module under te.autocast(DelayedScaling): the record says whether FP8 reached attention."""
     return _attention(p, fp8=True)

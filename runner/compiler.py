@@ -1,0 +1,177 @@
+"""Compiling less and once: the persistent compilation cache, untimed programs without autotuning, and one
+executable for variants that lower to the same program.
+
+XLA's autotuner runs candidate kernels to choose the fastest; a program that is never timed (the float32
+reference, error checks, input staging) gains nothing from that and compiles several times faster without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from runner.record import Compilation
+
+DEFAULT_CACHE = Path.home() / ".cache" / "attnbench" / "jax"
+UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0}
+UNTIMED_KEEP = 64  # untimed executables kept (a few per shape)
+MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _probe(location: str) -> None:
+    """Create the cache folder and write, read and remove a probe object there; raises when that fails."""
+    if location.startswith("gs://"):
+        from etils import epath  # JAX's own path layer for a gs:// cache
+
+        folder = epath.Path(location)
+    else:
+        folder = Path(location)
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / ".attnbench-probe"
+    probe.write_bytes(b"ok")
+    if probe.read_bytes() != b"ok":
+        raise OSError("what was written did not read back")
+    probe.unlink()
+
+
+def configure_cache(location: str | None) -> str:
+    """Point JAX's persistent compilation cache at `location` (a folder, gs://… or 'off'; None: the default).
+
+    A cache that cannot be used is skipped with one warning: compiling without it is slower, never wrong.
+    Returns the location in use, or 'off'.
+    """
+    import jax
+
+    location = str(DEFAULT_CACHE) if location is None else location
+    if location != "off":
+        location = location if location.startswith("gs://") else str(Path(location).expanduser())
+        try:
+            _probe(location)
+        except Exception as error:  # unwritable, unreachable, or no gs:// support here
+            _warn(f"compile cache {location} cannot be used ({type(error).__name__}: {error}); compiling without it")
+            location = "off"
+    if location == "off":
+        jax.config.update("jax_enable_compilation_cache", False)
+        return location
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", location)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    _listen()
+    return location
+
+
+class _Events(threading.local):
+    """Persistent-cache events of the compile running in this thread (JAX records them in the compiling thread)."""
+
+    hits = misses = 0
+
+
+_EVENTS = _Events()
+_LISTENING: list[bool] = []
+
+
+def _listen() -> None:
+    if _LISTENING:
+        return
+    from jax import monitoring
+
+    def on_event(event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            _EVENTS.hits += 1
+        elif event == "/jax/compilation_cache/cache_misses":
+            _EVENTS.misses += 1
+
+    monitoring.register_event_listener(on_event)
+    _LISTENING.append(True)
+
+
+def _on_gpu() -> bool:
+    import jax
+
+    return jax.default_backend() == "gpu"
+
+
+def fingerprint(lowered) -> str:
+    """The lowered program's identity: its StableHLO text without the module's (function's) name."""
+    return hashlib.sha256(MODULE_NAME.sub("module @m", lowered.as_text()).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled timed program and how it came to be."""
+
+    executable: object
+    fingerprint: str
+    compilation: Compilation
+
+
+def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]], variant: str) -> Program:
+    """Lower and compile `fn` for `args` with XLA's full autotuning, unless a variant in `shared` (fingerprint ->
+    (variant, program), one shape's) already compiled the same program: then its executable is reused."""
+    import jax
+
+    start = time.perf_counter()
+    lowered = jax.jit(fn).lower(*args)
+    identity = fingerprint(lowered)
+    if identity in shared:
+        owner, program = shared[identity]
+        reused = Compilation(seconds=time.perf_counter() - start, shared_with=owner)
+        return Program(program.executable, identity, reused)
+    _EVENTS.hits = _EVENTS.misses = 0
+    executable = lowered.compile()
+    cached = True if _EVENTS.hits else (False if _EVENTS.misses else None)
+    program = Program(executable, identity, Compilation(seconds=time.perf_counter() - start, cached=cached))
+    shared[identity] = (variant, program)
+    return program
+
+
+class Untimed:
+    """jit for programs that are never timed: compiled once per argument shape, without autotuning on a GPU."""
+
+    def __init__(self, keep: int = UNTIMED_KEEP):
+        self._compiled: OrderedDict[tuple, object] = OrderedDict()
+        self._lock = threading.Lock()
+        self.keep = keep
+
+    def __call__(self, fn: Callable, *args, **static):
+        key = (fn, tuple(sorted(static.items())), tuple(_aval(a) for a in args))
+        with self._lock:
+            executable = self._compiled.get(key)
+            if executable is not None:
+                self._compiled.move_to_end(key)
+        if executable is None:
+            executable = self._compile(fn, args, static)
+            with self._lock:
+                self._compiled[key] = executable
+                while len(self._compiled) > self.keep:
+                    self._compiled.popitem(last=False)
+        return executable(*args)
+
+    @staticmethod
+    def _compile(fn: Callable, args: tuple, static: dict):
+        import functools
+
+        import jax
+
+        lowered = jax.jit(functools.partial(fn, **static)).lower(*args)
+        return lowered.compile(compiler_options=UNTIMED_OPTIONS if _on_gpu() else None)
+
+
+def _aval(x) -> tuple:
+    shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
+    return (tuple(shape), str(dtype)) if shape is not None else (type(x).__name__, x)
+
+
+UNTIMED = Untimed()

@@ -1,0 +1,213 @@
+"""The GPU's power state around a cell's samples.
+
+A GPU under sustained load hits its power limit and lowers its SM clock (an H200 at 700 W, an L4 at 72 W), so
+a kernel time means little without the state it was taken in. A Recorder reads NVML from a background thread
+while the headline timer samples; `steady` runs the call back to back until the clock settles before sampling,
+`burst` waits for the GPU to cool back to its idle state and takes a short sample. Every reading comes from a
+Source, so the policies are tested with a scripted one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from runner.record import PowerState, Span, Telemetry
+
+# NVML's clock event (throttle) reason bits, in words
+THROTTLE = {
+    0x1: "idle",
+    0x2: "application clocks setting",
+    0x4: "power cap",
+    0x8: "hardware slowdown",
+    0x10: "sync boost",
+    0x20: "thermal (software)",
+    0x40: "thermal (hardware)",
+    0x80: "power brake (hardware)",
+    0x100: "display clock setting",
+    0x200: "board limit",
+    0x400: "reliability",
+}
+INTERVAL_S = 0.01  # NVML updates power and clocks about this often
+SETTLE_WINDOW_S = 0.5  # steady: the clock must hold for this long ...
+SETTLE_TOLERANCE = 0.01  # ... within 1 %
+LIGHT_LOAD = 0.5  # below this share of the power limit, with no throttle reason, the clock cannot be capped
+LIGHT_WINDOW_S = 0.1
+UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
+COOL_MARGIN_C = 2  # burst: back within 2 °C of the idle temperature
+
+
+@dataclass(frozen=True)
+class Reading:
+    t: float
+    sm_mhz: float
+    mem_mhz: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+    throttle: int = 0  # NVML clock event reason bits
+
+
+class Source(Protocol):
+    power_limit_w: float | None
+
+    def read(self) -> Reading: ...
+
+
+def throttle_words(bits: int) -> list[str]:
+    return [word for bit, word in THROTTLE.items() if bits & bit]
+
+
+class NvmlSource:
+    """Readings of one GPU through NVML (nvidia-ml-py)."""
+
+    def __init__(self, index: int = 0):
+        import pynvml
+
+        self.nvml = pynvml
+        pynvml.nvmlInit()
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self.power_limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000
+
+    def read(self) -> Reading:
+        nvml, handle = self.nvml, self.handle
+        return Reading(
+            t=time.monotonic(),
+            sm_mhz=nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+            mem_mhz=nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM),
+            power_w=nvml.nvmlDeviceGetPowerUsage(handle) / 1000,
+            temperature_c=nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
+            throttle=self.reasons(handle),
+        )
+
+
+def open_source(index: int, on_gpu: bool) -> tuple[Source | None, str | None]:
+    """NVML for device `index`, or None and why there is no telemetry."""
+    if not on_gpu:
+        return None, "no NVIDIA GPU: clocks and power are not observable"
+    try:
+        return NvmlSource(index), None
+    except Exception as error:  # no nvidia-ml-py, or a driver without NVML
+        return None, f"NVML unavailable ({type(error).__name__}: {error})"
+
+
+class Recorder:
+    """Reads a Source every INTERVAL_S from a thread while inside `with`."""
+
+    def __init__(self, source: Source, interval_s: float = INTERVAL_S):
+        self.source, self.interval_s = source, interval_s
+        self.readings: list[Reading] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="attnbench-telemetry", daemon=True)
+
+    def __enter__(self) -> Recorder:
+        self.readings.append(self.source.read())
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.readings.append(self.source.read())
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.readings.append(self.source.read())
+
+
+def _span(values: list[float]) -> Span | None:
+    if not values:
+        return None
+    return Span(min=min(values), median=statistics.median(values), max=max(values), mean=statistics.fmean(values))
+
+
+def summarise(readings: list[Reading], power_limit_w: float | None) -> Telemetry:
+    """Spans of every reading over the window, the throttle reasons seen, and how far the SM clock moved."""
+    clocks = [r.sm_mhz for r in readings]
+    bits = 0
+    for r in readings:
+        bits |= r.throttle
+    return Telemetry(
+        source="nvml",
+        samples=len(readings),
+        sm_clock_mhz=_span(clocks),
+        mem_clock_mhz=_span([r.mem_mhz for r in readings if r.mem_mhz is not None]),
+        power_w=_span([r.power_w for r in readings if r.power_w is not None]),
+        power_limit_w=power_limit_w,
+        temperature_c=_span([r.temperature_c for r in readings if r.temperature_c is not None]),
+        throttle=throttle_words(bits),
+        clock_spread=(max(clocks) - min(clocks)) / max(clocks) if max(clocks) > 0 else 0.0,
+    )
+
+
+def unstable(telemetry: Telemetry) -> bool:
+    return telemetry.clock_spread > UNSTABLE_SPREAD
+
+
+def _held(history: list[Reading], window_s: float) -> bool:
+    """The SM clock stayed within SETTLE_TOLERANCE over the last window_s of readings."""
+    if not history or history[-1].t - history[0].t < window_s:
+        return False
+    recent = [r.sm_mhz for r in history if r.t >= history[-1].t - window_s]
+    return (max(recent) - min(recent)) <= SETTLE_TOLERANCE * max(recent)
+
+
+def _light(history: list[Reading], limit_w: float | None) -> bool:
+    """Far below the power limit with no throttle reason for LIGHT_WINDOW_S: nothing can pull the clock down."""
+    if limit_w is None or not history or history[-1].t - history[0].t < LIGHT_WINDOW_S:
+        return False
+    recent = [r for r in history if r.t >= history[-1].t - LIGHT_WINDOW_S]
+    calm = all((r.throttle & ~0x1) == 0 for r in recent)  # "idle" between calls is no throttle
+    return calm and all(r.power_w is not None and r.power_w < LIGHT_LOAD * limit_w for r in recent)
+
+
+def settle(run_calls: Callable[[], None], source: Source, max_s: float,
+           window_s: float = SETTLE_WINDOW_S) -> PowerState:
+    """steady: run the call back to back until the SM clock holds within 1 % for window_s (or the load is too
+    light to be capped), at most max_s."""
+    history = [source.read()]
+    start = history[0].t
+    while True:
+        run_calls()
+        history.append(source.read())
+        waited = history[-1].t - start
+        if _held(history, window_s):
+            return PowerState(policy="steady", settled=True, wait_s=waited)
+        if _light(history, source.power_limit_w):
+            note = f"light load ({history[-1].power_w:.0f} W of {source.power_limit_w:.0f} W, no throttle)"
+            return PowerState(policy="steady", settled=True, wait_s=waited, note=note)
+        if waited >= max_s:
+            moved = f"{min(r.sm_mhz for r in history[-5:]):.0f}-{max(r.sm_mhz for r in history[-5:]):.0f} MHz"
+            return PowerState(policy="steady", settled=False, wait_s=waited,
+                              note=f"the SM clock was still moving ({moved}) after {max_s:g} s; sampled anyway")
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The GPU's state before the run's first cell: what `burst` waits to get back to."""
+
+    temperature_c: float | None
+    power_w: float | None
+
+
+def cool(source: Source, idle: Idle, max_s: float, sleep: Callable[[float], None] = time.sleep) -> PowerState:
+    """burst: wait (at most max_s) until the GPU is back within COOL_MARGIN_C of its idle temperature and its
+    power near idle, so the short sample that follows starts at the boost clock."""
+    first = reading = source.read()
+    while True:
+        warm = idle.temperature_c is not None and reading.temperature_c is not None and \
+            reading.temperature_c > idle.temperature_c + COOL_MARGIN_C
+        busy = idle.power_w is not None and reading.power_w is not None and reading.power_w > 1.5 * idle.power_w + 10
+        waited = reading.t - first.t
+        if not (warm or busy):
+            return PowerState(policy="burst", settled=True, wait_s=waited)
+        if waited >= max_s:
+            return PowerState(policy="burst", settled=False, wait_s=waited,
+                              note=f"still {reading.temperature_c:.0f} °C / {reading.power_w:.0f} W after {max_s:g} s "
+                                   f"(idle {idle.temperature_c:.0f} °C / {idle.power_w:.0f} W); sampled anyway")
+        sleep(0.1)
+        reading = source.read()

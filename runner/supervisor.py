@@ -1,0 +1,180 @@
+"""Workers seen from the supervisor: started per library set, fed one cell at a time, stopped, or replaced when
+one dies or runs past the cell's time limit. At most one worker is alive at a time (each would hold the GPU).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from runner.cells import Cell
+from runner.worker import Hello, Start
+
+POLL_S = 0.2  # how often a wait looks at the stop flag
+STOP_GRACE_S = 5.0
+CGROUP_EVENTS = Path("/sys/fs/cgroup/memory.events")
+
+
+class WorkerLost(Exception):
+    """The worker did not answer: it died (status crashed or oom) or ran out of time (timeout)."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status, self.reason = status, reason
+
+
+class Stopped(Exception):
+    """The run was asked to stop (SIGTERM) while waiting for a worker."""
+
+
+def oom_kills() -> int | None:
+    """The kernel's OOM kills in this container's cgroup so far (cgroup v2), or None where unreadable."""
+    try:
+        for line in CGROUP_EVENTS.read_text().splitlines():
+            name, _, count = line.partition(" ")
+            if name == "oom_kill":
+                return int(count)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class Worker:
+    """One `python -m runner.worker` process and the two pipes to it; its stderr is passed on and its tail kept."""
+
+    def __init__(self, start: Start, stop: threading.Event, timeout_s: float):
+        self.group, self.stop_event = start.group, stop
+        to_worker, from_worker = os.pipe(), os.pipe()
+        # not `-m runner.worker`: its classes would pickle as __main__'s
+        command = [sys.executable, "-c", "import sys; from runner.worker import main; main(sys.argv[1:])",
+                   str(to_worker[0]), str(from_worker[1])]
+        self.process = subprocess.Popen(command, pass_fds=(to_worker[0], from_worker[1]), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(to_worker[0])
+        os.close(from_worker[1])
+        self.outbox = Connection(to_worker[1], readable=False)
+        self.inbox = Connection(from_worker[0], writable=False)
+        self.tail: deque[str] = deque(maxlen=20)
+        threading.Thread(target=self._pass_on_stderr, name=f"attnbench-{self.group}-stderr", daemon=True).start()
+        self.oom_before = oom_kills()
+        self.outbox.send(("start", start))
+        self.hello: Hello = self._answer(timeout_s, "starting")
+
+    def _pass_on_stderr(self) -> None:
+        for raw in self.process.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            if line:
+                self.tail.append(line)
+                print(f"[{self.group} worker] {line}", file=sys.stderr, flush=True)
+
+    def last_words(self) -> str:
+        """The last meaningful line the worker wrote to stderr, for a crash's reason."""
+        lines = [line for line in self.tail if line.strip()]
+        return lines[-1][:300] if lines else "nothing on stderr"
+
+    def _answer(self, timeout_s: float, doing: str):
+        """The worker's next message, or WorkerLost; Stopped when the run is asked to stop meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        while not self.inbox.poll(POLL_S):
+            if self.stop_event.is_set():
+                raise Stopped()
+            if time.monotonic() > deadline:
+                self.kill()
+                raise WorkerLost("timeout", f"no result after {timeout_s:g} s {doing}; the worker was stopped "
+                                 f"(last stderr: {self.last_words()})")
+        try:
+            return self.inbox.recv()[1]
+        except (EOFError, OSError):
+            raise self._death(doing) from None
+
+    def _death(self, doing: str) -> WorkerLost:
+        try:
+            code = self.process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.process.returncode
+        how = f"killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        before, after = self.oom_before, oom_kills()
+        if before is not None and after is not None and after > before:
+            return WorkerLost("oom", f"the worker was {how} by the kernel's out-of-memory killer while {doing}")
+        return WorkerLost("crashed", f"the worker {how} while {doing} (last stderr: {self.last_words()})")
+
+    def measure(self, cell: Cell, upcoming: list[Cell], timeout_s: float) -> str | None:
+        """The cell's record (JSON) from the worker; None when its libraries failed to load."""
+        payload = (_plain(cell), [_plain(c) for c in upcoming])
+        try:
+            self.outbox.send(("measure", payload))
+        except (BrokenPipeError, OSError):
+            raise self._death("receiving the cell") from None
+        return self._answer(timeout_s, "measuring")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        """Ask the worker to finish, then make sure it did."""
+        try:
+            self.outbox.send(("stop", None))
+            self.process.wait(timeout=STOP_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.kill()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def _plain(cell: Cell) -> dict:
+    return {"experiment": cell.experiment, "variant": cell.variant, "params": cell.params.as_dict()}
+
+
+class Pool:
+    """The run's workers by library set, one alive at a time; a dead one is replaced when next needed."""
+
+    def __init__(self, make_start: Callable[[str], Start], stop: threading.Event, start_timeout_s: float):
+        self.make_start, self.stop_event, self.start_timeout_s = make_start, stop, start_timeout_s
+        self.current: Worker | None = None
+        self.hellos: dict[str, Hello] = {}
+
+    def worker(self, group: str) -> Worker:
+        """The live worker of `group`, starting it (and stopping another group's) as needed."""
+        if self.current and (self.current.group != group or not self.current.alive()):
+            self.current.stop()
+            self.current = None
+        if self.current is None:
+            self.current = Worker(self.make_start(group), self.stop_event, self.start_timeout_s)
+            self.hellos.setdefault(group, self.current.hello)
+        return self.current
+
+    def lose(self) -> None:
+        """Forget the current worker after it died or was killed."""
+        if self.current:
+            self.current.kill()
+        self.current = None
+
+    def close(self) -> None:
+        if self.current:
+            self.current.stop()
+        self.current = None
+
+    def kill(self) -> None:
+        """Stop now: a SIGTERM abandons the cell in flight."""
+        if self.current:
+            self.current.kill()
+        self.current = None

@@ -1,0 +1,170 @@
+"""A worker process: measures the cells its supervisor sends, with one library set loaded.
+
+The supervisor (runner/supervisor.py) starts a Python process that calls `main`, feeds it cells over a pipe and outlives
+it: a segfault, a CUDA error that poisons the context, a hang or a host OOM ends this process and the cell in
+flight, never the run. Messages are (verb, payload) tuples of plain data:
+
+  supervisor -> worker   ("start", Start)  ("measure", cell, upcoming cells)  ("stop", None)
+  worker -> supervisor   ("ready", Hello)  ("record", record JSON)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a worker needs to begin."""
+
+    group: str  # the library set: "jax", or a variant's own worker such as "transformer_engine"
+    spec: dict
+    run_id: str
+    compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
+    compile_ahead: bool = True
+    describe: bool = False  # measure the machine's ceilings and report its facts (the run's first worker)
+    machine: dict | None = None  # the run's machine record, for rates against its ceilings
+    idle: tuple[float | None, float | None] | None = None  # (temperature, power) before the run: burst's target
+
+
+@dataclass(frozen=True)
+class Hello:
+    """What a started worker reports: its libraries and device, the machine (if asked), or why it cannot run."""
+
+    group: str
+    versions: dict[str, str]
+    device: tuple  # runner.machine.Device's fields
+    compile_cache: str = "off"
+    machine: dict | None = None
+    idle: tuple[float | None, float | None] | None = None
+    error: str | None = None  # the group's preload failed: every cell of it is skipped with this reason
+    pid: int = field(default_factory=os.getpid)
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its supervisor dies, even by SIGKILL."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the closed pipe still ends the worker at its next read
+        pass
+    if os.getppid() == 1:  # the supervisor died before prctl took effect
+        os._exit(0)
+
+
+def _preload(group: str) -> str | None:
+    """Run the group's preload (before JAX starts its GPU backend); the reason it failed, or None."""
+    from runner.registry import Skip, load_all
+
+    preloads = {v.preload for v in load_all().values() if v.worker == group and v.preload}
+    for preload in preloads:
+        try:
+            preload()
+        except Skip as reason:
+            return str(reason)
+    return None
+
+
+def _machine(start: Start, versions: dict) -> dict | None:
+    """The machine record with measured ceilings, when this worker is asked to describe it."""
+    if not start.describe:
+        return start.machine
+    import jax
+
+    from runner import gpu, machine
+
+    device = machine.current_device()
+    if device.compute_capability is None:
+        return machine.describe(device, jax.device_count(), versions).model_dump(mode="json")
+    described = machine.describe(device, jax.device_count(), versions, gpu.facts(), gpu.matmul_peak_tflops(),
+                                 gpu.memory_bandwidth_gbps())
+    return described.model_dump(mode="json")
+
+
+def _idle(start: Start) -> tuple | None:
+    """The GPU's temperature and power before any work: what a burst sample waits to get back to."""
+    if start.idle is not None or not start.describe:
+        return start.idle
+    from runner import gpu
+
+    facts = gpu.readings()
+    return (facts.temperature_c, facts.power_w) if facts else None
+
+
+def hello(start: Start) -> tuple[Hello, object | None]:
+    """Load the group's libraries, then JAX; the Hello and the Measurer (None when the libraries failed)."""
+    error = _preload(start.group)
+    from runner import compiler, gpu, machine
+
+    device = machine.current_device()
+    versions = machine.versions() | (gpu.cuda_versions() if device.compute_capability else {})
+    if error:
+        return Hello(start.group, versions, tuple(device.__dict__.values()), error=error), None
+    cache = compiler.configure_cache(start.compile_cache)
+    described, idle = _machine(start, versions), _idle(start)
+    measurer = _measurer(start, device, described, idle)
+    return Hello(start.group, versions, tuple(device.__dict__.values()), cache, described, idle), measurer
+
+
+def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
+    from runner import power
+    from runner.measure import Ahead, Measurer, PowerEnv
+    from runner.record import Machine
+    from runner.spec import Spec
+    from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
+
+    spec = Spec.model_validate(start.spec)
+    on_gpu = device.compute_capability is not None
+    timers = [DeviceTimer(), WallTimer()] + ([ColdDeviceTimer()] if spec.timing.cold else []) if on_gpu \
+        else [WallTimer()]
+    source, reason = power.open_source(0, on_gpu)
+    env = PowerEnv(source, reason, power.Idle(*idle) if idle else None)
+    machine_record = Machine.model_validate(described) if described else None
+    measurer = Measurer(spec, timers, start.run_id, device, machine_record, env)
+    measurer.ahead = Ahead(measurer) if start.compile_ahead else None
+    return measurer
+
+
+def _cell(payload: dict):
+    from runner.cells import Cell
+    from runner.record import Params
+
+    return Cell(payload["experiment"], payload["variant"], Params.model_validate(payload["params"]))
+
+
+def serve(inbox: Connection, outbox: Connection) -> None:
+    """Answer the supervisor until it says stop or goes away."""
+    verb, start = inbox.recv()
+    greeting, measurer = hello(start)
+    outbox.send(("ready", greeting))
+    while True:
+        try:
+            verb, payload = inbox.recv()
+        except EOFError:  # the supervisor is gone
+            return
+        if verb == "stop":
+            return
+        cell, upcoming = _cell(payload[0]), [_cell(c) for c in payload[1]]
+        record = measurer.measure(cell, upcoming) if measurer else None
+        outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
+
+
+def main(argv: list[str]) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
+    os.dup2(2, 1)  # libraries that print to stdout would mix into the supervisor's tables: send it to stderr
+    inbox, outbox = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
+    if limit := os.environ.get("ATTNBENCH_WORKER_MEMORY_LIMIT"):
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    serve(inbox, outbox)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a GPU runtime's atexit hooks can hang after a poisoned context
+
