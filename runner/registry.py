@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import pkgutil
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from runner.machine import Device
@@ -100,6 +103,7 @@ class Variant:
 VARIANTS: dict[str, Variant] = {}
 BACKENDS: dict[str, tuple[str, ...]] = {}  # backend -> custom-call target prefixes that prove it ran
 BROKEN: dict[str, str] = {}  # variant module -> why it could not be imported
+VARIANTS_ENV = "ATTNBENCH_VARIANTS"  # more variant files, outside the package (a team's own, or a test's)
 
 
 def variant(name: str, requires: Requires = Requires(), *, backend: str | None = None, proves: tuple[str, ...] = (),
@@ -121,15 +125,42 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     return register
 
 
+def _extra_files() -> list[Path]:
+    """Variant files named by $ATTNBENCH_VARIANTS: .py files or folders of them, separated like PATH."""
+    found = []
+    for entry in filter(None, os.environ.get(VARIANTS_ENV, "").split(os.pathsep)):
+        path = Path(entry)
+        found += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+def _import(name: str, load: Callable[[], object]) -> None:
+    try:
+        load()
+    except Exception as error:  # one broken variant file must not take the others down
+        BROKEN[name] = f"{type(error).__name__}: {error}"
+
+
+def _import_file(path: Path) -> None:
+    module_name = f"attnbench_variants_{path.stem}"
+    if module_name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+
+
 def load_all() -> dict[str, Variant]:
-    """Import every module of runner.variants so their decorators run; a module that fails is kept in BROKEN."""
+    """Import every module of runner.variants, and the files $ATTNBENCH_VARIANTS names, so their decorators run;
+    a module that fails to import is kept in BROKEN with its error."""
     import runner.variants as package
 
     for module in pkgutil.iter_modules(package.__path__):
-        try:
-            importlib.import_module(f"{package.__name__}.{module.name}")
-        except Exception as error:  # one broken variant file must not take the others down
-            BROKEN[module.name] = f"{type(error).__name__}: {error}"
+        name = f"{package.__name__}.{module.name}"
+        _import(module.name, lambda: importlib.import_module(name))
+    for path in _extra_files():
+        _import(str(path), lambda: _import_file(path))
     return VARIANTS
 
 

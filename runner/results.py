@@ -16,7 +16,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runner.cells import expand
-from runner.record import CellRecord, Manifest, read_cell, read_manifest
+from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
 from runner.shard import parse_shard
 from runner.spec import Spec
 
@@ -111,9 +111,15 @@ def _object(text: str) -> dict:
     return data
 
 
+def _newer(where: str, version: int) -> str:
+    return (f"{where}: written by a newer attnbench (schema_version {version}; this one reads up to "
+            f"{SCHEMA_VERSION}): read as far as known, its new fields kept unread")
+
+
 def parse_manifest(text: str, where: str) -> tuple[Manifest | None, list[str]]:
     try:
-        return read_manifest(_object(text)), []
+        manifest = read_manifest(_object(text))
+        return manifest, [_newer(where, manifest.schema_version)] if manifest.schema_version > SCHEMA_VERSION else []
     except (ValueError, ValidationError, RecursionError) as error:
         return None, [f"{where}: {_short(error)}"]
 
@@ -128,7 +134,8 @@ def parse_cells(text: str, where: str) -> tuple[list[CellRecord], list[str]]:
             cells.append(read_cell(_object(line)))
         except (ValueError, ValidationError, RecursionError) as error:
             problems.append(f"{where}:{number}: {_short(error)}")
-    return cells, problems
+    newest = max((c.schema_version for c in cells), default=SCHEMA_VERSION)
+    return cells, problems + ([_newer(where, newest)] if newest > SCHEMA_VERSION else [])
 
 
 def _short(error: Exception) -> str:

@@ -8,6 +8,7 @@ a raising one is `failed`, or `oom` for resource exhaustion.
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 
 import jax
 import jax.numpy as jnp
@@ -18,11 +19,12 @@ from helpers import params, spec_data
 from runner import measure
 from runner.attention import naive_attention, reference_attention
 from runner.cells import Cell
+from runner.machine import current_device
 from runner.measure import Measurer, failure, incorrect_reason, make_inputs
 from runner.record import Correctness
 from runner.registry import VARIANTS, load_all, variant
 from runner.spec import parse_spec
-from runner.timers import WallTimer
+from runner.timers import Samples, WallTimer
 
 load_all()
 
@@ -135,10 +137,10 @@ def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
     row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)
     monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
     calls = []
-    chunk = measure._reference_chunk
-    monkeypatch.setattr(measure, "_reference_chunk", lambda *a, **kw: calls.append(1) or chunk(*a, **kw))
+    untimed = measure.UNTIMED
+    monkeypatch.setattr(measure, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
     chunked = measure.reference(p, args)
-    assert len(calls) == 4  # it really chunked
+    assert calls == [measure._reference_chunk] * 4  # it really chunked
     assert len(chunked) == len(whole) == (4 if pass_ == "fwd_bwd" else 1)
     for part, full in zip(chunked, whole):
         assert part.shape == full.shape and part.dtype == jnp.float32
@@ -181,11 +183,11 @@ def test_inputs_are_seeded_normal_random_never_zeros(pass_):
 @pytest.fixture(scope="module")
 def measurer() -> Measurer:
     spec = parse_spec(spec_data(), set(VARIANTS))
-    return Measurer(spec, [WallTimer()], "test-run")
+    return Measurer(spec, [WallTimer()], "test-run", current_device())
 
 
-@pytest.fixture
-def test_variants():
+@contextmanager
+def wrong_variants():
     """Test-only variants: unscaled scores (wrong), one that raises, one that runs out of memory."""
 
     @variant("test_unscaled")
@@ -229,9 +231,17 @@ def test_variants():
         return lambda q, k, v: naive_attention(q, jax.lax.stop_gradient(k), v, causal=p.causal)
 
     names = ("test_unscaled", "test_raises", "test_oom", "test_unmasked", "test_no_dk")
-    yield names
-    for name in names:
-        VARIANTS.pop(name, None)
+    try:
+        yield names
+    finally:
+        for name in names:
+            VARIANTS.pop(name, None)
+
+
+@pytest.fixture
+def test_variants():
+    with wrong_variants() as names:
+        yield names
 
 
 def cell(variant_name: str, **shape) -> Cell:
@@ -306,10 +316,10 @@ def test_a_failed_cell_does_not_stop_the_next(measurer, test_variants):
     assert measurer.measure(cell("xla")).status == "ok"
 
 
-def test_test_variants_are_removed_after_the_test():
-    assert not any(name.startswith("test_") for name in VARIANTS)
-
-
+def test_test_variants_are_removed_after_use():
+    with wrong_variants() as names:
+        assert set(names) <= set(VARIANTS)
+    assert not set(names) & set(VARIANTS)
 @pytest.mark.parametrize(
     "error, status",
     [
@@ -373,12 +383,12 @@ class ZeroTimer:
     name = "device"
 
     def __call__(self, fn, args, n):
-        return [0.0] * n
+        return Samples([0.0] * n)
 
 
 def test_a_zero_median_fails_the_cell_instead_of_reporting_a_rate():
     spec = parse_spec(spec_data(), set(VARIANTS))
-    record = Measurer(spec, [ZeroTimer()], "test-run").measure(cell("xla"))
+    record = Measurer(spec, [ZeroTimer()], "test-run", current_device()).measure(cell("xla"))
     assert record.status == "failed"
     assert record.reason == "RuntimeError: the device timer measured no time for this call"
     assert record.timings == [] and record.tflops is None

@@ -7,15 +7,17 @@ import statistics
 import jax
 import pytest
 
-from runner import metrics
+from helpers import attnbench, spec_data, write_spec
+from runner import metrics, power
 from runner.cells import Cell, resolve
 from runner.machine import current_device
-from runner.measure import Measurer, make_inputs
+from runner.measure import Measurer, PowerEnv, make_inputs
 from runner.registry import VARIANTS, Staged, load_all
 from runner.spec import parse_spec
+from runner.store import read_run
 from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
-load_all()  # first: TransformerEngine must load its cuDNN before JAX initialises the GPU
+load_all()
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(current_device().compute_capability is None, reason="needs an NVIDIA GPU"),
@@ -29,7 +31,8 @@ def measurer(timers, **timing) -> Measurer:
     settings = dict(warmup=2, min_samples=10, max_samples=50, target_noise=0.02, budget_s=2.0) | timing
     spec = parse_spec({"name": "gpu-test", "timing": settings, "experiments": [{"name": "x", "variants": ["xla"]}]},
                       set(VARIANTS))
-    return Measurer(spec, timers, "gpu-test")
+    source, reason = power.open_source(0, True)
+    return Measurer(spec, timers, "gpu-test", current_device(), power_env=PowerEnv(source, reason))
 
 
 def params(**shape):
@@ -37,7 +40,7 @@ def params(**shape):
 
 
 def measure(variant: str, timers=None, **shape):
-    return measurer(timers or [WallTimer(), DeviceTimer()]).measure(Cell("gpu", variant, params(**shape)))
+    return measurer(timers or [DeviceTimer(), WallTimer()]).measure(Cell("gpu", variant, params(**shape)))
 
 
 def test_cudnn_runs_the_fused_kernel_at_the_lab_default_shape():
@@ -90,13 +93,27 @@ def _direct_cupti_tflops(variant: str, p) -> float:
     return metrics.flops(p) / (statistics.median(per_call_ms) / 1e3) / 1e12
 
 
+@pytest.mark.parametrize("policy", ["steady", "burst"])
 @pytest.mark.parametrize("variant", ["cudnn", "cudnn_fp8"])
-def test_device_tflops_match_a_direct_cupti_measurement(variant):
+def test_device_tflops_match_a_direct_cupti_measurement(variant, policy):
     p = params(**ANCHOR)
-    record = measurer([DeviceTimer()]).measure(Cell("anchor", variant, p))
+    record = measurer([DeviceTimer()], power=policy).measure(Cell("anchor", variant, p))
     assert record.status == "ok", record.reason
-    direct = _direct_cupti_tflops(variant, p)
-    assert abs(record.tflops - direct) / direct < 0.03, (record.tflops, direct)
+    assert record.power.policy == policy and record.telemetry.samples > 0
+    direct = _direct_cupti_tflops(variant, p)  # 30 calls back to back: the steady regime
+    assert abs(record.tflops - direct) / direct < 0.03 or policy == "burst", (record.tflops, direct)
+    assert record.tflops > 0.97 * direct or policy == "steady", (record.tflops, direct)  # burst is never slower
+
+
+def test_telemetry_power_and_energy_are_recorded():
+    record = measure("cudnn", **ANCHOR)
+    t = record.telemetry
+    assert record.status == "ok", record.reason
+    assert t.source == "nvml" and t.samples >= 2 and 300 < t.sm_clock_mhz.median < 3000
+    assert 0 < t.power_w.mean <= t.power_w.max and t.power_limit_w > 0
+    assert record.power.policy == "steady" and record.clock_unstable == power.unstable(t)
+    assert record.energy_j == pytest.approx(t.power_w.mean * record.median_s)
+    assert record.tflops_per_j == pytest.approx(record.flops / 1e12 / record.energy_j)
 
 
 def test_cudnn_fp8_is_real_fp8_and_faster_than_bf16():
@@ -107,12 +124,23 @@ def test_cudnn_fp8_is_real_fp8_and_faster_than_bf16():
     assert fp8.tflops > 1.2 * bf16.tflops, (fp8.tflops, bf16.tflops)
 
 
-def test_te_fp8_says_whether_fp8_reached_attention():
+def _run_in_workers(tmp_path, variants: list[str], **shape) -> dict:
+    """Cells measured by `attnbench run`, each variant in its own worker as a run does, by variant."""
+    experiment = {"name": "x", "variants": variants, **shape}
+    spec = write_spec(tmp_path / "spec.yaml", spec_data(experiment, defaults={}, timing={"budget_s": 0.5}))
+    done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", "gpu", "--spool", tmp_path / "spool",
+                     timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {c.variant: c for c in read_run(tmp_path / "out" / "gpu").cells}
+
+
+def test_te_fp8_says_whether_fp8_reached_attention(tmp_path):
     if current_device().compute_capability < 8.9:
         pytest.skip("needs compute capability 8.9")
-    pytest.importorskip("transformer_engine.jax")
-    record = measure("te_fp8", **{**LAB_DEFAULT, "seq_len": 2048, "causal": True})
+    pytest.importorskip("transformer_engine")
+    record = _run_in_workers(tmp_path, ["te", "te_fp8"], **{**LAB_DEFAULT, "seq_len": 2048, "causal": True})["te_fp8"]
     assert record.status == "ok", record.reason
+    assert record.worker == "transformer_engine"
     assert record.backend == "transformer_engine" and record.fp8.baseline == "te"
     if record.fp8.in_hlo:
         assert not record.fp8.verdict.startswith("not FP8"), record.fp8
@@ -127,8 +155,18 @@ def test_cold_samples_are_named_and_not_faster_than_hot():
     assert cold.median_s >= hot.median_s * 0.95
 
 
-def test_matmul_ceiling_is_measured():
-    from runner.gpu import matmul_peak_tflops
+def test_matmul_and_bandwidth_ceilings_are_measured():
+    from runner.gpu import matmul_peak_tflops, memory_bandwidth_gbps
 
     assert 50 < matmul_peak_tflops(size=4096, calls=10) < 5000
+    assert 200 < memory_bandwidth_gbps(size_bytes=1 << 30, calls=10) < 20000
+
+
+def test_cudnn_fp8_is_correct_at_h64_in_a_run_that_also_measures_te(tmp_path):
+    """TE's cuDNN stays in TE's worker: cudnn_fp8 at H=64 runs on JAX's own cuDNN and agrees with float32."""
+    pytest.importorskip("transformer_engine")
+    cells = _run_in_workers(tmp_path, ["cudnn", "cudnn_fp8", "te"], **{**LAB_DEFAULT, "seq_len": 2048})
+    assert cells["te"].status == "ok" and cells["te"].worker == "transformer_engine", cells["te"].reason
+    assert cells["cudnn_fp8"].status == "ok", cells["cudnn_fp8"].reason
+    assert cells["cudnn_fp8"].worker == "jax"
 

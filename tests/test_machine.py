@@ -1,4 +1,4 @@
-"""Machine facts that can be checked off a GPU: version strings and nvidia-smi's readings."""
+"""Machine facts that can be checked off a GPU: version strings, nvidia-smi's readings, the CPU's record."""
 
 from __future__ import annotations
 
@@ -7,27 +7,42 @@ import subprocess
 import pytest
 
 from runner import gpu
-from runner.machine import cuda_dotted, current_device, describe
+from runner.machine import current_device, describe, versions
+from runner.record import GpuFacts
 
 
 @pytest.mark.parametrize("version, text", [(13000, "13.0"), (12090, "12.9"), (11080, "11.8")])
 def test_cuda_versions(version, text):
-    assert cuda_dotted(version) == text
+    assert gpu.cuda_dotted(version) == text
+
+
+@pytest.mark.parametrize("version, text", [(91900, "9.19.0"), (90100, "9.1.0"), (8906, "8.9.6")])
+def test_cudnn_versions(version, text):
+    assert gpu.cudnn_dotted(version) == text
 
 
 def test_nvidia_smi_readings_take_nvml_types(monkeypatch):
-    printed = "NVIDIA L4, 23034, 570.86.15, [N/A], 2040, 41, 72.00\n"
+    printed = "NVIDIA L4, 23034, 570.86.15, [N/A], 2040, 6251, 41, 27.31, 72.00\n"
     monkeypatch.setattr(gpu.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, printed, ""))
-    assert gpu._smi_facts(0) == {
-        "name": "NVIDIA L4", "memory_total_mib": 23034, "driver": "570.86.15", "sm_clock_mhz": "[N/A]",
-        "sm_clock_max_mhz": 2040, "temperature_c": 41, "power_limit_w": 72.0, "source": "nvidia-smi",
-    }  # fmt: skip
+    assert gpu._smi_facts(0) == GpuFacts(
+        name="NVIDIA L4", memory_total_mib=23034, driver="570.86.15", sm_clock_mhz=None, sm_clock_max_mhz=2040,
+        mem_clock_mhz=6251, temperature_c=41, power_w=27.31, power_limit_w=72.0, source="nvidia-smi",
+    )
+
+
+def test_no_nvml_and_no_nvidia_smi_is_no_readings(monkeypatch):
+    def missing(*args, **kwargs):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(gpu.subprocess, "run", missing)
+    assert gpu.readings() is None
 
 
 def test_the_cpu_machine_record_has_no_gpu_facts():
-    if current_device().compute_capability is not None:
+    device = current_device()
+    if device.compute_capability is not None:
         pytest.skip("this machine has a GPU")
-    machine = describe()
+    machine = describe(device, 1, versions())
     assert machine.platform == "cpu" and machine.compute_capability is None
-    assert machine.gpu == {} and machine.matmul_peak_tflops is None
+    assert machine.gpu is None and machine.matmul_peak_tflops is None and machine.memory_bandwidth_gbps is None
     assert {"jax", "jaxlib", "pydantic"} <= set(machine.versions)

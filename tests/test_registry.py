@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from helpers import params
+from helpers import REPO, params, spec_data
 from runner.machine import Device, current_device
-from runner.registry import VARIANTS, Requires, Variant, device_verdict, load_all, verdict
+from runner.registry import (BACKENDS, BROKEN, VARIANTS, VARIANTS_ENV, Requires, Variant, backend_of, decline, load_all,
+                             unmet)
 
 load_all()
 CPU = Device(platform="cpu", kind="cpu", compute_capability=None)
@@ -17,12 +20,6 @@ H200 = Device(platform="gpu", kind="H200", compute_capability=9.0)
 A100 = Device(platform="gpu", kind="A100", compute_capability=8.0)
 T4 = Device(platform="gpu", kind="T4", compute_capability=7.5)
 HAS_TE = importlib.util.find_spec("transformer_engine") is not None
-
-
-def without_probe(name: str) -> Variant:
-    """The variant with its API probe removed, so rules are checked whatever this jax has."""
-    v = VARIANTS[name]
-    return dataclasses.replace(v, requires=dataclasses.replace(v.requires, probe=None))
 
 
 def test_the_issue_variants_and_the_gpu_ones_are_registered():
@@ -40,7 +37,7 @@ def test_every_variant_has_a_one_line_docstring(name):
 @pytest.mark.parametrize("name", ["naive", "xla", "auto"])
 def test_portable_variants_run_anywhere(name):
     for device in (CPU, T4, H200):
-        assert verdict(VARIANTS[name], params(), device) is None
+        assert decline(VARIANTS[name], params(), device) is None
 
 
 @pytest.mark.parametrize(
@@ -53,13 +50,13 @@ def test_portable_variants_run_anywhere(name):
     ],
 )
 def test_skip_reasons_on_cpu(name, reason):
-    assert device_verdict(VARIANTS[name], CPU) == reason
-    assert verdict(VARIANTS[name], params(dtype="bfloat16"), CPU) == reason
+    assert unmet(VARIANTS[name], CPU) == reason
+    assert decline(VARIANTS[name], params(dtype="bfloat16"), CPU) == reason
 
 
 @pytest.mark.skipif(current_device().compute_capability is not None, reason="checks this machine is a CPU")
 def test_this_machine_skips_cudnn_with_the_cpu_reason():
-    assert device_verdict(VARIANTS["cudnn"], current_device()) == (
+    assert unmet(VARIANTS["cudnn"], current_device()) == (
         "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
     )
 
@@ -74,11 +71,11 @@ def test_this_machine_skips_cudnn_with_the_cpu_reason():
     ],
 )  # fmt: skip
 def test_skip_reasons_on_too_old_or_other_gpus(name, device, reason):
-    assert device_verdict(without_probe(name), device) == reason
+    assert unmet(VARIANTS[name], device) == reason
 
 
 def test_cudnn_runs_the_lab_default_on_an_h200():
-    assert verdict(VARIANTS["cudnn"], params(batch=4, seq_len=128, heads=8, head_dim=64, dtype="bfloat16"), H200) is None
+    assert decline(VARIANTS["cudnn"], params(batch=4, seq_len=128, heads=8, head_dim=64, dtype="bfloat16"), H200) is None
 
 
 @pytest.mark.parametrize(
@@ -94,32 +91,29 @@ def test_cudnn_runs_the_lab_default_on_an_h200():
 )
 def test_dtype_head_dim_and_pass_rules_on_an_h200(name, change, reason):
     p = params(**{"head_dim": 64, "dtype": "bfloat16", **change})
-    assert verdict(without_probe(name), p, H200) == reason
+    assert decline(VARIANTS[name], p, H200) == reason
 
 
 def test_cudnn_accepts_float16_and_head_dim_72_on_an_h200():
-    assert verdict(VARIANTS["cudnn"], params(head_dim=72, dtype="float16"), H200) is None
+    assert decline(VARIANTS["cudnn"], params(head_dim=72, dtype="float16"), H200) is None
 
 
-def test_cudnn_fp8_probe_reason_is_reported_when_the_api_is_missing():
-    v = VARIANTS["cudnn_fp8"]
-    missing = dataclasses.replace(v, requires=dataclasses.replace(v.requires, probe=lambda: "no FP8 API here"))
-    fits = params(head_dim=64, dtype="bfloat16")
-    assert verdict(missing, fits, H200) == "no FP8 API here"
-    assert verdict(v, fits, H200) is None  # the jax the tests install has the private FP8 API
+def test_rules_need_no_gpu_library():
+    """decline() reads the variant's rules only; probes that import GPU libraries run in the worker."""
+    assert decline(VARIANTS["cudnn_fp8"], params(head_dim=64, dtype="bfloat16"), H200) is None
 
 
 @pytest.mark.skipif(HAS_TE, reason="transformer_engine is installed here")
 @pytest.mark.parametrize("name", ["te", "te_fp8"])
 def test_te_without_its_package(name):
-    assert verdict(VARIANTS[name], params(dtype="bfloat16"), H200) == (
+    assert decline(VARIANTS[name], params(dtype="bfloat16"), H200) == (
         f"{name} needs the Python package 'transformer_engine', which is not installed here"
     )
 
 
 def test_device_reasons_come_before_cell_rules():
     # a float32 cell on a CPU: the CPU is the reason, not the dtype
-    assert verdict(VARIANTS["cudnn"], params(dtype="float32"), CPU).endswith("this run is on cpu")
+    assert decline(VARIANTS["cudnn"], params(dtype="float32"), CPU).endswith("this run is on cpu")
 
 
 def test_registering_adds_one_variant_with_its_requirements():
@@ -136,11 +130,96 @@ def test_registering_adds_one_variant_with_its_requirements():
 
         v = VARIANTS["test_registered"]
         assert (v.name, v.doc, v.requires.dtypes, v.fp8_baseline) == ("test_registered", "A test variant.", ("float32",), None)
-        assert verdict(v, params(dtype="bfloat16"), CPU) == "test_registered runs float32 only, not bfloat16"
+        assert decline(v, params(dtype="bfloat16"), CPU) == "test_registered runs float32 only, not bfloat16"
     finally:
         VARIANTS.pop("test_registered", None)
 
 
 def test_min_compute_capability_alone_implies_an_nvidia_gpu():
     v = Variant("test_cc_only", lambda p: None, Requires(min_compute_capability=8.0), "doc")
-    assert device_verdict(v, CPU) == "test_cc_only needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
+    assert unmet(v, CPU) == "test_cc_only needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
+
+
+# --- a variant that owns its rules, defined only in a test file ---------------------------------------------
+
+BLOCKED = Path(__file__).with_name("variants") / "blocked.py"
+
+
+@pytest.fixture
+def blocked(monkeypatch):
+    """tests/variants/blocked.py registered as a user's variant file is, through $ATTNBENCH_VARIANTS."""
+    monkeypatch.setenv(VARIANTS_ENV, str(BLOCKED.parent))
+    load_all()
+    yield VARIANTS["test_blocked"]
+    VARIANTS.pop("test_blocked", None)
+    BACKENDS.pop("test_host", None)
+    sys.modules.pop("attnbench_variants_blocked", None)
+
+
+def test_a_variant_file_outside_the_package_registers_with_its_rules(blocked):
+    assert blocked.backend == "test_host" and BACKENDS["test_host"] == ("test_host_",)
+    info = blocked.info()
+    assert info.requires == ["dtype float32", "seq_len a multiple of 16", "kv_heads equal to heads"]
+    assert info.backend == "test_host"
+
+
+def test_its_check_declines_a_cell_with_its_own_reason(blocked):
+    assert decline(blocked, params(seq_len=24), CPU) == "test_blocked needs seq_len a multiple of 16 (its block), not 24"
+    assert decline(blocked, params(seq_len=32), CPU) is None
+    assert decline(blocked, params(seq_len=32, dtype="bfloat16"), CPU) == "test_blocked runs float32 only, not bfloat16"
+
+
+def test_its_skip_at_build_time_makes_the_cell_skipped_not_failed(blocked):
+    from runner.cells import Cell
+    from runner.measure import Measurer
+    from runner.spec import parse_spec
+    from runner.timers import WallTimer
+
+    spec = parse_spec(spec_data(), set(VARIANTS))
+    measurer = Measurer(spec, [WallTimer()], "test", current_device())
+    gqa = measurer.measure(Cell("t", "test_blocked", params(seq_len=16, kv_heads=2)))
+    assert (gqa.status, gqa.reason) == ("skipped", "test_blocked runs MHA only; K=2 is not N=4")
+    odd = measurer.measure(Cell("t", "test_blocked", params(seq_len=8)))
+    assert (odd.status, odd.reason) == ("skipped", "test_blocked needs seq_len a multiple of 16 (its block), not 8")
+    assert measurer.measure(Cell("t", "test_blocked", params(seq_len=16))).status == "ok"
+
+
+def test_the_backend_a_variant_declares_is_what_its_custom_calls_prove(blocked):
+    assert backend_of(["test_host_attention"]) == "test_host"
+    assert backend_of(["__cudnn$fmhaSoftmax"]) == "cudnn"
+    assert backend_of(["some_other_call"]) == "xla"
+
+
+def test_a_broken_variant_file_is_reported_and_the_others_still_load(tmp_path, monkeypatch):
+    (tmp_path / "broken.py").write_text("raise RuntimeError('curand shared object not found')\n")
+    monkeypatch.setenv(VARIANTS_ENV, str(tmp_path / "broken.py"))
+    try:
+        assert {"naive", "xla", "cudnn"} <= set(load_all())
+        assert BROKEN[str(tmp_path / "broken.py")] == "RuntimeError: curand shared object not found"
+    finally:
+        BROKEN.clear()
+
+
+def test_te_preload_failure_of_any_kind_is_a_skip_with_the_error(monkeypatch):
+    import builtins
+
+    from runner.registry import Skip
+    from runner.variants import transformer_engine
+
+    real_import = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name.startswith("transformer_engine"):
+            raise RuntimeError("curand shared object not found")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing)
+    with pytest.raises(Skip, match="TransformerEngine does not load here: RuntimeError: curand shared object not found"):
+        transformer_engine.preload()
+
+
+def test_loading_every_variant_imports_no_gpu_library():
+    code = ("import sys; from runner.registry import load_all; load_all(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'transformer_engine')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -16,7 +16,7 @@ import pytest
 from helpers import params
 from runner import machine, metrics
 from runner.cells import Cell
-from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, Timing
+from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, TimerSummary
 from runner.report import export, frame, markdown, summary_line
 from runner.results import CELLS, MANIFEST
 from runner.store import read_run
@@ -44,7 +44,7 @@ def record(variant: str = "xla", status: str = "ok", **fields) -> CellRecord:
         )  # fmt: skip
     if status == "ok":
         base.update(
-            timings=[Timing(timer="wall", median_s=1e-4, q1_s=9e-5, q3_s=1.1e-4, min_s=8e-5, samples=3,
+            timings=[TimerSummary(timer="wall", median_s=1e-4, q1_s=9e-5, q3_s=1.1e-4, min_s=8e-5, samples=3,
                             noise=0.2, converged=False)],
             timer="wall", median_s=1e-4, tflops=metrics.flops(p) / 1e-4 / 1e12, gbps=metrics.bytes_min(p) / 1e-4 / 1e9,
         )  # fmt: skip
@@ -87,7 +87,7 @@ def test_round_trip_gives_equal_records(tmp_path):
 
 
 def test_round_trip_of_a_real_machine_record(tmp_path):
-    described = machine.describe()
+    described = machine.describe(machine.current_device(), 1, machine.versions())
     run = read_run(write_run(tmp_path, [record()], manifest().model_copy(update={"machine": described})))
     assert run.problems == [] and run.manifest.machine == described
     assert run.manifest.machine.platform == "cpu" and "jax" in run.manifest.machine.versions
@@ -118,28 +118,28 @@ def test_malformed_lines_are_reported_and_the_rest_load(tmp_path):
     assert run.problems[2].startswith(f"{cells_path}:7: not valid JSON")
 
 
-def test_unknown_schema_version_is_reported(tmp_path):
+def test_a_newer_schema_version_reads_as_far_as_known_and_says_so(tmp_path):
     records = some_records()
     run_dir = write_run(tmp_path, records)
     lines = (run_dir / CELLS).read_text().splitlines()
     future = json.loads(lines[0])
-    future["schema_version"] = SCHEMA_VERSION + 1
+    future.update(schema_version=SCHEMA_VERSION + 1, new_field={"nested": [1, 2]})
     lines[0] = json.dumps(future)
     (run_dir / CELLS).write_text("\n".join(lines) + "\n")
     run = read_run(run_dir)
-    assert run.cells == records[1:]
-    assert len(run.problems) == 1
-    assert f"schema_version {SCHEMA_VERSION + 1} is not supported" in run.problems[0]
+    assert [c.key for c in run.cells] == [r.key for r in records]
+    assert run.cells[0].model_extra == {"new_field": {"nested": [1, 2]}}
+    assert len(run.problems) == 1 and f"schema_version {SCHEMA_VERSION + 1}" in run.problems[0]
 
 
-def test_unknown_manifest_schema_version_is_reported(tmp_path):
+def test_a_version_that_is_no_version_is_reported(tmp_path):
     run_dir = write_run(tmp_path, [record()])
     data = json.loads((run_dir / MANIFEST).read_text())
-    data["schema_version"] = 99
+    data["schema_version"] = "two"
     (run_dir / MANIFEST).write_text(json.dumps(data))
     run = read_run(run_dir)
     assert run.manifest is None
-    assert any("schema_version 99 is not supported" in p for p in run.problems)
+    assert any("schema_version 'two' is not a version" in p for p in run.problems)
     assert run.cells == [record()]
 
 

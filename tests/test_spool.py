@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import threading
+
 from runner.store import read_run
 from runner.spool import Spool, Uploader, spool_store
 from runner.store import LocalStore
@@ -15,10 +18,17 @@ def test_spool_folder_is_a_run_folder_named_after_its_store(tmp_path):
     spool = Spool(local, RUN, "1/3")
     spool.write_manifest(manifest(shard="1/3"))
     spool.add(record())
-    assert spool.dir.parent.name.endswith("_results") and spool.dir.name == RUN
+    assert "_results-" in spool.dir.parent.name and spool.dir.name == RUN
     assert sorted(p.name for p in spool.dir.iterdir()) == ["cells-1-of-3.jsonl", "manifest-1-of-3.json"]
     run = read_run(spool.dir)
     assert run.problems == [] and run.cells == [record()] and [p.shard for p in run.parts if p.cells] == ["1/3"]
+
+
+def test_stores_whose_uris_read_alike_get_their_own_spools(tmp_path):
+    nested, flat = LocalStore(tmp_path / "x" / "y"), LocalStore(tmp_path / "x_y")
+    old_name = lambda uri: re.sub(r"[^A-Za-z0-9._-]+", "_", uri).strip("_")  # noqa: E731
+    assert old_name(nested.uri) == old_name(flat.uri)  # the old spool naming made them one folder
+    assert spool_store(tmp_path / "spool", nested).root != spool_store(tmp_path / "spool", flat).root
 
 
 def test_a_key_is_spooled_once(tmp_path):
@@ -47,11 +57,11 @@ def test_the_first_upload_folds_in_the_stores_copy(tmp_path):
     earlier_pod = Spool(LocalStore(tmp_path / "pod-1"), RUN, None)
     for r in records[:3]:
         earlier_pod.add(r)
-    Uploader(earlier_pod, store, 1).flush()
+    Uploader(earlier_pod, store, 1).consolidate()
     spool = Spool(LocalStore(tmp_path / "pod-2"), RUN, None)
     for r in records[2:]:  # records[2] measured again before the store could be asked
         spool.add(r)
-    Uploader(spool, store, 1).flush()
+    Uploader(spool, store, 1).consolidate()
     stored = (store.root / RUN / "cells.jsonl").read_text().splitlines()
     assert len(stored) == len(records)  # each once
     assert sorted(c.key for c in read_run(store.root / RUN).cells) == sorted(r.key for r in records)
@@ -71,3 +81,30 @@ def test_uploads_resume_when_the_store_comes_back(tmp_path):
     uploader.start()
     assert uploader.close() is True and uploader.error is None
     assert read_run(blocked / RUN).cells == [record()]
+
+
+def test_each_cell_is_its_own_object_until_the_part_is_consolidated(tmp_path):
+    first, second = some_records()[:2]
+    store = LocalStore(tmp_path / "store")
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    uploader = Uploader(spool, store, every_s=10)
+    uploader.start()
+    uploader.commit(first, wait_s=10, stop=threading.Event())
+    assert (store.root / RUN / "cells" / f"{first.key}.json").exists()  # in the store before the next cell starts
+    uploader.commit(second, wait_s=10, stop=threading.Event())
+    assert sorted(read_run(store.root / RUN).cells, key=lambda c: c.key) == sorted([first, second], key=lambda c: c.key)
+    assert uploader.close() is True
+    assert not (store.root / RUN / "cells").exists()
+    assert [c.key for c in read_run(store.root / RUN).cells] == [first.key, second.key]
+
+
+def test_the_in_flight_marker_reaches_the_store_and_is_cleared(tmp_path):
+    store = LocalStore(tmp_path / "store")
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, "0/2")
+    uploader = Uploader(spool, store, every_s=10)
+    uploader.mark({"key": "0123456789abcdef", "attempts": 1})
+    uploader.flush()
+    assert store.read(RUN).parts[0].inflight == {"key": "0123456789abcdef", "attempts": 1}
+    uploader.mark(None)
+    uploader.consolidate()
+    assert not (store.root / RUN / "inflight-0-of-2.json").exists()

@@ -1,0 +1,98 @@
+"""runner/record.py: the contract's versions. Every record and manifest ever written reads through `upgrade`,
+step by step, without the variant registry; readers keep fields they do not know; writers refuse them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from helpers import REPO
+from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, read_cell,
+                           read_manifest, upgrade)
+from runner.results import CELLS, MANIFEST
+from runner.store import open_store, read_run
+from test_results import manifest, record
+
+SCHEMA1 = Path(__file__).with_name("fixtures") / "schema1" / "schema1-20261202-000000"  # written by attnbench 0.1
+SHIPPED = REPO / "examples" / "results"
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_every_version_before_this_one_has_a_step():
+    assert sorted(MIGRATIONS) == list(range(1, SCHEMA_VERSION))
+
+
+def test_a_run_written_by_schema_1_reads_through_the_migration():
+    assert {c["schema_version"] for c in lines(SCHEMA1 / CELLS)} == {1}
+    run = read_run(SCHEMA1)
+    assert run.problems == []
+    assert run.manifest.schema_version == SCHEMA_VERSION and {c.schema_version for c in run.cells} == {SCHEMA_VERSION}
+    assert [c.status for c in run.cells].count("ok") == 5 and len(run.cells) == 9
+    # what a reader needs about each variant travels in the manifest, from the frozen schema-1 table
+    assert set(run.manifest.variants) == {"naive", "xla", "cudnn", "cudnn_fp8"}
+    assert run.manifest.variants["cudnn_fp8"].fp8_baseline == "cudnn"
+    assert run.manifest.variants["cudnn"].backend == "cudnn"
+    assert run.manifest.machine.gpu is None and run.manifest.gpu_at_end is None  # {} on a CPU, None now
+    assert [c.key for c in run.cells] == [c["key"] for c in lines(SCHEMA1 / CELLS)]  # keys are stable
+
+
+def test_the_v1_to_v2_step_on_its_own():
+    old = json.loads((SCHEMA1 / MANIFEST).read_text())
+    assert old["schema_version"] == 1 and "variants" not in old
+    step = MIGRATIONS[1](json.loads(json.dumps(old)), "manifest")
+    assert set(step["variants"]) == {"naive", "xla", "cudnn", "cudnn_fp8"}
+    fp8_cell = {"schema_version": 1, "variant": "te_fp8", "fp8": {"in_hlo": False, "verdict": "not FP8"}}
+    assert MIGRATIONS[1](fp8_cell, "cell")["fp8"]["baseline"] == "te"  # records from before Fp8Info.baseline
+
+
+def test_the_v2_to_v3_step_changes_nothing_old():
+    v2 = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 2}
+    upgraded = upgrade(v2, "cell")
+    assert upgraded["schema_version"] == 3 and {k: v for k, v in upgraded.items() if k != "schema_version"} == {
+        k: v for k, v in v2.items() if k != "schema_version"}
+
+
+def test_upgrade_leaves_the_callers_data_alone():
+    old = json.loads((SCHEMA1 / MANIFEST).read_text())
+    before = json.dumps(old, sort_keys=True)
+    upgrade(old, "manifest")
+    assert json.dumps(old, sort_keys=True) == before
+
+
+@pytest.mark.parametrize("run_id", [r for r in open_store(str(SHIPPED)).runs()])
+def test_every_shipped_run_reads_through_the_same_path(run_id):
+    run = open_store(str(SHIPPED)).read(run_id)
+    assert run.problems == [] and run.manifest.schema_version == SCHEMA_VERSION
+    assert len(run.cells) == run.manifest.cells_planned
+    for name in {c.variant for c in run.cells}:
+        assert run.manifest.variants[name] == V1_VARIANTS[name]
+
+
+def test_a_reader_keeps_a_field_it_does_not_know():
+    data = json.loads(record().model_dump_json(by_alias=True))
+    data["power_state_of_mind"] = "calm"
+    data["correctness"]["ulps"] = 3
+    cell = read_cell(data)
+    assert cell.model_extra == {"power_state_of_mind": "calm"} and cell.correctness.model_extra == {"ulps": 3}
+    again = json.loads(cell.model_dump_json(by_alias=True))  # a resumed spool writes it back unchanged
+    assert again["power_state_of_mind"] == "calm" and again["correctness"]["ulps"] == 3
+    data = json.loads(manifest().model_dump_json()) | {"cluster": "gke-1"}
+    data["machine"]["rack"] = 7
+    read = read_manifest(data)
+    assert read.model_extra == {"cluster": "gke-1"} and read.machine.model_extra == {"rack": 7}
+
+
+def test_a_writer_refuses_a_field_the_contract_does_not_define():
+    fields = record().model_dump()
+    with pytest.raises(ValidationError, match="unknown field"):
+        CellRecord(**fields, power_state_of_mind="calm")
+    with pytest.raises(ValidationError, match="unknown field"):
+        GpuFacts(name="H200", sm_clock="1980")
+    with pytest.raises(ValidationError, match="unknown field"):
+        Manifest.model_validate(json.loads(manifest().model_dump_json()) | {"cluster": "gke-1"})
