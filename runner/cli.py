@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--compile-cache", metavar="DIR|gs://…|off",
                      help="persistent compilation cache (default: the spec's compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
-                     help="compile the next cells' programs while a cell is checked (default: on)")
+                     help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
@@ -163,15 +163,17 @@ def _open_spool(root: Path, store, run_id: str, shard):
 
 
 def _run_exit(outcome, spool, location: str) -> int:
-    """The exit code of a run, said in one line on stderr when it is not 0."""
-    if not outcome.uploaded:
-        print(f"error: results not uploaded to {location} ({outcome.error}); all {outcome.done} cells are in "
-              f"{spool.dir}; rerun with --run-id {spool.run_id} to upload them", file=sys.stderr)
-        return EXIT_NOT_UPLOADED
+    """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
+    kept = f"all {outcome.done} cells are in {spool.dir}"
     if not outcome.finished:
-        print(f"interrupted by SIGTERM: {outcome.done} of {outcome.planned} cells done and uploaded to {location}; "
-              f"rerun with --run-id {spool.run_id} to resume", file=sys.stderr)
+        stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
+        print(f"interrupted by SIGTERM: {outcome.done} of {outcome.planned} cells done, {stored}; rerun with "
+              f"--run-id {spool.run_id} to resume", file=sys.stderr)
         return EXIT_SIGTERM
+    if not outcome.uploaded:
+        print(f"error: results not uploaded to {location} ({outcome.error}); {kept}; rerun with --run-id "
+              f"{spool.run_id} to upload them", file=sys.stderr)
+        return EXIT_NOT_UPLOADED
     return EXIT_OK
 
 
@@ -267,7 +269,7 @@ def cmd_list(args, console: Console) -> int:
         table.add_row(name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
                       v.doc)
     for module, error in sorted(BROKEN.items()):
-        table.add_row(f"runner.variants.{module}", "-", f"[red]broken[/]: {error}", "")
+        table.add_row(module, "-", f"[red]broken[/]: {error}", "")
     console.print(table)
     return EXIT_OK
 

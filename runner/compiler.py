@@ -8,6 +8,7 @@ reference, error checks, input staging) gains nothing from that and compiles sev
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sys
 import threading
@@ -19,10 +20,14 @@ from typing import Callable
 
 from runner.record import Compilation
 
-DEFAULT_CACHE = Path.home() / ".cache" / "attnbench" / "jax"
 UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0}
 UNTIMED_KEEP = 64  # untimed executables kept (a few per shape)
 MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
+
+
+def default_cache() -> Path:
+    """attnbench/jax in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "attnbench" / "jax"
 
 
 def _warn(message: str) -> None:
@@ -53,7 +58,7 @@ def configure_cache(location: str | None) -> str:
     """
     import jax
 
-    location = str(DEFAULT_CACHE) if location is None else location
+    location = str(default_cache()) if location is None else location
     if location != "off":
         location = location if location.startswith("gs://") else str(Path(location).expanduser())
         try:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
@@ -374,11 +372,24 @@ def failure(error: BaseException) -> tuple[str, str]:
 
 
 @dataclass
+class Begun:
+    """A cell started ahead of its turn: its clock, the phases so far, and the program or the error it met."""
+
+    key: str
+    started_at: str
+    clock: float
+    watch: Stopwatch
+    compiled: Compiled | None = None
+    error: Exception | None = None
+
+
+@dataclass
 class Measurer:
     """Measures cells of one spec, reusing inputs, the reference and identical executables across a shape's variants.
 
-    `device_lock` is held while the GPU is timed: work done for later cells in another thread (compiling ahead)
-    takes it too, so no other kernel ever runs inside a timed window.
+    `begin(cell)` starts the next cell early (its inputs, reference and program) while the supervisor is still
+    storing the previous record; it runs in the same thread, between cells, so it never overlaps a timed window
+    (XLA's autotuner launches kernels while it compiles, and CUPTI would count them).
     """
 
     spec: Spec
@@ -387,8 +398,7 @@ class Measurer:
     device: Device
     machine: Machine | None = None
     power_env: PowerEnv = field(default_factory=PowerEnv)
-    device_lock: threading.Lock = field(default_factory=threading.Lock)
-    ahead: Ahead | None = None
+    _begun: Begun | None = None
     _truth: tuple[Params, InputsAndReference] | None = None
     _shared: dict[Params, dict] = field(default_factory=dict)
     _probed: dict[str, str | None] = field(default_factory=dict)
@@ -427,12 +437,31 @@ class Measurer:
         tolerance = spec.fp8 if variant.fp8_baseline else getattr(spec, p.dtype)
         return tolerance, tolerance * spec.gradient_factor
 
-    def program(self, cell: Cell, truth: InputsAndReference, watch: Stopwatch) -> tuple[Compiled, Tuning | None]:
+    def begin(self, cell: Cell) -> None:
+        """Start the cell ahead of its turn: inputs and reference for its shape, and its program unless it searches
+        configurations (which needs the timer). Whatever goes wrong is kept for its turn, to be recorded there."""
+        begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
+        try:
+            variant = VARIANTS[cell.variant]
+            if not self.unavailable(variant, cell.params):
+                self.truth(cell.params, begun.watch)
+                with begun.watch.phase("compile"):
+                    built = variant.build(cell.params)
+                    if not isinstance(built, Tuned):
+                        compiled = compile_step(cell.variant, built, cell.params, self.shared(cell.params))
+                        compilation = compiled.program.compilation.model_copy(update={"ahead": True})
+                        begun.compiled = dataclasses.replace(
+                            compiled, program=dataclasses.replace(compiled.program, compilation=compilation))
+        except Exception as error:  # Skip included: recorded at the cell's turn
+            begun.error = error
+        self._begun = begun
+
+    def program(self, cell: Cell, truth: InputsAndReference, watch: Stopwatch,
+                ahead: Compiled | None) -> tuple[Compiled, Tuning | None]:
         """The cell's timed program: compiled ahead, else built and compiled now, or searched for (Tuned)."""
+        if ahead is not None:
+            return ahead, None
         with watch.phase("compile"):
-            compiled = self.ahead.take(cell) if self.ahead else None
-            if compiled is not None:
-                return compiled, None
             built = VARIANTS[cell.variant].build(cell.params)
         if isinstance(built, Tuned):
             with watch.phase("tune"):
@@ -440,19 +469,21 @@ class Measurer:
         with watch.phase("compile"):
             return compile_step(cell.variant, built, cell.params, self.shared(cell.params)), None
 
-    def measure(self, cell: Cell, upcoming: list[Cell] = ()) -> CellRecord:
-        """Run one cell's steps (compiling `upcoming` cells ahead, when enabled); never raises for a failure of
-        the variant or the device."""
-        started, clock, watch = utc_now(), time.perf_counter(), Stopwatch()
-        variant, p = VARIANTS[cell.variant], cell.params
+    def measure(self, cell: Cell) -> CellRecord:
+        """Run one cell's steps (continuing what `begin` started for it); never raises for a failure of the variant
+        or the device."""
+        begun, self._begun = self._begun, None
+        if begun is None or begun.key != cell.key:
+            begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
+        watch, variant, p = begun.watch, VARIANTS[cell.variant], cell.params
         compiled = correctness = fp8 = tuning = timed = None
         try:
+            if begun.error is not None:
+                raise begun.error
             if reason := self.unavailable(variant, p):
                 raise Skip(reason)
-            if self.ahead:
-                self.ahead.plan([c for c in upcoming if not self.unavailable(VARIANTS[c.variant], c.params)])
             truth = self.truth(p, watch)
-            compiled, tuning = self.program(cell, truth, watch)
+            compiled, tuning = self.program(cell, truth, watch, begun.compiled)
             with watch.phase("check"):
                 args = compiled.arguments(truth.args)
                 outputs = run_once(compiled, args)
@@ -463,9 +494,8 @@ class Measurer:
                         fp8 = fp8_step(variant, p, truth, outputs, compiled, [], self.shared(p))
                 status = ("incorrect", reason)
             else:
-                with self.device_lock:
-                    timed = time_step(self.timers, compiled.program.executable, args, self.spec.timing,
-                                      self.power_env, watch)
+                timed = time_step(self.timers, compiled.program.executable, args, self.spec.timing, self.power_env,
+                                  watch)
                 if zero := [s.summary.timer for s in timed.sampled if s.summary.median_s <= 0]:
                     raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")
                 if variant.fp8_baseline:
@@ -477,16 +507,16 @@ class Measurer:
         except Exception as error:
             status = failure(error)
             timed = None  # a failed cell reports no timing
-        return self._record(cell, started, clock, status, watch, compiled, correctness, fp8, tuning, timed)
+        return self._record(cell, begun, status, compiled, correctness, fp8, tuning, timed)
 
-    def _record(self, cell, started, clock, status, watch, compiled, correctness, fp8, tuning, timed) -> CellRecord:
+    def _record(self, cell, begun, status, compiled, correctness, fp8, tuning, timed) -> CellRecord:
         """The record of what the steps returned (None where a step did not run)."""
         m = self.machine
         telemetry = timed.telemetry if timed else None
         return metrics.cell_record(
-            cell, self.run_id, started, time.perf_counter() - clock, *status,
+            cell, self.run_id, begun.started_at, time.perf_counter() - begun.clock, *status,
             ceilings=(m.matmul_peak_tflops, m.memory_bandwidth_gbps) if m else (None, None),
-            phases=watch.phases,
+            phases=begun.watch.phases,
             compile_s=compiled.program.compilation.seconds if compiled else None,
             compilation=compiled.program.compilation if compiled else None,
             custom_calls=compiled.custom_calls if compiled else [],
@@ -502,35 +532,3 @@ class Measurer:
             worker=VARIANTS[cell.variant].worker,
         )
 
-
-class Ahead:
-    """Builds and compiles the next cells' timed programs in a background thread while this cell is checked.
-
-    Compiling needs only the input shapes. XLA's autotuner runs kernels on the GPU while it compiles, so the
-    thread holds the Measurer's device lock for each job: nothing it launches can land in a timed window.
-    """
-
-    def __init__(self, measurer: Measurer, depth: int = 2):
-        self.measurer, self.depth = measurer, depth
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="attnbench-ahead")
-        self.jobs: dict[str, Future] = {}
-
-    def plan(self, cells: list[Cell]) -> None:
-        """Start compiling the first `depth` of these cells (tuned variants search at their turn)."""
-        for cell in cells[: self.depth]:
-            if cell.key not in self.jobs:
-                self.jobs[cell.key] = self.pool.submit(self._compile, cell)
-
-    def _compile(self, cell: Cell) -> Compiled | None:
-        with self.measurer.device_lock:
-            built = VARIANTS[cell.variant].build(cell.params)
-            if isinstance(built, Tuned):
-                return None
-            compiled = compile_step(cell.variant, built, cell.params, self.measurer.shared(cell.params))
-        compilation = compiled.program.compilation.model_copy(update={"ahead": True})
-        return dataclasses.replace(compiled, program=dataclasses.replace(compiled.program, compilation=compilation))
-
-    def take(self, cell: Cell) -> Compiled | None:
-        """The cell's program if it was compiled ahead (waiting for it if still compiling; its error raised)."""
-        job = self.jobs.pop(cell.key, None)
-        return job.result() if job else None

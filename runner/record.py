@@ -103,7 +103,7 @@ class Compilation(_Record):
     cached: bool | None = Field(None, description="Loaded from the persistent compilation cache (None: no cache).")
     shared_with: str | None = Field(None, description="The variant of this shape whose identical executable "
                                     "(same HLO fingerprint) was reused instead of compiling again.")
-    ahead: bool = Field(False, description="Compiled in the background while an earlier cell was measured.")
+    ahead: bool = Field(False, description="Compiled before the cell's turn, while the previous record was stored.")
 
 
 class Candidate(_Record):

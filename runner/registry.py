@@ -158,7 +158,7 @@ def load_all() -> dict[str, Variant]:
 
     for module in pkgutil.iter_modules(package.__path__):
         name = f"{package.__name__}.{module.name}"
-        _import(module.name, lambda: importlib.import_module(name))
+        _import(name, lambda: importlib.import_module(name))
     for path in _extra_files():
         _import(str(path), lambda: _import_file(path))
     return VARIANTS

@@ -33,7 +33,6 @@ from runner.worker import Hello, Start
 
 COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
 MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
-AHEAD = 2  # cells compiled in the background ahead of the one being measured
 WORKER_START_S = 900.0  # importing the libraries and measuring the machine's ceilings, cold caches included
 
 
@@ -130,8 +129,8 @@ def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell]) -> CellRecord:
         if worker.hello.error:
             record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
         else:
-            text = worker.measure(cell, [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker],
-                                  ctx.timeout_s)
+            same_worker = [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker]
+            text = worker.measure(cell, same_worker, ctx.timeout_s)
             record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
     except WorkerLost as lost:
         ctx.pool.lose()
@@ -140,18 +139,31 @@ def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell]) -> CellRecord:
     return record
 
 
+def _next_for_worker(ctx: Context, cells: list[Cell]) -> list[Cell]:
+    """The cell after this one if its worker will measure it (not declined, not given up as poison): the worker
+    may start it early, so the run must then send it next."""
+    following = cells[:1]
+    if following and (decline(VARIANTS[following[0].variant], following[0].params, ctx.device)
+                      or _attempt(ctx, following[0]) > MAX_ATTEMPTS):
+        return []
+    return following
+
+
 def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Console) -> bool:
     """Measure and commit each cell not done yet; False when SIGTERM ended it early."""
     todo = [c for c in in_worker_order(cells) if c.key not in done]
+    announced: set[str] = set()  # cells a worker was told come next: it may have started them
     with progress_for(len(todo), console) as progress:
         for i, cell in enumerate(todo):
             if ctx.stop.is_set():
                 return False
-            if cell.key in ctx.uploader.store_keys:  # the store answered late: another pod measured it
+            if cell.key in ctx.uploader.store_keys and cell.key not in announced:  # the store answered late
                 continue
             progress.started(cell)
+            upcoming = _next_for_worker(ctx, todo[i + 1:])
+            announced.update(c.key for c in upcoming)
             try:
-                record = measure_one(ctx, cell, todo[i + 1: i + 1 + AHEAD])
+                record = measure_one(ctx, cell, upcoming)
             except Stopped:
                 return False
             ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)

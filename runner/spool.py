@@ -29,8 +29,9 @@ BULK = 8  # more cells than this behind: one consolidated object instead of one 
 
 
 def default_spool_root() -> Path:
-    """$ATTNBENCH_SPOOL, else ~/.cache/attnbench/spool."""
-    return Path(os.environ.get(SPOOL_ENV) or Path.home() / ".cache" / "attnbench" / "spool")
+    """$ATTNBENCH_SPOOL, else attnbench/spool in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(os.environ.get(SPOOL_ENV) or cache / "attnbench" / "spool")
 
 
 def spool_store(root: Path, store: Store) -> LocalStore:

@@ -83,9 +83,10 @@ class Worker:
                 print(f"[{self.group} worker] {line}", file=sys.stderr, flush=True)
 
     def last_words(self) -> str:
-        """The last meaningful line the worker wrote to stderr, for a crash's reason."""
-        lines = [line for line in self.tail if line.strip()]
-        return lines[-1][:300] if lines else "nothing on stderr"
+        """What the worker last said on stderr, for a crash's reason: a fatal error's headline, else its last line."""
+        lines = [line.strip() for line in self.tail if line.strip()]
+        fatal = [line for line in lines if line.startswith("Fatal Python error")]
+        return (fatal or lines or ["nothing on stderr"])[-1][:300]
 
     def _answer(self, timeout_s: float, doing: str):
         """The worker's next message, or WorkerLost; Stopped when the run is asked to stop meanwhile."""

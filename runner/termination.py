@@ -16,8 +16,9 @@ from contextlib import contextmanager
 SIGTERM_UPLOAD_S = 7.0  # after SIGTERM, the last upload gets this long: exit comes inside 10 s
 
 
-class Interrupted(Exception):
-    """SIGTERM arrived outside the measuring loop (starting up, reading the store)."""
+class Interrupted(BaseException):
+    """SIGTERM arrived outside the measuring loop (starting up, reading the store). A BaseException, as
+    KeyboardInterrupt is, so that no `except Exception` on the way swallows it."""
 
 
 class Termination:

@@ -11,6 +11,7 @@ flight, never the run. Messages are (verb, payload) tuples of plain data:
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -28,7 +29,7 @@ class Start:
     spec: dict
     run_id: str
     compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
-    compile_ahead: bool = True
+    compile_ahead: bool = True  # start the next cell (inputs, reference, program) while the last one is stored
     describe: bool = False  # measure the machine's ceilings and report its facts (the run's first worker)
     machine: dict | None = None  # the run's machine record, for rates against its ceilings
     idle: tuple[float | None, float | None] | None = None  # (temperature, power) before the run: burst's target
@@ -114,7 +115,7 @@ def hello(start: Start) -> tuple[Hello, object | None]:
 
 def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
     from runner import power
-    from runner.measure import Ahead, Measurer, PowerEnv
+    from runner.measure import Measurer, PowerEnv
     from runner.record import Machine
     from runner.spec import Spec
     from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
@@ -126,9 +127,7 @@ def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
     source, reason = power.open_source(0, on_gpu)
     env = PowerEnv(source, reason, power.Idle(*idle) if idle else None)
     machine_record = Machine.model_validate(described) if described else None
-    measurer = Measurer(spec, timers, start.run_id, device, machine_record, env)
-    measurer.ahead = Ahead(measurer) if start.compile_ahead else None
-    return measurer
+    return Measurer(spec, timers, start.run_id, device, machine_record, env)
 
 
 def _cell(payload: dict):
@@ -151,11 +150,14 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         if verb == "stop":
             return
         cell, upcoming = _cell(payload[0]), [_cell(c) for c in payload[1]]
-        record = measurer.measure(cell, upcoming) if measurer else None
+        record = measurer.measure(cell) if measurer else None
         outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
+        if measurer and upcoming and start.compile_ahead:
+            measurer.begin(upcoming[0])  # while the supervisor stores the record and sends the next cell
 
 
 def main(argv: list[str]) -> None:
+    faulthandler.enable()  # a segfault in a kernel says where on stderr, which the supervisor keeps
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     os.dup2(2, 1)  # libraries that print to stdout would mix into the supervisor's tables: send it to stderr

@@ -1,0 +1,66 @@
+"""runner/supervisor.py: cells run in worker processes; a worker that segfaults, hangs, exits or allocates without
+bound costs its cell (crashed, timeout, oom), is replaced, and the run goes on, in one process tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import attnbench, spec_data, write_spec
+from runner.store import read_run
+
+TEST_VARIANTS = Path(__file__).with_name("variants")
+pytestmark = pytest.mark.slow
+
+
+def test_faulty_kernels_cost_only_their_cells(tmp_path):
+    experiment = {"name": "faults", "variants": ["naive", "test_segfault", "test_hang", "test_exit", "test_hog"],
+                  "sweep": {"seq_len": [8, 16]}}
+    spec = write_spec(tmp_path / "faults.yaml", spec_data(experiment, timing={
+        "min_samples": 2, "max_samples": 3, "budget_s": 0.05, "cell_timeout_s": 5}))
+    done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", "faults", "--spool", tmp_path / "spool",
+                     timeout=300, ATTNBENCH_VARIANTS=str(TEST_VARIANTS), ATTNBENCH_WORKER_MEMORY_LIMIT=str(4 << 30))
+    assert done.returncode == 0, done.stderr[-3000:]
+    cells = {(c.variant, c.params.seq_len): c for c in read_run(tmp_path / "out" / "faults").cells}
+    assert len(cells) == 10
+    assert all(c.status == "ok" for (variant, seq_len), c in cells.items() if seq_len == 8 or variant == "naive")
+    segfault, hang, exit_, hog = (cells[(v, 16)] for v in ("test_segfault", "test_hang", "test_exit", "test_hog"))
+    assert segfault.status == "crashed" and "killed by SIGSEGV" in segfault.reason, segfault.reason
+    assert "Fatal Python error: Segmentation fault" in segfault.reason
+    assert hang.status == "timeout" and "no result after 5 s" in hang.reason, hang.reason
+    assert exit_.status == "crashed" and "exited with code 3" in exit_.reason, exit_.reason
+    assert hog.status == "oom" and "MemoryError" in hog.reason, hog.reason
+    assert "[jax worker] Fatal Python error: Segmentation fault" in done.stderr  # passed on, labelled
+
+
+def test_a_worker_that_cannot_load_its_libraries_skips_only_its_cells(tmp_path):
+    (tmp_path / "broken_backend.py").write_text('''
+from runner.registry import Requires, Skip, variant
+
+
+def preload():
+    raise Skip("BrokenBackend does not load here: RuntimeError: curand shared object not found")
+
+
+@variant("test_broken_backend", worker="broken", preload=preload)
+def broken(p):
+    """Needs a library set that does not load."""
+    raise AssertionError("never built: its worker could not start")
+''')
+    experiment = {"name": "x", "variants": ["xla", "test_broken_backend", "naive"]}
+    spec = write_spec(tmp_path / "spec.yaml", spec_data(experiment))
+    done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", "libs", "--spool", tmp_path / "spool",
+                     timeout=300, ATTNBENCH_VARIANTS=str(tmp_path / "broken_backend.py"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = read_run(tmp_path / "out" / "libs")
+    by_variant = {c.variant: c for c in run.cells}
+    assert by_variant["xla"].status == by_variant["naive"].status == "ok"
+    broken = by_variant["test_broken_backend"]
+    assert broken.status == "skipped" and broken.worker == "broken"
+    assert broken.reason == "BrokenBackend does not load here: RuntimeError: curand shared object not found"
+    assert run.manifest.workers["broken"].error == broken.reason
+    assert run.manifest.workers["jax"].versions["jax"]
+    listing = attnbench("list", ATTNBENCH_VARIANTS=str(tmp_path / "broken_backend.py"))
+    assert listing.returncode == 0
+    assert "test_broken_backend" in listing.stdout and "curand shared object" in listing.stdout
