@@ -23,6 +23,19 @@ if [ "$(cat "$DEPLOY_TOOLS_VENV/.installed" 2>/dev/null)" != "$DEPLOY_TOOLS" ]; 
     echo "$DEPLOY_TOOLS" > "$DEPLOY_TOOLS_VENV/.installed"
 fi
 
+# Schemas no Python package ships, from the npm registry: the google provider's (tests/provider_schema.py reads the
+# jsii assembly of CDKTF's prebuilt google provider, generated from the provider's schema; it names the provider
+# version, which terraform/versions.tf pins) and GKE's BackendConfig and ManagedCertificate CRDs (compiled
+# validators, run by tests/validate_gke_crds.cjs with node).
+NPM_TOOLS="$DEPLOY_TOOLS_VENV/npm"
+NPM_PACKAGES="@cdktf/provider-google@16.12.1 @kubernetes-models/gke@4.6.2"
+if [ "$(cat "$NPM_TOOLS/.installed" 2>/dev/null)" != "$NPM_PACKAGES" ]; then
+    rm -rf "$NPM_TOOLS"
+    # shellcheck disable=SC2086  # the packages are separate words on purpose
+    npm install --prefix "$NPM_TOOLS" --no-save --no-package-lock --no-audit --no-fund --loglevel=error $NPM_PACKAGES
+    echo "$NPM_PACKAGES" > "$NPM_TOOLS/.installed"
+fi
+
 # Runner image check (tests/test_runner_image.py): the runner stage's Python environment, installed from the very
 # pin list the Dockerfile installs (about 7 GB of CUDA wheels), reinstalled only when that list changes.
 RUNNER_VENV="$ROOT/.venv-tools/runner-image"

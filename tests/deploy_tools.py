@@ -7,8 +7,10 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import REPO
 
@@ -22,6 +24,13 @@ def tool(name: str) -> str:
     if not path.exists():
         pytest.fail(f"{path} is missing: run `make test-tools` (scripts/install-test-tools.sh) first")
     return str(path)
+
+
+def kustomize(path: Path) -> list[dict]:
+    """The objects `kubectl kustomize PATH` renders."""
+    done = subprocess.run([tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 def terraform() -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_tools import assert_clean, checkov, skips, tool
+from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
 from runner.cli import build_parser
 from runner.registry import load_all
@@ -27,12 +27,6 @@ IMAGE = "us-central1-docker.pkg.dev/test-project/attnbench/attnbench:runner-test
 SHARDS = 4
 SPEC_MOUNT = "/etc/attnbench/spec.yaml"
 IAP = ("--iap-domain", "bench.example.com", "--dashboard-ip-name", "lab-dashboard")  # terraform with name = "lab"
-
-
-def kustomize(path: Path) -> list[dict]:
-    done = subprocess.run([tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 def render_py(*args: str) -> subprocess.CompletedProcess:
