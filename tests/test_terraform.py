@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import provider_schema
-from deploy_tools import assert_clean, checkov, skips, terraform
+from deploy_tools import assert_clean, checkov, kustomize, skips, terraform
 from helpers import REPO
 from provider_schema import META_ARGUMENTS, problems, unquote
 
@@ -274,3 +274,71 @@ def test_workload_identity_principals_take_the_pool_from_the_cluster(config):
     for address in principals:
         assert POOL_ATTRIBUTE in texts[address] and "svc.id.goog" not in texts[address], \
             f"{address}: the pool must be the cluster's ({POOL_ATTRIBUTE}), which exists only once the cluster does"
+
+
+# ---- node sizes: the Job's requests against what GKE leaves pods on each machine type ------------------------------
+
+MACHINES = {  # Compute Engine's accelerator-optimized types: vCPUs, memory in GiB (the machine-types API's memoryMb / 1024)
+    "g2-standard-4": (4, 16), "g2-standard-8": (8, 32), "g2-standard-12": (12, 48), "g2-standard-16": (16, 64),
+    "g2-standard-32": (32, 128), "a3-highgpu-1g": (26, 234),
+}
+# GKE's reservations (docs, "Plan GKE node sizes", memory and CPU reservations): tiers of (size, share reserved).
+CPU_TIERS = [(1, 0.06), (1, 0.01), (2, 0.005), (float("inf"), 0.0025)]
+MEMORY_TIERS = [(4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02)]
+EVICTION_GIB = 100 / 1024
+# Left for GKE's own DaemonSets on a GPU node (logging, metadata server, device plugin, Dataplane V2): our allowance,
+# not a published figure; a node whose allocatable leaves less than this may still not take the Job.
+SYSTEM_PODS = (1.0, 2.0)  # vCPU, GiB
+
+
+def reserved(size: float, tiers: list[tuple[float, float]]) -> float:
+    total = 0.0
+    for width, share in tiers:
+        total += min(size, width) * share
+        size -= min(size, width)
+    return total
+
+
+def allocatable(machine: str) -> tuple[float, float]:
+    """vCPU and GiB GKE leaves for pods on `machine`."""
+    vcpus, gib = MACHINES[machine]
+    return vcpus - reserved(vcpus, CPU_TIERS), gib - reserved(gib, MEMORY_TIERS) - EVICTION_GIB
+
+
+def job_requests(gpu: str) -> tuple[float, float]:
+    """The overlay's runner Job: requested vCPU and GiB."""
+    job = next(o for o in kustomize(REPO / "k8s" / "overlays" / gpu) if o["kind"] == "Job")
+    requests = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["memory"].endswith("Gi"), "requests in whole Gi keep this comparison simple"
+    return float(requests["cpu"]), float(requests["memory"][:-2])
+
+
+def fits(requests: tuple[float, float], machine: str) -> bool:
+    return all(r + system <= free for r, system, free in zip(requests, SYSTEM_PODS, allocatable(machine)))
+
+
+def admits(condition: str, value: str) -> bool:
+    """A variable's validation, evaluated for `value`: `contains([...], var.x)` or `can(regex("...", var.x))`."""
+    if listed := re.fullmatch(r"\$\{contains\((\[.*\]), var\.\w+\)\}", condition):
+        return value in json.loads(listed.group(1))
+    pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", var\.\w+\)\)\}', condition).group(1)
+    return re.search(pattern, value) is not None
+
+
+def test_allocatable_follows_the_tiers():
+    # Worked by hand from the tiers: 4 vCPU keep 60 + 10 + 2 x 5 = 80 m; 32 GiB keep 1 + 0.8 + 0.8 + 16 x 0.06 GiB.
+    assert round(4 - allocatable("g2-standard-4")[0], 3) == 0.08
+    assert round(32 - allocatable("g2-standard-8")[1] - EVICTION_GIB, 3) == 3.56
+
+
+def test_the_jobs_requests_fit_every_machine_type_terraform_admits(config):
+    variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
+    condition = first(variable["validation"])["condition"]
+    admitted = [machine for machine in MACHINES if admits(condition, machine)]
+    l4 = job_requests("l4")
+    assert variable["default"] in admitted
+    assert [m for m in admitted if not fits(l4, m)] == [], f"the L4 Job's {l4} does not fit these"
+    rejected = [m for m in MACHINES if m.startswith("g2-") and m not in admitted]
+    assert rejected == ["g2-standard-4"] and not fits(l4, "g2-standard-4"), "reject exactly the G2 types it cannot fit"
+    pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
+    assert fits(job_requests("h100"), pools["h100"]["machine_type"])
