@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
 
 from deploy_tools import DOCKERFILE, assert_clean, checkov, skips, stages, tool
 from helpers import REPO
@@ -53,3 +54,11 @@ def test_no_secrets_and_a_minimal_context():
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
     assert mounted, "the runner stage mounts docker/check_runner_env.py from the context"
     assert copied | mounted <= allowed, f"not in .dockerignore's allow list: {(copied | mounted) - allowed}"
+
+
+def test_the_dashboard_installs_no_jax():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    requirements = [*project["dependencies"], *extras["dashboard"]]
+    names = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in requirements}
+    assert not names & {"jax", "jaxlib", "flax", "attnbench"}, "the dashboard image must not pull JAX"
