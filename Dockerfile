@@ -5,8 +5,8 @@
 #   docker buildx build --platform linux/amd64 --target dashboard -t REGISTRY/attnbench:dashboard-TAG --push .
 #       the Streamlit dashboard, no CUDA
 #
-# The GPU stack is PyPI's CUDA 12 wheels, pinned exactly, with TransformerEngine's JAX extension (PyPI ships it
-# as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
+# The GPU stack is PyPI's CUDA 12 wheels, every package pinned in docker/runner-requirements.txt, with
+# TransformerEngine's JAX extension (PyPI ships it as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
 # docs), which both GKE driver choices for L4 nodes meet. Why not NVIDIA's JAX container: README, "The image".
 
 # ---- build: /opt/venv with the pinned GPU stack, TransformerEngine's JAX extension and attnbench -------------------
@@ -45,10 +45,10 @@ RUN apt-get update \
 COPY --from=build /opt/venv /opt/venv
 # Every CUDA library comes from the venv's wheels; the base image adds only the node's driver on LD_LIBRARY_PATH.
 # TransformerEngine 2.20.2 loads cuDNN, NVRTC and curand itself at import (transformer_engine/common/__init__.py).
-# Finding neither NVRTC nor curand "on the system", it then also insists on cudart in a wheel folder that CUDA 12's
-# wheels do not use (nvidia/cuda_runtime) and fails; *_HOME points its system lookup at the wheels instead. Its core
-# library then needs cuBLAS, the CUDA runtime and NCCL, which it links without a search path: the loader finds
-# them here, the same files JAX loads.
+# Finding neither NVRTC nor curand "on the system", it then also insists on cudart under nvidia/cudart, where CUDA
+# 12's wheel has nvidia/cuda_runtime, and fails; the *_HOME variables point its system lookup at the wheels instead.
+# Its core library then needs cuBLAS, the CUDA runtime and NCCL, which it links without a search path: the loader
+# finds them here, the same files JAX loads.
 ENV NVIDIA_WHEELS=/opt/venv/lib/python3.12/site-packages/nvidia
 ENV NVRTC_HOME=${NVIDIA_WHEELS}/cuda_nvrtc \
     CURAND_HOME=${NVIDIA_WHEELS}/curand \

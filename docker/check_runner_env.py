@@ -28,7 +28,7 @@ def mapped_files() -> list[str]:
 
 
 def library_origins() -> str:
-    """'ok' with where each of LIBRARIES came from, or why one is missing or not the venv's own."""
+    """Where each of LIBRARIES was loaded from; raises when one is missing or is not the venv's own."""
     venv = os.path.realpath(sys.prefix)
     files = mapped_files()
     origins = {lib: next((f for f in files if Path(f).name.startswith(lib)), None) for lib in LIBRARIES}

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 from functools import cached_property
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +14,10 @@ from helpers import REPO
 
 PACKAGE = REPO / ".venv-tools" / "npm" / "node_modules" / "@cdktf" / "provider-google"
 PROVIDER = "@cdktf/provider-google."
-TYPE_LINK = re.compile(r"/docs/(resources|data-sources)/\w+ (google_\w+)\}")  # "Represents a {@link …/container_cluster google_container_cluster}"
-NAME_LINK = re.compile(r"#(\w+)\}$")  # an argument's remark: "{@link …#node_locations ContainerCluster#node_locations}"
+# A class's summary: "Represents a {@link …/docs/resources/container_cluster google_container_cluster}."
+TYPE_LINK = re.compile(r"/docs/(resources|data-sources)/\w+ (google_\w+)\}")
+# An argument's remark: "Docs at Terraform Registry: {@link …#node_locations ContainerCluster#node_locations}".
+NAME_LINK = re.compile(r"#(\w+)\}$")
 KINDS = {"resources": "resource", "data-sources": "data"}
 META_ARGUMENTS = {"count", "for_each", "depends_on", "lifecycle", "provider"}  # Terraform's own, on every resource
 
@@ -45,6 +46,7 @@ class Schema:
 
 
 def _terraform_name(prop: dict) -> str:
+    """The argument's Terraform name: from its docs link, else (id, project, timeouts' fields have none) snake_case."""
     link = NAME_LINK.search(prop.get("docs", {}).get("remarks", ""))
     return link.group(1) if link else re.sub(r"(?<!^)(?=[A-Z])", "_", prop["name"]).lower()
 

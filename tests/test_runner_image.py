@@ -3,8 +3,8 @@
 scripts/install-test-tools.sh builds .venv-tools/runner-image from docker/runner-requirements.txt, the pin list the
 Dockerfile installs; docker/check_runner_env.py, the same check the runner stage runs, then imports TransformerEngine's
 library lookups and every runner.variants module in it, with the runner stage's own ENV and a stand-in for the
-driver's libcuda. TE's JAX extension is the one import left to the image build: PyPI ships it as source only and it
-needs the CUDA toolkit to compile, which no registry here provides.
+driver's libcuda. TE's JAX extension is the one import left to the image build: PyPI ships it as source only, and its
+CUDA compile (tens of minutes on 8 cores for the image) does not fit a test run on 2.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def driver_stub(site: str, folder: Path) -> Path:
     tools = {name: shutil.which(name) for name in ("gcc", "nm")}
     if None in tools.values():
         pytest.fail(f"building the libcuda stand-in needs gcc and nm (binutils): missing {tools}")
-    libraries = [str(p) for p in Path(site).rglob("*.so*") if p.is_file() and ".so" in p.name]
+    libraries = [str(p) for p in Path(site).rglob("*.so*") if p.is_file()]
     listed = subprocess.run([tools["nm"], "-D", "--undefined-only", *libraries], capture_output=True, text=True)
     symbols = sorted({fields[-1] for fields in map(str.split, listed.stdout.splitlines())
                       if fields and DRIVER_API.match(fields[-1])})
