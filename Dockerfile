@@ -5,19 +5,12 @@
 #   docker buildx build --platform linux/amd64 --target dashboard -t REGISTRY/attnbench:dashboard-TAG --push .
 #       the Streamlit dashboard, no CUDA
 #
-# The GPU stack is PyPI's CUDA 12 wheels, pinned exactly, with TransformerEngine's JAX extension (PyPI ships it
-# as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
+# The GPU stack is PyPI's CUDA 12 wheels, every package pinned in docker/runner-requirements.txt, with
+# TransformerEngine's JAX extension (PyPI ships it as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
 # docs), which both GKE driver choices for L4 nodes meet. Why not NVIDIA's JAX container: README, "The image".
 
 # ---- build: /opt/venv with the pinned GPU stack, TransformerEngine's JAX extension and attnbench -------------------
 FROM nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04 AS build
-# JAX, its CUDA 12 plugin and every nvidia-* wheel it pulls (cuDNN, cuBLAS, NCCL...) resolve together at these pins;
-# TransformerEngine's core wheel and JAX extension are the same release.
-ARG JAX_VERSION=0.10.2
-ARG FLAX_VERSION=0.12.8
-ARG CUDNN_VERSION=9.28.0.42
-ARG CUDNN_FRONTEND_VERSION=1.32.0
-ARG TE_VERSION=2.20.2
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # Ubuntu's Python is what the runner stage runs; its package revisions move with security updates, so they are not pinned.
 # hadolint ignore=DL3008
@@ -25,19 +18,20 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3.12 python3.12-venv python3.12-dev \
     && rm -rf /var/lib/apt/lists/*
 ENV PATH=/opt/venv/bin:$PATH
+# The runner's whole Python environment, every package pinned in one list (docker/runner-requirements.txt, written by
+# docker/lock_runner.py; tests/test_runner_image.py installs the same file), and the tools that compile TE's extension.
+COPY docker/runner-requirements.txt /src/docker/
 RUN python3.12 -m venv /opt/venv \
     && pip install --no-cache-dir pip==25.3 setuptools==80.9.0 wheel==0.45.1 pybind11==3.0.1 cmake==4.1.2 ninja==1.13.0 \
-    && pip install --no-cache-dir "jax[cuda12]==${JAX_VERSION}" "flax==${FLAX_VERSION}" \
-        "nvidia-cudnn-cu12==${CUDNN_VERSION}" "nvidia-cudnn-frontend==${CUDNN_FRONTEND_VERSION}" \
-        "transformer-engine-cu12==${TE_VERSION}"
-# Compile only for the GPUs the cluster has: L4 (sm_89) and H100 (sm_90). Four jobs keep the build under ~16 GB.
+    && pip install --no-cache-dir -r /src/docker/runner-requirements.txt
+# TE's JAX extension, which PyPI ships as source only, compiled against that very JAX at the list's transformer-engine
+# version, for the cluster's GPUs only: L4 (sm_89) and H100 (sm_90). Four jobs keep the build under ~16 GB.
 RUN NVTE_FRAMEWORK=jax NVTE_CUDA_ARCHS="89;90" MAX_JOBS=4 CUDA_HOME=/usr/local/cuda \
-    pip install --no-cache-dir --no-build-isolation "transformer-engine[jax]==${TE_VERSION}" \
-    && python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('transformer_engine_jax') is None)"
+    pip install --no-cache-dir --no-build-isolation -c /src/docker/runner-requirements.txt "transformer-engine[jax]"
 COPY pyproject.toml README.md /src/
 COPY runner /src/runner
 COPY dashboard /src/dashboard
-RUN pip install --no-cache-dir "/src[cuda12,gcs,te]" \
+RUN pip install --no-cache-dir -c /src/docker/runner-requirements.txt "/src[cuda12,gcs,te]" \
     && pip check
 
 # ---- runner: the venv on CUDA's base image (no toolkit; the driver comes from the GKE node) -------------------------
@@ -49,12 +43,30 @@ RUN apt-get update \
     && groupadd --gid 10001 attnbench \
     && useradd --uid 10001 --gid 10001 --home-dir /home/attnbench --create-home --shell /usr/sbin/nologin attnbench
 COPY --from=build /opt/venv /opt/venv
+# Every CUDA library comes from the venv's wheels; the base image adds only the node's driver on LD_LIBRARY_PATH.
+# TransformerEngine 2.20.2 loads cuDNN, NVRTC and curand itself at import (transformer_engine/common/__init__.py).
+# Finding neither NVRTC nor curand "on the system", it then also insists on cudart under nvidia/cudart, where CUDA
+# 12's wheel has nvidia/cuda_runtime, and fails; the *_HOME variables point its system lookup at the wheels instead.
+# Its core library then needs cuBLAS, the CUDA runtime and NCCL, which it links without a search path: the loader
+# finds them here, the same files JAX loads.
+ENV NVIDIA_WHEELS=/opt/venv/lib/python3.12/site-packages/nvidia
+ENV NVRTC_HOME=${NVIDIA_WHEELS}/cuda_nvrtc \
+    CURAND_HOME=${NVIDIA_WHEELS}/curand \
+    LD_LIBRARY_PATH=${NVIDIA_WHEELS}/cublas/lib:${NVIDIA_WHEELS}/cuda_runtime/lib:${NVIDIA_WHEELS}/nccl/lib:${LD_LIBRARY_PATH}
 # NVIDIA_REQUIRE_CUDA describes the base image's own CUDA 12.9; the venv brings its CUDA as wheels, which need only a
 # driver >= 525, so the container runtime is told not to enforce the base image's floor.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     HOME=/home/attnbench \
     NVIDIA_DISABLE_REQUIRE=true
+# Import what a pod imports at start (TE's libraries and JAX extension, every variant), as tests/test_runner_image.py
+# does offline; the CUDA toolkit's stub stands in for the node's libcuda, for this step only.
+RUN --mount=type=bind,source=docker/check_runner_env.py,target=/tmp/check_runner_env.py \
+    --mount=type=bind,from=build,source=/usr/local/cuda/lib64/stubs,target=/tmp/cuda-stubs \
+    mkdir /tmp/driver \
+    && ln -s /tmp/cuda-stubs/libcuda.so /tmp/driver/libcuda.so.1 \
+    && LD_LIBRARY_PATH=/tmp/driver:$LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 python /tmp/check_runner_env.py --te-jax \
+    && rm -r /tmp/driver
 USER 10001:10001
 WORKDIR /home/attnbench
 # A batch container: Kubernetes watches the exit code (k8s/base/runner-job.yaml), there is no server to probe.

@@ -30,7 +30,7 @@ test: $(INSTALLED) test-tools
 
 # GKE (README, "Running on GKE"). Every value defaults to what terraform/ made; each can be given on the line.
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
-#   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [QUEUE=kueue-localqueue] [RUN=job-name]
+#   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
 #   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
 SPEC ?= k8s/base/spec.yaml
 SHARDS ?= 1
@@ -45,7 +45,6 @@ RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
 	$(if $(DASHBOARD_IMAGE),--dashboard-image $(DASHBOARD_IMAGE)) \
-	$(if $(QUEUE),--queue $(QUEUE)) \
 	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN) --dashboard-ip-name "$(DASHBOARD_IP_NAME)")
 
 render: $(INSTALLED)

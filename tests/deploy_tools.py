@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
+from pathlib import Path
+
 import pytest
+import yaml
 
 from helpers import REPO
 
 TOOLS = REPO / ".venv-tools" / "bin"
+DOCKERFILE = REPO / "Dockerfile"
 
 
 def tool(name: str) -> str:
@@ -19,6 +24,13 @@ def tool(name: str) -> str:
     if not path.exists():
         pytest.fail(f"{path} is missing: run `make test-tools` (scripts/install-test-tools.sh) first")
     return str(path)
+
+
+def kustomize(path: Path) -> list[dict]:
+    """The objects `kubectl kustomize PATH` renders."""
+    done = subprocess.run([tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
 def terraform() -> str:
@@ -56,3 +68,18 @@ def assert_clean(reports: list[dict]) -> None:
                    if not c["check_result"].get("suppress_comment", "").strip()]
     assert not unexplained, f"skips without a reason: {unexplained}"
     assert sum(r["summary"]["passed"] for r in reports) > 0, "checkov passed nothing: did it scan anything?"
+
+
+def stages() -> dict[str, list[str]]:
+    """Each build stage of the Dockerfile: its instructions (continuation lines joined), by stage name."""
+    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        line = line.strip()
+        if match := re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.IGNORECASE):
+            current = match.group(1)
+            found[current] = [line]
+        elif line and not line.startswith("#") and current:
+            found[current].append(line)
+    return found

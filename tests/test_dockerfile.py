@@ -5,26 +5,10 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
 
-from deploy_tools import assert_clean, checkov, skips, tool
+from deploy_tools import DOCKERFILE, assert_clean, checkov, skips, stages, tool
 from helpers import REPO
-
-DOCKERFILE = REPO / "Dockerfile"
-
-
-def stages() -> dict[str, list[str]]:
-    """Each build stage's instructions (continuation lines joined), by stage name."""
-    text = re.sub(r"\\\n\s*", " ", DOCKERFILE.read_text())
-    found: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        line = line.strip()
-        if match := re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.IGNORECASE):
-            current = match.group(1)
-            found[current] = [line]
-        elif line and not line.startswith("#") and current:
-            found[current].append(line)
-    return found
 
 
 def test_hadolint_is_clean():
@@ -49,13 +33,10 @@ def test_runner_and_dashboard_targets_run_attnbench_as_the_pods_user():
         assert "useradd --uid 10001" in " ".join(lines)
 
 
-def test_base_images_are_tagged_and_the_gpu_stack_pinned_exactly():
+def test_base_images_are_tagged_and_the_dashboard_has_no_cuda():
     text = DOCKERFILE.read_text()
     for image in re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE):
         assert re.search(r":[\w.-]+$|@sha256:", image) and not image.endswith(":latest"), image
-    for package in ("JAX_VERSION", "TE_VERSION", "CUDNN_VERSION", "FLAX_VERSION"):
-        assert re.search(rf"^ARG {package}=\d[\w.]*$", text, re.MULTILINE), f"{package} must be an exact version"
-    assert "NVTE_FRAMEWORK=jax" in text and '"transformer-engine[jax]==${TE_VERSION}"' in text
     dashboard = stages()["dashboard"]
     assert "cuda" not in dashboard[0].lower(), "the dashboard needs no CUDA base"
     installs = [line for line in dashboard if line.startswith("RUN pip install")]
@@ -67,7 +48,17 @@ def test_no_secrets_and_a_minimal_context():
     assert not re.search(r"^(ENV|ARG)\s+\S*(KEY|SECRET|TOKEN|PASSWORD)", text, re.MULTILINE | re.IGNORECASE)
     ignore = [line for line in (REPO / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
     assert ignore[0] == "*", ".dockerignore must start from nothing and name what goes in"
-    copied = set(re.findall(r"^COPY (?!--from)(.+) /src/", text, re.MULTILINE))
+    copied = {source for sources in re.findall(r"^COPY (?!--from)(.+) /src/", text, re.MULTILINE)
+              for source in sources.split()}
+    mounted = set(re.findall(r"--mount=type=bind,source=([^,\s]+),target", text))  # from the context, not a stage
     allowed = {line[1:].rstrip("/") for line in ignore if line.startswith("!")}
-    for sources in copied:
-        assert set(sources.split()) <= allowed, f"COPY {sources}: not in .dockerignore's allow list"
+    assert mounted, "the runner stage mounts docker/check_runner_env.py from the context"
+    assert copied | mounted <= allowed, f"not in .dockerignore's allow list: {(copied | mounted) - allowed}"
+
+
+def test_the_dashboard_installs_no_jax():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    requirements = [*project["dependencies"], *extras["dashboard"]]
+    names = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in requirements}
+    assert not names & {"jax", "jaxlib", "flax", "attnbench"}, "the dashboard image must not pull JAX"

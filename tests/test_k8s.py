@@ -1,11 +1,15 @@
 """k8s/: every overlay rendered by the real kubectl, validated against Kubernetes' schemas, and held to its contract
 (one GPU, the right nodes, the failure policy, the restricted security context, a spec and a command line the
-runner itself accepts). The cluster cannot be reached from here; what is applied is exactly what these tests read."""
+runner itself accepts). GKE's custom resources, which kubernetes-validate has no schema for, are validated against
+their CRD schemas by tests/validate_gke_crds.cjs. The cluster cannot be reached from here; what is applied is
+exactly what these tests read."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_tools import assert_clean, checkov, skips, tool
+from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
 from runner.cli import build_parser
 from runner.registry import load_all
@@ -27,12 +31,9 @@ IMAGE = "us-central1-docker.pkg.dev/test-project/attnbench/attnbench:runner-test
 SHARDS = 4
 SPEC_MOUNT = "/etc/attnbench/spec.yaml"
 IAP = ("--iap-domain", "bench.example.com", "--dashboard-ip-name", "lab-dashboard")  # terraform with name = "lab"
-
-
-def kustomize(path: Path) -> list[dict]:
-    done = subprocess.run([tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+NODE_MODULES = REPO / ".venv-tools" / "npm" / "node_modules"
+NO_SCHEMA = re.compile(r"Couldn't find schema for kind (\w+) with api version (\S+)")
+SPOT_POD_SHARE_S = 15  # GKE: a Spot notice is 30 s, the first 15 for pods, the rest for system pods
 
 
 def render_py(*args: str) -> subprocess.CompletedProcess:
@@ -80,16 +81,34 @@ def run_objects(tmp_path_factory) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def addon_objects(tmp_path_factory) -> list[dict]:
-    return render(tmp_path_factory.mktemp("addons"), "--gpu", "h100", "--queue", "team-a", *IAP, run_id="lab5-addons")
+    return render(tmp_path_factory.mktemp("addons"), "--gpu", "h100", *IAP, run_id="lab5-addons")
+
+
+def validate_crds(objects: list[dict]) -> subprocess.CompletedProcess:
+    """tests/validate_gke_crds.cjs over `objects`: one line each, exit 1 on any invalid or unknown."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH: the GKE CRD schemas come from npm and run under node")
+    if not NODE_MODULES.is_dir():
+        pytest.fail(f"{NODE_MODULES} is missing: run `make test-tools` (scripts/install-test-tools.sh) first")
+    return subprocess.run([node, str(REPO / "tests" / "validate_gke_crds.cjs"), str(NODE_MODULES)],
+                          input=json.dumps(objects), capture_output=True, text=True)
 
 
 def assert_strict_schema_valid(path: Path, objects: list[dict]) -> None:
-    """kubernetes-validate --strict passes every object (written to `path`)."""
+    """kubernetes-validate --strict passes every object (written to `path`); those it has no schema for, GKE's
+    custom resources, pass their CRD schemas."""
     path.write_text(yaml.safe_dump_all(objects))
     done = subprocess.run([tool("kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(path)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "failed" not in done.stdout.lower(), done.stdout
+    unchecked = set(NO_SCHEMA.findall(done.stdout + done.stderr))
+    custom = [o for o in objects if (o["kind"], o["apiVersion"]) in unchecked]
+    assert {(o["kind"], o["apiVersion"]) for o in custom} == unchecked
+    if custom:
+        crds = validate_crds(custom)
+        assert crds.returncode == 0, crds.stdout + crds.stderr
 
 
 def test_every_overlay_passes_strict_schema_validation(tmp_path, overlay):
@@ -99,6 +118,33 @@ def test_every_overlay_passes_strict_schema_validation(tmp_path, overlay):
 def test_rendered_runs_pass_strict_schema_validation(tmp_path, run_objects, addon_objects):
     assert_strict_schema_valid(tmp_path / "run.yaml", run_objects)
     assert_strict_schema_valid(tmp_path / "addons.yaml", addon_objects)
+
+
+def test_gke_custom_resources_are_checked_against_their_crd_schemas(addon_objects):
+    custom = [o for o in addon_objects if o["kind"] in ("BackendConfig", "ManagedCertificate")]
+    done = validate_crds(custom)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split() == ["ok", "BackendConfig", "attnbench-dashboard", "ok", "ManagedCertificate",
+                                   "attnbench-dashboard"]
+    backend, certificate = (json.loads(json.dumps(o)) for o in custom)
+    backend["spec"]["timeoutSec"] = "3600"
+    certificate["spec"]["domains"] = ["*.example.com"]
+    broken = validate_crds([backend, certificate]).stdout.splitlines()
+    assert broken[0] == "invalid BackendConfig attnbench-dashboard: data/spec/timeoutSec must be integer"
+    assert broken[1].startswith("invalid ManagedCertificate attnbench-dashboard: data/spec/domains/0 must match")
+
+
+@pytest.mark.parametrize("domain", ["bench.example.com", "Bench.Example.com", "*.example.com", "a" * 60 + ".example"])
+def test_every_iap_domain_render_accepts_makes_a_valid_managed_certificate(tmp_path, domain):
+    done = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", IMAGE, "--run-id", "lab5-domain",
+                     "--iap-domain", domain, "--dashboard-ip-name", "lab-dashboard", "--kubectl", tool("kubectl"),
+                     "--out", str(tmp_path))
+    if done.returncode:
+        assert done.returncode == 2 and "--iap-domain must be a lowercase DNS name" in done.stderr, done.stderr
+        return
+    platform = list(yaml.safe_load_all((tmp_path / "lab5-domain" / "platform.yaml").read_text()))
+    crds = validate_crds([one(platform, "ManagedCertificate")])
+    assert crds.returncode == 0, f"render.py accepted {domain!r}, which GKE would refuse: {crds.stdout}"
 
 
 def test_runner_job_gets_one_gpu_on_the_overlays_nodes(overlay):
@@ -120,6 +166,8 @@ def test_runner_job_is_indexed_and_fails_fast_only_on_spec_errors(overlay):
     assert job["podReplacementPolicy"] == "Failed"  # one writer per shard: no replacement while the old pod flushes
     first, *rest = job["podFailurePolicy"]["rules"]
     assert first == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    grace = job["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert 10 < grace <= SPOT_POD_SHARE_S, "the runner's 10 s to exit, inside GKE's 15 s for pods on a Spot notice"
     fail_job = [r for r in rest if r["action"] == "FailJob"]
     assert [r["onExitCodes"]["values"] for r in fail_job] == [[2]]
     assert all(r["onExitCodes"]["containerName"] == "attnbench" for r in rest)
@@ -236,13 +284,6 @@ def test_iap_component_exposes_the_dashboard_with_a_websocket_timeout(addon_obje
     assert not [o for o in addon_objects if o["kind"] == "Secret"], "no secret values belong in the manifests"
 
 
-def test_kueue_component_labels_and_suspends_the_job(addon_objects):
-    job = one(addon_objects, "Job")
-    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert job["spec"]["suspend"] is True
-    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-h100-80gb"}
-
-
 def make_render(out: Path, *settings: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`make render` of specs/lab5.yaml into `out`, with the test's results URI, image and kubectl."""
     return subprocess.run(
@@ -296,6 +337,6 @@ def test_checkov_passes_k8s_with_every_skip_explained():
 
 
 def test_checkov_passes_a_rendered_run_with_every_component(tmp_path):
-    render(tmp_path, "--gpu", "h100", "--queue", "team-a", *IAP, run_id="lab5-checkov")
+    render(tmp_path, "--gpu", "h100", *IAP, run_id="lab5-checkov")
     reports = checkov("--directory", str(tmp_path / "lab5-checkov"), "--framework", "kubernetes")
     assert_clean(reports)

@@ -4,6 +4,7 @@ scale from zero with GKE's driver, a private versioned bucket, and least-privile
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -11,8 +12,10 @@ import hcl2
 import pytest
 import yaml
 
-from deploy_tools import assert_clean, checkov, skips, terraform
+import provider_schema
+from deploy_tools import assert_clean, checkov, kustomize, skips, terraform
 from helpers import REPO
+from provider_schema import META_ARGUMENTS, problems, unquote
 
 TERRAFORM = REPO / "terraform"
 
@@ -71,7 +74,7 @@ def test_every_variable_is_described_and_the_free_ones_validated(config):
 
 def test_cluster_has_workload_identity_release_channel_and_shielded_nodes(config):
     cluster = resource(config, "google_container_cluster", "this")
-    assert first(cluster["workload_identity_config"])["workload_pool"] == "${local.workload_pool}"
+    assert first(cluster["workload_identity_config"])["workload_pool"] == "${var.project_id}.svc.id.goog"
     assert first(cluster["release_channel"])["channel"] == "${var.release_channel}"
     assert cluster["enable_shielded_nodes"] is True
     assert cluster["remove_default_node_pool"] is True
@@ -90,17 +93,17 @@ def test_gpu_pools_scale_from_zero_with_gke_installed_driver_and_taints(config):
     pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
     assert node["machine_type"] == "${each.value.machine_type}"
     assert pools["l4"] == {"machine_type": "${var.l4_machine_type}", "accelerator": "nvidia-l4",
-                           "max_nodes": "${var.l4_max_nodes}"}
+                           "max_nodes": "${var.l4_max_nodes}", "zones": "${var.zones}"}
+    assert pools["h100"]["machine_type"] == "a3-highgpu-1g"
+    assert node["spot"] == "${var.spot}" and pool["node_locations"] == "${each.value.zones}"
 
 
-def test_l4_machine_type_admits_only_one_gpu_g2_types(config):
-    variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
-    condition = first(variable["validation"])["condition"]
-    pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", var\.l4_machine_type\)\)\}', condition).group(1)
-    admitted = [t for t in ("g2-standard-4", "g2-standard-8", "g2-standard-32", "g2-standard-48", "g2-standard-96",
-                            "a2-highgpu-1g", "n1-standard-8", "xg2-standard-8") if re.search(pattern, t)]
-    assert admitted == ["g2-standard-4", "g2-standard-8", "g2-standard-32"]
-    assert re.search(pattern, variable["default"])
+def test_h100_pool_is_spot_only_in_zones_of_its_own(config):
+    pool = resource(config, "google_container_node_pool", "gpu")
+    rules = [first(rule) for rule in first(pool["lifecycle"])["precondition"]]
+    assert [rule["condition"] for rule in rules] == ['${each.key != "h100" || var.spot}']
+    pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
+    assert pools["h100"]["zones"] == "${coalescelist(var.h100_zones, var.zones)}"
 
 
 def test_results_bucket_is_private_versioned_and_expires_old_versions(config):
@@ -149,3 +152,193 @@ def test_checkov_passes_terraform_with_every_skip_explained():
     reports = checkov("--directory", "terraform", "--framework", "terraform")
     assert_clean(reports)
     print("\n".join(skips(reports)))
+
+
+# ---- the google provider's schema ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def schema() -> provider_schema.Schema:
+    return provider_schema.load()
+
+
+def raw_blocks() -> list[tuple[str, str, str, dict]]:
+    """(kind, type, name, body) of every resource and data block, as python-hcl2 parses them (nested blocks marked)."""
+    found = []
+    for path in sorted(TERRAFORM.glob("*.tf")):
+        with path.open() as f:
+            parsed = hcl2.load(f)
+        for kind in ("resource", "data"):
+            for block in parsed.get(kind, []):
+                for kind_type, named in block.items():
+                    found += [(kind, unquote(kind_type), unquote(name), body) for name, body in named.items()]
+    return found
+
+
+def test_versions_pin_the_provider_release_whose_schema_is_checked(schema):
+    pinned = (TERRAFORM / "versions.tf").read_text()
+    minor = ".".join(schema.provider_version.split(".")[:2])
+    assert f'version = "~> {minor}"' in pinned, f"pin hashicorp/google to ~> {minor}: the schema checked is {minor}"
+
+
+def test_every_argument_and_block_is_the_google_providers(schema):
+    blocks = raw_blocks()
+    assert {kind for kind, *_ in blocks} == {"resource", "data"}
+    found = []
+    for kind, kind_type, name, body in blocks:
+        fqn = schema.bodies.get((kind, kind_type))
+        assert fqn, f"{kind}.{kind_type} is no resource or data source of the google provider {schema.provider_version}"
+        found += problems(schema, fqn, body, f"{kind_type}.{name}", frozenset(META_ARGUMENTS))
+    assert not found, "\n".join(found)
+
+
+def test_a_misspelt_argument_or_misnested_block_is_caught(schema):
+    cluster = next(body for _, kind_type, _, body in raw_blocks() if kind_type == "google_container_cluster")
+    fqn = schema.bodies[("resource", "google_container_cluster")]
+    misspelt = {**cluster, "node_locatons": cluster["node_locations"]}
+    assert problems(schema, fqn, misspelt, "c", frozenset(META_ARGUMENTS)) == \
+        [f"c: no argument 'node_locatons' in the google provider {schema.provider_version}"]
+    nested = {**cluster, "release_channel": [{"channel": [{"__is_block__": True}], "__is_block__": True}]}
+    assert problems(schema, fqn, nested, "c", frozenset(META_ARGUMENTS)) == \
+        ["c.release_channel.channel: an attribute (name = value), not a block"]
+
+
+# ---- dependency rules: what a fresh project needs first -----------------------------------------------------------
+
+# The API each kind of resource calls; a new kind of resource needs its line here (and its API in local.services).
+API_OF = {
+    "google_artifact_registry_": "artifactregistry.googleapis.com",
+    "google_compute_": "compute.googleapis.com",
+    "google_container_": "container.googleapis.com",
+    "google_project_iam_": "cloudresourcemanager.googleapis.com",
+    "google_project": "cloudresourcemanager.googleapis.com",  # the data source
+    "google_service_account": "iam.googleapis.com",
+    "google_storage_": "storage.googleapis.com",
+}
+ENABLER = "google_project_service.this"
+REFERENCE = re.compile(r"\b(data\.)?(google_\w+)\.(\w+)")
+POOL_ATTRIBUTE = "google_container_cluster.this.workload_identity_config[0].workload_pool"
+
+
+def expanded(config: dict) -> dict[str, str]:
+    """Every resource and data block's text by address, with each local.NAME replaced by that local's own text."""
+    local_text = {name: json.dumps(value) for block in config["locals"] for name, value in block.items()}
+
+    def expand(text: str, depth: int = 0) -> str:
+        assert depth < 10, "locals refer to each other in a cycle"
+        return re.sub(r"\blocal\.(\w+)", lambda m: expand(local_text[m.group(1)], depth + 1), text)
+
+    found = {}
+    for kind in ("resource", "data"):
+        for block in config[kind]:
+            for kind_type, named in block.items():
+                prefix = "data." if kind == "data" else ""
+                found |= {f"{prefix}{kind_type}.{name}": expand(json.dumps(body)) for name, body in named.items()}
+    return found
+
+
+def waits_for(address: str, texts: dict[str, str]) -> set[str]:
+    """Everything `address` comes after: the blocks it refers to or depends on, and theirs, transitively."""
+    seen, todo = set(), [address]
+    while todo:
+        for match in REFERENCE.finditer(texts[todo.pop()]):
+            found = f"{match.group(1) or ''}{match.group(2)}.{match.group(3)}"
+            if found in texts and found not in seen:
+                seen.add(found)
+                todo.append(found)
+    return seen
+
+
+def api_of(address: str) -> str:
+    kind_type = address.removeprefix("data.").split(".")[0]
+    prefix = max((p for p in API_OF if kind_type.startswith(p)), key=len, default=None)
+    assert prefix, f"{address}: which API does it call? add its kind to API_OF"
+    return API_OF[prefix]
+
+
+def test_every_api_backed_resource_waits_for_the_api_it_calls(config):
+    texts = expanded(config)
+    services = {s for block in config["locals"] if "services" in block for s in block["services"]}
+    needed = {api_of(address) for address in texts if address != ENABLER}
+    needed |= {"iap.googleapis.com", "cloudresourcemanager.googleapis.com"}  # the runbook's step 6
+    found = [f"local.services lacks {api}" for api in sorted(needed - services)]
+    found += [f"{address} does not wait for {ENABLER} ({api_of(address)})" for address in sorted(set(texts) - {ENABLER})
+              if ENABLER not in waits_for(address, texts)]
+    assert not found, "\n".join(found)
+
+
+def test_workload_identity_principals_take_the_pool_from_the_cluster(config):
+    texts = expanded(config)
+    principals = {address for address, text in texts.items() if "workloadIdentityPools" in text}
+    assert principals == {"google_storage_bucket_iam_member.runner_objects",
+                          "google_storage_bucket_iam_member.dashboard_objects"}
+    for address in principals:
+        assert POOL_ATTRIBUTE in texts[address] and "svc.id.goog" not in texts[address], \
+            f"{address}: the pool must be the cluster's ({POOL_ATTRIBUTE}), which exists only once the cluster does"
+
+
+# ---- node sizes: the Job's requests against what GKE leaves pods on each machine type ------------------------------
+
+MACHINES = {  # Compute Engine's accelerator-optimized types: vCPUs, memory in GiB (the machine-types API's memoryMb / 1024)
+    "g2-standard-4": (4, 16), "g2-standard-8": (8, 32), "g2-standard-12": (12, 48), "g2-standard-16": (16, 64),
+    "g2-standard-32": (32, 128), "a3-highgpu-1g": (26, 234),
+}
+# GKE's reservations (docs, "Plan GKE node sizes", memory and CPU reservations): tiers of (size, share reserved).
+CPU_TIERS = [(1, 0.06), (1, 0.01), (2, 0.005), (float("inf"), 0.0025)]
+MEMORY_TIERS = [(4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02)]
+EVICTION_GIB = 100 / 1024
+# Left for GKE's own DaemonSets on a GPU node (logging, metadata server, device plugin, Dataplane V2): our allowance,
+# not a published figure; a node whose allocatable leaves less than this may still not take the Job.
+SYSTEM_PODS = (1.0, 2.0)  # vCPU, GiB
+
+
+def reserved(size: float, tiers: list[tuple[float, float]]) -> float:
+    total = 0.0
+    for width, share in tiers:
+        total += min(size, width) * share
+        size -= min(size, width)
+    return total
+
+
+def allocatable(machine: str) -> tuple[float, float]:
+    """vCPU and GiB GKE leaves for pods on `machine`."""
+    vcpus, gib = MACHINES[machine]
+    return vcpus - reserved(vcpus, CPU_TIERS), gib - reserved(gib, MEMORY_TIERS) - EVICTION_GIB
+
+
+def job_requests(gpu: str) -> tuple[float, float]:
+    """The overlay's runner Job: requested vCPU and GiB."""
+    job = next(o for o in kustomize(REPO / "k8s" / "overlays" / gpu) if o["kind"] == "Job")
+    requests = job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["memory"].endswith("Gi"), "requests in whole Gi keep this comparison simple"
+    return float(requests["cpu"]), float(requests["memory"][:-2])
+
+
+def fits(requests: tuple[float, float], machine: str) -> bool:
+    return all(r + system <= free for r, system, free in zip(requests, SYSTEM_PODS, allocatable(machine)))
+
+
+def admits(condition: str, value: str) -> bool:
+    """A variable's validation, evaluated for `value`: `contains([...], var.x)` or `can(regex("...", var.x))`."""
+    if listed := re.fullmatch(r"\$\{contains\((\[.*\]), var\.\w+\)\}", condition):
+        return value in json.loads(listed.group(1))
+    pattern = re.fullmatch(r'\$\{can\(regex\("(.+)", var\.\w+\)\)\}', condition).group(1)
+    return re.search(pattern, value) is not None
+
+
+def test_allocatable_follows_the_tiers():
+    # Worked by hand from the tiers: 4 vCPU keep 60 + 10 + 2 x 5 = 80 m; 32 GiB keep 1 + 0.8 + 0.8 + 16 x 0.06 GiB.
+    assert round(4 - allocatable("g2-standard-4")[0], 3) == 0.08
+    assert round(32 - allocatable("g2-standard-8")[1] - EVICTION_GIB, 3) == 3.56
+
+
+def test_the_jobs_requests_fit_every_machine_type_terraform_admits(config):
+    variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
+    condition = first(variable["validation"])["condition"]
+    admitted = [machine for machine in MACHINES if admits(condition, machine)]
+    l4 = job_requests("l4")
+    assert variable["default"] in admitted
+    assert [m for m in admitted if not fits(l4, m)] == [], f"the L4 Job's {l4} does not fit these"
+    rejected = [m for m in MACHINES if m.startswith("g2-") and m not in admitted]
+    assert rejected == ["g2-standard-4"] and not fits(l4, "g2-standard-4"), "reject exactly the G2 types it cannot fit"
+    pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
+    assert fits(job_requests("h100"), pools["h100"]["machine_type"])
