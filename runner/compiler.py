@@ -13,6 +13,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,19 @@ def _listen() -> None:
     _LISTENING.append(True)
 
 
+_TROUBLE: list[str] = []
+
+
+def _cache_trouble(messages: list[str]) -> None:
+    """JAX warns once per unreadable cache entry and compiles anew; say so once per process, not per entry."""
+    for message in messages:
+        if "persistent compilation cache" not in message:
+            warnings.warn(message, stacklevel=3)
+        elif not _TROUBLE:
+            _TROUBLE.append(message)
+            _warn(f"compile cache: {message.splitlines()[0][:200]}; compiling anew (further such errors not shown)")
+
+
 def _on_gpu() -> bool:
     import jax
 
@@ -135,7 +149,10 @@ def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Progra
         reused = Compilation(seconds=time.perf_counter() - start, shared_with=owner)
         return Program(program.executable, identity, reused)
     _EVENTS.hits = _EVENTS.misses = 0
-    executable = lowered.compile()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        executable = lowered.compile()
+    _cache_trouble([str(w.message) for w in caught])
     cached = True if _EVENTS.hits else (False if _EVENTS.misses else None)
     program = Program(executable, identity, Compilation(seconds=time.perf_counter() - start, cached=cached))
     shared[identity] = (variant, program)

@@ -207,7 +207,12 @@ def cool(source: Source, idle: Idle, max_s: float, sleep: Callable[[float], None
             return PowerState(policy="burst", settled=True, wait_s=waited)
         if waited >= max_s:
             return PowerState(policy="burst", settled=False, wait_s=waited,
-                              note=f"still {reading.temperature_c:.0f} °C / {reading.power_w:.0f} W after {max_s:g} s "
-                                   f"(idle {idle.temperature_c:.0f} °C / {idle.power_w:.0f} W); sampled anyway")
+                              note=f"not back to idle after {max_s:g} s ({_state(reading.temperature_c, reading.power_w)}"
+                                   f"; idle {_state(idle.temperature_c, idle.power_w)}); sampled anyway")
         sleep(0.1)
         reading = source.read()
+
+
+def _state(temperature_c: float | None, power_w: float | None) -> str:
+    return " / ".join(f"{value:.0f} {unit}" for value, unit in ((temperature_c, "°C"), (power_w, "W"))
+                      if value is not None)

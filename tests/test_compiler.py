@@ -1,0 +1,93 @@
+"""runner/compiler.py: the persistent compilation cache (hit, miss, corrupt, unreachable) and the rule that two
+variants lowering to the same program share one executable. Each cache case runs in a fresh process, as a run
+does, so JAX's in-process caches cannot answer instead of the persistent one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from helpers import REPO
+from runner import compiler
+
+COMPILE = """
+import json, sys, jax, jax.numpy as jnp
+from runner import compiler
+used = compiler.configure_cache(sys.argv[1])
+program = compiler.compile_timed(lambda x: jnp.sin(x) @ x, (jax.ShapeDtypeStruct((32, 32), jnp.float32),), {}, "v")
+print(json.dumps({"used": used, "cached": program.compilation.cached}))
+"""
+
+
+def compile_in_a_new_process(cache: str) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", COMPILE, cache], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def test_the_second_compile_of_a_program_is_a_cache_hit(tmp_path):
+    first, _ = compile_in_a_new_process(str(tmp_path / "cache"))
+    second, _ = compile_in_a_new_process(str(tmp_path / "cache"))
+    assert first == {"used": str(tmp_path / "cache"), "cached": False}
+    assert second == {"used": str(tmp_path / "cache"), "cached": True}
+
+
+def test_a_corrupt_entry_is_compiled_anew_with_one_warning(tmp_path):
+    compile_in_a_new_process(str(tmp_path / "cache"))
+    for entry in (tmp_path / "cache").glob("*-cache"):
+        entry.write_bytes(b"not an executable")
+    again, stderr = compile_in_a_new_process(str(tmp_path / "cache"))
+    assert again["cached"] is False
+    assert stderr.count("warning: compile cache:") == 1 and "Error reading persistent compilation cache" in stderr
+
+
+@pytest.mark.parametrize("where", ["a-file/below", "gs://no-such-bucket-attnbench/cache"])
+def test_an_unusable_cache_is_skipped_with_one_warning(tmp_path, where):
+    (tmp_path / "a-file").write_text("a file where a folder should be")
+    location = where if where.startswith("gs://") else str(tmp_path / where)
+    result, stderr = compile_in_a_new_process(location)
+    assert result == {"used": "off", "cached": None}
+    assert stderr.count(f"warning: compile cache {location} cannot be used") == 1
+
+
+def test_off_means_no_cache(tmp_path):
+    assert compile_in_a_new_process("off")[0] == {"used": "off", "cached": None}
+
+
+def _attention(implementation):
+    import functools
+
+    return functools.partial(jax.nn.dot_product_attention, implementation=implementation)
+
+
+def test_variants_that_lower_to_one_program_share_its_executable():
+    args = tuple(jax.ShapeDtypeStruct((1, 16, 4, 8), jnp.float32) for _ in range(3))
+    shared: dict = {}
+    xla = compiler.compile_timed(_attention("xla"), args, shared, "xla")
+    auto = compiler.compile_timed(_attention(None), args, shared, "auto")  # None means XLA off cuDNN
+    naive = compiler.compile_timed(lambda q, k, v: jnp.einsum("btnh,bsnh->btnh", q, k) + v, args, shared, "naive")
+    assert auto.fingerprint == xla.fingerprint and auto.executable is xla.executable
+    assert auto.compilation.shared_with == "xla" and xla.compilation.shared_with is None
+    assert naive.fingerprint != xla.fingerprint and naive.compilation.shared_with is None
+
+
+def test_a_fingerprint_ignores_only_the_functions_name():
+    args = (jax.ShapeDtypeStruct((8,), jnp.float32),)
+
+    def double(x):
+        return 2 * x
+
+    def twice(x):
+        return 2 * x
+
+    def thrice(x):
+        return 3 * x
+
+    prints = [compiler.fingerprint(jax.jit(f).lower(*args)) for f in (double, twice, thrice)]
+    assert prints[0] == prints[1] != prints[2]

@@ -1,0 +1,113 @@
+"""runner/power.py: the steady and burst policies, telemetry summaries and the unstable flag, with a scripted
+clock source (a GPU's readings are not something a test can arrange), and the CPU path, which has none."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import power
+from runner.power import Idle, Reading
+
+
+class Script:
+    """A Source whose SM clock (and power, temperature) follow functions of time; each read moves time on."""
+
+    def __init__(self, sm, power_w=lambda t: 600.0, temperature=lambda t: 60.0, throttle=lambda t: 0, step=0.05,
+                 limit=700.0):
+        self.sm, self.power, self.temperature, self.throttle = sm, power_w, temperature, throttle
+        self.t, self.step, self.power_limit_w = 0.0, step, limit
+
+    def read(self) -> Reading:
+        self.t += self.step
+        t = self.t
+        return Reading(t, self.sm(t), 2619.0, self.power(t), self.temperature(t), self.throttle(t))
+
+
+def test_steady_samples_once_the_clock_holds_for_half_a_second():
+    falling = Script(sm=lambda t: max(1600.0, 1980.0 - 400 * t), throttle=lambda t: 0x4)  # power cap pulls it down
+    calls = []
+    state = power.settle(lambda: calls.append(1), falling, max_s=10)
+    assert state.policy == "steady" and state.settled
+    assert 1.3 <= state.wait_s <= 1.5  # within 1 % of 1600 MHz from 0.9 s, then 0.5 s held
+    assert len(calls) == round(state.wait_s / 0.05)  # the call ran back to back all along, a batch a reading
+
+
+def test_steady_gives_up_at_its_cap_and_says_so():
+    wandering = Script(sm=lambda t: 1700.0 + (100.0 if int(t * 10) % 2 else 0.0), throttle=lambda t: 0x4)
+    state = power.settle(lambda: None, wandering, max_s=2)
+    assert not state.settled and 2.0 <= state.wait_s < 2.1
+    assert "still moving (1700-1800 MHz) after 2 s; sampled anyway" in state.note
+
+
+def test_a_light_load_settles_at_once():
+    idle_ish = Script(sm=lambda t: 1980.0 + (30.0 if int(t * 20) % 2 else 0.0), power_w=lambda t: 180.0)
+    state = power.settle(lambda: None, idle_ish, max_s=10)
+    assert state.settled and state.wait_s < 0.2 and state.note.startswith("light load (180 W of 700 W")
+
+
+def test_burst_waits_for_the_idle_temperature_and_power():
+    cooling = Script(sm=lambda t: 1980.0, temperature=lambda t: max(35.0, 70.0 - 10 * t),
+                     power_w=lambda t: max(80.0, 500.0 - 200 * t))
+    state = power.cool(cooling, Idle(temperature_c=34.0, power_w=75.0), max_s=10, sleep=lambda s: None)
+    assert state.policy == "burst" and state.settled
+    assert 3.3 <= state.wait_s <= 3.45  # 70 °C falling 10 °C a second: within 2 °C of 34 °C at 3.4 s
+
+
+def test_burst_gives_up_at_its_cap_and_says_so():
+    hot = Script(sm=lambda t: 1980.0, temperature=lambda t: 70.0, power_w=lambda t: 90.0)
+    state = power.cool(hot, Idle(temperature_c=34.0, power_w=75.0), max_s=1, sleep=lambda s: None)
+    assert not state.settled and "not back to idle after 1 s" in state.note
+
+
+def test_burst_without_an_idle_reading_does_not_wait():
+    state = power.cool(Script(sm=lambda t: 1980.0), Idle(None, None), max_s=10, sleep=lambda s: None)
+    assert state.settled and state.wait_s == 0
+
+
+def test_telemetry_summary_spans_throttle_words_and_spread():
+    readings = [Reading(i, sm, 2619, watts, 60 + i, bits)
+                for i, (sm, watts, bits) in enumerate([(1980, 500, 0), (1830, 690, 0x4), (1785, 700, 0x4 | 0x20)])]
+    t = power.summarise(readings, 700.0)
+    assert (t.sm_clock_mhz.min, t.sm_clock_mhz.median, t.sm_clock_mhz.max) == (1785, 1830, 1980)
+    assert t.power_w.mean == pytest.approx(630) and t.power_w.max == 700 and t.power_limit_w == 700
+    assert t.throttle == ["power cap", "thermal (software)"]
+    assert t.clock_spread == pytest.approx((1980 - 1785) / 1980)
+    assert power.unstable(t)  # 9.8 % > 2 %
+
+
+def test_a_steady_clock_is_stable():
+    readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
+    assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
+
+
+def test_the_recorder_reads_from_a_thread_while_inside():
+    import time
+
+    source = Script(sm=lambda t: 1980.0)
+    with power.Recorder(source, interval_s=0.001) as recorder:
+        time.sleep(0.05)
+    assert len(recorder.readings) >= 5
+
+
+def test_a_cpu_has_no_telemetry_and_says_why():
+    source, reason = power.open_source(0, on_gpu=False)
+    assert source is None and reason == "no NVIDIA GPU: clocks and power are not observable"
+
+
+def test_a_cpu_cell_records_the_reason_instead_of_telemetry():
+    from helpers import params, spec_data
+    from runner.cells import Cell
+    from runner.machine import current_device
+    from runner.measure import Measurer
+    from runner.registry import VARIANTS, load_all
+    from runner.spec import parse_spec
+    from runner.timers import WallTimer
+
+    load_all()
+    if current_device().compute_capability is not None:
+        pytest.skip("this machine has a GPU")
+    record = Measurer(parse_spec(spec_data(), set(VARIANTS)), [WallTimer()], "t", current_device()).measure(
+        Cell("t", "xla", params()))
+    assert record.status == "ok" and record.telemetry is None and record.power is None
+    assert record.telemetry_reason == "no NVIDIA GPU: clocks and power are not observable"
+    assert record.energy_j is None and record.clock_unstable is None
