@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard test test-tools clean render submit deploy
+.PHONY: demo dashboard test test-tools clean render submit deploy bench-runner
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo: $(INSTALLED)
 # the results dashboard on http://localhost:8501; RESULTS=dir-or-gs://bucket/prefix picks other runs
 dashboard: $(INSTALLED)
 	$(BIN)/attnbench dashboard $(if $(RESULTS),--results $(RESULTS))
+
+# the runner's own speed: SPEC cold and warm (compilation cache) as whole processes (docs/benchmarks.md)
+bench-runner: $(INSTALLED)
+	$(BIN)/python scripts/bench_runner.py $(or $(BENCH_SPEC),specs/lab5.yaml) --ahead-off
 
 test-tools:
 	bash scripts/install-test-tools.sh

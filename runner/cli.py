@@ -50,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="how long one store call retries before giving up for now (default: 120)")
     run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
     run.add_argument("--variants", nargs="+", metavar="VARIANT", help="run only these variants")
-    run.add_argument("--compile-cache", metavar="DIR|gs://…|off",
-                     help="persistent compilation cache (default: the spec's compile_cache, else ~/.cache/attnbench/jax)")
+    run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get("ATTNBENCH_COMPILE_CACHE"),
+                     help="persistent compilation cache (default: $ATTNBENCH_COMPILE_CACHE, else the spec's "
+                     "compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")

@@ -118,12 +118,14 @@ def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
 
 
 def needed_bytes(p: Params) -> int:
-    """Device memory for the inputs and the float32 reference of a shape, one reference chunk included."""
+    """Device memory for a shape's inputs and float32 reference: the inputs, the float32 results, and one
+    reference chunk (its scores plus the float32 copies of K and V it makes)."""
     q, kv = metrics.tensor_bytes(p)
-    inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
     f32 = 4 // metrics.ITEMSIZE[p.dtype]
+    inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
     expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
-    return inputs + expected + min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * p.kv_seq_len * 4)
+    chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * p.kv_seq_len * 4) + 2 * kv * f32
+    return inputs + expected + chunk
 
 
 # --- compile, check, FP8 evidence ------------------------------------------------------------------------------

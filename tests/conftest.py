@@ -112,6 +112,7 @@ def long_spec(tmp_path) -> Path:
 def no_job_environment(monkeypatch, tmp_path_factory):
     """Tests choose run ids, shards and spools themselves, even when they run inside a Kubernetes Job, and keep
     their caches (spools, compiled programs) out of the user's: one cache folder for the whole session."""
-    for name in ("ATTNBENCH_RUN_ID", "ATTNBENCH_SPOOL", "JOB_COMPLETION_INDEX", "JOB_COMPLETIONS", "ATTNBENCH_VARIANTS"):
+    for name in ("ATTNBENCH_RUN_ID", "ATTNBENCH_SPOOL", "JOB_COMPLETION_INDEX", "JOB_COMPLETIONS", "ATTNBENCH_VARIANTS",
+                 "ATTNBENCH_COMPILE_CACHE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
