@@ -33,11 +33,12 @@ THROTTLE = {
 }
 INTERVAL_S = 0.01  # NVML updates power and clocks about this often
 SETTLE_WINDOW_S = 0.5  # steady: the clock must hold for this long ...
-SETTLE_TOLERANCE = 0.01  # ... within 1 %
-LIGHT_LOAD = 0.5  # below this share of the power limit, with no throttle reason, the clock cannot be capped
+SETTLE_TOLERANCE = 0.01  # ... within 1 % ...
+HEAVY_MIN_S = 1.0  # ... after at least this long back to back: the power cap can take most of a second to act
+LIGHT_LOAD = 0.5  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 LIGHT_WINDOW_S = 0.1
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
-COOL_MARGIN_C = 2  # burst: back within 2 °C of the idle temperature
+COOL_MARGIN_C = 5  # burst: back within 5 °C of the idle temperature (the last degrees take minutes)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Reading:
     power_w: float | None = None
     temperature_c: float | None = None
     throttle: int = 0  # NVML clock event reason bits
+    energy_mj: float | None = None  # the energy counter: what was drawn, where NVML's power is a trailing average
 
 
 class Source(Protocol):
@@ -82,7 +84,14 @@ class NvmlSource:
             power_w=nvml.nvmlDeviceGetPowerUsage(handle) / 1000,
             temperature_c=nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),
             throttle=self.reasons(handle),
+            energy_mj=self._energy(),
         )
+
+    def _energy(self) -> float | None:
+        try:
+            return float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        except Exception:  # before Volta, or a driver that does not count it
+            return None
 
 
 def open_source(index: int, on_gpu: bool) -> tuple[Source | None, str | None]:
@@ -156,29 +165,39 @@ def _held(history: list[Reading], window_s: float) -> bool:
     return (max(recent) - min(recent)) <= SETTLE_TOLERANCE * max(recent)
 
 
-def _light(history: list[Reading], limit_w: float | None) -> bool:
-    """Far below the power limit with no throttle reason for LIGHT_WINDOW_S: nothing can pull the clock down."""
+def drawn_w(history: list[Reading], window_s: float) -> float | None:
+    """Mean power over the last window_s from the energy counter (NVML's power reading lags by about a second)."""
+    recent = [r for r in history if r.t >= history[-1].t - window_s and r.energy_mj is not None]
+    if len(recent) < 2 or recent[-1].t - recent[0].t < window_s / 2:
+        return None
+    return (recent[-1].energy_mj - recent[0].energy_mj) / 1000 / (recent[-1].t - recent[0].t)
+
+
+def _light(history: list[Reading], limit_w: float | None) -> float | None:
+    """The watts drawn when they are far below the power limit with no throttle reason (nothing can pull the
+    clock down), else None."""
     if limit_w is None or not history or history[-1].t - history[0].t < LIGHT_WINDOW_S:
-        return False
+        return None
     recent = [r for r in history if r.t >= history[-1].t - LIGHT_WINDOW_S]
     calm = all((r.throttle & ~0x1) == 0 for r in recent)  # "idle" between calls is no throttle
-    return calm and all(r.power_w is not None and r.power_w < LIGHT_LOAD * limit_w for r in recent)
+    watts = drawn_w(history, LIGHT_WINDOW_S)
+    return watts if calm and watts is not None and watts < LIGHT_LOAD * limit_w else None
 
 
 def settle(run_calls: Callable[[], None], source: Source, max_s: float,
            window_s: float = SETTLE_WINDOW_S) -> PowerState:
-    """steady: run the call back to back until the SM clock holds within 1 % for window_s (or the load is too
-    light to be capped), at most max_s."""
+    """steady: run the call back to back until the SM clock holds within 1 % for window_s, after at least
+    HEAVY_MIN_S (or at once when the energy counter says it draws too little to be capped), at most max_s."""
     history = [source.read()]
     start = history[0].t
     while True:
         run_calls()
         history.append(source.read())
         waited = history[-1].t - start
-        if _held(history, window_s):
+        if waited >= min(HEAVY_MIN_S, max_s) and _held(history, window_s):
             return PowerState(policy="steady", settled=True, wait_s=waited)
-        if _light(history, source.power_limit_w):
-            note = f"light load ({history[-1].power_w:.0f} W of {source.power_limit_w:.0f} W, no throttle)"
+        if watts := _light(history, source.power_limit_w):
+            note = f"light load ({watts:.0f} W of {source.power_limit_w:.0f} W, no throttle)"
             return PowerState(policy="steady", settled=True, wait_s=waited, note=note)
         if waited >= max_s:
             moved = f"{min(r.sm_mhz for r in history[-5:]):.0f}-{max(r.sm_mhz for r in history[-5:]):.0f} MHz"
