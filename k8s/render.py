@@ -44,6 +44,12 @@ def _image(name: str, ref: str) -> dict:
     return {"name": name, "newName": repo, "newTag": tag}
 
 
+def compile_cache(results: str) -> str:
+    """The compilation cache beside the results: gs://bucket/prefix -> gs://bucket/prefix-jax-cache, shared by every
+    shard and every later run (a local results folder keeps each pod's own default cache)."""
+    return f"{results.rstrip('/')}-jax-cache" if results.startswith("gs://") else "off"
+
+
 def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
     """A strategic-merge patch that sizes the Job and points it at the results URI, and a JSON patch that renames
     it to the run id."""
@@ -56,7 +62,8 @@ def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
             "parallelism": shards,
             "template": {"spec": {"containers": [
                 {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
-                                              {"name": "ATTNBENCH_RESULTS", "value": results}]}
+                                              {"name": "ATTNBENCH_RESULTS", "value": results},
+                                              {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(results)}]}
             ]}},
         },
     }

@@ -218,6 +218,8 @@ def test_results_uri_and_images_come_from_the_render(run_objects):
     assert settings["data"]["results-uri"] == RESULTS  # the dashboard's
     job_env = env_of(one(run_objects, "Job")["spec"]["template"]["spec"]["containers"][0])
     assert job_env["ATTNBENCH_RESULTS"] == {"name": "ATTNBENCH_RESULTS", "value": RESULTS}  # job.yaml carries its own
+    # shards and later runs share compiled programs through the bucket (the runner's own SA may write there)
+    assert job_env["ATTNBENCH_COMPILE_CACHE"]["value"] == f"{RESULTS}-jax-cache"
     images = {c["image"] for pod in pod_specs(run_objects) for c in pod["containers"]}
     assert images == {IMAGE, IMAGE.replace("runner", "dashboard")}
 
