@@ -204,7 +204,7 @@ def _writable(store) -> None:
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.report import print_tables, summary_line
+    from runner.report import phase_line, print_tables, summary_line
     from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
@@ -228,7 +228,7 @@ def cmd_run(args, console: Console) -> int:
         outcome = execute(spec, cells, store, spool, console, sys.argv, options)
     records = spool.records()
     print_tables(records, console)
-    console.print(f"{summary_line(records)}\nresults: {location}", highlight=False)
+    console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
     return _run_exit(outcome, spool, location)
 
 

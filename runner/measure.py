@@ -117,6 +117,14 @@ def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
     return UNTIMED(reference_attention, args[0][:, rows], args[1], args[2], causal=False)
 
 
+def _size(count: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{count} B"
+        count /= 1024
+
+
 def needed_bytes(p: Params) -> int:
     """Device memory for a shape's inputs and float32 reference: the inputs, the float32 results, and one
     reference chunk (its scores plus the float32 copies of K and V it makes)."""
@@ -410,8 +418,8 @@ class Measurer:
         if self._truth is None or self._truth[0] != p:
             self._truth = None  # free the previous shape's arrays first
             if self.device.memory_bytes and (needed := needed_bytes(p)) > self.device.memory_bytes:
-                raise Skip(f"inputs and float32 reference need {needed / 2**30:.1f} GiB; the device has "
-                           f"{self.device.memory_bytes / 2**30:.1f} GiB")
+                raise Skip(f"inputs and float32 reference need {_size(needed)}; the device has "
+                           f"{_size(self.device.memory_bytes)}")
             with watch.phase("inputs"):
                 args = jax.block_until_ready(make_inputs(p, self.spec.seed))
             with watch.phase("reference"):

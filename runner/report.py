@@ -84,6 +84,16 @@ def summary_line(cells: list[CellRecord]) -> str:
     return f"{len(cells)} cells: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
+def phase_line(cells: list[CellRecord]) -> str:
+    """Where the cells' time went: seconds per phase over all of them, largest first."""
+    totals: dict[str, float] = {}
+    for c in cells:
+        for name, seconds in c.phases.items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    parts = [f"{name} {seconds:.1f}" for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1])]
+    return f"seconds by phase ({sum(c.duration_s for c in cells):.1f} in cells): " + ", ".join(parts)
+
+
 def markdown(df: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
     cells = [[_fmt(v).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]  # a | ends a cell

@@ -1,0 +1,84 @@
+"""runner/measure.py as steps: each returns what it made, the phases add up to the cell's duration, and a cell
+begun ahead of its turn (while the last record is stored) gives the same answer and keeps its errors for its turn."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import params, spec_data
+from runner.cells import Cell
+from runner.machine import current_device
+from runner.measure import Measurer, compile_step, input_avals, make_inputs, reference, run_once
+from runner.registry import VARIANTS, Skip, load_all, variant
+from runner.spec import parse_spec
+from runner.timers import WallTimer
+
+load_all()
+
+
+@pytest.fixture
+def measurer() -> Measurer:
+    return Measurer(parse_spec(spec_data(), set(VARIANTS)), [WallTimer()], "t", current_device())
+
+
+def test_phases_add_up_to_the_cells_duration(measurer):
+    record = measurer.measure(Cell("t", "xla", params(seq_len=12, causal=True)))
+    assert record.status == "ok", record.reason
+    assert {"inputs", "reference", "compile", "check", "wall"} <= set(record.phases)
+    assert all(seconds > 0 for seconds in record.phases.values())
+    accounted = sum(record.phases.values())
+    assert accounted <= record.duration_s and record.duration_s - accounted < 0.05 + 0.05 * record.duration_s
+
+
+def test_the_second_variant_of_a_shape_reuses_inputs_and_reference(measurer):
+    measurer.measure(Cell("t", "xla", params(seq_len=12)))
+    again = measurer.measure(Cell("t", "naive", params(seq_len=12)))
+    assert "inputs" not in again.phases and "reference" not in again.phases
+
+
+def test_compiling_needs_only_the_shapes():
+    p = params(kv_heads=2, pass_="fwd_bwd")
+    compiled = compile_step("xla", VARIANTS["xla"].build(p), p, {})
+    assert [a.shape for a in input_avals(p)] == [(1, 8, 4, 8), (1, 8, 2, 8), (1, 8, 2, 8), (1, 8, 4, 8)]
+    inputs = make_inputs(p, 0)
+    outputs = run_once(compiled, compiled.arguments(inputs))
+    expected = reference(p, inputs)
+    assert len(outputs) == len(expected) == 4 and [o.shape for o in outputs] == [e.shape for e in expected]
+    assert compiled.backend == "xla" and compiled.program.compilation.seconds > 0
+
+
+def test_a_cell_begun_ahead_gives_the_same_answer_and_says_so(measurer):
+    cell = Cell("t", "naive", params(seq_len=16))
+    measurer.begin(cell)
+    ahead = measurer.measure(cell)
+    now = Measurer(measurer.spec, [WallTimer()], "t", current_device()).measure(cell)
+    assert ahead.status == now.status == "ok"
+    assert ahead.compilation.ahead is True and now.compilation.ahead is False
+    assert ahead.correctness.rel_err == now.correctness.rel_err
+    assert "compile" in ahead.phases and ahead.duration_s >= sum(ahead.phases.values())
+
+
+def test_what_goes_wrong_ahead_is_recorded_at_the_cells_turn(measurer):
+    @variant("test_declines_late")
+    def declines(p):
+        """Declines at build time."""
+        raise Skip("test_declines_late cannot run this shape")
+
+    try:
+        cell = Cell("t", "test_declines_late", params())
+        measurer.begin(cell)
+        other = measurer.measure(Cell("t", "xla", params()))  # the run changed its mind: begun work is dropped
+        assert other.status == "ok" and other.compilation.ahead is False
+        measurer.begin(cell)
+        record = measurer.measure(cell)
+        assert (record.status, record.reason) == ("skipped", "test_declines_late cannot run this shape")
+    finally:
+        VARIANTS.pop("test_declines_late", None)
+
+
+def test_a_cell_that_cannot_fit_the_device_is_skipped_with_the_bytes_it_needs(measurer):
+    small = Measurer(measurer.spec, [WallTimer()], "t", current_device().__class__("gpu", "tiny", 9.0, 1 << 20))
+    record = small.measure(Cell("t", "xla", params(seq_len=256)))
+    assert record.status == "skipped"
+    assert record.reason.startswith("inputs and float32 reference need ") and record.reason.endswith(
+        "MiB; the device has 1.0 MiB")
