@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
+    run.add_argument("--power", choices=["steady", "burst"],
+                     help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
@@ -210,6 +212,8 @@ def cmd_run(args, console: Console) -> int:
     from runner.spool import default_spool_root
 
     spec = _load(args.spec)
+    if args.power:
+        spec = spec.model_copy(update={"timing": spec.timing.model_copy(update={"power": args.power})})
     shard = _shard(args.shard)
     cells = _select(spec, args.only, args.variants)
     cells = select(cells, shard) if shard else cells
