@@ -15,8 +15,9 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
-	$(BIN)/attnbench run specs/lab5.yaml --out results/
+	$(BIN)/attnbench run specs/lab5.yaml --out results/ --spool build/spool
 
 # the results dashboard on http://localhost:8501; RESULTS=dir-or-gs://bucket/prefix picks other runs
 dashboard: $(INSTALLED)
@@ -62,5 +63,7 @@ submit: $(INSTALLED)
 deploy: $(INSTALLED)
 	$(RENDER) --apply platform
 
+# what make made in this checkout: the venvs, the demo's results and spool (build/spool), rendered manifests,
+# test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays
 clean:
 	rm -rf $(VENV) .venv-tools results build test-artifacts .pytest_cache

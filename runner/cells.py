@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from runner import shape
 from runner.record import Params, cell_key
-from runner.spec import Spec
+from runner.spec import MAX_CELLS, Experiment, Spec
+
+MAX_INPUT_BYTES = 1 << 40  # no GPU holds 1 TiB: a cell whose inputs alone need more is a typo, refused up front
 
 
 @dataclass(frozen=True)
@@ -31,8 +33,46 @@ def resolve(values: dict) -> Params:
 
 
 def count(spec: Spec) -> int:
-    """How many cells the spec makes at most, without expanding it (repeated sweep values counted twice)."""
-    return sum(len(exp.variants) * math.prod(len(v) for v in exp.sweep.axes().values()) for exp in spec.experiments)
+    """How many cells the spec makes, without expanding it: each experiment's distinct variants times its distinct
+    sweep points (experiment names are unique, and two sweep points differ in a value they set)."""
+    return sum(len(set(exp.variants)) * math.prod(len(set(values)) for values in exp.sweep.axes().values())
+               for exp in spec.experiments)
+
+
+def largest(spec: Spec, exp: Experiment) -> Params:
+    """The experiment's shape with the most input bytes: the largest value of each swept axis (one sweep point)."""
+    from runner.metrics import ITEMSIZE  # here: metrics imports Cell from this module
+
+    values = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
+    for name, swept in exp.sweep.axes().items():
+        values[name] = max(swept, key=ITEMSIZE.get) if name == "dtype" else max(swept)
+    return resolve(values)
+
+
+def input_bytes(p: Params) -> int:
+    """Bytes of Q, K and V."""
+    from runner.metrics import tensor_bytes
+
+    query, key = tensor_bytes(p)
+    return query + 2 * key
+
+
+def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
+    """Why the sweep cannot run anywhere, without expanding it: more cells than `max_cells` (else the spec's), or
+    a cell whose inputs alone no GPU holds."""
+    problems = []
+    cells, limit = count(spec), max_cells or spec.max_cells
+    if cells > limit:
+        source = "--max-cells" if max_cells else "max_cells"
+        remedy = f"or raise {source} (at most {MAX_CELLS:,})" if limit < MAX_CELLS else "or split the spec"
+        problems.append(f"experiments: the sweeps make {cells:,} cells, more than {source} ({limit:,}); sweep fewer "
+                        f"values, {remedy}")
+    for i, exp in enumerate(spec.experiments):
+        params = largest(spec, exp)
+        if (size := input_bytes(params)) > MAX_INPUT_BYTES:
+            problems.append(f"experiments[{i}]: cell {exp.name} {params.label()} needs {size / 2**40:,.1f} TiB for "
+                            f"Q, K and V alone; no GPU holds {MAX_INPUT_BYTES >> 40} TiB")
+    return problems
 
 
 def expand(spec: Spec) -> list[Cell]:

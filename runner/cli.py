@@ -1,8 +1,8 @@
 """attnbench's command line. Errors a user can cause end here as one line each and a non-zero exit.
 
-Exit codes: 0 done; 1 internal error; 2 bad input (spec, arguments, run folder, store URI); 3 results not
-uploaded to the store (the error names the local spool folder that holds them; rerun with the same run id to
-upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
+Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
+3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
+same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEFAULT_OUT = "results"
+PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 
 class UsageError(Exception):
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a spec's experiments and write results")
     run.add_argument("spec", help="experiment spec (YAML)")
-    run.add_argument("--out", default="results", help="results folder or gs://bucket/prefix (default: results)")
+    run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
     run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
                      help="run id; a rerun with the same id resumes (default: $ATTNBENCH_RUN_ID, else name-time)")
     run.add_argument("--shard", metavar="I/N",
@@ -58,21 +59,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--power", choices=["steady", "burst"],
                      help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
+    _max_cells_option(run)
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
     validate.add_argument("spec")
+    _max_cells_option(validate)
 
     sub.add_parser("list", help="variants and whether each can run here")
     sub.add_parser("env", help="device and versions")
 
     show = sub.add_parser("show", help="print or export a run's results")
-    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id with --out")
-    show.add_argument("--out", help="read the run id RUN from this results folder or gs://bucket/prefix")
+    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
+    show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
+                      "results, when RUN is not a folder)")
     show.add_argument("--format", choices=["table", "csv", "markdown", "parquet"], default="table")
     show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
 
     runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
-    runs.add_argument("--out", default="results", help="results folder or gs://bucket/prefix (default: results)")
+    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
 
     sub.add_parser("schema", help="print the spec's JSON Schema")
 
@@ -81,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
     return parser
+
+
+def _max_cells_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-cells", type=_max_cells, metavar="N",
+                        help="refuse a spec of more cells than this (default: the spec's max_cells, 100,000 unless set)")
+
+
+def _max_cells(text: str) -> int:
+    from runner.spec import MAX_CELLS
+
+    if not (text.isdigit() and len(text) <= len(str(MAX_CELLS)) and 0 < int(text) <= MAX_CELLS):
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_CELLS:,}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:
@@ -96,13 +113,18 @@ def _variants():
     return load_all()
 
 
-def _load(spec_path: str):
+def _load(spec_path: str, max_cells: int | None):
+    """The spec, refused before it is expanded when its cells are too many or too large for any GPU."""
+    from runner.cells import limits
     from runner.spec import SpecError, load_spec
 
     try:
-        return load_spec(spec_path, set(_variants()))
+        spec = load_spec(spec_path, set(_variants()))
     except SpecError as error:
         raise UsageError("\n".join(error.problems)) from None
+    if problems := limits(spec, max_cells):
+        raise UsageError("\n".join(problems))
+    return spec
 
 
 def _select(spec, only, variants):
@@ -119,20 +141,27 @@ def _select(spec, only, variants):
     return [c for c in cells if (not only or c.experiment in only) and (not variants or c.variant in variants)]
 
 
-def _shard(text: str | None):
-    """--shard i/n, else the Indexed Job's, else None (the whole run)."""
-    from runner.shard import parse_shard, shard_from_env
+def _shard(text: str | None, cells: int):
+    """--shard i/n, else the Indexed Job's, else None (the whole run); never more shards than cells."""
+    from runner.shard import MAX_SHARDS, parse_shard, shard_from_env
 
+    where = "--shard" if text else "JOB_COMPLETION_INDEX/JOB_COMPLETIONS"
     try:
-        return parse_shard(text) if text else shard_from_env()
+        shard = parse_shard(text, MAX_SHARDS) if text else shard_from_env(most=MAX_SHARDS)
     except ValueError as error:
-        where = "--shard" if text else "JOB_COMPLETION_INDEX/JOB_COMPLETIONS"
         raise UsageError(f"{where}: {error}") from None
+    if shard and shard.count > cells:
+        raise UsageError(f"{where}: {shard.count:,} shards for {cells:,} cells; use at most {cells:,}")
+    return shard
 
 
 def _run_id(run_id: str) -> str:
-    if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"run id {run_id!r}: use letters, digits, '.', '_' and '-' (set --run-id)")
+    """A run id as a spec's name is checked (see runner/spec.py), a little longer: the name and a time."""
+    from runner.spec import RUN_ID_MAX_LENGTH, SPEC_NAME, short
+
+    if len(run_id) > RUN_ID_MAX_LENGTH or not re.fullmatch(SPEC_NAME, run_id):
+        raise UsageError(f"run id {short(run_id)}: use up to {RUN_ID_MAX_LENGTH} letters, digits, '.', '_' and '-', "
+                         "starting with a letter or digit")
     return run_id
 
 
@@ -194,28 +223,29 @@ def _dry_run(cells, shard, console: Console) -> int:
 
 
 def _writable(store) -> None:
-    """A store that cannot take results is bad input before the first cell; one out of reach is retried."""
-    from runner.store import StoreError, StoreUnavailable
+    """A store that cannot take results is bad input before the first cell; a bucket out of reach is retried (a
+    local folder that refuses a write now will refuse it later too)."""
+    from runner.store import LocalStore, StoreError, StoreUnavailable
 
     try:
         store.with_timeout(10.0).probe()
-    except StoreError as error:
+    except (StoreError, StoreUnavailable) as error:
+        if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
+            print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
+            return
         raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
-    except StoreUnavailable as error:
-        print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.report import phase_line, print_tables, summary_line
     from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
 
-    spec = _load(args.spec)
+    spec = _load(args.spec, args.max_cells)
     if args.power:
         spec = spec.model_copy(update={"timing": spec.timing.model_copy(update={"power": args.power})})
-    shard = _shard(args.shard)
     cells = _select(spec, args.only, args.variants)
+    shard = _shard(args.shard, len(cells))
     cells = select(cells, shard) if shard else cells
     if args.dry_run:
         return _dry_run(cells, shard, console)
@@ -230,17 +260,22 @@ def cmd_run(args, console: Console) -> int:
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with _store_errors():
         outcome = execute(spec, cells, store, spool, console, sys.argv, options)
-    records = spool.records()
-    print_tables(records, console)
-    console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
+    _run_report(spool.records(), location, console)
     return _run_exit(outcome, spool, location)
 
 
-def cmd_validate(args, console: Console) -> int:
-    from runner.cells import expand
+def _run_report(records, location: str, console: Console) -> None:
+    from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
 
-    spec = _load(args.spec)
-    console.print(f"{args.spec}: ok ({len(spec.experiments)} experiments, {len(expand(spec))} cells)", highlight=False)
+    print_tables(records, console)
+    console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
+
+
+def cmd_validate(args, console: Console) -> int:
+    from runner.cells import count
+
+    spec = _load(args.spec, args.max_cells)
+    console.print(f"{args.spec}: ok ({len(spec.experiments)} experiments, {count(spec)} cells)", highlight=False)
     return EXIT_OK
 
 
@@ -266,7 +301,7 @@ def cmd_list(args, console: Console) -> int:
     variants = _variants()
     preloads = _preloads(variants)  # before the device: TransformerEngine must load ahead of JAX's GPU backend
     device = current_device()
-    table = Table(title=f"variants on {device.describe()}", title_justify="left")
+    table = Table(title=f"variants on {device.describe()}", title_justify="default")
     for col in ("variant", "backend", "here", "what it is"):
         table.add_column(col)
     for name, v in sorted(variants.items()):
@@ -291,19 +326,25 @@ def cmd_env(args, console: Console) -> int:
     return EXIT_OK
 
 
-def cmd_show(args, console: Console) -> int:
-    from runner.report import export, print_tables, summary_line
+def _shown_run(args):
+    """RUN as a run folder, else as a run id in --out (default: results, where `runs` looks)."""
     from runner.store import read_run
 
-    if args.out:
-        with _store_errors():  # reading can find the store out of reach, not only opening it
-            run = _open_store(args.out).read(args.run)
-    else:
-        run = read_run(args.run)
+    if args.out is None and (Path(args.run).is_dir() or Path(args.run).name != args.run):  # a folder, or a path
+        return read_run(args.run)
+    if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
+        raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
+    with _store_errors():  # reading can find the store out of reach, not only opening it
+        return _open_store(args.out or DEFAULT_OUT).read(_run_id(args.run))
+
+
+def cmd_show(args, console: Console) -> int:
+    from runner.report import export, print_tables, summary_line
+
+    run = _shown_run(args)
     if run.manifest is None and not run.cells:
         raise UsageError("\n".join(run.problems))
-    for problem in run.problems:
-        console.print(f"[yellow]warning[/]: {problem}", highlight=False)
+    _warn(run.problems)
     if args.format == "table":
         print_tables(run.cells, console)
         console.print(summary_line(run.cells))
@@ -327,7 +368,7 @@ def _part_state(part) -> str:
 
 def runs_table(runs: list, uri: str) -> Table:
     """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
-    table = Table(title=f"runs in {uri}", title_justify="left")
+    table = Table(title=f"runs in {uri}", title_justify="default")
     for col in ("run", "name", "started", "shard", "cells", "state"):
         table.add_column(col)
     for run in runs:
@@ -347,9 +388,17 @@ def cmd_runs(args, console: Console) -> int:
         console.print(f"no runs in {store.uri}")
         return EXIT_OK
     console.print(runs_table(runs, store.uri))
-    for problem in (p for run in runs for p in run.problems):
-        console.print(f"[yellow]warning[/]: {problem}", highlight=False)
+    _warn([p for run in runs for p in run.problems])
     return EXIT_OK
+
+
+def _warn(problems: list[str]) -> None:
+    """Warnings on stderr, so that what stdout carries (a table, CSV) stays data."""
+    from rich.markup import escape
+
+    err = _stderr()
+    for problem in problems:
+        err.print(f"[yellow]warning[/]: {escape(problem)}")  # a problem names paths like experiments[0]
 
 
 def cmd_schema(args, console: Console) -> int:
@@ -391,19 +440,41 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line's exit code (argparse's own too: 2 for bad arguments, 0 for --help)."""
     try:
         return _main(argv)
+    except SystemExit as exit:
+        return exit.code if isinstance(exit.code, int) else EXIT_INPUT
     except Interrupted:
         print("interrupted by SIGTERM before measuring began; nothing to upload", file=sys.stderr)
         return EXIT_SIGTERM
 
 
+def _stdout() -> Console:
+    """stdout: on a terminal its width; in pipes and pod logs tables up to PIPE_WIDTH wide and lines never
+    wrapped or padded."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays on one line, however long
+
+
+JAX_MODULES = {"jax", "jaxlib", "flax"}  # the `jax` extra (cuda12 / cuda13 on an NVIDIA GPU)
+
+
+def _missing_library(error: Exception, command: str) -> str | None:
+    """What to install, when a command failed for a library this install lacks (not for a module of ours)."""
+    if not isinstance(error, ModuleNotFoundError) or not error.name or error.name.startswith("runner"):
+        return None
+    what = "'.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')" if error.name in JAX_MODULES else "."
+    return f"error: {command} needs {error.name}: pip install -e {what}"
+
+
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=200)  # pod logs and pipes: wide tables, no wrapping
-    err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays on one line, however long
+    console, err = _stdout(), _stderr()
     try:
         return COMMANDS[args.command](args, console)
     except UsageError as error:
@@ -416,7 +487,8 @@ def _main(argv: list[str] | None) -> int:
     except Exception as error:  # the last line of defence: no traceback for a user
         if os.environ.get("ATTNBENCH_DEBUG"):
             raise
-        err.print(f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 shows where)",
-                  markup=False)
+        missing = _missing_library(error, args.command)
+        err.print(missing or f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 shows "
+                  "where)", markup=False)
         return EXIT_INTERNAL
 

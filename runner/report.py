@@ -56,7 +56,7 @@ def experiment_table(name: str, cells: list[CellRecord]) -> Table:
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))
-    table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="left")
+    table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="default")  # left, not padded to the table's width
     for header in ["variant", *(shape.column(k) for k in varying), "status"]:
         table.add_column(header)
     for header, right, _ in COLUMNS:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from runner.cells import Cell
 from runner.metrics import flops
+from runner.spec import short
+
+MAX_SHARDS = 100_000  # more nodes than any one Job runs; a run is bounded further by its cell count
 
 
 @dataclass(frozen=True)
@@ -22,23 +25,24 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def parse_shard(text: str) -> Shard:
-    """'i/n' with 0 <= i < n; a ValueError names what is wrong."""
-    index, slash, count = text.partition("/")
-    if not (slash and index.strip().isdigit() and count.strip().isdigit()):
-        raise ValueError(f"shard must be i/n, e.g. 0/3 (got {text!r})")
-    shard = Shard(int(index), int(count))
-    if not 0 <= shard.index < shard.count:
-        raise ValueError(f"shard {text!r}: need 0 <= i < n")
-    return shard
+def parse_shard(text: str, most: int | None = None) -> Shard:
+    """'i/n' with 0 <= i < n (and n <= `most` when given); a ValueError names what is wrong."""
+    index, slash, count = (part.strip() for part in text.partition("/"))
+    if not (slash and index.isdigit() and count.isdigit()):
+        raise ValueError(f"shard must be i/n, e.g. 0/3 (got {short(text)})")
+    if most and (len(count) > len(str(most)) or int(count) > most):  # digits first: int() refuses 4,300 or more
+        raise ValueError(f"shard {short(text)}: at most {most:,} shards")
+    if len(index.lstrip("0")) > len(count) or not int(index) < int(count):
+        raise ValueError(f"shard {short(text)}: need 0 <= i < n")
+    return Shard(int(index), int(count))
 
 
-def shard_from_env(environ: Mapping[str, str] = os.environ) -> Shard | None:
+def shard_from_env(environ: Mapping[str, str] = os.environ, most: int | None = None) -> Shard | None:
     """The Indexed Job's shard: JOB_COMPLETION_INDEX of JOB_COMPLETIONS, or None outside one."""
     index, count = environ.get("JOB_COMPLETION_INDEX"), environ.get("JOB_COMPLETIONS")
     if index is None or count is None:
         return None
-    return parse_shard(f"{index}/{count}")
+    return parse_shard(f"{index}/{count}", most)
 
 
 def assign(cells: list[Cell], count: int) -> dict[str, int]:

@@ -16,13 +16,27 @@ Count = Annotated[int, Field(strict=True, gt=0, le=10_000_000)]
 Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]  # finite, positive, at most a week
 
 SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a run id starts with the spec's name, so the same rule holds for both
+NAME_MAX_LENGTH = 100
+RUN_ID_MAX_LENGTH = NAME_MAX_LENGTH + len("-20260101-120000")  # a spec's name and the time its run started
 DEFAULT_MAX_CELLS = 100_000
+MAX_CELLS = 1_000_000  # the most a spec may allow: expanding a million cells takes seconds and a gigabyte
+
+# A spec is a page or two of YAML. These bounds stop a file, a nesting or an alias bomb long before it costs
+# time or memory; each is far beyond any real spec (lab5.yaml: 2 KiB, 6 levels, 169 values).
+MAX_SPEC_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 10_000  # scalars, lists and mappings, each alias counted as the whole value it names (PyYAML reads
+# about 10,000 a second here)
+MAX_DIGITS = 100  # an integer literal longer than this is no size or seed (and Python refuses past 4300)
+MAX_PROBLEMS = 20  # problem lines shown; the rest are counted
 
 
 class SpecError(Exception):
     """A spec that cannot be run; `problems` holds one 'path: message' line each."""
 
     def __init__(self, problems: list[str]):
+        if len(problems) > MAX_PROBLEMS:
+            problems = problems[:MAX_PROBLEMS] + [f"… and {len(problems) - MAX_PROBLEMS:,} more problems"]
         super().__init__("\n".join(problems))
         self.problems = problems
 
@@ -95,7 +109,7 @@ class Tolerances(_Model):
 class Spec(_Model):
     """An attnbench experiment spec."""
 
-    name: str = Field(min_length=1, max_length=100, pattern=f"^{SPEC_NAME}$",
+    name: str = Field(min_length=1, max_length=NAME_MAX_LENGTH, pattern=f"^{SPEC_NAME}$",
                       description="Run name (letters, digits, '.', '_', '-'); the run id starts with it.")
     description: str = Field("", description="What this study is for.")
     seed: int = Field(0, ge=0, lt=2**32, description="Seed of the normal random inputs (0 to 2^32-1).")
@@ -104,7 +118,8 @@ class Spec(_Model):
     compile_cache: str | None = Field(
         None, description="Persistent compilation cache: a folder, gs://bucket/prefix or 'off'; default "
         "~/.cache/attnbench/jax (`run --compile-cache` overrides it).")
-    max_cells: Count = Field(DEFAULT_MAX_CELLS, description="Refuse a spec that expands to more cells than this.")
+    max_cells: int = Field(DEFAULT_MAX_CELLS, strict=True, gt=0, le=MAX_CELLS,
+                           description="Refuse a spec that expands to more cells than this (`--max-cells` overrides).")
     tolerances: Tolerances = Field(default_factory=Tolerances, description="Correctness tolerances.")
     experiments: list[Experiment] = Field(min_length=1, description="The experiments, run in order.")
 
@@ -114,8 +129,56 @@ class Spec(_Model):
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
+class _Beyond(yaml.MarkedYAMLError):
+    """Valid YAML beyond a bound of the loader: told as 'file:line:column: what'."""
+
+    def __init__(self, problem: str, mark):
+        super().__init__(problem=problem, problem_mark=mark)
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last silently)."""
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML would keep the last silently), and a
+    document that nests deeper than MAX_DEPTH or holds more than MAX_VALUES values once its aliases are expanded.
+
+    Both are measured while the document is composed, before any value is built: an alias is a reference to a
+    node composed earlier, so its size and depth are known when it is used and a "billion laughs" stops there.
+    """
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0  # levels open above the node being composed
+        self.extent: dict[int, tuple[int, int]] = {}  # id(node) -> (values, levels), aliases expanded
+
+    def compose_node(self, parent, index):
+        mark = self.peek_event().start_mark
+        alias = self.check_event(yaml.AliasEvent)
+        if self.depth >= MAX_DEPTH:
+            raise _Beyond(f"nested deeper than {MAX_DEPTH} levels", mark)
+        self.depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        if alias and id(node) not in self.extent:
+            raise _Beyond("an alias used inside the value it names", mark)
+        if id(node) not in self.extent:
+            self.extent[id(node)] = _extent(node, self.extent)
+        values, levels = self.extent[id(node)]
+        if self.depth + levels > MAX_DEPTH:
+            raise _Beyond(f"nested deeper than {MAX_DEPTH} levels once its aliases are expanded", mark)
+        if values > MAX_VALUES:
+            raise _Beyond(f"more than {MAX_VALUES:,} values once its aliases are expanded", mark)
+        return node
+
+
+def _extent(node: yaml.Node, extent: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(values, levels) of a node whose children are all measured already."""
+    if isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    else:
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+    sizes = [extent[id(child)] for child in children]
+    return 1 + sum(values for values, _ in sizes), 1 + max((levels for _, levels in sizes), default=0)
 
 
 def _unique_mapping(loader: _Loader, node: yaml.MappingNode) -> dict:
@@ -129,7 +192,15 @@ def _unique_mapping(loader: _Loader, node: yaml.MappingNode) -> dict:
     return loader.construct_mapping(node, deep=True)
 
 
+def _bounded_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    digits = len(node.value)
+    if digits > MAX_DIGITS:
+        raise _Beyond(f"an integer of {digits:,} digits is beyond every bound", node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:int", _bounded_int)
 
 
 def _where(loc: tuple) -> str:
@@ -143,10 +214,10 @@ BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less
           "less_than_equal": ("<=", "le")}
 
 
-def _short(value: object) -> str:
+def short(value: object) -> str:
     """A value for an error line, never more than 60 characters however large it is."""
     text = repr(value)
-    return text if len(text) <= 60 else f"{text[:40]}… ({len(text)} characters)"
+    return text if len(text) <= 60 else f"{text[:40]}… ({len(text):,} characters)"
 
 
 def _message(err: dict) -> str:
@@ -157,27 +228,27 @@ def _message(err: dict) -> str:
         return "required"
     if kind in BOUNDS:
         sign, key = BOUNDS[kind]
-        return f"must be {sign} {ctx[key]}" + (f" (got {_short(err['input'])})" if sign[0] == "<" else "")
+        return f"must be {sign} {ctx[key]}" + (f" (got {short(err['input'])})" if sign[0] == "<" else "")
     if kind == "string_pattern_mismatch":
-        return f"use letters, digits, '.', '_' and '-', starting with a letter or digit (got {_short(err['input'])})"
+        return f"use letters, digits, '.', '_' and '-', starting with a letter or digit (got {short(err['input'])})"
     if kind == "string_too_long":
         return f"must be at most {ctx['max_length']} characters"
     if kind == "too_short":
         return "must not be empty"
     if kind == "literal_error":
-        return f"must be one of {ctx['expected']} (got {_short(err['input'])})"
+        return f"must be one of {ctx['expected']} (got {short(err['input'])})"
     if kind in ("int_type", "int_parsing", "int_from_float"):
-        return f"must be an integer (got {_short(err['input'])})"
+        return f"must be an integer (got {short(err['input'])})"
     if kind in ("float_type", "float_parsing"):
-        return f"must be a number (got {_short(err['input'])})"
+        return f"must be a number (got {short(err['input'])})"
     if kind in ("bool_type", "bool_parsing"):
-        return f"must be true or false (got {_short(err['input'])})"
+        return f"must be true or false (got {short(err['input'])})"
     if kind in ("string_type",):
-        return f"must be a string (got {_short(err['input'])})"
+        return f"must be a string (got {short(err['input'])})"
     if kind in ("list_type",):
-        return f"must be a list (got {_short(err['input'])})"
+        return f"must be a list (got {short(err['input'])})"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
-        return f"must be a mapping (got {_short(err['input'])})"
+        return f"must be a mapping (got {short(err['input'])})"
     return err["msg"]
 
 
@@ -213,23 +284,38 @@ def _variant_problems(experiments: object, known_variants: set[str]) -> list[str
 def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     """Read and validate a YAML spec file."""
     path = Path(path)
+    data = _parse_yaml(path, _read(path))
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}: must be a YAML mapping with name, experiments, ... (got {type(data).__name__})"])
+    return parse_spec(data, known_variants)
+
+
+def _read(path: Path) -> str:
+    """The file's text, read no further than MAX_SPEC_BYTES (a spec given as /dev/zero ends there too)."""
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise SpecError([f"{path}: no such file"]) from None
     except OSError as error:
         raise SpecError([f"{path}: cannot read ({error.strerror})"]) from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError([f"{path}: more than {MAX_SPEC_BYTES >> 20} MiB; a spec is a page or two of YAML"])
+    try:
+        return data.decode()
     except UnicodeDecodeError:
         raise SpecError([f"{path}: not UTF-8 text"]) from None
+
+
+def _parse_yaml(path: Path, text: str) -> object:
     try:
-        data = yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        if isinstance(error, _Beyond):
+            raise SpecError([f"{where}: {error.problem}"]) from None
         raise SpecError([f"{where}: not valid YAML ({getattr(error, 'problem', None) or error})"]) from None
-    if not isinstance(data, dict):
-        raise SpecError([f"{path}: must be a YAML mapping with name, experiments, ... (got {type(data).__name__})"])
-    return parse_spec(data, known_variants)
 
 
 def _cross_field_problems(spec: Spec) -> list[str]:

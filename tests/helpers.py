@@ -1,10 +1,14 @@
-"""Shared test helpers: tiny shapes, a fast timing section, spec and params builders, the CLI in a subprocess."""
+"""Shared test helpers: tiny shapes, a fast timing section, spec and params builders, the CLI in this process (its
+exit code, output, time and memory) or in a subprocess."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -71,3 +75,36 @@ def environment(**extra: str) -> dict[str, str]:
 def attnbench(*args, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
     """Run the CLI to the end, output captured as text."""
     return subprocess.run(command(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=environment(**env))
+
+
+@dataclass
+class Outcome:
+    """What `main(ARGS)` did in this process."""
+
+    code: int
+    out: str
+    err: str
+    seconds: float
+    peak_mib: float  # the most memory Python held at once while it ran (tracemalloc)
+
+    @property
+    def errors(self) -> list[str]:
+        return self.err.splitlines()
+
+
+def in_process(capsys, *args, measure: bool = False) -> Outcome:
+    """`attnbench ARGS` as runner.cli.main in this process; `measure` also traces its peak memory (slower)."""
+    from runner.cli import main
+
+    capsys.readouterr()  # what earlier steps of the test printed is theirs
+    if measure:
+        tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        code = main([str(a) for a in args])
+    finally:
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1] if measure else 0
+        tracemalloc.stop()
+    captured = capsys.readouterr()
+    return Outcome(code, captured.out, captured.err, seconds, peak / 2**20)

@@ -7,14 +7,17 @@ import itertools
 import pytest
 
 from helpers import params, spec_data
-from runner.cells import Cell, expand, resolve
+from runner.cells import Cell, count, expand, largest, limits, resolve
 from runner.spec import parse_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}
 
 
 def cells_of(*experiments: dict, **top) -> list[Cell]:
-    return expand(parse_spec(spec_data(*experiments, **top), KNOWN))
+    spec = parse_spec(spec_data(*experiments, **top), KNOWN)
+    cells = expand(spec)
+    assert count(spec) == len(cells)  # counted without expanding, repeats and all
+    return cells
 
 
 def test_cartesian_product_in_order_sweep_points_then_variants():
@@ -137,3 +140,18 @@ def test_label_shows_what_differs_from_mha_self_attention():
         Cell("a", "naive", params(kv_heads=1, kv_seq_len=16, causal=True, pass_="fwd_bwd")).label()
         == "a/naive B1 T8 S16 N4 K1 H8 float32 causal fwd_bwd"
     )
+
+
+def test_largest_takes_each_swept_axis_at_its_largest():
+    spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "kv_heads": 1,
+                                 "sweep": {"seq_len": [64, 8, 32], "dtype": ["float16", "float32", "bfloat16"]}}), KNOWN)
+    assert largest(spec, spec.experiments[0]) == params(seq_len=64, kv_seq_len=64, dtype="float32", kv_heads=1)
+    assert limits(spec) == []
+
+
+def test_limits_count_against_the_spec_or_the_given_maximum():
+    spec = parse_spec(spec_data({"name": "a", "variants": ["xla", "naive"], "sweep": {"seq_len": [8, 16, 8]}},
+                                max_cells=4), KNOWN)
+    assert limits(spec) == []  # 4 cells: a repeated value is one cell
+    assert limits(spec, max_cells=3) == ["experiments: the sweeps make 4 cells, more than --max-cells (3); sweep fewer "
+                                         "values, or raise --max-cells (at most 1,000,000)"]

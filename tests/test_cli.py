@@ -1,7 +1,8 @@
-"""runner/cli.py end to end: `python -m runner …` in a subprocess, its exit codes, its output and its files.
+"""runner/cli.py end to end: its exit codes, its output and its files.
 
-Exit codes and the real run go through a subprocess; a few output checks call `main()` in this process,
-which is the same code without a second start of jax.
+`main(ARGS)` runs in this process wherever the exit code and the output are all that is checked; a subprocess
+only where a real process matters: the real run as a user starts it (`python -m runner run`), a SIGKILL, and
+an interpreter without the project's dependencies.
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ import csv
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from helpers import REPO, attnbench, command, environment, spec_data, write_spec
+from helpers import REPO, attnbench, command, environment, in_process, spec_data, write_spec
 from runner.cells import expand
-from runner.cli import main
 from runner.registry import load_all
 from runner.results import CELLS, MANIFEST
 from runner.store import read_run
@@ -37,19 +40,7 @@ def tiny_spec() -> dict:
     )  # fmt: skip
 
 
-def in_process(capsys, *args) -> tuple[int, str, str]:
-    """main(ARGS) here: (exit code, stdout, stderr)."""
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def no_traceback(result: subprocess.CompletedProcess) -> None:
-    assert "Traceback" not in result.stdout + result.stderr
-
-
-def error_lines(result: subprocess.CompletedProcess) -> list[str]:
-    return result.stderr.splitlines()
+SHIPPED_RUN = REPO / "examples" / "results" / "cpu" / "lab5-20261202-104832"  # 76 cells: 41 ok, 35 skipped
 
 
 @pytest.fixture(scope="module")
@@ -69,113 +60,103 @@ def run(spec_path, tmp_path_factory):
 # --- validate -----------------------------------------------------------------------------------------
 
 
-def test_validate_ok(spec_path):
-    result = attnbench("validate", spec_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == f"{spec_path}: ok (2 experiments, 10 cells)"
-    assert result.stderr == ""
+def test_validate_ok(spec_path, capsys):
+    result = in_process(capsys, "validate", spec_path)
+    assert (result.code, result.out, result.err) == (0, f"{spec_path}: ok (2 experiments, 10 cells)\n", "")
 
 
-def test_bad_spec_exits_2_with_one_stderr_line_per_problem(tmp_path):
+def test_bad_spec_exits_2_with_one_stderr_line_per_problem(tmp_path, capsys):
     long_name = "flash" * 30  # a line longer than a terminal stays one line
     bad = spec_data(
         {"name": "a", "variants": ["xla", long_name]},
         {"name": "b", "variants": ["naive"], "heads": 6, "kv_heads": 4},
         {"name": "b", "variants": ["naive"], "sweep": {}},
     )
-    result = attnbench("validate", write_spec(tmp_path / "bad.yaml", bad))
-    assert result.returncode == 2
-    no_traceback(result)
-    assert error_lines(result) == [
+    result = in_process(capsys, "validate", write_spec(tmp_path / "bad.yaml", bad))
+    assert result.code == 2
+    assert result.errors == [
         f"error: experiments[0].variants[1]: unknown variant '{long_name}' (known: {', '.join(sorted(load_all()))})",
         "error: experiments[1].kv_heads: heads (6) must be a multiple of kv_heads (4)",
         "error: experiments[2].name: duplicate experiment name 'b'",
         "error: experiments[2].sweep: must name at least one axis",
     ]
-    assert result.stdout == ""
+    assert result.out == ""
 
 
-def test_run_of_a_bad_spec_exits_2_and_writes_nothing(tmp_path):
+def test_run_of_a_bad_spec_exits_2_and_writes_nothing(tmp_path, capsys):
     bad = spec_data({"name": "a", "variants": ["xla"], "bogus": 1, "sweep": {"seq_len": [64, 0]}})
-    result = attnbench("run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
-    assert result.returncode == 2
-    no_traceback(result)
-    assert error_lines(result) == [
+    result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
+    assert result.code == 2
+    assert result.errors == [
         "error: experiments[0].sweep.seq_len[1]: must be > 0",
         "error: experiments[0].bogus: unknown key",
     ]
     assert not (tmp_path / "out").exists()
 
 
-def test_missing_spec_exits_2(tmp_path):
+def test_missing_spec_exits_2(tmp_path, capsys):
     path = tmp_path / "nowhere.yaml"
-    result = attnbench("run", path, "--out", tmp_path)
-    assert result.returncode == 2
-    no_traceback(result)
-    assert error_lines(result) == [f"error: {path}: no such file"]
+    result = in_process(capsys, "run", path, "--out", tmp_path)
+    assert (result.code, result.errors) == (2, [f"error: {path}: no such file"])
 
 
-def test_unreadable_yaml_exits_2_with_line_and_column(tmp_path):
+def test_unreadable_yaml_exits_2_with_line_and_column(tmp_path, capsys):
     path = write_spec(tmp_path / "broken.yaml", "name: t\nexperiments:\n  - name: a\n    variants: [xla\n")
-    result = attnbench("validate", path)
-    assert result.returncode == 2
-    no_traceback(result)
-    assert error_lines(result) == [f"error: {path}:5:1: not valid YAML (expected ',' or ']', but got '<stream end>')"]
+    result = in_process(capsys, "validate", path)
+    assert result.code == 2
+    assert result.errors == [f"error: {path}:5:1: not valid YAML (expected ',' or ']', but got '<stream end>')"]
 
 
-def test_unknown_command_is_a_usage_error():
-    result = attnbench("frobnicate")
-    assert result.returncode == 2
-    no_traceback(result)
+def test_unknown_command_is_a_usage_error(capsys):
+    result = in_process(capsys, "frobnicate")
+    assert result.code == 2
+    assert "invalid choice: 'frobnicate'" in result.err
 
 
 # --- run ----------------------------------------------------------------------------------------------
 
 
-def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path):
+def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path, capsys):
     (tmp_path / "a-file").write_text("")
-    result = attnbench("run", spec_path, "--out", tmp_path / "out", "--spool", tmp_path / "a-file")
-    no_traceback(result)
-    assert len(error_lines(result)) == 1
-    assert result.returncode == 2
+    result = in_process(capsys, "run", spec_path, "--out", tmp_path / "out", "--spool", tmp_path / "a-file")
+    assert result.code == 2
+    assert len(result.errors) == 1 and result.errors[0].startswith(f"error: --spool {tmp_path / 'a-file'}: cannot write")
 
 
 @pytest.mark.parametrize("option", ["--flush-every", "--store-timeout"])
 @pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
 def test_seconds_must_be_finite_and_positive(spec_path, capsys, option, value):
-    with pytest.raises(SystemExit) as caught:
-        main(["run", str(spec_path), option, value])
-    assert caught.value.code == 2
-    assert "must be a positive number of seconds" in capsys.readouterr().err
+    result = in_process(capsys, "run", spec_path, option, value)
+    assert result.code == 2
+    assert "must be a positive number of seconds" in result.err
 
 
 def test_a_shard_without_a_run_id_is_bad_input(spec_path, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ATTNBENCH_RUN_ID", raising=False)
-    code, _, err = in_process(capsys, "run", spec_path, "--out", tmp_path, "--shard", "0/2")
-    assert code == 2
-    assert err.strip() == "error: shard 0/2: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run"
+    result = in_process(capsys, "run", spec_path, "--out", tmp_path, "--shard", "0/2")
+    assert result.code == 2
+    assert result.err.strip() == "error: shard 0/2: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run"
 
 
-def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path):
-    result = attnbench("run", spec_path, "--dry-run", "--out", tmp_path / "out")
-    assert result.returncode == 0, result.stderr
+def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--out", tmp_path / "out")
+    assert result.code == 0, result.err
     cells = expand(load_spec(spec_path, set(load_all())))
     expected = [f"{c.label()}: {'skip: ' + CPU_SKIP if c.variant == 'cudnn' else 'run'}" for c in cells]
-    assert result.stdout.splitlines() == [*expected, "10 cells"]
+    assert result.out.splitlines() == [*expected, "10 cells"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
 
 
 def test_only_and_variants_select_cells(spec_path, capsys):
-    code, out, err = in_process(capsys, "run", spec_path, "--dry-run", "--only", "backward", "--variants", "xla", "cudnn")
-    assert code == 0, err
-    assert out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--only", "backward", "--variants", "xla", "cudnn")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
 
 
-def test_unknown_experiment_and_variant_exit_2_with_a_line_each(spec_path):
-    result = attnbench("run", spec_path, "--dry-run", "--only", "nope", "--variants", "xla", "flash9")
-    assert result.returncode == 2
-    no_traceback(result)
-    assert error_lines(result) == [
+def test_unknown_experiment_and_variant_exit_2_with_a_line_each(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--only", "nope", "--variants", "xla", "flash9")
+    assert result.code == 2
+    assert result.errors == [
         "error: --only: no experiment 'nope' in the spec (it has: variants, backward)",
         f"error: --variants: unknown variant 'flash9' (known: {', '.join(sorted(load_all()))})",
     ]
@@ -184,7 +165,7 @@ def test_unknown_experiment_and_variant_exit_2_with_a_line_each(spec_path):
 def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     result, run_dir = run
     assert result.returncode == 0, result.stdout + result.stderr
-    no_traceback(result)
+    assert result.stderr == ""
     assert (run_dir / MANIFEST).is_file() and (run_dir / CELLS).is_file()
     manifest = json.loads((run_dir / MANIFEST).read_text())
     assert manifest["run_id"] == RUN_ID and manifest["name"] == "test"
@@ -228,21 +209,21 @@ def test_run_logs_one_plain_line_per_cell_and_a_summary(run):
 # --- show ---------------------------------------------------------------------------------------------
 
 
-def test_show_prints_a_table_per_experiment(run):
+def test_show_prints_a_table_per_experiment(run, capsys):
     _, run_dir = run
-    result = attnbench("show", run_dir)
-    assert result.returncode == 0, result.stderr
-    assert "variants" in result.stdout and "backward" in result.stdout
-    assert "10 cells: 8 ok, 2 skipped" in result.stdout
-    assert "cudnn needs an NVIDIA GPU" in result.stdout  # the note column may wrap the rest
-    assert result.stderr == ""
+    result = in_process(capsys, "show", run_dir)
+    assert result.code == 0, result.err
+    assert "variants" in result.out and "backward" in result.out
+    assert "10 cells: 8 ok, 2 skipped" in result.out
+    assert "cudnn needs an NVIDIA GPU" in result.out  # the note column may wrap the rest
+    assert result.err == ""
 
 
 def test_show_csv_has_one_row_per_cell(run, capsys):
     _, run_dir = run
-    code, out, err = in_process(capsys, "show", run_dir, "--format", "csv")
-    assert code == 0, err
-    rows = list(csv.DictReader(io.StringIO(out)))
+    result = in_process(capsys, "show", run_dir, "--format", "csv")
+    assert result.code == 0, result.err
+    rows = list(csv.DictReader(io.StringIO(result.out)))
     assert [r["key"] for r in rows] == [c.key for c in read_run(run_dir).cells]
     assert {r["status"] for r in rows if r["variant"] == "cudnn"} == {"skipped"}
     assert all(float(r["median_s"]) > 0 for r in rows if r["variant"] != "cudnn")
@@ -250,81 +231,147 @@ def test_show_csv_has_one_row_per_cell(run, capsys):
 
 def test_show_markdown_and_parquet(run, tmp_path, capsys):
     _, run_dir = run
-    code, out, err = in_process(capsys, "show", run_dir, "--format", "markdown")
-    assert code == 0, err
-    assert len(out.splitlines()) == 2 + 10
+    result = in_process(capsys, "show", run_dir, "--format", "markdown")
+    assert result.code == 0, result.err
+    assert len(result.out.splitlines()) == 2 + 10
     dest = tmp_path / "cells.parquet"
-    assert in_process(capsys, "show", run_dir, "--format", "parquet", "--output", dest)[0] == 0
+    assert in_process(capsys, "show", run_dir, "--format", "parquet", "--output", dest).code == 0
     assert len(pd.read_parquet(dest)) == 10
-    result = attnbench("show", run_dir, "--format", "parquet")  # binary needs a file
-    assert result.returncode == 2
-    assert error_lines(result) == ["error: --format parquet: give --output FILE (parquet is binary)"]
+    result = in_process(capsys, "show", run_dir, "--format", "parquet")  # binary needs a file
+    assert (result.code, result.errors) == (2, ["error: --format parquet: give --output FILE (parquet is binary)"])
 
 
-def test_show_missing_folder_exits_2(tmp_path):
-    result = attnbench("show", tmp_path / "no-such-run")
-    assert result.returncode == 2
-    no_traceback(result)
-    assert len(error_lines(result)) == 1 and "missing" in result.stderr
+def test_show_missing_folder_exits_2(tmp_path, capsys):
+    result = in_process(capsys, "show", tmp_path / "no-such-run")
+    assert result.code == 2
+    assert len(result.errors) == 1 and "missing" in result.err
 
 
-def test_show_output_into_a_missing_folder_is_bad_input(run, tmp_path):
-    _, run_dir = run
-    result = attnbench("show", run_dir, "--format", "csv", "--output", tmp_path / "no-such-folder" / "cells.csv")
-    no_traceback(result)
-    assert len(error_lines(result)) == 1
-    assert result.returncode == 2
+def test_show_output_into_a_missing_folder_is_bad_input(tmp_path, capsys):
+    result = in_process(capsys, "show", SHIPPED_RUN, "--format", "csv", "--output", tmp_path / "no-such-folder" / "x.csv")
+    assert result.code == 2
+    assert len(result.errors) == 1
 
 
-def test_show_warns_about_a_bad_line_and_shows_the_rest(run, tmp_path, capsys):
-    _, run_dir = run
-    copy = tmp_path / RUN_ID
-    copy.mkdir()
-    (copy / MANIFEST).write_text((run_dir / MANIFEST).read_text())
-    (copy / CELLS).write_text((run_dir / CELLS).read_text() + "{torn\n")
-    code, out, err = in_process(capsys, "show", copy)
-    assert code == 0, err
-    assert "not valid JSON" in out
-    assert "10 cells: 8 ok, 2 skipped" in out
+def torn_copy(folder: Path) -> Path:
+    """The shipped CPU run with a torn line after its 76 cells."""
+    copy = folder / SHIPPED_RUN.name
+    shutil.copytree(SHIPPED_RUN, copy)
+    with open(copy / CELLS, "a") as cells:
+        cells.write("{torn\n")
+    return copy
+
+
+TORN_WARNING = "warning: {}:77: not valid JSON (Expecting property name enclosed in double quotes)"
+
+
+def test_show_warns_on_stderr_about_a_bad_line_and_shows_the_rest(tmp_path, capsys):
+    copy = torn_copy(tmp_path)
+    result = in_process(capsys, "show", copy)
+    assert result.code == 0, result.err
+    assert result.errors == [TORN_WARNING.format(copy.resolve() / CELLS)]
+    assert "76 cells: 41 ok, 35 skipped" in result.out and "warning" not in result.out
+
+
+def test_show_csv_on_stdout_is_only_csv_when_there_are_warnings(tmp_path, capsys):
+    copy = torn_copy(tmp_path)
+    result = in_process(capsys, "show", copy, "--format", "csv")
+    assert result.code == 0 and result.errors == [TORN_WARNING.format(copy.resolve() / CELLS)]
+    rows = list(csv.DictReader(io.StringIO(result.out)))  # once the warning was the CSV's first line
+    assert len(rows) == 76 and rows[0]["run_id"] == SHIPPED_RUN.name
+
+
+def test_runs_warns_on_stderr(tmp_path, capsys):
+    torn_copy(tmp_path)
+    result = in_process(capsys, "runs", "--out", tmp_path)
+    assert result.code == 0 and len(result.errors) == 1 and result.errors[0].startswith("warning: ")
+    assert SHIPPED_RUN.name in result.out and "warning" not in result.out
+
+
+def test_show_finds_a_run_id_in_results_as_runs_does(tmp_path, capsys, monkeypatch):
+    shutil.copytree(SHIPPED_RUN, tmp_path / "results" / SHIPPED_RUN.name)
+    monkeypatch.chdir(tmp_path)
+    assert SHIPPED_RUN.name in in_process(capsys, "runs").out
+    result = in_process(capsys, "show", SHIPPED_RUN.name)  # once: "manifest.json: missing"
+    assert result.code == 0, result.err
+    assert "76 cells: 41 ok, 35 skipped" in result.out
+    result = in_process(capsys, "show", "lab5-typo")
+    assert (result.code, result.errors) == (
+        2, ["error: lab5-typo: no such run folder, nor a run of that id in results/ (see attnbench runs)"])
+
+
+def test_piped_output_is_not_padded(capsys):
+    result = in_process(capsys, "show", SHIPPED_RUN)  # capsys: stdout is no terminal, as in a pipe or a pod log
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == []  # titles were padded to 200 columns
+    assert max(len(line) for line in lines) <= 200
+    assert lines[0].startswith("default-shape  B4 T128 N8 H64 fwd")
 
 
 # --- list, env, schema --------------------------------------------------------------------------------
 
 
+def table_rows(out: str) -> list[dict[str, str]]:
+    """A rich table's rows by header; a cell wrapped onto the next lines is joined back."""
+    lines = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith(("│", "┃"))]
+    header, rows = lines[0], []
+    for cells in lines[1:]:
+        if cells[0]:
+            rows.append(dict(zip(header, cells)))
+        else:
+            rows[-1] = {k: f"{v} {c}".strip() for (k, v), c in zip(rows[-1].items(), cells)}
+    return rows
+
+
 def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
-    code, out, err = in_process(capsys, "list")
-    assert code == 0, err
-    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith("│")]
-    here = {row[0]: row[1] for row in cells if row[0]}  # a wrapped cell continues on rows with no name
+    result = in_process(capsys, "list")
+    assert result.code == 0, result.err
+    here = {row["variant"]: row["here"] for row in table_rows(result.out.replace("┃", "│"))}
     assert set(here) == set(load_all())
     assert {name for name, verdict in here.items() if verdict == "yes"} == {"naive", "xla", "auto"}
     assert all(verdict.startswith("no: ") for name, verdict in here.items() if name not in ("naive", "xla", "auto"))
-    assert here["cudnn"].startswith("no: cudnn needs an NVIDIA GPU")
+    assert here["cudnn"] == f"no: {CPU_SKIP}"
 
 
-def test_env_prints_the_machine():
-    result = attnbench("env")
-    assert result.returncode == 0, result.stderr
-    described = json.loads(result.stdout)
+def test_env_prints_the_machine(capsys):
+    result = in_process(capsys, "env")
+    assert result.code == 0, result.err
+    described = json.loads(result.out)
     assert described["platform"] == "cpu" and described["compute_capability"] is None
     assert described["versions"]["jax"] and described["versions"]["pydantic"]
 
 
-def test_schema_prints_json_schema():
-    result = attnbench("schema")
-    assert result.returncode == 0, result.stderr
-    schema = json.loads(result.stdout)
+def test_a_command_whose_library_is_missing_says_what_to_install(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` fails as in a core install without the extra
+    result = in_process(capsys, "env")
+    assert (result.code, result.out) == (1, "")
+    assert result.errors == ["error: env needs jax: pip install -e '.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')"]
+
+
+def test_python_m_runner_without_the_dependencies_says_so_in_one_line(tmp_path):
+    # -S: no site-packages, as `python3 -m runner` from a fresh checkout on a machine without the dependencies
+    result = subprocess.run([sys.executable, "-S", "-m", "runner", "validate", "specs/smoke.yaml"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("error: attnbench needs rich, which this Python lacks: install the project first")
+
+
+def test_schema_prints_json_schema(capsys):
+    result = in_process(capsys, "schema")
+    assert result.code == 0, result.err
+    schema = json.loads(result.out)
     assert schema["title"] == "Spec" and {"name", "experiments"} <= set(schema["required"])
 
 
 # --- a run killed mid-way -----------------------------------------------------------------------------
 
 
-def test_a_run_killed_mid_way_leaves_a_readable_cells_jsonl(tmp_path):
+def test_a_run_killed_mid_way_keeps_every_finished_cell_readable(tmp_path):
     many = spec_data({"name": "long", "variants": ["naive", "xla"], "sweep": {"seq_len": list(range(4, 84, 4)), "causal": [False, True]}})
     path = write_spec(tmp_path / "long.yaml", many)
     out, run_id = tmp_path / "out", "killed"
-    cells_path = out / run_id / CELLS
     env = environment(ATTNBENCH_SPOOL=str(tmp_path / "spool"))
     process = subprocess.Popen(
         command("run", path, "--out", out, "--run-id", run_id),
@@ -332,9 +379,7 @@ def test_a_run_killed_mid_way_leaves_a_readable_cells_jsonl(tmp_path):
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and process.poll() is None:
-            if cells_path.is_file() and len(cells_path.read_text().splitlines()) >= 2:
-                break
+        while time.monotonic() < deadline and process.poll() is None and len(read_run(out / run_id).cells) < 2:
             time.sleep(0.02)
         assert process.poll() is None, "the run ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
@@ -343,11 +388,11 @@ def test_a_run_killed_mid_way_leaves_a_readable_cells_jsonl(tmp_path):
             process.kill()
         process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    lines = cells_path.read_text().splitlines()
-    assert 2 <= len(lines) < 80
-    assert all(isinstance(json.loads(line), dict) for line in lines)
-    killed = read_run(out / run_id)
+    killed = read_run(out / run_id)  # the store: one object per finished cell until the part ends
     assert killed.problems == []
-    assert len(killed.cells) >= 2
+    assert 2 <= len(killed.cells) < 80
     assert killed.manifest is not None and killed.manifest.ended_at is None and killed.manifest.cells_planned == 80
     assert all(cell.status == "ok" for cell in killed.cells)
+    [spooled] = (tmp_path / "spool").glob(f"*/{run_id}/{CELLS}")  # the spool: one line per cell, each whole
+    lines = spooled.read_text().splitlines()
+    assert len(lines) >= len(killed.cells) and all(isinstance(json.loads(line), dict) for line in lines)

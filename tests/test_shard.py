@@ -37,12 +37,26 @@ def test_parse_shard_refuses(text):
         parse_shard(text)
 
 
+@pytest.mark.parametrize("text", ["0/101", "0/1000000000000", "0/1" + "0" * 5000])
+def test_parse_shard_refuses_more_than_most(text):
+    with pytest.raises(ValueError, match="at most 100 shards"):
+        parse_shard(text, most=100)
+
+
+def test_parse_shard_takes_leading_zeros_and_refuses_a_long_index():
+    assert parse_shard("007/10", most=100) == Shard(7, 10)
+    with pytest.raises(ValueError, match="need 0 <= i < n"):
+        parse_shard("1" + "0" * 5000 + "/10")
+
+
 def test_shard_from_env():
     assert shard_from_env({"JOB_COMPLETION_INDEX": "1", "JOB_COMPLETIONS": "4"}) == Shard(1, 4)
     assert shard_from_env({"JOB_COMPLETION_INDEX": "1"}) is None  # an Indexed Job always sets both
     assert shard_from_env({}) is None
     with pytest.raises(ValueError):
         shard_from_env({"JOB_COMPLETION_INDEX": "4", "JOB_COMPLETIONS": "4"})
+    with pytest.raises(ValueError, match="at most 3 shards"):
+        shard_from_env({"JOB_COMPLETION_INDEX": "0", "JOB_COMPLETIONS": "4"}, most=3)
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 5, 40])

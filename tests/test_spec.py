@@ -180,6 +180,16 @@ def test_anchors_and_merge_keys_still_load(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("levels", [32, 33])
+def test_nesting_is_bounded_at_32_levels_the_document_included(tmp_path, levels):
+    nested = "[" * (levels - 1) + "]" * (levels - 1)  # under the document's mapping
+    path = write_spec(tmp_path / "deep.yaml", f"name: t\nexperiments: [{{name: a, variants: [xla]}}]\nx: {nested}\n")
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    too_deep = f"{path}:3:{3 + levels - 1}: nested deeper than 32 levels"
+    assert caught.value.problems == ["x: unknown key" if levels == 32 else too_deep]  # 32 levels load
+
+
 def test_a_file_that_is_not_utf8_is_refused(tmp_path):
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"name: caf\xe9\n")
@@ -256,7 +266,7 @@ def _properties_without_description(schema: dict) -> list[str]:
 def test_schema_command_describes_every_property_of_every_model(capsys):
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)
-    assert {"Experiment", "Shape", "Sweep", "Timing", "Tolerances"} <= set(schema["$defs"])
+    assert {"Experiment", "Shape", "Sweep", "TimingSettings", "Tolerances"} <= set(schema["$defs"])
     assert "pass" in schema["$defs"]["Shape"]["properties"]  # the spec spelling, not pass_
     assert _properties_without_description(schema) == []
 
