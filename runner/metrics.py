@@ -73,7 +73,8 @@ def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, sta
     seconds = headline.median_s if headline else None
     telemetry = fields.get("telemetry")
     kernel_time = headline is not None and headline.timer != "wall"
-    power = telemetry.power_w.mean if kernel_time and telemetry and telemetry.power_w else None
+    power = (telemetry.drawn_w or (telemetry.power_w.mean if telemetry.power_w else None)) if kernel_time and \
+        telemetry else None
     return CellRecord(
         key=cell.key, run_id=run_id, experiment=cell.experiment, variant=cell.variant, params=cell.params,
         status=status, reason=reason, started_at=started_at, duration_s=duration_s,

@@ -146,6 +146,7 @@ def summarise(readings: list[Reading], power_limit_w: float | None) -> Telemetry
         sm_clock_mhz=_span(clocks),
         mem_clock_mhz=_span([r.mem_mhz for r in readings if r.mem_mhz is not None]),
         power_w=_span([r.power_w for r in readings if r.power_w is not None]),
+        drawn_w=drawn_w(readings, readings[-1].t - readings[0].t) if len(readings) > 1 else None,
         power_limit_w=power_limit_w,
         temperature_c=_span([r.temperature_c for r in readings if r.temperature_c is not None]),
         throttle=throttle_words(bits),

@@ -138,7 +138,10 @@ class Telemetry(_Record):
     samples: int
     sm_clock_mhz: Span
     mem_clock_mhz: Span | None = None
-    power_w: Span | None = None
+    power_w: Span | None = Field(None, description="NVML's power readings: a trailing one-second average, so they "
+                                 "lag a short window (a burst sample reads low).")
+    drawn_w: float | None = Field(None, description="Mean power over the window from NVML's energy counter: what "
+                                  "was drawn, however short the window.")
     power_limit_w: float | None = None
     temperature_c: Span | None = None
     throttle: list[str] = Field(default_factory=list, description="Throttle reasons seen, in words.")
@@ -194,7 +197,8 @@ class CellRecord(_Record):
     telemetry: Telemetry | None = None
     telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
     clock_unstable: bool | None = Field(None, description="The SM clock moved more than 2 % during the samples.")
-    energy_j: float | None = Field(None, description="Joules per call: mean power x median kernel time.")
+    energy_j: float | None = Field(None, description="Joules per call: mean power (the energy counter's, else NVML's "
+                                   "power reading) x median kernel time.")
     tflops_per_j: float | None = Field(None, description="TFLOP per joule: flops / 1e12 / energy_j.")
     worker: str | None = Field(None, description="The worker (library set) that measured the cell.")
     attempts: int = Field(1, description="Processes that started this cell: more than 1 after a crash.")

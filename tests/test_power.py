@@ -91,6 +91,13 @@ def test_telemetry_summary_spans_throttle_words_and_spread():
     assert power.unstable(t)  # 9.8 % > 2 %
 
 
+def test_drawn_power_comes_from_the_energy_counter_not_the_lagging_reading():
+    source = Script(sm=lambda t: 1980.0, power_w=lambda t: 120.0, drawn=lambda t: 650.0)  # a burst: NVML lags
+    readings = [source.read() for _ in range(5)]
+    t = power.summarise(readings, 700.0)
+    assert t.power_w.mean == 120.0 and t.drawn_w == pytest.approx(650.0)
+
+
 def test_a_steady_clock_is_stable():
     readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
