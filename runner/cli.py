@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
     show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
                       "results, when RUN is not a folder)")
-    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet"], default="table")
+    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
     show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
 
     runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
@@ -339,7 +339,8 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
-    from runner.report import export, print_tables, summary_line
+    from runner.leaderboard import leaderboard, markdown
+    from runner.report import export, leaderboard_table, print_tables, summary_line
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -347,7 +348,11 @@ def cmd_show(args, console: Console) -> int:
     _warn(run.problems)
     if args.format == "table":
         print_tables(run.cells, console)
+        leaderboard_table(run.cells, console)
         console.print(summary_line(run.cells))
+        return EXIT_OK
+    if args.format == "leaderboard":
+        sys.stdout.write(markdown(leaderboard(run.cells)) + "\n")
         return EXIT_OK
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")

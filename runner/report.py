@@ -77,6 +77,22 @@ def print_tables(cells: list[CellRecord], console: Console) -> None:
         console.print(experiment_table(name, group))
 
 
+def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
+    """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto."""
+    from runner.leaderboard import leaderboard, rows
+
+    contested = [s for s in leaderboard(cells) if s.variants > 1]
+    if not contested:
+        return
+    table = Table(title="leaderboard: the fastest correct variant per shape", title_justify="left")
+    body = rows(contested)
+    for header in body[0]:
+        table.add_column(header, justify="right" if header in ("ms", "variants") else "left")
+    for row in body:
+        table.add_row(*row.values())
+    console.print(table)
+
+
 def summary_line(cells: list[CellRecord]) -> str:
     counts: dict[str, int] = {}
     for c in cells:
