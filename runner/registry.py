@@ -51,6 +51,13 @@ class Tuned:
     build: Callable[[dict[str, Any]], Attend | Staged]
 
 
+def none_fits(name: str, problems: list[str | None]) -> str | None:
+    """A Tuned variant's rule: decline a shape that none of its configurations fits, naming the first's problem."""
+    if problems and all(problems):
+        return f"none of {name}'s {len(problems)} configurations fits this shape ({problems[0]})"
+    return None
+
+
 @dataclass(frozen=True)
 class Requires:
     """What a variant needs; anything unmet makes its cells `skipped` with a reason."""

@@ -21,7 +21,7 @@ import warnings
 from typing import Any, Callable
 
 from runner.record import Params
-from runner.registry import Requires, Skip, Staged, Tuned, variant
+from runner.registry import Requires, Skip, Staged, Tuned, none_fits, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 BLOCK_H = 16  # query rows per program: Triton's dot needs 16
@@ -51,10 +51,7 @@ def check(p: Params) -> str | None:
         return "pallas_decode attends to the whole KV cache; a causal T = 1 cell (top-left mask) sees key 0 only"
     if p.head_dim < 16 or p.head_dim & (p.head_dim - 1):
         return f"pallas_decode loads whole heads as Triton blocks: head_dim a power of two >= 16, not {p.head_dim}"
-    problems = [config_problem(p, c) for c in CONFIGS]
-    if all(problems):
-        return f"none of pallas_decode's {len(problems)} configurations fits this shape ({problems[0]})"
-    return None
+    return none_fits("pallas_decode", [config_problem(p, c) for c in CONFIGS])
 
 
 def kernel_module():

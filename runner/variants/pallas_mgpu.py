@@ -20,7 +20,7 @@ import math
 from typing import Any
 
 from runner.record import Params
-from runner.registry import Requires, Skip, Tuned, variant
+from runner.registry import Requires, Skip, Tuned, none_fits, variant
 
 PIPELINE = "pipeline_emitter"  # config["kernel"]: attention_with_pipeline_emitter instead of attention
 # (block_q, block_kv) pairs jax's own tests run, each with 2 and 4 K/V buffers in flight
@@ -63,10 +63,7 @@ def check(p: Params) -> str | None:
     if p.causal and p.seq_len > p.kv_seq_len:
         return f"attention_mgpu's causal KV loop stops at the query block: it needs T <= S, not T={p.seq_len} > " \
                f"S={p.kv_seq_len}"
-    problems = [config_problem(p, c) for c in configs(p)]
-    if all(problems):
-        return f"none of pallas_mgpu's {len(problems)} configurations fits this shape ({problems[0]})"
-    return None
+    return none_fits("pallas_mgpu", [config_problem(p, c) for c in configs(p)])
 
 
 def hopper_only() -> str | None:

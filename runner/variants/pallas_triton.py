@@ -19,7 +19,7 @@ import warnings
 from typing import Any, Callable
 
 from runner.record import Params
-from runner.registry import Requires, Skip, Tuned, variant
+from runner.registry import Requires, Skip, Tuned, none_fits, variant
 
 # Custom-call targets of a Pallas Triton kernel: "__gpu$xla.gpu.triton" (jax 0.11.2, and 0.10.2 with jaxlib <= 0.10.2),
 # "triton_kernel_call_ffi" (jax 0.10.2's path for a newer jaxlib). Shared with pallas_decode, the same backend.
@@ -65,10 +65,7 @@ def check(p: Params) -> str | None:
     if p.causal and p.seq_len > p.kv_seq_len:
         return f"pallas_triton's causal loop runs to the query block's end: it needs T <= S, not T={p.seq_len} > " \
                f"S={p.kv_seq_len}"
-    problems = [config_problem(p, c) for c in configs(p)]
-    if all(problems):
-        return f"none of pallas_triton's {len(problems)} block configurations fits this shape ({problems[0]})"
-    return None
+    return none_fits("pallas_triton", [config_problem(p, c) for c in configs(p)])
 
 
 def kernel_module():
