@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner.cells import expand
+from runner.cells import count, expand
 from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
-from runner.shard import parse_shard
+from runner.shard import MAX_SHARDS, parse_shard
 from runner.spec import Spec
 
 MANIFEST = "manifest.json"
@@ -25,7 +25,7 @@ CELLS = "cells.jsonl"
 PART_OBJECT = re.compile(r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
                          r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
 EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
-MAX_OBJECT_BYTES = 256 << 20  # a cells object beyond this is not read whole
+ORDER_CELLS = 200_000  # readers put cells in spec order only for specs up to this many cells
 
 
 def part_names(shard: str | None) -> tuple[str, str]:
@@ -66,7 +66,7 @@ def part_of(name: str) -> tuple[str, str | None] | None:
         return None
     if match["index"] is None:
         return kind, None
-    if int(match["index"]) >= int(match["count"]):
+    if int(match["index"]) >= int(match["count"]) or int(match["count"]) > MAX_SHARDS:
         return None
     return kind, f"{match['index']}/{match['count']}"
 
@@ -223,9 +223,12 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
     """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
     try:
-        order = {c.key: i for i, c in enumerate(expand(Spec.model_validate(manifest.spec)))} if manifest else {}
+        spec = Spec.model_validate(manifest.spec) if manifest else None
     except ValidationError:  # a spec from an older attnbench: keep the stored order
         return cells
+    if spec is None or count(spec) > ORDER_CELLS:  # a manifest that would expand to millions: not worth it
+        return cells
+    order = {c.key: i for i, c in enumerate(expand(spec))}
     return sorted(cells, key=lambda c: order.get(c.key, len(order)))
 
 

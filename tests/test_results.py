@@ -237,3 +237,20 @@ def test_export_parquet_of_forward_cells_only(tmp_path):
     dest = tmp_path / "fwd.parquet"
     export(records, "parquet", dest)
     assert len(pd.read_parquet(dest)) == 2
+
+
+def test_a_line_nested_beyond_any_parser_is_one_problem(tmp_path):
+    records = some_records()
+    run_dir = write_run(tmp_path, records)
+    with open(run_dir / CELLS, "a") as f:
+        f.write("[" * 200_000 + "]" * 200_000 + "\n")
+    run = read_run(run_dir)
+    assert [c.key for c in run.cells] == [r.key for r in records]
+    assert len(run.problems) == 1 and run.problems[0].endswith(":6: not a record (nested too deeply to read)")
+
+
+def test_an_object_named_for_billions_of_shards_is_not_a_part(tmp_path):
+    run_dir = write_run(tmp_path, [record()])
+    (run_dir / "cells-0-of-99999999999.jsonl").write_text(record().model_dump_json() + "\n")
+    run = read_run(run_dir)
+    assert [p.shard for p in run.parts] == [None] and run.problems == []

@@ -271,3 +271,18 @@ def test_three_shards_make_the_unsharded_run(emulator, tiny_spec, tmp_path, monk
     assert main(["runs", "--out", OUT]) == 0
     listing = capsys.readouterr().out
     assert listing.count("sharded") == 3 and "finished" in listing
+
+
+def test_an_object_that_fails_its_checksum_is_a_problem_and_the_run_resumes(emulator, tiny_spec, tmp_path, capsys):
+    common = [str(tiny_spec), "--out", OUT, "--run-id", "corrupt"]
+    assert main(["run", *common, "--spool", str(tmp_path / "pod-1")]) == 0
+    stored = next(emulator.data_dir.rglob("runs/corrupt/cells.jsonl"))
+    stored.write_bytes(stored.read_bytes().replace(b'"ok"', b'"OK"', 1))  # the bytes change, not the checksum
+    capsys.readouterr()
+    assert main(["show", "corrupt", "--out", OUT]) == 0
+    assert "could not be read (DataCorruption: Checksum mismatch while downloading" in capsys.readouterr().err
+    assert main(["runs", "--out", OUT]) == 0
+    assert "could not be read" in capsys.readouterr().err
+    assert main(["run", *common, "--spool", str(tmp_path / "pod-2")]) == 0  # a new pod: measures again, rewrites
+    run = open_store(OUT).read("corrupt")
+    assert run.problems == [] and {c.key for c in run.cells} == planned_keys(tiny_spec)
