@@ -17,7 +17,7 @@ $(INSTALLED): pyproject.toml
 
 # the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
-	$(BIN)/attnbench run specs/lab5.yaml --out results/ --spool build/spool
+	$(BIN)/attnbench run specs/lab5.yaml --out results/ --spool build/spool --budget 0.2
 
 # the results dashboard on http://localhost:8501; RESULTS=dir-or-gs://bucket/prefix picks other runs
 dashboard: $(INSTALLED)

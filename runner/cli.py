@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
+    run.add_argument("--budget", type=_seconds, metavar="SECONDS",
+                     help="sampling budget per cell and timer, overriding the spec's timing.budget_s (and capping "
+                     "wall_budget_s): a quick look, such as `make demo` on a CPU")
     run.add_argument("--power", choices=["steady", "burst"],
                      help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
@@ -236,14 +239,21 @@ def _writable(store) -> None:
         raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
 
 
+def _timing_overrides(spec, args):
+    """The spec with `run --power` and `--budget` applied to its timing section."""
+    changes = {"power": args.power} if args.power else {}
+    if args.budget:
+        changes.update(budget_s=args.budget, wall_budget_s=min(args.budget, spec.timing.wall_budget_s))
+    return spec.model_copy(update={"timing": spec.timing.model_copy(update=changes)}) if changes else spec
+
+
 def cmd_run(args, console: Console) -> int:
     from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
 
     spec = _load(args.spec, args.max_cells)
-    if args.power:
-        spec = spec.model_copy(update={"timing": spec.timing.model_copy(update={"power": args.power})})
+    spec = _timing_overrides(spec, args)
     cells = _select(spec, args.only, args.variants)
     shard = _shard(args.shard, len(cells))
     cells = select(cells, shard) if shard else cells

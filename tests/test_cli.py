@@ -406,3 +406,17 @@ def test_show_prints_the_leaderboard_of_the_committed_kernel_shootout(capsys):
     assert "| B1 T8192 N64 K8 H128 float16 causal fwd | pallas_mgpu | 1.871 | cudnn | +6% | — | 3 |" in lines
     table = in_process(capsys, "show", kernels)
     assert table.code == 0 and "leaderboard: the fastest correct variant per shape" in table.out
+
+
+def test_power_and_budget_override_the_specs_timing():
+    import argparse
+
+    from runner.cli import _timing_overrides
+    from runner.spec import load_spec
+
+    spec = load_spec(REPO / "specs" / "lab5.yaml", {"naive", "xla", "auto", "cudnn", "te", "te_fp8", "cudnn_fp8"})
+    same = _timing_overrides(spec, argparse.Namespace(power=None, budget=None))
+    assert same is spec
+    quick = _timing_overrides(spec, argparse.Namespace(power="burst", budget=0.2)).timing
+    assert (quick.power, quick.budget_s, quick.wall_budget_s) == ("burst", 0.2, 0.2)
+    assert quick.max_samples == spec.timing.max_samples
