@@ -1,0 +1,117 @@
+"""The leaderboard: at each shape of a run, the fastest correct variant and by how much it wins.
+
+A shape is every parameter of a cell (runner.shape's axes: B, T, S, N, K, H, dtype, causal, pass); only cells
+with status `ok` (ran and agreed with the reference) compete. For each shape the board gives the winner, its
+margin over the next fastest variant and over `auto` (jax.nn.dot_product_attention with implementation=None:
+what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. Light on
+purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it from the same functions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable
+
+from runner.record import CellRecord
+from runner.shape import label
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class Time:
+    """One variant's median time at one shape of one run, and its relative noise (IQR / median)."""
+
+    run_id: str
+    shape: str
+    variant: str
+    seconds: float
+    noise: float
+    backend: str | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One shape's result: the winner, and its margins as fractions (0.12: the other takes 12 % longer)."""
+
+    run_id: str
+    shape: str
+    winner: Time
+    runner_up: Time | None
+    auto: Time | None
+    variants: int  # correct variants timed at this shape
+
+    @property
+    def margin(self) -> float | None:
+        """How much longer the next fastest variant takes."""
+        return self.runner_up.seconds / self.winner.seconds - 1 if self.runner_up else None
+
+    @property
+    def over_auto(self) -> float | None:
+        """How much longer `auto` takes (0 when auto wins); None where auto was not timed here."""
+        return self.auto.seconds / self.winner.seconds - 1 if self.auto else None
+
+    @property
+    def decisive(self) -> bool:
+        """The margin over the next exceeds both variants' noise: rerunning would likely keep the order."""
+        if self.runner_up is None:
+            return False
+        gap = self.margin
+        return gap > self.winner.noise and gap > self.runner_up.noise
+
+
+def time_of(cell: CellRecord, timer: str | None = None) -> Time | None:
+    """A correct cell's time by `timer` (default: the record's headline timer); None if it has none."""
+    if cell.status != "ok":
+        return None
+    summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
+    if summary is None:
+        return None
+    return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend)
+
+
+def rank(times: Iterable[Time]) -> list[Standing]:
+    """Standings per (run, shape), in the order shapes first appear; a variant timed twice at a shape (in two
+    experiments) counts with its faster time."""
+    best: dict[tuple[str, str], dict[str, Time]] = defaultdict(dict)
+    for t in times:
+        variants = best[t.run_id, t.shape]
+        if t.variant not in variants or t.seconds < variants[t.variant].seconds:
+            variants[t.variant] = t
+    standings = []
+    for (run_id, shape), variants in best.items():
+        ordered = sorted(variants.values(), key=lambda t: t.seconds)
+        standings.append(Standing(run_id, shape, ordered[0], ordered[1] if len(ordered) > 1 else None,
+                                  variants.get(AUTO), len(ordered)))
+    return standings
+
+
+def leaderboard(cells: Iterable[CellRecord], timer: str | None = None) -> list[Standing]:
+    """The standings of these cells, by `timer` (default: each record's headline timer)."""
+    return rank(t for t in (time_of(c, timer) for c in cells) if t is not None)
+
+
+def _percent(fraction: float | None) -> str:
+    return "—" if fraction is None else f"+{fraction:.0%}" if fraction >= 0.005 else "±0%"
+
+
+def rows(standings: list[Standing]) -> list[dict[str, str]]:
+    """One text row per shape, for a table or markdown."""
+    return [{
+        "shape": s.shape, "fastest": s.winner.variant, "ms": f"{s.winner.seconds * 1e3:.4g}",
+        "next": s.runner_up.variant if s.runner_up else "—",
+        "margin": _percent(s.margin) + ("" if s.decisive or s.runner_up is None else " (within noise)"),
+        "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
+        "variants": str(s.variants),
+    } for s in standings]
+
+
+def markdown(standings: list[Standing]) -> str:
+    """The board as a GitHub markdown table."""
+    table = rows(standings)
+    if not table:
+        return ""
+    header = list(table[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row[h] for h in header) + " |" for row in table])
