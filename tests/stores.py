@@ -9,6 +9,7 @@ benchmark read real shapes, kernels, reasons and manifests, written as today's r
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import random
 from pathlib import Path
@@ -32,6 +33,23 @@ Factor = Callable[[CellRecord], float]  # how much slower a copied cell is than 
 def shipped(folder: str) -> Run:
     """A shipped run, read (and upgraded) through the store as the dashboard reads it."""
     return LocalStore(SHIPPED).read(folder)
+
+
+def copy_files(source: str, folder: Path, run_id: str, started: str, factor: float = 1.0) -> Path:
+    """A shipped run's files copied as stored (schema 1, which every reader reads) under a new run id and start
+    time, its timings `factor` times longer (the recorded rates stay: the dashboard derives its own)."""
+    manifest = json.loads((SHIPPED / source / MANIFEST).read_text()) | {"run_id": run_id, "started_at": started}
+    cells = [json.loads(line) for line in (SHIPPED / source / CELLS).read_text().splitlines()]
+    for cell in cells:
+        cell["run_id"] = run_id
+        for timing in cell["timings"]:
+            timing.update({k: timing[k] * factor for k in TIMES})
+        if cell["median_s"] is not None:
+            cell["median_s"] *= factor
+    folder.mkdir(parents=True)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    (folder / CELLS).write_text("".join(json.dumps(cell) + "\n" for cell in cells))
+    return folder
 
 
 def retimed(cell: CellRecord, factor: float) -> CellRecord:
@@ -125,11 +143,15 @@ def write_run(folder: Path, manifest: Manifest, cells: list[CellRecord]) -> Path
     return folder
 
 
-def generate(out: Path, runs: int, cells_per_run: int, seed: int = 0) -> list[str]:
-    """A store of `runs` runs x `cells_per_run` cells: nightly copies of the shipped runs, six hours apart, each
-    time jittered by ~2 %, with cudnn 8 % slower from the 60 % mark on (a step for the history to find)."""
+EVERY_RUN = (H200_LAB5, H200_LONG, H200_LAB5_NO_TE, CPU_LAB5, H200_LONG_TE_FAILED)
+
+
+def generate(out: Path, runs: int, cells_per_run: int, seed: int = 0, templates: tuple[str, ...] = EVERY_RUN
+             ) -> list[str]:
+    """A store of `runs` runs x `cells_per_run` cells: copies of the shipped runs (taken in turn), six hours
+    apart, each time jittered by ~2 %, with cudnn 8 % slower from the 60 % mark on (a step for the history)."""
     rng = random.Random(seed)
-    templates = [shipped(f) for f in (H200_LAB5, H200_LONG, H200_LAB5_NO_TE, CPU_LAB5, H200_LONG_TE_FAILED)]
+    templates = [shipped(f) for f in templates]
     start = dt.datetime(2026, 10, 1, tzinfo=dt.timezone.utc)
     run_ids = []
     for index in range(runs):
