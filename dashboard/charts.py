@@ -65,9 +65,11 @@ class Style:
 
 
 def log_ticks(low: float, high: float) -> list[float]:
-    """1-2-5 ticks covering [low, high] (plotly's log axis labels only decades, or nothing within one)."""
+    """1-2-5 ticks covering [low, high] (plotly's log axis labels only decades, or nothing within one); decades
+    alone past four of them, where 1-2-5 would crowd the axis."""
+    mantissas = (1, 2, 5) if high / low <= 1e4 else (1,)
     ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
-             for m in (1, 2, 5)]
+             for m in mantissas]
     inside = [t for t in ticks if low <= t <= high]
     below, above = [t for t in ticks if t < low], [t for t in ticks if t > high]
     return below[-1:] + inside + above[:1]  # one tick beyond each end, so the data sits between labels

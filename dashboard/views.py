@@ -138,11 +138,12 @@ def _case(cells: pd.DataFrame, axes: list[str]) -> pd.Series:
 
 
 def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool = True, low: str | None = None,
-           high: str | None = None, bars: str = "q1–q3"):
+           high: str | None = None, bars: str = "q1–q3", timed: bool = True):
     """y of one experiment's cells: lines along its swept size, else bars per swept case; the title names the
-    experiment, the subtitle what is held fixed, the timer and what the error bars span."""
+    experiment, the subtitle what is held fixed, the timer (where y comes from one) and what error bars span."""
     x = size_axis(cells)
-    subtitle = f"{tables.fixed_shape(cells)} · {sel.timer} timer" + (f" · error bars: {bars}" if low else "")
+    subtitle = tables.fixed_shape(cells) + (f" · {sel.timer} timer" if timed else "")
+    subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
     if x:
         return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES[x]}", subtitle, log_y, low, high)
@@ -295,7 +296,7 @@ def memory(snap: data.Snapshot, sel: Selection) -> None:
                "a fused kernel stays O(T).")
     for (name, cells), column in zip(by_length, st.columns(2) * len(by_length)):
         with column:
-            plot(figure(drawn(cells, sel), sel, "temp_mib", "compiled temp memory"), f"memory-{name}")
+            plot(figure(drawn(cells, sel), sel, "temp_mib", "compiled temp memory", timed=False), f"memory-{name}")
 
 
 def attention_kind(heads: int, kv_heads: int) -> str:
@@ -313,13 +314,14 @@ def heads(snap: data.Snapshot, sel: Selection) -> None:
     for name, cells in names:
         cells = drawn(cells, sel).sort_values(["kv_heads", "order"], ascending=[False, True])
         cells = cells.assign(attention=[attention_kind(h, k) for h, k in zip(cells["heads"], cells["kv_heads"])])
-        subtitle = f"{tables.fixed_shape(cells)} · {sel.timer} timer"
+        fixed = tables.fixed_shape(cells)
         time_chart, cache_chart = st.columns(2)
         with time_chart:
             plot(charts.bars(cells, "attention", "latency_ms", sel.style, f"{name}: latency",
-                             subtitle + " · error bars: q1–q3", low="q1_ms", high="q3_ms"), f"heads-latency-{name}")
+                             f"{fixed} · {sel.timer} timer · error bars: q1–q3", low="q1_ms", high="q3_ms"),
+                 f"heads-latency-{name}")
         with cache_chart:
-            plot(charts.bars(cells, "attention", "kv_cache_mib", sel.style, f"{name}: KV cache", subtitle),
+            plot(charts.bars(cells, "attention", "kv_cache_mib", sel.style, f"{name}: KV cache", fixed),
                  f"heads-cache-{name}")
 
 
@@ -402,9 +404,9 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     first = snap.runs.loc[sel.runs[0]] if sel.runs else snap.runs.iloc[0]
     labels = list(series.index)
     default = f"{first['spec']} · {first['gpu']}"
-    widgets.choose("series", default if default in labels else labels[0])
     left, middle, right = st.columns(3)
-    chosen = widgets.single(left, "selectbox", "Spec · GPU", labels, "series", "has no runs in this store")
+    chosen = widgets.single(left, "selectbox", "Spec · GPU", labels, "series", "has no runs in this store",
+                            chosen=default if default in labels else labels[0])
     x = widgets.single(right, "segmented_control", "Against", ["date", "git sha"], "hx", "is not an axis",
                        default="date")
     keys = series.get(chosen, [])
@@ -461,12 +463,11 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     if len(runs) < 2:
         st.info(f"Comparing needs two runs; {snap.uri} has {len(runs)}.")
         return
-    b_default = sel.runs[0] if sel.runs else runs[0]
-    widgets.choose("a", tables.comparable(snap.runs, b_default, sel.runs[1:]) or runs[runs[0] == b_default])
-    widgets.choose("b", b_default)
+    b_first = sel.runs[0] if sel.runs else runs[0]
+    a_first = tables.comparable(snap.runs, b_first, sel.runs[1:]) or next(r for r in runs if r != b_first)
     left, right = st.columns(2)
-    a = widgets.single(left, "selectbox", "Run A (before)", runs, "a", "is not a run in this store")
-    b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store")
+    a = widgets.single(left, "selectbox", "Run A (before)", runs, "a", "is not a run in this store", chosen=a_first)
+    b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store", chosen=b_first)
     if a not in snap.runs.index or b not in snap.runs.index:
         return
     cells_a, cells_b = (tables.filtered(snap.cells((r,)), sel.filters) for r in (a, b))

@@ -39,11 +39,15 @@ def multi(where, label: str, options: list, key: str, missing: str, **kwargs) ->
     return chosen
 
 
-def single(where, widget: str, label: str, options: list, key: str, missing: str, **kwargs):
+def single(where, widget: str, label: str, options: list, key: str, missing: str, chosen=None, **kwargs):
     """A one-value widget (`widget`: 'radio', 'selectbox' or 'segmented_control' of `where`) bound to the URL,
-    a value asked for that the options lack kept and flagged."""
+    a value asked for that the options lack kept and flagged. `chosen`: a first value that depends on the
+    store's contents, so it is made a choice (kept in the URL) rather than a default (left out of it)."""
+    if chosen is not None:
+        choose(key, chosen)
+        kwargs["index"] = None
     extra = unknown(options, asked(key))[:1]
-    chosen = getattr(where, widget)(label, [*options, *extra], key=key, bind="query-params", **kwargs)
-    if chosen is not None and unknown(options, [chosen]):
-        where.warning(f"{label}: {chosen} {missing}")
-    return chosen
+    value = getattr(where, widget)(label, [*options, *extra], key=key, bind="query-params", **kwargs)
+    if value is not None and unknown(options, [value]):
+        where.warning(f"{label}: {value} {missing}")
+    return value
