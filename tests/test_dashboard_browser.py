@@ -4,6 +4,7 @@ README's links, every tab on the shipped runs (a screenshot of each in test-arti
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderbo
         "Runs"]
 CHARTED = {"Latency", "Throughput", "Memory", "Heads", "Backends", "History", "Compare"}
 SHIPPED = ROOT / "examples" / "results"
+STEADY = "hopper-long-steady"
 
 if not CHROMIUM.exists():  # make test installs it: a missing browser is a broken set-up, not a reason to skip
     pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-tools.sh", pytrace=False)
@@ -74,16 +76,12 @@ def serve(results: Path):
 
 
 @pytest.fixture(scope="module")
-def shipped_url():
-    yield from serve(SHIPPED)
-
-
-@pytest.fixture(scope="module")
-def steady_url(tmp_path_factory):
-    """A store holding hopper-long as a steady-power run records telemetry, cudnn at 32k clock-unstable."""
-    out = tmp_path_factory.mktemp("steady")
-    manifest, cells = copy_run(shipped(H200_LONG), "hopper-long-steady", pd.Timestamp("2026-12-05T10:00Z"))
-    write_run(out / "h200" / "hopper-long-steady", manifest,
+def url(tmp_path_factory):
+    """One server for every test: the shipped runs, plus hopper-long as a steady-power run records telemetry
+    (cudnn at 32k clock-unstable); links name their runs, so the extra run changes no shipped view."""
+    out = shutil.copytree(SHIPPED, tmp_path_factory.mktemp("store") / "results")
+    manifest, cells = copy_run(shipped(H200_LONG), STEADY, pd.Timestamp("2026-12-05T10:00Z"))
+    write_run(out / "h200" / STEADY, manifest,
               [telemetry(c, unstable=c.variant == "cudnn" and c.params.seq_len == 32768) for c in cells])
     yield from serve(out)
 
@@ -108,15 +106,13 @@ def page(browser):
 
 
 def settle(page) -> None:
-    """Wait until the open tab holds a chart or table, the script run is over and nothing new has been drawn
-    for a quarter of a second (a click's rerun starts a moment after the click)."""
+    """Wait until the open tab holds something (so a click's rerun has begun), the script has finished and
+    plotly has drawn every chart."""
     page.wait_for_function(f"document.querySelector('[role=tabpanel]:not([hidden])')?.querySelector('{PLOTS}, "
                            f"{TABLES}, [data-testid=stAlert]')", timeout=60_000)
-    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=60_000)
-    seen = None
-    while (drawn := page.locator(f"{PLOTS} .main-svg, {TABLES}").count()) != seen:
-        seen = drawn
-        page.wait_for_timeout(250)
+    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS}')].every(p => p.querySelector('.main-svg'))",
+                           timeout=60_000)
 
 
 def open_view(page, url: str) -> None:
@@ -164,14 +160,14 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
 
 
-def test_the_readme_has_links_to_open(shipped_url):
+def test_the_readme_has_links_to_open():
     assert len(readme_links()) >= 5
 
 
 @pytest.mark.parametrize("link", readme_links())
-def test_a_readme_link_opens_exactly_its_view(page, shipped_url, link):
+def test_a_readme_link_opens_exactly_its_view(page, url, link):
     asked = urllib.parse.parse_qs(link[1:])
-    open_view(page, shipped_url + "/" + link)
+    open_view(page, url + "/" + link)
     assert_no_error_text(page)
     assert chips(page, "run") == asked["run"] and not clipped_chips(page)
     assert chips(page, "experiment") == asked.get("experiment", [])
@@ -184,8 +180,8 @@ def test_a_readme_link_opens_exactly_its_view(page, shipped_url, link):
         assert any("version cudnn: 9.19.0 → 9.14.0" in w for w in warning)
 
 
-def test_every_tab_renders_with_data_and_is_photographed(page, shipped_url):
-    open_view(page, f"{shipped_url}/?run=lab5-20261202-110556&run=lab5-20261202-104743")
+def test_every_tab_renders_with_data_and_is_photographed(page, url):
+    open_view(page, f"{url}/?run=lab5-20261202-110556&run=lab5-20261202-104743")
     for tab in TABS:
         page.locator("[data-testid=stTab]", has_text=re.compile(f"^{tab}$")).click()
         settle(page)
@@ -196,8 +192,8 @@ def test_every_tab_renders_with_data_and_is_photographed(page, shipped_url):
         screenshot(page, tab.lower())
 
 
-def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, shipped_url):
-    open_view(page, f"{shipped_url}/?run=lab5-20261202-110556")
+def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, url):
+    open_view(page, f"{url}/?run=lab5-20261202-110556")
     page.locator(".st-key-timer label", has_text="wall").click()
     page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')]"
                            ".every(t => t.textContent.includes('wall timer'))", timeout=60_000)
@@ -210,11 +206,11 @@ def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, sh
     again.close()
 
 
-def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, steady_url):
-    open_view(page, f"{steady_url}/")
+def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, url):
+    open_view(page, f"{url}/?run={STEADY}")
     assert {"fwd: latency vs T", "fwd: SM clock vs T", "fwd: power vs T"} <= set(chart_texts(page, "gtitle"))
     assert "1 cell(s) whose SM clock moved more than 2 %" in page.inner_text("body")
     screenshot(page, "telemetry")
-    open_view(page, f"{steady_url}/?tab=Throughput&rate=TFLOP%2FJ")
+    open_view(page, f"{url}/?run={STEADY}&tab=Throughput&rate=TFLOP%2FJ")
     assert "fwd: TFLOP per joule vs T" in chart_texts(page, "gtitle")
     screenshot(page, "tflop-per-joule")
