@@ -122,11 +122,13 @@ def main() -> None:
         return
     chosen = selection_ui(snap)
     views.load_problems(snap, chosen.runs)
-    views.overview(snap, chosen)
+    above = st.container()  # the overview, drawn after the tab so the tab's first chart reaches the browser first
     for tab, view in zip(st.tabs(list(TABS), key="tab", bind="query-params"), TABS.values()):
         if tab.open:
             with tab:
                 view(snap, chosen)
+    with above:
+        views.overview(snap, chosen)
 
 
 if __name__ == "__main__":

@@ -71,42 +71,40 @@ def load_problems(snap: data.Snapshot, runs: list[str]) -> None:
 
 @guarded
 def overview(snap: data.Snapshot, sel: Selection) -> None:
-    """Counts of the selection, the runs it holds, and how each run moved against the previous run of its spec
-    on its GPU."""
+    """Counts of the selection, then a row per selected run: where it ran and how it moved against the previous
+    run of its spec on its GPU. Markdown only: the page's first view stays light for the browser."""
     status = sel.cells["status"]
-    picked = snap.runs.loc[sel.runs]
-    columns = st.columns(5)
-    columns[0].metric("Runs", f"{len(sel.runs)} of {len(snap.runs)}")
-    columns[1].metric("GPUs", ", ".join(picked["gpu"].dropna().unique()) or "—")
-    columns[2].metric("Cells ok", int((status == "ok").sum()))
-    columns[3].metric("Skipped (expected)", int((status == "skipped").sum()))
-    columns[4].metric("Failed", int(status.isin(tables.FAILED).sum()),
-                      help="failed, oom, incorrect, crashed or timeout: see the Cells tab")
-    st.dataframe(picked[["spec", "gpu", "started", "git_sha", "folder"]], column_config={
-        "started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
-    moves = [_move(snap, run, sel) for run in sel.runs[:charts.MAX_RUNS]]
-    if any(moves):
-        st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise)\n\n"
-                    + "\n".join(m for m in moves if m))
+    gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or "—"
+    st.markdown(f"**{len(sel.runs)} of {len(snap.runs)} runs** · {gpus} · cells: **{(status == 'ok').sum()} ok**, "
+                f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
+                "(failed, oom, incorrect, crashed or timeout: see Cells)")
+    rows = "\n".join(_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs)
+    st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
+    moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
+             if snap.manifests[run] is not None]
+    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise)\n\n"
+                + "\n".join(moves))
 
 
-def _move(snap: data.Snapshot, run: str, sel: Selection) -> str | None:
-    """One line: how `run` moved against its predecessor, its worst slow-down, and a link to compare them."""
+def _run_row(r: pd.Series, run: str) -> str:
+    started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
+    return f"| {run} | {r['spec']} | {r['gpu']} | {started} | {r['git_sha']} |"
+
+
+def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
+    """How `run` moved against its predecessor, its worst slow-down, and a link to compare them."""
     before = tables.previous_run(snap.runs, run)
     timer = sel.timer and tables.shared_timer(snap.cells((before,)), snap.cells((run,)), sel.timer) if before else None
-    if timer is None:
-        return None
-    table = tables.compare(snap.cells((before,)), snap.cells((run,)), timer)
+    table = tables.compare(snap.cells((before,)), snap.cells((run,)), timer) if timer else pd.DataFrame()
     if table.empty:
-        return None
+        return "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
-    worst = slower.nlargest(1, "ratio")
-    line = (f"- `{run}` vs `{before}`: {len(slower)} slower, {len(faster)} faster of {len(table)}, geomean "
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of {len(table)}, geomean "
             f"{tables.geomean(table['ratio']):.3f}×")
-    if len(worst):
-        w = worst.iloc[0]
-        line += f"; worst {w['experiment']}/{w['variant']} {w['shape']} {w['ratio']:.2f}×"
-    return line + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
+    if len(slower):
+        worst = slower.loc[slower["ratio"].idxmax()]
+        text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
+    return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
 
 
 # --- per experiment figures ----------------------------------------------------------------------------------------
@@ -167,23 +165,27 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
     if ok.empty:
         st.info("No measured cell in the selection.")
         return
-    mode = st.segmented_control("Show", ["latency", "speed-up"], key="y", bind="query-params", default="latency",
-                                help=f"speed-up: the baseline's latency ({sel.baseline}) over each variant's")
+    mode, as_markdown = st.columns([3, 1])
+    speedups = mode.segmented_control("Show", ["latency", "speed-up"], key="y", bind="query-params",
+                                      default="latency",
+                                      help=f"speed-up: the baseline's latency ({sel.baseline}) over each variant's")
+    as_markdown = as_markdown.toggle("Tables as markdown", key="md", bind="query-params",
+                                     help="each table also as GitHub markdown, to copy into a note or an issue")
     runs_caption(sel)
     shown = experiments(ok)
     for name, cells in shown:
         if size_axis(cells):
-            latency_row(cells, sel, mode == "speed-up")
+            latency_row(cells, sel, speedups == "speed-up", as_markdown)
     unswept = [cells for name, cells in shown if not size_axis(cells)]
     if unswept:
         st.subheader("Experiments that sweep no size")
     for cells, column in zip(unswept, st.columns(2) * len(unswept)):
         with column:
             st.markdown(f"**{cells['experiment'].iloc[0]}** · {tables.fixed_shape(cells)}")
-            summary_table(cells, sel)
+            summary_table(cells, sel, as_markdown)
 
 
-def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool) -> None:
+def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool) -> None:
     """One experiment: its chart beside its nvbench table; under them the SM clock and power when recorded."""
     name = cells["experiment"].iloc[0]
     chart, table = st.columns([5, 6])
@@ -194,14 +196,14 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool) -> None:
         else:
             plot(figure(drawn(cells, sel), sel, "latency_ms", "latency", low="q1_ms", high="q3_ms"), f"latency-{name}")
     with table:
-        summary_table(cells, sel)
+        summary_table(cells, sel, as_markdown)
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
         telemetry_row(drawn(cells, sel), sel)
 
 
-def summary_table(cells: pd.DataFrame, sel: Selection) -> None:
-    """nvbench's tables, one per run: swept values down, variants across, 'median ±noise ·speed-up', all of them
-    copyable as markdown."""
+def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
+    """nvbench's tables, one per run: swept values down, variants across, 'median ±noise ·speed-up'; with
+    `as_markdown`, all of them again as one markdown block (with a copy button)."""
     st.caption(f"median (ms) ±noise (IQR / median) ·speed-up over **{sel.baseline}** · ⚠: SM clock unstable")
     texts = []
     for run in [r for r in sel.runs if r in set(cells["run"])]:
@@ -210,7 +212,7 @@ def summary_table(cells: pd.DataFrame, sel: Selection) -> None:
             st.markdown(f"`{run}`")
         st.table(table, hide_index=True)
         texts.append(f"{run}\n\n{tables.markdown(table)}")
-    with st.expander("markdown"):
+    if as_markdown:
         st.code("\n\n".join(texts), language="markdown")
 
 
@@ -374,13 +376,14 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
     st.caption(f"Per shape: the fastest correct variant ({sel.timer} timer), how much longer the next takes (within "
                "noise: the gap is smaller than either's IQR) and how much longer `auto` takes, with the backend JAX "
                "picked for it.")
+    as_markdown = st.toggle("Tables as markdown", key="md", bind="query-params")
     for run in sel.runs:
         mine = [s for s in standings if s.run_id == run]
         if mine:
             st.subheader(run)
             st.markdown(board_summary(mine))
             st.dataframe(pd.DataFrame(board.rows(mine)), hide_index=True)
-            with st.expander("markdown"):
+            if as_markdown:
                 st.code(board.markdown(mine), language="markdown")
 
 

@@ -26,6 +26,9 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                  "--disable-quic", "--disable-component-update", "--disable-sync"]
 PLOTS = ".js-plotly-plot"
+DRAWN = ("document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning' "
+         "&& !document.querySelector('[data-testid=stSkeleton]') "
+         "&& [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))")
 TABLES = "[data-testid=stDataFrame], [data-testid=stTable]"
 TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
         "Runs"]
@@ -106,13 +109,11 @@ def page(browser):
 
 
 def settle(page) -> None:
-    """Wait until the open tab holds something (so a click's rerun has begun), the script has finished and
-    plotly has drawn every chart."""
+    """Wait until the open tab holds something (so a click's rerun has begun), the script has finished, every
+    element's code has loaded (streamlit shows skeletons until then) and plotly has drawn every chart."""
     page.wait_for_function(f"document.querySelector('[role=tabpanel]:not([hidden])')?.querySelector('{PLOTS}, "
                            f"{TABLES}, [data-testid=stAlert]')", timeout=60_000)
-    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]", timeout=60_000)
-    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS}')].every(p => p.querySelector('.main-svg'))",
-                           timeout=60_000)
+    page.wait_for_function(DRAWN, timeout=60_000)
 
 
 def open_view(page, url: str) -> None:
