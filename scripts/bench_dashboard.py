@@ -9,7 +9,8 @@ repetition, on a freshly started server:
 - first chart (warm): a second session opens the same view;
 - timer toggle: device -> wall -> device in that session, each until every chart says the new timer;
 - server RSS after all of that, and its peak (VmHWM);
-- 40 runs: every run selected, until fully drawn; 200 runs: History opened (it reads a series' 80 runs).
+- 40 runs: every run selected, until fully drawn; 200 runs: History opened (it reads a series' 80 runs);
+- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart.
 
     .venv/bin/python scripts/bench_dashboard.py                        # shipped, 40x400, 200x400; 3 repetitions
     .venv/bin/python scripts/bench_dashboard.py --stores 200x400 --repeat 1
@@ -50,12 +51,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+FLOOR_APP = """import plotly.graph_objects as go
+import streamlit as st
+
+st.title("attnbench results")
+st.tabs(["Latency"])[0].plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])), theme=None)
+"""
+
+
 @contextlib.contextmanager
-def server(results: Path):
-    """`streamlit run dashboard/app.py` on `results`; yields its URL and process id."""
+def server(results: Path, app: Path = REPO / "dashboard" / "app.py"):
+    """`streamlit run APP` on `results`; yields its URL and process id."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(REPO / "dashboard" / "app.py"), "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
          "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
          "--", "--results", str(results)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -125,8 +134,20 @@ def repetition(results: Path, extra: dict[str, str]) -> dict[str, float]:
     return found
 
 
-def bench(name: str, results: Path, extra: dict[str, str], repeat: int) -> dict[str, list[float]]:
-    runs = [repetition(results, extra) for _ in range(repeat)]
+def floor(app: Path) -> dict[str, float]:
+    """First chart, cold and warm, of an app that draws one tiny chart: what any streamlit page costs here."""
+    with server(SHIPPED, app) as (url, pid), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        found = {f"first chart ({when})": first_chart(browser.new_page(viewport={"width": 1600, "height": 1000}), url)
+                 for when in ("cold", "warm")}
+        found["server RSS (MiB)"], found["server peak RSS (MiB)"] = memory_mib(pid)
+        browser.close()
+    return found
+
+
+def bench(name: str, where: Path, extra: dict[str, str] | None, repeat: int) -> dict[str, list[float]]:
+    """`repeat` repetitions on the store at `where` (for the floor: the app at `where`)."""
+    runs = [floor(where) if extra is None else repetition(where, extra) for _ in range(repeat)]
     print(f"{name}: " + "; ".join(f"{k} {', '.join(f'{r[k]:.2f}' for r in runs)}" for k in runs[0]), flush=True)
     return {k: [r[k] for r in runs] for k in runs[0]}
 
@@ -139,10 +160,15 @@ def import_seconds(times: int = 7) -> list[float]:
     return out[1:]
 
 
-def store(spec: str, root: Path) -> tuple[Path, dict[str, str]]:
-    """'shipped' or 'NxM': the results folder and the extra views to time there."""
+def store(spec: str, root: Path) -> tuple[Path, dict[str, str] | None]:
+    """'shipped', 'NxM' or 'floor': the results folder (floor: the app) and the extra views to time there (floor:
+    None)."""
     if spec == "shipped":
         return SHIPPED, {}
+    if spec == "floor":
+        app = root / "floor_app.py"
+        app.write_text(FLOOR_APP)
+        return app, None
     runs, cells = map(int, spec.split("x"))
     out = root / spec
     ids = generate(out, runs, cells)
@@ -161,7 +187,8 @@ def cell(values: list[float], mib: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stores", nargs="+", default=["shipped", "40x400", "200x400"])
+    parser.add_argument("--stores", nargs="+", default=["floor", "shipped", "40x400", "200x400"],
+                        help="floor (a one-chart app, for scale), shipped (examples/results) or RUNSxCELLS")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--import-only", action="store_true")
     args = parser.parse_args()
@@ -177,7 +204,7 @@ def main() -> None:
     finally:
         shutil.rmtree(root)
     print(f"load average at end: {os.getloadavg()[0]:.1f}\n\nmedian of {args.repeat} (min–max)\n")
-    keys = list(dict.fromkeys(k for r in results.values() for k in r))
+    keys = sorted({k for r in results.values() for k in r}, key=lambda k: ("MiB" in k, "first" not in k, k))
     print("| store | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for spec, found in results.items():
         print(f"| {spec} | " + " | ".join(cell(found[k], "MiB" in k) if k in found else "—" for k in keys) + " |")
