@@ -96,8 +96,8 @@ def baseline_ui(cells: pd.DataFrame) -> str | None:
 
 def selection_ui(snap: data.Snapshot) -> views.Selection:
     """The sidebar, top to bottom: runs, cell filters, timer, baseline."""
-    run_ids = runs_ui(snap.runs)
-    known = [r for r in run_ids if r in snap.runs.index]
+    chosen = set(runs_ui(snap.runs))
+    known = [r for r in snap.runs.index if r in chosen]  # newest first, as charts and the overview take them
     cells = snap.cells(tuple(known))
     choices = filters_ui(cells)
     timer = timer_ui(cells)

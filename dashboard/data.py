@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from runner import shape
 from runner.record import Manifest
 from runner.results import Part, assemble, merged_manifest, parse_manifest, part_of
 from runner.store import Store, open_store
@@ -31,7 +32,8 @@ REMOTE_TTL_S = 300
 STORE_TIMEOUT_S = 20.0  # how long the page waits for a bucket before saying it is unreachable
 READERS = 16  # objects fetched at once: a bucket's latency per request, not its bandwidth, is the limit
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
-EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "order"]
+EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
+               "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
 RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "peak_tflops",
                "bandwidth_gbps"]
 
@@ -112,7 +114,7 @@ class Snapshot:
         self.problems: list[str] = []
         self.parsed: dict[str, ParsedRun] = {}
         self.combined: dict[tuple[str, ...], pd.DataFrame] = {}  # the last few selections' frames, oldest first
-        self.lock = threading.Lock()  # sessions share the snapshot: each run is fetched and parsed once
+        self.lock = threading.RLock()  # sessions share the snapshot: each run is fetched and parsed once
         self.runs = pd.DataFrame(columns=RUN_COLUMNS).set_index("run")
 
     def read(self) -> None:
@@ -162,12 +164,14 @@ class Snapshot:
 
     def cells(self, keys: tuple[str, ...]) -> pd.DataFrame:
         """Every cell of these runs, one frame, `run` the run key; shared: read it, never modify it."""
-        if keys not in self.combined:
-            frames = [run.cells.assign(run=key) for key, run in self.parse(list(keys)).items() if len(run.cells)]
-            if len(self.combined) >= COMBINED_KEPT:
-                self.combined.pop(next(iter(self.combined)))
-            self.combined[keys] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EMPTY_CELLS)
-        return self.combined[keys]
+        with self.lock:
+            if keys not in self.combined:
+                frames = [run.cells.assign(run=key) for key, run in self.parse(list(keys)).items() if len(run.cells)]
+                if len(self.combined) >= COMBINED_KEPT:
+                    self.combined.pop(next(iter(self.combined)))
+                self.combined[keys] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+                    columns=EMPTY_CELLS)
+            return self.combined[keys]
 
     def variants(self) -> list[str]:
         """Every variant the runs' manifests name, sorted: each gets a colour the selection never changes."""
@@ -183,7 +187,7 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
         return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": pd.NaT}
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m),
-        "started": pd.Timestamp(m.started_at), "git_sha": m.git_sha, "planned": m.cells_planned,
+        "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
         "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }
 

@@ -422,7 +422,10 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     with middle:
         experiment = widgets.single(st, "selectbox", "Experiment", list(dict.fromkeys(points["experiment"])), "hexp",
                                     "is not in these runs")
-    history_chart(points[points["experiment"] == experiment], sel, "git_sha" if x == "git sha" else "started",
+    by_sha = x == "git sha" and points["git_sha"].notna().all()
+    if x == "git sha" and not by_sha:
+        st.caption("Some of these runs record no git sha: drawn against their date.")
+    history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
                   f"{chosen} · {len(keys)} runs · {timer} timer")
     worst_regressions(points)
 

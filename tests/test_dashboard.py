@@ -88,6 +88,15 @@ def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
     assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
 
 
+def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch, tmp_path):
+    folder = copy_files(H200_LONG, tmp_path / "h200" / "just-started", "just-started", "2026-12-09T00:00:00+00:00")
+    (folder / CELLS).unlink()
+    for tab in TABS:
+        app = open_app(monkeypatch, tmp_path, tab=tab)
+        assert not app.exception and not app.error, tab
+    assert app.markdown[0].value.startswith("**1 of 1 runs** · NVIDIA H200 · cells: **0 ok**")
+
+
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     newest = max(data.snapshot(str(SHIPPED), data.RunCache()).runs["started"])
@@ -468,6 +477,16 @@ def test_history_finds_the_step_and_links_its_runs(monkeypatch, tmp_path):
     worst = texts(app.markdown)
     assert "| seq-len | cudnn |" in worst
     assert "[lab5-0011 → lab5-0012](?run=lab5-0012&run=lab5-0011&tab=Compare" in worst
+
+
+def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_path):
+    generate(tmp_path, 6, 76, templates=(H200_LAB5,))
+    by_sha = open_app(monkeypatch, tmp_path, tab="History", hx="git sha", hexp="seq-len")
+    axis = figures(by_sha)[0]["layout"]["xaxis"]
+    assert axis["type"] == "category" and axis["title"]["text"] == "git sha (in date order)"
+    shipped_runs = open_app(monkeypatch, tab="History", hx="git sha")  # the shipped runs record no sha
+    assert "record no git sha: drawn against their date" in texts(shipped_runs.caption)
+    assert figures(shipped_runs)[0]["layout"]["xaxis"]["title"]["text"] == "run date"
 
 
 def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, tmp_path):
