@@ -84,7 +84,7 @@ def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
     app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE], tab=tab)
     assert not app.exception and not app.error
     assert [t.label for t in app.tabs] == TABS
-    assert charts(app) + len(app.dataframe) + len(app.table) >= 1
+    assert charts(app) + len(app.dataframe) >= 1
     assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
 
 
@@ -141,6 +141,15 @@ def test_the_view_is_read_from_the_query_parameters(monkeypatch):
     assert app.multiselect(key="experiment").value == ["gqa", "batch"]
     assert app.multiselect(key="causal").value == [False] and app.radio(key="timer").value == "wall"
     assert set(table(app, "duration_s")["experiment"]) == {"gqa", "batch"}
+
+
+def test_summary_tables_come_as_markdown_to_copy_when_asked(monkeypatch):
+    plain = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], experiment="seq-len")
+    assert not plain.code and [m.value for m in plain.markdown if m.value.startswith("| T |")][0].startswith(
+        "| T | naive | xla | cudnn |\n|---|---|---|---|\n| 64 | ")
+    asked = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], experiment="seq-len", md="true")
+    copied = asked.code[0].value
+    assert copied.startswith(f"{LAB5}\n\n| T | naive | xla | cudnn |") and f"\n\n{LAB5_NO_TE}\n\n| T |" in copied
 
 
 def test_an_empty_store_says_so(monkeypatch, tmp_path):
@@ -409,8 +418,9 @@ def test_clock_and_power_are_drawn_beside_latency_and_unstable_cells_flagged(mon
     assert ringed["x"] == [32768]
     limit = [s for s in titled(app, "fwd: power")["layout"]["shapes"] if s.get("y0") == 700.0]
     assert limit
-    fwd = table(app, "cudnn_fp8")
-    assert fwd.set_index("T").loc[32768, "cudnn"].endswith("⚠ ·1.00×")
+    fwd = next(m.value for m in app.markdown if m.value.startswith("| T | cudnn | cudnn_fp8 | te |"))
+    row = next(line for line in fwd.splitlines() if line.startswith("| 32768 |"))
+    assert row.split(" | ")[1].endswith("⚠ ·1.00×")
 
 
 def test_the_rate_toggles_between_tflop_per_second_and_per_joule(monkeypatch, steady):
