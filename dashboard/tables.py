@@ -342,6 +342,16 @@ def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
 
 # --- leaderboard -------------------------------------------------------------------------------------------------
 
+def board(cells: pd.DataFrame, standings: list[leaderboard.Standing]) -> pd.DataFrame:
+    """The leaderboard's rows as a table, with the configuration the winner's search chose where it tuned one."""
+    table = pd.DataFrame(leaderboard.rows(standings))
+    tuned = measured(cells)
+    if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
+        return table
+    chosen = dict(zip(zip(tuned["run"], shape_labels(tuned), tuned["variant"]), tuned["tuning_config"]))
+    return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant)) for s in standings])
+
+
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape."""
     ok = measured(cells)

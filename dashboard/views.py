@@ -382,7 +382,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
         if mine:
             st.subheader(run)
             st.markdown(board_summary(mine))
-            st.dataframe(pd.DataFrame(board.rows(mine)), hide_index=True)
+            st.dataframe(tables.board(sel.cells, mine), hide_index=True)
             if as_markdown:
                 st.code(board.markdown(mine), language="markdown")
 
