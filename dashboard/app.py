@@ -1,99 +1,134 @@
 """attnbench dashboard: `streamlit run dashboard/app.py -- --results DIR|gs://bucket/prefix`.
 
-The sidebar panels choose (each widget bound to the URL's query parameters, so a view is a shareable
-link); data.py reads and caches; views.py draws.
+The sidebar panels return the user's choices, each widget bound to a query parameter of the URL (runs by run
+id), so every view is a link that opens as it was; data.py reads and caches the store, tables.py computes,
+charts.py draws figures and views.py lays out one tab each. Only the open tab is computed.
 """
 
 from __future__ import annotations
 
 import sys
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import data, views
+from dashboard import charts, data, tables, views, widgets
 from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
+SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
+BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these in the selection
+TABS = {
+    "Latency": views.latency, "Throughput": views.throughput, "Memory": views.memory, "Heads": views.heads,
+    "Backends": views.backends, "FP8": views.fp8, "Leaderboard": views.leaderboard, "History": views.history,
+    "Compare": views.compare, "Cells": views.cells, "Runs": views.runs,
+}
 
 
-def source_ui(results: data.Results) -> None:
+def source_ui(snap: data.Snapshot) -> None:
     """Where the runs come from, and a button to read them again."""
-    st.sidebar.caption(f"results: `{results.uri}` · {len(results.runs)} run(s) · schema_version {SCHEMA_VERSION}")
+    st.sidebar.caption(f"results: `{snap.uri}` · {len(snap.runs)} run(s) · schema_version {SCHEMA_VERSION}")
     if st.sidebar.button("Reload runs"):
-        st.cache_data.clear()
+        data.reload()
         st.rerun()
 
 
-def run_picker_ui(results: data.Results) -> list[str]:
-    """The runs to show, labelled by GPU and date; the newest by default."""
-    return st.sidebar.multiselect(
-        "Runs", list(results.runs), default=list(results.runs)[:1], format_func=results.label, key="run",
-        bind="query-params",
-    )
+def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
+    """Narrow the run list by GPU, spec, git sha and start date (empty: no narrowing)."""
+    with st.sidebar.expander("Find runs (GPU, spec, sha, date)"):
+        gpus = widgets.multi(st, "GPU", sorted(runs["gpu"].dropna().unique()), "gpu", "ran no run here",
+                             placeholder="all")
+        specs = widgets.multi(st, "Spec", sorted(runs["spec"].dropna().unique()), "spec", "ran no run here",
+                              placeholder="all")
+        sha = st.text_input("git sha starts with", key="sha", bind="query-params").strip()
+        since = st.date_input("Started on or after", value=None, key="since", bind="query-params")
+    found = runs
+    if gpus:
+        found = found[found["gpu"].isin(gpus)]
+    if specs:
+        found = found[found["spec"].isin(specs)]
+    if sha:
+        found = found[found["git_sha"].fillna("").str.startswith(sha)]
+    if since:
+        found = found[found["started"].dt.date >= since]
+    return found
 
 
-def filters_ui(cells) -> dict[str, list]:
+def runs_ui(runs: pd.DataFrame) -> list[str]:
+    """The runs to show, by run id (newest first; type to search); the newest run when the link names none."""
+    found = find_runs_ui(runs)
+    widgets.choose("run", list(runs.index[:1]))
+    kept = [r for r in widgets.asked("run") if r in runs.index and r not in found.index]  # chosen before narrowing
+    chosen = widgets.multi(st.sidebar, "Runs", [*found.index, *kept], "run", "is not a run in this store",
+                           help="Run ids, newest first; type to search. Find runs narrows the list.")
+    if len(found) < len(runs):
+        st.sidebar.caption(f"{len(found)} of {len(runs)} runs match Find runs")
+    return chosen
+
+
+def filters_ui(cells: pd.DataFrame) -> dict[str, list]:
     """Column -> chosen values; an empty choice means every value."""
-    return {
-        column: st.sidebar.multiselect(label, sorted(cells[column].dropna().unique().tolist()), key=column,
-                                       placeholder="all", bind="query-params")
-        for column, label in FILTERS.items()
-    }
+    st.sidebar.subheader("Cells")
+    return {column: widgets.multi(st.sidebar, label, sorted(cells[column].dropna().unique().tolist()), column,
+                                  "is in none of the selected runs", placeholder="all")
+            for column, label in FILTERS.items() if column in cells}
 
 
-def timer_ui(cells) -> str | None:
-    """Which timer's medians the charts use."""
-    options = data.timers(cells)
-    if not options:
+def timer_ui(cells: pd.DataFrame) -> str | None:
+    """Which timer's medians every latency and rate comes from."""
+    options = tables.timers(cells)
+    if not options and not widgets.asked("timer"):
         return None
-    return st.sidebar.radio("Timer", options, key="timer", horizontal=True, help=TIMER_HELP, bind="query-params")
+    return widgets.single(st.sidebar, "radio", "Timer", options, "timer", "was not used by the selected runs",
+                          horizontal=True, help=TIMER_HELP)
 
 
-def compare_ui(results: data.Results) -> tuple[str, str] | None:
-    """Two runs to compare cell by cell, A the older by default; None while the store has fewer than two."""
-    run_ids = list(results.runs)
-    if len(run_ids) < 2:
+def baseline_ui(cells: pd.DataFrame) -> str | None:
+    """The variant speed-ups are measured against."""
+    variants = list(dict.fromkeys(cells["variant"].dropna())) if "variant" in cells else []
+    if not variants:
         return None
-    st.sidebar.subheader("Compare")
-    a = st.sidebar.selectbox("Run A", run_ids, index=1, format_func=results.label, key="a", bind="query-params")
-    b = st.sidebar.selectbox("Run B", run_ids, index=0, format_func=results.label, key="b", bind="query-params")
-    return a, b
+    default = next((v for v in BASELINES if v in variants), variants[0])
+    return widgets.single(st.sidebar, "selectbox", "Baseline for speed-ups", variants, "baseline",
+                          "ran in none of the selected runs", index=variants.index(default))
 
 
-def draw(results: data.Results, run_ids: list[str], cells, timer: str | None, choices: dict, pair) -> None:
-    """Every view, top to bottom, from the filtered cells."""
-    rates = data.with_rates(cells, timer)
-    ok = data.measured(rates)
-    views.latency(ok)
-    views.throughput(ok)
-    views.memory(ok)
-    views.heads(ok)
-    views.backends(ok)
-    views.fp8(rates)
-    views.cells(cells)
-    views.problem_cells(cells)
-    views.comparison(results, pair, timer, choices)
-    views.metadata([results.runs[r] for r in run_ids])
+def selection_ui(snap: data.Snapshot) -> views.Selection:
+    """The sidebar, top to bottom: runs, cell filters, timer, baseline."""
+    chosen = set(runs_ui(snap.runs))
+    known = [r for r in snap.runs.index if r in chosen]  # newest first, as charts and the overview take them
+    cells = snap.cells(tuple(known))
+    choices = filters_ui(cells)
+    timer = timer_ui(cells)
+    baseline = baseline_ui(cells)
+    rated = tables.with_rates(tables.filtered(cells, choices), snap.runs, timer)
+    rated = rated.assign(speedup=tables.speedup(rated, baseline))
+    style = charts.Style(charts.colours(snap.variants()), tuple(known[:charts.MAX_RUNS]))
+    return views.Selection(known, rated, choices, timer, baseline, style)
 
 
 def main() -> None:
-    st.set_page_config(page_title="attnbench", layout="wide")
+    st.set_page_config(page_title="attnbench", layout="wide", initial_sidebar_state=SIDEBAR_PX)
     uri = data.results_uri(sys.argv[1:])
-    results = data.load(uri)
+    snap = data.load(uri)
     st.title("attnbench results")
-    source_ui(results)
-    views.load_problems(results)
-    if not results.runs:
-        if results.error is None:
-            st.info(f"No runs under {uri}. Write some with `attnbench run SPEC --out {uri}`.")
+    source_ui(snap)
+    if snap.error:
+        st.error(snap.error)
         return
-    run_ids = run_picker_ui(results)
-    all_cells = data.cells_frame(uri, tuple(run_ids))
-    choices = filters_ui(all_cells)
-    timer = timer_ui(all_cells)
-    pair = compare_ui(results)
-    draw(results, run_ids, data.filtered(all_cells, choices), timer, choices, pair)
+    if snap.runs.empty:
+        st.info(f"No runs under {uri}. Write some with `attnbench run SPEC --out {uri}`.")
+        return
+    chosen = selection_ui(snap)
+    views.load_problems(snap, chosen.runs)
+    above = st.container()  # the overview, drawn after the tab so the tab's first chart reaches the browser first
+    for tab, view in zip(st.tabs(list(TABS), key="tab", bind="query-params"), TABS.values()):
+        if tab.open:
+            with tab:
+                view(snap, chosen)
+    with above:
+        views.overview(snap, chosen)
 
 
 if __name__ == "__main__":

@@ -1,67 +1,240 @@
-"""Plotly figures from cell frames: units on every axis, log2 axes where the sizes double."""
+"""Plotly figures drawn the way the lab's plots read: a fixed colour per variant in every chart, runs told apart
+by line style (bars: by hatching), two short legends (variants, runs), titles that say what is held fixed and
+by which timer, 1-2-5 ticks on log axes and the q1-q3 range as error bars."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
-from dashboard.data import attention_kind, series
-
-TITLES = {
-    "seq_len": "sequence length T (tokens)",
-    "batch": "batch size B",
-    "latency_ms": "median latency (ms)",
-    "tflop_s": "throughput (TFLOP/s)",
-    "pct_of_peak": "% of measured bf16 matmul peak",
-    "temp_mib": "compiled temp memory (MiB)",
-    "kv_cache_mib": "KV cache (MiB)",
-    "ratio_b_over_a": "latency ratio B / A (×)",
+# Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
+# bf16 twin, Pallas purple and red; any other variant takes the next free colour of a 24-colour palette.
+VARIANT_COLOURS = {
+    "naive": "#7f7f7f", "xla": "#1f77b4", "auto": "#6baed6", "cudnn": "#2ca02c", "cudnn_fp8": "#8fd18a",
+    "te": "#ff7f0e", "te_fp8": "#fdb56b", "pallas_mgpu": "#9467bd", "pallas_triton": "#d62728",
+    "pallas_decode": "#8c564b",
 }
-HOVER = ["experiment", "variant", "backend", "dtype", "causal", "pass", "run"]
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
+PATTERNS = ["", "/", "\\", "x", ".", "+"]
+MAX_RUNS = len(DASHES)  # runs one chart tells apart; the views say when they draw fewer than selected
+HEIGHT = 460
+GRID = "#e8e8e8"
+# Plain styling instead of a plotly template: a template is expanded into every figure (most of its bytes and of
+# the time to build it), and streamlit's own theme is off (views.plot).
+PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
+         "font": {"family": "Source Sans Pro, sans-serif", "size": 13, "color": "#31333f"}}
+AXIS = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": "#bbb", "showline": True, "ticks": "outside",
+        "tickcolor": "#bbb", "automargin": True}
+AXES = {
+    "batch": "batch size B", "seq_len": "sequence length T (tokens)", "kv_seq_len": "KV length S (tokens)",
+    "heads": "query heads N", "kv_heads": "KV heads K", "head_dim": "head dimension H",
+    "latency_ms": "median latency (ms)", "speedup": "speed-up over the baseline (×)", "tflop_s": "TFLOP/s",
+    "tflop_per_j": "TFLOP per joule", "pct_of_peak": "% of measured bf16 matmul peak",
+    "pct_of_bandwidth": "% of measured memory bandwidth", "gb_s": "GB/s (Q, K, V, O once)",
+    "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
+    "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",
+}
 
 
-def _log2_x(fig: go.Figure, values: pd.Series) -> go.Figure:
+def colours(variants: list[str]) -> dict[str, str]:
+    """Variant -> colour: the fixed ones, then palette colours in the order given (pass every variant the store
+    knows, so a variant keeps its colour whatever is selected)."""
+    spare = [c for c in qualitative.Dark24 if c.lower() not in {v.lower() for v in VARIANT_COLOURS.values()}]
+    others = [v for v in dict.fromkeys(variants) if v not in VARIANT_COLOURS]
+    return {**VARIANT_COLOURS, **{v: spare[i % len(spare)] for i, v in enumerate(others)}}
+
+
+@dataclass(frozen=True)
+class Style:
+    """How a chart tells series apart: colour per variant (fixed for the store), line style per run."""
+
+    colour: dict[str, str]
+    runs: tuple[str, ...]  # the drawn runs, newest first: line styles in this order
+
+    def dash(self, run: str) -> str:
+        return DASHES[self.runs.index(run)]
+
+    def symbol(self, run: str) -> str:
+        return SYMBOLS[self.runs.index(run)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks covering [low, high] (plotly's log axis labels only decades, or nothing within one); decades
+    alone past four of them, where 1-2-5 would crowd the axis."""
+    mantissas = (1, 2, 5) if high / low <= 1e4 else (1,)
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+             for m in mantissas]
+    inside = [t for t in ticks if low <= t <= high]
+    below, above = [t for t in ticks if t < low], [t for t in ticks if t > high]
+    return below[-1:] + inside + above[:1]  # one tick beyond each end, so the data sits between labels
+
+
+def _format(value: float) -> str:
+    return f"{value:g}"
+
+
+def _y_axis(fig: go.Figure, values: pd.Series, log: bool) -> None:
+    """A log axis with 1-2-5 ticks when the values span more than 4×, else linear (reads better when close)."""
+    positive = values[values > 0].dropna()
+    if log and len(positive) and positive.max() / positive.min() > 4:
+        ticks = log_ticks(positive.min(), positive.max())
+        fig.update_yaxes(type="log", tickvals=ticks, ticktext=[_format(t) for t in ticks])
+
+
+def _x_sizes(fig: go.Figure, values: pd.Series) -> None:
     """A log axis ticked at the swept sizes themselves (each a doubling)."""
-    ticks = sorted(values.unique())
-    return fig.update_xaxes(type="log", tickvals=ticks, ticktext=[str(t) for t in ticks])
+    ticks = sorted(values.dropna().unique())
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
 
 
-def sweep_lines(df: pd.DataFrame, x: str, y: str, log_y: bool = False) -> go.Figure:
-    """y against a doubling parameter, one line per variant (and per anything else that varies)."""
-    df = df.assign(series=series(df, x)).sort_values(x)
-    fig = px.line(df, x=x, y=y, color="series", markers=True, log_y=log_y, hover_data=HOVER,
-                  labels={x: TITLES[x], y: TITLES[y], "series": "variant"})
-    if log_y:
-        fig.update_yaxes(dtick=1)  # label the decades only
-    return _log2_x(fig, df[x])
+def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Figure:
+    return fig.update_layout(
+        title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
+        height=HEIGHT, margin={"l": 60, "r": 20, "t": 70, "b": 125}, **PLAIN, xaxis=AXIS, yaxis=AXIS,
+        xaxis_title=AXES.get(x, x), yaxis_title=AXES.get(y, y), hovermode="closest",
+        # under the x axis title, so the plot keeps its width whatever the number of variants and runs
+        legend={"orientation": "h", "y": -0.27, "yanchor": "top", "x": 0, "title": {"text": "variant "}},
+        legend2={"orientation": "h", "y": -0.39, "yanchor": "top", "x": 0, "title": {"text": "run "}},
+    )
 
 
-def heads_bars(df: pd.DataFrame, y: str) -> go.Figure:
-    """y per attention kind, MHA to MQA, a bar per variant (and per anything else that varies)."""
-    kinds = [attention_kind(h, k) for h, k in zip(df["heads"], df["kv_heads"])]
-    df = df.assign(series=series(df, "kv_heads"), attention=kinds).sort_values("kv_heads", ascending=False)
-    return px.bar(df, x="attention", y=y, color="series", barmode="group", hover_data=HOVER,
-                  labels={"attention": "attention (KV heads K)", y: TITLES[y], "series": "variant"})
+def _legend_keys(fig: go.Figure, style: Style, variants: list[str], runs: list[str], bars: bool = False) -> None:
+    """One legend entry per variant (its colour) and, with several runs, one per run (its line style or hatch)."""
+    for variant in variants:
+        fig.add_trace(_key(variant, {"color": style.colour[variant]}, bars, legend="legend", legendgroup=variant))
+    if len(runs) > 1:
+        for run in runs:
+            look = {"color": "#555", "pattern_shape": PATTERNS[style.runs.index(run)]} if bars else {"color": "#555"}
+            fig.add_trace(_key(run, look, bars, legend="legend2", dash=None if bars else style.dash(run),
+                               symbol=None if bars else style.symbol(run)))
 
 
-def backend_chart(df: pd.DataFrame) -> go.Figure:
-    """Latency of each backend: lines against T when T is swept, bars otherwise."""
-    df = df.assign(implementation=df["variant"] + " (" + df["backend"].fillna("?") + ")")
-    labels = {"seq_len": TITLES["seq_len"], "latency_ms": TITLES["latency_ms"], "implementation": "variant (backend)"}
-    if df["seq_len"].nunique() > 1:
-        fig = px.line(df.sort_values("seq_len"), x="seq_len", y="latency_ms", color="implementation",
-                      markers=True, hover_data=HOVER, labels=labels)
-        return _log2_x(fig, df["seq_len"])
-    return px.bar(df, x="implementation", y="latency_ms", color="backend", hover_data=HOVER, labels=labels)
+def _key(name: str, look: dict, bars: bool, dash: str | None = None, symbol: str | None = None,
+         **where) -> go.BaseTraceType:
+    if bars:
+        return go.Bar(x=[None], y=[None], name=name, marker=look, showlegend=True, **where)
+    return go.Scatter(x=[None], y=[None], name=name, mode="lines+markers", showlegend=True, **where,
+                      line={"color": look["color"], "dash": dash or "solid"}, marker={"symbol": symbol or "circle"})
 
 
-def ratio_bars(df: pd.DataFrame) -> go.Figure:
-    """Per-cell ratio B / A; colour says whether the gap is beyond both runs' noise."""
-    df = df.assign(cell=df["experiment"] + "/" + df["variant"] + " " + df["shape"],
-                   verdict=df["beyond_noise"].map({True: "beyond noise", False: "within noise"}))
-    fig = px.bar(df, x="cell", y="ratio_b_over_a", color="verdict", hover_data=["a_ms", "b_ms", "a_noise", "b_noise"],
-                 color_discrete_map={"beyond noise": "#d62728", "within noise": "#7f7f7f"},
-                 labels={"cell": "cell", "ratio_b_over_a": TITLES["ratio_b_over_a"], "verdict": ""})
-    fig.add_hline(y=1.0, line_dash="dot")
-    return fig.update_yaxes(type="log")
+def _error(df: pd.DataFrame, y: str, low: str | None, high: str | None) -> dict | None:
+    if not low or not high or df[low].isna().all():
+        return None
+    return {"type": "data", "array": (df[high] - df[y]).clip(lower=0), "arrayminus": (df[y] - df[low]).clip(lower=0),
+            "thickness": 1, "width": 3}
+
+
+def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: str, log_y: bool = True,
+          low: str | None = None, high: str | None = None) -> go.Figure:
+    """y against a swept size, a line per variant and run; error bars from `low` to `high` (q1-q3); cells whose
+    SM clock moved more than 2 % (column `unstable`) ringed in red."""
+    fig = go.Figure()
+    df = df.sort_values(x)
+    for (variant, run), series in df.groupby(["variant", "run"], sort=False):
+        fig.add_trace(go.Scatter(
+            x=series[x], y=series[y], mode="lines+markers", showlegend=False, legendgroup=variant,
+            name=f"{variant} · {run}", line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
+            marker={"symbol": style.symbol(run), "size": 7}, error_y=_error(series, y, low, high),
+            hovertemplate=f"{variant} · {run}<br>{x} %{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
+        ))
+    _legend_keys(fig, style, list(dict.fromkeys(df["variant"])), list(dict.fromkeys(df["run"])))
+    _ring_unstable(fig, df, x, y)
+    _x_sizes(fig, df[x])
+    _y_axis(fig, df[y], log_y)
+    return _layout(fig, title, subtitle, x, y)
+
+
+def _ring_unstable(fig: go.Figure, df: pd.DataFrame, x: str, y: str) -> None:
+    flagged = df[df["unstable"]] if "unstable" in df else df.iloc[:0]
+    if len(flagged):
+        fig.add_trace(go.Scatter(x=flagged[x], y=flagged[y], mode="markers", name="clock unstable (> 2 %)",
+                                 legend="legend", marker={"symbol": "circle-open", "size": 16, "color": "#d62728",
+                                                          "line": {"width": 2}}, hoverinfo="skip"))
+
+
+def bars(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: str, log_y: bool = False,
+         low: str | None = None, high: str | None = None) -> go.Figure:
+    """y per category of `x` (in the frame's order), bars side by side: colour by variant, hatching by run."""
+    fig = go.Figure()
+    for (variant, run), series in df.groupby(["variant", "run"], sort=False):
+        fig.add_trace(go.Bar(
+            x=series[x], y=series[y], name=f"{variant} · {run}", showlegend=False, legendgroup=variant,
+            offsetgroup=f"{variant} · {run}", error_y=_error(series, y, low, high),
+            marker={"color": style.colour[variant], "pattern_shape": PATTERNS[style.runs.index(run)]},
+            hovertemplate=f"{variant} · {run}<br>%{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
+        ))
+    _legend_keys(fig, style, list(dict.fromkeys(df["variant"])), list(dict.fromkeys(df["run"])), bars=True)
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=list(dict.fromkeys(df[x])))
+    fig = _layout(fig, title, subtitle, x, y)
+    _y_axis(fig, df[y], log_y)
+    return fig
+
+
+def peak_lines(fig: go.Figure, highest: float, peak: float | None) -> go.Figure:
+    """The measured bf16 matmul peak once the data comes near it (half of it), and FP8's nominal 2× once data
+    passes it: FP8 runs on FP8 tensor cores, so FP8 cells above 100 % are expected, not an error. (Lines far
+    above small values would squash them flat.)"""
+    if peak is None or math.isnan(peak) or highest < peak / 2:
+        return fig
+    fig.add_hline(y=peak, line_dash="dash", line_color="#444", annotation_text="bf16 matmul peak (measured)",
+                  annotation_position="top left")
+    if highest > peak:
+        fig.add_hline(y=2 * peak, line_dash="dot", line_color="#999",
+                      annotation_text="FP8 tensor cores: 2× bf16 peak (nominal)", annotation_position="top left")
+    return fig
+
+
+VERDICT_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "within noise": "#b0b0b0"}
+
+
+def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
+    """B / A per cell as horizontal bars diverging from 1.0, in spec order top to bottom: green faster, red
+    slower (beyond both runs' noise), grey within noise."""
+    labels = table["variant"] + "  " + table["shape"]
+    fig = go.Figure(go.Bar(
+        y=labels, x=table["ratio"] - 1, base=1, orientation="h",
+        marker={"color": table["verdict"].map(VERDICT_COLOURS)}, customdata=np.stack([table["a_ms"], table["b_ms"],
+                                                                                      table["verdict"]], axis=1),
+        hovertemplate="%{y}<br>B / A %{x:.3f}<br>A %{customdata[0]:.4g} ms · B %{customdata[1]:.4g} ms"
+                      "<br>%{customdata[2]}<extra></extra>",
+    ))
+    fig.add_vline(x=1.0, line_color="#444")
+    spread = max(0.05, float((table["ratio"] - 1).abs().max()) * 1.1)
+    fig.update_xaxes(range=[1 - spread, 1 + spread], title="latency B / A (× ; below 1: B faster)")
+    fig.update_yaxes(autorange="reversed", type="category", automargin=True)
+    return fig.update_layout(
+        title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01}, **PLAIN, xaxis=AXIS, yaxis=AXIS,
+        height=120 + 22 * len(table), margin={"l": 10, "r": 20, "t": 70, "b": 40}, showlegend=False, bargap=0.25,
+    )
+
+
+def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtitle: str,
+                  marks: list[tuple[str, object, float]]) -> go.Figure:
+    """Median against run date (or sha) per variant, the q1-q3 range as a shaded band, steps marked with their
+    ratio (`marks`: variant, x of the first run at the new level, new / old)."""
+    fig = go.Figure()
+    for variant, series in points.groupby("variant", sort=False):
+        colour = style.colour[variant]
+        band = pd.concat([series[x], series[x][::-1]])
+        fig.add_trace(go.Scatter(x=band, y=pd.concat([series["q3_ms"], series["q1_ms"][::-1]]), fill="toself",
+                                 fillcolor=colour, opacity=0.18, line={"width": 0}, hoverinfo="skip",
+                                 showlegend=False, legendgroup=variant))
+        fig.add_trace(go.Scatter(x=series[x], y=series["median_ms"], mode="lines+markers", name=variant,
+                                 legendgroup=variant, line={"color": colour}, marker={"size": 5},
+                                 customdata=series["run"], hovertemplate="%{customdata}<br>%{y:.4g} ms<extra></extra>"))
+    for variant, at, ratio in marks:
+        fig.add_vline(x=at, line_dash="dot", line_color=style.colour.get(variant, "#444"))
+        fig.add_annotation(x=at, y=1, yref="paper", text=f"{variant} {ratio - 1:+.0%}", showarrow=False,
+                           yanchor="bottom", font={"color": "#d62728" if ratio > 1 else "#2ca02c"})
+    if x == "git_sha":
+        fig.update_xaxes(type="category")
+    _y_axis(fig, points["median_ms"], True)
+    fig = _layout(fig, title, subtitle, x, "median_ms")
+    return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")

@@ -1,17 +1,35 @@
-"""The dashboard's sections: each draws one view, or says in a line why the selection has nothing for it."""
+"""The dashboard's views: the problems and overview above the tabs, then one function per tab. Each draws from
+the Selection, or says in a line why the selection has nothing for it."""
 
 from __future__ import annotations
 
 import functools
+import urllib.parse
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data
-from runner.report import SHAPE
-from runner.results import Run
+from dashboard import charts, data, tables, widgets
+from runner import leaderboard as board
+from runner import shape
 
 MAX_PROBLEMS_SHOWN = 20
+MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
+SIZE_TITLES = {"seq_len": "T", "batch": "B", "kv_seq_len": "S", "heads": "N", "kv_heads": "K", "head_dim": "H"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose: the runs (keys, newest first), their cells under the filters rated by the timer,
+    the filters themselves, the baseline of speed-ups and how charts tell variants and runs apart."""
+
+    runs: list[str]
+    cells: pd.DataFrame
+    filters: dict[str, list]
+    timer: str | None
+    baseline: str | None
+    style: charts.Style
 
 
 def guarded(view):
@@ -27,11 +45,23 @@ def guarded(view):
     return draw
 
 
-def load_problems(results: data.Results) -> None:
-    """What could not be read: an unreachable store, a malformed file or line, an unknown schema_version."""
-    if results.error:
-        st.error(results.error)
-    problems = results.problems()
+def link(**params) -> str:
+    """A relative link to this dashboard with these query parameters (lists repeat the parameter)."""
+    return "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
+
+
+def plot(fig, key: str) -> None:
+    """A figure as charts.py drew it: streamlit's theme would restyle it (and drops legend entries of grouped
+    traces), so it is off."""
+    st.plotly_chart(fig, key=key, theme=None, config={"displaylogo": False})
+
+
+# --- above the tabs ----------------------------------------------------------------------------------------------
+
+def load_problems(snap: data.Snapshot, runs: list[str]) -> None:
+    """What could not be read: a malformed manifest, file or line, an unknown schema_version, a run id in two
+    folders (every manifest's problems; cells' problems for the runs shown, which are the runs read)."""
+    problems = snap.problems + snap.run_problems(runs)
     if problems:
         shown = "\n".join(f"- `{p}`" for p in problems[:MAX_PROBLEMS_SHOWN])
         more = len(problems) - MAX_PROBLEMS_SHOWN
@@ -39,140 +69,505 @@ def load_problems(results: data.Results) -> None:
                    + (f"\n- …and {more} more" if more > 0 else ""))
 
 
-def _sweep(df: pd.DataFrame, x: str, y: str, key: str, log_y: bool = False) -> None:
-    names = data.sweeps(df, x)
-    if not names:
-        st.info(f"No experiment in the selection sweeps {charts.TITLES[x]}.")
-    for name in names:
-        st.caption(f"experiment **{name}**")
-        st.plotly_chart(charts.sweep_lines(df[df["experiment"] == name], x, y, log_y), key=f"{key}-{name}")
+@guarded
+def overview(snap: data.Snapshot, sel: Selection) -> None:
+    """Counts of the selection, then a row per selected run: where it ran and how it moved against the previous
+    run of its spec on its GPU. Markdown only: the page's first view stays light for the browser."""
+    status = sel.cells["status"]
+    gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or "—"
+    st.markdown(f"**{len(sel.runs)} of {len(snap.runs)} runs** · {gpus} · cells: **{(status == 'ok').sum()} ok**, "
+                f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
+                "(failed, oom, incorrect, crashed or timeout: see Cells)")
+    rows = "\n".join(_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs)
+    st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
+    moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
+             if snap.manifests[run] is not None]
+    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise)\n\n"
+                + "\n".join(moves))
 
+
+def _run_row(r: pd.Series, run: str) -> str:
+    started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
+    return f"| {run} | {r['spec']} | {r['gpu']} | {started} | {r['git_sha']} |"
+
+
+def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
+    """How `run` moved against its predecessor, its worst slow-down, and a link to compare them."""
+    before = tables.previous_run(snap.runs, run)
+    timer = sel.timer and tables.shared_timer(snap.cells((before,)), snap.cells((run,)), sel.timer) if before else None
+    table = tables.compare(snap.cells((before,)), snap.cells((run,)), timer) if timer else pd.DataFrame()
+    if table.empty:
+        return "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
+    slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of {len(table)}, geomean "
+            f"{tables.geomean(table['ratio']):.3f}×")
+    if len(slower):
+        worst = slower.loc[slower["ratio"].idxmax()]
+        text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
+    return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
+
+
+# --- per experiment figures ----------------------------------------------------------------------------------------
+
+def experiments(cells: pd.DataFrame, note: str = "") -> list[tuple[str, pd.DataFrame]]:
+    """The experiments to draw, in spec order, at most MAX_EXPERIMENTS (a caption names the rest)."""
+    names = list(dict.fromkeys(cells.sort_values(["order"], kind="stable")["experiment"]))
+    if len(names) > MAX_EXPERIMENTS:
+        st.caption(f"Showing {MAX_EXPERIMENTS} of {len(names)} experiments{note}; pick others with the Experiment "
+                   f"filter: {', '.join(names[MAX_EXPERIMENTS:])}")
+    return [(name, cells[cells["experiment"] == name]) for name in names[:MAX_EXPERIMENTS]]
+
+
+def size_axis(cells: pd.DataFrame) -> str | None:
+    """The swept size (T, B, ...) an experiment's lines run along, if it sweeps one."""
+    return next((a for a in tables.swept(cells) if a in tables.SIZES), None)
+
+
+def drawn(cells: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """The cells of the runs a chart tells apart (the newest MAX_RUNS selected)."""
+    return cells[cells["run"].isin(sel.style.runs)]
+
+
+def _case(cells: pd.DataFrame, axes: list[str]) -> pd.Series:
+    """A category per cell from the swept axes that are not sizes ('bfloat16', 'causal', 'not causal')."""
+    parts = [cells[a].map(lambda v, a=a: (a if v else f"not {a}") if isinstance(v, bool) else
+                          f"{shape.BY_NAME[a].short}{v}") for a in axes]
+    return pd.concat(parts, axis=1).agg(" ".join, axis=1) if parts else pd.Series("", index=cells.index)
+
+
+def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool = True, low: str | None = None,
+           high: str | None = None, bars: str = "q1–q3", timed: bool = True):
+    """y of one experiment's cells: lines along its swept size, else bars per swept case; the title names the
+    experiment, the subtitle what is held fixed, the timer (where y comes from one) and what error bars span."""
+    x = size_axis(cells)
+    subtitle = tables.fixed_shape(cells) + (f" · {sel.timer} timer" if timed else "")
+    subtitle += f" · error bars: {bars}" if low else ""
+    title = f"{cells['experiment'].iloc[0]}: {what}"
+    if x:
+        return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES[x]}", subtitle, log_y, low, high)
+    axes = tables.swept(cells)
+    cases = cells.sort_values("order").assign(case=_case(cells, axes))
+    fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
+    return fig.update_xaxes(title=", ".join(axes))
+
+
+def runs_caption(sel: Selection) -> None:
+    if len(sel.runs) > charts.MAX_RUNS:
+        st.caption(f"Charts draw the {charts.MAX_RUNS} newest of the {len(sel.runs)} selected runs (one line style "
+                   "each); tables hold them all. History compares many runs.")
+
+
+# --- tabs ----------------------------------------------------------------------------------------------------------
 
 @guarded
-def latency(ok: pd.DataFrame) -> None:
-    st.header("Latency")
-    by_length, by_batch = st.columns(2)
-    with by_length:
-        _sweep(ok, "seq_len", "latency_ms", "latency-seq", log_y=True)
-    with by_batch:
-        _sweep(ok, "batch", "latency_ms", "latency-batch", log_y=True)
+def latency(snap: data.Snapshot, sel: Selection) -> None:
+    ok = tables.measured(sel.cells)
+    if ok.empty:
+        st.info("No measured cell in the selection.")
+        return
+    mode, as_markdown = st.columns([3, 1])
+    speedups = mode.segmented_control("Show", ["latency", "speed-up"], key="y", bind="query-params",
+                                      default="latency",
+                                      help=f"speed-up: the baseline's latency ({sel.baseline}) over each variant's")
+    as_markdown = as_markdown.toggle("Tables as markdown", key="md", bind="query-params",
+                                     help="each table also as GitHub markdown, to copy into a note or an issue")
+    runs_caption(sel)
+    shown = experiments(ok)
+    for name, cells in shown:
+        if size_axis(cells):
+            latency_row(cells, sel, speedups == "speed-up", as_markdown)
+    unswept = [cells for name, cells in shown if not size_axis(cells)]
+    if unswept:
+        st.subheader("Experiments that sweep no size")
+    for cells, column in zip(unswept, st.columns(2) * len(unswept)):
+        with column:
+            st.markdown(f"**{cells['experiment'].iloc[0]}** · {tables.fixed_shape(cells)}")
+            summary_table(cells, sel, as_markdown)
 
 
-@guarded
-def throughput(ok: pd.DataFrame) -> None:
-    st.header("Throughput")
-    rate, peak = st.columns(2)
-    with rate:
-        _sweep(ok, "seq_len", "tflop_s", "tflops-seq")
-    with peak:
-        with_peak = ok[ok["pct_of_peak"].notna()]
-        if with_peak.empty:
-            st.info("No measured matmul peak in the selected runs (the runner measures it on GPUs), so no % of peak.")
+def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool) -> None:
+    """One experiment: its chart beside its nvbench table; under them the SM clock and power when recorded."""
+    name = cells["experiment"].iloc[0]
+    chart, table = st.columns([5, 6])
+    with chart:
+        if speedups:
+            plot(figure(drawn(cells, sel), sel, "speedup", f"speed-up over {sel.baseline}", log_y=False),
+                 f"speedup-{name}")
         else:
-            _sweep(with_peak, "seq_len", "pct_of_peak", "peak-seq")
+            plot(figure(drawn(cells, sel), sel, "latency_ms", "latency", low="q1_ms", high="q3_ms"), f"latency-{name}")
+    with table:
+        summary_table(cells, sel, as_markdown)
+    if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
+        telemetry_row(drawn(cells, sel), sel)
+
+
+def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
+    """nvbench's tables, one per run: swept values down, variants across, 'median ±noise ·speed-up'; with
+    `as_markdown`, all of them again as one markdown block (with a copy button)."""
+    st.caption(f"median (ms) ±noise (IQR / median) ·speed-up over **{sel.baseline}** · ⚠: SM clock unstable")
+    texts = []
+    for run in [r for r in sel.runs if r in set(cells["run"])]:
+        table = tables.summary(cells[cells["run"] == run])
+        if len(sel.runs) > 1:
+            st.markdown(f"`{run}`")
+        st.markdown(tables.markdown(table))  # a markdown table costs the browser far less than st.table
+        texts.append(f"{run}\n\n{tables.markdown(table)}")
+    if as_markdown:
+        st.code("\n\n".join(texts), language="markdown")
+
+
+def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
+    """SM clock (min to max) and mean power (to max) against the same axis as latency, power limit dashed."""
+    name = cells["experiment"].iloc[0]
+    unstable = int(cells["unstable"].sum())
+    st.caption(f"GPU state while **{name}** was timed" + (f": ⚠ {unstable} cell(s) whose SM clock moved more than "
+                                                          "2 % (ringed in red)" if unstable else ""))
+    clock, power = st.columns(2)
+    with clock:
+        plot(figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
+                    "min–max"),
+             f"clock-{name}")
+    with power:
+        fig = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")
+        limit = cells["power_limit_w"].dropna()
+        if len(limit):
+            fig.add_hline(y=limit.max(), line_dash="dash", annotation_text="power limit")
+        plot(fig, f"power-{name}")
 
 
 @guarded
-def memory(ok: pd.DataFrame) -> None:
-    st.header("Memory")
-    st.caption("Temporary buffers of the compiled program: the naive path holds the (B, N, T, S) weights, "
-               "O(T²); a fused kernel stays O(T).")
-    _sweep(ok[ok["temp_mib"].notna()], "seq_len", "temp_mib", "memory-seq", log_y=True)
+def throughput(snap: data.Snapshot, sel: Selection) -> None:
+    rate = st.segmented_control("Rate", ["TFLOP/s", "TFLOP/J"], key="rate", bind="query-params", default="TFLOP/s",
+                                help="TFLOP/J: FLOPs per joule of GPU energy (mean power × kernel time), from the "
+                                     "record's telemetry")
+    y = "tflop_per_j" if rate == "TFLOP/J" else "tflop_s"
+    ok = tables.measured(sel.cells)
+    shown = ok[ok[y].notna()]
+    if shown.empty:
+        st.info("No cell of the selection records energy: that needs NVML telemetry on a GPU (records of schema 3)."
+                if y == "tflop_per_j" else "No measured cell in the selection.")
+        return
+    by_size = [(n, c) for n, c in experiments(shown, " with a rate") if size_axis(c)]
+    if not by_size:
+        st.info("No experiment in the selection sweeps a size (T, B, ...).")
+        return
+    runs_caption(sel)
+    st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
+               "matmul peak is expected for them, not an error.")
+    for name, cells in by_size:
+        throughput_row(drawn(cells, sel), sel, y)
+
+
+def throughput_row(cells: pd.DataFrame, sel: Selection, y: str) -> None:
+    """Rate of one experiment beside its share of the measured ceiling (matmul peak, or bandwidth for decode)."""
+    name = cells["experiment"].iloc[0]
+    rate, share = st.columns(2)
+    with rate:
+        fig = figure(cells, sel, y, charts.AXES[y], log_y=False)
+        if y == "tflop_s":
+            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells))
+        plot(fig, f"rate-{name}")
+    with share:
+        if cells["pct_of_bandwidth"].notna().any():
+            plot(figure(cells, sel, "pct_of_bandwidth", "% of memory bandwidth", log_y=False), f"bandwidth-{name}")
+        elif cells["pct_of_peak"].notna().any():
+            fig = figure(cells, sel, "pct_of_peak", "% of matmul peak", log_y=False)
+            plot(charts.peak_lines(fig, cells["pct_of_peak"].max(), 100.0), f"peak-{name}")
+        else:
+            st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
+
+
+def drawn_peak(cells: pd.DataFrame) -> float | None:
+    """The measured matmul peak (TFLOP/s) of the first drawn run that has one, from its cells' own rates."""
+    with_peak = cells[cells["pct_of_peak"].notna()]
+    if with_peak.empty:
+        return None
+    first = with_peak.iloc[0]
+    return 100 * first["tflop_s"] / first["pct_of_peak"]
 
 
 @guarded
-def heads(ok: pd.DataFrame) -> None:
-    st.header("MHA / GQA / MQA")
-    names = data.sweeps(ok, "kv_heads")
+def memory(snap: data.Snapshot, sel: Selection) -> None:
+    ok = tables.measured(sel.cells)
+    ok = ok[ok["temp_mib"].notna()]
+    by_length = [(n, c) for n, c in experiments(ok) if size_axis(c) == "seq_len"]
+    if not by_length:
+        st.info("No experiment in the selection sweeps the sequence length with compiled memory recorded.")
+        return
+    st.caption("Temporary buffers of the compiled program: the naive path holds the (B, N, T, S) weights, O(T²); "
+               "a fused kernel stays O(T).")
+    for (name, cells), column in zip(by_length, st.columns(2) * len(by_length)):
+        with column:
+            plot(figure(drawn(cells, sel), sel, "temp_mib", "compiled temp memory", timed=False), f"memory-{name}")
+
+
+def attention_kind(heads: int, kv_heads: int) -> str:
+    """MHA, GQA or MQA by how many query heads share a KV head."""
+    kind = "MHA" if kv_heads == heads else "MQA" if kv_heads == 1 else "GQA"
+    return f"{kind} (K={kv_heads})"
+
+
+@guarded
+def heads(snap: data.Snapshot, sel: Selection) -> None:
+    ok = tables.measured(sel.cells)
+    names = [(n, c) for n, c in experiments(ok) if "kv_heads" in tables.swept(c)]
     if not names:
         st.info("No experiment in the selection sweeps the number of KV heads.")
-    for name in names:
-        st.caption(f"experiment **{name}**")
-        cells = ok[ok["experiment"] == name]
+    for name, cells in names:
+        cells = drawn(cells, sel).sort_values(["kv_heads", "order"], ascending=[False, True])
+        cells = cells.assign(attention=[attention_kind(h, k) for h, k in zip(cells["heads"], cells["kv_heads"])])
+        fixed = tables.fixed_shape(cells)
         time_chart, cache_chart = st.columns(2)
-        time_chart.plotly_chart(charts.heads_bars(cells, "latency_ms"), key=f"heads-latency-{name}")
-        cache_chart.plotly_chart(charts.heads_bars(cells, "kv_cache_mib"), key=f"heads-cache-{name}")
+        with time_chart:
+            plot(charts.bars(cells, "attention", "latency_ms", sel.style, f"{name}: latency",
+                             f"{fixed} · {sel.timer} timer · error bars: q1–q3", low="q1_ms", high="q3_ms"),
+                 f"heads-latency-{name}")
+        with cache_chart:
+            plot(charts.bars(cells, "attention", "kv_cache_mib", sel.style, f"{name}: KV cache", fixed),
+                 f"heads-cache-{name}")
 
 
 @guarded
-def backends(ok: pd.DataFrame) -> None:
-    st.header("TransformerEngine vs cuDNN vs XLA (causal)")
+def backends(snap: data.Snapshot, sel: Selection) -> None:
+    ok = tables.measured(sel.cells)
     causal = ok[ok["causal"].eq(True) & ok["backend"].notna()]
-    names = [n for n in causal["experiment"].unique() if causal[causal["experiment"] == n]["backend"].nunique() > 1]
+    names = [(n, c) for n, c in experiments(causal) if c["backend"].nunique() > 1]
     if not names:
         found = ", ".join(sorted(causal["backend"].unique())) or "none"
-        st.info(f"No experiment has causal cells from two or more backends (transformer_engine, cudnn, xla); here: {found}.")
-    for name in names:
-        st.caption(f"experiment **{name}**")
-        st.plotly_chart(charts.backend_chart(causal[causal["experiment"] == name]), key=f"backends-{name}")
+        st.info(f"No experiment has causal cells from two or more backends (transformer_engine, cudnn, xla, ...); "
+                f"here: {found}.")
+        return
+    runs_caption(sel)
+    for name, cells in names:
+        chart, table = st.columns([3, 2])
+        with chart:
+            plot(figure(drawn(cells, sel), sel, "latency_ms", "causal latency by backend", low="q1_ms", high="q3_ms"),
+                 f"backends-{name}")
+        with table:
+            st.caption("What each variant's compiled program ran (its custom calls prove the backend)")
+            proved = cells.drop_duplicates("variant")[["variant", "backend", "custom_calls"]]
+            st.dataframe(proved, hide_index=True)
 
 
 @guarded
-def fp8(rates: pd.DataFrame) -> None:
-    st.header("FP8 truth table")
-    table = data.fp8_table(rates)
+def fp8(snap: data.Snapshot, sel: Selection) -> None:
+    table = tables.fp8_table(sel.cells, tables.fp8_variants(snap.manifests))
     if table.empty:
         st.info("No FP8 cells in the selection (FP8 variants need a GPU with FP8 support).")
         return
-    st.caption("Whether FP8 really happened: f8 types in the compiled program, an f8 kernel name, and the "
-               "distance and speed-up against the same shape in bf16.")
+    st.caption("Whether FP8 really happened: the verdict, then the speed-up and error against the same shape in "
+               "bf16, f8 types in the compiled program and an f8 kernel name. Above 100 % of the bf16 matmul peak is "
+               "expected for real FP8 (FP8 tensor cores: twice bf16's peak).")
     st.dataframe(table, hide_index=True, column_config={
-        "rel_err_vs_bf16": st.column_config.NumberColumn("error vs bf16 (rel)", format="%.3g"),
-        "speedup_vs_bf16": st.column_config.NumberColumn("speed-up vs bf16 (×)", format="%.2f"),
+        "verdict": st.column_config.TextColumn(width="large"),
+        "speed-up vs bf16": st.column_config.NumberColumn(format="%.2f×"),
+        "% of bf16 peak": st.column_config.NumberColumn(format="%.0f %%"),
+        "error vs bf16": st.column_config.NumberColumn(format="%.3g"),
+        "kernels": st.column_config.TextColumn(width="medium"),
     })
 
 
 @guarded
-def cells(df: pd.DataFrame) -> None:
-    st.header("Cells")
-    counts = df["status"].value_counts()
-    st.caption(f"{len(df)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.items())
-               + " · every field of the record · click a column to sort")
-    st.dataframe(df, hide_index=True)
-    st.download_button("Download CSV", df.to_csv(index=False), file_name="attnbench-cells.csv", mime="text/csv")
+def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
+    standings = tables.standings(sel.cells)
+    if not standings:
+        st.info("No measured cell in the selection.")
+        return
+    st.caption(f"Per shape: the fastest correct variant ({sel.timer} timer), how much longer the next takes (within "
+               "noise: the gap is smaller than either's IQR) and how much longer `auto` takes, with the backend JAX "
+               "picked for it.")
+    as_markdown = st.toggle("Tables as markdown", key="md", bind="query-params")
+    for run in sel.runs:
+        mine = [s for s in standings if s.run_id == run]
+        if mine:
+            st.subheader(run)
+            st.markdown(board_summary(mine))
+            st.dataframe(tables.board(sel.cells, mine), hide_index=True)
+            if as_markdown:
+                st.code(board.markdown(mine), language="markdown")
+
+
+def board_summary(standings: list[board.Standing]) -> str:
+    """'cudnn fastest at 12 of 20 shapes, te at 8; auto within 5 % of the fastest at 6 of 14'."""
+    wins = pd.Series([s.winner.variant for s in standings]).value_counts()
+    text = ", ".join(f"**{v}** fastest at {n}" for v, n in wins.items()) + f" of {len(standings)} shapes"
+    with_auto = [s for s in standings if s.over_auto is not None]
+    if with_auto:
+        close = sum(s.over_auto <= 0.05 for s in with_auto)
+        text += f"; `auto` within 5 % of the fastest at {close} of {len(with_auto)}"
+    return text
 
 
 @guarded
-def problem_cells(df: pd.DataFrame) -> None:
-    st.header("Skipped, failed and incorrect cells")
-    bad = df[df["status"] != "ok"]
-    if bad.empty:
-        st.success("Every selected cell ran and agreed with the reference.")
+def history(snap: data.Snapshot, sel: Selection) -> None:
+    series = tables.series(snap.runs)
+    if series.empty:
+        st.info("History needs runs with a manifest.")
         return
-    columns = ["run", "experiment", "variant", "status", "reason", *SHAPE]
-    columns += [c for c in ("rel_err", "tolerance") if c in bad]
-    st.dataframe(bad[columns], hide_index=True)
+    first = snap.runs.loc[sel.runs[0]] if sel.runs else snap.runs.iloc[0]
+    labels = list(series.index)
+    default = f"{first['spec']} · {first['gpu']}"
+    left, middle, right = st.columns(3)
+    chosen = widgets.single(left, "selectbox", "Spec · GPU", labels, "series", "has no runs in this store",
+                            chosen=default if default in labels else labels[0])
+    x = widgets.single(right, "segmented_control", "Against", ["date", "git sha"], "hx", "is not an axis",
+                       default="date")
+    keys = series.get(chosen, [])
+    cells = tables.filtered(snap.cells(tuple(keys)), sel.filters)
+    timer = tables.shared_timer(cells, cells, sel.timer) if len(cells) else None
+    if timer is None:
+        st.info(f"No timed cell in the runs of {chosen}.")
+        return
+    points = tables.history(cells, snap.runs, timer)
+    with middle:
+        experiment = widgets.single(st, "selectbox", "Experiment", list(dict.fromkeys(points["experiment"])), "hexp",
+                                    "is not in these runs")
+    by_sha = x == "git sha" and points["git_sha"].notna().all()
+    if x == "git sha" and not by_sha:
+        st.caption("Some of these runs record no git sha: drawn against their date.")
+    history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
+                  f"{chosen} · {len(keys)} runs · {timer} timer")
+    worst_regressions(points)
+
+
+def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -> None:
+    """One cell's median and IQR band over the runs, or the experiment's geometric mean per variant."""
+    cells = points.drop_duplicates("key").assign(label=lambda f: f["variant"] + " · " + tables.shape_labels(f))
+    options = ["geometric mean per variant", *cells["label"]]
+    picked = widgets.single(st, "selectbox", "Cell", options, "hcell", "is not in this experiment")
+    if picked == options[0]:
+        shown = tables.experiment_history(points)
+        title = f"{points['experiment'].iloc[0]}: geometric mean of its cells"
+    else:
+        key = cells.loc[cells["label"] == picked, "key"].iloc[0]
+        shown = points[points["key"] == key]
+        title = f"{points['experiment'].iloc[0]}: {picked}"
+    marks = [(variant, s.iloc[i][x], ratio) for variant, s in shown.groupby("variant", sort=False)
+             for i, ratio in tables.steps(s["median_ms"].tolist(),
+                                          ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
+    plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3 · dotted: a step", marks),
+         "history")
+
+
+def worst_regressions(points: pd.DataFrame) -> None:
+    """The largest step changes for the worse in any cell's history, each linked to a comparison of its runs."""
+    worst = tables.regressions(points)
+    st.subheader("Worst regressions in this history")
+    if worst.empty:
+        st.success("No cell stepped to a slower level (more than 5 % and beyond its noise).")
+        return
+    rows = [f"| {r.experiment} | {r.variant} | {r.shape} | {r.ratio:.2f}× | [{r.before} → {r.after}]"
+            f"({link(run=[r.after, r.before], tab='Compare', a=r.before, b=r.after)}) |"
+            for r in worst.itertuples()]
+    header = "| experiment | variant | shape | slower by | runs (compare) |\n|---|---|---|---|---|\n"
+    st.markdown(header + "\n".join(rows))
 
 
 @guarded
-def comparison(results: data.Results, pair: tuple[str, str] | None, timer: str | None, choices: dict) -> None:
-    st.header("Compare two runs")
-    if pair is None:
-        st.info(f"Comparing needs two runs; {results.uri} has {len(results.runs)}.")
+def compare(snap: data.Snapshot, sel: Selection) -> None:
+    runs = list(snap.runs.index)
+    if len(runs) < 2:
+        st.info(f"Comparing needs two runs; {snap.uri} has {len(runs)}.")
         return
-    a, b = (results.runs[r] for r in pair)
-    shared = data.shared_timer(a, b, timer)
-    table = data.compare(a, b, shared) if shared else pd.DataFrame()
-    table = data.filtered(table, choices) if not table.empty else table  # no shared cell: nothing to filter
+    b_first = sel.runs[0] if sel.runs else runs[0]
+    a_first = tables.comparable(snap.runs, b_first, sel.runs[1:]) or next(r for r in runs if r != b_first)
+    left, right = st.columns(2)
+    a = widgets.single(left, "selectbox", "Run A (before)", runs, "a", "is not a run in this store", chosen=a_first)
+    b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store", chosen=b_first)
+    if a not in snap.runs.index or b not in snap.runs.index:
+        return
+    cells_a, cells_b = (tables.filtered(snap.cells((r,)), sel.filters) for r in (a, b))
+    timer = tables.shared_timer(cells_a, cells_b, sel.timer)
+    table = tables.compare(cells_a, cells_b, timer) if timer else pd.DataFrame()
     if table.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
-        return
-    flagged = int(table["beyond_noise"].sum())
-    st.caption(f"A = {data.run_label(a)} · B = {data.run_label(b)} · timer {shared} · {flagged} of {len(table)} "
-               "cells differ by more than both runs' interquartile range")
-    st.plotly_chart(charts.ratio_bars(table), key="compare")
-    st.dataframe(table, hide_index=True)
+    else:
+        compare_results(table, timer)
+    environments({a: snap.manifests[a], b: snap.manifests[b]}, "A and B")
+
+
+def compare_results(table: pd.DataFrame, timer: str) -> None:
+    """Counts and the overall ratio, geomeans per experiment and variant, bars per cell, then every cell."""
+    counts = table["verdict"].value_counts()
+    columns = st.columns(4)
+    columns[0].metric("Geomean B / A", f"{tables.geomean(table['ratio']):.3f}×",
+                      help="below 1: B is faster overall")
+    columns[1].metric("Faster beyond noise", int(counts.get("faster", 0)))
+    columns[2].metric("Slower beyond noise", int(counts.get("slower", 0)))
+    columns[3].metric("Within noise", int(counts.get("within noise", 0)))
+    chart, summary = st.columns([3, 2])
+    with summary:
+        st.caption("Per experiment and variant: geometric mean of B / A and cells beyond noise")
+        st.dataframe(tables.compare_summary(table), hide_index=True,
+                     column_config={"geomean B/A": st.column_config.NumberColumn(format="%.3f×")})
+    with chart:
+        names = list(dict.fromkeys(table["experiment"]))
+        experiment = widgets.single(st, "selectbox", "Experiment", names, "cexp", "is not in both runs")
+        cells = table[table["experiment"] == experiment]
+        cells = cells.assign(shape=tables.shape_labels(cells, tables.swept(cells) or None))
+        plot(charts.ratio_bars(cells, f"{experiment}: latency B / A per cell",
+                               f"{tables.fixed_shape(cells)} · {timer} timer · green faster, red slower (beyond both "
+                               "runs' IQR), grey within noise"),
+             "compare")
+    st.caption("Every shared cell (click a header to sort)")
+    st.dataframe(table.drop(columns=tables.SHAPE), hide_index=True, column_config={
+        "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
+        "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
+        "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g")})
+
+
+def environments(manifests: dict, which: str) -> None:
+    """Runs' environments side by side, the facts that differ highlighted and named."""
+    table = tables.environments(manifests)
+    differs = table.index[table["differs"]]
+    st.subheader(f"Environments of {which}")
+    if len(differs):
+        changes = "; ".join(f"**{fact}**: " + " → ".join(dict.fromkeys(table.loc[fact].drop("differs")))
+                            for fact in differs)
+        st.warning(f"{len(differs)} environment fact(s) differ: {changes}")
+    shown = table.drop(columns="differs")
+    st.dataframe(shown.style.apply(lambda row: ["background-color: #fde2e1" if table.loc[row.name, "differs"]
+                                                else "" for _ in row], axis=1))
 
 
 @guarded
-def metadata(runs: list[Run]) -> None:
-    st.header("Runs")
-    if not runs:
-        st.info("No run selected.")
-    for run in runs:
-        st.subheader(data.run_label(run))
-        facts = data.run_facts(run)
-        st.table(pd.DataFrame({"fact": list(facts), "value": list(facts.values())}).set_index("fact"))
-        if run.manifest:
-            with st.expander("spec"):
-                st.json(run.manifest.spec, expanded=False)
+def cells(snap: data.Snapshot, sel: Selection) -> None:
+    failed, skipped = tables.failures(sel.cells)
+    st.subheader("Failures by reason")
+    if failed.empty:
+        st.success("No selected cell failed, ran out of memory, crashed, timed out or disagreed with the reference.")
+    else:
+        st.dataframe(failed, hide_index=True, column_config={"reason": st.column_config.TextColumn(width="large")})
+    st.subheader("Expected skips by reason")
+    if skipped.empty:
+        st.caption("No skipped cell.")
+    else:
+        st.dataframe(skipped, hide_index=True, column_config={"reason": st.column_config.TextColumn(width="large")})
+    every = displayable(sel.cells)
+    st.subheader("Every cell")
+    st.caption(f"{len(every)} cells · every field of the record · click a header to sort")
+    st.dataframe(every, hide_index=True)
+    st.download_button("Download CSV", every.to_csv(index=False), file_name="attnbench-cells.csv", mime="text/csv")
+
+
+def displayable(cells: pd.DataFrame) -> pd.DataFrame:
+    """Dict-valued columns (grad_rel_err, fields from newer records) as text, so the table can show them."""
+    nested = [c for c in cells.columns
+              if cells[c].dtype == "object" and cells[c].map(lambda v: isinstance(v, (dict, list))).any()]
+    return cells.assign(**{c: cells[c].map(lambda v: str(v) if isinstance(v, (dict, list)) else v) for c in nested})
+
+
+@guarded
+def runs(snap: data.Snapshot, sel: Selection) -> None:
+    st.subheader("Runs in the store")
+    st.dataframe(snap.runs, column_config={"started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
+    if not sel.runs:
+        return
+    environments({r: snap.manifests[r] for r in sel.runs}, "the selected runs")
+    st.subheader("Variants, as the runs' manifests describe them")
+    st.dataframe(tables.variants(snap.manifests, sel.runs), hide_index=True)
+    for run in sel.runs[:charts.MAX_RUNS]:
+        manifest = snap.manifests[run]
+        if manifest:
+            with st.expander(f"spec of {run}"):
+                st.json(manifest.spec, expanded=False)

@@ -62,6 +62,24 @@ def charts(app) -> int:
     return len(app.get("plotly_chart"))
 
 
+def figures(app) -> list[dict]:
+    """The plotly figures an AppTest run drew, as the JSON the browser receives, typed arrays as lists."""
+    import json
+
+    return [json.loads(chart.proto.spec, object_hook=_array) for chart in app.get("plotly_chart")]
+
+
+def _array(value: dict):
+    """plotly sends numeric arrays as {'dtype', 'bdata': base64} (plotly.js typed arrays)."""
+    if set(value) - {"shape"} != {"dtype", "bdata"}:
+        return value
+    import base64
+
+    import numpy as np
+
+    return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+
+
 def command(*args) -> list[str]:
     """`python -m runner ARGS`, run from the repository root without installing."""
     return [sys.executable, "-m", "runner", *map(str, args)]

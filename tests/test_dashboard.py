@@ -1,113 +1,163 @@
-"""The dashboard (dashboard/) under streamlit's AppTest, and its data functions on real and made-up runs."""
+"""The dashboard (dashboard/) under streamlit's AppTest, on the shipped runs and on stores copied from them.
+
+The tests named after issue 14's findings (links, run identity, charts, compare, scale) each failed on the
+dashboard as it stood before the issue; the figures are read as the JSON the browser receives.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from conftest import BUCKET, free_port
 from helpers import DASHBOARD_APP as APP
-from helpers import charts, open_app
+from helpers import REPO, charts, figures, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
-from runner.record import Fp8Info, Timing
-from runner.results import CELLS, MANIFEST
-from runner.store import read_run
+from runner.results import CELLS
+from runner.store import LocalStore
+from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, broken, copy_files, copy_run,
+                    generate, shipped, telemetry, tuned, write_run)
 
-CPU_RUN = next((data.SHIPPED_RESULTS / "cpu").iterdir())
-VIEWS = ["Latency", "Throughput", "Memory", "MHA / GQA / MQA", "TransformerEngine vs cuDNN vs XLA (causal)",
-         "FP8 truth table", "Cells", "Skipped, failed and incorrect cells", "Compare two runs", "Runs"]
-
-
-def cell_lines(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / CELLS).read_text().splitlines()]
-
-
-
-
-def table(app: AppTest, column: str, without: str = "") -> pd.DataFrame:
-    """The first table on the page with `column` (and without `without`)."""
-    return next(d.value for d in app.dataframe if column in d.value and without not in d.value)
-
-
-def cell_table(app: AppTest) -> pd.DataFrame:
-    return table(app, "duration_s")
+LAB5 = H200_LAB5.rpartition("/")[2]
+LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
+LONG = H200_LONG.rpartition("/")[2]
+TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
+        "Runs"]
 
 
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    """Each test reads its store anew (the app caches by location, and tests reuse bucket names)."""
-    st.cache_data.clear()
+    """Each test reads its store anew (stores are cached per location, and bucket tests reuse one location)."""
+    st.cache_resource.clear()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    """A results folder holding a copy of the shipped CPU run, laid out <machine>/<run_id>."""
-    shutil.copytree(CPU_RUN, tmp_path / "cpu" / CPU_RUN.name)
+def cell_lines(folder: str) -> list[dict]:
+    return [json.loads(line) for line in (SHIPPED / folder / CELLS).read_text().splitlines()]
+
+
+def tables_with(app, column: str) -> list[pd.DataFrame]:
+    """The tables (st.dataframe or st.table) with `column`, in page order within each kind."""
+    return [t.value for t in [*app.dataframe, *app.table] if column in t.value]
+
+
+def table(app, column: str) -> pd.DataFrame:
+    return tables_with(app, column)[0]
+
+
+def titled(app, words: str) -> dict:
+    """The figure whose title holds `words`."""
+    return next(f for f in figures(app) if words in f["layout"].get("title", {}).get("text", ""))
+
+
+def texts(elements) -> str:
+    return " ".join(e.value for e in elements)
+
+
+def lab5_trio(tmp_path: Path) -> Path:
+    """The two shipped H200 lab5 runs and a third copied from the newer one, as three nightly runs."""
+    for source in (H200_LAB5, H200_LAB5_NO_TE):
+        shutil.copytree(SHIPPED / source, tmp_path / source)
+    copy_files(H200_LAB5, tmp_path / "h200" / "lab5-20261203-110556", "lab5-20261203-110556",
+               "2026-12-03T11:05:56+00:00", 1.02)
     return tmp_path
 
 
-def test_shipped_results_render_every_view(monkeypatch):
+def select(app, *runs: str):
+    """Pick runs through the widget (as a person would), whatever the link said."""
+    return app.multiselect(key="run").set_value(list(runs)).run()
+
+
+# --- every tab, as shipped ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tab", TABS)
+def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
+    app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE], tab=tab)
+    assert not app.exception and not app.error
+    assert [t.label for t in app.tabs] == TABS
+    assert charts(app) + len(app.dataframe) >= 1
+    assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
+
+
+def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch, tmp_path):
+    folder = copy_files(H200_LONG, tmp_path / "h200" / "just-started", "just-started", "2026-12-09T00:00:00+00:00")
+    (folder / CELLS).unlink()
+    for tab in TABS:
+        app = open_app(monkeypatch, tmp_path, tab=tab)
+        assert not app.exception and not app.error, tab
+    assert app.markdown[0].value.startswith("**1 of 1 runs** · NVIDIA H200 · cells: **0 ok**")
+
+
+def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
-    assert not app.exception and not app.error
-    assert [h.value for h in app.header] == VIEWS
-    assert charts(app) >= 5
+    newest = max(data.snapshot(str(SHIPPED), data.RunCache()).runs["started"])
+    assert app.multiselect(key="run").value == [LAB5] and str(newest).startswith("2026-12-02 11:05:56")
+    assert app.markdown[0].value.startswith("**1 of 5 runs** · NVIDIA H200 · cells: **73 ok**, 1 skipped")
 
 
-def test_cpu_run_shows_its_sweeps_and_says_what_is_absent(monkeypatch, store):
-    app = open_app(monkeypatch, store)
-    assert not app.exception and not app.error
-    assert charts(app) == 9  # against T (seq-len and te-causal): latency, TFLOP/s, memory; against B; GQA x2
-    infos = " ".join(i.value for i in app.info)
-    assert "no % of peak" in infos and "two or more backends" in infos
-    assert "Comparing needs two runs" in infos
-    fp8 = next(d.value for d in app.dataframe if "verdict" in d.value)  # FP8 variants are listed even when skipped
-    assert set(fp8["variant"]) == {"cudnn_fp8", "te_fp8"}
-    assert fp8["verdict"].str.startswith("skipped: ").all()
+def test_a_cpu_run_says_what_it_cannot_show(monkeypatch):
+    cpu = CPU_LAB5.rpartition("/")[2]
+    assert "two or more backends" in texts(open_app(monkeypatch, run=cpu, tab="Backends").info)
+    fp8 = table(open_app(monkeypatch, run=cpu, tab="FP8"), "verdict")  # FP8 variants are listed even when skipped
+    assert set(fp8["variant"]) == {"cudnn_fp8", "te_fp8"} and fp8["verdict"].str.startswith("skipped: ").all()
+    app = open_app(monkeypatch, run=cpu, tab="Throughput")
+    assert "no % of peak" in texts(app.info) and charts(app) == 4  # TFLOP/s of seq-len, batch, gqa, te-causal
 
 
-def test_cell_table_has_every_cell_and_problem_table_every_skip(monkeypatch, store):
-    app = open_app(monkeypatch, store)
-    lines = cell_lines(CPU_RUN)
-    cells, problems = cell_table(app), table(app, "reason", without="duration_s")
-    assert len(cells) == len(lines)
-    assert {"key", "run_id", "median_s", "wall_median_s", "temp_bytes", "reason", "rel_err"} <= set(cells.columns)
-    skipped = [line for line in lines if line["status"] != "ok"]
-    assert len(problems) == len(skipped) and problems["reason"].str.len().min() > 0
+def test_every_cell_is_in_the_cells_tab_and_failures_are_grouped_by_reason(monkeypatch):
+    app = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], tab="Cells")
+    every = table(app, "duration_s")
+    lines = cell_lines(H200_LAB5) + cell_lines(H200_LAB5_NO_TE)
+    assert len(every) == len(lines)
+    assert {"key", "run_id", "wall_median_s", "device_median_s", "temp_bytes", "reason", "rel_err"} <= set(every)
+    failed, skipped = tables_with(app, "reason")[:2]
+    # cuDNN 9.14's cudnn_fp8: two cells, 'out relative error 12.4' and '2.85', one reason
+    assert failed[["variant", "status", "cells"]].values.tolist() == [["cudnn_fp8", "incorrect", 2]]
+    te = skipped[skipped["variant"] == "te"].iloc[0]
+    assert "not installed" in te["reason"] and te["cells"] == 7
+    assert skipped["cells"].sum() == sum(line["status"] == "skipped" for line in lines)
 
 
-def test_filters_change_what_is_shown(monkeypatch, store):
-    app = open_app(monkeypatch, store)
+def test_filters_narrow_what_is_drawn(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5)
     before = charts(app)
     app.multiselect(key="experiment").set_value(["seq-len"]).run()
-    seq_len_cells = [line for line in cell_lines(CPU_RUN) if line["experiment"] == "seq-len"]
-    assert len(cell_table(app)) == len(seq_len_cells)
-    assert charts(app) == 3 < before  # latency, TFLOP/s and memory against T
+    assert charts(app) == 1 < before
     app.multiselect(key="variant").set_value(["xla"]).run()
-    assert set(cell_table(app)["variant"]) == {"xla"}
+    assert {t["name"] for t in figures(app)[0]["data"] if t.get("showlegend")} == {"xla"}
 
 
-def test_selection_is_read_from_the_query_parameters(monkeypatch, store):
-    app = open_app(monkeypatch, store, experiment=["gqa", "batch"], causal="False", timer="wall")
+def test_the_view_is_read_from_the_query_parameters(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5, experiment=["gqa", "batch"], causal="False", timer="wall", tab="Cells")
     assert app.multiselect(key="experiment").value == ["gqa", "batch"]
-    assert app.multiselect(key="causal").value == [False]
-    assert app.radio(key="timer").value == "wall"
-    assert set(cell_table(app)["experiment"]) == {"gqa", "batch"}
+    assert app.multiselect(key="causal").value == [False] and app.radio(key="timer").value == "wall"
+    assert set(table(app, "duration_s")["experiment"]) == {"gqa", "batch"}
 
 
-def test_empty_store_says_so(monkeypatch, tmp_path):
+def test_summary_tables_come_as_markdown_to_copy_when_asked(monkeypatch):
+    plain = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], experiment="seq-len")
+    assert not plain.code and [m.value for m in plain.markdown if m.value.startswith("| T |")][0].startswith(
+        "| T | naive | xla | cudnn |\n|---|---|---|---|\n| 64 | ")
+    asked = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], experiment="seq-len", md="true")
+    copied = asked.code[0].value
+    assert copied.startswith(f"{LAB5}\n\n| T | naive | xla | cudnn |") and f"\n\n{LAB5_NO_TE}\n\n| T |" in copied
+
+
+def test_an_empty_store_says_so(monkeypatch, tmp_path):
     app = open_app(monkeypatch, tmp_path)
-    assert not app.exception
-    assert "No runs under" in app.info[0].value
+    assert not app.exception and "No runs under" in app.info[0].value
 
 
-def test_unreachable_bucket_says_why(monkeypatch, tmp_path):
+def test_an_unreachable_bucket_says_why(monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")  # nothing listens there
     monkeypatch.setattr(data, "STORE_TIMEOUT_S", 1.0)
     app = open_app(monkeypatch, f"gs://{BUCKET}/results")
@@ -117,113 +167,369 @@ def test_unreachable_bucket_says_why(monkeypatch, tmp_path):
 
 def test_a_bad_location_says_why(monkeypatch):
     app = open_app(monkeypatch, "gs://No_Such-Bucket!")
-    assert not app.exception
-    assert "not a bucket URI" in app.error[0].value and not app.info
+    assert not app.exception and "not a bucket URI" in app.error[0].value and not app.info
 
 
 def test_runs_in_a_bucket(monkeypatch, emulator):
-    for path in CPU_RUN.iterdir():
-        emulator.bucket().blob(f"results/cpu/{CPU_RUN.name}/{path.name}").upload_from_filename(path)
-    app = open_app(monkeypatch, f"gs://{BUCKET}/results")
+    for path in (SHIPPED / H200_LONG).iterdir():
+        emulator.bucket().blob(f"results/h200/{LONG}/{path.name}").upload_from_filename(path)
+    app = open_app(monkeypatch, f"gs://{BUCKET}/results", tab="Cells")
     assert not app.exception and not app.error
-    assert charts(app) == 9
-    assert len(cell_table(app)) == len(cell_lines(CPU_RUN))
+    assert len(table(app, "duration_s")) == len(cell_lines(H200_LONG))
 
 
-def test_corrupted_files_are_reported_and_the_rest_renders(monkeypatch, store):
-    run_dir = store / "cpu" / CPU_RUN.name
+def test_bad_lines_and_a_missing_manifest_are_reported_at_the_top_and_the_rest_renders(monkeypatch, tmp_path):
+    run_dir = shutil.copytree(SHIPPED / H200_LONG, tmp_path / H200_LONG)
     with open(run_dir / CELLS, "a") as f:
         f.write('{"schema_version": 1, "key": "trunc\n')
-        f.write(json.dumps({**cell_lines(CPU_RUN)[0], "schema_version": 99}) + "\n")
-    broken = store / "cpu" / "broken-run"
-    broken.mkdir()
-    (broken / MANIFEST).write_text("{ not json")
-    app = open_app(monkeypatch, store)
+        f.write(json.dumps({**cell_lines(H200_LONG)[0], "schema_version": "x"}) + "\n")
+    (tmp_path / "h200" / "no-manifest").mkdir()
+    shutil.copy(run_dir / CELLS, tmp_path / "h200" / "no-manifest" / CELLS)
+    app = open_app(monkeypatch, tmp_path, run=LONG, tab="Cells")
     assert not app.exception and not app.error
     warning = app.warning[0].value
-    assert "problem(s) reading results" in warning and "not valid JSON" in warning and "schema_version 99" in warning
-    assert "broken-run/manifest.json" in warning
-    assert len(cell_table(app)) == len(cell_lines(CPU_RUN))  # every good line still loads
-    assert charts(app) == 9
+    assert "problem(s) reading results" in warning and "not valid JSON" in warning
+    assert "schema_version 'x' is not a version" in warning and "no-manifest/manifest.json: missing" in warning
+    assert len(table(app, "duration_s")) == len(cell_lines(H200_LONG))  # every good line still loads
+    assert "no-manifest" in app.multiselect(key="run").options
 
 
-def fake_gpu_run(out: Path, run_id: str, scale: float = 1.0) -> Path:
-    """A run shaped like a GPU run's: a causal te/cudnn/xla sweep over T and FP8 cells beside their bf16 twins."""
-    template = read_run(CPU_RUN)
-    started = f"2026-12-0{2 + int(scale)}T10:00:00+00:00"
-    machine = template.manifest.machine.model_copy(update={"gpu": {"name": "NVIDIA H200"}, "matmul_peak_tflops": 700.0})
-    manifest = template.manifest.model_copy(update={"run_id": run_id, "machine": machine, "started_at": started})
-    base = next(c for c in template.cells if c.status == "ok")
-    cells = [
-        *[("te-causal", v, b, t, None, t * k * 1e-6)
-          for v, b, k in (("te", "transformer_engine", 1), ("cudnn", "cudnn", 2), ("xla", "xla", 4))
-          for t in (128, 256, 512)],
-        ("fp8", "te", "transformer_engine", 2048, None, 2e-3),
-        ("fp8", "te_fp8", "transformer_engine", 2048, "te", 1e-3),
-        ("fp8", "cudnn", "cudnn", 2048, None, 2e-3), ("fp8", "cudnn_fp8", "cudnn", 2048, "cudnn", 1.6e-3),
-    ]
-    records = []
-    for experiment, variant, backend, seq_len, fp8_baseline, seconds in cells:
-        seconds *= scale
-        params = base.params.model_copy(update={"seq_len": seq_len, "kv_seq_len": seq_len, "causal": True})
-        timing = Timing(timer="device", median_s=seconds, q1_s=seconds * 0.99, q3_s=seconds * 1.01, min_s=seconds,
-                        samples=50, noise=0.02, converged=True)
-        real = fp8_baseline == "cudnn"
-        fp8 = fp8_baseline and Fp8Info(in_hlo=real, in_kernels=real, rel_err_vs_bf16=0.01, verdict="FP8 attention"
-                                       if real else f"not FP8: output differs from {fp8_baseline} by 0.01")
-        records.append(base.model_copy(update={
-            "key": f"{experiment}-{variant}-{seq_len}", "run_id": run_id, "experiment": experiment, "variant": variant,
-            "params": params, "backend": backend, "timings": [timing], "timer": "device", "median_s": seconds,
-            "fp8": fp8 or None, "started_at": started,
-        }))
-    run_dir = out / run_id
-    run_dir.mkdir(parents=True)
-    (run_dir / MANIFEST).write_text(manifest.model_dump_json(by_alias=True))
-    (run_dir / CELLS).write_text("".join(r.model_dump_json(by_alias=True) + "\n" for r in records))
-    return run_dir
+# --- issue 14: links ---------------------------------------------------------------------------------------------
+
+def test_a_readme_link_opens_that_run_not_the_newest(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5_NO_TE, experiment="seq-len")  # README: ?run=...104743&experiment=seq-len
+    assert app.multiselect(key="run").value == [LAB5_NO_TE]
+    assert app.multiselect(key="experiment").value == ["seq-len"]
+    assert {f["layout"]["title"]["text"] for f in figures(app)} == {"<b>seq-len: latency vs T</b>"}
+    assert {n for f in figures(app) for n in (t.get("name") for t in f["data"]) if n and "·" in n} == {
+        f"{v} · {LAB5_NO_TE}" for v in ("naive", "xla", "cudnn")}
 
 
-def test_gpu_shaped_run_draws_backends_peak_and_fp8_truth_table(monkeypatch, tmp_path):
-    fake_gpu_run(tmp_path / "h200", "h200-run")
+def test_an_experiment_the_runs_lack_stays_in_the_link_and_is_flagged(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5, experiment="fwd")  # fwd is hopper-long's
+    assert app.multiselect(key="experiment").value == ["fwd"]
+    assert "Experiment: fwd is in none of the selected runs" in texts(app.sidebar.warning)
+
+
+def test_the_link_names_the_run_it_shows(monkeypatch):
+    """A link copied from the default view keeps showing that run after a newer one arrives."""
+    app = open_app(monkeypatch)
+    assert app.session_state["run"] == [LAB5] and app.multiselect(key="run").value == [LAB5]
+
+
+# --- issue 14: run identity --------------------------------------------------------------------------------------
+
+def test_runs_started_in_the_same_minute_are_told_apart(monkeypatch, tmp_path):
+    copy_files(H200_LONG, tmp_path / "h200" / "hopper-long-20261202-110136", "hopper-long-20261202-110136",
+               "2026-12-02T11:01:36+00:00")
+    copy_files(H200_LONG, tmp_path / "h200" / "hopper-long-20261202-110159", "hopper-long-20261202-110159",
+               "2026-12-02T11:01:59+00:00", 2.0)
+    app = open_app(monkeypatch, tmp_path, tab="Compare")
+    assert len(set(app.multiselect(key="run").options)) == 2  # the labels a person picks from
+    select(app, "hopper-long-20261202-110136")
+    assert app.multiselect(key="run").value == ["hopper-long-20261202-110136"]
+    a, b = app.selectbox(key="a"), app.selectbox(key="b")
+    assert len(set(a.options)) == len(a.options) == 2 and a.value != b.value
+
+
+def test_a_run_id_in_two_folders_is_kept_and_reported(monkeypatch, tmp_path):
+    for machine in ("h200", "h200-again"):
+        shutil.copytree(SHIPPED / H200_LONG, tmp_path / machine / LONG)
     app = open_app(monkeypatch, tmp_path)
+    assert f"run id {LONG} is in 2 folders" in texts(app.warning)
+    assert sorted(app.multiselect(key="run").options) == [f"h200-again/{LONG}", f"h200/{LONG}"]
+
+
+def test_run_choices_read_as_whole_run_ids(monkeypatch):
+    app = open_app(monkeypatch, tab="Compare")
+    for widget in (app.multiselect(key="run"), app.selectbox(key="a"), app.selectbox(key="b")):
+        assert sorted(widget.options) == sorted(d.name for d in SHIPPED.glob("*/*"))  # the labels shown
+
+
+# --- issue 14: wrong charts ---------------------------------------------------------------------------------------
+
+def test_bars_of_several_runs_stand_side_by_side_not_stacked(monkeypatch, tmp_path):
+    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Backends"), LAB5, "lab5-20261203-110556", LAB5_NO_TE)
+    fp8 = next(f for f in figures(app) if "cudnn_fp8" in json.dumps(f["data"]) and f["data"][0]["type"] == "bar")
+    assert fp8["layout"].get("barmode") == "group"
+    bars = [t for t in fp8["data"] if t["type"] == "bar" and t.get("x") != [None]]
+    assert all(len(set(t["x"])) == len(t["x"]) for t in bars)  # one bar per category and trace: nothing sums
+    no_te = next(t for t in bars if t["name"] == f"cudnn_fp8 · {LAB5_NO_TE}")
+    recorded = {c["params"]["causal"]: c["timings"][1]["median_s"] * 1e3 for c in cell_lines(H200_LAB5_NO_TE)
+                if c["experiment"] == "fp8" and c["variant"] == "cudnn_fp8"}
+    assert no_te["y"] == pytest.approx([recorded[True]])
+
+
+def test_lines_of_several_runs_do_not_zigzag(monkeypatch, tmp_path):
+    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Backends"), LAB5, "lab5-20261203-110556", LAB5_NO_TE)
+    lines = [t for f in figures(app) for t in f["data"] if t.get("mode") == "lines+markers" and t.get("x") != [None]]
+    assert lines and all(list(t["x"]) == sorted(set(t["x"])) for t in lines)
+
+
+# --- issue 14: readability ---------------------------------------------------------------------------------------
+
+def test_log_axes_tick_at_1_2_5(monkeypatch):
+    app = select(open_app(monkeypatch), CPU_LAB5.rpartition("/")[2])
+    app.radio(key="timer").set_value("wall").run()
+    app.multiselect(key="experiment").set_value(["seq-len"]).run()
+    axis = figures(app)[0]["layout"]["yaxis"]
+    assert axis["type"] == "log"
+    mantissas = {round(v / 10 ** math.floor(math.log10(v) + 1e-9)) for v in axis.get("tickvals", [])}
+    assert mantissas == {1, 2, 5} and len(axis["tickvals"]) >= 4 and axis["ticktext"][0] != ""
+
+
+def test_a_variant_has_one_colour_in_every_chart(monkeypatch, tmp_path):
+    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Latency"), LAB5, LAB5_NO_TE)
+    seen = {}
+    for figure in figures(app):
+        for trace in figure["data"]:
+            variant = re.split(r"[ ·]", str(trace.get("name", "")))[0]
+            colour = trace.get("line", {}).get("color") or trace.get("marker", {}).get("color")
+            if trace.get("legend", "legend") == "legend" and variant and isinstance(colour, str):
+                seen.setdefault(variant, set()).add(colour)
+    assert {"naive", "xla", "cudnn", "te"} <= set(seen) and all(len(c) == 1 for c in seen.values())
+    assert len({next(iter(c)) for c in seen.values()}) == len(seen)
+
+
+def test_legends_list_variants_and_runs_not_their_product(monkeypatch, tmp_path):
+    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Latency"), LAB5, "lab5-20261203-110556", LAB5_NO_TE)
+    for figure in figures(app):
+        entries = [t["name"] for t in figure["data"] if t.get("showlegend", True)]
+        variants = {re.split(r"[ ·]", t["name"])[0] for t in figure["data"]} & {"naive", "xla", "auto", "cudnn", "te"}
+        assert len(entries) <= len(variants) + 3 and figure["layout"]["legend"].get("orientation") == "h"
+    entries = [t["name"] for t in titled(app, "seq-len")["data"] if t.get("showlegend", True)]
+    assert sorted(entries) == sorted(["naive", "xla", "cudnn", LAB5, "lab5-20261203-110556", LAB5_NO_TE])
+
+
+def test_chart_titles_name_the_experiment_the_fixed_shape_and_the_timer(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5, timer="wall")
+    for figure in figures(app):
+        title = figure["layout"].get("title", {})
+        assert "latency" in title.get("text", "") and "wall timer" in title.get("subtitle", {}).get("text", "")
+    subtitle = titled(app, "batch: latency vs B")["layout"]["title"]["subtitle"]["text"]
+    assert subtitle.startswith("T256 N8 H64 bfloat16 fwd")
+
+
+def test_fp8_above_the_bf16_peak_is_marked_and_explained(monkeypatch):
+    app = select(open_app(monkeypatch, tab="Throughput"), LONG)
+    app.multiselect(key="experiment").set_value(["fwd"]).run()
+    peak = next(f for f in figures(app) if "% of measured bf16 matmul peak" in json.dumps(f["layout"]["yaxis"]))
+    fp8 = next(t for t in peak["data"] if str(t.get("name")).startswith("cudnn_fp8"))
+    assert max(fp8["y"]) > 100
+    notes = [a["text"] for a in peak["layout"].get("annotations", [])]
+    assert "bf16 matmul peak (measured)" in notes and any("FP8 tensor cores" in n for n in notes)
+    assert "above 100 % of the measured bf16 matmul peak is expected" in texts(app.caption)
+
+
+def test_the_fp8_verdict_comes_before_the_kernels(monkeypatch):
+    fp8 = table(open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], tab="FP8"), "verdict")
+    columns = list(fp8.columns)
+    assert columns.index("verdict") <= 4 and columns[-1] == "kernels"
+    verdicts = fp8.set_index(["run", "variant", "shape"])["verdict"]
+    assert verdicts[LAB5, "te_fp8", "B4 T2048 N8 H64 bfloat16 fwd"].startswith("not FP8")
+    assert verdicts[LAB5, "cudnn_fp8", "B4 T2048 N8 H64 bfloat16 fwd"].startswith("incorrect")
+
+
+# --- issue 14: compare ---------------------------------------------------------------------------------------------
+
+def test_compare_draws_horizontal_bars_in_spec_order_coloured_by_direction(monkeypatch, tmp_path):
+    copy_files(H200_LONG, tmp_path / "h200" / "a-run", "a-run", "2026-12-01T00:00:00+00:00")
+    copy_files(H200_LONG, tmp_path / "h200" / "b-run", "b-run", "2026-12-02T00:00:00+00:00", 0.5)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run", cexp="fwd")
+    chart = next(f for f in figures(app) if "B / A" in json.dumps(f["layout"]))
+    bars = chart["data"][0]
+    assert bars.get("orientation") == "h" and bars["base"] == 1
+    assert [label.split()[0] for label in bars["y"]] == ["cudnn", "cudnn_fp8", "te"] * 4  # spec order, T4k first
+    assert set(bars["marker"]["color"]) == {"#2ca02c"}  # B is twice as fast: every bar green
+    assert chart["layout"]["height"] >= 12 * 20
+
+
+def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
+    copy_files(H200_LONG, tmp_path / "h200" / "a-run", "a-run", "2026-12-01T00:00:00+00:00")
+    copy_files(H200_LONG, tmp_path / "h200" / "b-run", "b-run", "2026-12-02T00:00:00+00:00", 1.25)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run")
+    metrics = {m.label: m.value for m in app.metric}
+    measured = sum(c["status"] == "ok" for c in cell_lines(H200_LONG))
+    assert metrics.get("Geomean B / A") == "1.250×" and metrics.get("Slower beyond noise") == str(measured)
+    summary = table(app, "geomean B/A")
+    assert summary["geomean B/A"].to_numpy() == pytest.approx(1.25)
+
+
+def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypatch):
+    app = open_app(monkeypatch, tab="Compare", a=LAB5_NO_TE, b=LAB5)
+    assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
+    environment = next(d.value for d in app.dataframe if LAB5_NO_TE in d.value.columns)
+    assert "version cudnn" in list(environment.index[:4])
+
+
+# --- issue 14: scale -------------------------------------------------------------------------------------------------
+
+def test_only_the_open_tab_is_built(monkeypatch):
+    latency = open_app(monkeypatch, run=[LAB5, LONG])
+    assert charts(latency) == 6  # seq-len, batch, gqa, te-causal; fwd, fwd-bwd: nothing from the other tabs
+    assert not latency.tabs[4].children  # Backends holds nothing until opened
+    backends = open_app(monkeypatch, run=[LAB5, LONG], tab="Backends")
+    assert {f["layout"]["title"]["text"].split(":")[0] for f in figures(backends)} == {
+        "<b>causal", "<b>te-causal", "<b>fp8", "<b>fwd", "<b>fwd-bwd"}
+
+
+def test_the_store_is_read_once_and_shared_not_copied(monkeypatch):
+    reads = []
+    original = LocalStore.get
+    monkeypatch.setattr(LocalStore, "get", lambda store, name: reads.append(name) or original(store, name))
+    first = open_app(monkeypatch)
+    read = len(reads)
+    first.radio(key="timer").set_value("wall").run()
+    open_app(monkeypatch, timer="wall")  # a second session
+    assert len(reads) == read  # nothing read again
+    assert data.load(str(SHIPPED)) is data.load(str(SHIPPED))  # every session and rerun holds the same snapshot
+
+
+def test_forty_runs_share_one_environment_table(monkeypatch, tmp_path):
+    runs = [f"hopper-long-{day:02d}" for day in range(1, 41)]
+    for day, run in enumerate(runs, 1):
+        copy_files(H200_LONG, tmp_path / run, run, f"2026-11-{day % 30 + 1:02d}T{day // 30:02d}:00:00+00:00")
+    app = select(open_app(monkeypatch, tmp_path, tab="Runs"), *runs)
     assert not app.exception and not app.error
-    assert "NVIDIA H200 · 2026-12-03 10:00" in app.multiselect(key="run").format_func("h200-run")
-    fp8 = table(app, "speedup_vs_bf16").set_index("variant")
-    assert fp8.loc["te_fp8", "baseline"] == "te" and fp8.loc["cudnn_fp8", "baseline"] == "cudnn"
-    assert fp8.loc["te_fp8", "speedup_vs_bf16"] == pytest.approx(2.0)
-    assert fp8.loc["cudnn_fp8", "fp8_in_program"] and not fp8.loc["te_fp8", "fp8_in_program"]
-    infos = " ".join(i.value for i in app.info)
-    assert "two or more backends" not in infos and "no % of peak" not in infos
+    environments = [d.value for d in app.dataframe if runs[0] in d.value.columns]
+    assert len(environments) == 1 and set(runs) <= set(environments[0].columns)
+    assert len(app.table) == 0 and len(app.get("plotly_chart")) == 0
+    latency = select(open_app(monkeypatch, tmp_path), *runs)
+    traces = {t["name"] for f in figures(latency) for t in f["data"] if " · " in str(t.get("name"))}
+    assert charts(latency) == 2 and len({name.split(" · ")[1] for name in traces}) == 6  # the 6 newest runs
 
 
-def test_compare_flags_only_differences_beyond_both_runs_noise():
-    a, b = read_run(CPU_RUN), read_run(CPU_RUN)
+# --- issue 12: power and clocks ----------------------------------------------------------------------------------
 
-    def retime(run, key: str, median: float, spread: float) -> None:
-        cell = next(c for c in run.cells if c.key == key)
-        cell.timings = [Timing(timer="wall", median_s=median, q1_s=median - spread, q3_s=median + spread,
-                               min_s=median - spread, samples=10, noise=2 * spread / median, converged=True)]
-
-    keys = [c.key for c in a.cells if c.status == "ok"][:3]
-    for key in keys:
-        retime(a, key, 1.0, 0.1)
-    retime(b, keys[0], 1.5, 0.1)  # beyond both IQRs (0.2 each)
-    retime(b, keys[1], 1.05, 0.1)  # within a's noise
-    retime(b, keys[2], 1.5, 1.0)  # beyond a's IQR but within b's
-    table = data.compare(a, b, "wall").set_index(pd.Index([c.key for c in a.cells if c.status == "ok"]))
-    assert table.loc[keys, "beyond_noise"].tolist() == [True, False, False]
-    assert table.loc[keys[0], "ratio_b_over_a"] == pytest.approx(1.5)
+@pytest.fixture
+def steady(tmp_path) -> Path:
+    """hopper-long as a steady-power run would record it, cudnn at 32k clock-unstable."""
+    manifest, cells = copy_run(shipped(H200_LONG), "hopper-long-steady", pd.Timestamp("2026-12-05T10:00Z"))
+    cells = [telemetry(c, unstable=c.variant == "cudnn" and c.params.seq_len == 32768) for c in cells]
+    write_run(tmp_path / "h200" / "hopper-long-steady", manifest, cells)
+    return tmp_path
 
 
-def test_compare_view_between_two_runs(monkeypatch, tmp_path):
-    fake_gpu_run(tmp_path / "h200", "before")
-    fake_gpu_run(tmp_path / "h200", "after", scale=2.0)
-    app = open_app(monkeypatch, tmp_path, a="before", b="after")
-    assert not app.exception and not app.error
-    caption = next(c.value for c in app.caption if c.value.startswith("A = "))
-    assert "timer device · 13 of 13 cells differ" in caption  # every cell took twice as long
-    ratios = table(app, "ratio_b_over_a")["ratio_b_over_a"]
-    assert ratios.to_numpy() == pytest.approx(2.0)
+def test_clock_and_power_are_drawn_beside_latency_and_unstable_cells_flagged(monkeypatch, steady):
+    app = open_app(monkeypatch, steady)
+    assert {f["layout"]["title"]["text"] for f in figures(app)} >= {
+        "<b>fwd: SM clock vs T</b>", "<b>fwd: power vs T</b>", "<b>fwd: latency vs T</b>"}
+    ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == "clock unstable (> 2 %)")
+    assert ringed["x"] == [32768]
+    limit = [s for s in titled(app, "fwd: power")["layout"]["shapes"] if s.get("y0") == 700.0]
+    assert limit
+    fwd = next(m.value for m in app.markdown if m.value.startswith("| T | cudnn | cudnn_fp8 | te |"))
+    row = next(line for line in fwd.splitlines() if line.startswith("| 32768 |"))
+    assert row.split(" | ")[1].endswith("⚠ ·1.00×")
+
+
+def test_the_rate_toggles_between_tflop_per_second_and_per_joule(monkeypatch, steady):
+    app = open_app(monkeypatch, steady, tab="Throughput")
+    assert titled(app, "fwd: TFLOP/s vs T")
+    app.segmented_control(key="rate").set_value("TFLOP/J").run()
+    per_joule = titled(app, "fwd: TFLOP per joule vs T")
+    cudnn = next(t for t in per_joule["data"] if t.get("name") == "cudnn · hopper-long-steady")
+    record = [c for c in shipped(H200_LONG).cells if c.variant == "cudnn" and c.params.pass_ == "fwd"]
+    energy = [telemetry(c).tflops_per_j for c in record]
+    assert cudnn["y"] == pytest.approx(energy)
+
+
+def test_runs_without_telemetry_say_they_have_no_energy(monkeypatch):
+    app = open_app(monkeypatch, run=LONG, tab="Throughput", rate="TFLOP/J")
+    assert "No cell of the selection records energy" in texts(app.info) and charts(app) == 0
+
+
+# --- issue 13: leaderboard, tuning, new statuses -------------------------------------------------------------------
+
+def test_the_leaderboard_tab_names_the_fastest_per_shape(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5_NO_TE, tab="Leaderboard", md="true")
+    board = table(app, "fastest").set_index("shape")
+    assert board.loc["B4 T128 N8 H64 bfloat16 fwd", "fastest"] == "cudnn"
+    assert board.loc["B4 T128 N8 H64 bfloat16 fwd", "auto"].endswith("(xla)")
+    assert board.loc["B4 T2048 N8 H64 bfloat16 fwd", "fastest"] == "cudnn_fp8"
+    assert "| shape | fastest |" in app.code[0].value
+
+
+def test_crashed_and_timed_out_cells_are_failures_apart_from_skips(monkeypatch, tmp_path):
+    manifest, cells = copy_run(shipped(H200_LONG), "hopper-long-x", pd.Timestamp("2026-12-05T10:00Z"))
+    cells = [broken(c, "crashed", "worker exited with SIGSEGV") if c.variant == "te" and c.params.pass_ == "fwd"
+             else broken(c, "timeout", "still running after 120 s") if c.variant == "te" else c for c in cells]
+    write_run(tmp_path / "h200" / "hopper-long-x", manifest, cells)
+    app = open_app(monkeypatch, tmp_path, tab="Cells")
+    failed, skipped = tables_with(app, "reason")[:2]
+    assert failed[["variant", "status", "cells"]].values.tolist() == [["te", "crashed", 4], ["te", "timeout", 4]]
+    assert skipped[["variant", "status", "cells"]].values.tolist() == [["cudnn_fp8", "skipped", 4]]
+    assert "cells: **12 ok**, 4 skipped (expected), **8 failed**" in app.markdown[0].value
+
+
+def test_tuning_and_bandwidth_reach_the_tables(monkeypatch, tmp_path):
+    manifest, cells = copy_run(shipped(H200_LONG), "hopper-long-t", pd.Timestamp("2026-12-05T10:00Z"))
+    machine = manifest.machine.model_copy(update={"memory_bandwidth_gbps": 4000.0})
+    write_run(tmp_path / "h200" / "hopper-long-t", manifest.model_copy(update={"machine": machine}),
+              [tuned(c) if c.variant == "cudnn" else c for c in cells])
+    app = open_app(monkeypatch, tmp_path, tab="Cells")
+    every = table(app, "duration_s")
+    assert every.loc[every["variant"] == "cudnn", "tuning_config"].str.contains('"block_kv": 128').all()
+    board = table(open_app(monkeypatch, tmp_path, tab="Leaderboard"), "fastest").set_index("shape")
+    fwd_bwd = board.loc["B1 T8192 N64 K8 H128 bfloat16 causal fwd_bwd"]  # cudnn wins, as measured
+    assert fwd_bwd["fastest"] == "cudnn" and fwd_bwd["config"] == '{"block_kv": 128, "block_q": 128}'
+    assert pd.isna(board.loc["B1 T8192 N64 K8 H128 bfloat16 causal fwd", "config"])  # cudnn_fp8 wins: untuned
+    app = open_app(monkeypatch, tmp_path, tab="Throughput")
+    share = titled(app, "fwd: % of memory bandwidth")
+    assert all(0 < y < 100 for t in share["data"] if t.get("x") != [None] for y in t["y"])
+
+
+# --- issue 14: history and the overview ------------------------------------------------------------------------------
+
+def test_history_finds_the_step_and_links_its_runs(monkeypatch, tmp_path):
+    generate(tmp_path, 20, 76, templates=(H200_LAB5,))  # cudnn 8 % slower from the 13th run (lab5-0012) on
+    app = open_app(monkeypatch, tmp_path, run="lab5-0015", tab="History", hexp="seq-len")
+    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200"
+    (mark,) = [a["text"] for a in figures(app)[0]["layout"]["annotations"]]
+    variant, step = mark.split()
+    assert variant == "cudnn" and 5 <= int(step.strip("+%")) <= 11  # 8 %, give or take the 2 % jitter
+    worst = texts(app.markdown)
+    assert "| seq-len | cudnn |" in worst
+    assert "[lab5-0011 → lab5-0012](?run=lab5-0012&run=lab5-0011&tab=Compare" in worst
+
+
+def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_path):
+    generate(tmp_path, 6, 76, templates=(H200_LAB5,))
+    by_sha = open_app(monkeypatch, tmp_path, tab="History", hx="git sha", hexp="seq-len")
+    axis = figures(by_sha)[0]["layout"]["xaxis"]
+    assert axis["type"] == "category" and axis["title"]["text"] == "git sha (in date order)"
+    shipped_runs = open_app(monkeypatch, tab="History", hx="git sha")  # the shipped runs record no sha
+    assert "record no git sha: drawn against their date" in texts(shipped_runs.caption)
+    assert figures(shipped_runs)[0]["layout"]["xaxis"]["title"]["text"] == "run date"
+
+
+def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, tmp_path):
+    generate(tmp_path, 20, 76, templates=(H200_LAB5,))
+    app = open_app(monkeypatch, tmp_path, run=["lab5-0012", "lab5-0000"])  # the first run after cudnn's step
+    assert app.markdown[1].value.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | 2026-10-04 00:00:00 |")
+    moves = app.markdown[2].value.splitlines()[2:]
+    assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
+    assert moves[1] == "- `lab5-0000` no earlier run to compare"
+
+
+# --- issue 9: light imports ------------------------------------------------------------------------------------------
+
+def test_the_dashboard_never_imports_jax_or_the_variant_registry():
+    """In a fresh interpreter (other tests import jax), every tab over the shipped runs."""
+    script = f"""
+import sys
+from streamlit.testing.v1 import AppTest
+for tab in {TABS!r}:
+    app = AppTest.from_file({str(APP)!r}, default_timeout=60)
+    app.query_params["run"] = {[LAB5, LONG]!r}
+    app.query_params["tab"] = tab
+    assert not app.run().exception
+heavy = ("jax", "flax", "transformer_engine", "runner.registry", "runner.variants")
+print(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(heavy)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_results_uri_from_argv_env_or_shipped(monkeypatch):

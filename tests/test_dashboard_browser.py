@@ -1,30 +1,50 @@
-"""The dashboard served by `streamlit run` and drawn by Debian's chromium, headless, through playwright."""
+"""The dashboard served by `streamlit run` and drawn by Debian's chromium, headless, through playwright: the
+README's links, every tab on the shipped runs (a screenshot of each in test-artifacts/), the telemetry view."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from playwright import sync_api
 
 from conftest import free_port
-from dashboard import data
 from helpers import DASHBOARD_APP as APP
 from helpers import REPO as ROOT
-from helpers import charts, open_app
+from stores import H200_LONG, copy_run, shipped, telemetry, write_run
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = ROOT / "test-artifacts" / "dashboard.png"
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                  "--disable-quic", "--disable-component-update", "--disable-sync"]
 PLOTS = ".js-plotly-plot"
+DRAWN = ("document.querySelector('[data-testid=stApp]').dataset.testScriptState === 'notRunning' "
+         "&& !document.querySelector('[data-testid=stSkeleton]') "
+         "&& [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))")
+TABLES = "[data-testid=stDataFrame], [data-testid=stTable]"
+TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
+        "Runs"]
+CHARTED = {"Latency", "Throughput", "Memory", "Heads", "Backends", "History", "Compare"}
+SHIPPED = ROOT / "examples" / "results"
+STEADY = "hopper-long-steady"
 
 if not CHROMIUM.exists():  # make test installs it: a missing browser is a broken set-up, not a reason to skip
     pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-tools.sh", pytrace=False)
+
+
+def readme_links() -> list[str]:
+    """The query strings of the links to a running dashboard in the README's Dashboard section."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Dashboard"):text.index("## Running on GKE")]
+    return re.findall(r"<http://localhost:8501/(\?[^>]+)>", section)
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -40,14 +60,13 @@ def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 60) -> N
     raise TimeoutError(f"streamlit did not answer on {url}")
 
 
-@pytest.fixture(scope="module")
-def server_url():
-    """`streamlit run dashboard/app.py` on a free loopback port, headless, no telemetry, on the shipped runs."""
+def serve(results: Path):
+    """`streamlit run dashboard/app.py` on a free loopback port, headless, no telemetry, on `results`."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
          "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--", "--results", str(data.SHIPPED_RESULTS)],
+         "--", "--results", str(results)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -60,27 +79,70 @@ def server_url():
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    """A page of Debian's chromium, headless, with a fresh profile folder."""
+def url(tmp_path_factory):
+    """One server for every test: the shipped runs, plus hopper-long as a steady-power run records telemetry
+    (cudnn at 32k clock-unstable); links name their runs, so the extra run changes no shipped view."""
+    out = shutil.copytree(SHIPPED, tmp_path_factory.mktemp("store") / "results")
+    manifest, cells = copy_run(shipped(H200_LONG), STEADY, pd.Timestamp("2026-12-05T10:00Z"))
+    write_run(out / "h200" / STEADY, manifest,
+              [telemetry(c, unstable=c.variant == "cudnn" and c.params.seq_len == 32768) for c in cells])
+    yield from serve(out)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Debian's chromium, headless, with a fresh profile folder."""
     with sync_api.sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             tmp_path_factory.mktemp("chromium-profile"), executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-            viewport={"width": 1600, "height": 1200},
+            viewport={"width": 1600, "height": 1000},
         )
-        yield context.new_page()
+        yield context
         context.close()
 
 
-def expected_charts(monkeypatch, **query) -> int:
-    """How many plotly charts the app draws on the shipped runs, by streamlit's own test harness."""
-    return charts(open_app(monkeypatch, data.SHIPPED_RESULTS, **query))
+@pytest.fixture
+def page(browser):
+    page = browser.new_page()
+    yield page
+    page.close()
 
 
-def load(page, url: str, charts: int) -> None:
+def settle(page) -> None:
+    """Wait until the open tab holds something (so a click's rerun has begun), the script has finished, every
+    element's code has loaded (streamlit shows skeletons until then) and plotly has drawn every chart."""
+    page.wait_for_function(f"document.querySelector('[role=tabpanel]:not([hidden])')?.querySelector('{PLOTS}, "
+                           f"{TABLES}, [data-testid=stAlert]')", timeout=60_000)
+    page.wait_for_function(DRAWN, timeout=60_000)
+
+
+def open_view(page, url: str) -> None:
     page.goto(url)
-    page.wait_for_selector("h1:has-text('attnbench results')", timeout=60_000)
-    page.wait_for_function(f"document.querySelectorAll('{PLOTS}').length >= {charts}", timeout=60_000)
-    page.wait_for_selector("[data-testid='stStatusWidget']", state="detached", timeout=60_000)
+    settle(page)
+
+
+def chips(page, key: str) -> list[str]:
+    """The chosen values a multiselect shows, as a person reads them."""
+    return page.locator(f".st-key-{key} [data-tag] > span[title]").all_inner_texts()
+
+
+def clipped_chips(page) -> list[str]:
+    """Run chips whose text does not fit (the issue's 'NVIDIA H200 · 2026-…')."""
+    return page.evaluate("[...document.querySelectorAll('.st-key-run [data-tag] > span[title]')]"
+                         ".filter(s => s.scrollWidth > s.clientWidth).map(s => s.textContent)")
+
+
+def chart_texts(page, kind: str) -> list[str]:
+    """Every chart's title ('gtitle') or subtitle ('gtitle-subtitle') as drawn (SVG text has no inner text)."""
+    return page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.{kind}')].map(t => t.textContent)")
+
+
+def open_tab(page) -> str:
+    return page.locator("[data-testid=stTab][aria-selected=true]").inner_text()
+
+
+def in_open_tab(page, selector: str) -> int:
+    return page.locator(f"[role=tabpanel]:not([hidden]) :is({selector})").count()
 
 
 def assert_no_error_text(page) -> None:
@@ -89,26 +151,67 @@ def assert_no_error_text(page) -> None:
     assert "Traceback" not in page.inner_text("body")
 
 
-def test_shipped_results_draw_in_chromium(page, server_url, monkeypatch):
-    drawn = expected_charts(monkeypatch)
-    load(page, server_url, drawn)
-    assert page.locator(PLOTS).count() == drawn
-    assert_no_error_text(page)
-    screenshot_whole_app(page)
-
-
-def screenshot_whole_app(page) -> None:
-    """Streamlit scrolls inside its main block, so grow the window to that block's height, then shoot."""
+def screenshot(page, name: str) -> None:
+    """The whole page: streamlit scrolls inside its main block, so the window grows to that block's height."""
     height = page.evaluate("document.querySelector(\"[data-testid='stMain']\").scrollHeight")
-    page.set_viewport_size({"width": 1600, "height": height})
-    page.wait_for_timeout(1_000)  # plotly re-lays out on resize
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=SCREENSHOT)
+    page.set_viewport_size({"width": 1600, "height": min(height, 8000)})
+    page.wait_for_timeout(400)  # plotly re-lays out on resize
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"dashboard-{name}.png")
+    page.set_viewport_size({"width": 1600, "height": 1000})
 
 
-def test_a_shared_link_opens_the_same_selection(page, server_url, monkeypatch):
-    drawn = expected_charts(monkeypatch, experiment="seq-len")
-    load(page, f"{server_url}/?experiment=seq-len", drawn)
-    assert page.locator(PLOTS).count() == drawn
-    assert "experiment=seq-len" in page.url
+def test_the_readme_has_links_to_open():
+    assert len(readme_links()) >= 5
+
+
+@pytest.mark.parametrize("link", readme_links())
+def test_a_readme_link_opens_exactly_its_view(page, url, link):
+    asked = urllib.parse.parse_qs(link[1:])
+    open_view(page, url + "/" + link)
     assert_no_error_text(page)
+    assert chips(page, "run") == asked["run"] and not clipped_chips(page)
+    assert chips(page, "experiment") == asked.get("experiment", [])
+    assert open_tab(page) == asked.get("tab", ["Latency"])[0]
+    assert in_open_tab(page, PLOTS if open_tab(page) in CHARTED else TABLES) >= 1
+    for key, values in asked.items():  # the URL still names every choice
+        assert all(f"{key}={urllib.parse.quote(v, safe='')}" in page.url for v in values)
+    if asked.get("tab") == ["Compare"]:  # the README says the environments' differences come first
+        warning = page.locator("[data-testid=stAlertContentWarning]").all_inner_texts()
+        assert any("version cudnn: 9.19.0 → 9.14.0" in w for w in warning)
+
+
+def test_every_tab_renders_with_data_and_is_photographed(page, url):
+    open_view(page, f"{url}/?run=lab5-20261202-110556&run=lab5-20261202-104743")
+    for tab in TABS:
+        page.locator("[data-testid=stTab]", has_text=re.compile(f"^{tab}$")).click()
+        settle(page)
+        assert open_tab(page) == tab and (tab == "Latency" or f"tab={tab}" in page.url)
+        assert_no_error_text(page)
+        assert in_open_tab(page, PLOTS if tab in CHARTED else TABLES) >= 1
+        assert page.locator("[data-testid=stAlertContentInfo]").count() == 0  # no "nothing to show here"
+        screenshot(page, tab.lower())
+
+
+def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, url):
+    open_view(page, f"{url}/?run=lab5-20261202-110556")
+    page.locator(".st-key-timer label", has_text="wall").click()
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')]"
+                           ".every(t => t.textContent.includes('wall timer'))", timeout=60_000)
+    assert "timer=wall" in page.url and "run=lab5-20261202-110556" in page.url
+    again = browser.new_page()
+    open_view(again, page.url)
+    assert again.get_by_role("radio", name="wall").is_checked()
+    subtitles = chart_texts(again, "gtitle-subtitle")
+    assert subtitles and all("wall timer" in s for s in subtitles)
+    again.close()
+
+
+def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, url):
+    open_view(page, f"{url}/?run={STEADY}")
+    assert {"fwd: latency vs T", "fwd: SM clock vs T", "fwd: power vs T"} <= set(chart_texts(page, "gtitle"))
+    assert "1 cell(s) whose SM clock moved more than 2 %" in page.inner_text("body")
+    screenshot(page, "telemetry")
+    open_view(page, f"{url}/?run={STEADY}&tab=Throughput&rate=TFLOP%2FJ")
+    assert "fwd: TFLOP per joule vs T" in chart_texts(page, "gtitle")
+    screenshot(page, "tflop-per-joule")

@@ -1,0 +1,362 @@
+"""What the views show, computed from cell frames with pandas alone (no Streamlit, no plotting): rates by a timer,
+nvbench-like summaries, the FP8 table, failures by reason, two-run comparisons, run history and the leaderboard."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from runner import leaderboard, shape
+from runner.record import Manifest
+
+SHAPE = list(shape.NAMES)
+SIZES = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim"]  # axes drawn on a log2 x axis
+TIMER_ORDER = ["device", "wall", "device_cold"]
+FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+# --- rates -------------------------------------------------------------------------------------------------------
+
+def timers(cells: pd.DataFrame) -> list[str]:
+    """Timers with a median column, in the order device, wall, device_cold, then others."""
+    found = [c.removesuffix("_median_s") for c in cells.columns if c.endswith("_median_s")]
+    return sorted(found, key=lambda t: (TIMER_ORDER.index(t) if t in TIMER_ORDER else len(TIMER_ORDER), t))
+
+
+def _column(cells: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(cells[name], errors="coerce") if name in cells else pd.Series(np.nan, index=cells.index)
+
+
+def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd.DataFrame:
+    """Latency (median, q1, q3 in ms), noise, TFLOP/s, GB/s and their % of the run's measured ceilings by `timer`
+    (NaN where a cell has no such timing); sizes in MiB."""
+    seconds = _column(cells, f"{timer}_median_s")
+    peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
+    bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
+    tflop_s = _column(cells, "flops") / seconds / 1e12
+    gb_s = _column(cells, "bytes_min") / seconds / 1e9
+    return cells.assign(
+        latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
+        q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),
+        tflop_s=tflop_s, pct_of_peak=100 * tflop_s / peak, gb_s=gb_s, pct_of_bandwidth=100 * gb_s / bandwidth,
+        tflop_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
+        kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
+        unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
+    )
+
+
+def filtered(cells: pd.DataFrame, choices: dict[str, list]) -> pd.DataFrame:
+    """Rows whose value in each column is among the chosen ones (compared as text, as the URL has them); no
+    choice keeps every row."""
+    for column, chosen in choices.items():
+        if chosen:
+            cells = cells[cells[column].astype(str).isin([str(c) for c in chosen])]
+    return cells
+
+
+def measured(cells: pd.DataFrame) -> pd.DataFrame:
+    """Cells that ran, agreed with the reference and have a latency: what the charts draw."""
+    return cells[(cells["status"] == "ok") & cells["latency_ms"].notna()]
+
+
+def swept(cells: pd.DataFrame) -> list[str]:
+    """The shape axes that take more than one value (a derived axis that only follows its source left out)."""
+    varying = [a for a in SHAPE if cells[a].nunique() > 1]
+    follows = {a.name: a.follows for a in shape.AXES if a.follows}
+    return [a for a in varying if not (follows.get(a) in varying and cells[a].equals(cells[follows[a]]))]
+
+
+def fixed_shape(cells: pd.DataFrame) -> str:
+    """The label of the axes that every cell shares: what a chart's title says is held fixed."""
+    first = cells.iloc[0][SHAPE].to_dict()
+    return shape.label(first, omit=tuple(a for a in SHAPE if cells[a].nunique() > 1))
+
+
+def shape_labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
+    """Each cell's shape as text: every axis ('B4 T128 ...'), or only `axes` ('T128 causal')."""
+    omit = tuple(a for a in SHAPE if axes is not None and a not in axes)
+    return pd.Series([shape.label(p, omit) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
+
+
+def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:
+    """The baseline variant's latency over each cell's, at the same run, experiment and shape."""
+    if baseline is None:
+        return pd.Series(np.nan, index=cells.index)
+    keys = ["run", "experiment", *SHAPE]
+    base = cells[cells["variant"] == baseline].drop_duplicates(keys).set_index(keys)["latency_ms"]
+    return cells.join(base.rename("baseline_ms"), on=keys)["baseline_ms"] / cells["latency_ms"]
+
+
+# --- summary tables (nvbench) ------------------------------------------------------------------------------------
+
+def _summary_text(row: pd.Series) -> str:
+    text = f"{row['latency_ms']:.3g} ±{row['noise']:.1%}"
+    if row["unstable"]:
+        text += " ⚠"
+    return text + (f" ·{row['speedup']:.2f}×" if pd.notna(row["speedup"]) else "")
+
+
+def summary(cells: pd.DataFrame) -> pd.DataFrame:
+    """One experiment's nvbench-style table (of one run): a row per swept value, a column per variant, each entry
+    'median ±noise ·speed-up over the baseline' (column `speedup`)."""
+    index = swept(cells) or ["shape"]
+    table = cells.assign(shape=fixed_shape(cells)).sort_values("order")
+    table = table.assign(entry=table.apply(_summary_text, axis=1))
+    variants = list(dict.fromkeys(table["variant"]))
+    pivot = table.pivot_table(index=index, columns="variant", values="entry", aggfunc="first", sort=False)
+    pivot = pivot[variants].rename_axis(columns=None)
+    return pivot.reset_index().rename(columns={a: shape.column(a) for a in SHAPE})
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A table as GitHub markdown, for pasting into a note or an issue."""
+    text = table.astype(object).where(table.notna(), "—").astype(str)
+    lines = ["| " + " | ".join(map(str, text.columns)) + " |", "|" + "---|" * len(text.columns)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in text.itertuples(index=False)])
+
+
+# --- FP8 ---------------------------------------------------------------------------------------------------------
+
+def fp8_variants(manifests: dict[str, Manifest | None]) -> dict[str, str]:
+    """FP8 variant -> its bf16 baseline, as the runs' manifests name them."""
+    return {name: info.fp8_baseline for m in manifests.values() if m
+            for name, info in m.variants.items() if info.fp8_baseline}
+
+
+def fp8_table(cells: pd.DataFrame, baselines: dict[str, str]) -> pd.DataFrame:
+    """Per FP8 cell, the verdict first, then speed-up and error against its bf16 baseline at the same shape,
+    whether f8 reached the program and a kernel, and the kernels last (long)."""
+    promised = cells["variant"].isin(list(baselines))
+    if "fp8_verdict" in cells:
+        promised |= cells["fp8_verdict"].notna()
+    fp8 = cells[promised]
+    if fp8.empty:
+        return pd.DataFrame()
+    recorded = fp8["fp8_baseline"] if "fp8_baseline" in fp8 else pd.Series(None, index=fp8.index, dtype=object)
+    fp8 = fp8.assign(baseline=recorded.fillna(fp8["variant"].map(baselines)))
+    keys = ["run", "experiment", *SHAPE]
+    bf16 = cells[~promised].drop_duplicates(keys + ["variant"]).set_index(keys + ["variant"])["latency_ms"]
+    base_ms = fp8.join(bf16.rename("baseline_ms"), on=keys + ["baseline"])["baseline_ms"]
+    verdict = fp8.get("fp8_verdict", pd.Series(None, index=fp8.index, dtype=object))
+    return pd.DataFrame({
+        "run": fp8["run"], "experiment": fp8["experiment"], "shape": shape_labels(fp8),
+        "variant": fp8["variant"],
+        "verdict": verdict.where(verdict.notna(), fp8["status"] + ": " + fp8["reason"].fillna("")),
+        "speed-up vs bf16": base_ms / fp8["latency_ms"], "% of bf16 peak": fp8["pct_of_peak"],
+        "error vs bf16": fp8.get("fp8_rel_err_vs_bf16"), "f8 in program": fp8.get("fp8_in_hlo"),
+        "f8 kernel ran": fp8.get("fp8_in_kernels"), "baseline": fp8["baseline"], "status": fp8["status"],
+        "kernels": fp8["kernels"],
+    })
+
+
+# --- failures ----------------------------------------------------------------------------------------------------
+
+def failures(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(failures, expected skips), each grouped by variant, status and reason (numbers aside, so 'error 12.4' and
+    'error 2.85' are one reason) with how many cells and runs, most frequent first."""
+    bad = cells[cells["status"] != "ok"]
+    reason = bad["reason"].fillna("").str.split("\n").str[0]
+    bad = bad.assign(reason=reason, pattern=reason.str.replace(NUMBER, "#", regex=True))
+    grouped = (bad.groupby(["status", "variant", "pattern"], sort=False)
+               .agg(cells=("key", "size"), runs=("run", "nunique"), reason=("reason", "first"),
+                    experiments=("experiment", lambda e: ", ".join(dict.fromkeys(e))))
+               .reset_index().sort_values("cells", ascending=False, kind="stable"))
+    grouped = grouped[["variant", "status", "reason", "cells", "runs", "experiments"]]
+    skipped = grouped["status"] == "skipped"
+    return grouped[~skipped].reset_index(drop=True), grouped[skipped].reset_index(drop=True)
+
+
+# --- comparing two runs ------------------------------------------------------------------------------------------
+
+def shared_timer(a: pd.DataFrame, b: pd.DataFrame, preferred: str | None) -> str | None:
+    """`preferred` if both runs measured with it, else the first timer they share."""
+    common = set(timers(a)) & set(timers(b))
+    return next((t for t in [preferred, *TIMER_ORDER, *sorted(common)] if t in common), None)
+
+
+def _timed(cells: pd.DataFrame, timer: str) -> pd.DataFrame:
+    columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
+    ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
+    return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns)
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, timer: str) -> pd.DataFrame:
+    """Per cell correct in both runs (in A's spec order): B's median over A's, and whether the gap is beyond
+    noise (larger than both runs' interquartile range): 'faster', 'slower' or 'within noise'."""
+    both = _timed(a, timer).merge(_timed(b, timer)[["key", "median", "q1", "q3"]], on="key", suffixes=("_a", "_b"))
+    both = both.sort_values("order").reset_index(drop=True)
+    gap = (both["median_b"] - both["median_a"]).abs()
+    beyond = (gap > both["q3_a"] - both["q1_a"]) & (gap > both["q3_b"] - both["q1_b"])
+    ratio = both["median_b"] / both["median_a"]
+    verdict = np.where(~beyond, "within noise", np.where(ratio < 1, "faster", "slower"))
+    return pd.DataFrame({
+        "experiment": both["experiment"], "variant": both["variant"], "shape": shape_labels(both),
+        "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio, "verdict": verdict,
+        **{a: both[a] for a in SHAPE},
+    })
+
+
+def geomean(values: pd.Series) -> float:
+    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
+
+
+def compare_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower."""
+    counts = pd.crosstab([table["experiment"], table["variant"]], table["verdict"])
+    means = table.groupby(["experiment", "variant"], sort=False)["ratio"].agg(geomean).rename("geomean B/A")
+    joined = means.to_frame().join(counts).fillna(0)
+    for verdict in ("faster", "slower", "within noise"):
+        joined[verdict] = joined[verdict].astype(int) if verdict in joined else 0
+    return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
+
+
+def facts(m: Manifest | None) -> dict[str, str]:
+    """Where and how a run ran, as text: machine, GPU, versions, workers, spec and times."""
+    if m is None:
+        return {}
+    gpu = m.machine.gpu.model_dump(exclude_none=True) if m.machine.gpu else {}
+    found = {
+        "run id": m.run_id, "spec": m.name, "spec hash": m.spec_hash, "started": m.started_at, "ended": m.ended_at,
+        "git sha": m.git_sha, "cells planned": m.cells_planned, "shard": m.shard, "host": m.machine.host,
+        "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
+        "compute capability": m.machine.compute_capability,
+        "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
+        "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
+        **{f"gpu {k}": v for k, v in gpu.items()},
+        **{f"version {k}": v for k, v in m.machine.versions.items()},
+        **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
+        "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,
+    }
+    return {k: str(v) for k, v in found.items() if v is not None}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
+            "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
+
+
+def environments(manifests: dict[str, Manifest | None]) -> pd.DataFrame:
+    """Runs side by side, one column each, a row per fact; `differs` marks environment facts (not the run's
+    identity, times or momentary readings) that are not the same in every run, and those rows come first."""
+    columns = {key: facts(m) for key, m in manifests.items()}
+    table = pd.DataFrame(columns).fillna("—")
+    differs = (table.nunique(axis=1) > 1) & ~table.index.isin(list(IDENTITY))
+    return table.assign(differs=differs).sort_values("differs", ascending=False, kind="stable")
+
+
+def variants(manifests: dict[str, Manifest | None], runs: list[str]) -> pd.DataFrame:
+    """Each variant the runs name, as the first of their manifests that names it describes it."""
+    seen = {}
+    for run in runs:
+        for name, info in (manifests[run].variants.items() if manifests[run] else ()):
+            seen.setdefault(name, {"variant": name, "backend": info.backend, "fp8 baseline": info.fp8_baseline,
+                                   "requires": "; ".join(info.requires), "worker": info.worker, "what": info.doc})
+    return pd.DataFrame(list(seen.values()))
+
+
+# --- history (asv) -----------------------------------------------------------------------------------------------
+
+def series(runs: pd.DataFrame) -> pd.Series:
+    """'spec · GPU' -> its runs' keys, oldest first: the runs whose history is comparable."""
+    dated = runs[runs["spec"].notna()].sort_values("started")
+    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str)
+    return dated.index.to_series().groupby(label.to_numpy(), sort=True).agg(list)
+
+
+def previous_run(runs: pd.DataFrame, key: str) -> str | None:
+    """The run of the same spec on the same GPU that started last before `key`, if any."""
+    run = runs.loc[key]
+    same = runs[(runs["spec"] == run["spec"]) & (runs["gpu"] == run["gpu"]) & (runs["started"] < run["started"])]
+    return same["started"].idxmax() if len(same) else None
+
+
+def comparable(runs: pd.DataFrame, key: str, others: list[str]) -> str | None:
+    """The run to compare `key` with: the first of `others` of its spec and GPU, else its predecessor."""
+    run = runs.loc[key]
+    same = [o for o in others if (runs.loc[o, "spec"], runs.loc[o, "gpu"]) == (run["spec"], run["gpu"])]
+    return same[0] if same else previous_run(runs, key)
+
+
+def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame:
+    """Per run and correct cell, oldest run first: the median and its q1-q3 in ms, with the run's date and sha."""
+    timed = _timed(cells, timer).join(runs[["started", "git_sha"]], on="run")
+    return timed.assign(median_ms=timed["median"] * 1e3, q1_ms=timed["q1"] * 1e3,
+                        q3_ms=timed["q3"] * 1e3).sort_values(["started", "order"]).reset_index(drop=True)
+
+
+def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
+    """Per run and variant, the geometric mean of an experiment's cells (median, q1 and q3 alike)."""
+    grouped = points.groupby(["run", "variant"], sort=False)
+    means = grouped[["median_ms", "q1_ms", "q3_ms"]].agg(geomean).join(grouped.size().rename("cells"))
+    first = grouped[["started", "git_sha"]].first()
+    return means.join(first).reset_index().sort_values("started")
+
+
+def steps(values: list[float], spreads: list[float], window: int = 3,
+          threshold: float = 0.05) -> list[tuple[int, float]]:
+    """Where a series steps: (index of the first point at the new level, new level / old level).
+
+    The medians of up to `window` points before and after each index differ by more than `threshold` and more
+    than twice the typical relative spread (IQR / median); of adjacent candidates the largest step is kept.
+    """
+    if len(values) < 2:
+        return []
+    noise = 2 * float(np.nanmedian(spreads)) if len(spreads) else 0.0
+    candidates = []
+    for i in range(1, len(values)):
+        ratio = float(np.median(values[i:i + window]) / np.median(values[max(0, i - window):i]))
+        if abs(math.log(ratio)) > math.log1p(max(threshold, noise)):
+            candidates.append((i, ratio))
+    kept = []
+    for i, ratio in candidates:
+        if kept and i - kept[-1][0] < window:
+            if abs(math.log(ratio)) > abs(math.log(kept[-1][1])):
+                kept[-1] = (i, ratio)
+            continue
+        kept.append((i, ratio))
+    return kept
+
+
+def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """The largest slow-downs found by `steps` in each cell's history: the runs before and after, and the ratio."""
+    found = []
+    for key, cell in points.groupby("key", sort=False):
+        values = cell["median_ms"].tolist()
+        spread = ((cell["q3_ms"] - cell["q1_ms"]) / cell["median_ms"]).tolist()
+        for index, ratio in steps(values, spread):
+            if ratio > 1:
+                found.append({"experiment": cell["experiment"].iloc[0], "variant": cell["variant"].iloc[0],
+                              "shape": shape.label(cell.iloc[0][SHAPE].to_dict()), "ratio": ratio,
+                              "before": cell["run"].iloc[index - 1], "after": cell["run"].iloc[index],
+                              "key": key})
+    table = pd.DataFrame(found, columns=["experiment", "variant", "shape", "ratio", "before", "after", "key"])
+    return table.sort_values("ratio", ascending=False).head(limit).reset_index(drop=True)
+
+
+# --- leaderboard -------------------------------------------------------------------------------------------------
+
+def board(cells: pd.DataFrame, standings: list[leaderboard.Standing]) -> pd.DataFrame:
+    """The leaderboard's rows as a table, with the configuration the winner's search chose where it tuned one."""
+    table = pd.DataFrame(leaderboard.rows(standings))
+    tuned = measured(cells)
+    if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
+        return table
+    chosen = dict(zip(zip(tuned["run"], shape_labels(tuned), tuned["variant"]), tuned["tuning_config"]))
+    return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant)) for s in standings])
+
+
+def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
+    """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape."""
+    ok = measured(cells)
+    times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend)
+             for run, label, variant, ms, noise, backend in zip(
+                 ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
+                 ok["backend"].where(ok["backend"].notna(), None))]
+    return leaderboard.rank(times)

@@ -1,0 +1,214 @@
+"""Measure the dashboard as a team meets it: `streamlit run` on a store, drawn by Debian's headless chromium.
+
+Stores of N runs x M cells are made from the shipped records (tests/stores.py: each a shipped run copied under a
+new run id, date and git sha, its times jittered, its experiments repeated to reach M cells). Per store and
+repetition, on a freshly started server:
+
+- first chart (cold): a browser opens the default view (the newest run, Latency) and waits for the first chart
+  to be drawn; the server reads the store for this first session;
+- first chart (warm): a second session opens the same view;
+- timer toggle: device -> wall -> device in that session, each until every chart says the new timer;
+- server RSS after all of that, and its peak (VmHWM);
+- 200 runs: History opened (it reads a series' 80 runs); then every run selected, until fully drawn (the
+  memory figures include all of it);
+- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart.
+
+    .venv/bin/python scripts/bench_dashboard.py                        # shipped, 40x400, 200x400; 3 repetitions
+    .venv/bin/python scripts/bench_dashboard.py --stores 200x400 --repeat 1
+    .venv/bin/python scripts/bench_dashboard.py --import-only          # `import dashboard.data`, 7 fresh interpreters
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from playwright import sync_api
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the stores the dashboard's tests read, made the same way
+from stores import SHIPPED, generate  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+PLOTS = ".js-plotly-plot"
+DRAWN = ("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning' "
+         "&& !document.querySelector('[data-testid=stSkeleton]') "  # elements whose code is still loading
+         "&& [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FLOOR_APP = """import plotly.graph_objects as go
+import streamlit as st
+
+st.title("attnbench results")
+st.tabs(["Latency"])[0].plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])), theme=None)
+"""
+
+
+@contextlib.contextmanager
+def server(results: Path, app: Path = REPO / "dashboard" / "app.py"):
+    """`streamlit run APP` on `results`; yields its URL and process id."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(app), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--", "--results", str(results)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{url}/_stcore/health", timeout=2):
+                break
+            time.sleep(0.2)
+        yield url, process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def memory_mib(pid: int) -> tuple[float, float]:
+    """(resident, peak resident) of a process, MiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
+
+
+def first_chart(page, url: str) -> float:
+    """Seconds from asking for the page to its first drawn chart; then waits for the page to finish."""
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector(f"{PLOTS} .main-svg", timeout=300_000)
+    seconds = time.perf_counter() - start
+    drawn(page)
+    return seconds
+
+
+def drawn(page) -> None:
+    """Wait until the script run is over, every element has loaded and plotly has drawn every chart."""
+    page.wait_for_function(DRAWN, timeout=600_000)
+
+
+def fully_drawn(page, url: str) -> float:
+    start = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector(f"{PLOTS} .main-svg", timeout=600_000)
+    drawn(page)
+    return time.perf_counter() - start
+
+
+def toggle(page, timer: str) -> float:
+    """Seconds from clicking a timer to every chart redrawn by it."""
+    start = time.perf_counter()
+    page.locator(".st-key-timer label", has_text=timer).click()
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')]"
+                           f".every(t => t.textContent.includes('{timer} timer'))", timeout=120_000)
+    return time.perf_counter() - start
+
+
+def repetition(results: Path, extra: dict[str, str]) -> dict[str, float]:
+    """One fresh server: cold and warm first chart, three toggles, extra views (name -> query), memory."""
+    found = {}
+    with server(results) as (url, pid), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        found["first chart (cold)"] = first_chart(page, url)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        found["first chart (warm)"] = first_chart(page, url)
+        found["timer toggle"] = statistics.median(toggle(page, t) for t in ("wall", "device", "wall"))
+        for name, query in extra.items():
+            found[name] = fully_drawn(browser.new_page(viewport={"width": 1600, "height": 1000}), f"{url}/?{query}")
+        found["server RSS (MiB)"], found["server peak RSS (MiB)"] = memory_mib(pid)
+        browser.close()
+    return found
+
+
+def floor(app: Path) -> dict[str, float]:
+    """First chart, cold and warm, of an app that draws one tiny chart: what any streamlit page costs here."""
+    with server(SHIPPED, app) as (url, pid), sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        found = {f"first chart ({when})": first_chart(browser.new_page(viewport={"width": 1600, "height": 1000}), url)
+                 for when in ("cold", "warm")}
+        found["server RSS (MiB)"], found["server peak RSS (MiB)"] = memory_mib(pid)
+        browser.close()
+    return found
+
+
+def bench(name: str, where: Path, extra: dict[str, str] | None, repeat: int) -> dict[str, list[float]]:
+    """`repeat` repetitions on the store at `where` (for the floor: the app at `where`)."""
+    runs = [floor(where) if extra is None else repetition(where, extra) for _ in range(repeat)]
+    print(f"{name}: " + "; ".join(f"{k} {', '.join(f'{r[k]:.2f}' for r in runs)}" for k in runs[0]), flush=True)
+    return {k: [r[k] for r in runs] for k in runs[0]}
+
+
+def import_seconds(times: int = 7) -> list[float]:
+    """`import dashboard.data` in fresh interpreters (the first warms the bytecode cache and is dropped)."""
+    code = "import time; t = time.perf_counter(); import dashboard.data; print(time.perf_counter() - t)"
+    out = [float(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout) for _ in range(times + 1)]
+    return out[1:]
+
+
+def store(spec: str, root: Path) -> tuple[Path, dict[str, str] | None]:
+    """'shipped', 'NxM' or 'floor': the results folder (floor: the app) and the extra views to time there (floor:
+    None)."""
+    if spec == "shipped":
+        return SHIPPED, {}
+    if spec == "floor":
+        app = root / "floor_app.py"
+        app.write_text(FLOOR_APP)
+        return app, None
+    runs, cells = map(int, spec.split("x"))
+    out = root / spec
+    ids = generate(out, runs, cells)
+    extra = {"History opened": "tab=History"} if runs >= 100 else {}
+    extra["all runs selected, fully drawn"] = "&".join(f"run={r}" for r in ids)
+    return out, extra
+
+
+def cell(values: list[float], mib: bool) -> str:
+    """'1.23 s (1.10–1.40)': the median, then the range over repetitions."""
+    text = "{:.0f} MiB" if mib else "{:.2f} s"
+    spread = f" ({min(values):.2f}–{max(values):.2f})" if len(values) > 1 else ""
+    return text.format(statistics.median(values)) + spread
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stores", nargs="+", default=["floor", "shipped", "40x400", "200x400"],
+                        help="floor (a one-chart app, for scale), shipped (examples/results) or RUNSxCELLS")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--import-only", action="store_true")
+    args = parser.parse_args()
+    seconds = import_seconds()
+    print(f"import dashboard.data: median {statistics.median(seconds):.2f} s "
+          f"(min {min(seconds):.2f}, max {max(seconds):.2f}, {len(seconds)} fresh interpreters)", flush=True)
+    if args.import_only:
+        return
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    root = Path(tempfile.mkdtemp(prefix="attnbench-bench-"))
+    try:
+        results = {spec: bench(spec, *store(spec, root), repeat=args.repeat) for spec in args.stores}
+    finally:
+        shutil.rmtree(root)
+    print(f"load average at end: {os.getloadavg()[0]:.1f}\n\nmedian of {args.repeat} (min–max)\n")
+    keys = sorted({k for r in results.values() for k in r}, key=lambda k: ("MiB" in k, "first" not in k, k))
+    print("| store | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
+    for spec, found in results.items():
+        print(f"| {spec} | " + " | ".join(cell(found[k], "MiB" in k) if k in found else "—" for k in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""The dashboard's data and drawing pieces without streamlit: dashboard/data.py (the store snapshot and its run
+cache), dashboard/tables.py (what views compute) and dashboard/charts.py (axis ticks, colours)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from dashboard import charts, data, tables
+from runner.results import CELLS, MANIFEST, assemble
+from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files
+
+
+def rated(*folders: str, timer: str = "device") -> pd.DataFrame:
+    """The shipped runs' cells as the views get them: rated by `timer`, speed-ups over xla."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    keys = tuple(f.rpartition("/")[2] for f in folders)
+    cells = tables.with_rates(snap.cells(keys), snap.runs, timer)
+    return cells.assign(speedup=tables.speedup(cells, "xla"))
+
+
+# --- charts ------------------------------------------------------------------------------------------------------
+
+def test_log_ticks_are_1_2_5_with_one_beyond_each_end():
+    assert charts.log_ticks(0.004, 0.13) == [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
+    assert charts.log_ticks(3, 4) == [2, 5]  # within one decade there are still labels
+    assert charts.log_ticks(3e-4, 900) == [1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1000]  # decades past four of them
+
+
+def test_colours_are_fixed_for_known_variants_and_never_repeat():
+    others = [f"kernel_{i}" for i in range(20)]
+    colours = charts.colours(["cudnn", *others])
+    assert colours["cudnn"] == charts.VARIANT_COLOURS["cudnn"] == charts.colours([])["cudnn"]
+    assert len({colours[v] for v in [*charts.VARIANT_COLOURS, *others]}) == len(charts.VARIANT_COLOURS) + 20
+
+
+# --- rates and tables --------------------------------------------------------------------------------------------
+
+def test_rates_follow_the_chosen_timer_and_the_runs_measured_peak():
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    recorded = snap.cells(("hopper-long-20261202-110136",))
+    device = tables.with_rates(recorded, snap.runs, "device")
+    ok = recorded["status"] == "ok"
+    # the record's headline timer is device: the same rates as the runner computed, from the run's own peak
+    assert device.loc[ok, "tflop_s"].tolist() == pytest.approx(recorded.loc[ok, "tflops"].tolist())
+    assert device.loc[ok, "pct_of_peak"].tolist() == pytest.approx(recorded.loc[ok, "pct_of_peak"].tolist())
+    wall = tables.with_rates(recorded, snap.runs, "wall")
+    assert wall.loc[ok, "latency_ms"].tolist() == pytest.approx((recorded.loc[ok, "wall_median_s"] * 1e3).tolist())
+    assert device.loc[~ok, "latency_ms"].isna().all()
+
+
+def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape():
+    cells = rated(H200_LAB5, H200_LAB5_NO_TE)
+    seq = cells[(cells["experiment"] == "seq-len") & (cells["seq_len"] == 1024)].set_index(["run", "variant"])
+    for run in ("lab5-20261202-110556", "lab5-20261202-104743"):
+        assert seq.loc[(run, "cudnn"), "speedup"] == pytest.approx(
+            seq.loc[(run, "xla"), "latency_ms"] / seq.loc[(run, "cudnn"), "latency_ms"])
+        assert seq.loc[(run, "xla"), "speedup"] == 1.0
+
+
+def test_the_summary_table_has_swept_values_down_and_variants_across():
+    cells = rated(H200_LAB5)
+    seq = tables.measured(cells[cells["experiment"] == "seq-len"])
+    table = tables.summary(seq.assign(unstable=seq["seq_len"] == 512))
+    assert list(table.columns) == ["T", "naive", "xla", "cudnn"] and list(table["T"]) == [64, 128, 256, 512, 1024]
+    cudnn = seq[(seq["variant"] == "cudnn") & (seq["seq_len"] == 1024)].iloc[0]
+    assert table.set_index("T").loc[1024, "cudnn"] == (
+        f"{cudnn['latency_ms']:.3g} ±{cudnn['noise']:.1%} ·{cudnn['speedup']:.2f}×")
+    assert "⚠" in table.set_index("T").loc[512, "xla"] and "⚠" not in table.set_index("T").loc[256, "xla"]
+    markdown = tables.markdown(table).splitlines()
+    assert markdown[0] == "| T | naive | xla | cudnn |" and len(markdown) == 7
+
+
+def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
+    cells = pd.DataFrame({
+        "key": list("abcdef"), "run": ["r1", "r1", "r2", "r1", "r1", "r2"], "experiment": ["e"] * 6,
+        "variant": ["fp8", "fp8", "fp8", "te", "te", "te"],
+        "status": ["incorrect", "incorrect", "incorrect", "crashed", "skipped", "timeout"],
+        "reason": ["out relative error 12.4 > tolerance 0.1", "out relative error 2.85 > tolerance 0.1",
+                   "out relative error 2.85 > tolerance 0.1", "worker exited\ntraceback...",
+                   "te needs the Python package 'transformer_engine'", "still running after 120 s"],
+    })
+    failed, skipped = tables.failures(cells)
+    assert failed[["variant", "status", "cells", "runs"]].values.tolist() == [
+        ["fp8", "incorrect", 3, 2], ["te", "crashed", 1, 1], ["te", "timeout", 1, 1]]
+    assert failed.loc[1, "reason"] == "worker exited"  # the first line of a long error
+    assert skipped[["variant", "status", "cells"]].values.tolist() == [["te", "skipped", 1]]
+
+
+def test_compare_flags_only_differences_beyond_both_runs_noise():
+    def cell(key, median, spread):
+        return {"run": "r", "key": key, "experiment": "e", "variant": "xla", "status": "ok", "order": ord(key),
+                **dict.fromkeys(tables.SHAPE, 1), "dtype": "bfloat16", "causal": False, "pass": "fwd",
+                "wall_median_s": median, "wall_q1_s": median - spread, "wall_q3_s": median + spread}
+
+    a = pd.DataFrame([cell(k, 1.0, 0.1) for k in "abc"])
+    b = pd.DataFrame([cell("a", 1.5, 0.1), cell("b", 1.05, 0.1), cell("c", 1.5, 1.0)])  # beyond, within a, within b
+    table = tables.compare(a, b, "wall")
+    assert table["verdict"].tolist() == ["slower", "within noise", "within noise"]
+    assert table["ratio"].tolist() == pytest.approx([1.5, 1.05, 1.5])
+    summary = tables.compare_summary(table)
+    assert summary[["slower", "within noise", "faster"]].values.tolist() == [[1, 2, 0]]
+    assert summary["geomean B/A"][0] == pytest.approx((1.5 * 1.05 * 1.5) ** (1 / 3))
+
+
+def test_environments_put_what_differs_first_and_ignore_times_and_ids():
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    table = tables.environments({k: snap.manifests[k] for k in ("lab5-20261202-104743", "lab5-20261202-110556")})
+    differs = list(table.index[table["differs"]])
+    assert "version cudnn" in differs and "version transformer_engine" in differs
+    assert not {"run id", "started", "ended", "gpu temperature_c"} & set(differs)
+    assert list(table.index[:len(differs)]) == differs
+
+
+def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
+    flat = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
+    assert tables.steps(flat, [0.01] * 7) == []
+    assert tables.steps([1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0], [0.01] * 7) == []  # one slow run is not a step
+    (step,) = tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.1], [0.01] * 7)
+    assert step[0] == 3 and step[1] == pytest.approx(1.1, abs=0.01)
+    assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within twice the noise
+
+
+def test_previous_run_and_series_follow_spec_gpu_and_date():
+    runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
+    assert tables.previous_run(runs, "lab5-20261202-110556") == "lab5-20261202-104743"
+    assert tables.previous_run(runs, "lab5-20261202-104743") is None  # the CPU lab5 run is another GPU
+    assert tables.series(runs)["lab5 · NVIDIA H200"] == ["lab5-20261202-104743", "lab5-20261202-110556"]
+
+
+# --- the store snapshot ------------------------------------------------------------------------------------------
+
+def test_a_refresh_parses_again_only_the_runs_whose_files_changed(monkeypatch, tmp_path):
+    for folder in (H200_LONG, H200_LAB5):
+        shutil.copytree(SHIPPED / folder, tmp_path / folder)
+    parsed = []
+    monkeypatch.setattr(data, "assemble", lambda where, objects: parsed.append(where) or assemble(where, objects))
+    cache = data.RunCache()
+    first = data.snapshot(str(tmp_path), cache)
+    first.cells(("hopper-long-20261202-110136", "lab5-20261202-110556"))
+    with open(tmp_path / H200_LAB5 / CELLS, "a") as f:
+        f.write((SHIPPED / H200_LAB5 / CELLS).read_text().splitlines()[0] + "\n")  # a repeated line: new bytes
+    again = data.snapshot(str(tmp_path), cache)
+    cells = again.cells(("hopper-long-20261202-110136", "lab5-20261202-110556"))
+    assert [p.rpartition("/")[2] for p in parsed] == ["hopper-long-20261202-110136", "lab5-20261202-110556",
+                                                       "lab5-20261202-110556"]
+    assert len(cells) == 24 + 76 and "repeated cell keys" in again.run_problems(["lab5-20261202-110556"])[0]
+
+
+def test_listing_runs_reads_manifests_only(monkeypatch, tmp_path):
+    copy_files(H200_LONG, tmp_path / "h200" / "a", "a", "2026-12-01T00:00:00+00:00")
+    (tmp_path / "h200" / "a" / CELLS).write_text("not json\n")
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    assert list(snap.runs.index) == ["a"] and snap.problems == [] and snap.parsed == {}
+    assert "not valid JSON" in snap.run_problems(["a"])[0]
+
+
+def test_a_sharded_run_lists_as_one_from_its_manifests(tmp_path):
+    run = tmp_path / "h200" / "hopper-long-20261202-110136"
+    run.mkdir(parents=True)
+    for index in range(2):
+        shutil.copy(SHIPPED / H200_LONG / MANIFEST, run / f"manifest-{index}-of-2.json")
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    assert list(snap.runs.index) == ["hopper-long-20261202-110136"]
+    assert snap.runs.loc["hopper-long-20261202-110136", "planned"] == 48  # the two shards' planned cells
+

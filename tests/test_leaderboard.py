@@ -1,0 +1,88 @@
+"""runner/leaderboard.py on real records (the shipped H200 run, copied) and on made-up times."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import leaderboard
+from runner.leaderboard import Time, rank
+from stores import H200_LAB5, H200_LONG, broken, device_timing, shipped
+
+
+def times(*entries: tuple[str, float], shape: str = "B1 T8", noise: float = 0.01) -> list[Time]:
+    return [Time("run", shape, variant, seconds, noise) for variant, seconds in entries]
+
+
+def test_the_fastest_wins_with_its_margins_over_the_next_and_over_auto():
+    (board,) = rank(times(("xla", 2.0), ("cudnn", 1.0), ("auto", 2.5), ("naive", 4.0)))
+    assert board.winner.variant == "cudnn" and board.runner_up.variant == "xla"
+    assert board.margin == pytest.approx(1.0) and board.over_auto == pytest.approx(1.5)
+    assert board.variants == 4 and board.decisive
+
+
+def test_auto_winning_is_a_margin_of_zero_and_a_shape_without_auto_has_none():
+    auto_wins, no_auto = rank([*times(("auto", 1.0), ("xla", 1.1)), *times(("xla", 1.0), shape="B2 T8")])
+    assert auto_wins.over_auto == 0.0
+    assert no_auto.over_auto is None and no_auto.runner_up is None and no_auto.margin is None
+    assert not no_auto.decisive  # nothing to beat
+
+
+def test_a_margin_inside_either_variants_noise_is_not_decisive():
+    (close,) = rank(times(("xla", 1.00), ("cudnn", 1.03), noise=0.05))
+    (clear,) = rank(times(("xla", 1.00), ("cudnn", 1.10), noise=0.05))
+    assert not close.decisive and clear.decisive
+    assert "(within noise)" in leaderboard.rows([close])[0]["margin"]
+
+
+def test_a_variant_timed_twice_at_a_shape_counts_with_its_faster_time():
+    (board,) = rank(times(("xla", 3.0), ("xla", 1.0), ("cudnn", 2.0)))
+    assert board.winner.variant == "xla" and board.winner.seconds == 1.0 and board.variants == 2
+
+
+def test_shapes_and_runs_are_ranked_apart_in_the_order_they_come():
+    entries = [Time("a", "T8", "xla", 1.0, 0.0), Time("b", "T8", "xla", 2.0, 0.0), Time("a", "T16", "xla", 3.0, 0.0)]
+    assert [(s.run_id, s.shape) for s in rank(entries)] == [("a", "T8"), ("b", "T8"), ("a", "T16")]
+
+
+def test_only_correct_cells_compete():
+    cells = {c.variant: c for c in shipped(H200_LAB5).cells if c.experiment == "fp8" and not c.params.causal}
+    assert cells["cudnn_fp8"].status == "incorrect"  # cuDNN 9.14: out relative error 12.4
+    cells["cudnn_fp8"] = cells["cudnn_fp8"].model_copy(update={"timings": [device_timing(1e-9)]})  # fast, wrong
+    cells["te"] = broken(cells["te"], "crashed", "worker exited with SIGSEGV")
+    (board,) = leaderboard.leaderboard(cells.values(), timer="device")
+    assert {board.winner.variant, board.runner_up.variant} == {"cudnn", "te_fp8"} and board.variants == 2
+
+
+def test_the_shipped_hopper_run_by_its_headline_timer():
+    run = shipped(H200_LONG)
+    board = leaderboard.leaderboard(run.cells)
+    assert len(board) == 8  # fwd and fwd_bwd at four lengths
+    fwd_32k = next(s for s in board if s.shape == "B1 T32768 N64 K8 H128 bfloat16 causal fwd")
+    assert fwd_32k.winner.variant == "cudnn_fp8" and fwd_32k.auto is None
+    recorded = {c.variant: c.median_s for c in run.cells if c.params.seq_len == 32768 and c.params.pass_ == "fwd"}
+    assert fwd_32k.winner.seconds == recorded["cudnn_fp8"]
+    assert fwd_32k.margin == pytest.approx(min(recorded["cudnn"], recorded["te"]) / recorded["cudnn_fp8"] - 1)
+
+
+def test_auto_names_the_backend_jax_picked():
+    board = leaderboard.leaderboard(shipped(H200_LAB5).cells, timer="device")
+    default = next(s for s in board if s.shape == "B4 T128 N8 H64 bfloat16 fwd")
+    assert default.auto.backend == "xla" and default.over_auto > 0  # auto compiled to XLA; cudnn is faster
+    assert leaderboard.rows([default])[0]["auto"].endswith("(xla)")
+
+
+def test_markdown_has_a_row_per_shape():
+    board = leaderboard.leaderboard(shipped(H200_LONG).cells)
+    lines = leaderboard.markdown(board).splitlines()
+    assert lines[0] == "| shape | fastest | ms | next | margin | auto | variants |"
+    assert len(lines) == 2 + len(board)
+    assert leaderboard.markdown([]) == ""
+
+
+def test_the_module_stays_light():
+    import subprocess
+    import sys
+
+    code = "import sys, runner.leaderboard; print(any(m in sys.modules for m in ('jax', 'pandas', 'numpy')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
