@@ -8,6 +8,7 @@ its newest cells are objects of their own (cells/KEY.json, cells-i-of-n/KEY.json
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -222,14 +223,21 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
 
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
     """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
-    try:
-        spec = Spec.model_validate(manifest.spec) if manifest else None
-    except ValidationError:  # a spec from an older attnbench: keep the stored order
+    order = _spec_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True)) if manifest else {}
+    if not order:  # no manifest, a spec from an older attnbench, or one too large to expand: the stored order
         return cells
-    if spec is None or count(spec) > ORDER_CELLS:  # a manifest that would expand to millions: not worth it
-        return cells
-    order = {c.key: i for i, c in enumerate(expand(spec))}
     return sorted(cells, key=lambda c: order.get(c.key, len(order)))
+
+
+@functools.lru_cache(maxsize=64)  # a dashboard reads many runs of a few specs
+def _spec_order(spec_hash: str, spec_json: str) -> dict[str, int]:
+    try:
+        spec = Spec.model_validate(json.loads(spec_json))
+    except ValidationError:
+        return {}
+    if count(spec) > ORDER_CELLS:  # a manifest that would expand to millions: not worth it
+        return {}
+    return {c.key: i for i, c in enumerate(expand(spec))}
 
 
 def assemble(location: str, objects: dict[str, bytes]) -> Run:
