@@ -30,6 +30,7 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
+NEWEST = "hopper-long-warm-20261202"  # the newest shipped run: what a link without ?run= opens
 LONG = H200_LONG.rpartition("/")[2]
 TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
         "Runs"]
@@ -99,9 +100,11 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
-    newest = max(data.snapshot(str(SHIPPED), data.RunCache()).runs["started"])
-    assert app.multiselect(key="run").value == [LAB5] and str(newest).startswith("2026-12-02 11:05:56")
-    assert app.markdown[0].value.startswith("**1 of 5 runs** · NVIDIA H200 · cells: **73 ok**, 1 skipped")
+    runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
+    newest = runs["started"].idxmax()
+    assert newest == NEWEST and str(runs["started"].max()).startswith("2026-12-02 18:39:50")
+    assert app.multiselect(key="run").value == [NEWEST]
+    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **20 ok**, 4 skipped")
 
 
 def test_a_cpu_run_says_what_it_cannot_show(monkeypatch):
@@ -214,7 +217,7 @@ def test_an_experiment_the_runs_lack_stays_in_the_link_and_is_flagged(monkeypatc
 def test_the_link_names_the_run_it_shows(monkeypatch):
     """A link copied from the default view keeps showing that run after a newer one arrives."""
     app = open_app(monkeypatch)
-    assert app.session_state["run"] == [LAB5] and app.multiselect(key="run").value == [LAB5]
+    assert app.session_state["run"] == [NEWEST] and app.multiselect(key="run").value == [NEWEST]
 
 
 # --- issue 14: run identity --------------------------------------------------------------------------------------
