@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
@@ -231,7 +232,7 @@ def _writable(store) -> None:
     from runner.store import LocalStore, StoreError, StoreUnavailable
 
     try:
-        store.with_timeout(10.0).probe()
+        store.with_timeout(PROBE_TIMEOUT_S).probe()
     except (StoreError, StoreUnavailable) as error:
         if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
             print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)

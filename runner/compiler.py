@@ -51,6 +51,28 @@ def _probe(location: str) -> None:
     probe.unlink()
 
 
+PROBE_TIMEOUT_S = 10.0  # a bucket out of reach is given up on after this, not after the client's own retries
+
+
+def _probe_within(location: str, seconds: float) -> None:
+    """_probe, but a store that does not answer within `seconds` counts as unusable (TimeoutError)."""
+    failure: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            _probe(location)
+        except BaseException as error:  # reported to the caller below
+            failure.append(error)
+
+    worker = threading.Thread(target=probe, name="attnbench-cache-probe", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if failure:
+        raise failure[0]
+
+
 def configure_cache(location: str | None) -> str:
     """Point JAX's persistent compilation cache at `location` (a folder, gs://… or 'off'; None: the default).
 
@@ -63,7 +85,7 @@ def configure_cache(location: str | None) -> str:
     if location != "off":
         location = location if location.startswith("gs://") else str(Path(location).expanduser())
         try:
-            _probe(location)
+            _probe_within(location, PROBE_TIMEOUT_S)
         except Exception as error:  # unwritable, unreachable, or no gs:// support here
             _warn(f"compile cache {location} cannot be used ({type(error).__name__}: {error}); compiling without it")
             location = "off"

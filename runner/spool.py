@@ -24,7 +24,7 @@ from runner.results import cell_object, inflight_name, parse_cells, parse_manife
 from runner.store import LocalStore, Store, StoreError, StoreUnavailable
 
 SPOOL_ENV = "ATTNBENCH_SPOOL"
-PULL_TIMEOUT_S = 10.0  # the first read of the store waits no longer: measuring starts, the uploader retries
+PULL_TIMEOUT_S = 5.0  # the first read of the store waits no longer: measuring starts, the uploader retries
 BULK = 8  # more cells than this behind: one consolidated object instead of one object each
 
 

@@ -5,13 +5,16 @@ does, so JAX's in-process caches cannot answer instead of the persistent one."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
 import pytest
 
+from conftest import BUCKET
 from helpers import REPO
 from runner import compiler
 
@@ -24,9 +27,9 @@ print(json.dumps({"used": used, "cached": program.compilation.cached}))
 """
 
 
-def compile_in_a_new_process(cache: str) -> tuple[dict, str]:
+def compile_in_a_new_process(cache: str, **env: str) -> tuple[dict, str]:
     done = subprocess.run([sys.executable, "-c", COMPILE, cache], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+                          timeout=120, env={**os.environ, **env})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
@@ -47,13 +50,37 @@ def test_a_corrupt_entry_is_compiled_anew_with_one_warning(tmp_path):
     assert stderr.count("warning: compile cache:") == 1 and "Error reading persistent compilation cache" in stderr
 
 
-@pytest.mark.parametrize("where", ["a-file/below", "gs://no-such-bucket-attnbench/cache"])
-def test_an_unusable_cache_is_skipped_with_one_warning(tmp_path, where):
+def test_a_cache_in_a_bucket_is_shared_by_later_processes(emulator):
+    """The GKE Job's setting: the cache beside the results, in the bucket (gcsfs, through JAX's etils)."""
+    location = f"gs://{BUCKET}/jax-cache"
+    assert compile_in_a_new_process(location)[0] == {"used": location, "cached": False}
+    assert compile_in_a_new_process(location)[0] == {"used": location, "cached": True}
+
+
+def test_an_unwritable_folder_is_skipped_with_one_warning(tmp_path):
     (tmp_path / "a-file").write_text("a file where a folder should be")
-    location = where if where.startswith("gs://") else str(tmp_path / where)
+    location = str(tmp_path / "a-file" / "below")
     result, stderr = compile_in_a_new_process(location)
     assert result == {"used": "off", "cached": None}
     assert stderr.count(f"warning: compile cache {location} cannot be used") == 1
+
+
+def test_a_missing_bucket_is_skipped_with_one_warning(emulator):
+    location = "gs://no-such-bucket-attnbench/cache"
+    result, stderr = compile_in_a_new_process(location)
+    assert result == {"used": "off", "cached": None}
+    assert stderr.count(f"warning: compile cache {location} cannot be used (FileNotFoundError") == 1
+
+
+def test_a_bucket_out_of_reach_is_given_up_on_within_the_probes_time(monkeypatch):
+    def hangs(location):
+        time.sleep(60)
+
+    monkeypatch.setattr(compiler, "_probe", hangs)
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="no answer within 0.2 s"):
+        compiler._probe_within("gs://somewhere/cache", 0.2)
+    assert time.monotonic() - start < 5
 
 
 def test_off_means_no_cache(tmp_path):
