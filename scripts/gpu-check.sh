@@ -14,8 +14,8 @@ run() { echo "\$ $*" | tee -a "$log"; "$@" 2>&1 | tee -a "$log"; local rc=${PIPE
 export PYTHONUNBUFFERED=1
 run python3 -m runner env
 run python3 -m runner list
-# --noconftest: the store tests' fixtures need an emulator the GPU machine does not have
-run python3 -m pytest --noconftest -m gpu -v -p no:cacheprovider tests/test_gpu.py
+# no preallocation: the TE tests start `attnbench run`, whose worker needs GPU memory beside this process's
+XLA_PYTHON_CLIENT_PREALLOCATE=false run python3 -m pytest -m gpu -v -p no:cacheprovider tests/test_gpu.py tests/test_pallas_gpu.py
 for spec in "${specs[@]}"; do
   run python3 -m runner run "$spec" --out "$out"
 done
