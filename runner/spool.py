@@ -113,7 +113,6 @@ class Uploader:
 
     def __init__(self, spool: Spool, store: Store, every_s: float):
         self.spool, self.store, self.every_s = spool, store, every_s
-        self.cell_objects: set[str] = set()  # keys stored as objects of their own
         self.stored: set[str] = set()  # keys the store holds for this part, as far as we know
         self.sent: dict[str, bytes] = {}  # manifest, consolidated cells and marker as last put
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
@@ -149,7 +148,6 @@ class Uploader:
         else:
             for key in behind:
                 store.put(cell_object(self.spool.run_id, self.spool.shard, key), self.spool.line(key))
-                self.cell_objects.add(key)
         self._mark_stored(behind)
         marker = self.spool.local.get(self.spool.inflight_name) or b""
         if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
@@ -174,9 +172,9 @@ class Uploader:
         objects = self.spool.objects()
         if objects[self.spool.cells_name] or self.spool.cells_name in self.sent or self.spool.manifest_name in objects:
             self._put(store, self.spool.cells_name, objects[self.spool.cells_name])
-        for key in sorted(self.cell_objects):
-            store.delete(cell_object(self.spool.run_id, self.spool.shard, key))
-            self.cell_objects.discard(key)
+        folder = cell_object(self.spool.run_id, self.spool.shard, "").rpartition("/")[0] + "/"
+        for name in store.names(folder):  # this process's, and any a pod that died before consolidating left
+            store.delete(name)
         if not self.spool.inflight() and self.spool.inflight_name in self.sent:
             store.delete(self.spool.inflight_name)
             self.sent.pop(self.spool.inflight_name)

@@ -122,8 +122,9 @@ def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
 
     spec = Spec.model_validate(start.spec)
     on_gpu = device.compute_capability is not None
-    timers = [DeviceTimer(), WallTimer()] + ([ColdDeviceTimer()] if spec.timing.cold else []) if on_gpu \
-        else [WallTimer()]
+    timers = [WallTimer()]  # on a CPU, the only clock there is
+    if on_gpu:  # kernel time is the headline; the host clock beside it; L2-cold samples if asked
+        timers = [DeviceTimer(), WallTimer(), *([ColdDeviceTimer()] if spec.timing.cold else [])]
     source, reason = power.open_source(0, on_gpu)
     env = PowerEnv(source, reason, power.Idle(*idle) if idle else None)
     machine_record = Machine.model_validate(described) if described else None

@@ -121,6 +121,7 @@ def test_a_killed_pod_loses_at_most_the_cell_in_flight_even_with_its_spool(emula
     new_pod = start_run(long_spec, "killed", tmp_path / "pod-2")  # another node: an empty spool
     assert new_pod.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-2" / "stderr.txt").read_text()
     assert_each_cell_once(emulator, "killed", long_spec)
+    assert open_store(OUT).names("killed/cells/") == []  # the dead pod's per-cell objects are folded in and gone
     assert "already done" in (tmp_path / "pod-2" / "stdout.txt").read_text()
 
 
