@@ -3,6 +3,8 @@ executable for variants that lower to the same program.
 
 XLA's autotuner runs candidate kernels to choose the fastest; a program that is never timed (the float32
 reference, error checks, input staging) gains nothing from that and compiles several times faster without it.
+Without autotuning XLA would give its matmuls Triton's default tiles, which run the float32 reference 4-5x slower
+than cuBLAS's own choice, so untimed programs leave Triton GEMMs off.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from typing import Callable
 
 from runner.record import Compilation
 
-UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0}
+# No autotuning, and cuBLAS (its own heuristics) for the matmuls rather than Triton's untuned default tiles: the
+# float32 reference at T = 32k ran 5.2 s a shape with autotuning off alone, 1.2 s so (docs/benchmarks.md)
+UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0, "xla_gpu_enable_triton_gemm": False}
 UNTIMED_KEEP = 64  # untimed executables kept (a few per shape)
 MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 

@@ -35,6 +35,8 @@ INTERVAL_S = 0.01  # NVML updates power and clocks about this often
 SETTLE_WINDOW_S = 0.5  # steady: the clock must hold for this long ...
 SETTLE_TOLERANCE = 0.01  # ... within 1 % ...
 HEAVY_MIN_S = 1.0  # ... after at least this long back to back: the power cap can take most of a second to act
+POWER_CAP = 0x4
+CAP_TOLERANCE = 0.03  # at the cap: the power drawn over the last window within 3 % of the window before
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 LIGHT_WINDOW_S = 0.1
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
@@ -185,10 +187,31 @@ def _light(history: list[Reading], limit_w: float | None) -> float | None:
     return watts if calm and watts is not None and watts < LIGHT_LOAD * limit_w else None
 
 
+def _capped(history: list[Reading], window_s: float) -> float | None:
+    """The watts drawn when the GPU sits at its power cap, else None: the power-cap reason in every reading of the
+    last two windows, the energy counter's power over the last window within CAP_TOLERANCE of the window before,
+    and the mean SM clock of the two within SETTLE_TOLERANCE (no trend). The cap's controller moves the clock by
+    2-5 % from one reading to the next (measured on an H200, docs/benchmarks.md), so under the cap a steady power
+    and an untrending clock, not a clock within 1 %, is the steady state."""
+    end = history[-1].t
+    if end - history[0].t < 2 * window_s:
+        return None
+    if not all(r.throttle & POWER_CAP for r in history if r.t >= end - 2 * window_s):
+        return None
+    earlier = [r for r in history if r.t <= end - window_s]
+    last, before = drawn_w(history, window_s), drawn_w(earlier, window_s)
+    if last is None or before is None or abs(last - before) > CAP_TOLERANCE * max(last, before):
+        return None
+    clock_now = statistics.fmean(r.sm_mhz for r in history if r.t > end - window_s)
+    clock_before = statistics.fmean(r.sm_mhz for r in earlier if r.t >= end - 2 * window_s)
+    return last if abs(clock_now - clock_before) <= SETTLE_TOLERANCE * max(clock_now, clock_before) else None
+
+
 def settle(run_calls: Callable[[], None], source: Source, max_s: float,
            window_s: float = SETTLE_WINDOW_S) -> PowerState:
-    """steady: run the call back to back until the SM clock holds within 1 % for window_s, after at least
-    HEAVY_MIN_S (or at once when the energy counter says it draws too little to be capped), at most max_s."""
+    """steady: run the call back to back until, after at least HEAVY_MIN_S, the SM clock holds within 1 % for
+    window_s or the GPU holds its power cap at a steady power (or at once when the energy counter says it draws too
+    little to be capped); at most max_s."""
     history = [source.read()]
     start = history[0].t
     while True:
@@ -197,6 +220,11 @@ def settle(run_calls: Callable[[], None], source: Source, max_s: float,
         waited = history[-1].t - start
         if waited >= min(HEAVY_MIN_S, max_s) and _held(history, window_s):
             return PowerState(policy="steady", settled=True, wait_s=waited)
+        if waited >= min(HEAVY_MIN_S, max_s) and (watts := _capped(history, window_s)):
+            clocks = [r.sm_mhz for r in history if r.t >= history[-1].t - window_s]
+            note = (f"at the power cap ({watts:.0f} W drawn, steady within {CAP_TOLERANCE:.0%}; SM clock "
+                    f"{min(clocks):.0f}-{max(clocks):.0f} MHz)")
+            return PowerState(policy="steady", settled=True, wait_s=waited, note=note)
         if watts := _light(history, source.power_limit_w):
             note = f"light load ({watts:.0f} W of {source.power_limit_w:.0f} W, no throttle)"
             return PowerState(policy="steady", settled=True, wait_s=waited, note=note)

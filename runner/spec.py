@@ -74,8 +74,10 @@ class Experiment(Overrides):
 class TimingSettings(_Model):
     """How samples are taken, when to stop, and in which power state (the spec's `timing` section)."""
 
-    warmup: int = Field(3, ge=0, le=10_000, description="Calls after compilation that are not timed.")
-    min_samples: Count = Field(10, description="Samples taken before the noise test may stop.")
+    warmup: int = Field(3, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
+                        "the calls are too slow for the budget).")
+    min_samples: Count = Field(10, description="Samples taken before the noise test may stop (within the budget; "
+                               "calls too slow for it stop at 3 samples).")
     max_samples: Count = Field(500, description="Hard cap on samples.")
     target_noise: PositiveFloat = Field(0.05, description="Stop once IQR/median is at or below this.")
     budget_s: Seconds = Field(2.0, description="Time budget per cell and timer for sampling, in seconds.")

@@ -17,6 +17,7 @@ from runner.record import TimerSummary
 from runner.spec import TimingSettings
 
 BATCH = 5  # samples asked of a timer at a time
+FLOOR_SAMPLES = 3  # the fewest samples a timer takes, when the budget cuts min_samples short
 
 
 @dataclass(frozen=True)
@@ -98,18 +99,28 @@ def summarise(name: str, samples: list[float], target_noise: float) -> TimerSumm
 
 def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callable[[], float] = time.perf_counter
            ) -> Sampled:
-    """At least min_samples; then stop at target noise, max_samples or the time budget."""
+    """At least min_samples; then stop at target noise, max_samples or the time budget.
+
+    Calls too slow for the budget do not run it over to fill min_samples: past the budget FLOOR_SAMPLES are
+    enough. Such calls are asked for one at a time, and the warm-up stops after its first call when the rest
+    would take more than half the budget (the cell's correctness check has run the program already).
+    """
     start = clock()
+    per_call = None
     if limit.warmup:
-        timer(fn, args, limit.warmup)
+        timer(fn, args, 1)
+        per_call = clock() - start  # an overestimate: the first call pays what later calls do not
+        if limit.warmup > 1 and per_call * (limit.warmup - 1) <= limit.budget_s / 2:
+            timer(fn, args, limit.warmup - 1)
     seconds: list[float] = []
     kernels: list[str] = []
     deadline = clock() + limit.budget_s
+    batch = 1 if per_call is not None and per_call * BATCH > limit.budget_s else BATCH
     while True:
-        got = timer(fn, args, min(BATCH, limit.max_samples - len(seconds)))
+        got = timer(fn, args, min(batch, limit.max_samples - len(seconds)))
         seconds += got.seconds
         kernels = got.kernels or kernels
-        if len(seconds) < limit.min_samples:
+        if len(seconds) < limit.min_samples and (len(seconds) < FLOOR_SAMPLES or clock() <= deadline):
             continue
         summary = summarise(timer.name, seconds, limit.target_noise)
         if summary.converged or len(seconds) >= limit.max_samples or clock() > deadline:

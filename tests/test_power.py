@@ -47,8 +47,28 @@ def test_a_lagging_power_reading_does_not_pass_for_a_light_load():
     assert "light load" not in state.note and state.wait_s >= power.HEAVY_MIN_S
 
 
+def test_at_the_power_cap_a_steady_power_and_an_untrending_clock_are_steady():
+    # an H200 at its cap: the clock dithers by 4 % between readings while the power drawn holds
+    capped = Script(sm=lambda t: 1830.0 + (75.0 if int(t * 20) % 3 else 0.0), throttle=lambda t: 0x4,
+                    drawn=lambda t: 640.0)
+    state = power.settle(lambda: None, capped, max_s=10)
+    assert state.settled and 1.0 <= state.wait_s < 1.1
+    assert state.note.startswith("at the power cap (640 W drawn, steady within 3%; SM clock 1830-1905 MHz")
+
+
+def test_at_the_power_cap_a_falling_clock_or_a_climbing_power_is_not_steady():
+    falling = Script(sm=lambda t: max(1500.0, 1980.0 - 100 * t), throttle=lambda t: 0x4, drawn=lambda t: 690.0)
+    state = power.settle(lambda: None, falling, max_s=10)
+    assert state.settled and 4.8 <= state.wait_s <= 5.4  # only once the clock stops at 1500 MHz
+    climbing = Script(sm=lambda t: 1700.0 + (50.0 if int(t * 20) % 2 else 0.0), throttle=lambda t: 0x4,
+                      drawn=lambda t: min(690.0, 300 + 100 * t))
+    state = power.settle(lambda: None, climbing, max_s=10)
+    assert state.settled and 3.9 <= state.wait_s <= 4.5  # once the power holds (690 W from 3.9 s)
+
+
 def test_steady_gives_up_at_its_cap_and_says_so():
-    wandering = Script(sm=lambda t: 1700.0 + (100.0 if int(t * 10) % 2 else 0.0), throttle=lambda t: 0x4)
+    # no power cap (a thermal slowdown, say): only a held clock settles, and this one wanders by 6 %
+    wandering = Script(sm=lambda t: 1700.0 + (100.0 if int(t * 10) % 2 else 0.0), throttle=lambda t: 0x20)
     state = power.settle(lambda: None, wandering, max_s=2)
     assert not state.settled and 2.0 <= state.wait_s < 2.1
     assert "still moving (1700-1800 MHz) after 2 s; sampled anyway" in state.note

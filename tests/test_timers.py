@@ -40,7 +40,7 @@ LIMIT = Limits(warmup=2, min_samples=10, max_samples=40, target_noise=0.05, budg
 def test_quiet_samples_stop_at_min_samples_after_warmup():
     timer = Scripted([2.0] * 2 + [1.0] * 100)
     got = sample(timer, None, (), LIMIT, Clock(0.001))
-    assert timer.calls[0] == 2  # the warm-up, not counted
+    assert timer.calls[:2] == [1, 1]  # the warm-up (its first call alone, then the rest), not counted
     assert got.summary.samples == 10 and got.summary.converged and got.summary.median_s == 1.0
     assert got.kernels == [f"kernel-{timer.batches}"]  # the last batch's kernels
 
@@ -55,10 +55,24 @@ def test_noisy_samples_run_to_the_cap_unconverged():
 def test_the_budget_stops_noisy_sampling_after_min_samples():
     timer = Scripted([1.0, 2.0] * 100)
     got = sample(timer, None, (), Limits(0, 10, 1000, 0.05, 1.0), Clock(0.2))
-    # the clock is read at the start (0.2), for the deadline (0.4 + 1.0) and after each batch from the tenth
-    # sample on (0.6, 0.8, ... 1.6 > 1.4): seven batches of five, far from the cap of 1000
-    assert got.summary.samples == 35 and not got.summary.converged
+    # the clock is read at the start (0.2), for the deadline (0.4 + 1.0), after each batch (0.6: short of
+    # min_samples but within the budget, 0.8, ... 1.6 > 1.4) and for the seconds taken (1.8): six batches of
+    # five, far from the cap of 1000
+    assert got.summary.samples == 30 and not got.summary.converged
     assert got.seconds == pytest.approx(1.6)
+
+
+def test_calls_too_slow_for_the_budget_take_one_warm_up_and_three_samples():
+    timer = Scripted([1.0, 2.0] * 100)  # noisy: only the budget stops it
+    got = sample(timer, None, (), Limits(3, 10, 300, 0.05, 0.2), Clock(1.0))  # each call seems to take 1 s
+    assert timer.calls == [1, 1, 1, 1]  # one warm-up call, then samples one at a time
+    assert got.summary.samples == 3 and not got.summary.converged
+
+
+def test_a_budget_with_room_keeps_min_samples():
+    timer = Scripted([1.0, 2.0] * 100)
+    got = sample(timer, None, (), Limits(3, 10, 300, 0.05, 100.0), Clock(0.01))
+    assert timer.calls[:2] == [1, 2] and got.summary.samples >= 10
 
 
 def test_summary_statistics():
