@@ -9,6 +9,7 @@ than cuBLAS's own choice, so untimed programs leave Triton GEMMs off.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,7 +28,7 @@ from runner.record import Compilation
 # No autotuning, and cuBLAS (its own heuristics) for the matmuls rather than Triton's untuned default tiles: the
 # float32 reference at T = 32k ran 5.2 s a shape with autotuning off alone, 1.2 s so (docs/benchmarks.md)
 UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0, "xla_gpu_enable_triton_gemm": False}
-UNTIMED_KEEP = 64  # untimed executables kept (a few per shape)
+UNTIMED_KEEP = 256  # untimed executables kept (a few per shape; a batch compiled ahead spans many shapes)
 MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 
 
@@ -162,55 +164,120 @@ class Program:
     compilation: Compilation
 
 
-def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]], variant: str) -> Program:
-    """Lower and compile `fn` for `args` with XLA's full autotuning, unless a variant in `shared` (fingerprint ->
-    (variant, program), one shape's) already compiled the same program: then its executable is reused."""
+@dataclass(frozen=True)
+class Lowered:
+    """A timed program lowered (in the calling thread, which tracing needs), ready to compile in any thread."""
+
+    lowered: object
+    fingerprint: str
+    seconds: float
+
+
+def lower_timed(fn: Callable, args: tuple) -> Lowered:
     import jax
 
     start = time.perf_counter()
     lowered = jax.jit(fn).lower(*args)
-    identity = fingerprint(lowered)
-    if identity in shared:
-        owner, program = shared[identity]
-        reused = Compilation(seconds=time.perf_counter() - start, shared_with=owner)
-        return Program(program.executable, identity, reused)
+    return Lowered(lowered, fingerprint(lowered), time.perf_counter() - start)
+
+
+def compile_lowered(item: Lowered, variant: str, ahead: bool = False) -> Program:
+    """Compile with XLA's full autotuning (or load from the persistent cache); thread-safe, so programs can compile
+    side by side: XLA releases the GIL while it compiles."""
+    start = time.perf_counter()
     _EVENTS.hits = _EVENTS.misses = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        executable = lowered.compile()
+        executable = item.lowered.compile()
     _cache_trouble([str(w.message) for w in caught])
     cached = True if _EVENTS.hits else (False if _EVENTS.misses else None)
-    program = Program(executable, identity, Compilation(seconds=time.perf_counter() - start, cached=cached))
-    shared[identity] = (variant, program)
+    seconds = item.seconds + time.perf_counter() - start
+    return Program(executable, item.fingerprint, Compilation(seconds=seconds, cached=cached, ahead=ahead))
+
+
+def shared_program(item: Lowered, shared: dict[str, tuple[str, Program]]) -> Program | None:
+    """The executable another variant of this shape compiled from the same program, if one did."""
+    if item.fingerprint not in shared:
+        return None
+    owner, program = shared[item.fingerprint]
+    return Program(program.executable, item.fingerprint, Compilation(seconds=item.seconds, shared_with=owner))
+
+
+def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]], variant: str) -> Program:
+    """Lower and compile `fn` for `args` with XLA's full autotuning, unless a variant in `shared` (fingerprint ->
+    (variant, program), one shape's) already compiled the same program: then its executable is reused."""
+    item = lower_timed(fn, args)
+    if reused := shared_program(item, shared):
+        return reused
+    program = compile_lowered(item, variant)
+    shared[item.fingerprint] = (variant, program)
     return program
 
 
 class Untimed:
-    """jit for programs that are never timed: compiled once per argument shape, without autotuning on a GPU."""
+    """jit for programs that are never timed: compiled once per argument shape, without autotuning on a GPU.
+
+    `recording()` lists the programs a piece of code would compile, by shape, without running it (call that code
+    under jax.eval_shape); `warm` compiles one of them ahead, from any thread.
+    """
 
     def __init__(self, keep: int = UNTIMED_KEEP):
         self._compiled: OrderedDict[tuple, object] = OrderedDict()
         self._lock = threading.Lock()
+        self._local = threading.local()
         self.keep = keep
 
     def __call__(self, fn: Callable, *args, **static):
         key = (fn, tuple(sorted(static.items())), tuple(_aval(a) for a in args))
+        record = getattr(self._local, "record", None)
+        if record is not None:
+            return record(key, fn, args, static)
         with self._lock:
             executable = self._compiled.get(key)
             if executable is not None:
                 self._compiled.move_to_end(key)
         if executable is None:
             executable = self._compile(fn, args, static)
-            with self._lock:
-                self._compiled[key] = executable
-                while len(self._compiled) > self.keep:
-                    self._compiled.popitem(last=False)
+            self._store(key, executable)
         return executable(*args)
+
+    def _store(self, key: tuple, executable) -> None:
+        with self._lock:
+            self._compiled[key] = executable
+            while len(self._compiled) > self.keep:
+                self._compiled.popitem(last=False)
+
+    @contextmanager
+    def recording(self, found: list[tuple]):
+        """Inside (and under jax.eval_shape), calls are not run: each distinct (key, fn, avals, static) not compiled
+        yet is appended to `found`, and zeros of the output's shape stand in for the result."""
+        import jax
+        import jax.numpy as jnp
+
+        shapes: dict[tuple, object] = {}
+
+        def record(key, fn, args, static):
+            if key not in shapes:
+                avals = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args)
+                shapes[key] = jax.eval_shape(functools.partial(fn, **static), *avals)
+                with self._lock:
+                    known = key in self._compiled
+                if not known:
+                    found.append((key, fn, avals, static))
+            return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes[key])
+
+        self._local.record = record
+        try:
+            yield found
+        finally:
+            self._local.record = None
+
+    def warm(self, key: tuple, fn: Callable, avals: tuple, static: dict) -> None:
+        """Compile one recorded program now, so that its call later finds it."""
+        self._store(key, self._compile(fn, avals, static))
 
     @staticmethod
     def _compile(fn: Callable, args: tuple, static: dict):
-        import functools
-
         import jax
 
         lowered = jax.jit(functools.partial(fn, **static)).lower(*args)

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import re
 import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,7 +25,7 @@ import jax.numpy as jnp
 from runner import metrics, power
 from runner.attention import reference_attention
 from runner.cells import Cell
-from runner.compiler import UNTIMED, Program, compile_timed
+from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.machine import Device
 from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry, Tuning,
                            Candidate, utc_now)
@@ -34,6 +37,8 @@ REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 FP8_TYPE = re.compile(r"\bf8e[45]m[23]")
 FP8_KERNEL = re.compile(r"f8|fp8|e4m3", re.IGNORECASE)
+COMPILE_THREADS = min(8, os.cpu_count() or 1)  # programs compiled side by side ahead of their cells
+SHARED_SHAPES = 32  # shapes whose executables are kept for variants that compile to the same program
 TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
 
 
@@ -175,14 +180,16 @@ def input_avals(p: Params) -> tuple:
     return tuple(jax.ShapeDtypeStruct(s, jnp.dtype(p.dtype)) for s in input_shapes(p))
 
 
-def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
-    """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
+def _timed_fn(built, p: Params) -> tuple[Staged | None, Callable, tuple]:
+    """The timed call of a built variant, and the shapes it is lowered for (the staged arguments' where it stages)."""
     staged = built if isinstance(built, Staged) else None
     fn = staged.attend if staged else built
     fn = with_grads(fn) if p.pass_ == "fwd_bwd" else fn
     avals = input_avals(p)
-    args = jax.eval_shape(staged.prepare, *avals[:3]) if staged else avals
-    program = compile_timed(fn, args, shared, name)
+    return staged, fn, (jax.eval_shape(staged.prepare, *avals[:3]) if staged else avals)
+
+
+def _compiled(program: Program, staged: Staged | None) -> Compiled:
     memory = program.executable.memory_analysis()
     hlo = program.executable.as_text()
     return Compiled(
@@ -193,6 +200,26 @@ def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
         temp_bytes=int(memory.temp_size_in_bytes) if memory is not None else None,
         hlo=hlo,
     )
+
+
+def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
+    """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
+    staged, fn, args = _timed_fn(built, p)
+    return _compiled(compile_timed(fn, args, shared, name), staged)
+
+
+def untimed_programs(p: Params, seed: int) -> list[tuple]:
+    """The untimed programs a shape's inputs and reference compile that are not compiled yet (UNTIMED.warm's
+    arguments): found by tracing make_inputs, reference and unmasked_rows themselves, so the list cannot drift."""
+    found: list[tuple] = []
+
+    def truth():
+        args = make_inputs(p, seed)
+        return reference(p, args), unmasked_rows(p, args)
+
+    with UNTIMED.recording(found):
+        jax.eval_shape(truth)
+    return found
 
 
 def as_tuple(outputs) -> tuple:
@@ -346,8 +373,9 @@ def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
 
 
 def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
-              watch: Stopwatch) -> Timed:
-    """Bring the GPU to the spec's power state, sample the headline timer under telemetry, then the others."""
+              watch: Stopwatch, ran_s: float | None = None) -> Timed:
+    """Bring the GPU to the spec's power state, sample the headline timer under telemetry, then the others (ran_s:
+    the seconds of the untimed call made just before, which may stand in for a slow call's warm-up)."""
     headline = timers[0].name
     state, telemetry = None, None
     if env.source is not None:
@@ -364,10 +392,10 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
         with watch.phase(timer.name):
             if timer.name == headline and env.source is not None:
                 with power.Recorder(env.source) as recorder:
-                    sampled.append(sample(timer, fn, args, limit))
+                    sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
                 telemetry = power.summarise(recorder.readings, env.source.power_limit_w)
             else:
-                sampled.append(sample(timer, fn, args, limit))
+                sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
     return Timed(sampled, state, telemetry)
 
 
@@ -410,8 +438,10 @@ class Measurer:
     power_env: PowerEnv = field(default_factory=PowerEnv)
     _begun: Begun | None = None
     _truth: tuple[Params, InputsAndReference] | None = None
-    _shared: dict[Params, dict] = field(default_factory=dict)
+    _shared: OrderedDict[Params, dict] = field(default_factory=OrderedDict)
     _probed: dict[str, str | None] = field(default_factory=dict)
+    _ready: dict[str, Compiled | Exception] = field(default_factory=dict)  # compiled ahead, by cell key
+    _tried: set[str] = field(default_factory=set)  # cells a batch compiled (or tried to) already
 
     def truth(self, p: Params, watch: Stopwatch) -> InputsAndReference:
         """The shape's inputs and float32 results, made once per shape."""
@@ -428,10 +458,77 @@ class Measurer:
         return self._truth[1]
 
     def shared(self, p: Params) -> dict:
-        """Fingerprint -> (variant, program) for this shape's executables (the last two shapes are kept)."""
+        """Fingerprint -> (variant, program) for this shape's executables (the last SHARED_SHAPES shapes are kept)."""
         if p not in self._shared:
-            self._shared = {**dict(list(self._shared.items())[-1:]), p: {}}
+            self._shared[p] = {}
+            while len(self._shared) > SHARED_SHAPES:
+                self._shared.popitem(last=False)
+        self._shared.move_to_end(p)
         return self._shared[p]
+
+    def precompile(self, cells: list[Cell], watch: Stopwatch) -> None:
+        """Compile the timed programs of these cells, and the untimed ones of their shapes' inputs and references,
+        side by side in COMPILE_THREADS threads (XLA compiles without holding the GIL). It runs at a cell's turn
+        before anything is timed, never during a timed window: XLA's autotuner launches kernels, and CUPTI would
+        count them. A program that fails to compile keeps its error for its own cell's turn."""
+        if all(c.key in self._tried for c in cells[:2]):  # this cell's and the next one's batch ran: not yet
+            return
+        todo = [c for c in cells if c.key not in self._tried]
+        self._tried.update(c.key for c in todo)
+        self._ready = {key: made for key, made in self._ready.items() if key in {c.key for c in cells}}
+        with watch.phase("compile"):
+            lowered, shapes = [], {}
+            for cell in todo:
+                variant, p = VARIANTS[cell.variant], cell.params
+                try:
+                    if self.unavailable(variant, p):
+                        continue
+                    built = variant.build(p)
+                    if isinstance(built, Tuned):  # its search compiles and times at its turn
+                        continue
+                    staged, fn, args = _timed_fn(built, p)
+                    lowered.append((cell, staged, lower_timed(fn, args)))
+                except Exception as error:  # Skip included: recorded at the cell's turn
+                    self._ready[cell.key] = error
+                    continue
+                if self._truth is None or self._truth[0] != p:
+                    shapes.setdefault(p, None)
+            untimed = {prog[0]: prog for p in shapes for prog in untimed_programs(p, self.spec.seed)}
+            self._compile_all(lowered, list(untimed.values()))
+
+    def _compile_all(self, lowered: list[tuple], untimed: list[tuple]) -> None:
+        """Compile each distinct program of `lowered` (cell, staged, Lowered) once in the pool, with `untimed`
+        beside them; a variant whose program another one of its shape compiles shares that executable."""
+        owners: dict[tuple, tuple[str, Future]] = {}
+        with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool:
+            warming = [pool.submit(UNTIMED.warm, *prog) for prog in untimed]
+            for cell, _, item in lowered:
+                identity = (cell.params, item.fingerprint)
+                if identity not in owners and not shared_program(item, self.shared(cell.params)):
+                    owners[identity] = (cell.variant, pool.submit(compile_lowered, item, cell.variant, True))
+        for future in warming:
+            future.exception()  # an untimed program that fails here fails again, and is reported, where it runs
+        for cell, staged, item in lowered:
+            shared = self.shared(cell.params)
+            owner, future = owners.get((cell.params, item.fingerprint), (None, None))
+            try:
+                if (program := shared_program(item, shared)) is None:
+                    program = future.result()
+                    shared[item.fingerprint] = (owner, program)
+                    if owner != cell.variant:  # this variant's program, compiled by an earlier one in the batch
+                        program = shared_program(item, shared)
+                program = dataclasses.replace(program, compilation=program.compilation.model_copy(
+                    update={"ahead": True}))
+                self._ready[cell.key] = _compiled(program, staged)
+            except Exception as error:  # a compile error: the cell fails with it at its turn
+                self._ready[cell.key] = error
+
+    def _take(self, cell: Cell) -> Compiled | None:
+        """The cell's program if a batch compiled it (raising the error it met instead)."""
+        made = self._ready.pop(cell.key, None)
+        if isinstance(made, Exception):
+            raise made
+        return made
 
     def unavailable(self, variant: Variant, p: Params) -> str | None:
         """Why the variant declines this cell here: its rules, or its probe (run once per variant)."""
@@ -455,9 +552,11 @@ class Measurer:
             variant = VARIANTS[cell.variant]
             if not self.unavailable(variant, cell.params):
                 self.truth(cell.params, begun.watch)
+                begun.compiled = self._take(cell)
                 with begun.watch.phase("compile"):
-                    built = variant.build(cell.params)
-                    if not isinstance(built, Tuned):
+                    built = variant.build(cell.params) if begun.compiled is None else None
+                    if built is not None and not isinstance(built, Tuned):
+                        self._tried.add(cell.key)
                         compiled = compile_step(cell.variant, built, cell.params, self.shared(cell.params))
                         compilation = compiled.program.compilation.model_copy(update={"ahead": True})
                         begun.compiled = dataclasses.replace(
@@ -479,9 +578,9 @@ class Measurer:
         with watch.phase("compile"):
             return compile_step(cell.variant, built, cell.params, self.shared(cell.params)), None
 
-    def measure(self, cell: Cell) -> CellRecord:
-        """Run one cell's steps (continuing what `begin` started for it); never raises for a failure of the variant
-        or the device."""
+    def measure(self, cell: Cell, ahead: list[Cell] = ()) -> CellRecord:
+        """Run one cell's steps (continuing what `begin` started for it), compiling the programs of the cells `ahead`
+        beside its own; never raises for a failure of the variant or the device."""
         begun, self._begun = self._begun, None
         if begun is None or begun.key != cell.key:
             begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
@@ -490,13 +589,17 @@ class Measurer:
         try:
             if begun.error is not None:
                 raise begun.error
+            if ahead:
+                self.precompile([cell, *ahead], watch)
             if reason := self.unavailable(variant, p):
                 raise Skip(reason)
             truth = self.truth(p, watch)
-            compiled, tuning = self.program(cell, truth, watch, begun.compiled)
+            compiled, tuning = self.program(cell, truth, watch, begun.compiled or self._take(cell))
             with watch.phase("check"):
                 args = compiled.arguments(truth.args)
+                called = time.perf_counter()
                 outputs = run_once(compiled, args)
+                ran_s = time.perf_counter() - called
                 correctness = check_step(p, outputs, truth, *self.tolerances(variant, p))
             if reason := incorrect_reason(correctness):
                 if variant.fp8_baseline:
@@ -505,7 +608,7 @@ class Measurer:
                 status = ("incorrect", reason)
             else:
                 timed = time_step(self.timers, compiled.program.executable, args, self.spec.timing, self.power_env,
-                                  watch)
+                                  watch, ran_s)
                 if zero := [s.summary.timer for s in timed.sampled if s.summary.median_s <= 0]:
                     raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")
                 if variant.fp8_baseline:

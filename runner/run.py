@@ -33,6 +33,7 @@ from runner.worker import Hello, Start
 
 COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
 MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
+AHEAD_CELLS = 16  # cells whose programs a worker compiles side by side, ahead of their turn
 WORKER_START_S = 900.0  # importing the libraries and measuring the machine's ceilings, cold caches included
 
 
@@ -79,6 +80,8 @@ class Context:
     timeout_s: float
     stop: threading.Event
     hellos: dict[str, Hello] = field(default_factory=dict)
+    compile_ahead: bool = True  # off for the rest of the run once a worker died with cells compiling ahead
+    next_group: dict[str, str] = field(default_factory=dict)  # worker group -> the group measured after it
 
 
 def first_pull(uploader: Uploader, store: Store) -> set[str]:
@@ -93,7 +96,7 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
 
 
 def in_worker_order(cells: list[Cell]) -> list[Cell]:
-    """Cells grouped by worker (JAX's first), each group in run order: one worker alive at a time, few switches."""
+    """Cells grouped by worker (JAX's first), each group in run order: one worker measuring at a time, few switches."""
     groups = list(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))
     return sorted(cells, key=lambda c: groups.index(VARIANTS[c.variant].worker))
 
@@ -112,8 +115,10 @@ def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, rea
                        worker=VARIANTS[cell.variant].worker, attempts=attempts)
 
 
-def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell]) -> CellRecord:
-    """One cell: declined here, given up as poison, or measured by its worker (crashed / timeout if it is lost)."""
+def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell], ahead: list[Cell] = ()) -> CellRecord:
+    """One cell: declined here, given up as poison, or measured by its worker (crashed / timeout if it is lost).
+    A worker that dies while it was also compiling `ahead` cells is not allowed to blame this one: the cell is
+    measured again, alone, by a new worker, and the run compiles nothing ahead from then on."""
     started, clock = utc_now(), time.perf_counter()
     variant = VARIANTS[cell.variant]
     if reason := decline(variant, cell.params, ctx.device):
@@ -123,20 +128,43 @@ def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell]) -> CellRecord:
         return _lost(ctx, cell, started, clock, "crashed", f"the process died {attempts - 1} times while measuring "
                      "this cell (the pod or runner was killed under it); recorded instead of tried again", attempts - 1)
     ctx.uploader.mark({"key": cell.key, "attempts": attempts, "cell": cell.label(), "since": started})
-    try:
-        worker = ctx.pool.worker(variant.worker)
-        ctx.hellos.setdefault(variant.worker, worker.hello)
-        if worker.hello.error:
-            record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
-        else:
-            same_worker = [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker]
-            text = worker.measure(cell, same_worker, ctx.timeout_s)
-            record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
-    except WorkerLost as lost:
-        ctx.pool.lose()
-        record = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
+    while True:
+        ahead = list(ahead) if ctx.compile_ahead else []
+        try:
+            worker = ctx.pool.worker(variant.worker)
+            ctx.hellos.setdefault(variant.worker, worker.hello)
+            ctx.pool.prepare(ctx.next_group.get(variant.worker))  # the next group's libraries load meanwhile
+            if worker.hello.error:
+                record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
+            else:
+                same_worker = [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker]
+                text = worker.measure(cell, same_worker, ahead, ctx.timeout_s)
+                record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
+        except WorkerLost as lost:
+            ctx.pool.lose()
+            if ahead:
+                print(f"warning: the {variant.worker} worker died while compiling {len(ahead)} cells ahead with "
+                      f"{cell.label()}; measuring it again alone, and compiling nothing ahead from here on",
+                      file=sys.stderr, flush=True)
+                ctx.compile_ahead = False
+                continue
+            record = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
+        break
     ctx.uploader.mark(None)
     return record
+
+
+def _ahead(ctx: Context, cell: Cell, cells: list[Cell]) -> list[Cell]:
+    """The next AHEAD_CELLS cells of the same worker that it will measure (not declined, not poison)."""
+    group = VARIANTS[cell.variant].worker
+    found = []
+    for c in cells:
+        if len(found) == AHEAD_CELLS:
+            break
+        if (VARIANTS[c.variant].worker == group and not decline(VARIANTS[c.variant], c.params, ctx.device)
+                and _attempt(ctx, c) <= MAX_ATTEMPTS and c.key not in ctx.uploader.store_keys):
+            found.append(c)
+    return found
 
 
 def _next_for_worker(ctx: Context, cells: list[Cell]) -> list[Cell]:
@@ -152,6 +180,9 @@ def _next_for_worker(ctx: Context, cells: list[Cell]) -> list[Cell]:
 def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Console) -> bool:
     """Measure and commit each cell not done yet; False when SIGTERM ended it early."""
     todo = [c for c in in_worker_order(cells) if c.key not in done]
+    groups = list(dict.fromkeys(VARIANTS[c.variant].worker for c in todo
+                                if not decline(VARIANTS[c.variant], c.params, ctx.device)))
+    ctx.next_group = dict(zip(groups, groups[1:]))
     announced: set[str] = set()  # cells a worker was told come next: it may have started them
     with progress_for(len(todo), console) as progress:
         for i, cell in enumerate(todo):
@@ -163,7 +194,7 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
             upcoming = _next_for_worker(ctx, todo[i + 1:])
             announced.update(c.key for c in upcoming)
             try:
-                record = measure_one(ctx, cell, upcoming)
+                record = measure_one(ctx, cell, upcoming, _ahead(ctx, cell, todo[i + 1:]))
             except Stopped:
                 return False
             ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)
@@ -246,7 +277,7 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     spool.write_manifest(manifest)
     uploader.notify()
     ctx = Context(spec, spool, uploader, pool, Device(*hello.device), machine, resumed,
-                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello})
+                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello}, first.compile_ahead)
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
     finished = measure_all(ctx, cells, done, console)

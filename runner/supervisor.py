@@ -1,5 +1,6 @@
 """Workers seen from the supervisor: started per library set, fed one cell at a time, stopped, or replaced when
-one dies or runs past the cell's time limit. At most one worker is alive at a time (each would hold the GPU).
+one dies or runs past the cell's time limit. At most one worker holds the GPU at a time; the next group's may
+wait beside it as a spare, its libraries loaded, until its turn.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ def _signal_name(number: int) -> str:
 class Worker:
     """One `python -m runner.worker` process and the two pipes to it; its stderr is passed on and its tail kept."""
 
-    def __init__(self, start: Start, stop: threading.Event, timeout_s: float):
-        self.group, self.stop_event = start.group, stop
+    def __init__(self, start: Start | str, stop: threading.Event, timeout_s: float):
+        """Start the process with `start` (waiting for its hello), or with a group's name: a spare that loads its
+        libraries and waits for `begin`."""
+        self.group = start if isinstance(start, str) else start.group
+        self.stop_event = stop
         to_worker, from_worker = os.pipe(), os.pipe()
         # not `-m runner.worker`: its classes would pickle as __main__'s
         command = [sys.executable, "-c", "import sys; from runner.worker import main; main(sys.argv[1:])",
@@ -72,8 +76,19 @@ class Worker:
         self.tail: deque[str] = deque(maxlen=20)
         threading.Thread(target=self._pass_on_stderr, name=f"attnbench-{self.group}-stderr", daemon=True).start()
         self.oom_before = oom_kills()
-        self.outbox.send(("start", start))
-        self.hello: Hello = self._answer(timeout_s, "starting")
+        self.hello: Hello | None = None
+        if isinstance(start, str):
+            self.outbox.send(("hold", start))
+        else:
+            self.begin(start, timeout_s)
+
+    def begin(self, start: Start, timeout_s: float) -> None:
+        """Start measuring (a spare's turn): the worker starts its GPU backend and says hello."""
+        try:
+            self.outbox.send(("start", start))
+        except (BrokenPipeError, OSError):
+            raise self._death("starting") from None
+        self.hello = self._answer(timeout_s, "starting")
 
     def _pass_on_stderr(self) -> None:
         for raw in self.process.stderr:
@@ -115,9 +130,10 @@ class Worker:
             return WorkerLost("oom", f"the worker was {how} by the kernel's out-of-memory killer while {doing}")
         return WorkerLost("crashed", f"the worker {how} while {doing} (last stderr: {self.last_words()})")
 
-    def measure(self, cell: Cell, upcoming: list[Cell], timeout_s: float) -> str | None:
-        """The cell's record (JSON) from the worker; None when its libraries failed to load."""
-        payload = (_plain(cell), [_plain(c) for c in upcoming])
+    def measure(self, cell: Cell, upcoming: list[Cell], ahead: list[Cell], timeout_s: float) -> str | None:
+        """The cell's record (JSON) from the worker; None when its libraries failed to load. `upcoming`: the cell the
+        worker may start once this one is done; `ahead`: the cells whose programs it may compile with this one's."""
+        payload = (_plain(cell), [_plain(c) for c in upcoming], [_plain(c) for c in ahead])
         try:
             self.outbox.send(("measure", payload))
         except (BrokenPipeError, OSError):
@@ -146,22 +162,44 @@ def _plain(cell: Cell) -> dict:
 
 
 class Pool:
-    """The run's workers by library set, one alive at a time; a dead one is replaced when next needed."""
+    """The run's workers by library set, one measuring at a time (a spare of the next group may wait); a dead one
+    is replaced when next needed."""
 
     def __init__(self, make_start: Callable[[str], Start], stop: threading.Event, start_timeout_s: float):
         self.make_start, self.stop_event, self.start_timeout_s = make_start, stop, start_timeout_s
         self.current: Worker | None = None
+        self.spare: Worker | None = None
         self.hellos: dict[str, Hello] = {}
 
     def worker(self, group: str) -> Worker:
-        """The live worker of `group`, starting it (and stopping another group's) as needed."""
+        """The live worker of `group`, starting it (or the spare loaded for it), and stopping another group's."""
         if self.current and (self.current.group != group or not self.current.alive()):
             self.current.stop()
             self.current = None
         if self.current is None:
-            self.current = Worker(self.make_start(group), self.stop_event, self.start_timeout_s)
+            spare, self.spare = self.spare, None
+            if spare and spare.group == group and spare.alive():
+                self.current = spare
+                try:
+                    spare.begin(self.make_start(group), self.start_timeout_s)
+                except WorkerLost:
+                    self.current = None
+                    raise
+            else:
+                if spare:
+                    spare.kill()
+                self.current = Worker(self.make_start(group), self.stop_event, self.start_timeout_s)
             self.hellos.setdefault(group, self.current.hello)
         return self.current
+
+    def prepare(self, group: str | None) -> None:
+        """Have `group`'s worker load its libraries now, as a spare, while the current one measures."""
+        if group is None or (self.spare and self.spare.group == group) or \
+                (self.current and self.current.group == group):
+            return
+        if self.spare:
+            self.spare.kill()
+        self.spare = Worker(group, self.stop_event, self.start_timeout_s)
 
     def lose(self) -> None:
         """Forget the current worker after it died or was killed."""
@@ -170,12 +208,14 @@ class Pool:
         self.current = None
 
     def close(self) -> None:
-        if self.current:
-            self.current.stop()
-        self.current = None
+        for worker in (self.current, self.spare):
+            if worker:
+                worker.stop()
+        self.current = self.spare = None
 
     def kill(self) -> None:
         """Stop now: a SIGTERM abandons the cell in flight."""
-        if self.current:
-            self.current.kill()
-        self.current = None
+        for worker in (self.current, self.spare):
+            if worker:
+                worker.kill()
+        self.current = self.spare = None

@@ -97,17 +97,18 @@ def summarise(name: str, samples: list[float], target_noise: float) -> TimerSumm
     )
 
 
-def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callable[[], float] = time.perf_counter
-           ) -> Sampled:
+def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callable[[], float] = time.perf_counter,
+           ran_s: float | None = None) -> Sampled:
     """At least min_samples; then stop at target noise, max_samples or the time budget.
 
     Calls too slow for the budget do not run it over to fill min_samples: past the budget FLOOR_SAMPLES are
     enough. Such calls are asked for one at a time, and the warm-up stops after its first call when the rest
-    would take more than half the budget (the cell's correctness check has run the program already).
+    would take more than half the budget. `ran_s`: the seconds of an untimed call just made (the correctness
+    check's); when the warm-up would take more than half the budget at that pace, that call was the warm-up.
     """
     start = clock()
-    per_call = None
-    if limit.warmup:
+    per_call = ran_s
+    if limit.warmup and not (ran_s is not None and ran_s * limit.warmup > limit.budget_s / 2):
         timer(fn, args, 1)
         per_call = clock() - start  # an overestimate: the first call pays what later calls do not
         if limit.warmup > 1 and per_call * (limit.warmup - 1) <= limit.budget_s / 2:

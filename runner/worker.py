@@ -4,8 +4,11 @@ The supervisor (runner/supervisor.py) starts a Python process that calls `main`,
 it: a segfault, a CUDA error that poisons the context, a hang or a host OOM ends this process and the cell in
 flight, never the run. Messages are (verb, payload) tuples of plain data:
 
-  supervisor -> worker   ("start", Start)  ("measure", cell, upcoming cells)  ("stop", None)
+  supervisor -> worker   ("start", Start)  ("measure", (cell, next cells, cells to compile ahead))  ("stop", None)
   worker -> supervisor   ("ready", Hello)  ("record", record JSON)
+
+A spare worker, started while another group's worker measures, is first sent ("hold", group): it loads its
+libraries (TE's import, JAX's) without touching the GPU, then waits for its ("start", Start) as any worker does.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ class Start:
     spec: dict
     run_id: str
     compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
-    compile_ahead: bool = True  # start the next cell (inputs, reference, program) while the last one is stored
+    compile_ahead: bool = True  # compile the next cells' programs together; start the next cell while one is stored
     describe: bool = False  # measure the machine's ceilings and report its facts (the run's first worker)
     machine: dict | None = None  # the run's machine record, for rates against its ceilings
     idle: tuple[float | None, float | None] | None = None  # (temperature, power) before the run: burst's target
@@ -138,9 +141,27 @@ def _cell(payload: dict):
     return Cell(payload["experiment"], payload["variant"], Params.model_validate(payload["params"]))
 
 
+def _hold(group: str) -> None:
+    """A spare's head start: the group's libraries and JAX imported, no GPU backend started (another worker holds
+    the GPU); a preload that fails here fails again, and is reported, at the start."""
+    _preload(group)
+    import jax  # noqa: F401
+
+    import runner.measure  # noqa: F401
+    import runner.timers  # noqa: F401
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     """Answer the supervisor until it says stop or goes away."""
     verb, start = inbox.recv()
+    if verb == "hold":
+        _hold(start)
+        try:
+            verb, start = inbox.recv()
+        except EOFError:
+            return
+        if verb != "start":
+            return
     greeting, measurer = hello(start)
     outbox.send(("ready", greeting))
     while True:
@@ -150,8 +171,8 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if verb == "stop":
             return
-        cell, upcoming = _cell(payload[0]), [_cell(c) for c in payload[1]]
-        record = measurer.measure(cell) if measurer else None
+        cell, upcoming, ahead = _cell(payload[0]), [_cell(c) for c in payload[1]], [_cell(c) for c in payload[2]]
+        record = measurer.measure(cell, ahead if start.compile_ahead else []) if measurer else None
         outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
         if measurer and upcoming and start.compile_ahead:
             measurer.begin(upcoming[0])  # while the supervisor stores the record and sends the next cell

@@ -8,7 +8,10 @@ import pytest
 from helpers import params, spec_data
 from runner.cells import Cell
 from runner.machine import current_device
-from runner.measure import Measurer, compile_step, input_avals, make_inputs, reference, run_once
+from runner import measure
+from runner.compiler import UNTIMED, Untimed
+from runner.measure import (Measurer, compile_step, input_avals, make_inputs, reference, run_once, unmasked_rows,
+                            untimed_programs)
 from runner.registry import VARIANTS, Skip, load_all, variant
 from runner.spec import parse_spec
 from runner.timers import WallTimer
@@ -82,3 +85,50 @@ def test_a_cell_that_cannot_fit_the_device_is_skipped_with_the_bytes_it_needs(me
     assert record.status == "skipped"
     assert record.reason.startswith("inputs and float32 reference need ") and record.reason.endswith(
         "MiB; the device has 1.0 MiB")
+
+
+def test_cells_compiled_together_give_the_same_answers_and_say_so(measurer):
+    cells = [Cell("t", v, params(seq_len=t)) for t in (8, 16) for v in ("xla", "auto", "naive")]
+    together = [measurer.measure(c, cells[i + 1:]) for i, c in enumerate(cells)]
+    alone = Measurer(measurer.spec, [WallTimer()], "t", current_device())
+    for cell, batched in zip(cells, together):
+        one = alone.measure(cell)
+        assert batched.status == one.status == "ok", (batched.reason, one.reason)
+        assert batched.correctness.rel_err == one.correctness.rel_err
+        assert batched.compilation.ahead is True and one.compilation.ahead is False
+        assert batched.compilation.shared_with == one.compilation.shared_with  # the same executables shared
+    assert "compile" in together[0].phases  # the first cell carries the batch's compiling ...
+    assert not {"compile", "inputs", "reference"} & set(together[1].phases)  # ... and the next ones wait for none
+    assert all(r.duration_s >= sum(r.phases.values()) for r in together)
+
+
+def test_a_program_that_fails_in_a_batch_fails_its_own_cell_only(measurer):
+    @variant("test_bad_shapes")
+    def bad(p):
+        """Multiplies shapes that do not fit: lowering fails."""
+        return lambda q, k, v: q @ k
+
+    try:
+        cells = [Cell("t", "xla", params()), Cell("t", "test_bad_shapes", params()), Cell("t", "naive", params())]
+        records = [measurer.measure(c, cells[i + 1:]) for i, c in enumerate(cells)]
+        assert [r.status for r in records] == ["ok", "failed", "ok"]
+        assert records[1].reason.startswith("TypeError")
+    finally:
+        VARIANTS.pop("test_bad_shapes", None)
+
+
+def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(monkeypatch):
+    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
+    p = params(seq_len=24, kv_heads=2, causal=True, pass_="fwd_bwd")
+    found = untimed_programs(p, 0)
+    assert len(found) >= 5  # four input tensors' normals (one program each shape), two chunk shapes, the rows
+    for program in found:
+        UNTIMED.warm(*program)
+    assert untimed_programs(p, 0) == []
+
+    def compiles(*_):
+        raise AssertionError("an untimed program was not among those listed ahead")
+
+    monkeypatch.setattr(Untimed, "_compile", staticmethod(compiles))
+    args = make_inputs(p, 0)
+    assert len(reference(p, args)) == 4 and unmasked_rows(p, args) is not None

@@ -64,3 +64,50 @@ def broken(p):
     listing = attnbench("list", ATTNBENCH_VARIANTS=str(tmp_path / "broken_backend.py"))
     assert listing.returncode == 0
     assert "test_broken_backend" in listing.stdout and "curand shared object" in listing.stdout
+
+
+def test_the_next_groups_worker_loads_its_libraries_while_the_first_one_measures(tmp_path):
+    (tmp_path / "other_backend.py").write_text(f'''
+import functools, os, time
+
+from runner.attention import naive_attention
+from runner.registry import variant
+
+MARKS = {str(tmp_path / "marks")!r}
+
+
+def mark(what):
+    with open(MARKS, "a") as f:
+        f.write(f"{{what}} {{os.getpid()}} {{time.time()}}\\n")
+
+
+def preload():
+    mark("preload")
+
+
+@variant("test_jax_mark")
+def jax_mark(p):
+    """Plain attention in JAX's worker that notes when it was built."""
+    mark("built")
+    return functools.partial(naive_attention, causal=p.causal)
+
+
+@variant("test_other", worker="other", preload=preload)
+def other(p):
+    """Plain attention in a worker of its own."""
+    return functools.partial(naive_attention, causal=p.causal)
+''')
+    experiment = {"name": "x", "variants": ["test_other", "test_jax_mark"], "sweep": {"seq_len": [8, 16, 32, 64]}}
+    spec = write_spec(tmp_path / "spec.yaml", spec_data(experiment, timing={"budget_s": 0.5}))
+    done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", "spare", "--spool", tmp_path / "spool",
+                     "--compile-ahead", "off", timeout=300, ATTNBENCH_VARIANTS=str(tmp_path / "other_backend.py"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = read_run(tmp_path / "out" / "spare")
+    assert {(c.variant, c.status, c.worker) for c in run.cells} == {("test_other", "ok", "other"),
+                                                                     ("test_jax_mark", "ok", "jax")}
+    marks = [line.split() for line in (tmp_path / "marks").read_text().splitlines()]
+    preloads = [float(t) for what, _, t in marks if what == "preload"]
+    built = [float(t) for what, _, t in marks if what == "built"]
+    assert len(preloads) == 2 and len(built) == 4  # the spare's head start, then its start proper
+    assert preloads[0] < built[-1]  # TE's import (here, a mark) ran while JAX's worker was still measuring
+    assert {pid for what, pid, _ in marks if what == "preload"} != {pid for what, pid, _ in marks if what == "built"}

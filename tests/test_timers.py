@@ -69,6 +69,15 @@ def test_calls_too_slow_for_the_budget_take_one_warm_up_and_three_samples():
     assert got.summary.samples == 3 and not got.summary.converged
 
 
+def test_a_slow_untimed_call_just_made_is_the_warm_up():
+    timer = Scripted([1.0, 2.0] * 100)
+    got = sample(timer, None, (), Limits(3, 10, 300, 0.05, 0.2), Clock(1.0), ran_s=1.0)
+    assert timer.calls == [1, 1, 1] and got.summary.samples == 3  # no warm-up call at all
+    fast = Scripted([1.0] * 100)
+    sample(fast, None, (), Limits(3, 10, 300, 0.05, 100.0), Clock(0.01), ran_s=0.001)
+    assert fast.calls[:2] == [1, 2]  # a fast call warms up as usual
+
+
 def test_a_budget_with_room_keeps_min_samples():
     timer = Scripted([1.0, 2.0] * 100)
     got = sample(timer, None, (), Limits(3, 10, 300, 0.05, 100.0), Clock(0.01))
