@@ -286,6 +286,10 @@ class WorkerInfo(_Record):
     versions: dict[str, str] = Field(default_factory=dict)
     variants: list[str] = Field(default_factory=list)
     error: str | None = Field(None, description="Why the worker's libraries could not be loaded.")
+    start_s: dict[str, float] = Field(default_factory=dict, description="Seconds of each step of the worker's "
+                                      "start (libraries, backend, compile_cache, machine: the ceilings measured, "
+                                      "measurer), outside every cell; a spare's libraries loaded while another "
+                                      "worker measured.")
 
 
 class Manifest(_Record):

@@ -230,7 +230,7 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest
     for record in ctx.spool.records():
         for name, seconds in record.phases.items():
             phases[name] = phases.get(name, 0.0) + seconds
-    workers = {group: WorkerInfo(versions=h.versions, error=h.error,
+    workers = {group: WorkerInfo(versions=h.versions, error=h.error, start_s=h.start_s,
                                  variants=sorted({v.name for v in VARIANTS.values() if v.worker == group}))
                for group, h in ctx.hellos.items()}
     at_end = gpu.readings() if ctx.device.compute_capability else None

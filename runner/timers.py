@@ -107,12 +107,12 @@ def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callab
     check's); when the warm-up would take more than half the budget at that pace, that call was the warm-up.
     """
     start = clock()
-    per_call = ran_s
-    if limit.warmup and not (ran_s is not None and ran_s * limit.warmup > limit.budget_s / 2):
+    per_call, rest = ran_s, limit.warmup
+    if rest and per_call is None:  # no pace known: one call alone gives it
         timer(fn, args, 1)
-        per_call = clock() - start  # an overestimate: the first call pays what later calls do not
-        if limit.warmup > 1 and per_call * (limit.warmup - 1) <= limit.budget_s / 2:
-            timer(fn, args, limit.warmup - 1)
+        per_call, rest = clock() - start, rest - 1  # an overestimate: the first call pays what later calls do not
+    if rest and per_call * rest <= limit.budget_s / 2:
+        timer(fn, args, rest)
     seconds: list[float] = []
     kernels: list[str] = []
     deadline = clock() + limit.budget_s

@@ -18,6 +18,7 @@ import faulthandler
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
@@ -50,6 +51,7 @@ class Hello:
     idle: tuple[float | None, float | None] | None = None
     error: str | None = None  # the group's preload failed: every cell of it is skipped with this reason
     pid: int = field(default_factory=os.getpid)
+    start_s: dict[str, float] = field(default_factory=dict)  # seconds of each step of starting, in the worker
 
 
 def _die_with_parent() -> None:
@@ -103,17 +105,31 @@ def _idle(start: Start) -> tuple | None:
 
 def hello(start: Start) -> tuple[Hello, object | None]:
     """Load the group's libraries, then JAX; the Hello and the Measurer (None when the libraries failed)."""
+    clock, seconds = time.perf_counter(), {}
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[name] = now - clock
+        clock = now
+
     error = _preload(start.group)
     from runner import compiler, gpu, machine
 
+    lap("libraries")
     device = machine.current_device()
     versions = machine.versions() | (gpu.cuda_versions() if device.compute_capability else {})
+    lap("backend")
     if error:
-        return Hello(start.group, versions, tuple(device.__dict__.values()), error=error), None
+        return Hello(start.group, versions, tuple(device.__dict__.values()), error=error, start_s=seconds), None
     cache = compiler.configure_cache(start.compile_cache)
+    lap("compile_cache")
     described, idle = _machine(start, versions), _idle(start)
+    lap("machine")
     measurer = _measurer(start, device, described, idle)
-    return Hello(start.group, versions, tuple(device.__dict__.values()), cache, described, idle), measurer
+    lap("measurer")
+    return Hello(start.group, versions, tuple(device.__dict__.values()), cache, described, idle,
+                 start_s=seconds), measurer
 
 
 def _measurer(start: Start, device, described: dict | None, idle: tuple | None):

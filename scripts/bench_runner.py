@@ -48,8 +48,10 @@ def summary(out: Path, run_id: str, seconds: float) -> dict:
     cached = sum(1 for c in cells if c.compilation and c.compilation.cached)
     shared = sum(1 for c in cells if c.compilation and c.compilation.shared_with)
     measured = sum(phases.values())
+    starts = {group: sum(w.start_s.values()) for group, w in run.manifest.workers.items()}
     return {"run_id": run_id, "process_s": seconds, "cells": len(cells), "per_cell_s": seconds / len(cells),
-            "in_cells_s": sum(c.duration_s for c in cells), "phases": phases, "phases_s": measured,
+            "in_cells_s": sum(c.duration_s for c in cells), "worker_start_s": starts,
+            "phases": phases, "phases_s": measured,
             "cached": cached, "shared": shared, "statuses": _counts(c.status for c in cells)}
 
 
@@ -63,10 +65,13 @@ def _counts(values) -> dict:
 def table(rows: list[dict]) -> str:
     """One row per run: whole process, per cell, and the phase totals."""
     shown = [p for p in PHASES if any(p in r["phases"] for r in rows)]
-    head = ["run", "process s", "cells", "s / cell", "cached", "shared", *(f"{p} s" for p in shown)]
+    head = ["run", "process s", "cells", "s / cell", "outside cells s", "workers starting s", "cached", "shared",
+            *(f"{p} s" for p in shown)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        values = [r["run_id"], f"{r['process_s']:.1f}", str(r["cells"]), f"{r['per_cell_s']:.2f}", str(r["cached"]),
+        starts = ", ".join(f"{group} {s:.1f}" for group, s in r.get("worker_start_s", {}).items()) or "—"
+        values = [r["run_id"], f"{r['process_s']:.1f}", str(r["cells"]), f"{r['per_cell_s']:.2f}",
+                  f"{r['process_s'] - r['in_cells_s']:.1f}", starts, str(r["cached"]),
                   str(r["shared"]), *(f"{r['phases'].get(p, 0):.1f}" for p in shown)]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
