@@ -276,8 +276,9 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     manifest = new_manifest(spec, spool, len(cells), argv, machine, hello.compile_cache)
     spool.write_manifest(manifest)
     uploader.notify()
+    # after a process died mid-cell, nothing is compiled ahead: a batch that took the pod down would blame that cell
     ctx = Context(spec, spool, uploader, pool, Device(*hello.device), machine, resumed,
-                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello}, first.compile_ahead)
+                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello}, first.compile_ahead and not resumed)
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
     finished = measure_all(ctx, cells, done, console)

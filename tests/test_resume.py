@@ -90,6 +90,11 @@ def assert_each_cell_once(emulator, run_id: str, spec: Path) -> None:
     assert set(consolidated) == planned_keys(spec)
 
 
+# The faulty variants fail as they are built; compiling ahead would build them while an earlier cell is in flight
+# (tests/test_supervisor.py covers that case), and these tests are about the cell in flight.
+ONE_AT_A_TIME = ("--compile-ahead", "off")
+
+
 def faulty_spec(folder: Path, variant: str, **timing) -> Path:
     """naive and a faulty variant at T = 8, 16, 24: the variant takes its worker down at T = 16 only."""
     experiment = {"name": "faults", "variants": ["naive", variant], "sweep": {"seq_len": [8, 16, 24]}}
@@ -176,7 +181,7 @@ def sigterm_within_the_limit(run: subprocess.Popen) -> float:
 def test_sigterm_in_a_long_cell_abandons_it_and_exits_75_within_10_s(emulator, tmp_path):
     spec = faulty_spec(tmp_path, "test_slow")  # the cell at T = 16 compiles for 60 s
     spool = tmp_path / "spool"
-    run = start_run(spec, "preempted", spool)
+    run = start_run(spec, "preempted", spool, *ONE_AT_A_TIME)
     slow = next(c.key for c in expand(load_spec(spec, set(load_all()))) if c.variant == "test_slow" and
                 c.params.seq_len == 16)
     wait_for(lambda: in_flight("preempted") == slow)
@@ -186,7 +191,7 @@ def test_sigterm_in_a_long_cell_abandons_it_and_exits_75_within_10_s(emulator, t
     assert json.loads(emulator.text("runs/preempted/manifest.json"))["ended_at"] is None
     assert in_flight("preempted") is None  # abandoned on notice is no crash
     assert "interrupted by SIGTERM" in (spool / "stderr.txt").read_text()
-    rerun = start_run(spec, "preempted", spool, ATTNBENCH_TEST_SLOW_S="0")
+    rerun = start_run(spec, "preempted", spool, *ONE_AT_A_TIME, ATTNBENCH_TEST_SLOW_S="0")
     assert rerun.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
     assert_each_cell_once(emulator, "preempted", spec)
     assert all(c.attempts == 1 for c in open_store(OUT).read("preempted").cells)
@@ -213,12 +218,12 @@ def test_a_cell_that_kills_the_process_twice_is_recorded_crashed(emulator, tmp_p
     poison = next(c for c in expand(load_spec(spec, set(load_all()))) if c.variant == "test_hang" and
                   c.params.seq_len == 16)
     for attempt, pod in enumerate(("pod-1", "pod-2"), 1):  # the pod dies under the cell (node lost): SIGKILL
-        run = start_run(spec, "poison", tmp_path / pod)
+        run = start_run(spec, "poison", tmp_path / pod, *ONE_AT_A_TIME)
         wait_for(lambda: (marker_of("poison") or {}) | {"cell": None, "since": None} == {
             "key": poison.key, "attempts": attempt, "cell": None, "since": None})
         run.kill()
         run.wait()
-    third = start_run(spec, "poison", tmp_path / "pod-3")
+    third = start_run(spec, "poison", tmp_path / "pod-3", *ONE_AT_A_TIME)
     assert third.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-3" / "stderr.txt").read_text()
     cells = {c.key: c for c in open_store(OUT).read("poison").cells}
     assert set(cells) == planned_keys(spec)
@@ -228,7 +233,7 @@ def test_a_cell_that_kills_the_process_twice_is_recorded_crashed(emulator, tmp_p
 
 def test_killing_the_runner_leaves_no_worker(emulator, tmp_path):
     spec = faulty_spec(tmp_path, "test_hang")
-    run = start_run(spec, "orphan", tmp_path / "spool")
+    run = start_run(spec, "orphan", tmp_path / "spool", *ONE_AT_A_TIME)
     wait_for(lambda: "test_hang" in (marker_of("orphan") or {}).get("cell", ""))
     workers = children(run.pid)
     assert workers

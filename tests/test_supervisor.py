@@ -32,6 +32,8 @@ def test_faulty_kernels_cost_only_their_cells(tmp_path):
     assert exit_.status == "crashed" and "exited with code 3" in exit_.reason, exit_.reason
     assert hog.status == "oom" and "MemoryError" in hog.reason, hog.reason
     assert "[jax worker] Fatal Python error: Segmentation fault" in done.stderr  # passed on, labelled
+    # the first fault struck while the worker compiled it ahead with an earlier cell: that cell was measured again
+    assert "measuring it again alone, and compiling nothing ahead from here on" in done.stderr
 
 
 def test_a_worker_that_cannot_load_its_libraries_skips_only_its_cells(tmp_path):
