@@ -117,8 +117,11 @@ def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callab
     kernels: list[str] = []
     deadline = clock() + limit.budget_s
     batch = 1 if per_call is not None and per_call * BATCH > limit.budget_s else BATCH
+    # calls known to be quick: min_samples in one go (each request is a CUPTI session for the device timer)
+    ask = limit.min_samples if per_call is not None and per_call * limit.min_samples <= limit.budget_s / 2 else batch
     while True:
-        got = timer(fn, args, min(batch, limit.max_samples - len(seconds)))
+        got = timer(fn, args, min(ask, limit.max_samples - len(seconds)))
+        ask = batch
         seconds += got.seconds
         kernels = got.kernels or kernels
         if len(seconds) < limit.min_samples and (len(seconds) < FLOOR_SAMPLES or clock() <= deadline):

@@ -132,3 +132,14 @@ def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(
     monkeypatch.setattr(Untimed, "_compile", staticmethod(compiles))
     args = make_inputs(p, 0)
     assert len(reference(p, args)) == 4 and unmasked_rows(p, args) is not None
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
+def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(monkeypatch, pass_):
+    p = params(seq_len=40, kv_heads=2, causal=True, pass_=pass_)
+    args = make_inputs(p, 0)
+    whole = reference(p, args)
+    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if pass_ == "fwd_bwd" else 1))
+    assert [measure._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
+    blocks = reference(p, args)
+    assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))

@@ -53,7 +53,7 @@ def test_at_the_power_cap_a_steady_power_and_an_untrending_clock_are_steady():
                     drawn=lambda t: 640.0)
     state = power.settle(lambda: None, capped, max_s=10)
     assert state.settled and 1.0 <= state.wait_s < 1.1
-    assert state.note.startswith("at the power cap (640 W drawn, steady within 3%; SM clock 1830-1905 MHz")
+    assert state.note.startswith("at the power cap (640 W drawn, steady within 5%; SM clock 1830-1905 MHz")
 
 
 def test_at_the_power_cap_a_falling_clock_or_a_climbing_power_is_not_steady():
