@@ -509,15 +509,21 @@ class Measurer:
             self._compile_all(lowered, list(untimed.values()))
 
     def _compile_all(self, lowered: list[tuple], untimed: list[tuple]) -> None:
-        """Compile each distinct program of `lowered` (cell, staged, Lowered) once in the pool, with `untimed`
-        beside them; a variant whose program another one of its shape compiles shares that executable."""
+        """Compile each distinct program of `lowered` (cell, staged, Lowered) once, with the `untimed` ones beside
+        them in the pool; a variant whose program another one of its shape compiles shares that executable.
+
+        On a GPU the timed programs compile one at a time, in a thread of their own: XLA's autotuner times candidate
+        kernels on the device, and two autotuning at once pick worse ones (on the H200 three lab5 cells came out
+        15-57 % slower that way, docs/benchmarks.md). XLA parallelises each compile inside anyway."""
         owners: dict[tuple, tuple[str, Future]] = {}
-        with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool:
+        timed_threads = 1 if self.device.compute_capability else COMPILE_THREADS
+        with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool, \
+                ThreadPoolExecutor(timed_threads, thread_name_prefix="attnbench-compile-timed") as timed_pool:
             warming = [pool.submit(UNTIMED.warm, *prog) for prog in untimed]
             for cell, _, item in lowered:
                 identity = (cell.params, item.fingerprint)
                 if identity not in owners and not shared_program(item, self.shared(cell.params)):
-                    owners[identity] = (cell.variant, pool.submit(compile_lowered, item, cell.variant, True))
+                    owners[identity] = (cell.variant, timed_pool.submit(compile_lowered, item, cell.variant, True))
         for future in warming:
             future.exception()  # an untimed program that fails here fails again, and is reported, where it runs
         for cell, staged, item in lowered:
