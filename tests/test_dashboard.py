@@ -30,7 +30,7 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "hopper-long-warm-20261202"  # the newest shipped run: what a link without ?run= opens
+NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run: what a link without ?run= opens
 LONG = H200_LONG.rpartition("/")[2]
 TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
         "Runs"]
@@ -102,7 +102,7 @@ def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
     newest = runs["started"].idxmax()
-    assert newest == NEWEST and str(runs["started"].max()).startswith("2026-12-02 18:39:50")
+    assert newest == NEWEST and str(runs["started"].max()).startswith("2026-12-03 02:34:10")
     assert app.multiselect(key="run").value == [NEWEST]
     assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **20 ok**, 4 skipped")
 
