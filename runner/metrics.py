@@ -57,6 +57,20 @@ def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth
     }
 
 
+def mean_power_w(telemetry, state) -> float | None:
+    """The power the headline sample drew: the energy counter's over a long enough sample, else NVML's reading where
+    it can be trusted (a trailing one-second average, so only after a second or more of steady back-to-back calls);
+    None rather than a wrong figure otherwise (a burst, or a light load settled in 0.1 s)."""
+    from runner.power import NVML_AVERAGE_S
+
+    if telemetry is None:
+        return None
+    if telemetry.drawn_w is not None:
+        return telemetry.drawn_w
+    settled_long = state is not None and state.policy == "steady" and state.wait_s >= NVML_AVERAGE_S
+    return telemetry.power_w.mean if settled_long and telemetry.power_w else None
+
+
 def energy(p: Params, seconds: float | None, mean_power_w: float | None) -> dict:
     """Joules per call (mean power x kernel time) and TFLOP per joule."""
     if not seconds or not mean_power_w:
@@ -73,8 +87,7 @@ def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, sta
     seconds = headline.median_s if headline else None
     telemetry = fields.get("telemetry")
     kernel_time = headline is not None and headline.timer != "wall"
-    power = (telemetry.drawn_w or (telemetry.power_w.mean if telemetry.power_w else None)) if kernel_time and \
-        telemetry else None
+    power = mean_power_w(telemetry, fields.get("power")) if kernel_time else None
     return CellRecord(
         key=cell.key, run_id=run_id, experiment=cell.experiment, variant=cell.variant, params=cell.params,
         status=status, reason=reason, started_at=started_at, duration_s=duration_s,

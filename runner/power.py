@@ -41,6 +41,8 @@ POWER_CAP = 0x4
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 LIGHT_WINDOW_S = 0.1
+ENERGY_SPAN_S = 0.5  # the energy counter steps every ~27 ms (H200): a mean over less can be off by far more than 5 %
+NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
 COOL_MARGIN_C = 5  # burst: back within 5 °C of the idle temperature (the last degrees take minutes)
 
@@ -139,7 +141,8 @@ def _span(values: list[float]) -> Span | None:
 
 
 def summarise(readings: list[Reading], power_limit_w: float | None) -> Telemetry:
-    """Spans of every reading over the window, the throttle reasons seen, and how far the SM clock moved."""
+    """Spans of every reading over the window, the throttle reasons seen, how far the SM clock moved, and the power
+    drawn by the energy counter where the window is long enough for its steps (ENERGY_SPAN_S)."""
     clocks = [r.sm_mhz for r in readings]
     bits = 0
     for r in readings:
@@ -150,7 +153,7 @@ def summarise(readings: list[Reading], power_limit_w: float | None) -> Telemetry
         sm_clock_mhz=_span(clocks),
         mem_clock_mhz=_span([r.mem_mhz for r in readings if r.mem_mhz is not None]),
         power_w=_span([r.power_w for r in readings if r.power_w is not None]),
-        drawn_w=drawn_w(readings, readings[-1].t - readings[0].t) if len(readings) > 1 else None,
+        drawn_w=drawn_w(readings, span) if (span := readings[-1].t - readings[0].t) >= ENERGY_SPAN_S else None,
         power_limit_w=power_limit_w,
         temperature_c=_span([r.temperature_c for r in readings if r.temperature_c is not None]),
         throttle=throttle_words(bits),

@@ -113,9 +113,15 @@ def test_telemetry_summary_spans_throttle_words_and_spread():
 
 def test_drawn_power_comes_from_the_energy_counter_not_the_lagging_reading():
     source = Script(sm=lambda t: 1980.0, power_w=lambda t: 120.0, drawn=lambda t: 650.0)  # a burst: NVML lags
-    readings = [source.read() for _ in range(5)]
+    readings = [source.read() for _ in range(12)]  # 0.55 s
     t = power.summarise(readings, 700.0)
     assert t.power_w.mean == 120.0 and t.drawn_w == pytest.approx(650.0)
+
+
+def test_a_sample_too_short_for_the_energy_counters_steps_draws_no_figure():
+    source = Script(sm=lambda t: 1980.0, power_w=lambda t: 120.0, drawn=lambda t: 650.0)
+    t = power.summarise([source.read() for _ in range(5)], 700.0)  # 0.2 s: a few counter steps, +-30 %
+    assert t.drawn_w is None and t.power_w.mean == 120.0
 
 
 def test_a_steady_clock_is_stable():
@@ -154,3 +160,18 @@ def test_a_cpu_cell_records_the_reason_instead_of_telemetry():
     assert record.status == "ok" and record.telemetry is None and record.power is None
     assert record.telemetry_reason == "no NVIDIA GPU: clocks and power are not observable"
     assert record.energy_j is None and record.clock_unstable is None
+
+
+def test_energy_takes_the_counter_else_nvml_only_after_a_second_of_steady_calls():
+    from runner.metrics import mean_power_w
+    from runner.record import PowerState
+
+    def telemetry(reads: int):
+        source = Script(sm=lambda t: 1980.0, power_w=lambda t: 120.0, drawn=lambda t: 650.0)
+        return power.summarise([source.read() for _ in range(reads)], 700.0)
+
+    short, long = telemetry(5), telemetry(12)
+    assert mean_power_w(short, PowerState(policy="steady", settled=True, wait_s=1.4)) == 120.0
+    assert mean_power_w(short, PowerState(policy="steady", settled=True, wait_s=0.1, note="light load")) is None
+    assert mean_power_w(short, PowerState(policy="burst", settled=True, wait_s=3.0)) is None
+    assert mean_power_w(long, PowerState(policy="burst", settled=True, wait_s=3.0)) == pytest.approx(650.0)
