@@ -81,6 +81,16 @@ def test_a_light_load_settles_at_once():
     assert state.settled and state.wait_s < 0.2 and state.note.startswith("light load (180 W of 700 W")
 
 
+def test_a_load_near_the_line_waits_until_the_energy_counter_can_tell():
+    # the counter moves every 27 ms: over 0.1 s its mean may be 27 % off, so 500 W of 700 could be 635 W
+    near = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, drawn=lambda t: 500.0)
+    state = power.settle(lambda: None, near, max_s=10)
+    assert state.settled and 0.2 <= state.wait_s <= 0.35 and state.note.startswith("light load (500 W")
+    heavy = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, drawn=lambda t: 600.0)
+    state = power.settle(lambda: None, heavy, max_s=10)
+    assert "light load" not in state.note and state.wait_s >= power.HEAVY_MIN_S  # a held clock, after a second
+
+
 def test_burst_waits_for_the_idle_temperature_and_power():
     cooling = Script(sm=lambda t: 1980.0, temperature=lambda t: max(35.0, 70.0 - 10 * t),
                      power_w=lambda t: max(80.0, 500.0 - 200 * t))
