@@ -480,9 +480,9 @@ class Measurer:
 
     def precompile(self, cells: list[Cell], watch: Stopwatch) -> None:
         """Compile the timed programs of these cells, and the untimed ones of their shapes' inputs and references,
-        side by side in COMPILE_THREADS threads (XLA compiles without holding the GIL). It runs at a cell's turn
-        before anything is timed, never during a timed window: XLA's autotuner launches kernels, and CUPTI would
-        count them. A program that fails to compile keeps its error for its own cell's turn."""
+        in threads (XLA compiles without holding the GIL; see _compile_all for what runs side by side). It runs at
+        a cell's turn before anything is timed, never during a timed window: XLA's autotuner launches kernels, and
+        CUPTI would count them. A program that fails to compile keeps its error for its own cell's turn."""
         if all(c.key in self._tried for c in cells[:2]):  # this cell's and the next one's batch ran: not yet
             return
         todo = [c for c in cells if c.key not in self._tried]
