@@ -89,7 +89,9 @@ def preload():
 
 @variant("test_jax_mark")
 def jax_mark(p):
-    """Plain attention in JAX's worker that notes when it was built."""
+    """Plain attention in JAX's worker that notes when it was built, a second after it was asked (so that JAX's
+    group outlasts the spare's start even on a busy machine)."""
+    time.sleep(1.0)
     mark("built")
     return functools.partial(naive_attention, causal=p.causal)
 
