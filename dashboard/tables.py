@@ -229,9 +229,16 @@ def facts(m: Manifest | None) -> dict[str, str]:
         **{f"gpu {k}": v for k, v in gpu.items()},
         **{f"version {k}": v for k, v in m.machine.versions.items()},
         **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
+        **{f"worker {name} start s": round(sum(w.start_s.values()), 1) for name, w in m.workers.items() if w.start_s},
+        **{f"seconds {phase}": round(seconds, 1) for phase, seconds in m.phases.items()},
         "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,
     }
     return {k: str(v) for k, v in found.items() if v is not None}
+
+
+def _momentary(fact: str) -> bool:
+    """A fact of this run alone (its identity, times, readings, seconds spent), not of its environment."""
+    return fact in IDENTITY or fact.startswith("seconds ") or fact.endswith(" start s")
 
 
 def _round(value: float | None) -> float | None:
@@ -247,7 +254,7 @@ def environments(manifests: dict[str, Manifest | None]) -> pd.DataFrame:
     identity, times or momentary readings) that are not the same in every run, and those rows come first."""
     columns = {key: facts(m) for key, m in manifests.items()}
     table = pd.DataFrame(columns).fillna("—")
-    differs = (table.nunique(axis=1) > 1) & ~table.index.isin(list(IDENTITY))
+    differs = (table.nunique(axis=1) > 1) & ~table.index.map(_momentary).astype(bool)
     return table.assign(differs=differs).sort_values("differs", ascending=False, kind="stable")
 
 

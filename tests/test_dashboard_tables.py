@@ -111,7 +111,14 @@ def test_environments_put_what_differs_first_and_ignore_times_and_ids():
     differs = list(table.index[table["differs"]])
     assert "version cudnn" in differs and "version transformer_engine" in differs
     assert not {"run id", "started", "ended", "gpu temperature_c"} & set(differs)
+    assert not [fact for fact in differs if fact.startswith("seconds ")]  # time spent is the run's, not its setting
     assert list(table.index[:len(differs)]) == differs
+
+
+def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    found = tables.facts(snap.manifests["lab5-warm-20261203-023042"])
+    assert found["seconds settle"] == "8.6" and found["worker transformer_engine start s"] == "0.4"
 
 
 def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
