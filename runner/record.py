@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from runner import shape
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
@@ -197,8 +197,9 @@ class CellRecord(_Record):
     telemetry: Telemetry | None = None
     telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
     clock_unstable: bool | None = Field(None, description="The SM clock moved more than 2 % during the samples.")
-    energy_j: float | None = Field(None, description="Joules per call: mean power (the energy counter's, else NVML's "
-                                   "power reading) x median kernel time.")
+    energy_j: float | None = Field(None, description="Joules per call: mean power x median kernel time; the power is "
+                                   "the energy counter's over a sample of 0.5 s or more, else NVML's reading after "
+                                   "a second or more of steady back-to-back calls, else unknown (None).")
     tflops_per_j: float | None = Field(None, description="TFLOP per joule: flops / 1e12 / energy_j.")
     worker: str | None = Field(None, description="The worker (library set) that measured the cell.")
     attempts: int = Field(1, description="Processes that started this cell: more than 1 after a crash.")
@@ -358,7 +359,32 @@ def _v2_to_v3(data: dict, kind: str) -> dict:
     return data
 
 
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}  # version N -> the step that makes it N + 1
+def _v3_to_v4(data: dict, kind: str) -> dict:
+    """Schema 4: a cell's energy as the runner derives it since 2026-12-03. NVML's energy counter moves in steps of
+    about 27 ms, so a `telemetry.drawn_w` over a headline sample shorter than half a second is no figure (on an
+    H200 such samples read 0 to 2084 W); NVML's power reading, a trailing one-second average, stands for the
+    sample only after a second or more of steady back-to-back calls (a burst, or a light load settled in 0.1 s,
+    had it lagging). Where neither holds, a cell has no energy. The numbers are this step's own, frozen: the
+    Recorder's window lies within the headline timer's phase, `phases.device`."""
+    telemetry = data.get("telemetry") if kind == "cell" else None
+    if not isinstance(telemetry, dict):
+        return data
+    if telemetry.get("drawn_w") is not None and (data.get("phases") or {}).get("device", 0.0) < 0.5:
+        telemetry["drawn_w"] = None
+    state, power_w = data.get("power") or {}, telemetry.get("power_w") or {}
+    watts = telemetry.get("drawn_w")
+    if watts is None and state.get("policy") == "steady" and (state.get("wait_s") or 0.0) >= 1.0:
+        watts = power_w.get("mean")
+    seconds, flops = data.get("median_s"), data.get("flops")
+    if watts and seconds and data.get("timer") != "wall":
+        data["energy_j"] = watts * seconds
+        data["tflops_per_j"] = flops / 1e12 / data["energy_j"] if flops else None
+    else:
+        data["energy_j"] = data["tflops_per_j"] = None
+    return data
+
+
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}  # version N -> the step that makes it N + 1
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

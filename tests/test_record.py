@@ -54,8 +54,36 @@ def test_the_v1_to_v2_step_on_its_own():
 def test_the_v2_to_v3_step_changes_nothing_old():
     v2 = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 2}
     upgraded = upgrade(v2, "cell")
-    assert upgraded["schema_version"] == 3 and {k: v for k, v in upgraded.items() if k != "schema_version"} == {
-        k: v for k, v in v2.items() if k != "schema_version"}
+    assert upgraded["schema_version"] == SCHEMA_VERSION and {
+        k: v for k, v in upgraded.items() if k != "schema_version"} == {k: v for k, v in v2.items() if k != "schema_version"}
+
+
+def _v3_cell(drawn_w, device_s: float, policy: str, wait_s: float) -> dict:
+    """A schema-3 GPU cell as 2026-12-03's runs wrote it: NVML's mean 650 W, a 2 ms median, 1 TFLOP."""
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 3}
+    cell.update(timer="device", median_s=0.002, flops=10**12, phases={"settle": wait_s, "device": device_s},
+                power={"policy": policy, "settled": True, "wait_s": wait_s},
+                telemetry={"source": "nvml", "samples": 5, "power_w": {"min": 640, "median": 650, "max": 660,
+                                                                       "mean": 650.0}, "drawn_w": drawn_w},
+                energy_j=(drawn_w or 650.0) * 0.002)
+    return cell
+
+
+@pytest.mark.parametrize("drawn_w, device_s, policy, wait_s, watts", [
+    (2084.0, 0.05, "steady", 1.3, 650.0),  # a counter figure over 50 ms: NVML's settled reading instead
+    (0.0, 0.05, "steady", 0.1, None),  # a light load settled in 0.1 s: NVML still lagging, no energy
+    (None, 0.05, "burst", 3.0, None),  # a burst: NVML's reading lagged (the 2026-12-02 burst runs)
+    (702.0, 1.2, "steady", 1.3, 702.0),  # over a second of samples the counter stands
+])
+def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s, policy, wait_s, watts):
+    upgraded = upgrade(_v3_cell(drawn_w, device_s, policy, wait_s), "cell")
+    assert upgraded["schema_version"] == 4
+    assert upgraded["telemetry"]["drawn_w"] == (drawn_w if device_s >= 0.5 else None)
+    if watts is None:
+        assert upgraded["energy_j"] is None and upgraded["tflops_per_j"] is None
+    else:
+        assert upgraded["energy_j"] == pytest.approx(watts * 0.002)
+        assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
 
 
 def test_upgrade_leaves_the_callers_data_alone():
