@@ -514,7 +514,8 @@ class Measurer:
 
         On a GPU the timed programs compile one at a time, in a thread of their own: XLA's autotuner times candidate
         kernels on the device, and two autotuning at once pick worse ones (on the H200 three lab5 cells came out
-        15-57 % slower that way, docs/benchmarks.md). XLA parallelises each compile inside anyway."""
+        15-57 % slower that way, docs/benchmarks.md), though side by side the batch took 19 s where one at a
+        time took 32 s."""
         owners: dict[tuple, tuple[str, Future]] = {}
         timed_threads = 1 if self.device.compute_capability else COMPILE_THREADS
         with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool, \
