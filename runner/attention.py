@@ -26,17 +26,17 @@ def naive_attention(q, k, v, causal: bool) -> jax.Array:
     return jnp.einsum("bnts,bsnh->btnh", weights, v)
 
 
-def reference_attention(q, k, v, causal: bool, q_offset: int = 0) -> jax.Array:
-    """float32, HIGHEST precision, grouped heads without copies; rows start at query q_offset."""
+def reference_attention(q, k, v, causal: bool, q_offset: int = 0, precision=jax.lax.Precision.HIGHEST) -> jax.Array:
+    """float32, HIGHEST precision (or another matmul precision, for probes), grouped heads without copies; rows
+    start at query q_offset."""
     # q: [B, T, N, H] -> [B, T, K, G, H] so each KV head serves its G query heads
     batch, seq_len, heads, head_dim = q.shape
     kv_heads = k.shape[2]
     q = q.astype(jnp.float32).reshape(batch, seq_len, kv_heads, heads // kv_heads, head_dim)
     k, v = k.astype(jnp.float32), v.astype(jnp.float32)
-    highest = jax.lax.Precision.HIGHEST
-    scores = jnp.einsum("btkgh,bskh->bkgts", q, k, precision=highest) / math.sqrt(head_dim)
+    scores = jnp.einsum("btkgh,bskh->bkgts", q, k, precision=precision) / math.sqrt(head_dim)
     if causal:
         scores = jnp.where(scores_mask(seq_len, k.shape[1], q_offset), scores, -jnp.inf)
     weights = jax.nn.softmax(scores, axis=-1)
-    out = jnp.einsum("bkgts,bskh->btkgh", weights, v, precision=highest)
+    out = jnp.einsum("bkgts,bskh->btkgh", weights, v, precision=precision)
     return out.reshape(batch, seq_len, heads, head_dim)

@@ -181,7 +181,7 @@ def lower_timed(fn: Callable, args: tuple) -> Lowered:
     return Lowered(lowered, fingerprint(lowered), time.perf_counter() - start)
 
 
-def compile_lowered(item: Lowered, variant: str, ahead: bool = False) -> Program:
+def compile_lowered(item: Lowered, ahead: bool = False) -> Program:
     """Compile with XLA's full autotuning (or load from the persistent cache); thread-safe, so programs can compile
     side by side: XLA releases the GIL while it compiles."""
     start = time.perf_counter()
@@ -209,7 +209,7 @@ def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Progra
     item = lower_timed(fn, args)
     if reused := shared_program(item, shared):
         return reused
-    program = compile_lowered(item, variant)
+    program = compile_lowered(item)
     shared[item.fingerprint] = (variant, program)
     return program
 

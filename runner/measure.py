@@ -487,7 +487,8 @@ class Measurer:
             return
         todo = [c for c in cells if c.key not in self._tried]
         self._tried.update(c.key for c in todo)
-        self._ready = {key: made for key, made in self._ready.items() if key in {c.key for c in cells}}
+        batch = {c.key for c in cells}
+        self._ready = {key: made for key, made in self._ready.items() if key in batch}
         with watch.phase("compile"):
             lowered, shapes = [], {}
             for cell in todo:
@@ -524,7 +525,7 @@ class Measurer:
             for cell, _, item in lowered:
                 identity = (cell.params, item.fingerprint)
                 if identity not in owners and not shared_program(item, self.shared(cell.params)):
-                    owners[identity] = (cell.variant, timed_pool.submit(compile_lowered, item, cell.variant, True))
+                    owners[identity] = (cell.variant, timed_pool.submit(compile_lowered, item, True))
         for future in warming:
             future.exception()  # an untimed program that fails here fails again, and is reported, where it runs
         for cell, staged, item in lowered:

@@ -37,7 +37,8 @@ SETTLE_TOLERANCE = 0.01  # ... within 1 % ...
 HEAVY_MIN_S = 1.0  # ... after at least this long back to back: the power cap can take most of a second to act
 POWER_CAP = 0x4
 # at the cap: the power drawn over the last window within 5 % of the window before. The energy counter moves in
-# steps of about 27 ms (measured on an H200), up to 5 % of a 0.5 s window; the ramp from idle to the cap is 4x
+# steps of about 27 ms (measured on an H200), up to 5 % of a 0.5 s window; a ramp from idle (about 120 W there)
+# to the cap moves it far more
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 LIGHT_WINDOW_S = 0.1

@@ -179,12 +179,8 @@ class Pool:
         if self.current is None:
             spare, self.spare = self.spare, None
             if spare and spare.group == group and spare.alive():
-                self.current = spare
-                try:
-                    spare.begin(self.make_start(group), self.start_timeout_s)
-                except WorkerLost:
-                    self.current = None
-                    raise
+                self.current = spare  # a spare that dies starting is the current one: `lose` forgets it
+                spare.begin(self.make_start(group), self.start_timeout_s)
             else:
                 if spare:
                     spare.kill()
