@@ -126,3 +126,18 @@ def in_process(capsys, *args, measure: bool = False) -> Outcome:
         tracemalloc.stop()
     captured = capsys.readouterr()
     return Outcome(code, captured.out, captured.err, seconds, peak / 2**20)
+
+
+def children(pid: int) -> list[int]:
+    """The process ids whose parent is `pid`."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in found]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status").read_text() if Path(f"/proc/{pid}/status").exists() else ""
+    return "State:\tZ" not in status  # a zombie has exited, its parent just has not reaped it

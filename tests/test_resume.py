@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUCKET
-from helpers import spec_data, write_spec
+from helpers import alive, children, spec_data, write_spec
 from runner.cells import expand
 from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
 from runner.registry import VARIANTS, VARIANTS_ENV, load_all
@@ -240,20 +240,6 @@ def test_killing_the_runner_leaves_no_worker(emulator, tmp_path):
     run.kill()
     run.wait()
     wait_for(lambda: not any(alive(pid) for pid in workers), timeout_s=10)
-
-
-def children(pid: int) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in found]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status").read_text() if Path(f"/proc/{pid}/status").exists() else ""
-    return "State:\tZ" not in status  # a zombie has exited, its parent just has not reaped it
 
 
 def test_three_shards_make_the_unsharded_run(emulator, tiny_spec, tmp_path, monkeypatch, capsys):

@@ -3,11 +3,13 @@ bound costs its cell (crashed, timeout, oom), is replaced, and the run goes on, 
 
 from __future__ import annotations
 
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import attnbench, spec_data, write_spec
+from helpers import REPO, alive, attnbench, children, command, environment, spec_data, write_spec
 from runner.store import read_run
 
 TEST_VARIANTS = Path(__file__).with_name("variants")
@@ -68,7 +70,9 @@ def broken(p):
     assert "test_broken_backend" in listing.stdout and "curand shared object" in listing.stdout
 
 
-def test_the_next_groups_worker_loads_its_libraries_while_the_first_one_measures(tmp_path):
+def _two_groups(tmp_path: Path) -> tuple[Path, str]:
+    """A spec whose JAX cells take a second each to build (each noted in tmp_path/marks) and a variant in a worker
+    of its own whose preload notes when it ran; the spec and the ATTNBENCH_VARIANTS value."""
     (tmp_path / "other_backend.py").write_text(f'''
 import functools, os, time
 
@@ -102,9 +106,14 @@ def other(p):
     return functools.partial(naive_attention, causal=p.causal)
 ''')
     experiment = {"name": "x", "variants": ["test_other", "test_jax_mark"], "sweep": {"seq_len": [8, 16, 32, 64]}}
-    spec = write_spec(tmp_path / "spec.yaml", spec_data(experiment, timing={"budget_s": 0.5}))
+    return write_spec(tmp_path / "spec.yaml", spec_data(experiment, timing={"budget_s": 0.5})), \
+        str(tmp_path / "other_backend.py")
+
+
+def test_the_next_groups_worker_loads_its_libraries_while_the_first_one_measures(tmp_path):
+    spec, variants = _two_groups(tmp_path)
     done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", "spare", "--spool", tmp_path / "spool",
-                     "--compile-ahead", "off", timeout=300, ATTNBENCH_VARIANTS=str(tmp_path / "other_backend.py"))
+                     "--compile-ahead", "off", timeout=300, ATTNBENCH_VARIANTS=variants)
     assert done.returncode == 0, done.stderr[-3000:]
     run = read_run(tmp_path / "out" / "spare")
     assert {(c.variant, c.status, c.worker) for c in run.cells} == {("test_other", "ok", "other"),
@@ -115,3 +124,23 @@ def other(p):
     assert len(preloads) == 2 and len(built) == 4  # the spare's head start, then its start proper
     assert preloads[0] < built[-1]  # TE's import (here, a mark) ran while JAX's worker was still measuring
     assert {pid for what, pid, _ in marks if what == "preload"} != {pid for what, pid, _ in marks if what == "built"}
+
+
+def test_killing_the_runner_takes_the_spare_worker_along(tmp_path):
+    spec, variants = _two_groups(tmp_path)
+    run = subprocess.Popen(command("run", spec, "--out", tmp_path / "out", "--spool", tmp_path / "spool"), cwd=REPO,
+                           env=environment(ATTNBENCH_VARIANTS=variants), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers := children(run.pid)) < 2:  # JAX's worker measuring, the other group's as a spare
+            assert time.monotonic() < deadline and run.poll() is None, "no spare worker appeared"
+            time.sleep(0.05)
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its runner"
+        time.sleep(0.05)
+
