@@ -177,6 +177,21 @@ def test_inputs_are_seeded_normal_random_never_zeros(pass_):
     assert not np.array_equal(inputs[0], other[0])
 
 
+def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape():
+    p = params(batch=3, seq_len=5, kv_seq_len=7, heads=3, kv_heads=1, head_dim=6, dtype="float32")
+    keys = jax.random.split(jax.random.PRNGKey(4), 4)
+    for key, x in zip(keys, make_inputs(p, seed=4)):
+        assert measure.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(jax.random.normal(key, x.shape, jnp.float32)))
+    assert [measure.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
+    one, other = params(seq_len=33), params(seq_len=40)  # two shapes, tensors of the same power-of-two octave
+    sizes = {measure.draw_size(s) for s in measure.input_shapes(one) + measure.input_shapes(other)}
+    assert sizes == {measure.draw_size(s) for s in measure.input_shapes(one)}
+    draws = {program[0] for program in measure.untimed_programs(one, 0) + measure.untimed_programs(other, 0)
+             if program[1] is measure._normal}
+    assert {dict(key[1])["size"] for key in draws} == sizes  # one random-number program per size, not per shape
+
+
 # --- whole cells through the Measurer ---------------------------------------------------------------
 
 
