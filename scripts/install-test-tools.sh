@@ -41,8 +41,17 @@ fi
 RUNNER_VENV="$ROOT/.venv-tools/runner-image"
 RUNNER_PINS="$ROOT/docker/runner-requirements.txt"
 RUNNER_STAMP="$(sha256sum "$RUNNER_PINS" | cut -d' ' -f1)"
+RUNNER_NEEDS_GB=12  # the venv (about 7.5 GB) and pip's unpacked wheels beside it
 if [ "$(cat "$RUNNER_VENV/.installed" 2>/dev/null)" != "$RUNNER_STAMP" ]; then
     rm -rf "$RUNNER_VENV"
+    for place in "$ROOT" "${TMPDIR:-/tmp}"; do
+        free_gb=$(( $(df -Pk "$place" | awk 'NR == 2 {print $4}') / 1048576 ))
+        if [ "$free_gb" -lt "$RUNNER_NEEDS_GB" ]; then
+            echo "install-test-tools: the runner image's environment needs about $RUNNER_NEEDS_GB GB free on" \
+                 "$place's disk; $free_gb GB are free" >&2
+            exit 1
+        fi
+    done
     python3 -m venv "$RUNNER_VENV"
     "$RUNNER_VENV/bin/pip" install -q --upgrade pip
     "$RUNNER_VENV/bin/pip" install -q --no-cache-dir -r "$RUNNER_PINS"
