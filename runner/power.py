@@ -41,8 +41,8 @@ POWER_CAP = 0x4
 # to the cap moves it far more
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
-LIGHT_WINDOW_S = 0.1
 ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured on an H200)
+LIGHT_MIN_S = 0.04  # the shortest window the light rule reads: it must outlast a step of the counter
 ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / ENERGY_SPAN_S (5 %)
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
@@ -185,18 +185,20 @@ def drawn_w(history: list[Reading], window_s: float) -> float | None:
 
 def _light(history: list[Reading], limit_w: float | None) -> float | None:
     """The watts drawn when they are far below the power limit with no throttle reason (nothing can pull the
-    clock down), else None. The energy counter moves in steps (ENERGY_STEP_S), so a mean over a window w may be
-    off by ENERGY_STEP_S / w (27 % over 0.1 s): a load counts as light only when it would still be below
-    LIGHT_LOAD with that error added. Near the line the window grows (up to ENERGY_SPAN_S) as the calls go on."""
-    span = history[-1].t - history[0].t if history else 0.0
-    if limit_w is None or span < LIGHT_WINDOW_S:
+    clock down), else None. The energy counter moves in steps (ENERGY_STEP_S), so a reading may be up to a step
+    old at either end of a window w: the counter may have counted only w - ENERGY_STEP_S of the load, and the
+    watts drawn may be w / (w - ENERGY_STEP_S) times what it says (1.37 over 0.1 s, 2.2 over 0.05 s). A load
+    counts as light only when that much would still be below LIGHT_LOAD of the limit: a small load at the first
+    reading, one nearer the line as the window grows (up to ENERGY_SPAN_S) with the calls."""
+    if limit_w is None or not history:
         return None
-    window = min(span, ENERGY_SPAN_S)
-    recent = [r for r in history if r.t >= history[-1].t - window]
-    calm = all((r.throttle & ~0x1) == 0 for r in recent)  # "idle" between calls is no throttle
-    watts = drawn_w(history, window)
-    margin = 1 + ENERGY_STEP_S / window
-    return watts if calm and watts is not None and watts * margin < LIGHT_LOAD * limit_w else None
+    recent = [r for r in history if r.t >= history[-1].t - ENERGY_SPAN_S and r.energy_mj is not None]
+    span = recent[-1].t - recent[0].t if len(recent) >= 2 else 0.0
+    if span < LIGHT_MIN_S:
+        return None
+    calm = all((r.throttle & ~0x1) == 0 for r in history if r.t >= recent[0].t)  # "idle" between calls is none
+    watts = (recent[-1].energy_mj - recent[0].energy_mj) / 1000 / span
+    return watts if calm and watts * span / (span - ENERGY_STEP_S) < LIGHT_LOAD * limit_w else None
 
 
 def _capped(history: list[Reading], window_s: float) -> float | None:

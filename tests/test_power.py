@@ -13,16 +13,28 @@ class Script:
     """A Source whose SM clock (and power, temperature) follow functions of time; each read moves time on."""
 
     def __init__(self, sm, power_w=lambda t: 600.0, temperature=lambda t: 60.0, throttle=lambda t: 0, step=0.05,
-                 limit=700.0, drawn=None):
+                 limit=700.0, drawn=None, counter=None):
         self.sm, self.power, self.temperature, self.throttle = sm, power_w, temperature, throttle
         self.drawn = drawn or power_w  # watts really drawn (the energy counter's slope); NVML's power lags
         self.t, self.step, self.power_limit_w, self.energy_mj = 0.0, step, limit, 0.0
+        self.counter = counter  # (seconds between the counter's updates, time of one update); None: always current
+        self.energy = [(0.0, 0.0)]  # (t, mJ drawn by then)
 
     def read(self) -> Reading:
         self.t += self.step
         t = self.t
         self.energy_mj += self.drawn(t) * self.step * 1000
-        return Reading(t, self.sm(t), 2619.0, self.power(t), self.temperature(t), self.throttle(t), self.energy_mj)
+        self.energy.append((t, self.energy_mj))
+        return Reading(t, self.sm(t), 2619.0, self.power(t), self.temperature(t), self.throttle(t), self._counted(t))
+
+    def _counted(self, t: float) -> float:
+        """The counter as of its last update at or before t (drawn at a constant rate between reads)."""
+        if self.counter is None:
+            return self.energy_mj
+        every, phase = self.counter
+        updated = phase + ((t - phase) // every) * every
+        (t0, e0), (t1, e1) = next((a, b) for a, b in zip(self.energy, self.energy[1:]) if b[0] >= updated)
+        return e0 + (e1 - e0) * (updated - t0) / (t1 - t0)
 
 
 def test_steady_samples_once_the_clock_holds_for_half_a_second():
@@ -82,13 +94,26 @@ def test_a_light_load_settles_at_once():
 
 
 def test_a_load_near_the_line_waits_until_the_energy_counter_can_tell():
-    # the counter moves every 27 ms: over 0.1 s its mean may be 27 % off, so 500 W of 700 could be 635 W
+    # the counter moves every 27 ms: a reading 27 ms old ends a 0.1 s window early, so 500 W read could be 685 W
     near = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, drawn=lambda t: 500.0)
     state = power.settle(lambda: None, near, max_s=10)
-    assert state.settled and 0.2 <= state.wait_s <= 0.35 and state.note.startswith("light load (500 W")
+    assert state.settled and 0.25 <= state.wait_s <= 0.35 and state.note.startswith("light load (500 W")
     heavy = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, drawn=lambda t: 600.0)
     state = power.settle(lambda: None, heavy, max_s=10)
     assert "light load" not in state.note and state.wait_s >= power.HEAVY_MIN_S  # a held clock, after a second
+
+
+@pytest.mark.parametrize("phase", [i / 1000 for i in range(0, 27, 2)])  # 0.026: the worst, read just before a step
+def test_a_counter_a_step_behind_never_passes_a_load_over_the_line_for_light(phase):
+    # 580 W drawn of 700 is over the 560 W line. Read 53.5 ms apart, a counter that moves every 27 ms may have
+    # counted 3 steps (81 ms) of a 107 ms window: 439 W, under the line even with 27/107 added to it
+    over = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, drawn=lambda t: 580.0, step=0.0535,
+                  counter=(0.027, phase))
+    state = power.settle(lambda: None, over, max_s=10)
+    assert "light load" not in state.note and state.wait_s >= power.HEAVY_MIN_S
+    small = Script(sm=lambda t: 1980.0, power_w=lambda t: 100.0, drawn=lambda t: 180.0, counter=(0.027, phase))
+    state = power.settle(lambda: None, small, max_s=10)
+    assert state.settled and state.wait_s == pytest.approx(0.05) and state.note.startswith("light load (")
 
 
 def test_burst_waits_for_the_idle_temperature_and_power():
