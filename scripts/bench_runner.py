@@ -1,7 +1,7 @@
 """A benchmark of the runner itself: a spec run as whole processes with a cold compilation cache, then warm (and,
 with --ahead-off, warm again without starting cells early), each timed from the outside.
 
-    python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off]
+    python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off] [--budget S]
     python scripts/bench_runner.py --compare RUN_DIR_A RUN_DIR_B     # same cells, same answers, same times?
 
 Prints markdown tables (for docs/benchmarks.md) and writes DIR/bench-runner-SPEC.json. `make bench-runner` runs it.
@@ -107,6 +107,7 @@ def main() -> None:
     parser.add_argument("spec", nargs="?", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench-runner")
     parser.add_argument("--ahead-off", action="store_true", help="also a warm run with --compile-ahead off")
+    parser.add_argument("--budget", type=float, help="each timer's seconds, as `attnbench run --budget` (make demo: 0.2)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
     args = parser.parse_args()
     if args.compare:
@@ -116,11 +117,12 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     cache = Path(tempfile.mkdtemp(prefix="attnbench-bench-cache-"))
     runs = [("cold", ()), ("warm", ())] + ([("warm-ahead-off", ("--compile-ahead", "off"))] if args.ahead_off else [])
+    budget = ("--budget", f"{args.budget:g}") if args.budget else ()
     rows = []
     for label, extra in runs:
         run_id = f"{name}-{label}-{stamp}"
-        seconds = run_once(args.spec, args.out, run_id, cache, *extra)
-        rows.append(summary(args.out, run_id, seconds))
+        seconds = run_once(args.spec, args.out, run_id, cache, *budget, *extra)
+        rows.append({**summary(args.out, run_id, seconds), "options": [*budget, *extra]})
         print(f"{run_id}: {seconds:.1f} s", file=sys.stderr, flush=True)
     (args.out / f"bench-runner-{name}-{stamp}.json").write_text(json.dumps(rows, indent=2))
     print(table(rows))
