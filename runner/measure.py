@@ -533,26 +533,23 @@ class Measurer:
         kernels on the device, and two autotuning at once pick worse ones (on the H200 three lab5 cells came out
         15-57 % slower that way, docs/benchmarks.md), though side by side the batch took 19 s where one at a
         time took 32 s."""
-        owners: dict[tuple, tuple[str, Future]] = {}
+        compiling: dict[tuple, Future] = {}  # (shape, fingerprint) -> the first cell's compile of that program
         timed_threads = 1 if self.device.compute_capability else COMPILE_THREADS
         with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool, \
                 ThreadPoolExecutor(timed_threads, thread_name_prefix="attnbench-compile-timed") as timed_pool:
             warming = [pool.submit(UNTIMED.warm, *prog) for prog in untimed]
             for cell, _, item in lowered:
                 identity = (cell.params, item.fingerprint)
-                if identity not in owners and not shared_program(item, self.shared(cell.params)):
-                    owners[identity] = (cell.variant, timed_pool.submit(compile_lowered, item, True))
+                if identity not in compiling and not shared_program(item, self.shared(cell.params)):
+                    compiling[identity] = timed_pool.submit(compile_lowered, item, True)
         for future in warming:
             future.exception()  # an untimed program that fails here fails again, and is reported, where it runs
-        for cell, staged, item in lowered:
+        for cell, staged, item in lowered:  # in batch order: the first cell of a program owns it, the rest share it
             shared = self.shared(cell.params)
-            owner, future = owners.get((cell.params, item.fingerprint), (None, None))
             try:
                 if (program := shared_program(item, shared)) is None:
-                    program = future.result()
-                    shared[item.fingerprint] = (owner, program)
-                    if owner != cell.variant:  # this variant's program, compiled by an earlier one in the batch
-                        program = shared_program(item, shared)
+                    program = compiling[(cell.params, item.fingerprint)].result()
+                    shared[item.fingerprint] = (cell.variant, program)
                 program = dataclasses.replace(program, compilation=program.compilation.model_copy(
                     update={"ahead": True}))
                 self._ready[cell.key] = _compiled(program, staged)

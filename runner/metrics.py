@@ -60,7 +60,7 @@ def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth
 def mean_power_w(telemetry, state) -> float | None:
     """The power the headline sample drew: the energy counter's over a long enough sample, else NVML's reading where
     it can be trusted (a trailing one-second average, so only after a second or more of steady back-to-back calls);
-    None rather than a wrong figure otherwise (a burst, or a light load settled in 0.05-0.5 s)."""
+    None rather than a wrong figure otherwise (a burst, or a light load settled in 0.1-0.5 s)."""
     from runner.power import NVML_AVERAGE_S
 
     if telemetry is None:

@@ -42,8 +42,8 @@ POWER_CAP = 0x4
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured on an H200)
-LIGHT_MIN_S = 0.04  # the shortest window the light rule reads: it must outlast a step of the counter
-ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / ENERGY_SPAN_S (5 %)
+LIGHT_WINDOW_S = 0.1  # the light rule reads the counter over this long at least
+ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / (ENERGY_SPAN_S - ENERGY_STEP_S) (6 %)
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
 COOL_MARGIN_C = 5  # burst: back within 5 °C of the idle temperature (the last degrees take minutes)
@@ -175,30 +175,34 @@ def _held(history: list[Reading], window_s: float) -> bool:
     return (max(recent) - min(recent)) <= SETTLE_TOLERANCE * max(recent)
 
 
+def _counted(history: list[Reading], window_s: float) -> tuple[float, float]:
+    """(watts, seconds): the energy counter's mean power between the first and the last reading of the last
+    window_s that have it, and the seconds between them ((0, 0) when fewer than two do)."""
+    recent = [r for r in history if r.t >= history[-1].t - window_s and r.energy_mj is not None]
+    seconds = recent[-1].t - recent[0].t if len(recent) >= 2 else 0.0
+    return ((recent[-1].energy_mj - recent[0].energy_mj) / 1000 / seconds if seconds > 0 else 0.0), seconds
+
+
 def drawn_w(history: list[Reading], window_s: float) -> float | None:
     """Mean power over the last window_s from the energy counter (NVML's power reading lags by about a second)."""
-    recent = [r for r in history if r.t >= history[-1].t - window_s and r.energy_mj is not None]
-    if len(recent) < 2 or recent[-1].t - recent[0].t < window_s / 2:
-        return None
-    return (recent[-1].energy_mj - recent[0].energy_mj) / 1000 / (recent[-1].t - recent[0].t)
+    watts, seconds = _counted(history, window_s)
+    return watts if seconds > 0 and seconds >= window_s / 2 else None
 
 
 def _light(history: list[Reading], limit_w: float | None) -> float | None:
     """The watts drawn when they are far below the power limit with no throttle reason (nothing can pull the
     clock down), else None. The energy counter moves in steps (ENERGY_STEP_S), so a reading may be up to a step
     old at either end of a window w: the counter may have counted only w - ENERGY_STEP_S of the load, and the
-    watts drawn may be w / (w - ENERGY_STEP_S) times what it says (1.37 over 0.1 s, 2.2 over 0.05 s). A load
-    counts as light only when that much would still be below LIGHT_LOAD of the limit: a small load at the first
-    reading, one nearer the line as the window grows (up to ENERGY_SPAN_S) with the calls."""
+    watts drawn may be w / (w - ENERGY_STEP_S) times what it says (1.37 over 0.1 s). A load counts as light only
+    when that much would still be below LIGHT_LOAD of the limit; near the line the window grows (up to
+    ENERGY_SPAN_S) as the calls go on."""
     if limit_w is None or not history:
         return None
-    recent = [r for r in history if r.t >= history[-1].t - ENERGY_SPAN_S and r.energy_mj is not None]
-    span = recent[-1].t - recent[0].t if len(recent) >= 2 else 0.0
-    if span < LIGHT_MIN_S:
+    watts, seconds = _counted(history, ENERGY_SPAN_S)
+    if seconds < LIGHT_WINDOW_S:
         return None
-    calm = all((r.throttle & ~0x1) == 0 for r in history if r.t >= recent[0].t)  # "idle" between calls is none
-    watts = (recent[-1].energy_mj - recent[0].energy_mj) / 1000 / span
-    return watts if calm and watts * span / (span - ENERGY_STEP_S) < LIGHT_LOAD * limit_w else None
+    calm = all((r.throttle & ~0x1) == 0 for r in history if r.t >= history[-1].t - ENERGY_SPAN_S)  # "idle": none
+    return watts if calm and watts * seconds / (seconds - ENERGY_STEP_S) < LIGHT_LOAD * limit_w else None
 
 
 def _capped(history: list[Reading], window_s: float) -> float | None:

@@ -363,7 +363,7 @@ def _v3_to_v4(data: dict, kind: str) -> dict:
     """Schema 4: a cell's energy as the runner derives it since 2026-12-03. NVML's energy counter moves in steps of
     about 27 ms, so a `telemetry.drawn_w` over a headline sample shorter than half a second is no figure (on an
     H200 such samples read 0 to 2084 W); NVML's power reading, a trailing one-second average, stands for the
-    sample only after a second or more of steady back-to-back calls (a burst, or a light load settled in 0.05-0.5 s,
+    sample only after a second or more of steady back-to-back calls (a burst, or a light load settled in 0.1-0.5 s,
     had it lagging). Where neither holds, a cell has no energy. The numbers are this step's own, frozen: the
     Recorder's window lies within the headline timer's phase, `phases.device`."""
     telemetry = data.get("telemetry") if kind == "cell" else None

@@ -154,27 +154,22 @@ def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell], ahead: list[Cell
     return record
 
 
+def _will_measure(ctx: Context, cell: Cell) -> bool:
+    """A worker will measure the cell when its turn comes: not declined here, not given up as poison."""
+    return not decline(VARIANTS[cell.variant], cell.params, ctx.device) and _attempt(ctx, cell) <= MAX_ATTEMPTS
+
+
 def _ahead(ctx: Context, cell: Cell, cells: list[Cell]) -> list[Cell]:
-    """The next AHEAD_CELLS cells of the same worker that it will measure (not declined, not poison)."""
+    """The next AHEAD_CELLS cells of the same worker that it will measure (and the store does not hold yet)."""
     group = VARIANTS[cell.variant].worker
-    found = []
-    for c in cells:
-        if len(found) == AHEAD_CELLS:
-            break
-        if (VARIANTS[c.variant].worker == group and not decline(VARIANTS[c.variant], c.params, ctx.device)
-                and _attempt(ctx, c) <= MAX_ATTEMPTS and c.key not in ctx.uploader.store_keys):
-            found.append(c)
-    return found
+    return [c for c in cells if VARIANTS[c.variant].worker == group and _will_measure(ctx, c)
+            and c.key not in ctx.uploader.store_keys][:AHEAD_CELLS]
 
 
 def _next_for_worker(ctx: Context, cells: list[Cell]) -> list[Cell]:
-    """The cell after this one if its worker will measure it (not declined, not given up as poison): the worker
-    may start it early, so the run must then send it next."""
-    following = cells[:1]
-    if following and (decline(VARIANTS[following[0].variant], following[0].params, ctx.device)
-                      or _attempt(ctx, following[0]) > MAX_ATTEMPTS):
-        return []
-    return following
+    """The cell after this one if its worker will measure it: the worker may start it early, so the run must then
+    send it next."""
+    return cells[:1] if cells and _will_measure(ctx, cells[0]) else []
 
 
 def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Console) -> bool:

@@ -19,6 +19,7 @@ from helpers import params, spec_data
 from runner import measure
 from runner.attention import naive_attention, reference_attention
 from runner.cells import Cell
+from runner.compiler import Untimed
 from runner.machine import current_device
 from runner.measure import Measurer, failure, incorrect_reason, make_inputs
 from runner.record import Correctness
@@ -177,7 +178,8 @@ def test_inputs_are_seeded_normal_random_never_zeros(pass_):
     assert not np.array_equal(inputs[0], other[0])
 
 
-def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape():
+def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape(monkeypatch):
+    monkeypatch.setattr(measure, "UNTIMED", Untimed())  # none compiled yet, whatever ran before: all are listed
     p = params(batch=3, seq_len=5, kv_seq_len=7, heads=3, kv_heads=1, head_dim=6, dtype="float32")
     keys = jax.random.split(jax.random.PRNGKey(4), 4)
     for key, x in zip(keys, make_inputs(p, seed=4)):

@@ -9,7 +9,7 @@ from helpers import params, spec_data
 from runner.cells import Cell
 from runner.machine import current_device
 from runner import measure
-from runner.compiler import UNTIMED, Untimed
+from runner.compiler import Untimed
 from runner.measure import (Measurer, compile_step, input_avals, make_inputs, reference, run_once, unmasked_rows,
                             untimed_programs)
 from runner.registry import VARIANTS, Skip, load_all, variant
@@ -119,11 +119,13 @@ def test_a_program_that_fails_in_a_batch_fails_its_own_cell_only(measurer):
 
 def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(monkeypatch):
     monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
+    fresh = Untimed()  # none compiled yet, whatever ran before: all are listed
+    monkeypatch.setattr(measure, "UNTIMED", fresh)
     p = params(seq_len=24, kv_heads=2, causal=True, pass_="fwd_bwd")
     found = untimed_programs(p, 0)
     assert len(found) >= 5  # the inputs' draws and cuts, two chunk shapes, the rows
     for program in found:
-        UNTIMED.warm(*program)
+        fresh.warm(*program)
     assert untimed_programs(p, 0) == []
 
     def compiles(*_):

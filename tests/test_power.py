@@ -113,7 +113,7 @@ def test_a_counter_a_step_behind_never_passes_a_load_over_the_line_for_light(pha
     assert "light load" not in state.note and state.wait_s >= power.HEAVY_MIN_S
     small = Script(sm=lambda t: 1980.0, power_w=lambda t: 100.0, drawn=lambda t: 180.0, counter=(0.027, phase))
     state = power.settle(lambda: None, small, max_s=10)
-    assert state.settled and state.wait_s == pytest.approx(0.05) and state.note.startswith("light load (")
+    assert state.settled and state.wait_s == pytest.approx(0.1) and state.note.startswith("light load (")
 
 
 def test_burst_waits_for_the_idle_temperature_and_power():
