@@ -49,6 +49,11 @@ def largest(spec: Spec, exp: Experiment) -> Params:
     return resolve(values)
 
 
+def most_devices(spec: Spec) -> int:
+    """The most devices any cell of the spec splits its sequence across: what a worker must see."""
+    return max(largest(spec, exp).devices for exp in spec.experiments)
+
+
 def input_bytes(p: Params) -> int:
     """Bytes of Q, K and V."""
     from runner.metrics import tensor_bytes

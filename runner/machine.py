@@ -25,6 +25,7 @@ class Device:
     kind: str
     compute_capability: float | None  # e.g. 9.0 on Hopper; None off NVIDIA GPUs
     memory_bytes: int | None = None  # device memory, where known
+    count: int = 1  # devices of this platform the process sees: a cell's `devices` must not exceed it
 
     def describe(self) -> str:
         if self.compute_capability is None:
@@ -43,7 +44,19 @@ def current_device() -> Device:
         memory = (device.memory_stats() or {}).get("bytes_limit")
     except Exception:  # a backend without memory stats (the CPU's)
         memory = None
-    return Device(device.platform, device.device_kind, float(capability) if capability else None, memory)
+    return Device(device.platform, device.device_kind, float(capability) if capability else None, memory,
+                  len(jax.devices()))
+
+
+FAKE_DEVICES_FLAG = "--xla_force_host_platform_device_count"
+
+
+def fake_host_devices(count: int) -> None:
+    """Before JAX starts its backends: give the CPU platform `count` devices, so a cell split across devices runs
+    on a CPU too (JAX's fake devices; a GPU's platform is untouched). A count already in XLA_FLAGS is kept."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if count > 1 and FAKE_DEVICES_FLAG not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {FAKE_DEVICES_FLAG}={count}".strip()
 
 
 def package_version(name: str) -> str | None:

@@ -178,7 +178,8 @@ class Compiled:
     and how to read its output. Compiling needs only the inputs' shapes, so it can happen ahead of them."""
 
     program: Program
-    prepare: Callable | None  # (q, k, v) -> the timed call's arguments (FP8 tensors and scales); None: the inputs
+    prepare: Callable | None  # (q, k, v[, dout]) -> the timed call's arguments (FP8 tensors and scales, or the
+    # inputs placed across devices); None: the inputs
     finish: Callable  # compiled output -> output (and grads) comparable with the reference
     custom_calls: list[str]
     temp_bytes: int | None
@@ -190,7 +191,7 @@ class Compiled:
 
     def arguments(self, inputs: tuple) -> tuple:
         """The timed call's arguments for these inputs (staged, untimed, where the variant asks)."""
-        return jax.block_until_ready(UNTIMED(self.prepare, *inputs[:3])) if self.prepare else inputs
+        return jax.block_until_ready(UNTIMED(self.prepare, *inputs)) if self.prepare else inputs
 
 
 def with_grads(attend: Callable) -> Callable:
@@ -214,7 +215,7 @@ def _timed_fn(built, p: Params) -> tuple[Staged | None, Callable, tuple]:
     fn = staged.attend if staged else built
     fn = with_grads(fn) if p.pass_ == "fwd_bwd" else fn
     avals = input_avals(p)
-    return staged, fn, (jax.eval_shape(staged.prepare, *avals[:3]) if staged else avals)
+    return staged, fn, (jax.eval_shape(staged.prepare, *avals) if staged else avals)
 
 
 def _compiled(program: Program, staged: Staged | None) -> Compiled:

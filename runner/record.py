@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from runner import shape
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
@@ -57,7 +57,7 @@ def utc_now() -> str:
 
 def cell_key(experiment: str, variant: str, params: Params) -> str:
     """Stable identity of a cell: the same experiment, variant and parameters give the same key."""
-    blob = json.dumps({"experiment": experiment, "variant": variant, **params.as_dict()}, sort_keys=True)
+    blob = json.dumps({"experiment": experiment, "variant": variant, **shape.keyed(params.as_dict())}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -384,7 +384,15 @@ def _v3_to_v4(data: dict, kind: str) -> dict:
     return data
 
 
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}  # version N -> the step that makes it N + 1
+def _v4_to_v5(data: dict, kind: str) -> dict:
+    """Schema 5: a cell's params name the devices its sequence is split across (the `devices` axis); every earlier
+    cell ran on one. Its key is unchanged: an axis at its `absent` value is left out of the key."""
+    if kind == "cell" and isinstance(data.get("params"), dict):
+        data["params"].setdefault("devices", 1)
+    return data
+
+
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}  # version N -> the step that makes it N + 1
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

@@ -35,7 +35,7 @@ class Skip(Exception):
 class Staged:
     """prepare (untimed) -> attend (timed, compiled and inspected) -> finish (untimed)."""
 
-    prepare: Callable  # (q, k, v) -> tuple of attend's arguments
+    prepare: Callable  # (q, k, v[, dout under fwd_bwd]) -> tuple of attend's arguments (and dout, last)
     attend: Callable
     finish: Callable  # attend's output -> the output in the cell's dtype
 
@@ -69,6 +69,7 @@ class Requires:
     max_head_dim: int | None = None
     passes: tuple[str, ...] = ("fwd", "fwd_bwd")
     package: str | None = None
+    max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
 
     def words(self) -> list[str]:
         """The requirements as a reader of the manifest sees them."""
@@ -85,6 +86,8 @@ class Requires:
             found.append(f"pass {' or '.join(self.passes)}")
         if self.package:
             found.append(f"the {self.package} package")
+        if self.max_devices > 1:
+            found.append(f"splits the sequence across up to {self.max_devices} devices")
         return found
 
 
@@ -208,4 +211,16 @@ def decline(v: Variant, params: Params, device: Device) -> str | None:
         return f"{v.name} supports head_dim up to {req.max_head_dim}, not {params.head_dim}"
     if params.pass_ not in req.passes:
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
+    if reason := _devices_unmet(v, params, device):
+        return reason
     return v.check(params) if v.check else None
+
+
+def _devices_unmet(v: Variant, params: Params, device: Device) -> str | None:
+    """Why the cell's `devices` cannot be had: the variant runs on fewer, or this worker sees fewer."""
+    if params.devices > v.requires.max_devices:
+        most = "one device" if v.requires.max_devices == 1 else f"at most {v.requires.max_devices} devices"
+        return f"{v.name} runs on {most}, not {params.devices} (it does not split the sequence)"
+    if params.devices > device.count:
+        return f"the cell needs {params.devices} devices; this worker sees {device.count} {device.platform} device(s)"
+    return None

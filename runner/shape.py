@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, create_model
+from pydantic import AfterValidator, Field, create_model
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
@@ -29,11 +29,26 @@ class Axis:
     description: str
     short: str = ""  # label prefix: B8, T1024; "" prints the value alone (bfloat16, causal)
     follows: str | None = None  # the axis this one copies when unset
+    absent: Any = None  # an axis added after records existed: the value those records meant; a cell at it keeps
+    # the key and label it had then
+
+    def silent(self, value: Any) -> bool:
+        """At the value records before this axis meant: left out of the cell key and the label."""
+        return self.absent is not None and value == self.absent
 
     @property
     def attr(self) -> str:
         return "pass_" if self.name == "pass" else self.name
 
+
+def _power_of_two(count: int) -> int:
+    if count & (count - 1):
+        raise ValueError(f"must be 1, 2, 4 or 8 (got {count})")
+    return count
+
+
+# Devices a cell's sequence is split across (context parallelism): a node's GPUs, so at most 8, a power of two
+Devices = Annotated[int, Field(strict=True, gt=0, le=8), AfterValidator(_power_of_two)]
 
 # Bounds are far beyond any GPU (a T of 16M tokens, 1024 heads) but keep a typo from validating.
 AXES = (
@@ -47,6 +62,8 @@ AXES = (
     Axis("dtype", DType, "bfloat16", "Dtype of Q, K, V and the output."),
     Axis("causal", bool, False, "Apply a causal (lower-triangular, top-left aligned) mask."),
     Axis("pass", Pass, "fwd", "fwd times the forward call; fwd_bwd times forward plus gradients."),
+    Axis("devices", Devices, 1, "Devices the sequence is split across (context parallelism): 1, 2, 4 or 8; T and "
+         "S must divide by it.", "D", absent=1),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
@@ -88,11 +105,12 @@ def resolved(shape: dict) -> dict:
 
 
 def label(shape: dict, omit: tuple[str, ...] = ()) -> str:
-    """'B4 T128 N8 H64 bfloat16 causal fwd': derived axes only where they differ, False flags left out."""
+    """'B4 T128 N8 H64 bfloat16 causal fwd D4': derived axes only where they differ, False flags and axes at their
+    `absent` value left out."""
     parts = []
     for axis in AXES:
         value = shape[axis.name]
-        if axis.name in omit or (axis.follows and value == shape[axis.follows]):
+        if axis.name in omit or (axis.follows and value == shape[axis.follows]) or axis.silent(value):
             continue
         if isinstance(value, bool):
             parts += [axis.name] if value else []
@@ -104,3 +122,9 @@ def label(shape: dict, omit: tuple[str, ...] = ()) -> str:
 def column(name: str) -> str:
     """A table header for an axis: its short letter, else its name."""
     return BY_NAME[name].short or name
+
+
+def keyed(shape: dict) -> dict:
+    """The shape as a cell key hashes it: axes at their `absent` value left out, so keys written before an axis
+    existed still name the same cells."""
+    return {name: value for name, value in shape.items() if name not in BY_NAME or not BY_NAME[name].silent(value)}

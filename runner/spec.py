@@ -237,6 +237,8 @@ def _message(err: dict) -> str:
         return f"must be at most {ctx['max_length']} characters"
     if kind == "too_short":
         return "must not be empty"
+    if kind == "value_error":  # a validator's own sentence, without pydantic's "Value error, "
+        return str(ctx.get("error", err["msg"]))
     if kind == "literal_error":
         return f"must be one of {ctx['expected']} (got {short(err['input'])})"
     if kind in ("int_type", "int_parsing", "int_from_float"):
@@ -334,6 +336,7 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
+        problems += _devices_problems(where, defaults, exp.overrides(), exp.sweep.axes())
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
@@ -361,3 +364,18 @@ def _head_path(where: str, overrides: dict, axes: dict, i: int, j: int) -> str:
     if "heads" in overrides:
         return f"{where}.heads"
     return "defaults.kv_heads"
+
+
+def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
+    """Each device holds an equal slice of the sequence: T and S must divide by every `devices` value."""
+    shape = {**defaults, **overrides}
+    problems = []
+    for k, devices in enumerate(axes.get("devices", [shape["devices"]])):
+        at = f"{where}.sweep.devices[{k}]" if "devices" in axes else (
+            f"{where}.devices" if "devices" in overrides else "defaults.devices")
+        for name in ("seq_len", "kv_seq_len"):
+            for length in axes.get(name, [shape[name]]):
+                if length is not None and length % devices:
+                    problems.append(f"{at}: {name} ({length}) must be a multiple of devices ({devices}), each "
+                                    f"holding an equal slice of the sequence")
+    return problems

@@ -113,8 +113,11 @@ def hello(start: Start) -> tuple[Hello, object | None]:
         seconds[name] = now - clock
         clock = now
 
+    from runner import cells, compiler, gpu, machine
+    from runner.spec import Spec
+
+    machine.fake_host_devices(cells.most_devices(Spec.model_validate(start.spec)))  # before any backend starts
     error = _preload(start.group)
-    from runner import compiler, gpu, machine
 
     lap("libraries")
     device = machine.current_device()

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from helpers import REPO
-from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, read_cell,
-                           read_manifest, upgrade)
+from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, cell_key,
+                           read_cell, read_manifest, upgrade)
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store, read_run
 from test_results import manifest, record
@@ -77,13 +77,28 @@ def _v3_cell(drawn_w, device_s: float, policy: str, wait_s: float) -> dict:
 ])
 def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s, policy, wait_s, watts):
     upgraded = upgrade(_v3_cell(drawn_w, device_s, policy, wait_s), "cell")
-    assert upgraded["schema_version"] == 4
+    assert upgraded["schema_version"] == SCHEMA_VERSION
     assert upgraded["telemetry"]["drawn_w"] == (drawn_w if device_s >= 0.5 else None)
     if watts is None:
         assert upgraded["energy_j"] is None and upgraded["tflops_per_j"] is None
     else:
         assert upgraded["energy_j"] == pytest.approx(watts * 0.002)
         assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
+
+
+def test_the_v4_to_v5_step_puts_old_cells_on_one_device_under_the_same_key():
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 4}
+    del cell["params"]["devices"]  # as schema 4 wrote it
+    upgraded = read_cell(cell)
+    assert upgraded.params.devices == 1
+    assert upgraded.key == cell_key(upgraded.experiment, upgraded.variant, upgraded.params) == cell["key"]
+    assert "D1" not in upgraded.params.label()
+
+
+def test_a_cell_on_several_devices_has_a_key_and_label_of_its_own():
+    one = record().params
+    four = one.model_copy(update={"devices": 4})
+    assert cell_key("e", "ring", one) != cell_key("e", "ring", four) and four.label().endswith(" D4")
 
 
 def test_upgrade_leaves_the_callers_data_alone():
