@@ -103,7 +103,7 @@ def selection_ui(snap: data.Snapshot) -> views.Selection:
     timer = timer_ui(cells)
     baseline = baseline_ui(cells)
     rated = tables.with_rates(tables.filtered(cells, choices), snap.runs, timer)
-    rated = rated.assign(speedup=tables.speedup(rated, baseline))
+    rated = rated.assign(speedup=tables.speedup(rated, baseline), efficiency=tables.efficiency(rated))
     style = charts.Style(charts.colours(snap.variants()), tuple(known[:charts.MAX_RUNS]))
     return views.Selection(known, rated, choices, timer, baseline, style)
 

@@ -39,6 +39,7 @@ AXES = {
     "pct_of_bandwidth": "% of measured memory bandwidth", "gb_s": "GB/s (Q, K, V, O once)",
     "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
     "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",
+    "devices": "devices the sequence is split across", "efficiency": "scaling efficiency: t(1) / (D × t(D))",
 }
 
 
@@ -131,17 +132,20 @@ def _error(df: pd.DataFrame, y: str, low: str | None, high: str | None) -> dict 
 
 
 def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: str, log_y: bool = True,
-          low: str | None = None, high: str | None = None) -> go.Figure:
-    """y against a swept size, a line per variant and run; error bars from `low` to `high` (q1-q3); cells whose
-    SM clock moved more than 2 % (column `unstable`) ringed in red."""
+          low: str | None = None, high: str | None = None, by: str | None = None) -> go.Figure:
+    """y against a swept size, a line per variant and run (and value of `by`, named on hover: the devices of a
+    split experiment); error bars from `low` to `high` (q1-q3); cells whose SM clock moved more than 2 % (column
+    `unstable`) ringed in red."""
     fig = go.Figure()
     df = df.sort_values(x)
-    for (variant, run), series in df.groupby(["variant", "run"], sort=False):
+    for group, series in df.groupby(["variant", "run", *([by] if by else [])], sort=False):
+        variant, run = group[:2]
+        name = f"{variant} · {run}" + (f" · {by} {group[2]}" if by else "")
         fig.add_trace(go.Scatter(
             x=series[x], y=series[y], mode="lines+markers", showlegend=False, legendgroup=variant,
-            name=f"{variant} · {run}", line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
+            name=name, line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
             marker={"symbol": style.symbol(run), "size": 7}, error_y=_error(series, y, low, high),
-            hovertemplate=f"{variant} · {run}<br>{x} %{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name}<br>{x} %{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
         ))
     _legend_keys(fig, style, list(dict.fromkeys(df["variant"])), list(dict.fromkeys(df["run"])))
     _ring_unstable(fig, df, x, y)

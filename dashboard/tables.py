@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from runner import leaderboard, shape
+from runner import leaderboard, metrics, shape
 from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
@@ -89,6 +89,17 @@ def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:
     keys = ["run", "experiment", *SHAPE]
     base = cells[cells["variant"] == baseline].drop_duplicates(keys).set_index(keys)["latency_ms"]
     return cells.join(base.rename("baseline_ms"), on=keys)["baseline_ms"] / cells["latency_ms"]
+
+
+def efficiency(cells: pd.DataFrame) -> pd.Series:
+    """Scaling efficiency of each cell against its one-device twin (same run, experiment, variant and shape but
+    `devices` 1); NaN where that twin has no latency."""
+    if "devices" not in cells:
+        return pd.Series(np.nan, index=cells.index)
+    keys = ["run", "experiment", "variant", *[a for a in SHAPE if a != "devices"]]
+    one = cells[cells["devices"] == 1].drop_duplicates(keys).set_index(keys)["latency_ms"]
+    one_device_ms = cells.join(one.rename("one_device_ms"), on=keys)["one_device_ms"]
+    return metrics.scaling_efficiency(one_device_ms, cells["devices"], cells["latency_ms"])
 
 
 # --- summary tables (nvbench) ------------------------------------------------------------------------------------

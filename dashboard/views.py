@@ -144,7 +144,8 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
     if x:
-        return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES[x]}", subtitle, log_y, low, high)
+        return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES[x]}", subtitle, log_y, low, high,
+                            by="devices" if split(cells) else None)
     axes = tables.swept(cells)
     cases = cells.sort_values("order").assign(case=_case(cells, axes))
     fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
@@ -247,15 +248,15 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         st.info("No cell of the selection records energy: that needs NVML telemetry on a GPU (records of schema 3)."
                 if y == "tflop_per_j" else "No measured cell in the selection.")
         return
-    by_size = [(n, c) for n, c in experiments(shown, " with a rate") if size_axis(c)]
+    by_size = [(n, c) for n, c in experiments(shown, " with a rate") if size_axis(c) or split(c)]
     if not by_size:
-        st.info("No experiment in the selection sweeps a size (T, B, ...).")
+        st.info("No experiment in the selection sweeps a size (T, B, ...) or the devices.")
         return
     runs_caption(sel)
     st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
                "matmul peak is expected for them, not an error.")
     for name, cells in by_size:
-        throughput_row(drawn(cells, sel), sel, y)
+        (scaling_rows if split(cells) else throughput_row)(drawn(cells, sel), sel, y)
 
 
 def throughput_row(cells: pd.DataFrame, sel: Selection, y: str) -> None:
@@ -275,6 +276,32 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str) -> None:
             plot(charts.peak_lines(fig, cells["pct_of_peak"].max(), 100.0), f"peak-{name}")
         else:
             st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
+
+
+def split(cells: pd.DataFrame) -> bool:
+    """Whether an experiment sweeps the devices its sequence is split across (context parallelism)."""
+    return "devices" in tables.swept(cells)
+
+
+def device_figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool):
+    """y of one shape's cells against the devices, a line per variant and run."""
+    subtitle = f"{tables.fixed_shape(cells)} · {sel.timer} timer"
+    title = f"{cells['experiment'].iloc[0]}: {what} vs devices"
+    return charts.lines(cells, "devices", y, sel.style, title, subtitle, log_y)
+
+
+def scaling_rows(cells: pd.DataFrame, sel: Selection, y: str) -> None:
+    """An experiment split across devices: per value of its swept size, the rate and the scaling efficiency
+    against the devices (1 dashed: perfect scaling)."""
+    name, x = cells["experiment"].iloc[0], size_axis(cells)
+    for value, part in cells.groupby(x) if x else [(None, cells)]:
+        rate, efficiency = st.columns(2)
+        with rate:
+            plot(device_figure(part, sel, y, charts.AXES[y], log_y=False), f"scaling-rate-{name}-{value}")
+        with efficiency:
+            fig = device_figure(part, sel, "efficiency", "scaling efficiency", log_y=False)
+            fig.add_hline(y=1, line_dash="dash", annotation_text="perfect scaling")
+            plot(fig, f"scaling-efficiency-{name}-{value}")
 
 
 def drawn_peak(cells: pd.DataFrame) -> float | None:

@@ -57,6 +57,12 @@ def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth
     }
 
 
+def scaling_efficiency(one_device_s, devices, seconds):
+    """Strong scaling of a cell split across `devices`: its one-device time over devices x its time (1 is perfect,
+    0.5 is half the devices' worth wasted); numbers or pandas Series alike."""
+    return one_device_s / (devices * seconds)
+
+
 def mean_power_w(telemetry, state) -> float | None:
     """The power the headline sample drew: the energy counter's over a long enough sample, else NVML's reading where
     it can be trusted (a trailing one-second average, so only after a second or more of steady back-to-back calls);

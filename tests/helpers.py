@@ -34,7 +34,8 @@ def write_spec(path: Path, data: dict | str) -> Path:
 
 def params(**shape) -> Params:
     """Resolved cell parameters; tiny unless overridden (pass_ sets `pass`)."""
-    shape = {**TINY, "kv_seq_len": None, "kv_heads": None, "causal": False, "pass": shape.pop("pass_", "fwd"), **shape}
+    shape = {**TINY, "kv_seq_len": None, "kv_heads": None, "causal": False, "pass": shape.pop("pass_", "fwd"), "devices": 1,
+             **shape}
     return resolve(shape)
 
 

@@ -1,0 +1,109 @@
+"""runner/variants/context_parallel.py and the `devices` axis: the sequence split across JAX's fake CPU devices.
+
+JAX fixes its device count when its backend starts, so every multi-device check runs `attnbench` in a subprocess
+(XLA_FLAGS set there, never in this process): the other tests keep their one CPU device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from helpers import attnbench, in_process, params, spec_data, write_spec
+from runner.machine import FAKE_DEVICES_FLAG, Device
+from runner.registry import VARIANTS, decline, load_all
+from runner.store import read_run
+
+load_all()
+CP_VARIANTS = ("ring", "xla_cp", "te_cp_allgather", "te_cp_ring")
+PORTABLE = ("ring", "xla_cp")  # the TE ones need an NVIDIA GPU
+CPU8 = Device("cpu", "cpu", None, None, 8)
+H200X4 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30, 4)
+
+
+def _run(tmp_path, spec: str, *args, **env):
+    result = attnbench("run", spec, "--out", tmp_path, "--compile-cache", "off", *args, timeout=900, **env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    run = read_run(run_dir)
+    assert run.problems == []
+    return run
+
+
+@pytest.mark.slow
+def test_the_cpu_spec_on_8_fake_devices_is_ok_and_within_tolerance_at_every_split(tmp_path):
+    run = _run(tmp_path, "specs/context-parallel-cpu.yaml", XLA_FLAGS=f"{FAKE_DEVICES_FLAG}=8")
+    cells = {(c.experiment, c.variant, c.params.devices): c for c in run.cells}
+    assert len(cells) == len(run.cells) == 2 * 4 * len(CP_VARIANTS)
+    for (experiment, variant, devices), cell in cells.items():
+        if variant not in PORTABLE:
+            assert cell.status == "skipped" and "needs an NVIDIA GPU" in cell.reason
+            continue
+        assert cell.status == "ok", (experiment, variant, devices, cell.reason)
+        c = cell.correctness
+        assert c.rel_err <= c.tolerance and c.causal_first_changed and c.causal_last_unchanged
+        if experiment == "fwd-bwd":
+            assert set(c.grad_rel_err) == {"dq", "dk", "dv"}
+            assert all(err <= c.grad_tolerance for err in c.grad_rel_err.values())
+    ok = {(v, d) for (_, v, d), c in cells.items() if c.status == "ok"}
+    assert ok == {(v, d) for v in PORTABLE for d in (1, 2, 4, 8)}
+
+
+@pytest.mark.slow
+def test_a_worker_gives_its_cpu_the_devices_the_spec_needs(tmp_path):
+    """No XLA_FLAGS from outside: the worker asks for the spec's largest split itself, before JAX starts."""
+    spec = write_spec(tmp_path / "split.yaml", spec_data(
+        {"name": "ring", "variants": ["ring"], "causal": True, "sweep": {"devices": [2, 4]}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"XLA_FLAGS": ""}
+    run = _run(out, spec, **env)
+    assert [(c.params.devices, c.status) for c in run.cells] == [(2, "ok"), (4, "ok")]
+    assert run.manifest.machine.device_count == 4
+
+
+def test_variants_that_do_not_split_decline_a_split_cell():
+    assert decline(VARIANTS["xla"], params(devices=2), CPU8) == (
+        "xla runs on one device, not 2 (it does not split the sequence)")
+    assert decline(VARIANTS["xla"], params(), CPU8) is None
+
+
+def test_a_split_wider_than_the_worker_sees_is_declined():
+    assert decline(VARIANTS["ring"], params(devices=8), H200X4) == (
+        "the cell needs 8 devices; this worker sees 4 gpu device(s)")
+    assert decline(VARIANTS["ring"], params(devices=4), H200X4) is None
+    one = dataclasses.replace(CPU8, count=1)
+    assert "this worker sees 1 cpu device(s)" in decline(VARIANTS["ring"], params(devices=2), one)
+
+
+def test_te_context_parallel_rules():
+    te = VARIANTS["te_cp_ring"]  # its package is not installed here, so its own rules are asked directly
+    bf16 = dict(dtype="bfloat16", head_dim=64, seq_len=128)
+    assert te.check(params(devices=4, causal=True, **bf16)) is None
+    assert "seq_len a multiple of 2 x devices (8), not 100" in te.check(params(devices=4, causal=True, **{
+        **bf16, "seq_len": 100}))
+    assert "self-attention" in te.check(params(devices=2, kv_seq_len=64, **bf16))
+    assert "needs an NVIDIA GPU" in decline(te, params(devices=2, **bf16), CPU8)
+
+
+@pytest.mark.parametrize("devices, line", [
+    (3, "experiments[0].devices: must be 1, 2, 4 or 8 (got 3)"),
+    (16, "experiments[0].devices: must be <= 8"),
+    (True, "experiments[0].devices: must be an integer (got True)"),
+    (8, "experiments[0].devices: seq_len (4) must be a multiple of devices (8), each holding an equal slice of the "
+        "sequence"),
+])
+def test_a_bad_split_is_one_line_naming_where(capsys, tmp_path, devices, line):
+    spec = write_spec(tmp_path / "bad.yaml", spec_data({"name": "a", "variants": ["ring"], "devices": devices,
+                                                          "seq_len": 4}))
+    outcome = in_process(capsys, "validate", spec)
+    assert outcome.code != 0 and line in outcome.errors[0] and "Traceback" not in outcome.err
+
+
+def test_a_sweep_of_devices_names_the_value_that_does_not_divide(capsys, tmp_path):
+    spec = write_spec(tmp_path / "bad.yaml", spec_data(
+        {"name": "a", "variants": ["ring"], "seq_len": 12, "sweep": {"devices": [1, 2, 4, 8]}}))
+    outcome = in_process(capsys, "validate", spec)
+    assert outcome.code != 0
+    assert [line.split(":")[1].strip() for line in outcome.errors] == ["experiments[0].sweep.devices[3]"]
