@@ -23,13 +23,13 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from runner import metrics, power
+from runner import communication, metrics, power
 from runner.attention import reference_attention
 from runner.cells import Cell
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.machine import Device
-from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry, Tuning,
-                           Candidate, utc_now)
+from runner.record import (CellRecord, Communication, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry,
+                           Tuning, Candidate, utc_now)
 from runner.registry import VARIANTS, Skip, Staged, Tuned, Variant, backend_of, decline
 from runner.spec import Spec, TimingSettings
 from runner.timers import Limits, Sampled, Timer, limits, sample
@@ -184,6 +184,7 @@ class Compiled:
     custom_calls: list[str]
     temp_bytes: int | None
     hlo: str
+    twin: Callable | None = None  # the timed call without collectives (Staged.twin), uncompiled
 
     @property
     def backend(self) -> str:
@@ -228,6 +229,7 @@ def _compiled(program: Program, staged: Staged | None) -> Compiled:
         custom_calls=sorted(set(CUSTOM_CALL.findall(hlo))),
         temp_bytes=int(memory.temp_size_in_bytes) if memory is not None else None,
         hlo=hlo,
+        twin=staged.twin if staged else None,
     )
 
 
@@ -428,6 +430,23 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
     return Timed(sampled, state, telemetry)
 
 
+def communication_step(p: Params, compiled: Compiled, timed: Timed, timers: list[Timer], args: tuple,
+                       settings: TimingSettings) -> Communication | None:
+    """A split cell's communication against its compute: by its twin without collectives (both by the wall
+    clock), else by the device timer's kernels; None on one device, or where neither can be had."""
+    if p.devices == 1:
+        return None
+    wall = next((t for t in timers if t.name == "wall"), None)
+    if compiled.twin is not None and wall is not None:
+        twin = with_grads(compiled.twin) if p.pass_ == "fwd_bwd" else compiled.twin
+        program = compile_timed(twin, args, {}, "twin")
+        twin_s = sample(wall, program.executable, args, limits("wall", "wall", settings)).summary.median_s
+        total_s = next(s.summary.median_s for s in timed.sampled if s.summary.timer == "wall")
+        return communication.from_twin(total_s, twin_s)
+    device = next((s for s in timed.sampled if s.summary.timer == "device"), None)
+    return communication.from_kernels(device.kernels, device.kernel_s, p.devices) if device else None
+
+
 def failure(error: BaseException) -> tuple[str, str]:
     """(status, reason) for an exception raised while compiling or running."""
     text = f"{type(error).__name__}: {str(error).strip()}"
@@ -619,7 +638,7 @@ class Measurer:
         if begun is None or begun.key != cell.key:
             begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
         watch, variant, p = begun.watch, VARIANTS[cell.variant], cell.params
-        compiled = correctness = fp8 = tuning = timed = None
+        compiled = correctness = fp8 = tuning = timed = split = None
         try:
             if begun.error is not None:
                 raise begun.error
@@ -648,15 +667,18 @@ class Measurer:
                 if variant.fp8_baseline:
                     with watch.phase("fp8"):
                         fp8 = fp8_step(variant, p, truth, outputs, compiled, timed.kernels, self.shared(p))
+                if p.devices > 1:
+                    with watch.phase("communication"):
+                        split = communication_step(p, compiled, timed, self.timers, args, self.spec.timing)
                 status = ("ok", "")
         except Skip as reason:
             status = ("skipped", str(reason))
         except Exception as error:
             status = failure(error)
             timed = None  # a failed cell reports no timing
-        return self._record(cell, begun, status, compiled, correctness, fp8, tuning, timed)
+        return self._record(cell, begun, status, compiled, correctness, fp8, tuning, timed, split)
 
-    def _record(self, cell, begun, status, compiled, correctness, fp8, tuning, timed) -> CellRecord:
+    def _record(self, cell, begun, status, compiled, correctness, fp8, tuning, timed, split=None) -> CellRecord:
         """The record of what the steps returned (None where a step did not run)."""
         m = self.machine
         telemetry = timed.telemetry if timed else None
@@ -669,7 +691,7 @@ class Measurer:
             custom_calls=compiled.custom_calls if compiled else [],
             backend=compiled.backend if compiled else None,
             temp_bytes=compiled.temp_bytes if compiled else None,
-            correctness=correctness, fp8=fp8, tuning=tuning,
+            correctness=correctness, fp8=fp8, tuning=tuning, communication=split,
             timings=[s.summary for s in timed.sampled] if timed else [],
             kernels=timed.kernels if timed else [],
             power=timed.power if timed else None,

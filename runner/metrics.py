@@ -87,9 +87,11 @@ def energy(p: Params, seconds: float | None, mean_power_w: float | None) -> dict
 
 def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, status: str, reason: str = "",
                 ceilings: tuple[float | None, float | None] = (None, None), **fields) -> CellRecord:
-    """A cell's record with its work, traffic and rates derived from the headline timing (device, else the first)."""
+    """A cell's record with its work, traffic and rates derived from the headline timing: device, else the first;
+    wall for a cell split across devices, whose kernel times CUPTI sums over every GPU and stream."""
     timings = fields.get("timings", [])
-    headline = next((t for t in timings if t.timer == "device"), timings[0] if timings else None)
+    preferred = "wall" if cell.params.devices > 1 else "device"
+    headline = next((t for t in timings if t.timer == preferred), timings[0] if timings else None)
     seconds = headline.median_s if headline else None
     telemetry = fields.get("telemetry")
     kernel_time = headline is not None and headline.timer != "wall"

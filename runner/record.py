@@ -158,6 +158,18 @@ class PowerState(_Record):
     note: str = ""
 
 
+class Communication(_Record):
+    """How a cell split across devices spent a call: moving data between the devices, and computing."""
+
+    source: Literal["kernels", "twin"] = Field(description="kernels: the collective (NCCL) kernels the device "
+                                               "timer saw, against the others, per device; twin: the cell's wall "
+                                               "time against its variant's program without collectives.")
+    communication_s: float = Field(description="Seconds per call: collective kernels per device (kernels), or the "
+                                   "time the collectives added, not hidden behind compute (twin).")
+    compute_s: float = Field(description="Seconds per call: the other kernels per device (kernels), or the "
+                             "program without collectives (twin).")
+
+
 class CellRecord(_Record):
     """One measured (or skipped) cell."""
 
@@ -174,7 +186,8 @@ class CellRecord(_Record):
     compile_s: float | None = Field(None, description="Seconds spent compiling the timed program.")
     compilation: Compilation | None = None
     phases: dict[str, float] = Field(default_factory=dict, description="Seconds of duration_s per phase: inputs, "
-                                     "reference, compile, check, tune, fp8, settle and one per timer.")
+                                     "reference, compile, check, tune, fp8, settle, communication (a split "
+                                     "cell's twin) and one per timer.")
     timings: list[TimerSummary] = Field(default_factory=list)
     timer: str | None = Field(None, description="The timer that median_s, tflops and gbps come from.")
     median_s: float | None = None
@@ -193,6 +206,7 @@ class CellRecord(_Record):
     correctness: Correctness | None = None
     fp8: Fp8Info | None = None
     tuning: Tuning | None = None
+    communication: Communication | None = Field(None, description="Cells split across devices, where measurable.")
     power: PowerState | None = None
     telemetry: Telemetry | None = None
     telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
@@ -207,7 +221,7 @@ class CellRecord(_Record):
     def row(self) -> dict:
         """A flat dict for tables: params, correctness, telemetry inlined; one column per timer and phase."""
         row = self.model_dump(exclude={"params", "correctness", "timings", "fp8", "phases", "compilation", "tuning",
-                                       "power", "telemetry"})
+                                       "power", "telemetry", "communication"})
         row.update(self.params.as_dict())
         row.update(self.correctness.model_dump() if self.correctness else {})
         for t in self.timings:
@@ -222,6 +236,8 @@ class CellRecord(_Record):
             row["tuning_config"] = json.dumps(self.tuning.config, sort_keys=True)
         if self.power:
             row.update({"power_policy": self.power.policy, "power_settled": self.power.settled})
+        if self.communication:
+            row.update({f"comm_{k}": v for k, v in self.communication.model_dump().items()})
         row.update(_telemetry_columns(self.telemetry))
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)
@@ -386,7 +402,8 @@ def _v3_to_v4(data: dict, kind: str) -> dict:
 
 def _v4_to_v5(data: dict, kind: str) -> dict:
     """Schema 5: a cell's params name the devices its sequence is split across (the `devices` axis); every earlier
-    cell ran on one. Its key is unchanged: an axis at its `absent` value is left out of the key."""
+    cell ran on one. Its key is unchanged: an axis at its `absent` value is left out of the key. Cells split across
+    devices may carry `communication`, which no earlier cell has."""
     if kind == "cell" and isinstance(data.get("params"), dict):
         data["params"].setdefault("devices", 1)
     return data

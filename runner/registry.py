@@ -38,6 +38,8 @@ class Staged:
     prepare: Callable  # (q, k, v[, dout under fwd_bwd]) -> tuple of attend's arguments (and dout, last)
     attend: Callable
     finish: Callable  # attend's output -> the output in the cell's dtype
+    twin: Callable | None = None  # attend without its collectives (same arguments, same local work): a cell split
+    # across devices times it too, for its communication (runner/communication.py)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ FLOOR_SAMPLES = 3  # the fewest samples a timer takes, when the budget cuts min_
 class Samples:
     seconds: list[float]
     kernels: list[str] = field(default_factory=list)  # the last call's kernels, in launch order
+    kernel_s: list[float] = field(default_factory=list)  # and their seconds, where the timer sees kernels
 
 
 class Timer(Protocol):
@@ -63,6 +64,7 @@ class Sampled:
     summary: TimerSummary
     kernels: list[str]
     seconds: float
+    kernel_s: list[float] = field(default_factory=list)  # the seconds of each of `kernels` in the last call
 
 
 class WallTimer:
@@ -115,6 +117,7 @@ def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callab
         timer(fn, args, rest)
     seconds: list[float] = []
     kernels: list[str] = []
+    kernel_s: list[float] = []
     deadline = clock() + limit.budget_s
     batch = 1 if per_call is not None and per_call * BATCH > limit.budget_s else BATCH
     # calls known to be quick: min_samples in one go (each request is a CUPTI session for the device timer)
@@ -123,12 +126,12 @@ def sample(timer: Timer, fn: Callable, args: tuple, limit: Limits, clock: Callab
         got = timer(fn, args, min(ask, limit.max_samples - len(seconds)))
         ask = batch
         seconds += got.seconds
-        kernels = got.kernels or kernels
+        kernels, kernel_s = (got.kernels, got.kernel_s) if got.kernels else (kernels, kernel_s)
         if len(seconds) < limit.min_samples and (len(seconds) < FLOOR_SAMPLES or clock() <= deadline):
             continue
         summary = summarise(timer.name, seconds, limit.target_noise)
         if summary.converged or len(seconds) >= limit.max_samples or clock() > deadline:
-            return Sampled(summary, kernels, clock() - start)
+            return Sampled(summary, kernels, clock() - start, kernel_s)
 
 
 def _profiler():
@@ -147,7 +150,8 @@ class DeviceTimer:
         if timings is None:
             raise RuntimeError("CUPTI saw no kernel launched by this call")
         per_call = [timings] if n == 1 else timings  # measure() unwraps a single iteration
-        return Samples([sum(ms for _, ms in kernels) / 1e3 for kernels in per_call], [k for k, _ in per_call[-1]])
+        return Samples([sum(ms for _, ms in kernels) / 1e3 for kernels in per_call], [k for k, _ in per_call[-1]],
+                       [ms / 1e3 for _, ms in per_call[-1]])
 
     def median(self, fn: Callable, args: tuple, n: int) -> float:
         """The median of n samples, for a ceiling measured once."""

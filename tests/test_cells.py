@@ -130,7 +130,7 @@ def test_experiment_and_variant_are_part_of_the_key():
 
 def test_resolve_fills_only_what_is_unset():
     p = resolve({"batch": 1, "seq_len": 8, "kv_seq_len": 4, "heads": 4, "kv_heads": None, "head_dim": 8,
-                 "dtype": "float32", "causal": False, "pass": "fwd"})  # fmt: skip
+                 "dtype": "float32", "causal": False, "pass": "fwd", "devices": 1})  # fmt: skip
     assert (p.kv_seq_len, p.kv_heads) == (4, 4)
 
 

@@ -329,8 +329,9 @@ def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
     assert result.code == 0, result.err
     here = {row["variant"]: row["here"] for row in table_rows(result.out.replace("┃", "│"))}
     assert set(here) == set(load_all())
-    assert {name for name, verdict in here.items() if verdict == "yes"} == {"naive", "xla", "auto"}
-    assert all(verdict.startswith("no: ") for name, verdict in here.items() if name not in ("naive", "xla", "auto"))
+    portable = {"naive", "xla", "auto", "ring", "xla_cp"}
+    assert {name for name, verdict in here.items() if verdict == "yes"} == portable
+    assert all(verdict.startswith("no: ") for name, verdict in here.items() if name not in portable)
     assert here["cudnn"] == f"no: {CPU_SKIP}"
 
 

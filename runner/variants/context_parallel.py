@@ -5,7 +5,8 @@ gathers the output onto the first device after it (untimed, Staged): the timed p
 attention alone, collectives included, as a training step would run it. Three ways to split the work:
 
   ring     from scratch in shard_map: each device keeps its queries and passes its K/V block round the ring with
-           ppermute, merging blocks with an online softmax (the baseline; causal blocks are masked, not skipped)
+           ppermute, merging blocks with an online softmax (the baseline; causal blocks are masked, not skipped);
+           its twin without ppermute times the compute alone (runner/communication.py)
   xla_cp   jax.nn.dot_product_attention on the sharded inputs: XLA's SPMD partitioner decides the collectives
   te_cp_*  TransformerEngine's fused attention with its own context parallelism (all-gather or ring of K/V),
            the causal mask load balanced by TE's dual-chunk swap
@@ -13,6 +14,7 @@ attention alone, collectives included, as a training step would run it. Three wa
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -68,9 +70,10 @@ def _block(carry, q, k, v, q_start, k_start, causal: bool):
     return m_new, l * scale + weights.sum(-1), acc * scale[..., None] + values
 
 
-def ring_attention(q, k, v, causal: bool, devices: int):
+def ring_attention(q, k, v, causal: bool, devices: int, communicate: bool = True):
     """One device's part of ring attention (inside shard_map over AXIS): its queries against every K/V block, the
-    blocks passed one step round the ring between merges."""
+    blocks passed one step round the ring between merges. Without `communicate`, the twin: the same merges on the
+    device's own block, which an optimisation barrier keeps XLA from computing once."""
     import jax
     import jax.numpy as jnp
 
@@ -86,7 +89,7 @@ def ring_attention(q, k, v, causal: bool, devices: int):
         source = (index - step) % devices  # whose block this device holds now
         carry = _block(carry, qg, k, v, index * rows, source * keys, causal)
         if step < devices - 1:
-            k, v = jax.lax.ppermute((k, v), AXIS, ring)
+            k, v = jax.lax.ppermute((k, v), AXIS, ring) if communicate else jax.lax.optimization_barrier((k, v))
     _, l, acc = carry
     out = (acc / l[..., None]).transpose(0, 3, 1, 2, 4)  # [B, T/D, K, G, H]
     return out.reshape(batch, rows, heads, head_dim).astype(q.dtype)
@@ -99,9 +102,12 @@ def ring(p: Params):
     from jax.sharding import PartitionSpec
 
     spec = PartitionSpec(None, AXIS, None, None)
-    local = functools.partial(ring_attention, causal=p.causal, devices=p.devices)
-    attend = jax.shard_map(local, mesh=_mesh(p), in_specs=(spec, spec, spec), out_specs=spec)
-    return _placed(p, attend)
+
+    def sharded(communicate: bool):
+        local = functools.partial(ring_attention, causal=p.causal, devices=p.devices, communicate=communicate)
+        return jax.shard_map(local, mesh=_mesh(p), in_specs=(spec, spec, spec), out_specs=spec)
+
+    return dataclasses.replace(_placed(p, sharded(True)), twin=sharded(False))
 
 
 @variant("xla_cp", requires=SPLIT)
