@@ -129,7 +129,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="k8s/render.py", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, type=Path, help="experiment spec (YAML) the Job runs")
     parser.add_argument("--shards", type=int, default=1, help="Job completions = parallelism = shards (one GPU each)")
-    parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4 or h100")
+    parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4, h100, or a whole multi-GPU node: l4-x2, l4-x4, h100-x8")
     parser.add_argument("--results", required=True, help="results URI, gs://BUCKET/results")
     parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG (or @sha256:...)")
     parser.add_argument("--dashboard-image", help="dashboard image (default: --image's repository, tag runner-X -> "

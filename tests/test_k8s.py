@@ -1,5 +1,5 @@
 """k8s/: every overlay rendered by the real kubectl, validated against Kubernetes' schemas, and held to its contract
-(one GPU, the right nodes, the failure policy, the restricted security context, a spec and a command line the
+(its GPUs, the right nodes, the failure policy, the restricted security context, a spec and a command line the
 runner itself accepts). GKE's custom resources, which kubernetes-validate has no schema for, are validated against
 their CRD schemas by tests/validate_gke_crds.cjs. The cluster cannot be reached from here; what is applied is
 exactly what these tests read."""
@@ -25,7 +25,10 @@ from runner.spec import parse_spec
 
 K8S = REPO / "k8s"
 KUBERNETES_VERSION = "1.33.0"  # the oldest release with backoffLimitPerIndex and podFailurePolicy GA
-GPU_NODES = {"l4": "nvidia-l4", "h100": "nvidia-h100-80gb"}
+GPU_NODES = {"l4": "nvidia-l4", "h100": "nvidia-h100-80gb", "l4-x2": "nvidia-l4", "l4-x4": "nvidia-l4",
+             "h100-x8": "nvidia-h100-80gb"}
+# The multi-GPU overlays take a whole node of one machine type (Google Cloud docs, "GPU machine types")
+WHOLE_NODES = {"l4-x2": ("g2-standard-24", 2), "l4-x4": ("g2-standard-48", 4), "h100-x8": ("a3-highgpu-8g", 8)}
 RESULTS = "gs://test-bucket/results"
 IMAGE = "us-central1-docker.pkg.dev/test-project/attnbench/attnbench:runner-test"
 SHARDS = 4
@@ -147,12 +150,14 @@ def test_every_iap_domain_render_accepts_makes_a_valid_managed_certificate(tmp_p
     assert crds.returncode == 0, f"render.py accepted {domain!r}, which GKE would refuse: {crds.stdout}"
 
 
-def test_runner_job_gets_one_gpu_on_the_overlays_nodes(overlay):
+def test_runner_job_gets_its_gpus_on_the_overlays_nodes(overlay):
     gpu, objects = overlay
     pod = one(objects, "Job")["spec"]["template"]["spec"]
     resources = pod["containers"][0]["resources"]
-    assert resources["limits"]["nvidia.com/gpu"] == resources["requests"]["nvidia.com/gpu"] == 1
-    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": GPU_NODES[gpu]}
+    machine, gpus = WHOLE_NODES.get(gpu, (None, 1))
+    assert resources["limits"]["nvidia.com/gpu"] == resources["requests"]["nvidia.com/gpu"] == gpus
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": GPU_NODES[gpu],
+                                   **({"node.kubernetes.io/instance-type": machine} if machine else {})}
     tolerated = {(t["key"], t["effect"]) for t in pod["tolerations"]}
     assert {("nvidia.com/gpu", "NoSchedule"), ("cloud.google.com/gke-spot", "NoSchedule")} <= tolerated
 
