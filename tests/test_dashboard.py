@@ -437,6 +437,23 @@ def test_the_rate_toggles_between_tflop_per_second_and_per_joule(monkeypatch, st
     assert cudnn["y"] == pytest.approx(energy)
 
 
+CONTEXT_PARALLEL = Path(__file__).with_name("fixtures") / "context-parallel"  # a CPU run on 8 fake devices
+
+
+def test_a_split_experiment_draws_rate_and_efficiency_against_the_devices(monkeypatch):
+    app = open_app(monkeypatch, CONTEXT_PARALLEL, tab="Throughput")
+    assert not app.exception and not app.error
+    (run,) = [read for read in LocalStore(CONTEXT_PARALLEL).runs()]
+    cells = [c for c in LocalStore(CONTEXT_PARALLEL).read(run).cells if c.status == "ok" and c.experiment == "fwd"]
+    wall = {(c.variant, c.params.devices): c.median_s for c in cells}  # a CPU run: the wall clock is its timer
+    efficiency = titled(app, "fwd: scaling efficiency vs devices")
+    ring = next(t for t in efficiency["data"] if t.get("name") == f"ring · {run}")
+    assert ring["x"] == [1, 2, 4, 8]
+    assert ring["y"] == pytest.approx([wall["ring", 1] / (d * wall["ring", d]) for d in (1, 2, 4, 8)])
+    rate = titled(app, "fwd: TFLOP/s vs devices")
+    assert {t.get("name") for t in rate["data"]} >= {f"ring · {run}", f"xla_cp · {run}"}
+
+
 def test_runs_without_telemetry_say_they_have_no_energy(monkeypatch):
     app = open_app(monkeypatch, run=LONG, tab="Throughput", rate="TFLOP/J")
     assert "No cell of the selection records energy" in texts(app.info) and charts(app) == 0
