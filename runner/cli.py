@@ -215,9 +215,10 @@ def _run_exit(outcome, spool, location: str) -> int:
 
 def _dry_run(cells, shard, console: Console) -> int:
     """Each cell and why it would be skipped here (this imports JAX to know the device)."""
-    from runner.machine import current_device
+    from runner.machine import current_device, fake_host_devices
     from runner.registry import VARIANTS, decline
 
+    fake_host_devices(max((c.params.devices for c in cells), default=1))  # as a worker would, before JAX starts
     device = current_device()
     for cell in cells:
         reason = decline(VARIANTS[cell.variant], cell.params, device)
@@ -351,7 +352,7 @@ def _shown_run(args):
 
 def cmd_show(args, console: Console) -> int:
     from runner.leaderboard import leaderboard, markdown
-    from runner.report import export, leaderboard_table, print_tables, summary_line
+    from runner.report import export, leaderboard_table, print_tables, scaling_table, summary_line
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -360,6 +361,7 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "table":
         print_tables(run.cells, console)
         leaderboard_table(run.cells, console)
+        scaling_table(run.cells, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":

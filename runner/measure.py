@@ -71,6 +71,11 @@ class InputsAndReference:
     unmasked_rows: jax.Array | None  # causal: rows 0 and T-1 of unmasked attention
 
 
+def unsplit(p: Params) -> Params:
+    """The shape whose inputs and float32 reference a cell shares: the cell's, whatever devices it is split across."""
+    return p.model_copy(update={"devices": 1}) if p.devices != 1 else p
+
+
 def input_shapes(p: Params) -> list[tuple[int, ...]]:
     """q, k, v (and dO under fwd_bwd)."""
     q, kv = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
@@ -493,6 +498,7 @@ class Measurer:
 
     def truth(self, p: Params, watch: Stopwatch) -> InputsAndReference:
         """The shape's inputs and float32 results, made once per shape."""
+        p = unsplit(p)  # a shape split across 1 or 8 devices has the same inputs and reference
         if self._truth is None or self._truth[0] != p:
             self._truth = None  # free the previous shape's arrays first
             if self.device.memory_bytes and (needed := needed_bytes(p)) > self.device.memory_bytes:
@@ -540,8 +546,8 @@ class Measurer:
                 except Exception as error:  # Skip included: recorded at the cell's turn
                     self._ready[cell.key] = error
                     continue
-                if self._truth is None or self._truth[0] != p:
-                    shapes.setdefault(p, None)
+                if self._truth is None or self._truth[0] != unsplit(p):
+                    shapes.setdefault(unsplit(p), None)
             untimed = {prog[0]: prog for p in shapes for prog in untimed_programs(p, self.spec.seed)}
             self._compile_all(lowered, list(untimed.values()))
 

@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from runner import shape
+from runner import metrics, shape
 from runner.record import CellRecord
 
 
@@ -88,6 +88,41 @@ def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
     body = rows(contested)
     for header in body[0]:
         table.add_column(header, justify="right" if header in ("ms", "variants") else "left")
+    for row in body:
+        table.add_row(*row.values())
+    console.print(table)
+
+
+def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
+    """Each ok cell of a variant that ran split across devices: its time, its scaling efficiency against the same
+    cell on one device, and its communication against its compute where measured."""
+    def unsplit(c: CellRecord) -> tuple:
+        return c.experiment, c.variant, c.params.model_copy(update={"devices": 1})
+
+    ok = [c for c in cells if c.status == "ok" and c.median_s]
+    one = {unsplit(c): c.median_s for c in ok if c.params.devices == 1}
+    split = {unsplit(c)[:2] for c in ok if c.params.devices > 1}
+    rows = []
+    for c in (c for c in ok if (c.experiment, c.variant) in split):
+        base, comm = one.get(unsplit(c)), c.communication
+        rows.append({
+            "experiment": c.experiment, "variant": c.variant, "shape": shape.label(c.params.as_dict(), omit=("devices",)),
+            "D": str(c.params.devices), "ms": _fmt(c.median_s * 1e3),
+            "efficiency": _fmt(metrics.scaling_efficiency(base, c.params.devices, c.median_s) if base else None, 3),
+            "comm ms": _fmt(comm.communication_s * 1e3 if comm else None, 3),
+            "compute ms": _fmt(comm.compute_s * 1e3 if comm else None, 3),
+        })
+    return rows
+
+
+def scaling_table(cells: list[CellRecord], console: Console) -> None:
+    """The scaling of the variants that split a cell across devices, when the run has any."""
+    body = scaling_rows(cells)
+    if not body:
+        return
+    table = Table(title="scaling: t(1) / (D x t(D)) against the variant's one-device cell", title_justify="left")
+    for header in body[0]:
+        table.add_column(header, justify="left" if header in ("experiment", "variant", "shape") else "right")
     for row in body:
         table.add_row(*row.values())
     console.print(table)

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from helpers import attnbench, in_process, params, spec_data, write_spec
+from helpers import REPO, attnbench, in_process, params, spec_data, write_spec
 from runner.machine import FAKE_DEVICES_FLAG, Device
 from runner.registry import VARIANTS, decline, load_all
 from runner.store import read_run
@@ -20,6 +20,7 @@ CP_VARIANTS = ("ring", "xla_cp", "te_cp_allgather", "te_cp_ring")
 PORTABLE = ("ring", "xla_cp")  # the TE ones need an NVIDIA GPU
 CPU8 = Device("cpu", "cpu", None, None, 8)
 H200X4 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30, 4)
+FIXTURE = REPO / "tests" / "fixtures" / "context-parallel" / "context-parallel-cpu-20261203-093600"
 
 
 def _run(tmp_path, spec: str, *args, **env):
@@ -107,3 +108,50 @@ def test_a_sweep_of_devices_names_the_value_that_does_not_divide(capsys, tmp_pat
     outcome = in_process(capsys, "validate", spec)
     assert outcome.code != 0
     assert [line.split(":")[1].strip() for line in outcome.errors] == ["experiments[0].sweep.devices[3]"]
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
+def test_the_ring_merges_key_chunks_like_one_block(pass_):
+    """On this process's one device: chunks of 4 keys give the float32 reference, output and gradients."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, PartitionSpec
+
+    from runner.attention import reference_attention
+    from runner.variants.context_parallel import AXIS, ring_attention
+
+    p = params(seq_len=16, kv_heads=2, causal=True)
+    q, k, v = (jax.random.normal(jax.random.PRNGKey(i), shape) for i, shape in enumerate(
+        [(1, 16, 4, 8), (1, 16, 2, 8), (1, 16, 2, 8)]))
+    spec = PartitionSpec(None, AXIS, None, None)
+    ring = jax.shard_map(lambda q, k, v: ring_attention(q, k, v, causal=True, devices=1, chunk=4),
+                         mesh=Mesh(jax.devices()[:1], (AXIS,)), in_specs=(spec,) * 3, out_specs=spec)
+    reference = lambda q, k, v: reference_attention(q, k, v, causal=p.causal)  # noqa: E731
+    if pass_ == "fwd":
+        assert jnp.allclose(ring(q, k, v), reference(q, k, v), atol=1e-5)
+    else:
+        loss = lambda attend: lambda *qkv: jnp.sum(jnp.sin(attend(*qkv)))  # noqa: E731
+        for got, want in zip(jax.grad(loss(ring), (0, 1, 2))(q, k, v), jax.grad(loss(reference), (0, 1, 2))(q, k, v)):
+            assert jnp.allclose(got, want, atol=1e-5)
+
+
+def test_a_dry_run_sees_the_devices_a_worker_would():
+    result = attnbench("run", "specs/context-parallel-cpu.yaml", "--dry-run", "--variants", "ring", XLA_FLAGS="")
+    assert result.returncode == 0, result.stderr
+    assert "fwd/ring B1 T256 N4 K2 H16 float32 causal fwd D8: run" in result.stdout.splitlines()
+
+
+def test_show_prints_each_splits_efficiency_against_its_one_device_cell():
+    from runner.report import scaling_rows
+
+    run = read_run(FIXTURE)
+    rows = scaling_rows(run.cells)
+    wall = {(c.experiment, c.variant, c.params.devices): c.median_s for c in run.cells if c.status == "ok"}
+    assert len(rows) == len(wall) == 16  # ring and xla_cp, fwd and fwd_bwd, 1-8 devices; TE declined on a CPU
+    for row in rows:
+        d = int(row["D"])
+        expected = wall[row["experiment"], row["variant"], 1] / (d * wall[row["experiment"], row["variant"], d])
+        assert float(row["efficiency"]) == pytest.approx(expected, rel=5e-3)  # printed to 3 digits
+        assert (row["comm ms"] != "-") == (row["variant"] == "ring" and d > 1)  # the ring's twin, the only split
+    shown = attnbench("show", FIXTURE.name, "--out", FIXTURE.parent)
+    assert shown.returncode == 0 and "scaling: t(1) / (D x t(D))" in shown.stdout

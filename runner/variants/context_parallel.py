@@ -5,7 +5,8 @@ gathers the output onto the first device after it (untimed, Staged): the timed p
 attention alone, collectives included, as a training step would run it. Three ways to split the work:
 
   ring     from scratch in shard_map: each device keeps its queries and passes its K/V block round the ring with
-           ppermute, merging blocks with an online softmax (the baseline; causal blocks are masked, not skipped);
+           ppermute, merging blocks a key chunk at a time with an online softmax (the baseline; causal blocks are
+           masked, not skipped);
            its twin without ppermute times the compute alone (runner/communication.py)
   xla_cp   jax.nn.dot_product_attention on the sharded inputs: XLA's SPMD partitioner decides the collectives
   te_cp_*  TransformerEngine's fused attention with its own context parallelism (all-gather or ring of K/V),
@@ -26,6 +27,7 @@ from runner.variants.transformer_engine import TE
 AXIS = "cp"
 MOST = 8  # a node's GPUs
 SPLIT = Requires(max_devices=MOST)
+KEY_CHUNK = 2048  # keys the ring merges at a time (the largest power of two up to it that divides S / devices)
 
 
 def _mesh(p: Params):
@@ -70,7 +72,26 @@ def _block(carry, q, k, v, q_start, k_start, causal: bool):
     return m_new, l * scale + weights.sum(-1), acc * scale[..., None] + values
 
 
-def ring_attention(q, k, v, causal: bool, devices: int, communicate: bool = True):
+def _merge(carry, qg, k, v, q_start, k_start, causal: bool, chunk: int):
+    """Merge a K/V block `chunk` keys at a time (a scan, each step rematerialised under the backward pass), so a
+    device holds one chunk's scores, not the block's: [B, N, T/D, chunk] float32."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, keys, kv_heads, head_dim = k.shape
+    chunks = keys // chunk
+    split = lambda x: x.reshape(batch, chunks, chunk, kv_heads, head_dim).swapaxes(0, 1)  # noqa: E731
+
+    @jax.checkpoint
+    def step(carry, block):
+        k_chunk, v_chunk, start = block
+        return _block(carry, qg, k_chunk, v_chunk, q_start, start, causal), None
+
+    starts = k_start + chunk * jnp.arange(chunks)
+    return jax.lax.scan(step, carry, (split(k), split(v), starts))[0]
+
+
+def ring_attention(q, k, v, causal: bool, devices: int, communicate: bool = True, chunk: int = KEY_CHUNK):
     """One device's part of ring attention (inside shard_map over AXIS): its queries against every K/V block, the
     blocks passed one step round the ring between merges. Without `communicate`, the twin: the same merges on the
     device's own block, which an optimisation barrier keeps XLA from computing once."""
@@ -84,10 +105,11 @@ def ring_attention(q, k, v, causal: bool, devices: int, communicate: bool = True
     qg = q.reshape(batch, rows, kv_heads, heads // kv_heads, head_dim)
     stats = (batch, kv_heads, heads // kv_heads, rows)
     carry = (jnp.full(stats, -jnp.inf), jnp.zeros(stats), jnp.zeros((*stats, head_dim)))
+    carry = jax.lax.pcast(carry, AXIS, to="varying")  # each device's own running sums, as the scan's carry type
     ring = [(i, (i + 1) % devices) for i in range(devices)]
     for step in range(devices):
         source = (index - step) % devices  # whose block this device holds now
-        carry = _block(carry, qg, k, v, index * rows, source * keys, causal)
+        carry = _merge(carry, qg, k, v, index * rows, source * keys, causal, math.gcd(keys, chunk))
         if step < devices - 1:
             k, v = jax.lax.ppermute((k, v), AXIS, ring) if communicate else jax.lax.optimization_barrier((k, v))
     _, l, acc = carry
