@@ -255,9 +255,9 @@ def cmd_run(args, console: Console) -> int:
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
-    cells = _select(spec, args.only, args.variants)
-    shard = _shard(args.shard, len(cells))
-    cells = select(cells, shard) if shard else cells
+    every = _select(spec, args.only, args.variants)
+    shard = _shard(args.shard, len(every))
+    cells = select(every, shard) if shard else every
     if args.dry_run:
         return _dry_run(cells, shard, console)
     if shard and not args.run_id:
@@ -270,15 +270,21 @@ def cmd_run(args, console: Console) -> int:
     console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with _store_errors():
-        outcome = execute(spec, cells, store, spool, console, sys.argv, options)
+        outcome = execute(spec, cells, store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool.records(), location, console)
     return _run_exit(outcome, spool, location)
+
+
+REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `attnbench show` prints any run
 
 
 def _run_report(records, location: str, console: Console) -> None:
     from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
 
-    print_tables(records, console)
+    if len(records) <= REPORT_CELLS:
+        print_tables(records, console)
+    else:
+        console.print(f"{len(records):,} cells, more than a run's end prints; attnbench show {location} prints them")
     console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
 
 

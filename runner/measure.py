@@ -30,7 +30,7 @@ from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lo
 from runner.machine import Device
 from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry, Tuning,
                            Candidate, utc_now)
-from runner.registry import VARIANTS, Skip, Staged, Tuned, Variant, backend_of, decline
+from runner.registry import VARIANTS, Skip, Staged, Tuned, Variant, backend_of
 from runner.spec import Spec, TimingSettings
 from runner.timers import Limits, Sampled, Timer, limits, sample
 
@@ -233,7 +233,9 @@ def _compiled(program: Program, staged: Staged | None) -> Compiled:
 def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
     """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
     staged, fn, args = _timed_fn(built, p)
-    return _compiled(compile_timed(fn, args, shared, name), staged)
+    program = compile_timed(fn, args, shared)
+    shared.setdefault(program.fingerprint, (name, program))  # a reused program keeps its owner
+    return _compiled(program, staged)
 
 
 def untimed_programs(p: Params, seed: int) -> list[tuple]:
@@ -510,7 +512,7 @@ class Measurer:
             for cell in todo:
                 variant, p = VARIANTS[cell.variant], cell.params
                 try:
-                    if self.unavailable(variant, p):
+                    if self.unavailable(variant):
                         continue
                     built = variant.build(p)
                     if isinstance(built, Tuned):  # its search compiles and times at its turn
@@ -563,10 +565,11 @@ class Measurer:
             raise made
         return made
 
-    def unavailable(self, variant: Variant, p: Params) -> str | None:
-        """Why the variant declines this cell here: its rules, or its probe (run once per variant)."""
-        if reason := decline(variant, p, self.device):
-            return reason
+    def unavailable(self, variant: Variant, declined: str | None = None) -> str | None:
+        """Why the variant declines this cell here: the supervisor's verdict on its rules (`declined`; it sends
+        only cells it found runnable), or the variant's probe (run once per variant)."""
+        if declined:
+            return declined
         if variant.name not in self._probed:
             self._probed[variant.name] = variant.probe() if variant.probe else None
         return self._probed[variant.name]
@@ -583,7 +586,7 @@ class Measurer:
         begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
         try:
             variant = VARIANTS[cell.variant]
-            if not self.unavailable(variant, cell.params):
+            if not self.unavailable(variant):
                 self.truth(cell.params, begun.watch)
                 begun.compiled = self._take(cell)
                 with begun.watch.phase("compile"):
@@ -611,7 +614,7 @@ class Measurer:
         with watch.phase("compile"):
             return compile_step(cell.variant, built, cell.params, self.shared(cell.params)), None
 
-    def measure(self, cell: Cell, ahead: list[Cell] = ()) -> CellRecord:
+    def measure(self, cell: Cell, ahead: list[Cell] = (), declined: str | None = None) -> CellRecord:
         """Run one cell's steps (continuing what `begin` started for it), compiling the programs of the cells `ahead`
         beside its own; never raises for a failure of the variant or the device."""
         begun, self._begun = self._begun, None
@@ -624,7 +627,7 @@ class Measurer:
                 raise begun.error
             if ahead:
                 self.precompile([cell, *ahead], watch)
-            if reason := self.unavailable(variant, p):
+            if reason := self.unavailable(variant, declined):
                 raise Skip(reason)
             truth = self.truth(p, watch)
             compiled, tuning = self.program(cell, truth, watch, begun.compiled or self._take(cell))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from runner.cells import Cell
+from typing import TYPE_CHECKING
+
 from runner.record import CellRecord, Params
+
+if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
+    from runner.cells import Cell
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
