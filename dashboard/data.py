@@ -23,7 +23,7 @@ import streamlit as st
 
 from runner import shape
 from runner.record import Manifest
-from runner.results import Part, assemble, merged_manifest, parse_manifest, part_of
+from runner.results import assemble, manifest_only, part_of, run_folders
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -71,19 +71,6 @@ def _digest(objects: dict[str, bytes]) -> str:
     return blake.hexdigest()
 
 
-def read_manifest(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
-    """A run's manifest from its manifest objects alone (a sharded run's merged), so that listing runs never
-    parses cells; a folder of cells without one says so."""
-    parts, problems = [], []
-    for name, data in sorted(objects.items()):
-        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{_leaf(name)}")
-        parts.append(Part(part_of(_leaf(name))[1], manifest))
-        problems += found
-    if not any(p.manifest for p in parts):
-        problems.insert(0, f"{location}/manifest.json: missing (is {location} a run folder?)")
-    return merged_manifest(parts), problems
-
-
 class RunCache:
     """Parsed runs by folder, each with the digest of the bytes it came from: a refresh parses again only runs
     whose objects changed (one still being written, a new one), and holds one entry per folder."""
@@ -119,15 +106,11 @@ class Snapshot:
 
     def read(self) -> None:
         """List the store once and read every manifest."""
-        folders = defaultdict(list)
-        for name in self.store.names():
-            folder, _, leaf = name.rpartition("/")
-            if folder and part_of(leaf):
-                folders[folder].append(name)
+        folders = run_folders(self.store.names())
         manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
         data = self._fetch(manifest_names)
-        found = {folder: read_manifest(self.store.location(folder), {n: data[n] for n in names if data.get(n)})
-                 for folder, names in sorted(folders.items())}
+        found = {folder: manifest_only(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
+                 for folder, names in folders.items()}
         keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
         for folder, (manifest, problems) in found.items():
             self.objects[keys[folder]], self.folders[keys[folder]] = folders[folder], folder

@@ -12,11 +12,10 @@ import streamlit as st
 
 from dashboard import charts, data, tables, widgets
 from runner import leaderboard as board
-from runner import shape
+from runner import report, shape
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
-SIZE_TITLES = {"seq_len": "T", "batch": "B", "kv_seq_len": "S", "heads": "N", "kv_heads": "K", "head_dim": "H"}
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,7 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
     if x:
-        return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES[x]}", subtitle, log_y, low, high)
+        return charts.lines(cells, x, y, sel.style, f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high)
     axes = tables.swept(cells)
     cases = cells.sort_values("order").assign(case=_case(cells, axes))
     fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
@@ -255,17 +254,17 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
     st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
                "matmul peak is expected for them, not an error.")
     for name, cells in by_size:
-        throughput_row(drawn(cells, sel), sel, y)
+        throughput_row(drawn(cells, sel), sel, y, snap.runs["peak_tflops"])
 
 
-def throughput_row(cells: pd.DataFrame, sel: Selection, y: str) -> None:
+def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series) -> None:
     """Rate of one experiment beside its share of the measured ceiling (matmul peak, or bandwidth for decode)."""
     name = cells["experiment"].iloc[0]
     rate, share = st.columns(2)
     with rate:
         fig = figure(cells, sel, y, charts.AXES[y], log_y=False)
         if y == "tflop_s":
-            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells))
+            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
         plot(fig, f"rate-{name}")
     with share:
         if cells["pct_of_bandwidth"].notna().any():
@@ -277,13 +276,10 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str) -> None:
             st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
 
 
-def drawn_peak(cells: pd.DataFrame) -> float | None:
-    """The measured matmul peak (TFLOP/s) of the first drawn run that has one, from its cells' own rates."""
-    with_peak = cells[cells["pct_of_peak"].notna()]
-    if with_peak.empty:
-        return None
-    first = with_peak.iloc[0]
-    return 100 * first["tflop_s"] / first["pct_of_peak"]
+def drawn_peak(cells: pd.DataFrame, peaks: pd.Series) -> float | None:
+    """The measured matmul peak (TFLOP/s, the run's manifest) of the first drawn run that has one."""
+    measured = pd.to_numeric(cells["run"].drop_duplicates().map(peaks), errors="coerce").dropna()
+    return float(measured.iloc[0]) if not measured.empty else None
 
 
 @guarded
@@ -384,7 +380,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
             st.markdown(board_summary(mine))
             st.dataframe(tables.board(sel.cells, mine), hide_index=True)
             if as_markdown:
-                st.code(board.markdown(mine), language="markdown")
+                st.code(report.leaderboard_markdown(mine), language="markdown")
 
 
 def board_summary(standings: list[board.Standing]) -> str:

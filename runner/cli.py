@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
@@ -314,20 +313,18 @@ def _preloads(variants) -> dict[str, str | None]:
 def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
     from runner.registry import BROKEN, unmet
+    from runner.report import rich_table
 
     variants = _variants()
     preloads = _preloads(variants)  # before the device: TransformerEngine must load ahead of JAX's GPU backend
     device = current_device()
-    table = Table(title=f"variants on {device.describe()}", title_justify="default")
-    for col in ("variant", "backend", "here", "what it is"):
-        table.add_column(col)
+    rows = []
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
-        table.add_row(name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
-                      v.doc)
-    for module, error in sorted(BROKEN.items()):
-        table.add_row(module, "-", f"[red]broken[/]: {error}", "")
-    console.print(table)
+        rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
+                     v.doc])
+    rows += [[module, "-", f"[red]broken[/]: {error}", ""] for module, error in sorted(BROKEN.items())]
+    console.print(rich_table(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows))
     return EXIT_OK
 
 
@@ -356,8 +353,8 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
-    from runner.leaderboard import leaderboard, markdown
-    from runner.report import export, leaderboard_table, print_tables, summary_line
+    from runner.leaderboard import leaderboard
+    from runner.report import export, leaderboard_markdown, leaderboard_table, print_tables, summary_line
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -369,7 +366,7 @@ def cmd_show(args, console: Console) -> int:
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":
-        sys.stdout.write(markdown(leaderboard(run.cells)) + "\n")
+        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells)) + "\n")
         return EXIT_OK
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
@@ -382,27 +379,9 @@ def cmd_show(args, console: Console) -> int:
     return EXIT_OK
 
 
-def _part_state(part) -> str:
-    if part.finished:
-        return "finished"
-    return "not started" if part.manifest is None and not part.cells else "unfinished"
-
-
-def runs_table(runs: list, uri: str) -> Table:
-    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
-    table = Table(title=f"runs in {uri}", title_justify="default")
-    for col in ("run", "name", "started", "shard", "cells", "state"):
-        table.add_column(col)
-    for run in runs:
-        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
-        for part in run.parts:
-            planned = "?" if part.planned is None else part.planned
-            table.add_row(run.run_id, name, started, part.shard or "-", f"{len(part.cells)}/{planned}",
-                          _part_state(part))
-    return table
-
-
 def cmd_runs(args, console: Console) -> int:
+    from runner.report import runs_table
+
     store = _open_store(args.out)
     with _store_errors():
         runs = [store.read(run_id) for run_id in store.runs()]

@@ -8,8 +8,10 @@ its newest cells are objects of their own (cells/KEY.json, cells-i-of-n/KEY.json
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ CELLS = "cells.jsonl"
 PART_OBJECT = re.compile(r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
                          r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
 EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
+LEGACY_ORDER_CELLS = 200_000  # runs without a cell order are put in spec order only for specs up to this many cells
 
 
 def part_names(shard: str | None) -> tuple[str, str]:
@@ -220,12 +223,29 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
 
 
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
-    """Cells in the run's order, as its manifest wrote it (shards interleave otherwise); ones it does not list go
-    last. A run without that order (no manifest, or written before it was kept): the stored order."""
-    if not manifest or not manifest.cell_order:
+    """Cells in the run's order (shards interleave otherwise); ones it does not list go last. The order is the
+    manifest's own; a run written before manifests carried it falls back on expanding its stored spec."""
+    if manifest is None:
         return cells
-    order = {key: i for i, key in enumerate(manifest.cell_order)}
+    keys = manifest.cell_order or _legacy_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True))
+    if not keys:  # a legacy spec today's model refuses, or one too large to expand: the stored order
+        return cells
+    order = {key: i for i, key in enumerate(keys)}
     return sorted(cells, key=lambda c: order.get(c.key, len(order)))
+
+
+@functools.lru_cache(maxsize=64)  # a dashboard reads many runs of a few specs
+def _legacy_order(spec_hash: str, spec_json: str) -> tuple[str, ...]:
+    """The cell order of a run from before 2026-12-03 (no `cell_order`): its spec re-expanded by today's model,
+    as readers then did. Only those runs depend on today's Spec and cells.expand."""
+    from runner.cells import count, expand
+    from runner.spec import Spec
+
+    try:
+        spec = Spec.model_validate(json.loads(spec_json))
+    except ValidationError:
+        return ()
+    return () if count(spec) > LEGACY_ORDER_CELLS else tuple(c.key for c in expand(spec))
 
 
 def assemble(location: str, objects: dict[str, bytes]) -> Run:
@@ -237,3 +257,26 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     cells, repeats = unique([c for p in parts for c in p.cells], location)
     return Run(location, manifest, in_run_order(cells, manifest), problems + repeats, parts)
 
+
+def run_folders(names: list[str]) -> dict[str, list[str]]:
+    """A store's object names (one listing) grouped by the run folder that holds them; objects outside the layout
+    are left out."""
+    folders = defaultdict(list)
+    for name in names:
+        folder, _, leaf = name.rpartition("/")
+        if folder and part_of(leaf):
+            folders[folder].append(name)
+    return dict(sorted(folders.items()))
+
+
+def manifest_only(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
+    """A run's manifest from its manifest objects alone (leaf name -> bytes; a sharded run's merged), so that
+    listing runs never parses cells; a folder of cells without one says so."""
+    parts, problems = [], []
+    for leaf, data in sorted(objects.items()):
+        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{leaf}")
+        parts.append(Part(part_of(leaf)[1], manifest))
+        problems += found
+    if not any(p.manifest for p in parts):
+        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
+    return merged_manifest(parts), problems

@@ -50,6 +50,13 @@ AXES = (
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
+SIZES = tuple(axis.name for axis in AXES if axis.short)  # the axes that count something: B, T, S, N, K, H
+
+
+def title(name: str) -> str:
+    """An axis in words, for a chart: its description's first clause ("query sequence length T")."""
+    words = BY_NAME[name].description.split(";")[0].rstrip(".")
+    return words[0].lower() + words[1:]
 
 
 def _field(axis: Axis, default: Any, **extra) -> Any:
