@@ -38,7 +38,6 @@ class Settings:
     spec: Spec
     run_id: str
     compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
-    compile_ahead: bool = True  # compile the next cells' programs together; start the next cell while one is stored
 
 
 @dataclass(frozen=True)
@@ -74,6 +73,8 @@ class Job:
     cell: Cell
     upcoming: Cell | None = None  # the cell this worker measures next: it may start it once this one is stored
     ahead: tuple[Cell, ...] = ()  # cells whose programs it may compile beside this one's
+    # upcoming and ahead are empty when the run compiles nothing ahead (--compile-ahead off, or after a worker died
+    # while compiling ahead): the run alone decides that
 
 
 def _die_with_parent() -> None:
@@ -195,11 +196,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if verb == "stop":
             return
-        record = measurer.measure(payload.cell, payload.ahead if start.settings.compile_ahead else ()) \
-            if measurer else None
+        record = measurer.measure(payload.cell, payload.ahead) if measurer else None
         outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
-        if measurer and payload.upcoming and start.settings.compile_ahead:
-            measurer.begin(payload.upcoming)  # while the supervisor stores the record and sends the next cell
+        if measurer and payload.upcoming:  # the run compiles ahead: start it while the record is stored
+            measurer.begin(payload.upcoming)
 
 
 def main(argv: list[str]) -> None:

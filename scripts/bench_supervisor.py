@@ -29,18 +29,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 VARIANT = {"instant": "test_instant", "declined": "test_blocked"}
 SEQ_LENS = list(range(1, 11))  # none a multiple of 16: test_blocked declines every cell by its own rule
+HEADS = list(range(1, 11))
+PER_BATCH = len(SEQ_LENS) * len(HEADS)  # cells per batch value: the spec stays far below the loader's 10,000 values
 PROGRESS = re.compile(rb"^\[(\d+)/(\d+)\] ")
 
 
 def spec_text(kind: str, cells: int) -> str:
-    """A spec of exactly `cells` cells of the kind's variant: batch x seq_len, float32."""
-    batches = list(range(1, cells // len(SEQ_LENS) + 1))
+    """A spec of exactly `cells` cells of the kind's variant: batch x seq_len x heads, float32."""
+    batches = list(range(1, cells // PER_BATCH + 1))
     return json.dumps({  # JSON is YAML: the spec loader reads it
         "name": f"bench-{kind}-{cells}", "seed": 0, "max_cells": max(cells, 1),
-        "defaults": {"heads": 1, "head_dim": 8, "dtype": "float32"},
+        "defaults": {"head_dim": 8, "dtype": "float32"},
         "timing": {"budget_s": 0.01},
         "experiments": [{"name": "loop", "variants": [VARIANT[kind]],
-                         "sweep": {"batch": batches, "seq_len": SEQ_LENS}}],
+                         "sweep": {"batch": batches, "seq_len": SEQ_LENS, "heads": HEADS}}],
     })
 
 
@@ -96,8 +98,8 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", choices=list(VARIANT), default=list(VARIANT))
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench-supervisor")
     args = parser.parse_args()
-    if bad := [n for n in args.counts if n < 20 or n % len(SEQ_LENS)]:
-        parser.error(f"--counts: {bad[0]} is not a multiple of {len(SEQ_LENS)} of at least 20")
+    if bad := [n for n in args.counts if n <= 0 or n % PER_BATCH]:
+        parser.error(f"--counts: {bad[0]} is not a positive multiple of {PER_BATCH}")
     rows = []
     for cells in args.counts:
         for kind in args.kinds:
