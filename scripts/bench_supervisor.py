@@ -84,7 +84,8 @@ def run_once(kind: str, cells: int, work: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = ["| cells | kind | per cell (ms) | supervisor CPU per cell (ms) | first tenth (ms/cell) | "
-             "last tenth (ms/cell) | whole process (s) | load before / after |", "|---:|---|---:|---:|---:|---:|---:|---|"]
+             "last tenth (ms/cell) | whole process (s) | load before / after |",
+             "|---:|---|---:|---:|---:|---:|---:|---|"]
     lines += [f"| {r['cells']:,} | {r['kind']} | {r['per_cell_ms']:.2f} | {r['cpu_per_cell_ms']:.2f} | "
               f"{r['first_tenth_ms']:.2f} | "
               f"{r['last_tenth_ms']:.2f} | {r['total_s']:.1f} | {r['load_before']:.2f} / {r['load_after']:.2f} |"
