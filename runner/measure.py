@@ -1,7 +1,7 @@
 """One cell, measured, as steps that each return what they made:
 
 inputs and float32 reference (once per shape) -> build (a variant may Skip) -> compile (or tune: search the
-variant's configurations) -> check against the reference -> FP8 evidence -> power state -> timers.
+variant's configurations) -> check against the reference -> FP8 evidence -> power state and timers (sampling.py).
 The Measurer runs the steps for a cell, keeps the seconds each took, and assembles the record from what the
 steps returned.
 """
@@ -28,11 +28,12 @@ from runner.attention import reference_attention
 from runner.cells import Cell
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.machine import Device
-from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, PowerState, Telemetry, Tuning,
+from runner.record import (CellRecord, Correctness, Fp8Info, Machine, Params, Tuning,
                            Candidate, utc_now)
 from runner.registry import VARIANTS, Skip, Staged, Tuned, Variant, backend_of, decline
-from runner.spec import Spec, TimingSettings
-from runner.timers import Limits, Sampled, Timer, limits, sample
+from runner.sampling import PowerEnv, time_step
+from runner.spec import Spec
+from runner.timers import Limits, Timer, sample
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
@@ -359,72 +360,6 @@ def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -
         reasons = "; ".join(f"{c.config}: {c.reason}" for c in candidates[:3])
         raise Skip(f"{name}: none of its {len(candidates)} configurations runs this shape ({reasons})")
     return best[0], Tuning(config=best[2], candidates=candidates)
-
-
-# --- power state and timers ------------------------------------------------------------------------------------
-
-
-@dataclass
-class PowerEnv:
-    """What the power policy needs: a telemetry source (None off NVIDIA GPUs, with why) and the idle state."""
-
-    source: power.Source | None = None
-    reason: str | None = "no NVIDIA GPU: clocks and power are not observable"
-    idle: power.Idle | None = None
-
-
-@dataclass(frozen=True)
-class Timed:
-    """What the timers made: one Sampled per timer (headline first), and the GPU's state while the headline sampled."""
-
-    sampled: list[Sampled]
-    power: PowerState | None = None
-    telemetry: Telemetry | None = None
-
-    @property
-    def kernels(self) -> list[str]:
-        return next((s.kernels for s in self.sampled if s.kernels), [])
-
-
-def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
-    """Enough calls to keep the GPU busy for ~50 ms, then wait for them."""
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    calls = max(1, min(1000, int(0.05 / max(time.perf_counter() - start, 1e-6))))
-
-    def run() -> None:
-        for _ in range(calls - 1):
-            fn(*args)
-        jax.block_until_ready(fn(*args))
-
-    return run
-
-
-def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
-              watch: Stopwatch, ran_s: float | None = None) -> Timed:
-    """Bring the GPU to the spec's power state, sample the headline timer under telemetry, then the others (ran_s:
-    the seconds of the untimed call made just before, which may stand in for a slow call's warm-up)."""
-    headline = timers[0].name
-    state, telemetry = None, None
-    if env.source is not None:
-        with watch.phase("settle"):
-            if settings.power == "steady":
-                state = power.settle(_back_to_back(fn, args), env.source, settings.settle_max_s)
-            else:
-                state = power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
-    sampled = []
-    for timer in timers:
-        limit = limits(timer.name, headline, settings)
-        if settings.power == "burst" and timer.name == headline:
-            limit = Limits(limit.warmup, limit.min_samples, limit.min_samples, limit.target_noise, limit.budget_s)
-        with watch.phase(timer.name):
-            if timer.name == headline and env.source is not None:
-                with power.Recorder(env.source) as recorder:
-                    sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
-                telemetry = power.summarise(recorder.readings, env.source.power_limit_w)
-            else:
-                sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
-    return Timed(sampled, state, telemetry)
 
 
 def failure(error: BaseException) -> tuple[str, str]:

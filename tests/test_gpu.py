@@ -12,7 +12,8 @@ from helpers import attnbench, spec_data, write_spec
 from runner import gpu, metrics, power
 from runner.cells import Cell, resolve
 from runner.machine import current_device
-from runner.measure import Measurer, PowerEnv, make_inputs
+from runner.measure import Measurer, make_inputs
+from runner.sampling import PowerEnv
 from runner.registry import VARIANTS, Staged, load_all
 from runner.spec import parse_spec
 from runner.store import read_run
