@@ -37,7 +37,41 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnbench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a spec's experiments and write results")
+    _run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
+    soak = _run_options(sub.add_parser(
+        "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
+        "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
+    soak.add_argument("--seconds", type=_seconds, default=30.0, dest="soak",
+                      help="how long each cell runs back to back (default: 30; the spec's timing.soak_s under run)")
+
+    validate = sub.add_parser("validate", help="check a spec and count its cells")
+    validate.add_argument("spec")
+    _max_cells_option(validate)
+
+    sub.add_parser("list", help="variants and whether each can run here")
+    sub.add_parser("env", help="device and versions")
+
+    show = sub.add_parser("show", help="print or export a run's results")
+    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
+    show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
+                      "results, when RUN is not a folder)")
+    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
+    show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
+
+    runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
+    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
+
+    sub.add_parser("schema", help="print the spec's JSON Schema")
+
+    dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
+    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
+    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
+    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of `run`, which `soak` shares."""
     run.add_argument("spec", help="experiment spec (YAML)")
     run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
     run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
@@ -64,31 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
     _max_cells_option(run)
-
-    validate = sub.add_parser("validate", help="check a spec and count its cells")
-    validate.add_argument("spec")
-    _max_cells_option(validate)
-
-    sub.add_parser("list", help="variants and whether each can run here")
-    sub.add_parser("env", help="device and versions")
-
-    show = sub.add_parser("show", help="print or export a run's results")
-    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
-    show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
-                      "results, when RUN is not a folder)")
-    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
-    show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
-
-    runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
-    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
-
-    sub.add_parser("schema", help="print the spec's JSON Schema")
-
-    dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
-    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
-    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
-    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
-    return parser
+    return run
 
 
 def _max_cells_option(parser: argparse.ArgumentParser) -> None:
@@ -243,6 +253,8 @@ def _writable(store) -> None:
 def _timing_overrides(spec, args):
     """The spec with `run --power` and `--budget` applied to its timing section."""
     changes = {"power": args.power} if args.power else {}
+    if getattr(args, "soak", None):
+        changes["soak_s"] = args.soak
     if args.budget:
         changes.update(budget_s=args.budget, wall_budget_s=min(args.budget, spec.timing.wall_budget_s))
     return spec.model_copy(update={"timing": spec.timing.model_copy(update=changes)}) if changes else spec
@@ -445,6 +457,7 @@ def cmd_dashboard(args, console: Console) -> int:
 
 COMMANDS = {
     "run": cmd_run,
+    "soak": cmd_run,
     "validate": cmd_validate,
     "list": cmd_list,
     "env": cmd_env,

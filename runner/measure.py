@@ -369,6 +369,13 @@ def failure(error: BaseException) -> tuple[str, str]:
     return ("oom" if oom else "failed"), _first_line(error)
 
 
+def _with_rates(soak, p: Params):
+    """A soak's points with their kernel times as TFLOP/s."""
+    points = [pt.model_copy(update={"tflops": metrics.flops(p) / pt.median_s / 1e12 if pt.median_s else None})
+              for pt in soak.points]
+    return soak.model_copy(update={"points": points})
+
+
 # --- one cell --------------------------------------------------------------------------------------------------
 
 
@@ -608,6 +615,7 @@ class Measurer:
             kernels=timed.kernels if timed else [],
             power=timed.power if timed else None,
             telemetry=telemetry,
+            soak=_with_rates(timed.soak, cell.params) if timed and timed.soak else None,
             telemetry_reason=self.power_env.reason if timed and telemetry is None else None,
             clock_unstable=power.unstable(telemetry) if telemetry else None,
             worker=VARIANTS[cell.variant].worker,
