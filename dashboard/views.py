@@ -4,6 +4,7 @@ the Selection, or says in a line why the selection has nothing for it."""
 from __future__ import annotations
 
 import functools
+import json
 import urllib.parse
 from dataclasses import dataclass
 
@@ -284,6 +285,38 @@ def drawn_peak(cells: pd.DataFrame) -> float | None:
         return None
     first = with_peak.iloc[0]
     return 100 * first["tflop_s"] / first["pct_of_peak"]
+
+
+SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin's calls)"),
+               ("sm_clock_mhz", "SM clock (MHz)", "SM clock"),
+               ("power", "power (W)", "power drawn (energy counter, else NVML's reading)"),
+               ("temperature_c", "°C", "temperature")]
+
+
+def soak_points(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per soak point of every cell that has a soak: variant, run and the cell's shape as `case`."""
+    rows = []
+    for _, cell in cells[cells["soak"].notna()].iterrows() if "soak" in cells else []:
+        soak = json.loads(cell["soak"])
+        case = f"T{cell['seq_len']} B{cell['batch']} {cell['dtype']} {cell['pass']}"
+        rows += [{**point, "variant": cell["variant"], "run": cell["run"], "case": case,
+                  "power": point.get("drawn_w") if point.get("drawn_w") is not None else point.get("power_w")}
+                 for point in soak["points"]]
+    return pd.DataFrame(rows)
+
+
+@guarded
+def soak(snap: data.Snapshot, sel: Selection) -> None:
+    points = soak_points(sel.cells)
+    if points.empty:
+        st.info("No cell of the selection has a soak: `attnbench soak SPEC` (or timing.soak_s) runs each cell back "
+                "to back for a while on a GPU and records its thermal curve.")
+        return
+    st.caption("Each cell run back to back from idle in one unbroken stream of calls (one CUPTI session): what the "
+               "GPU sustains as its power controller and temperature settle. Bins of the calls that ended in them.")
+    for column, (y, title, what) in zip(st.columns(2) * 2, SOAK_CHARTS):
+        with column:
+            plot(charts.soak_lines(points, y, sel.style, what, "", title), f"soak-{y}")
 
 
 @guarded

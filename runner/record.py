@@ -260,6 +260,7 @@ class CellRecord(_Record):
                         "power_rule": self.power.rule, "power_in_load": self.power.sampled_in_load,
                         "power_load_s": self.power.load_s, "power_temperature_c": self.power.temperature_c})
         row.update(_telemetry_columns(self.telemetry))
+        row["soak"] = json.dumps(self.soak.model_dump()) if self.soak else None
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)
         return row
