@@ -497,7 +497,7 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
 def status_changes(found: comparison.Comparison) -> None:
     """Cells whose status changed (a cell ok in A and not in B is a regression) and cells in one run only."""
     if len(found.no_longer_ok):
-        st.error(f"{len(found.no_longer_ok)} cell(s) were ok in A and are not in B: a regression, as "
+        st.warning(f"{len(found.no_longer_ok)} cell(s) were ok in A and are not in B: a regression, as "
                  "`attnbench compare` counts it")
     if len(found.changes):
         st.caption("Status changes (A → B)")

@@ -108,10 +108,6 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
 
 
-def _keyed(cells: pd.DataFrame) -> pd.DataFrame:
-    return cells.drop_duplicates("key").set_index("key", drop=False)
-
-
 def only_in(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """A's cells that B lacks (key, experiment, variant, shape, status), in A's order."""
     missing = a[~a["key"].isin(b["key"])].reset_index(drop=True)
@@ -121,7 +117,7 @@ def only_in(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def status_changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """Cells in both whose status changed, in A's order, with B's reason; `regression`: it was ok and is not now."""
-    shared = _keyed(a).join(_keyed(b)[["status", "reason"]], rsuffix="_b", how="inner")
+    shared = a.merge(b[["key", "status", "reason"]], on="key", suffixes=("", "_b"))
     changed = shared[shared["status"] != shared["status_b"]]
     return pd.DataFrame({
         **{c: changed[c] for c in CELL_COLUMNS[:3]}, "shape": labels(changed), "a": changed["status"],
