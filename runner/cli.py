@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
@@ -436,7 +437,7 @@ def cmd_compare(args, console: Console) -> int:
         compare_cli.print_table(found, console)
     else:
         sys.stdout.write(compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found))
-    return 1 if found.regressed else EXIT_OK
+    return EXIT_REGRESSION if found.regressed else EXIT_OK
 
 
 def _part_state(part) -> str:
