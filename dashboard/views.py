@@ -83,7 +83,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
-    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise)\n\n"
+    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise and "
+                f"{100 * comparison.DEFAULT_THRESHOLD:g} %, as `attnbench compare --against previous`)\n\n"
                 + "\n".join(moves))
 
 
@@ -93,7 +94,8 @@ def _run_row(r: pd.Series, run: str) -> str:
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
-    """How `run` moved against its predecessor, its worst slow-down, and a link to compare them."""
+    """How `run` moved against its predecessor, its worst slow-down, cells no longer ok, and a link to compare
+    them."""
     before = comparison.previous_run(snap.manifests, run)
     found = comparison.compare(snap.cells((before,)), snap.cells((run,)), snap.manifests[before], snap.manifests[run],
                                timer=sel.timer) if before and sel.timer else None
@@ -106,6 +108,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
         text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
+    if len(found.no_longer_ok):
+        text += f"; {len(found.no_longer_ok)} ok before and not now"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
 
 
