@@ -436,7 +436,8 @@ def cmd_compare(args, console: Console) -> int:
     if args.format == "table":
         compare_cli.print_table(found, console)
     else:
-        sys.stdout.write(compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found))
+        text = compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found)
+        sys.stdout.write(text)
     return EXIT_REGRESSION if found.regressed else EXIT_OK
 
 

@@ -61,10 +61,10 @@ def labels(cells: pd.DataFrame) -> pd.Series:
     return pd.Series([shape.label(p) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
 
 
-def timed(cells: pd.DataFrame, timer: str) -> pd.DataFrame:
+def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
     """Cells ok in the run and timed by `timer`: their shape, `order`, and the timer's median, q1 and q3."""
     columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
-    if f"{timer}_median_s" not in cells:
+    if timer is None or f"{timer}_median_s" not in cells:
         return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values()])
     ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
     return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns)
@@ -77,8 +77,9 @@ def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.
     return np.where(slower, "slower", np.where(faster, "faster", "within noise"))
 
 
-def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str, threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
-    """Per cell correct and timed in both runs (in A's order): B's median over A's, each run's noise (IQR / median)
+def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
+          threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
+    """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
     and the verdict: 'faster', 'slower' or 'within noise'."""
     both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3"]], on="key", suffixes=("_a", "_b"))
     both = both.sort_values("order").reset_index(drop=True)
@@ -245,7 +246,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     timer, else one they share."""
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
-    table = cells(a, b, timer, threshold) if timer else cells(a.iloc[:0], b.iloc[:0], "none", threshold)
+    table = cells(a, b, timer, threshold)
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b), only_in(a, b),
                       only_in(b, a), status_changes(a, b), table, summary(table), len(set(a["key"]) & set(b["key"])))
 

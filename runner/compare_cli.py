@@ -104,8 +104,8 @@ def _describe(m: Manifest) -> str:
 
 def heading(found: compare.Comparison) -> list[str]:
     return [f"A: {_describe(found.a)}", f"B: {_describe(found.b)}",
-            f"{found.timer or 'no shared'} timer; slower or faster: B / A beyond {100 * found.threshold:g} % and both runs' "
-            "noise (IQR)"]
+            f"{found.timer or 'no shared'} timer; slower or faster: B / A beyond {100 * found.threshold:g} % and both "
+            "runs' noise (IQR)"]
 
 
 def verdict(found: compare.Comparison) -> str:

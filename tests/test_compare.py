@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from helpers import in_process
+from helpers import REPO, in_process
 from runner import compare
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
@@ -239,7 +241,8 @@ def test_environments_put_what_differs_first_and_ignore_times_and_ids():
 
 
 def test_the_power_policy_is_an_environment_difference():
-    steady, burst = shipped("h200/hopper-long-warm-20261202").manifest, shipped("h200/hopper-long-burst-20261202").manifest
+    steady = shipped("h200/hopper-long-warm-20261202").manifest
+    burst = shipped("h200/hopper-long-burst-20261202").manifest
     assert compare.differences(steady, burst).set_index("fact").loc["power policy"].tolist() == ["steady", "burst"]
 
 
@@ -259,3 +262,17 @@ def test_the_headline_timer_is_the_one_most_cells_report():
     gpu, cpu = frames(H200_LAB5, "cpu/lab5-20261202-104832")
     assert (compare.headline(gpu), compare.headline(cpu)) == ("device", "wall")
     assert compare.compare(gpu, gpu, None, None).timer == "device"
+
+
+def test_compare_needs_no_jax(tmp_path):
+    """A pipeline's image may hold the core install only: `compare` runs with `import jax` failing."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.3)
+    script = ("import sys; sys.modules.update(dict.fromkeys(['jax', 'jaxlib', 'flax'])); from runner.cli import main; "
+              f"code = main(['compare', {a!r}, {b!r}, '--format', 'json']); "
+              "print([m for m, v in sys.modules.items() if v and m.startswith(('jax', 'runner.registry'))]); "
+              "sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    *report, imported = done.stdout.splitlines()
+    assert (done.returncode, imported) == (1, "[]"), done.stderr[-2000:]
+    assert json.loads("\n".join(report))["regressed"] is True
