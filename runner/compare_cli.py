@@ -30,7 +30,8 @@ def manifests(store: Store) -> dict[str, Manifest | None]:
     folders = defaultdict(list)
     for name in store.names():
         folder, _, leaf = name.rpartition("/")
-        if folder and (part_of(leaf) or ("",))[0] == "manifest":
+        part = part_of(leaf)  # (kind, shard), or None for an object outside the layout
+        if folder and part and part[0] == "manifest":
             folders[folder].append(name)
     names = [n for found in folders.values() for n in found]
     with ThreadPoolExecutor(READERS) as pool:
