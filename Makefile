@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard test test-tools clean render submit deploy bench-runner
+.PHONY: demo dashboard test test-tools clean render submit deploy nightly bench-runner
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,8 @@ test: $(INSTALLED) test-tools
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
 #   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
+#   make nightly SPEC=specs/lab5.yaml [GPU=h100] [SCHEDULE="0 3 * * *"]   a CronJob: run SPEC every night, compare it
+#                                                      with the run before, fail the Job on a regression
 SPEC ?= k8s/base/spec.yaml
 SHARDS ?= 1
 GPU ?= l4
@@ -62,6 +64,10 @@ submit: $(INSTALLED)
 
 deploy: $(INSTALLED)
 	$(RENDER) --apply platform
+
+nightly: $(INSTALLED)
+	$(BIN)/attnbench validate $(SPEC)
+	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
 
 # what make made in this checkout: the venvs, the demo's results and spool (build/spool), rendered manifests,
 # test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays

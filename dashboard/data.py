@@ -23,7 +23,8 @@ import streamlit as st
 
 from runner import shape
 from runner.record import Manifest
-from runner.results import Part, assemble, merged_manifest, parse_manifest, part_of
+from runner.compare import gpu_name
+from runner.results import assemble, manifest_of, part_of
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -54,12 +55,6 @@ def results_uri(argv: list[str]) -> str:
     return parser.parse_known_args(argv)[0].results
 
 
-def gpu_name(manifest: Manifest) -> str:
-    """The GPU's name, else the device kind (cpu)."""
-    gpu = manifest.machine.gpu
-    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
-
-
 def _leaf(name: str) -> str:
     return name.rpartition("/")[2]
 
@@ -69,19 +64,6 @@ def _digest(objects: dict[str, bytes]) -> str:
     for name, data in sorted(objects.items()):
         blake.update(name.encode() + b"\0" + data)
     return blake.hexdigest()
-
-
-def read_manifest(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
-    """A run's manifest from its manifest objects alone (a sharded run's merged), so that listing runs never
-    parses cells; a folder of cells without one says so."""
-    parts, problems = [], []
-    for name, data in sorted(objects.items()):
-        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{_leaf(name)}")
-        parts.append(Part(part_of(_leaf(name))[1], manifest))
-        problems += found
-    if not any(p.manifest for p in parts):
-        problems.insert(0, f"{location}/manifest.json: missing (is {location} a run folder?)")
-    return merged_manifest(parts), problems
 
 
 class RunCache:
@@ -126,7 +108,7 @@ class Snapshot:
                 folders[folder].append(name)
         manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
         data = self._fetch(manifest_names)
-        found = {folder: read_manifest(self.store.location(folder), {n: data[n] for n in names if data.get(n)})
+        found = {folder: manifest_of(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
                  for folder, names in sorted(folders.items())}
         keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
         for folder, (manifest, problems) in found.items():

@@ -2,7 +2,9 @@
 
 Writes OUT/<run-id>/job.yaml (the spec ConfigMap and the runner Job) and OUT/<run-id>/platform.yaml (namespace,
 service accounts, network policies, settings and the dashboard), built by `kubectl kustomize` from a throwaway
-kustomization that layers the run's choices over k8s/overlays/<gpu>.
+kustomization that layers the run's choices over k8s/overlays/<gpu>. With --nightly, also OUT/<run-id>/nightly.yaml:
+the spec ConfigMap and a CronJob (k8s/components/nightly) that runs the spec every night and compares it with the run
+before (`make nightly`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import yaml
 
 K8S = Path(__file__).resolve().parent
 RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
+CRONJOB_MAX = 52  # a CronJob's Jobs are named <cronjob>-<minutes since the epoch>, which must stay within 63
+SCHEDULE = "0 3 * * *"
 # What GKE's ManagedCertificate CRD accepts in spec.domains: a lowercase DNS name, no wildcard, at most 63 characters.
 DOMAIN = re.compile(r"(([a-z0-9]+|[a-z0-9][-a-z0-9]*[a-z0-9])\.)+[a-z][-a-z0-9]*[a-z0-9]")
 DOMAIN_MAX = 63
@@ -32,6 +36,12 @@ def run_id_for(spec_name: str, now: datetime) -> str:
     stem = re.sub(r"[^a-z0-9-]+", "-", spec_name.lower()).strip("-") or "run"
     stamp = now.strftime("%Y%m%d-%H%M%S")
     return f"{stem[: RUN_ID_MAX - len(stamp) - 1].rstrip('-')}-{stamp}"
+
+
+def nightly_name(spec_name: str, gpu: str) -> str:
+    """The CronJob's name: nightly-SPEC-GPU, so that each spec and GPU has one, and applying it again updates it."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", f"{spec_name}-{gpu}".lower()).strip("-") or "run"
+    return f"nightly-{stem}"[:CRONJOB_MAX].rstrip("-")
 
 
 def _image(name: str, ref: str) -> dict:
@@ -71,6 +81,24 @@ def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
     return yaml.safe_dump(resize, sort_keys=False), json.dumps(rename)
 
 
+def _nightly_patch(args, name: str) -> str:
+    """The CronJob renamed and scheduled, its run and compare containers pointed at the results URI (the run's
+    compilation cache beside it, as a submitted run's)."""
+    results = {"name": "ATTNBENCH_RESULTS", "value": args.results}
+    patch = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "attnbench-nightly"},
+        "spec": {"schedule": args.schedule, "jobTemplate": {"spec": {"template": {"spec": {
+            "initContainers": [{"name": "attnbench", "env": [
+                results, {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(args.results)}]}],
+            "containers": [{"name": "compare", "env": [results]}],
+        }}}}},
+    }
+    rename = [{"op": "replace", "path": "/metadata/name", "value": name}]
+    return yaml.safe_dump(patch, sort_keys=False), json.dumps(rename)
+
+
 def kustomization(args, run_id: str, workdir: Path) -> dict:
     """The run's kustomization: the GPU overlay, the optional components, the spec, the images and the bucket."""
     components = []
@@ -88,6 +116,11 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
         }]
     resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
+    if args.nightly:
+        components.append(os.path.relpath(K8S / "components" / "nightly", workdir))
+        cron_target = {"group": "batch", "version": "v1", "kind": "CronJob", "name": "attnbench-nightly"}
+        settings, renamed = _nightly_patch(args, args.nightly)
+        patches += [{"target": cron_target, "patch": settings}, {"target": cron_target, "patch": renamed}]
     images = [_image("attnbench-runner", args.image), _image("attnbench-dashboard", args.dashboard_image)]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -117,8 +150,13 @@ def build(args, run_id: str) -> list[dict]:
 
 
 def is_run_object(obj: dict) -> bool:
-    """The per-run objects (the Job and its spec ConfigMap); the rest is the platform, applied once."""
-    return obj["kind"] == "Job" or obj["metadata"]["name"].startswith("attnbench-spec")
+    """The per-run objects (the Job and its spec ConfigMap); the rest, the nightly CronJob aside, is the platform,
+    applied once."""
+    return obj["kind"] == "Job" or is_spec(obj)
+
+
+def is_spec(obj: dict) -> bool:
+    return obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith("attnbench-spec")
 
 
 def write(objects: list[dict], path: Path) -> None:
@@ -140,7 +178,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(terraform output dashboard_ip_name)")
     parser.add_argument("--kubectl", default=os.environ.get("KUBECTL", "kubectl"), help="kubectl binary")
     parser.add_argument("--out", type=Path, default=Path("build/k8s"), help="output folder")
-    parser.add_argument("--apply", choices=["job", "platform"], help="then `kubectl apply -f` that file")
+    parser.add_argument("--nightly", action="store_true", help="also write nightly.yaml: a CronJob (nightly-SPEC-GPU) "
+                        "that runs the spec on a schedule and fails when it regressed against the run before")
+    parser.add_argument("--schedule", default=SCHEDULE, help=f"with --nightly: when, in cron syntax, UTC (default: "
+                        f"{SCHEDULE!r})")
+    parser.add_argument("--apply", choices=["job", "platform", "nightly"], help="then `kubectl apply -f` that file")
     args = parser.parse_args(argv)
     problems = []
     if args.shards < 1:
@@ -166,6 +208,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG")
         else:
             args.dashboard_image = f"{repo}:dashboard{tag[len('runner'):]}"
+    if args.nightly and args.shards != 1:
+        problems.append("--nightly runs the spec as one pod: leave --shards at 1")
+    if len(args.schedule.split()) != 5:
+        problems.append(f"--schedule must be five cron fields, such as {SCHEDULE!r} (got {args.schedule!r})")
+    if args.apply == "nightly" and not args.nightly:
+        problems.append("--apply nightly needs --nightly")
     if problems:
         parser.error("; ".join(problems))
     return args
@@ -175,12 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spec_name = (yaml.safe_load(args.spec.read_text()) or {}).get("name", "run")
     run_id = args.run_id or run_id_for(str(spec_name), datetime.now(timezone.utc))
+    args.nightly = nightly_name(str(spec_name), args.gpu) if args.nightly else None
     objects = build(args, run_id)
     out = args.out / run_id
     out.mkdir(parents=True, exist_ok=True)
     write([o for o in objects if is_run_object(o)], out / "job.yaml")
-    write([o for o in objects if not is_run_object(o)], out / "platform.yaml")
+    write([o for o in objects if not is_run_object(o) and o["kind"] != "CronJob"], out / "platform.yaml")
     print(f"run id: {run_id}\nwrote {out / 'platform.yaml'} and {out / 'job.yaml'}")
+    if args.nightly:
+        write([o for o in objects if is_spec(o) or o["kind"] == "CronJob"], out / "nightly.yaml")
+        print(f"wrote {out / 'nightly.yaml'}: CronJob {args.nightly}, {args.schedule!r} UTC")
     if args.apply:
         return subprocess.run([args.kubectl, "apply", "-f", str(out / f"{args.apply}.yaml")]).returncode
     return 0

@@ -3,6 +3,7 @@
 Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
 3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
 same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
+`compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
@@ -60,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
     runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
+
+    _compare_parser(sub)
 
     sub.add_parser("schema", help="print the spec's JSON Schema")
 
@@ -99,6 +103,27 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
     _max_cells_option(run)
     return run
+
+
+def _compare_parser(sub) -> None:
+    compare = sub.add_parser("compare", help="compare run B with run A cell by cell; exit 1 if B regressed")
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="A B: run folders, or run ids in --out; with "
+                         "--against previous, B alone")
+    compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix (default: results, "
+                         "or B's parent folder for --against previous)")
+    compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
+                         "on B's GPU in --out (the dashboard's previous run)")
+    compare.add_argument("--threshold", type=_percent, default=5.0, metavar="PERCENT",
+                         help="slower or faster only beyond this and both runs' noise (default: 5)")
+    compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
+
+
+def _percent(text: str) -> float:
+    percent = float(text)
+    if not (math.isfinite(percent) and percent >= 0):
+        raise argparse.ArgumentTypeError(f"must be a percentage, 0 or more (got {text})")
+    return percent
 
 
 def _max_cells_option(parser: argparse.ArgumentParser) -> None:
@@ -388,6 +413,46 @@ def cmd_show(args, console: Console) -> int:
     return EXIT_OK
 
 
+def _compared(args) -> tuple:
+    """(A, B) as runs; A None when --against previous finds no earlier run."""
+    from runner.compare_cli import previous
+
+    if len(args.runs) != (1 if args.against else 2):
+        raise UsageError("give two runs, A B, or one with --against previous" if not args.against else
+                         "--against previous compares one run, B, with the run before it: give B alone")
+    b = _shown_run(argparse.Namespace(run=args.runs[-1], out=args.out))
+    if not args.against:
+        return _shown_run(argparse.Namespace(run=args.runs[0], out=args.out)), b
+    where = args.out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT)
+    store = _open_store(where)
+    with _store_errors():
+        before = previous(store, b) if b.manifest else None
+        return (store.read(before) if before else None), b
+
+
+def cmd_compare(args, console: Console) -> int:
+    from runner import compare, compare_cli
+
+    a, b = _compared(args)
+    if a is None:
+        print(f"no earlier run of {b.manifest.name} on {compare.gpu_name(b.manifest)} than {b.run_id}: nothing to "
+              "compare with", file=sys.stderr)
+        return EXIT_OK
+    if problems := compare_cli.problems(a, b, args.allow_different_gpu):
+        raise UsageError("\n".join(problems))
+    _warn(a.problems + b.problems)
+    found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(b.cells), a.manifest, b.manifest,
+                            args.threshold / 100)
+    if not found.common:
+        raise UsageError(compare_cli.no_common_cell(a, b))
+    if args.format == "table":
+        compare_cli.print_table(found, console)
+    else:
+        text = compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found)
+        sys.stdout.write(text)
+    return EXIT_REGRESSION if found.regressed else EXIT_OK
+
+
 def _part_state(part) -> str:
     if part.finished:
         return "finished"
@@ -463,6 +528,7 @@ COMMANDS = {
     "env": cmd_env,
     "show": cmd_show,
     "runs": cmd_runs,
+    "compare": cmd_compare,
     "schema": cmd_schema,
     "dashboard": cmd_dashboard,
 }

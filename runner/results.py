@@ -221,6 +221,19 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
     })
 
 
+def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
+    """A run's manifest from its manifest objects alone (names as `part_of` knows them; a sharded run's merged),
+    so that listing runs never parses cells; a folder of cells without one says so."""
+    parts, problems = [], []
+    for name, data in sorted(objects.items()):
+        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{name}")
+        parts.append(Part(part_of(name)[1], manifest))
+        problems += found
+    if not any(p.manifest for p in parts):
+        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
+    return merged_manifest(parts), problems
+
+
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
     """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
     order = _spec_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True)) if manifest else {}
