@@ -12,15 +12,17 @@ import direct_protocol
 from runner import gpu, metrics, power
 from runner.cells import Cell, resolve
 from runner.machine import current_device
-from runner.measure import Measurer, make_inputs, with_grads
+from runner.measure import Measurer
 from runner.registry import VARIANTS, Staged, load_all
 from runner.spec import parse_spec
 from runner.timers import DeviceTimer
 
 try:
+    from runner.inputs import make_inputs
+    from runner.programs import with_grads
     from runner.sampling import PowerEnv
-except ImportError:  # the runner before its sampling step was split out (to show the old protocol fail)
-    from runner.measure import PowerEnv
+except ImportError:  # the runner before its steps were split out (to show its protocol fail): one module
+    from runner.measure import PowerEnv, make_inputs, with_grads
 
 load_all()
 ANCHOR = dict(batch=1, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
