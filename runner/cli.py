@@ -180,11 +180,13 @@ def _store_errors():
         raise UsageError(str(error)) from None
 
 
-def _open_store(uri: str, timeout_s: float | None = None):
-    from runner.store import DEFAULT_TIMEOUT_S, open_store
+def _open_store(uri: str, timeout_s: float | None = None, auth_grace: bool = False):
+    """The store; `auth_grace` (runs) retries refused or missing credentials for a while (runner/store.py)."""
+    from runner.store import DEFAULT_TIMEOUT_S, open_store, with_auth_grace
 
     with _store_errors():
-        return open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)
+        opened = lambda: open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)  # noqa: E731
+        return with_auth_grace(opened) if auth_grace else opened()
 
 
 def _open_spool(root: Path, store, run_id: str, shard):
@@ -229,10 +231,10 @@ def _dry_run(cells, shard, console: Console) -> int:
 def _writable(store) -> None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is retried (a
     local folder that refuses a write now will refuse it later too)."""
-    from runner.store import LocalStore, StoreError, StoreUnavailable
+    from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
     try:
-        store.with_timeout(PROBE_TIMEOUT_S).probe()
+        with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
     except (StoreError, StoreUnavailable) as error:
         if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
             print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
@@ -262,7 +264,7 @@ def cmd_run(args, console: Console) -> int:
         return _dry_run(cells, shard, console)
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
-    store = _open_store(args.out, args.store_timeout)
+    store = _open_store(args.out, args.store_timeout, auth_grace=True)
     run_id = _run_id(args.run_id or new_run_id(spec))
     _writable(store)
     spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
