@@ -45,7 +45,10 @@ TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
 DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
-IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
+# the runner by digest, looked up in Artifact Registry, so each node pulls it once (README, "Build and push")
+RUNNER_DIGEST ?= $(shell gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG) \
+	--format='value(image_summary.digest)')
+IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
