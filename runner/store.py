@@ -18,6 +18,7 @@ from typing import Callable, TypeVar
 from runner.results import Run, assemble, part_of
 
 DEFAULT_TIMEOUT_S = 120.0
+READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
 # A run retries credentials refused or missing this long while it opens and probes its store: on a new GKE node the
 # metadata server that Workload Identity reads can answer late, and a shard that called that bad input would fail
 # the whole Job (exit 2 is podFailurePolicy's FailJob). A bucket that does not exist is not retried.
@@ -248,17 +249,24 @@ def with_auth_grace(attempt: Callable[[], T], grace_s: float | None = None) -> T
             time.sleep(min(AUTH_PAUSE_S, left))
 
 
-def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
-    """The store at a folder path or gs://bucket/prefix; StoreError names what is wrong with the URI."""
+def check_uri(uri: str) -> re.Match | None:
+    """The gs:// URI's parts (None for a folder); StoreError names what is wrong with it. Opens nothing."""
     if uri.startswith("gs://"):
         match = GCS_URI.fullmatch(uri)
         if not match:
             raise StoreError(f"{uri!r}: not a bucket URI; expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -)")
-        return GcsStore(match["bucket"], (match["prefix"] or "").strip("/"), timeout_s)
+        return match
     if "://" in uri or not uri:
         raise StoreError(f"{uri!r}: not a results location; expected a folder or gs://bucket/prefix")
     if Path(uri).exists() and not Path(uri).is_dir():
         raise StoreError(f"{uri}: not a folder")
+    return None
+
+
+def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
+    """The store at a folder path or gs://bucket/prefix; StoreError names what is wrong with the URI."""
+    if match := check_uri(uri):
+        return GcsStore(match["bucket"], (match["prefix"] or "").strip("/"), timeout_s)
     return LocalStore(uri)
 
 
