@@ -490,3 +490,13 @@ def test_on_a_cpu_the_wall_column_shows_the_wall_timer(capsys):
     measured = [c for c in run.cells if c.status == "ok"]
     assert measured and all(c.timer == "wall" for c in measured)
     assert all(wall(c) == f"{c.median_s * 1e3:.4g}" for c in measured)
+
+
+def test_the_readme_names_every_variant_and_every_show_format():
+    from runner.cli import build_parser
+
+    text = (REPO / "README.md").read_text()
+    assert f"unknown variant 'flash' (known: {', '.join(sorted(load_all()))})" in text
+    commands = build_parser()._subparsers._group_actions[0].choices
+    formats = next(a.choices for a in commands["show"]._actions if a.dest == "format")
+    assert f"[--format {'|'.join(formats)}]" in text
