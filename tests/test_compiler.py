@@ -89,7 +89,8 @@ def test_xla_keeps_its_own_caches_local_or_off(tmp_path, emulator):
         return done.stdout.strip().splitlines()[-1]
 
     local, bucket = str(tmp_path / "cache"), f"gs://{BUCKET}/jax-cache"
-    assert autotune_dir(local) == f"{local} {str(Path(local) / "xla_gpu_per_fusion_autotune_cache_dir")!r}"
+    autotune = str(Path(local) / "xla_gpu_per_fusion_autotune_cache_dir")  # JAX's default beside a local cache
+    assert autotune_dir(local) == f"{local} {autotune!r}"
     assert autotune_dir(bucket) == f"{bucket} ''"
 
 
