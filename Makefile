@@ -15,13 +15,17 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+DEMO_RESULTS ?= results
 # the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
-	$(BIN)/attnbench run specs/lab5.yaml --out results/ --spool build/spool --budget 0.2
+	$(BIN)/attnbench run specs/lab5.yaml --out $(DEMO_RESULTS)/ --spool build/spool --budget 0.2
+	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID (attnbench runs lists them)"
 
-# the results dashboard on http://localhost:8501; RESULTS=dir-or-gs://bucket/prefix picks other runs
+# the results dashboard on http://localhost:8501: the runs in results/ (make demo's) once there is one, else the
+# shipped examples/results; RESULTS=dir-or-gs://bucket/prefix picks other runs
+DASHBOARD_RESULTS = $(or $(RESULTS),$(if $(wildcard $(DEMO_RESULTS)/*/manifest.json),$(DEMO_RESULTS)))
 dashboard: $(INSTALLED)
-	$(BIN)/attnbench dashboard $(if $(RESULTS),--results $(RESULTS))
+	$(BIN)/attnbench dashboard $(if $(DASHBOARD_RESULTS),--results $(DASHBOARD_RESULTS))
 
 # the runner's own speed: SPEC cold and warm (compilation cache) as whole processes (docs/benchmarks.md)
 bench-runner: $(INSTALLED)
@@ -47,7 +51,10 @@ TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
 DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
-IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
+# the runner by digest, looked up in Artifact Registry, so each node pulls it once (README, "Build and push")
+RUNNER_DIGEST ?= $(shell gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG) \
+	--format='value(image_summary.digest)')
+IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \

@@ -45,13 +45,25 @@ def nightly_name(spec_name: str, gpu: str) -> str:
 
 
 def _image(name: str, ref: str) -> dict:
+    """A kustomize image entry; REPO@sha256:D and REPO:TAG@sha256:D pin the digest (the tag is then only a label)."""
     if "@" in ref:
         repo, digest = ref.split("@", 1)
-        return {"name": name, "newName": repo, "digest": digest}
+        return {"name": name, "newName": untagged(repo), "digest": digest}
     repo, _, tag = ref.rpartition(":")
     if not repo or "/" in tag:
         raise SystemExit(f"render: image {ref!r} needs a tag or a digest (REPO:TAG or REPO@sha256:...)")
     return {"name": name, "newName": repo, "newTag": tag}
+
+
+def untagged(repo: str) -> str:
+    """REPO:TAG -> REPO (a registry's :port, followed by a path, is not a tag)."""
+    head, _, tag = repo.rpartition(":")
+    return head if head and "/" not in tag else repo
+
+
+def pull_policy(image: str) -> str:
+    """A digest names one image for good: a node pulls it once (IfNotPresent); a tag may move, so every pod asks."""
+    return "IfNotPresent" if "@" in image else "Always"
 
 
 def compile_cache(results: str) -> str:
@@ -60,7 +72,7 @@ def compile_cache(results: str) -> str:
     return f"{results.rstrip('/')}-jax-cache" if results.startswith("gs://") else "off"
 
 
-def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
+def _job_patches(run_id: str, shards: int, results: str, image: str) -> tuple[str, str]:
     """A strategic-merge patch that sizes the Job and points it at the results URI, and a JSON patch that renames
     it to the run id."""
     resize = {
@@ -71,9 +83,10 @@ def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
             "completions": shards,
             "parallelism": shards,
             "template": {"spec": {"containers": [
-                {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
-                                              {"name": "ATTNBENCH_RESULTS", "value": results},
-                                              {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(results)}]}
+                {"name": "attnbench", "imagePullPolicy": pull_policy(image),
+                 "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
+                         {"name": "ATTNBENCH_RESULTS", "value": results},
+                         {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(results)}]}
             ]}},
         },
     }
@@ -114,7 +127,7 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
             "patch": json.dumps([{"op": "replace", "value": args.dashboard_ip_name,
                                   "path": "/metadata/annotations/kubernetes.io~1ingress.global-static-ip-name"}]),
         }]
-    resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
+    resize, rename = _job_patches(run_id, args.shards, args.results, args.image)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
     if args.nightly:
         components.append(os.path.relpath(K8S / "components" / "nightly", workdir))
@@ -169,9 +182,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=1, help="Job completions = parallelism = shards (one GPU each)")
     parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4 or h100")
     parser.add_argument("--results", required=True, help="results URI, gs://BUCKET/results")
-    parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG (or @sha256:...)")
+    parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG[@sha256:...]; "
+                        "with a digest each node pulls it once (make submit looks it up)")
     parser.add_argument("--dashboard-image", help="dashboard image (default: --image's repository, tag runner-X -> "
-                        "dashboard-X; required when --image is a digest)")
+                        "dashboard-X; required when --image has no runner- tag)")
     parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
     parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
     parser.add_argument("--dashboard-ip-name", help="with --iap-domain: the Ingress's global static IP "
@@ -203,9 +217,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append("--iap-domain needs --dashboard-ip-name (terraform output dashboard_ip_name; "
                         "empty until terraform applies dashboard_static_ip = true)")
     if args.dashboard_image is None:
-        repo, _, tag = args.image.rpartition(":")
-        if "@" in args.image or not tag.startswith("runner"):
-            problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG")
+        repo, _, tag = args.image.split("@")[0].rpartition(":")
+        if not repo or not tag.startswith("runner"):
+            problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG[@sha256:...]")
         else:
             args.dashboard_image = f"{repo}:dashboard{tag[len('runner'):]}"
     if args.nightly and args.shards != 1:

@@ -31,12 +31,16 @@ DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 
+DESCRIPTION = ("Benchmark attention implementations under JAX: run a spec's experiments, then read, export and "
+               "compare the results (README.md, \"The command line\").")
+
+
 class UsageError(Exception):
     """Bad input: each line of the message is one problem."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnbench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="attnbench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
@@ -140,7 +144,10 @@ def _max_cells(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
-    seconds = float(text)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan  # told below, in the option's own words rather than argparse's (`invalid _seconds value`)
     if not (math.isfinite(seconds) and seconds > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
     return seconds
@@ -215,11 +222,13 @@ def _store_errors():
         raise UsageError(str(error)) from None
 
 
-def _open_store(uri: str, timeout_s: float | None = None):
-    from runner.store import DEFAULT_TIMEOUT_S, open_store
+def _open_store(uri: str, timeout_s: float | None = None, auth_grace: bool = False):
+    """The store; `auth_grace` (runs) retries refused or missing credentials for a while (runner/store.py)."""
+    from runner.store import DEFAULT_TIMEOUT_S, open_store, with_auth_grace
 
     with _store_errors():
-        return open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)
+        opened = lambda: open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)  # noqa: E731
+        return with_auth_grace(opened) if auth_grace else opened()
 
 
 def _open_spool(root: Path, store, run_id: str, shard):
@@ -264,10 +273,10 @@ def _dry_run(cells, shard, console: Console) -> int:
 def _writable(store) -> None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is retried (a
     local folder that refuses a write now will refuse it later too)."""
-    from runner.store import LocalStore, StoreError, StoreUnavailable
+    from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
     try:
-        store.with_timeout(PROBE_TIMEOUT_S).probe()
+        with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
     except (StoreError, StoreUnavailable) as error:
         if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
             print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
@@ -289,17 +298,20 @@ def cmd_run(args, console: Console) -> int:
     from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
+    from runner.store import check_uri
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     cells = _select(spec, args.only, args.variants)
     shard = _shard(args.shard, len(cells))
     cells = select(cells, shard) if shard else cells
+    with _store_errors():
+        check_uri(args.out)  # a bad --out is bad input in a dry run too
     if args.dry_run:
         return _dry_run(cells, shard, console)
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
-    store = _open_store(args.out, args.store_timeout)
+    store = _open_store(args.out, args.store_timeout, auth_grace=True)
     run_id = _run_id(args.run_id or new_run_id(spec))
     _writable(store)
     spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
@@ -383,7 +395,7 @@ def _shown_run(args):
     if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
         raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
     with _store_errors():  # reading can find the store out of reach, not only opening it
-        return _open_store(args.out or DEFAULT_OUT).read(_run_id(args.run))
+        return _open_store(args.out or DEFAULT_OUT, _read_timeout()).read(_run_id(args.run))
 
 
 def cmd_show(args, console: Console) -> int:
@@ -402,6 +414,8 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "leaderboard":
         sys.stdout.write(markdown(leaderboard(run.cells)) + "\n")
         return EXIT_OK
+    if not run.cells:  # an export of no rows would have no header either (CSV: a blank line)
+        raise UsageError(f"{run.dir}: no cells recorded yet, nothing to export as {args.format}")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
     try:
@@ -473,8 +487,18 @@ def runs_table(runs: list, uri: str) -> Table:
     return table
 
 
+def _read_timeout() -> float:
+    from runner.store import READ_TIMEOUT_S
+
+    return READ_TIMEOUT_S
+
+
 def cmd_runs(args, console: Console) -> int:
-    store = _open_store(args.out)
+    from runner.store import LocalStore
+
+    store = _open_store(args.out, _read_timeout())
+    if isinstance(store, LocalStore) and not store.root.is_dir():  # "no runs" would read as an empty folder
+        raise UsageError(f"--out {args.out}: no such folder")
     with _store_errors():
         runs = [store.read(run_id) for run_id in store.runs()]
     if not runs:

@@ -258,7 +258,7 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     problems: list[str] = []
     parts = _parts(location, objects, problems)
     manifest = merged_manifest(parts)
-    if not any(p.manifest for p in parts):
+    if not any(part_of(name)[0] == "manifest" for name in objects):  # one that is there but unreadable is told above
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
     cells = unique([c for p in parts for c in p.cells], location, problems)
     return Run(location, manifest, in_run_order(cells, manifest), problems, parts)

@@ -74,7 +74,7 @@ class Experiment(Overrides):
 class TimingSettings(_Model):
     """How samples are taken, when to stop, and in which power state (the spec's `timing` section)."""
 
-    warmup: int = Field(3, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
+    warmup: int = Field(3, strict=True, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
                         "the calls are too slow for the budget).")
     min_samples: Count = Field(10, description="Samples taken before the noise test may stop (within the budget; "
                                "calls too slow for it stop at 3 samples).")
@@ -344,6 +344,8 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         names.add(exp.name)
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
+        for axis in exp.overrides().keys() & exp.sweep.axes().keys():
+            problems.append(f"{where}.{axis}: also swept ({where}.sweep.{axis}); give one or the other")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 

@@ -3,6 +3,7 @@ README's links, every tab on the shipped runs (a screenshot of each in test-arti
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ from helpers import DASHBOARD_APP as APP
 from helpers import REPO as ROOT
 from stores import H200_LONG, broken, copy_run, shipped, telemetry, write_run
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("ATTNBENCH_CHROMIUM") or "/usr/bin/chromium")  # scripts/install-test-tools.sh
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                  "--disable-quic", "--disable-component-update", "--disable-sync"]

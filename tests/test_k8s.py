@@ -335,6 +335,25 @@ def test_make_render_takes_the_dashboards_static_ip_from_terraform(tmp_path):
     assert ingress["kubernetes.io/ingress.global-static-ip-name"] == "lab-dashboard"
 
 
+def test_a_digest_pinned_runner_is_pulled_once_per_node(tmp_path, run_objects):
+    """By tag every pod start asks the registry (the tag may move); by digest a node that has the image keeps it."""
+    digest = "sha256:" + "0" * 64
+    pinned = render(tmp_path, "--image", f"{IMAGE}@{digest}", run_id="lab5-digest")
+    container = one(pinned, "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{IMAGE.rpartition(':')[0]}@{digest}"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    dashboard = one(pinned, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert dashboard["image"] == IMAGE.replace("runner", "dashboard")  # its tag, derived from the runner's
+    tagged = one(run_objects, "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert tagged["imagePullPolicy"] == "Always"
+
+
+def test_make_submit_looks_up_the_runners_digest():
+    makefile = (REPO / "Makefile").read_text()
+    assert "gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG)" in makefile
+    assert "IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))" in makefile
+
+
 def test_render_refuses_bad_input(tmp_path):
     done = render_py("--spec", "specs/lab5.yaml", "--shards", "0", "--gpu", "tpu", "--results", "s3://x",
                      "--image", IMAGE, "--out", str(tmp_path))
