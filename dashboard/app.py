@@ -23,7 +23,7 @@ BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these
 TABS = {
     "Latency": views.latency, "Throughput": views.throughput, "Memory": views.memory, "Heads": views.heads,
     "Backends": views.backends, "FP8": views.fp8, "Leaderboard": views.leaderboard, "History": views.history,
-    "Compare": views.compare, "Soak": views.soak, "Cells": views.cells, "Runs": views.runs,
+    "Compare": views.compare, "Cells": views.cells, "Runs": views.runs,
 }
 
 

@@ -166,3 +166,11 @@ def test_a_soak_records_throughput_clock_power_and_temperature_against_time():
     assert first.sm_clock_mhz > last.sm_clock_mhz == CAPPED_MHZ
     assert first.temperature_c < last.temperature_c and last.throttle == ["power cap"]
     assert last.drawn_w == pytest.approx(690.0) and all(p.calls > 0 for p in made.points)
+
+
+def test_a_burst_sample_ends_before_the_power_cap_can_act():
+    from runner.sampling import BURST_FLOOR, burst_calls
+
+    assert burst_calls(0.030, 10) == BURST_FLOOR  # T = 32k on an H200: two calls, not ten
+    assert burst_calls(0.0017, 10) == 10  # T = 8k: 17 fit in 30 ms, the spec asks for 10
+    assert burst_calls(0.006, 10) == 5 and burst_calls(None, 10) == 10
