@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables, views, widgets
+from runner import compare
 from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
@@ -77,7 +78,7 @@ def filters_ui(cells: pd.DataFrame) -> dict[str, list]:
 
 def timer_ui(cells: pd.DataFrame) -> str | None:
     """Which timer's medians every latency and rate comes from."""
-    options = tables.timers(cells)
+    options = compare.timers(cells)
     if not options and not widgets.asked("timer"):
         return None
     return widgets.single(st.sidebar, "radio", "Timer", options, "timer", "was not used by the selected runs",

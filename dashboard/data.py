@@ -23,7 +23,8 @@ import streamlit as st
 
 from runner import shape
 from runner.record import Manifest
-from runner.results import assemble, manifest_only, part_of, run_folders
+from runner.compare import gpu_name
+from runner.results import assemble, manifest_of, part_of, run_folders
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -52,12 +53,6 @@ def results_uri(argv: list[str]) -> str:
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--results", default=os.environ.get(RESULTS_ENV, str(SHIPPED_RESULTS)))
     return parser.parse_known_args(argv)[0].results
-
-
-def gpu_name(manifest: Manifest) -> str:
-    """The GPU's name, else the device kind (cpu)."""
-    gpu = manifest.machine.gpu
-    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
 
 
 def _leaf(name: str) -> str:
@@ -109,7 +104,7 @@ class Snapshot:
         folders = run_folders(self.store.names())
         manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
         data = self._fetch(manifest_names)
-        found = {folder: manifest_only(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
+        found = {folder: manifest_of(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
                  for folder, names in folders.items()}
         keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
         for folder, (manifest, problems) in found.items():

@@ -222,6 +222,19 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
     })
 
 
+def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
+    """A run's manifest from its manifest objects alone (names as `part_of` knows them; a sharded run's merged),
+    so that listing runs never parses cells; a folder of cells without one says so."""
+    parts, problems = [], []
+    for name, data in sorted(objects.items()):
+        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{name}")
+        parts.append(Part(part_of(name)[1], manifest))
+        problems += found
+    if not any(p.manifest for p in parts):
+        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
+    return merged_manifest(parts), problems
+
+
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
     """Cells in the run's order (shards interleave otherwise); ones it does not list go last. The order is the
     manifest's own; a run written before manifests carried it falls back on expanding its stored spec."""
@@ -252,7 +265,7 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     """One run from its objects (name -> bytes, names as `part_of` knows them); never raises for bad data."""
     parts, problems = _parts(location, objects)
     manifest = merged_manifest(parts)
-    if not any(p.manifest for p in parts):
+    if not any(part_of(name)[0] == "manifest" for name in objects):  # one that is there but unreadable is told above
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
     cells, repeats = unique([c for p in parts for c in p.cells], location)
     return Run(location, manifest, in_run_order(cells, manifest), problems + repeats, parts)
@@ -267,16 +280,3 @@ def run_folders(names: list[str]) -> dict[str, list[str]]:
         if folder and part_of(leaf):
             folders[folder].append(name)
     return dict(sorted(folders.items()))
-
-
-def manifest_only(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
-    """A run's manifest from its manifest objects alone (leaf name -> bytes; a sharded run's merged), so that
-    listing runs never parses cells; a folder of cells without one says so."""
-    parts, problems = [], []
-    for leaf, data in sorted(objects.items()):
-        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{leaf}")
-        parts.append(Part(part_of(leaf)[1], manifest))
-        problems += found
-    if not any(p.manifest for p in parts):
-        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
-    return merged_manifest(parts), problems

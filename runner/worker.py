@@ -155,7 +155,8 @@ def hello(start: Start) -> tuple[Hello, object | None]:
 
 def _measurer(settings: Settings, device: Device, described: Machine | None, idle: Idle | None):
     from runner import power
-    from runner.measure import Measurer, PowerEnv
+    from runner.measure import Measurer
+    from runner.sampling import PowerEnv
     from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
     on_gpu = device.compute_capability is not None

@@ -20,7 +20,7 @@ import streamlit as st
 
 from conftest import BUCKET, free_port
 from helpers import DASHBOARD_APP as APP
-from helpers import REPO, charts, figures, open_app
+from helpers import REPO, charts, figures, in_process, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
 from runner.results import CELLS
@@ -363,6 +363,31 @@ def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypat
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
     environment = next(d.value for d in app.dataframe if LAB5_NO_TE in d.value.columns)
     assert "version cudnn" in list(environment.index[:4])
+
+
+def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, tmp_path, capsys):
+    """Issue 23: one implementation. Three cells 30 % slower, one turned incorrect, the rest as they were."""
+    template = shipped("h200/lab5-warm-20261203-023042")
+    ok = [c.key for c in template.cells if c.status == "ok"]
+    slower, turned = ok[3:6], ok[10]
+    a, cells = copy_run(template, "lab5-a", pd.Timestamp("2026-12-10T00:00Z").to_pydatetime())
+    write_run(tmp_path / "h200" / "lab5-a", a, cells)
+    b, cells = copy_run(template, "lab5-b", pd.Timestamp("2026-12-11T00:00Z").to_pydatetime(),
+                        factor=lambda c: 1.3 if c.key in slower else 1.02)
+    write_run(tmp_path / "h200" / "lab5-b", b, [broken(c, "incorrect", "out relative error 0.5") if c.key == turned
+                                                 else c for c in cells])
+    cli = in_process(capsys, "compare", tmp_path / "h200" / "lab5-a", tmp_path / "h200" / "lab5-b", "--format", "json")
+    found = json.loads(cli.out)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b")
+    shown = table(app, "verdict").set_index("key")
+    assert cli.code == 1 and found["regressions"] == [*slower, turned]
+    assert {c["key"]: c["verdict"] for c in found["cells"]} == shown["verdict"].to_dict()
+    assert [c["ratio"] for c in found["cells"]] == pytest.approx(shown["ratio"].tolist())
+    changes = table(app, "regression")
+    assert changes[["key", "a", "b", "regression"]].values.tolist() == [[turned, "ok", "incorrect", True]]
+    assert "1 cell(s) were ok in A and are not in B" in texts(app.warning)
+    lenient = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b", threshold="40")
+    assert set(table(lenient, "verdict")["verdict"]) == {"within noise"}  # as `compare --threshold 40`
 
 
 # --- issue 14: scale -------------------------------------------------------------------------------------------------

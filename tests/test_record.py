@@ -77,13 +77,22 @@ def _v3_cell(drawn_w, device_s: float, policy: str, wait_s: float) -> dict:
 ])
 def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s, policy, wait_s, watts):
     upgraded = upgrade(_v3_cell(drawn_w, device_s, policy, wait_s), "cell")
-    assert upgraded["schema_version"] == 4
+    assert upgraded["schema_version"] == SCHEMA_VERSION
     assert upgraded["telemetry"]["drawn_w"] == (drawn_w if device_s >= 0.5 else None)
     if watts is None:
         assert upgraded["energy_j"] is None and upgraded["tflops_per_j"] is None
     else:
         assert upgraded["energy_j"] == pytest.approx(watts * 0.002)
         assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
+
+
+@pytest.mark.parametrize("policy, in_load", [("steady", False), ("burst", None)])
+def test_the_v4_to_v5_step_says_an_old_steady_sample_was_taken_after_the_load(policy, in_load):
+    old = _v3_cell(650.0, 1.2, policy, 1.3) | {"schema_version": 4}
+    old["telemetry"].update(sm_clock_mhz={"min": 1600, "median": 1650, "max": 1700}, clock_spread=0.06)
+    cell = read_cell(old)
+    assert cell.power.sampled_in_load is in_load and cell.power.policy == policy
+    assert cell.power.rule is None and cell.power.load_s is None  # not known then: not made up
 
 
 def test_upgrade_leaves_the_callers_data_alone():

@@ -276,10 +276,10 @@ def test_a_run_from_before_the_cell_order_reads_in_its_specs_order(tmp_path):
 
 
 def test_a_store_listing_groups_by_run_folder_and_reads_manifests_alone():
-    from runner.results import manifest_only, run_folders
+    from runner.results import manifest_of, run_folders
 
     names = ["a/manifest.json", "a/cells.jsonl", "a/notes.txt", "b/manifest-0-of-2.json", "top.json"]
     assert run_folders(names) == {"a": ["a/manifest.json", "a/cells.jsonl"], "b": ["b/manifest-0-of-2.json"]}
-    found, problems = manifest_only("store/a", {"manifest.json": manifest().model_dump_json().encode()})
+    found, problems = manifest_of("store/a", {"manifest.json": manifest().model_dump_json().encode()})
     assert found.run_id == RUN_ID and problems == []
-    assert manifest_only("store/c", {})[1] == ["store/c/manifest.json: missing (is store/c a run folder?)"]
+    assert manifest_of("store/c", {})[1] == ["store/c/manifest.json: missing (is store/c a run folder?)"]
