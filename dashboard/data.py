@@ -35,7 +35,7 @@ READERS = 16  # objects fetched at once: a bucket's latency per request, not its
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
-RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "peak_tflops",
+RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "soak", "peak_tflops",
                "bandwidth_gbps"]
 
 
@@ -166,7 +166,7 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m),
         "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
-        "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
+        "soak": bool(((m.spec.get("timing") or {}).get("soak_s")) or 0), "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }
 
 

@@ -30,9 +30,10 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run: what a link without ?run= opens
+NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run that is no soak: what a link without ?run= opens
+SOAK = "soak-20261203"  # the shipped soak run, newer than NEWEST
 LONG = H200_LONG.rpartition("/")[2]
-TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
+TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Soak", "Cells",
         "Runs"]
 
 
@@ -82,11 +83,23 @@ def select(app, *runs: str):
 
 @pytest.mark.parametrize("tab", TABS)
 def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
-    app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE], tab=tab)
+    app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE, *([SOAK] if tab == "Soak" else [])], tab=tab)
     assert not app.exception and not app.error
     assert [t.label for t in app.tabs] == TABS
     assert charts(app) + len(app.dataframe) >= 1
     assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
+
+
+def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
+    app = open_app(monkeypatch, run=[SOAK], tab="Soak")
+    assert not app.exception and not app.error and not app.info
+    drawn = figures(app)
+    assert len(drawn) == 4  # throughput, SM clock, power, temperature against seconds of load
+    throughput = drawn[0]["data"][0]
+    record = json.loads((SHIPPED / "h200" / SOAK / CELLS).read_text().splitlines()[0])["soak"]["points"]
+    assert list(throughput["x"]) == [p["t_s"] for p in record] and list(throughput["y"]) == [p["tflops"] for p in record]
+    none = open_app(monkeypatch, run=[LAB5], tab="Soak")
+    assert "No cell of the selection has a soak" in texts(none.info)
 
 
 def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch, tmp_path):
@@ -101,8 +114,9 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    newest = runs["started"].idxmax()
-    assert newest == NEWEST and str(runs["started"].max()).startswith("2026-12-03 02:34:10")
+    assert runs["started"].idxmax() == SOAK and runs.loc[SOAK, "soak"]  # the newest of all is a soak: passed over
+    newest = runs[~runs["soak"].astype(bool)]["started"].idxmax()
+    assert newest == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 02:34:10")
     assert app.multiselect(key="run").value == [NEWEST]
     assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **20 ok**, 4 skipped")
 
