@@ -253,4 +253,4 @@ def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle:
     fig.update_layout(title={"text": title, "subtitle": {"text": subtitle}}, height=320,
                       margin={"l": 10, "r": 10, "t": 60, "b": 10}, showlegend=True,
                       legend={"orientation": "h", "y": -0.3})
-    return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title)
+    return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title, automargin=True)

@@ -291,7 +291,7 @@ def drawn_peak(cells: pd.DataFrame, peaks: pd.Series) -> float | None:
 
 SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin's calls)"),
                ("sm_clock_mhz", "SM clock (MHz)", "SM clock"),
-               ("power", "power (W)", "power drawn (energy counter, else NVML's reading)"),
+               ("power_w", "power (W)", "power (NVML's trailing average)"),
                ("temperature_c", "°C", "temperature")]
 
 
@@ -301,9 +301,7 @@ def soak_points(cells: pd.DataFrame) -> pd.DataFrame:
     for _, cell in cells[cells["soak"].notna()].iterrows() if "soak" in cells else []:
         soak = json.loads(cell["soak"])
         case = f"T{cell['seq_len']} B{cell['batch']} {cell['dtype']} {cell['pass']}"
-        rows += [{**point, "variant": cell["variant"], "run": cell["run"], "case": case,
-                  "power": point.get("drawn_w") if point.get("drawn_w") is not None else point.get("power_w")}
-                 for point in soak["points"]]
+        rows += [{**point, "variant": cell["variant"], "run": cell["run"], "case": case} for point in soak["points"]]
     return pd.DataFrame(rows)
 
 
