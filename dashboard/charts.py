@@ -12,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from runner import shape
+
 # Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
 # bf16 twin, Pallas purple and red; any other variant takes the next free colour of a 24-colour palette.
 VARIANT_COLOURS = {
@@ -32,8 +34,7 @@ PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
 AXIS = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": "#bbb", "showline": True, "ticks": "outside",
         "tickcolor": "#bbb", "automargin": True}
 AXES = {
-    "batch": "batch size B", "seq_len": "sequence length T (tokens)", "kv_seq_len": "KV length S (tokens)",
-    "heads": "query heads N", "kv_heads": "KV heads K", "head_dim": "head dimension H",
+    **{name: shape.title(name) for name in shape.SIZES},
     "latency_ms": "median latency (ms)", "speedup": "speed-up over the baseline (×)", "tflop_s": "TFLOP/s",
     "tflop_per_j": "TFLOP per joule", "pct_of_peak": "% of measured bf16 matmul peak",
     "pct_of_bandwidth": "% of measured memory bandwidth", "gb_s": "GB/s (Q, K, V, O once)",
@@ -242,3 +243,18 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
     _y_axis(fig, points["median_ms"], True)
     fig = _layout(fig, title, subtitle, x, "median_ms")
     return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")
+
+
+def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle: str, y_title: str) -> go.Figure:
+    """A soak's y against seconds of unbroken load, a line per variant and run (`case` names the cell)."""
+    fig = go.Figure()
+    for (variant, run, case), series in points.groupby(["variant", "run", "case"], sort=False):
+        fig.add_trace(go.Scatter(
+            x=series["t_s"], y=series[y], mode="lines", name=f"{variant} · {case} · {run}",
+            line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
+            hovertemplate=f"{variant} · {case} · {run}<br>%{{x:.2f}} s<br>{y_title} %{{y:.4g}}<extra></extra>",
+        ))
+    fig.update_layout(title={"text": title, "subtitle": {"text": subtitle}}, height=320,
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, showlegend=True,
+                      legend={"orientation": "h", "y": -0.3})
+    return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title, automargin=True)

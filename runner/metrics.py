@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from runner.cells import Cell
+from typing import TYPE_CHECKING
+
 from runner.record import CellRecord, Params
+
+if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
+    from runner.cells import Cell
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -48,13 +52,22 @@ def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth
     """TFLOP/s, GB/s and their share of the machine's measured ceilings, for a call of `seconds`."""
     if not seconds:
         return {}
-    tflops, gbps = flops(p) / seconds / 1e12, bytes_min(p) / seconds / 1e9
-    return {
-        "tflops": tflops,
-        "gbps": gbps,
-        "pct_of_peak": 100 * tflops / peak_tflops if peak_tflops else None,
-        "pct_of_bandwidth": 100 * gbps / bandwidth_gbps if bandwidth_gbps else None,
-    }
+    return rates_of(flops(p), bytes_min(p), seconds, peak_tflops, bandwidth_gbps)
+
+
+def rates_of(work, traffic, seconds, peak_tflops, bandwidth_gbps) -> dict:
+    """The rates of `work` FLOPs and `traffic` bytes in `seconds`, numbers or pandas columns alike (the
+    dashboard rates a whole table by another timer with this)."""
+    tflops, gbps = work / seconds / 1e12, traffic / seconds / 1e9
+    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, peak_tflops),
+            "pct_of_bandwidth": _share(gbps, bandwidth_gbps)}
+
+
+def _share(rate, ceiling):
+    """100 x rate / ceiling; None without a ceiling (a column of ceilings gives NaN where one is missing)."""
+    if ceiling is None or (isinstance(ceiling, (int, float)) and not ceiling):
+        return None
+    return 100 * rate / ceiling
 
 
 def scaling_efficiency(one_device_s, devices, seconds):

@@ -1,25 +1,30 @@
-"""Tables of a run's cells: rich on a terminal; csv, markdown or parquet for export."""
+"""The one printer: a run's cells, its leaderboard, the runs of a store and the variants here, as rich tables on a
+terminal and as GitHub markdown; csv or parquet for export. pandas loads only for exports (the CLI's quick
+commands stay quick)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from runner import metrics, shape
+from runner.cells import unsplit
 from runner.record import CellRecord
 
 
-def frame(cells: list[CellRecord]) -> pd.DataFrame:
-    """One row per cell, every field flat."""
+def frame(cells: list[CellRecord]):
+    """One row per cell, every field flat (a pandas DataFrame)."""
+    import pandas as pd
+
     return pd.DataFrame([c.row() for c in cells])
 
 
 def _fmt(value, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:.{digits}g}"
@@ -40,7 +45,7 @@ def _note(c: CellRecord) -> str:
 COLUMNS: list[tuple[str, bool, Callable[[CellRecord], str]]] = [
     ("median ms", True, lambda c: _fmt(c.median_s * 1e3 if c.median_s else None)),
     ("timer", False, lambda c: c.timer or "-"),
-    ("wall ms", True, lambda c: _fmt(_timing_ms(c, "wall") if c.timer != "wall" else None)),
+    ("wall ms", True, lambda c: _fmt(_timing_ms(c, "wall"))),  # the median too where wall is the timer (a CPU)
     ("TFLOP/s", True, lambda c: _fmt(c.tflops, 3)),
     ("GB/s", True, lambda c: _fmt(c.gbps, 3)),
     ("SM MHz", True, lambda c: _fmt(c.telemetry.sm_clock_mhz.median if c.telemetry else None)),
@@ -77,6 +82,25 @@ def print_tables(cells: list[CellRecord], console: Console) -> None:
         console.print(experiment_table(name, group))
 
 
+def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = ()) -> Table:
+    """A titled rich table of text rows; the `right` columns right-aligned."""
+    table = Table(title=title, title_justify="default")  # left, not padded to the table's width
+    for name in header:
+        table.add_column(name, justify="right" if name in right else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    """The one markdown writer: a GitHub table, a `|` in a value escaped so that it stays one cell."""
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])
+
+
 def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto."""
     from runner.leaderboard import leaderboard, rows
@@ -84,29 +108,34 @@ def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
     contested = [s for s in leaderboard(cells) if s.variants > 1]
     if not contested:
         return
-    table = Table(title="leaderboard: the fastest correct variant per shape", title_justify="left")
     body = rows(contested)
-    for header in body[0]:
-        table.add_column(header, justify="right" if header in ("ms", "variants") else "left")
-    for row in body:
-        table.add_row(*row.values())
-    console.print(table)
+    console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
+                             [list(row.values()) for row in body], right=("ms", "variants")))
+
+
+def leaderboard_markdown(standings: list) -> str:
+    """runner.leaderboard's standings as a markdown table; "" when there are none."""
+    from runner.leaderboard import rows
+
+    body = rows(standings)
+    return markdown_table(list(body[0]), [list(row.values()) for row in body]) if body else ""
 
 
 def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
     """Each ok cell of a variant that ran split across devices: its time, its scaling efficiency against the same
     cell on one device, and its communication against its compute where measured."""
-    def unsplit(c: CellRecord) -> tuple:
-        return c.experiment, c.variant, c.params.model_copy(update={"devices": 1})
+    def unsplit_key(c: CellRecord) -> tuple:
+        return c.experiment, c.variant, unsplit(c.params)
 
     ok = [c for c in cells if c.status == "ok" and c.median_s]
-    one = {unsplit(c): c.median_s for c in ok if c.params.devices == 1}
-    split = {unsplit(c)[:2] for c in ok if c.params.devices > 1}
+    one = {unsplit_key(c): c.median_s for c in ok if c.params.devices == 1}
+    split = {(c.experiment, c.variant) for c in ok if c.params.devices > 1}
     rows = []
     for c in (c for c in ok if (c.experiment, c.variant) in split):
-        base, comm = one.get(unsplit(c)), c.communication
+        base, comm = one.get(unsplit_key(c)), c.communication
         rows.append({
-            "experiment": c.experiment, "variant": c.variant, "shape": shape.label(c.params.as_dict(), omit=("devices",)),
+            "experiment": c.experiment, "variant": c.variant,
+            "shape": shape.label(c.params.as_dict(), omit=("devices",)),
             "D": str(c.params.devices), "ms": _fmt(c.median_s * 1e3),
             "efficiency": _fmt(metrics.scaling_efficiency(base, c.params.devices, c.median_s) if base else None, 3),
             "comm ms": _fmt(comm.communication_s * 1e3 if comm else None, 3),
@@ -117,15 +146,27 @@ def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
 
 def scaling_table(cells: list[CellRecord], console: Console) -> None:
     """The scaling of the variants that split a cell across devices, when the run has any."""
-    body = scaling_rows(cells)
-    if not body:
-        return
-    table = Table(title="scaling: t(1) / (D x t(D)) against the variant's one-device cell", title_justify="left")
-    for header in body[0]:
-        table.add_column(header, justify="left" if header in ("experiment", "variant", "shape") else "right")
-    for row in body:
-        table.add_row(*row.values())
-    console.print(table)
+    if body := scaling_rows(cells):
+        console.print(rich_table("scaling: t(1) / (D x t(D)) against the variant's one-device cell", list(body[0]),
+                                 [list(row.values()) for row in body],
+                                 right=("D", "ms", "efficiency", "comm ms", "compute ms")))
+
+
+def _part_state(part) -> str:
+    if part.finished:
+        return "finished"
+    return "not started" if part.manifest is None and not part.cells else "unfinished"
+
+
+def runs_table(runs: list, uri: str) -> Table:
+    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
+    rows = []
+    for run in runs:
+        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
+        rows += [[run.run_id, name, started, part.shard or "-",
+                  f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
+                 for part in run.parts]
+    return rich_table(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows)
 
 
 def summary_line(cells: list[CellRecord]) -> str:
@@ -145,11 +186,9 @@ def phase_line(cells: list[CellRecord]) -> str:
     return f"seconds by phase ({sum(c.duration_s for c in cells):.1f} in cells): " + ", ".join(parts)
 
 
-def markdown(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (no extra dependency)."""
-    cells = [[_fmt(v).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]  # a | ends a cell
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells]) + "\n"
+def markdown(df) -> str:
+    """A DataFrame as a markdown table, values formatted as the terminal tables do."""
+    return markdown_table(list(df.columns), [[_fmt(v) for v in row] for row in df.itertuples(index=False)]) + "\n"
 
 
 def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:

@@ -67,6 +67,14 @@ AXES = (
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
+# The axes that size the tensors: B, T, S, N, K, H (not D, the devices a call is split across: drawn apart)
+SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name != "devices")
+
+
+def title(name: str) -> str:
+    """An axis in words, for a chart: its description's first clause ("query sequence length T")."""
+    words = BY_NAME[name].description.split(";")[0].rstrip(".")
+    return words[0].lower() + words[1:]
 
 
 def _field(axis: Axis, default: Any, **extra) -> Any:

@@ -86,9 +86,19 @@ def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s
         assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
 
 
-def test_the_v4_to_v5_step_puts_old_cells_on_one_device_under_the_same_key():
-    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 4}
-    del cell["params"]["devices"]  # as schema 4 wrote it
+@pytest.mark.parametrize("policy, in_load", [("steady", False), ("burst", None)])
+def test_the_v4_to_v5_step_says_an_old_steady_sample_was_taken_after_the_load(policy, in_load):
+    old = _v3_cell(650.0, 1.2, policy, 1.3) | {"schema_version": 4}
+    old["telemetry"].update(sm_clock_mhz={"min": 1600, "median": 1650, "max": 1700}, clock_spread=0.06)
+    cell = read_cell(old)
+    assert cell.power.sampled_in_load is in_load and cell.power.policy == policy
+    assert cell.power.rule is None and cell.power.load_s is None  # not known then: not made up
+
+
+@pytest.mark.parametrize("version", [4, 5])
+def test_the_v5_to_v6_step_puts_old_cells_on_one_device_under_the_same_key(version):
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": version}
+    del cell["params"]["devices"]  # as schemas before 6 wrote it
     upgraded = read_cell(cell)
     assert upgraded.params.devices == 1
     assert upgraded.key == cell_key(upgraded.experiment, upgraded.variant, upgraded.params) == cell["key"]
