@@ -28,8 +28,9 @@ class Cell:
 
 
 def resolve(values: dict) -> Params:
-    """Params from shape values by spec name, derived axes (S from T, K from N) filled where unset."""
-    return Params.model_validate(shape.resolved(values))
+    """Params from shape values by spec name, derived axes (S from T, K from N) filled where unset, heads one
+    tensor-parallel shard's (the spec's are the model's)."""
+    return Params.model_validate(shape.per_gpu(shape.resolved(values)))
 
 
 def count(spec: Spec) -> int:

@@ -18,15 +18,19 @@ def unmasked_elements(seq_len: int, kv_seq_len: int, causal: bool) -> int:
 
 
 def flops(p: Params) -> int:
-    """4*B*N*H*(unmasked score elements): two matmuls of 2 FLOPs per multiply-add; x3.5 with backward."""
-    forward = 4 * p.batch * p.heads * p.head_dim * unmasked_elements(p.seq_len, p.kv_seq_len, p.causal)
+    """2*N*(H + Hv)*(score elements the mask keeps over the batch: causal, window, padding): Q·Kᵀ and P·V at 2 FLOPs
+    per multiply-add, masked-out scores not counted (so TFLOP/s stays honest); x3.5 with backward."""
+    from runner.masks import kept_elements
+
+    forward = 2 * p.heads * (p.head_dim + p.v_head_dim) * kept_elements(p)
     return int(forward * BWD_FLOP_FACTOR) if p.pass_ == "fwd_bwd" else forward
 
 
 def tensor_bytes(p: Params) -> tuple[int, int]:
-    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V)."""
-    size = ITEMSIZE[p.dtype]
-    return p.batch * p.seq_len * p.heads * p.head_dim * size, p.batch * p.kv_seq_len * p.kv_heads * p.head_dim * size
+    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V), at the mean of Q/K's and V/O's
+    head dimensions (they differ under MLA)."""
+    size, width = ITEMSIZE[p.dtype], (p.head_dim + p.v_head_dim) / 2
+    return int(p.batch * p.seq_len * p.heads * width * size), int(p.batch * p.kv_seq_len * p.kv_heads * width * size)
 
 
 def bytes_min(p: Params) -> int:

@@ -14,6 +14,9 @@ from pydantic import Field, create_model
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
+Bias = Literal["none", "alibi"]
+Fill = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Softcap = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def size(limit: int) -> Any:
@@ -29,6 +32,7 @@ class Axis:
     description: str
     short: str = ""  # label prefix: B8, T1024; "" prints the value alone (bfloat16, causal)
     follows: str | None = None  # the axis this one copies when unset
+    quiet: bool = False  # left out of labels and cell keys at its default: records from before it keep their keys
 
     @property
     def attr(self) -> str:
@@ -44,9 +48,21 @@ AXES = (
     Axis("kv_heads", size(1024), None, "Key/value heads K; defaults to heads. K < N is GQA, K = 1 is MQA.", "K",
          "heads"),
     Axis("head_dim", size(1024), 64, "Head dimension H.", "H"),
+    Axis("v_head_dim", size(1024), None, "Head dimension of V and the output; defaults to head_dim (DeepSeek's MLA: "
+         "192 for Q and K, 128 for V).", "Hv", "head_dim", quiet=True),
     Axis("dtype", DType, "bfloat16", "Dtype of Q, K, V and the output."),
     Axis("causal", bool, False, "Apply a causal (lower-triangular, top-left aligned) mask."),
     Axis("pass", Pass, "fwd", "fwd times the forward call; fwd_bwd times forward plus gradients."),
+    Axis("window", size(1 << 24) | None, None, "Sliding window W (null: none): query i sees key j when "
+         "i - W < j <= i (causal) or |i - j| < W (not causal), W keys including itself.", "W", quiet=True),
+    Axis("fill", Fill, 1.0, "Mean fraction of each sequence that is real tokens in a padded batch (1: no padding); "
+         "the lengths follow runner.masks.lengths.", "fill", quiet=True),
+    Axis("bias", Bias, "none", "none, or alibi: ALiBi's per-head slopes times -|i - j| added to the logits.",
+         quiet=True),
+    Axis("softcap", Softcap | None, None, "Logit soft cap c (null: none): logits -> c * tanh(logits / c).", "cap",
+         quiet=True),
+    Axis("tp", size(1024), 1, "Tensor-parallel degree emulated on one GPU: the spec's heads and kv_heads are the "
+         "model's, a cell runs heads / tp query heads and max(1, kv_heads / tp) KV heads.", "tp", quiet=True),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
@@ -79,25 +95,55 @@ def model(name: str, kind: str, base: type, doc: str) -> type:
 
 
 def resolved(shape: dict) -> dict:
-    """Fill each derived axis (S from T, K from N) where unset."""
+    """Fill each derived axis (S from T, K from N) where unset, and each quiet axis missing at its default."""
     shape = dict(shape)
     for axis in AXES:
         if axis.follows and shape.get(axis.name) is None:
             shape[axis.name] = shape[axis.follows]
+        elif axis.quiet and axis.name not in shape:
+            shape[axis.name] = axis.default
     return shape
+
+
+def tp_problem(heads: int, kv_heads: int, tp: int) -> str | None:
+    """Why `tp` cannot shard these heads (cudnn-frontend's with_tp_shards: query heads split evenly, KV heads
+    split or, past their count, replicated), or None."""
+    if heads % tp:
+        return f"heads ({heads}) must be a multiple of tp ({tp})"
+    if kv_heads % tp and tp % kv_heads:
+        return f"kv_heads ({kv_heads}) and tp ({tp}): one must divide the other"
+    return None
+
+
+def per_gpu(shape: dict) -> dict:
+    """A resolved shape with the model's heads replaced by one tensor-parallel shard's: what the cell runs."""
+    tp = shape.get("tp", 1)
+    return {**shape, "heads": shape["heads"] // tp, "kv_heads": max(1, shape["kv_heads"] // tp)}
+
+
+def at_default(axis: Axis, shape: dict) -> bool:
+    """A quiet axis at its default (a derived one: equal to the axis it follows)."""
+    return axis.quiet and shape[axis.name] == (shape[axis.follows] if axis.follows else axis.default)
+
+
+def keyed(shape: dict) -> dict:
+    """The shape as a cell key hashes it: quiet axes at their default left out, so older keys stay valid."""
+    return {name: value for name, value in shape.items() if name not in BY_NAME or not at_default(BY_NAME[name], shape)}
 
 
 def label(shape: dict, omit: tuple[str, ...] = ()) -> str:
     """'B4 T128 N8 H64 bfloat16 causal fwd': derived axes only where they differ, False flags left out."""
     parts = []
     for axis in AXES:
+        if axis.name not in shape:  # a table of older records, before this axis
+            continue
         value = shape[axis.name]
-        if axis.name in omit or (axis.follows and value == shape[axis.follows]):
+        if axis.name in omit or (axis.follows and value == shape[axis.follows]) or at_default(axis, shape):
             continue
         if isinstance(value, bool):
             parts += [axis.name] if value else []
         else:
-            parts.append(f"{axis.short}{value}")
+            parts.append(f"{axis.short}{value:g}" if isinstance(value, float) else f"{axis.short}{value}")
     return " ".join(parts)
 
 

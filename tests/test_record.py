@@ -77,7 +77,7 @@ def _v3_cell(drawn_w, device_s: float, policy: str, wait_s: float) -> dict:
 ])
 def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s, policy, wait_s, watts):
     upgraded = upgrade(_v3_cell(drawn_w, device_s, policy, wait_s), "cell")
-    assert upgraded["schema_version"] == 4
+    assert upgraded["schema_version"] == SCHEMA_VERSION
     assert upgraded["telemetry"]["drawn_w"] == (drawn_w if device_s >= 0.5 else None)
     if watts is None:
         assert upgraded["energy_j"] is None and upgraded["tflops_per_j"] is None

@@ -236,7 +236,8 @@ def test_defaults_fill_unset_fields():
     spec = parse_spec({"name": "t", "experiments": [exp()]}, KNOWN)
     assert spec.defaults.model_dump(by_alias=True) == {
         "batch": 4, "seq_len": 128, "kv_seq_len": None, "heads": 8, "kv_heads": None,
-        "head_dim": 64, "dtype": "bfloat16", "causal": False, "pass": "fwd",
+        "head_dim": 64, "v_head_dim": None, "dtype": "bfloat16", "causal": False, "pass": "fwd", "window": None,
+        "fill": 1.0, "bias": "none", "softcap": None, "tp": 1,
     }  # fmt: skip
     assert spec.experiments[0].overrides() == {}
 
