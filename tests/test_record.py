@@ -127,3 +127,27 @@ def test_a_writer_refuses_a_field_the_contract_does_not_define():
         GpuFacts(name="H200", sm_clock="1980")
     with pytest.raises(ValidationError, match="unknown field"):
         Manifest.model_validate(json.loads(manifest().model_dump_json()) | {"cluster": "gke-1"})
+
+
+def test_the_v4_to_v5_step_gives_old_cells_the_new_axes_at_what_they_ran():
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 4}
+    for name in ("window", "fill", "bias", "softcap", "v_head_dim", "tp"):
+        del cell["params"][name]
+    read = read_cell(cell)
+    assert (read.params.window, read.params.fill, read.params.bias, read.params.softcap, read.params.tp) == (
+        None, 1.0, "none", None, 1)
+    assert read.params.v_head_dim == read.params.head_dim
+
+
+def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
+    """Keys written before schema 5 hashed the nine older axes only; resuming such a run must find its cells."""
+    import hashlib
+
+    from runner.record import cell_key
+    from helpers import params
+
+    p = params()
+    old = {k: v for k, v in p.as_dict().items() if k not in ("window", "fill", "bias", "softcap", "v_head_dim", "tp")}
+    blob = json.dumps({"experiment": "e", "variant": "xla", **old}, sort_keys=True)
+    assert cell_key("e", "xla", p) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    assert cell_key("e", "xla", params(window=4)) != cell_key("e", "xla", p)
