@@ -83,8 +83,11 @@ COPY runner /src/runner
 COPY dashboard /src/dashboard
 RUN pip install --no-cache-dir "/src[dashboard]" \
     && rm -rf /src
+# The published figures the Latency, Throughput and Leaderboard views draw beside the runs (runner/published.py).
+COPY docs/reference /opt/attnbench/reference
 ENV PYTHONUNBUFFERED=1 \
-    HOME=/home/attnbench
+    HOME=/home/attnbench \
+    ATTNBENCH_REFERENCE=/opt/attnbench/reference
 USER 10001:10001
 WORKDIR /home/attnbench
 EXPOSE 8501

@@ -13,7 +13,7 @@ from runner import leaderboard, shape
 from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
-SIZES = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim"]  # axes drawn on a log2 x axis
+SIZES = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "window", "tp"]  # on a log2 x axis
 TIMER_ORDER = ["device", "wall", "device_cold"]
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -86,9 +86,15 @@ def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:
     """The baseline variant's latency over each cell's, at the same run, experiment and shape."""
     if baseline is None:
         return pd.Series(np.nan, index=cells.index)
-    keys = ["run", "experiment", *SHAPE]
+    cells, keys = keyed(cells)
     base = cells[cells["variant"] == baseline].drop_duplicates(keys).set_index(keys)["latency_ms"]
     return cells.join(base.rename("baseline_ms"), on=keys)["baseline_ms"] / cells["latency_ms"]
+
+
+def keyed(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The cells with a `shape_id` (the full label), and the columns that name a cell's run, experiment and shape:
+    one text column rather than every axis, since an axis at null (no window) is NaN and NaN keys do not join."""
+    return cells.assign(shape_id=shape_labels(cells)), ["run", "experiment", "shape_id"]
 
 
 # --- summary tables (nvbench) ------------------------------------------------------------------------------------
@@ -138,7 +144,7 @@ def fp8_table(cells: pd.DataFrame, baselines: dict[str, str]) -> pd.DataFrame:
         return pd.DataFrame()
     recorded = fp8["fp8_baseline"] if "fp8_baseline" in fp8 else pd.Series(None, index=fp8.index, dtype=object)
     fp8 = fp8.assign(baseline=recorded.fillna(fp8["variant"].map(baselines)))
-    keys = ["run", "experiment", *SHAPE]
+    (cells, keys), fp8 = keyed(cells), keyed(fp8)[0]
     bf16 = cells[~promised].drop_duplicates(keys + ["variant"]).set_index(keys + ["variant"])["latency_ms"]
     base_ms = fp8.join(bf16.rename("baseline_ms"), on=keys + ["baseline"])["baseline_ms"]
     verdict = fp8.get("fp8_verdict", pd.Series(None, index=fp8.index, dtype=object))

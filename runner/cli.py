@@ -350,6 +350,7 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
+    from runner import published
     from runner.leaderboard import leaderboard, markdown
     from runner.report import export, leaderboard_table, print_tables, summary_line
 
@@ -360,6 +361,7 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "table":
         print_tables(run.cells, console)
         leaderboard_table(run.cells, console)
+        published.print_table(run, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":

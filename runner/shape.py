@@ -122,8 +122,10 @@ def per_gpu(shape: dict) -> dict:
 
 
 def at_default(axis: Axis, shape: dict) -> bool:
-    """A quiet axis at its default (a derived one: equal to the axis it follows)."""
-    return axis.quiet and shape[axis.name] == (shape[axis.follows] if axis.follows else axis.default)
+    """A quiet axis at its default (a derived one: equal to the axis it follows); a table's NaN reads as null."""
+    value = shape[axis.name]
+    value = None if isinstance(value, float) and value != value else value
+    return axis.quiet and value == (shape[axis.follows] if axis.follows else axis.default)
 
 
 def keyed(shape: dict) -> dict:
