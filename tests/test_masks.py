@@ -4,6 +4,7 @@ reference's window, padding, ALiBi and soft cap against jax's own implementation
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -237,3 +238,28 @@ def test_the_masks_spec_on_a_cpu(tmp_path):
 
 
 REPO_SPEC = measure.__file__.rsplit("/runner/", 1)[0] + "/specs/masks.yaml"
+
+
+@pytest.mark.slow
+def test_a_library_that_computes_another_window_is_incorrect_and_the_record_says_which(tmp_path):
+    import json
+
+    import yaml
+
+    from helpers import FAST_TIMING, TINY, attnbench
+
+    spec = {"name": "misleading", "defaults": {**TINY, "seq_len": 16, "causal": True, "window": 4},
+            "timing": FAST_TIMING,
+            "experiments": [{"name": "w", "variants": ["naive", "test_ignores_window", "test_window_one_wider"]}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    variants = str(Path(__file__).with_name("variants"))
+    done = attnbench("run", tmp_path / "spec.yaml", "--out", tmp_path, "--run-id", "m", "--compile-cache", "off",
+                     ATTNBENCH_VARIANTS=variants)
+    assert done.returncode == 0, done.stderr  # an incorrect cell is a result, not an error of the run
+    cells = {c["variant"]: c for c in map(json.loads, (tmp_path / "m" / "cells.jsonl").read_text().splitlines())}
+    assert cells["naive"]["status"] == "ok"
+    assert cells["test_ignores_window"]["status"] == "incorrect"
+    assert cells["test_ignores_window"]["reason"].endswith("the output matches the float32 reference with the "
+                                                           "window ignored")
+    assert cells["test_window_one_wider"]["status"] == "incorrect"
+    assert "a window of 5 keys, not 4" in cells["test_window_one_wider"]["reason"]
