@@ -46,7 +46,12 @@ def largest(spec: Spec, exp: Experiment) -> Params:
 
     values = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
     for name, swept in exp.sweep.axes().items():
-        values[name] = max(swept, key=ITEMSIZE.get) if name == "dtype" else max(swept)
+        if name == "dtype":
+            values[name] = max(swept, key=ITEMSIZE.get)
+        elif name == "tp":  # the fewest shards leave the most heads on one GPU
+            values[name] = min(swept)
+        else:  # null (no window, no cap) sorts first; it changes no input's size
+            values[name] = max(swept, key=lambda value: (value is not None, value))
     return resolve(values)
 
 
