@@ -16,7 +16,7 @@ def matched(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
     """The cells with a published figure at their shape: their columns plus published_ms, published_tflop_s and
     published (the series' name); FP8 figures for variants that promise FP8."""
     rows = []
-    for index, row in cells.iterrows():
+    for index, row in candidates(cells).iterrows():
         for figure in published.lookup(row[SHAPE].to_dict(), row["variant"] in fp8_variants):
             rows.append({"index": index, "published_ms": figure.median_s * 1e3, "published": figure.source,
                          "published_fp8": figure.fp8,
@@ -25,6 +25,15 @@ def matched(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
         return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflop_s=[])
     extra = pd.DataFrame(rows).set_index("index")
     return cells.join(extra, how="inner")
+
+
+def candidates(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells whose sequence lengths and head counts some figure has: the rest need no per-row lookup (a
+    selection may hold 100,000 cells)."""
+    shapes = [dict(key) for key, _ in published.figures()]
+    for axis in ("seq_len", "heads", "head_dim"):
+        cells = cells[cells[axis].isin({s[axis] for s in shapes})]
+    return cells
 
 
 def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[str]) -> go.Figure:
