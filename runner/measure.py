@@ -103,7 +103,8 @@ def make_inputs(p: Params, seed: int) -> tuple:
                  for key, shape in zip(keys, input_shapes(p)))
 
 
-def _reference_chunk(q, k, v, dout, q_offset, q_lengths, kv_lengths, logits: Logits, with_grads: bool):
+def _reference_chunk(q, k, v, dout, q_offset, *lengths, logits: Logits, with_grads: bool):
+    q_lengths, kv_lengths = lengths or (None, None)  # none: no padding
     attend = functools.partial(reference_attention, causal=logits.causal, q_offset=q_offset, logits=logits,
                                q_lengths=q_lengths, kv_lengths=kv_lengths)
     if not with_grads:
@@ -127,7 +128,7 @@ def reference(p: Params, args: tuple) -> tuple:
     q, k, v = args[:3]
     dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
     with_grads = p.pass_ == "fwd_bwd"
-    lengths = masks_lengths(p)
+    lengths = masks_lengths(p) if p.fill < 1 else ()
     row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if with_grads else 1)
     rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
     outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
