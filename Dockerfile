@@ -25,8 +25,12 @@ RUN python3.12 -m venv /opt/venv \
     && pip install --no-cache-dir pip==25.3 setuptools==80.9.0 wheel==0.45.1 pybind11==3.0.1 cmake==4.1.2 ninja==1.13.0 \
     && pip install --no-cache-dir -r /src/docker/runner-requirements.txt
 # TE's JAX extension, which PyPI ships as source only, compiled against that very JAX at the list's transformer-engine
-# version, for the cluster's GPUs only: L4 (sm_89) and H100 (sm_90). Four jobs keep the build under ~16 GB.
+# version, for the cluster's GPUs only: L4 (sm_89) and H100 (sm_90). TE 2.20.2 refuses cuDNN headers older than 9.12
+# (common/cudnn_min_version.h); this base's system cuDNN in /usr/include is older (9.10), so the venv's cuDNN wheel's
+# headers come first on CPLUS_INCLUDE_PATH, the cuDNN the image runs. scripts/build_te_jax.py repeats this line in
+# `make test` (tests/test_runner_image.py), outside Docker.
 RUN NVTE_FRAMEWORK=jax NVTE_CUDA_ARCHS="89;90" MAX_JOBS=4 CUDA_HOME=/usr/local/cuda \
+    CPLUS_INCLUDE_PATH=/opt/venv/lib/python3.12/site-packages/nvidia/cudnn/include \
     pip install --no-cache-dir --no-build-isolation -c /src/docker/runner-requirements.txt "transformer-engine[jax]"
 COPY pyproject.toml README.md /src/
 COPY runner /src/runner
@@ -81,7 +85,11 @@ RUN groupadd --gid 10001 attnbench \
 COPY pyproject.toml README.md /src/
 COPY runner /src/runner
 COPY dashboard /src/dashboard
-RUN pip install --no-cache-dir "/src[dashboard]" \
+# Every package pinned (docker/dashboard-requirements.txt, written by docker/lock_dashboard.py): a rebuild installs
+# what the last one did.
+COPY docker/dashboard-requirements.txt /src/docker/
+RUN pip install --no-cache-dir -c /src/docker/dashboard-requirements.txt "/src[dashboard]" \
+    && pip check \
     && rm -rf /src
 # The published figures the Latency, Throughput and Leaderboard views draw beside the runs (runner/published.py).
 COPY docs/reference /opt/attnbench/reference

@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard test test-tools clean render submit deploy bench-runner
+.PHONY: demo dashboard test test-tools clean render submit deploy nightly bench-runner
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,13 +15,17 @@ $(INSTALLED): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+DEMO_RESULTS ?= results
 # the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
-	$(BIN)/attnbench run specs/lab5.yaml --out results/ --spool build/spool --budget 0.2
+	$(BIN)/attnbench run specs/lab5.yaml --out $(DEMO_RESULTS)/ --spool build/spool --budget 0.2
+	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID (attnbench runs lists them)"
 
-# the results dashboard on http://localhost:8501; RESULTS=dir-or-gs://bucket/prefix picks other runs
+# the results dashboard on http://localhost:8501: the runs in results/ (make demo's) once there is one, else the
+# shipped examples/results; RESULTS=dir-or-gs://bucket/prefix picks other runs
+DASHBOARD_RESULTS = $(or $(RESULTS),$(if $(wildcard $(DEMO_RESULTS)/*/manifest.json),$(DEMO_RESULTS)))
 dashboard: $(INSTALLED)
-	$(BIN)/attnbench dashboard $(if $(RESULTS),--results $(RESULTS))
+	$(BIN)/attnbench dashboard $(if $(DASHBOARD_RESULTS),--results $(DASHBOARD_RESULTS))
 
 # the runner's own speed: SPEC cold and warm (compilation cache) as whole processes (docs/benchmarks.md)
 bench-runner: $(INSTALLED)
@@ -37,6 +41,8 @@ test: $(INSTALLED) test-tools
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
 #   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
+#   make nightly SPEC=specs/lab5.yaml [GPU=h100] [SCHEDULE="0 3 * * *"]   a CronJob: run SPEC every night, compare it
+#                                                      with the run before, fail the Job on a regression
 SPEC ?= k8s/base/spec.yaml
 SHARDS ?= 1
 GPU ?= l4
@@ -45,7 +51,10 @@ TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
 DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
-IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)
+# the runner by digest, looked up in Artifact Registry, so each node pulls it once (README, "Build and push")
+RUNNER_DIGEST ?= $(shell gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG) \
+	--format='value(image_summary.digest)')
+IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
@@ -62,6 +71,10 @@ submit: $(INSTALLED)
 
 deploy: $(INSTALLED)
 	$(RENDER) --apply platform
+
+nightly: $(INSTALLED)
+	$(BIN)/attnbench validate $(SPEC)
+	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
 
 # what make made in this checkout: the venvs, the demo's results and spool (build/spool), rendered manifests,
 # test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables, views, widgets
-from runner import shape
+from runner import compare, shape
 from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
@@ -24,7 +24,7 @@ BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these
 TABS = {
     "Latency": views.latency, "Throughput": views.throughput, "Memory": views.memory, "Heads": views.heads,
     "Backends": views.backends, "FP8": views.fp8, "Leaderboard": views.leaderboard, "History": views.history,
-    "Compare": views.compare, "Cells": views.cells, "Runs": views.runs,
+    "Compare": views.compare, "Soak": views.soak, "Cells": views.cells, "Runs": views.runs,
 }
 
 
@@ -58,9 +58,11 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_ui(runs: pd.DataFrame) -> list[str]:
-    """The runs to show, by run id (newest first; type to search); the newest run when the link names none."""
+    """The runs to show, by run id (newest first; type to search); when the link names none, the newest run that
+    is not a soak (a soak is one curve, no sweep; its tab shows it)."""
     found = find_runs_ui(runs)
-    widgets.choose("run", list(runs.index[:1]))
+    swept = runs.index[~runs["soak"].fillna(False).astype(bool)] if "soak" in runs else runs.index
+    widgets.choose("run", list((swept if len(swept) else runs.index)[:1]))
     kept = [r for r in widgets.asked("run") if r in runs.index and r not in found.index]  # chosen before narrowing
     chosen = widgets.multi(st.sidebar, "Runs", [*found.index, *kept], "run", "is not a run in this store",
                            help="Run ids, newest first; type to search. Find runs narrows the list.")
@@ -79,7 +81,7 @@ def filters_ui(cells: pd.DataFrame) -> dict[str, list]:
 
 def timer_ui(cells: pd.DataFrame) -> str | None:
     """Which timer's medians every latency and rate comes from."""
-    options = tables.timers(cells)
+    options = compare.timers(cells)
     if not options and not widgets.asked("timer"):
         return None
     return widgets.single(st.sidebar, "radio", "Timer", options, "timer", "was not used by the selected runs",

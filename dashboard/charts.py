@@ -238,3 +238,18 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
     _y_axis(fig, points["median_ms"], True)
     fig = _layout(fig, title, subtitle, x, "median_ms")
     return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")
+
+
+def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle: str, y_title: str) -> go.Figure:
+    """A soak's y against seconds of unbroken load, a line per variant and run (`case` names the cell)."""
+    fig = go.Figure()
+    for (variant, run, case), series in points.groupby(["variant", "run", "case"], sort=False):
+        fig.add_trace(go.Scatter(
+            x=series["t_s"], y=series[y], mode="lines", name=f"{variant} · {case} · {run}",
+            line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
+            hovertemplate=f"{variant} · {case} · {run}<br>%{{x:.2f}} s<br>{y_title} %{{y:.4g}}<extra></extra>",
+        ))
+    fig.update_layout(title={"text": title, "subtitle": {"text": subtitle}}, height=320,
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, showlegend=True,
+                      legend={"orientation": "h", "y": -0.3})
+    return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title, automargin=True)

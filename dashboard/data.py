@@ -23,7 +23,8 @@ import streamlit as st
 
 from runner import shape
 from runner.record import Manifest
-from runner.results import Part, assemble, merged_manifest, parse_manifest, part_of
+from runner.compare import gpu_name
+from runner.results import assemble, manifest_of, part_of
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -34,7 +35,7 @@ READERS = 16  # objects fetched at once: a bucket's latency per request, not its
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
-RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "peak_tflops",
+RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "soak", "peak_tflops",
                "bandwidth_gbps"]
 
 
@@ -54,12 +55,6 @@ def results_uri(argv: list[str]) -> str:
     return parser.parse_known_args(argv)[0].results
 
 
-def gpu_name(manifest: Manifest) -> str:
-    """The GPU's name, else the device kind (cpu)."""
-    gpu = manifest.machine.gpu
-    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
-
-
 def _leaf(name: str) -> str:
     return name.rpartition("/")[2]
 
@@ -69,19 +64,6 @@ def _digest(objects: dict[str, bytes]) -> str:
     for name, data in sorted(objects.items()):
         blake.update(name.encode() + b"\0" + data)
     return blake.hexdigest()
-
-
-def read_manifest(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
-    """A run's manifest from its manifest objects alone (a sharded run's merged), so that listing runs never
-    parses cells; a folder of cells without one says so."""
-    parts, problems = [], []
-    for name, data in sorted(objects.items()):
-        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{_leaf(name)}")
-        parts.append(Part(part_of(_leaf(name))[1], manifest))
-        problems += found
-    if not any(p.manifest for p in parts):
-        problems.insert(0, f"{location}/manifest.json: missing (is {location} a run folder?)")
-    return merged_manifest(parts), problems
 
 
 class RunCache:
@@ -126,7 +108,7 @@ class Snapshot:
                 folders[folder].append(name)
         manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
         data = self._fetch(manifest_names)
-        found = {folder: read_manifest(self.store.location(folder), {n: data[n] for n in names if data.get(n)})
+        found = {folder: manifest_of(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
                  for folder, names in sorted(folders.items())}
         keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
         for folder, (manifest, problems) in found.items():
@@ -188,7 +170,7 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m),
         "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
-        "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
+        "soak": bool(((m.spec.get("timing") or {}).get("soak_s")) or 0), "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }
 
 

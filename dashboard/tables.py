@@ -1,5 +1,6 @@
 """What the views show, computed from cell frames with pandas alone (no Streamlit, no plotting): rates by a timer,
-nvbench-like summaries, the FP8 table, failures by reason, two-run comparisons, run history and the leaderboard."""
+nvbench-like summaries, the FP8 table, failures by reason, run history and the leaderboard. Two runs are compared
+by runner/compare.py, which `attnbench compare` shares."""
 
 from __future__ import annotations
 
@@ -9,23 +10,16 @@ import re
 import numpy as np
 import pandas as pd
 
-from runner import leaderboard, shape
+from runner import compare, leaderboard, shape
 from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
 SIZES = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "window", "tp"]  # on a log2 x axis
-TIMER_ORDER = ["device", "wall", "device_cold"]
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 # --- rates -------------------------------------------------------------------------------------------------------
-
-def timers(cells: pd.DataFrame) -> list[str]:
-    """Timers with a median column, in the order device, wall, device_cold, then others."""
-    found = [c.removesuffix("_median_s") for c in cells.columns if c.endswith("_median_s")]
-    return sorted(found, key=lambda t: (TIMER_ORDER.index(t) if t in TIMER_ORDER else len(TIMER_ORDER), t))
-
 
 def _column(cells: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(cells[name], errors="coerce") if name in cells else pd.Series(np.nan, index=cells.index)
@@ -176,93 +170,7 @@ def failures(cells: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return grouped[~skipped].reset_index(drop=True), grouped[skipped].reset_index(drop=True)
 
 
-# --- comparing two runs ------------------------------------------------------------------------------------------
-
-def shared_timer(a: pd.DataFrame, b: pd.DataFrame, preferred: str | None) -> str | None:
-    """`preferred` if both runs measured with it, else the first timer they share."""
-    common = set(timers(a)) & set(timers(b))
-    return next((t for t in [preferred, *TIMER_ORDER, *sorted(common)] if t in common), None)
-
-
-def _timed(cells: pd.DataFrame, timer: str) -> pd.DataFrame:
-    columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
-    ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
-    return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns)
-
-
-def compare(a: pd.DataFrame, b: pd.DataFrame, timer: str) -> pd.DataFrame:
-    """Per cell correct in both runs (in A's spec order): B's median over A's, and whether the gap is beyond
-    noise (larger than both runs' interquartile range): 'faster', 'slower' or 'within noise'."""
-    both = _timed(a, timer).merge(_timed(b, timer)[["key", "median", "q1", "q3"]], on="key", suffixes=("_a", "_b"))
-    both = both.sort_values("order").reset_index(drop=True)
-    gap = (both["median_b"] - both["median_a"]).abs()
-    beyond = (gap > both["q3_a"] - both["q1_a"]) & (gap > both["q3_b"] - both["q1_b"])
-    ratio = both["median_b"] / both["median_a"]
-    verdict = np.where(~beyond, "within noise", np.where(ratio < 1, "faster", "slower"))
-    return pd.DataFrame({
-        "experiment": both["experiment"], "variant": both["variant"], "shape": shape_labels(both),
-        "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio, "verdict": verdict,
-        **{a: both[a] for a in SHAPE},
-    })
-
-
-def geomean(values: pd.Series) -> float:
-    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
-
-
-def compare_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower."""
-    counts = pd.crosstab([table["experiment"], table["variant"]], table["verdict"])
-    means = table.groupby(["experiment", "variant"], sort=False)["ratio"].agg(geomean).rename("geomean B/A")
-    joined = means.to_frame().join(counts).fillna(0)
-    for verdict in ("faster", "slower", "within noise"):
-        joined[verdict] = joined[verdict].astype(int) if verdict in joined else 0
-    return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
-
-
-def facts(m: Manifest | None) -> dict[str, str]:
-    """Where and how a run ran, as text: machine, GPU, versions, workers, spec and times."""
-    if m is None:
-        return {}
-    gpu = m.machine.gpu.model_dump(exclude_none=True) if m.machine.gpu else {}
-    found = {
-        "run id": m.run_id, "spec": m.name, "spec hash": m.spec_hash, "started": m.started_at, "ended": m.ended_at,
-        "git sha": m.git_sha, "cells planned": m.cells_planned, "shard": m.shard, "host": m.machine.host,
-        "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
-        "compute capability": m.machine.compute_capability,
-        "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
-        "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
-        **{f"gpu {k}": v for k, v in gpu.items()},
-        **{f"version {k}": v for k, v in m.machine.versions.items()},
-        **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
-        **{f"worker {name} start s": round(sum(w.start_s.values()), 1) for name, w in m.workers.items() if w.start_s},
-        **{f"seconds {phase}": round(seconds, 1) for phase, seconds in m.phases.items()},
-        "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,
-    }
-    return {k: str(v) for k, v in found.items() if v is not None}
-
-
-def _momentary(fact: str) -> bool:
-    """A fact of this run alone (its identity, times, readings, seconds spent), not of its environment."""
-    return fact in IDENTITY or fact.startswith("seconds ") or fact.endswith(" start s")
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
-
-
-IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
-            "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
-
-
-def environments(manifests: dict[str, Manifest | None]) -> pd.DataFrame:
-    """Runs side by side, one column each, a row per fact; `differs` marks environment facts (not the run's
-    identity, times or momentary readings) that are not the same in every run, and those rows come first."""
-    columns = {key: facts(m) for key, m in manifests.items()}
-    table = pd.DataFrame(columns).fillna("—")
-    differs = (table.nunique(axis=1) > 1) & ~table.index.map(_momentary).astype(bool)
-    return table.assign(differs=differs).sort_values("differs", ascending=False, kind="stable")
-
+# --- runs ----------------------------------------------------------------------------------------------------------
 
 def variants(manifests: dict[str, Manifest | None], runs: list[str]) -> pd.DataFrame:
     """Each variant the runs name, as the first of their manifests that names it describes it."""
@@ -283,23 +191,16 @@ def series(runs: pd.DataFrame) -> pd.Series:
     return dated.index.to_series().groupby(label.to_numpy(), sort=True).agg(list)
 
 
-def previous_run(runs: pd.DataFrame, key: str) -> str | None:
-    """The run of the same spec on the same GPU that started last before `key`, if any."""
-    run = runs.loc[key]
-    same = runs[(runs["spec"] == run["spec"]) & (runs["gpu"] == run["gpu"]) & (runs["started"] < run["started"])]
-    return same["started"].idxmax() if len(same) else None
-
-
-def comparable(runs: pd.DataFrame, key: str, others: list[str]) -> str | None:
+def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str]) -> str | None:
     """The run to compare `key` with: the first of `others` of its spec and GPU, else its predecessor."""
-    run = runs.loc[key]
-    same = [o for o in others if (runs.loc[o, "spec"], runs.loc[o, "gpu"]) == (run["spec"], run["gpu"])]
-    return same[0] if same else previous_run(runs, key)
+    run = manifests[key]
+    same = [o for o in others if run and manifests[o] and compare.same_series(manifests[o], run)]
+    return same[0] if same else compare.previous_run(manifests, key)
 
 
 def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame:
     """Per run and correct cell, oldest run first: the median and its q1-q3 in ms, with the run's date and sha."""
-    timed = _timed(cells, timer).join(runs[["started", "git_sha"]], on="run")
+    timed = compare.timed(cells, timer).join(runs[["started", "git_sha"]], on="run")
     return timed.assign(median_ms=timed["median"] * 1e3, q1_ms=timed["q1"] * 1e3,
                         q3_ms=timed["q3"] * 1e3).sort_values(["started", "order"]).reset_index(drop=True)
 
@@ -307,7 +208,7 @@ def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame
 def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
     """Per run and variant, the geometric mean of an experiment's cells (median, q1 and q3 alike)."""
     grouped = points.groupby(["run", "variant"], sort=False)
-    means = grouped[["median_ms", "q1_ms", "q3_ms"]].agg(geomean).join(grouped.size().rename("cells"))
+    means = grouped[["median_ms", "q1_ms", "q3_ms"]].agg(compare.geomean).join(grouped.size().rename("cells"))
     first = grouped[["started", "git_sha"]].first()
     return means.join(first).reset_index().sort_values("started")
 

@@ -4,6 +4,7 @@ the Selection, or says in a line why the selection has nothing for it."""
 from __future__ import annotations
 
 import functools
+import json
 import urllib.parse
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, published, tables, widgets
+from runner import compare as comparison
 from runner import leaderboard as board
 from runner import shape
 
@@ -82,7 +84,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
-    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise)\n\n"
+    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise and "
+                f"{100 * comparison.DEFAULT_THRESHOLD:g} %, as `attnbench compare --against previous`)\n\n"
                 + "\n".join(moves))
 
 
@@ -92,18 +95,22 @@ def _run_row(r: pd.Series, run: str) -> str:
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
-    """How `run` moved against its predecessor, its worst slow-down, and a link to compare them."""
-    before = tables.previous_run(snap.runs, run)
-    timer = sel.timer and tables.shared_timer(snap.cells((before,)), snap.cells((run,)), sel.timer) if before else None
-    table = tables.compare(snap.cells((before,)), snap.cells((run,)), timer) if timer else pd.DataFrame()
+    """How `run` moved against its predecessor, its worst slow-down, cells no longer ok, and a link to compare
+    them."""
+    before = comparison.previous_run(snap.manifests, run)
+    found = comparison.compare(snap.cells((before,)), snap.cells((run,)), snap.manifests[before], snap.manifests[run],
+                               timer=sel.timer) if before and sel.timer else None
+    table = found.cells if found else pd.DataFrame()
     if table.empty:
         return "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
     text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of {len(table)}, geomean "
-            f"{tables.geomean(table['ratio']):.3f}×")
+            f"{comparison.geomean(table['ratio']):.3f}×")
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
         text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
+    if len(found.no_longer_ok):
+        text += f"; {len(found.no_longer_ok)} ok before and not now"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
 
 
@@ -291,6 +298,36 @@ def drawn_peak(cells: pd.DataFrame) -> float | None:
     return 100 * first["tflop_s"] / first["pct_of_peak"]
 
 
+SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin's calls)"),
+               ("sm_clock_mhz", "SM clock (MHz)", "SM clock"),
+               ("power_w", "power (W)", "power (NVML's trailing average)"),
+               ("temperature_c", "°C", "temperature")]
+
+
+def soak_points(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per soak point of every cell that has a soak: variant, run and the cell's shape as `case`."""
+    rows = []
+    for _, cell in cells[cells["soak"].notna()].iterrows() if "soak" in cells else []:
+        soak = json.loads(cell["soak"])
+        case = f"T{cell['seq_len']} B{cell['batch']} {cell['dtype']} {cell['pass']}"
+        rows += [{**point, "variant": cell["variant"], "run": cell["run"], "case": case} for point in soak["points"]]
+    return pd.DataFrame(rows)
+
+
+@guarded
+def soak(snap: data.Snapshot, sel: Selection) -> None:
+    points = soak_points(sel.cells)
+    if points.empty:
+        st.info("No cell of the selection has a soak: `attnbench soak SPEC` (or timing.soak_s) runs each cell back "
+                "to back for a while on a GPU and records its thermal curve.")
+        return
+    st.caption("Each cell run back to back from idle in one unbroken stream of calls (one CUPTI session): what the "
+               "GPU sustains as its power controller and temperature settle. Bins of the calls that ended in them.")
+    for column, (y, title, what) in zip(st.columns(2) * 2, SOAK_CHARTS):
+        with column:
+            plot(charts.soak_lines(points, y, sel.style, what, "", title), f"soak-{y}")
+
+
 @guarded
 def memory(snap: data.Snapshot, sel: Selection) -> None:
     ok = tables.measured(sel.cells)
@@ -425,7 +462,7 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
                        default="date")
     keys = series.get(chosen, [])
     cells = tables.filtered(snap.cells(tuple(keys)), sel.filters)
-    timer = tables.shared_timer(cells, cells, sel.timer) if len(cells) else None
+    timer = comparison.shared_timer(cells, cells, sel.timer) if len(cells) else None
     if timer is None:
         st.info(f"No timed cell in the runs of {chosen}.")
         return
@@ -476,40 +513,61 @@ def worst_regressions(points: pd.DataFrame) -> None:
 
 @guarded
 def compare(snap: data.Snapshot, sel: Selection) -> None:
+    """Run A against run B as `attnbench compare` sees them (runner/compare.py): status changes and cells in one run
+    only first, then B / A per cell with its verdict, and the environments."""
     runs = list(snap.runs.index)
     if len(runs) < 2:
         st.info(f"Comparing needs two runs; {snap.uri} has {len(runs)}.")
         return
     b_first = sel.runs[0] if sel.runs else runs[0]
-    a_first = tables.comparable(snap.runs, b_first, sel.runs[1:]) or next(r for r in runs if r != b_first)
-    left, right = st.columns(2)
+    a_first = tables.comparable(snap.manifests, b_first, sel.runs[1:]) or next(r for r in runs if r != b_first)
+    left, right, limit = st.columns([2, 2, 1])
     a = widgets.single(left, "selectbox", "Run A (before)", runs, "a", "is not a run in this store", chosen=a_first)
     b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store", chosen=b_first)
+    threshold = limit.number_input("Threshold %", 0.0, 1000.0, 100 * comparison.DEFAULT_THRESHOLD, 1.0,
+                                   key="threshold", bind="query-params",
+                                   help="slower or faster only beyond this and both runs' noise, as `attnbench "
+                                        "compare --threshold`")
     if a not in snap.runs.index or b not in snap.runs.index:
         return
     cells_a, cells_b = (tables.filtered(snap.cells((r,)), sel.filters) for r in (a, b))
-    timer = tables.shared_timer(cells_a, cells_b, sel.timer)
-    table = tables.compare(cells_a, cells_b, timer) if timer else pd.DataFrame()
-    if table.empty:
+    found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
+    status_changes(found)
+    if found.cells.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
     else:
-        compare_results(table, timer)
+        compare_results(found)
     environments({a: snap.manifests[a], b: snap.manifests[b]}, "A and B")
 
 
-def compare_results(table: pd.DataFrame, timer: str) -> None:
+def status_changes(found: comparison.Comparison) -> None:
+    """Cells whose status changed (a cell ok in A and not in B is a regression) and cells in one run only."""
+    if len(found.no_longer_ok):
+        st.warning(f"{len(found.no_longer_ok)} cell(s) were ok in A and are not in B: a regression, as "
+                 "`attnbench compare` counts it")
+    if len(found.changes):
+        st.caption("Status changes (A → B)")
+        st.dataframe(found.changes, hide_index=True)
+    for which, only in (("A", found.only_a), ("B", found.only_b)):
+        if len(only):
+            st.caption(f"{len(only)} cell(s) only in {which}")
+            st.dataframe(only, hide_index=True)
+
+
+def compare_results(found: comparison.Comparison) -> None:
     """Counts and the overall ratio, geomeans per experiment and variant, bars per cell, then every cell."""
+    table, threshold = found.cells, f"{100 * found.threshold:g} %"
     counts = table["verdict"].value_counts()
     columns = st.columns(4)
-    columns[0].metric("Geomean B / A", f"{tables.geomean(table['ratio']):.3f}×",
+    columns[0].metric("Geomean B / A", f"{comparison.geomean(table['ratio']):.3f}×",
                       help="below 1: B is faster overall")
-    columns[1].metric("Faster beyond noise", int(counts.get("faster", 0)))
-    columns[2].metric("Slower beyond noise", int(counts.get("slower", 0)))
-    columns[3].metric("Within noise", int(counts.get("within noise", 0)))
+    columns[1].metric("Faster beyond noise", int(counts.get("faster", 0)), help=f"and beyond {threshold}")
+    columns[2].metric("Slower beyond noise", int(counts.get("slower", 0)), help=f"and beyond {threshold}")
+    columns[3].metric("Within noise", int(counts.get("within noise", 0)), help=f"or within {threshold}")
     chart, summary = st.columns([3, 2])
     with summary:
         st.caption("Per experiment and variant: geometric mean of B / A and cells beyond noise")
-        st.dataframe(tables.compare_summary(table), hide_index=True,
+        st.dataframe(found.summary, hide_index=True,
                      column_config={"geomean B/A": st.column_config.NumberColumn(format="%.3f×")})
     with chart:
         names = list(dict.fromkeys(table["experiment"]))
@@ -517,19 +575,21 @@ def compare_results(table: pd.DataFrame, timer: str) -> None:
         cells = table[table["experiment"] == experiment]
         cells = cells.assign(shape=tables.shape_labels(cells, tables.swept(cells) or None))
         plot(charts.ratio_bars(cells, f"{experiment}: latency B / A per cell",
-                               f"{tables.fixed_shape(cells)} · {timer} timer · green faster, red slower (beyond both "
-                               "runs' IQR), grey within noise"),
+                               f"{tables.fixed_shape(cells)} · {found.timer} timer · green faster, red slower "
+                               f"(beyond {threshold} and both runs' IQR), grey within noise"),
              "compare")
     st.caption("Every shared cell (click a header to sort)")
     st.dataframe(table.drop(columns=tables.SHAPE), hide_index=True, column_config={
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
         "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
-        "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g")})
+        "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g"),
+        "noise_a": st.column_config.NumberColumn("noise A", format="percent"),
+        "noise_b": st.column_config.NumberColumn("noise B", format="percent")})
 
 
 def environments(manifests: dict, which: str) -> None:
     """Runs' environments side by side, the facts that differ highlighted and named."""
-    table = tables.environments(manifests)
+    table = comparison.environments(manifests)
     differs = table.index[table["differs"]]
     st.subheader(f"Environments of {which}")
     if len(differs):

@@ -51,12 +51,12 @@ def runtime_requirements() -> list[str]:
     return [*project["dependencies"], *extras["cuda12"], *extras["gcs"]]
 
 
-def resolve(requirements: list[str]) -> dict[str, str]:
+def resolve(requirements: list[str], platforms: list[str] = PLATFORMS) -> dict[str, str]:
     """name -> version of everything pip would install for `requirements` on the image's Python and platform."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                        "--only-binary=:all:", f"--python-version={PYTHON}", *PLATFORMS,
+                        "--only-binary=:all:", f"--python-version={PYTHON}", *platforms,
                         f"--target={tmp}/target", f"--report={report}", *requirements], check=True)
         installs = json.loads(report.read_text())["install"]
     return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in installs}

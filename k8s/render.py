@@ -2,7 +2,9 @@
 
 Writes OUT/<run-id>/job.yaml (the spec ConfigMap and the runner Job) and OUT/<run-id>/platform.yaml (namespace,
 service accounts, network policies, settings and the dashboard), built by `kubectl kustomize` from a throwaway
-kustomization that layers the run's choices over k8s/overlays/<gpu>.
+kustomization that layers the run's choices over k8s/overlays/<gpu>. With --nightly, also OUT/<run-id>/nightly.yaml:
+the spec ConfigMap and a CronJob (k8s/components/nightly) that runs the spec every night and compares it with the run
+before (`make nightly`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import yaml
 
 K8S = Path(__file__).resolve().parent
 RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
+CRONJOB_MAX = 52  # a CronJob's Jobs are named <cronjob>-<minutes since the epoch>, which must stay within 63
+SCHEDULE = "0 3 * * *"
 # What GKE's ManagedCertificate CRD accepts in spec.domains: a lowercase DNS name, no wildcard, at most 63 characters.
 DOMAIN = re.compile(r"(([a-z0-9]+|[a-z0-9][-a-z0-9]*[a-z0-9])\.)+[a-z][-a-z0-9]*[a-z0-9]")
 DOMAIN_MAX = 63
@@ -34,14 +38,32 @@ def run_id_for(spec_name: str, now: datetime) -> str:
     return f"{stem[: RUN_ID_MAX - len(stamp) - 1].rstrip('-')}-{stamp}"
 
 
+def nightly_name(spec_name: str, gpu: str) -> str:
+    """The CronJob's name: nightly-SPEC-GPU, so that each spec and GPU has one, and applying it again updates it."""
+    stem = re.sub(r"[^a-z0-9-]+", "-", f"{spec_name}-{gpu}".lower()).strip("-") or "run"
+    return f"nightly-{stem}"[:CRONJOB_MAX].rstrip("-")
+
+
 def _image(name: str, ref: str) -> dict:
+    """A kustomize image entry; REPO@sha256:D and REPO:TAG@sha256:D pin the digest (the tag is then only a label)."""
     if "@" in ref:
         repo, digest = ref.split("@", 1)
-        return {"name": name, "newName": repo, "digest": digest}
+        return {"name": name, "newName": untagged(repo), "digest": digest}
     repo, _, tag = ref.rpartition(":")
     if not repo or "/" in tag:
         raise SystemExit(f"render: image {ref!r} needs a tag or a digest (REPO:TAG or REPO@sha256:...)")
     return {"name": name, "newName": repo, "newTag": tag}
+
+
+def untagged(repo: str) -> str:
+    """REPO:TAG -> REPO (a registry's :port, followed by a path, is not a tag)."""
+    head, _, tag = repo.rpartition(":")
+    return head if head and "/" not in tag else repo
+
+
+def pull_policy(image: str) -> str:
+    """A digest names one image for good: a node pulls it once (IfNotPresent); a tag may move, so every pod asks."""
+    return "IfNotPresent" if "@" in image else "Always"
 
 
 def compile_cache(results: str) -> str:
@@ -50,7 +72,7 @@ def compile_cache(results: str) -> str:
     return f"{results.rstrip('/')}-jax-cache" if results.startswith("gs://") else "off"
 
 
-def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
+def _job_patches(run_id: str, shards: int, results: str, image: str) -> tuple[str, str]:
     """A strategic-merge patch that sizes the Job and points it at the results URI, and a JSON patch that renames
     it to the run id."""
     resize = {
@@ -61,14 +83,33 @@ def _job_patches(run_id: str, shards: int, results: str) -> tuple[str, str]:
             "completions": shards,
             "parallelism": shards,
             "template": {"spec": {"containers": [
-                {"name": "attnbench", "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
-                                              {"name": "ATTNBENCH_RESULTS", "value": results},
-                                              {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(results)}]}
+                {"name": "attnbench", "imagePullPolicy": pull_policy(image),
+                 "env": [{"name": "JOB_COMPLETIONS", "value": str(shards)},
+                         {"name": "ATTNBENCH_RESULTS", "value": results},
+                         {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(results)}]}
             ]}},
         },
     }
     rename = [{"op": "replace", "path": "/metadata/name", "value": run_id}]
     return yaml.safe_dump(resize, sort_keys=False), json.dumps(rename)
+
+
+def _nightly_patch(args, name: str) -> str:
+    """The CronJob renamed and scheduled, its run and compare containers pointed at the results URI (the run's
+    compilation cache beside it, as a submitted run's)."""
+    results = {"name": "ATTNBENCH_RESULTS", "value": args.results}
+    patch = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "attnbench-nightly"},
+        "spec": {"schedule": args.schedule, "jobTemplate": {"spec": {"template": {"spec": {
+            "initContainers": [{"name": "attnbench", "env": [
+                results, {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(args.results)}]}],
+            "containers": [{"name": "compare", "env": [results]}],
+        }}}}},
+    }
+    rename = [{"op": "replace", "path": "/metadata/name", "value": name}]
+    return yaml.safe_dump(patch, sort_keys=False), json.dumps(rename)
 
 
 def kustomization(args, run_id: str, workdir: Path) -> dict:
@@ -86,8 +127,13 @@ def kustomization(args, run_id: str, workdir: Path) -> dict:
             "patch": json.dumps([{"op": "replace", "value": args.dashboard_ip_name,
                                   "path": "/metadata/annotations/kubernetes.io~1ingress.global-static-ip-name"}]),
         }]
-    resize, rename = _job_patches(run_id, args.shards, args.results)  # resize first: it finds the Job by its base name
+    resize, rename = _job_patches(run_id, args.shards, args.results, args.image)  # resize first: it finds the Job by its base name
     patches += [{"target": job_target, "patch": resize}, {"target": job_target, "patch": rename}]
+    if args.nightly:
+        components.append(os.path.relpath(K8S / "components" / "nightly", workdir))
+        cron_target = {"group": "batch", "version": "v1", "kind": "CronJob", "name": "attnbench-nightly"}
+        settings, renamed = _nightly_patch(args, args.nightly)
+        patches += [{"target": cron_target, "patch": settings}, {"target": cron_target, "patch": renamed}]
     images = [_image("attnbench-runner", args.image), _image("attnbench-dashboard", args.dashboard_image)]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
@@ -117,8 +163,13 @@ def build(args, run_id: str) -> list[dict]:
 
 
 def is_run_object(obj: dict) -> bool:
-    """The per-run objects (the Job and its spec ConfigMap); the rest is the platform, applied once."""
-    return obj["kind"] == "Job" or obj["metadata"]["name"].startswith("attnbench-spec")
+    """The per-run objects (the Job and its spec ConfigMap); the rest, the nightly CronJob aside, is the platform,
+    applied once."""
+    return obj["kind"] == "Job" or is_spec(obj)
+
+
+def is_spec(obj: dict) -> bool:
+    return obj["kind"] == "ConfigMap" and obj["metadata"]["name"].startswith("attnbench-spec")
 
 
 def write(objects: list[dict], path: Path) -> None:
@@ -131,16 +182,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=1, help="Job completions = parallelism = shards (one GPU each)")
     parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4 or h100")
     parser.add_argument("--results", required=True, help="results URI, gs://BUCKET/results")
-    parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG (or @sha256:...)")
+    parser.add_argument("--image", required=True, help="runner image, REGISTRY/attnbench:runner-TAG[@sha256:...]; "
+                        "with a digest each node pulls it once (make submit looks it up)")
     parser.add_argument("--dashboard-image", help="dashboard image (default: --image's repository, tag runner-X -> "
-                        "dashboard-X; required when --image is a digest)")
+                        "dashboard-X; required when --image has no runner- tag)")
     parser.add_argument("--run-id", help="Job name and run id (default: SPEC-NAME-YYYYmmdd-HHMMSS, UTC)")
     parser.add_argument("--iap-domain", help="expose the dashboard at this domain through IAP (adds the iap component)")
     parser.add_argument("--dashboard-ip-name", help="with --iap-domain: the Ingress's global static IP "
                         "(terraform output dashboard_ip_name)")
     parser.add_argument("--kubectl", default=os.environ.get("KUBECTL", "kubectl"), help="kubectl binary")
     parser.add_argument("--out", type=Path, default=Path("build/k8s"), help="output folder")
-    parser.add_argument("--apply", choices=["job", "platform"], help="then `kubectl apply -f` that file")
+    parser.add_argument("--nightly", action="store_true", help="also write nightly.yaml: a CronJob (nightly-SPEC-GPU) "
+                        "that runs the spec on a schedule and fails when it regressed against the run before")
+    parser.add_argument("--schedule", default=SCHEDULE, help=f"with --nightly: when, in cron syntax, UTC (default: "
+                        f"{SCHEDULE!r})")
+    parser.add_argument("--apply", choices=["job", "platform", "nightly"], help="then `kubectl apply -f` that file")
     args = parser.parse_args(argv)
     problems = []
     if args.shards < 1:
@@ -161,11 +217,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         problems.append("--iap-domain needs --dashboard-ip-name (terraform output dashboard_ip_name; "
                         "empty until terraform applies dashboard_static_ip = true)")
     if args.dashboard_image is None:
-        repo, _, tag = args.image.rpartition(":")
-        if "@" in args.image or not tag.startswith("runner"):
-            problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG")
+        repo, _, tag = args.image.split("@")[0].rpartition(":")
+        if not repo or not tag.startswith("runner"):
+            problems.append("--dashboard-image is needed unless --image is REPO:runner-TAG[@sha256:...]")
         else:
             args.dashboard_image = f"{repo}:dashboard{tag[len('runner'):]}"
+    if args.nightly and args.shards != 1:
+        problems.append("--nightly runs the spec as one pod: leave --shards at 1")
+    if len(args.schedule.split()) != 5:
+        problems.append(f"--schedule must be five cron fields, such as {SCHEDULE!r} (got {args.schedule!r})")
+    if args.apply == "nightly" and not args.nightly:
+        problems.append("--apply nightly needs --nightly")
     if problems:
         parser.error("; ".join(problems))
     return args
@@ -175,12 +237,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     spec_name = (yaml.safe_load(args.spec.read_text()) or {}).get("name", "run")
     run_id = args.run_id or run_id_for(str(spec_name), datetime.now(timezone.utc))
+    args.nightly = nightly_name(str(spec_name), args.gpu) if args.nightly else None
     objects = build(args, run_id)
     out = args.out / run_id
     out.mkdir(parents=True, exist_ok=True)
     write([o for o in objects if is_run_object(o)], out / "job.yaml")
-    write([o for o in objects if not is_run_object(o)], out / "platform.yaml")
+    write([o for o in objects if not is_run_object(o) and o["kind"] != "CronJob"], out / "platform.yaml")
     print(f"run id: {run_id}\nwrote {out / 'platform.yaml'} and {out / 'job.yaml'}")
+    if args.nightly:
+        write([o for o in objects if is_spec(o) or o["kind"] == "CronJob"], out / "nightly.yaml")
+        print(f"wrote {out / 'nightly.yaml'}: CronJob {args.nightly}, {args.schedule!r} UTC")
     if args.apply:
         return subprocess.run([args.kubectl, "apply", "-f", str(out / f"{args.apply}.yaml")]).returncode
     return 0

@@ -3,6 +3,7 @@
 Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
 3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
 same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
+`compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare.
 """
 
 from __future__ import annotations
@@ -24,9 +25,14 @@ from rich.console import Console
 from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
+
+
+DESCRIPTION = ("Benchmark attention implementations under JAX: run a spec's experiments, then read, export and "
+               "compare the results (README.md, \"The command line\").")
 
 
 class UsageError(Exception):
@@ -34,10 +40,46 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnbench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="attnbench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a spec's experiments and write results")
+    _run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
+    soak = _run_options(sub.add_parser(
+        "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
+        "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
+    soak.add_argument("--seconds", type=_seconds, default=30.0, dest="soak",
+                      help="how long each cell runs back to back (default: 30; the spec's timing.soak_s under run)")
+
+    validate = sub.add_parser("validate", help="check a spec and count its cells")
+    validate.add_argument("spec")
+    _max_cells_option(validate)
+
+    sub.add_parser("list", help="variants and whether each can run here")
+    sub.add_parser("env", help="device and versions")
+
+    show = sub.add_parser("show", help="print or export a run's results")
+    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
+    show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
+                      "results, when RUN is not a folder)")
+    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
+    show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
+
+    runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
+    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
+
+    _compare_parser(sub)
+
+    sub.add_parser("schema", help="print the spec's JSON Schema")
+
+    dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
+    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
+    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
+    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
+    return parser
+
+
+def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options of `run`, which `soak` shares."""
     run.add_argument("spec", help="experiment spec (YAML)")
     run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
     run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
@@ -64,31 +106,28 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
     run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
     _max_cells_option(run)
+    return run
 
-    validate = sub.add_parser("validate", help="check a spec and count its cells")
-    validate.add_argument("spec")
-    _max_cells_option(validate)
 
-    sub.add_parser("list", help="variants and whether each can run here")
-    sub.add_parser("env", help="device and versions")
+def _compare_parser(sub) -> None:
+    compare = sub.add_parser("compare", help="compare run B with run A cell by cell; exit 1 if B regressed")
+    compare.add_argument("runs", nargs="+", metavar="RUN", help="A B: run folders, or run ids in --out; with "
+                         "--against previous, B alone")
+    compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix (default: results, "
+                         "or B's parent folder for --against previous)")
+    compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
+                         "on B's GPU in --out (the dashboard's previous run)")
+    compare.add_argument("--threshold", type=_percent, default=5.0, metavar="PERCENT",
+                         help="slower or faster only beyond this and both runs' noise (default: 5)")
+    compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
 
-    show = sub.add_parser("show", help="print or export a run's results")
-    show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
-    show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
-                      "results, when RUN is not a folder)")
-    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
-    show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
 
-    runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
-    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
-
-    sub.add_parser("schema", help="print the spec's JSON Schema")
-
-    dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
-    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
-    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
-    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
-    return parser
+def _percent(text: str) -> float:
+    percent = float(text)
+    if not (math.isfinite(percent) and percent >= 0):
+        raise argparse.ArgumentTypeError(f"must be a percentage, 0 or more (got {text})")
+    return percent
 
 
 def _max_cells_option(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +144,10 @@ def _max_cells(text: str) -> int:
 
 
 def _seconds(text: str) -> float:
-    seconds = float(text)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan  # told below, in the option's own words rather than argparse's (`invalid _seconds value`)
     if not (math.isfinite(seconds) and seconds > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
     return seconds
@@ -180,11 +222,13 @@ def _store_errors():
         raise UsageError(str(error)) from None
 
 
-def _open_store(uri: str, timeout_s: float | None = None):
-    from runner.store import DEFAULT_TIMEOUT_S, open_store
+def _open_store(uri: str, timeout_s: float | None = None, auth_grace: bool = False):
+    """The store; `auth_grace` (runs) retries refused or missing credentials for a while (runner/store.py)."""
+    from runner.store import DEFAULT_TIMEOUT_S, open_store, with_auth_grace
 
     with _store_errors():
-        return open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)
+        opened = lambda: open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)  # noqa: E731
+        return with_auth_grace(opened) if auth_grace else opened()
 
 
 def _open_spool(root: Path, store, run_id: str, shard):
@@ -229,10 +273,10 @@ def _dry_run(cells, shard, console: Console) -> int:
 def _writable(store) -> None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is retried (a
     local folder that refuses a write now will refuse it later too)."""
-    from runner.store import LocalStore, StoreError, StoreUnavailable
+    from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
     try:
-        store.with_timeout(PROBE_TIMEOUT_S).probe()
+        with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
     except (StoreError, StoreUnavailable) as error:
         if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
             print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
@@ -243,6 +287,8 @@ def _writable(store) -> None:
 def _timing_overrides(spec, args):
     """The spec with `run --power` and `--budget` applied to its timing section."""
     changes = {"power": args.power} if args.power else {}
+    if getattr(args, "soak", None):
+        changes["soak_s"] = args.soak
     if args.budget:
         changes.update(budget_s=args.budget, wall_budget_s=min(args.budget, spec.timing.wall_budget_s))
     return spec.model_copy(update={"timing": spec.timing.model_copy(update=changes)}) if changes else spec
@@ -252,17 +298,20 @@ def cmd_run(args, console: Console) -> int:
     from runner.run import Options, execute, new_run_id
     from runner.shard import select
     from runner.spool import default_spool_root
+    from runner.store import check_uri
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     cells = _select(spec, args.only, args.variants)
     shard = _shard(args.shard, len(cells))
     cells = select(cells, shard) if shard else cells
+    with _store_errors():
+        check_uri(args.out)  # a bad --out is bad input in a dry run too
     if args.dry_run:
         return _dry_run(cells, shard, console)
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
-    store = _open_store(args.out, args.store_timeout)
+    store = _open_store(args.out, args.store_timeout, auth_grace=True)
     run_id = _run_id(args.run_id or new_run_id(spec))
     _writable(store)
     spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
@@ -346,7 +395,7 @@ def _shown_run(args):
     if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
         raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
     with _store_errors():  # reading can find the store out of reach, not only opening it
-        return _open_store(args.out or DEFAULT_OUT).read(_run_id(args.run))
+        return _open_store(args.out or DEFAULT_OUT, _read_timeout()).read(_run_id(args.run))
 
 
 def cmd_show(args, console: Console) -> int:
@@ -367,6 +416,8 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "leaderboard":
         sys.stdout.write(markdown(leaderboard(run.cells)) + "\n")
         return EXIT_OK
+    if not run.cells:  # an export of no rows would have no header either (CSV: a blank line)
+        raise UsageError(f"{run.dir}: no cells recorded yet, nothing to export as {args.format}")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
     try:
@@ -376,6 +427,46 @@ def cmd_show(args, console: Console) -> int:
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _compared(args) -> tuple:
+    """(A, B) as runs; A None when --against previous finds no earlier run."""
+    from runner.compare_cli import previous
+
+    if len(args.runs) != (1 if args.against else 2):
+        raise UsageError("give two runs, A B, or one with --against previous" if not args.against else
+                         "--against previous compares one run, B, with the run before it: give B alone")
+    b = _shown_run(argparse.Namespace(run=args.runs[-1], out=args.out))
+    if not args.against:
+        return _shown_run(argparse.Namespace(run=args.runs[0], out=args.out)), b
+    where = args.out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT)
+    store = _open_store(where)
+    with _store_errors():
+        before = previous(store, b) if b.manifest else None
+        return (store.read(before) if before else None), b
+
+
+def cmd_compare(args, console: Console) -> int:
+    from runner import compare, compare_cli
+
+    a, b = _compared(args)
+    if a is None:
+        print(f"no earlier run of {b.manifest.name} on {compare.gpu_name(b.manifest)} than {b.run_id}: nothing to "
+              "compare with", file=sys.stderr)
+        return EXIT_OK
+    if problems := compare_cli.problems(a, b, args.allow_different_gpu):
+        raise UsageError("\n".join(problems))
+    _warn(a.problems + b.problems)
+    found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(b.cells), a.manifest, b.manifest,
+                            args.threshold / 100)
+    if not found.common:
+        raise UsageError(compare_cli.no_common_cell(a, b))
+    if args.format == "table":
+        compare_cli.print_table(found, console)
+    else:
+        text = compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found)
+        sys.stdout.write(text)
+    return EXIT_REGRESSION if found.regressed else EXIT_OK
 
 
 def _part_state(part) -> str:
@@ -398,8 +489,18 @@ def runs_table(runs: list, uri: str) -> Table:
     return table
 
 
+def _read_timeout() -> float:
+    from runner.store import READ_TIMEOUT_S
+
+    return READ_TIMEOUT_S
+
+
 def cmd_runs(args, console: Console) -> int:
-    store = _open_store(args.out)
+    from runner.store import LocalStore
+
+    store = _open_store(args.out, _read_timeout())
+    if isinstance(store, LocalStore) and not store.root.is_dir():  # "no runs" would read as an empty folder
+        raise UsageError(f"--out {args.out}: no such folder")
     with _store_errors():
         runs = [store.read(run_id) for run_id in store.runs()]
     if not runs:
@@ -447,11 +548,13 @@ def cmd_dashboard(args, console: Console) -> int:
 
 COMMANDS = {
     "run": cmd_run,
+    "soak": cmd_run,
     "validate": cmd_validate,
     "list": cmd_list,
     "env": cmd_env,
     "show": cmd_show,
     "runs": cmd_runs,
+    "compare": cmd_compare,
     "schema": cmd_schema,
     "dashboard": cmd_dashboard,
 }

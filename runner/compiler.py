@@ -28,6 +28,7 @@ from runner.record import Compilation
 # No autotuning, and cuBLAS (its own heuristics) for the matmuls rather than Triton's untuned default tiles: the
 # float32 reference at T = 32k ran 5.2 s a shape with autotuning off alone, 1.2 s so (docs/benchmarks.md)
 UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0, "xla_gpu_enable_triton_gemm": False}
+XLA_CACHES_DEFAULT = "xla_gpu_per_fusion_autotune_cache_dir"  # JAX's default for a local cache
 UNTIMED_KEEP = 256  # untimed executables kept (a few per shape; a batch compiled ahead spans many shapes)
 MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 
@@ -42,21 +43,27 @@ def _warn(message: str) -> None:
 
 
 def _probe(location: str) -> None:
-    """Create the cache folder and write, read and remove a probe object there; raises when that fails."""
+    """Create the cache folder and write, read and remove a probe object there; raises when that fails.
+
+    In a bucket the probe object stays: JAX's cache "creates" its folder through gcsfs, which asks for the bucket's
+    metadata (storage.buckets.get, which an object-level role lacks) and, refused, lists the bucket instead, where an
+    empty bucket reads "Bucket does not exist" and the cache is off. One object under the cache's folder answers it.
+    """
     if location.startswith("gs://"):
         from etils import epath  # JAX's own path layer for a gs:// cache
 
-        folder = epath.Path(location)
+        probe = epath.Path(location) / GCS_MARKER
     else:
-        folder = Path(location)
-    folder.mkdir(parents=True, exist_ok=True)
-    probe = folder / ".attnbench-probe"
-    probe.write_bytes(b"ok")
-    if probe.read_bytes() != b"ok":
+        Path(location).mkdir(parents=True, exist_ok=True)
+        probe = Path(location) / ".attnbench-probe"
+    probe.write_bytes(b"attnbench compile cache")
+    if probe.read_bytes() != b"attnbench compile cache":
         raise OSError("what was written did not read back")
-    probe.unlink()
+    if not location.startswith("gs://"):
+        probe.unlink()
 
 
+GCS_MARKER = ".attnbench-cache"  # kept in a gs:// cache's folder (see _probe)
 PROBE_TIMEOUT_S = 10.0  # a bucket out of reach is given up on after this, not after the client's own retries
 
 
@@ -100,6 +107,10 @@ def configure_cache(location: str | None) -> str:
         return location
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", location)
+    # JAX builds XLA's own autotune-cache path with pathlib, which makes gs://b/p the relative gs:/b/p (results in
+    # the pod's working folder, never shared): off for a bucket, where the compiled programs are shared anyway.
+    jax.config.update("jax_persistent_cache_enable_xla_caches",
+                      "none" if location.startswith("gs://") else XLA_CACHES_DEFAULT)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     _listen()

@@ -7,8 +7,8 @@ the reference of each such mistake; the first that matches within the tolerance 
 
 from __future__ import annotations
 
-from typing import Callable
-
+from runner.checks import rel_err
+from runner.inputs import reference
 from runner.record import Params
 
 
@@ -29,7 +29,7 @@ def alternatives(p: Params) -> list[tuple[str, Params]]:
     return [(words, p.model_copy(update=update)) for words, update in found]
 
 
-def explain(p: Params, out, args: tuple, tolerance: float, reference: Callable, rel_err: Callable) -> str:
+def explain(p: Params, out, args: tuple, tolerance: float) -> str:
     """'; it matches the float32 reference with the window ignored' (the first match), else ''."""
     for words, other in alternatives(p):
         if rel_err(out, reference(other, args)[0]) <= tolerance:

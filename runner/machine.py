@@ -61,14 +61,18 @@ def versions() -> dict[str, str]:
 
 
 def git_sha() -> str | None:
-    """The checkout's commit, or ATTNBENCH_GIT_SHA baked into an image."""
+    """The checkout's commit, or ATTNBENCH_GIT_SHA baked into an image; `-dirty` after it (as `git describe
+    --dirty` says it) where tracked files differ from that commit, so a run of edited code never passes for it."""
     if sha := os.environ.get("ATTNBENCH_GIT_SHA"):
         return sha
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True)
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True)
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    sha = head.stdout.strip()
+    return (sha + "-dirty" if changed.stdout.strip() else sha) or None
 
 
 def describe(device: Device, device_count: int, found_versions: dict[str, str], gpu: GpuFacts | None = None,

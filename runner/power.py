@@ -41,8 +41,9 @@ POWER_CAP = 0x4
 # to the cap moves it far more
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
+LIGHT_AFTER_S = 0.4  # ... judged only once the load has run this long (the spec's timing.light_after_s)
+LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load: it lags by about 0.1 s (H200)
 ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured on an H200)
-LIGHT_WINDOW_S = 0.1  # the light rule reads the counter over this long at least
 ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / (ENERGY_SPAN_S - ENERGY_STEP_S) (6 %)
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
@@ -189,20 +190,24 @@ def drawn_w(history: list[Reading], window_s: float) -> float | None:
     return watts if seconds > 0 and seconds >= window_s / 2 else None
 
 
-def _light(history: list[Reading], limit_w: float | None) -> float | None:
-    """The watts drawn when they are far below the power limit with no throttle reason (nothing can pull the
-    clock down), else None. The energy counter moves in steps (ENERGY_STEP_S), so a reading may be up to a step
-    old at either end of a window w: the counter may have counted only w - ENERGY_STEP_S of the load, and the
-    watts drawn may be w / (w - ENERGY_STEP_S) times what it says (1.37 over 0.1 s). A load counts as light only
-    when that much would still be below LIGHT_LOAD of the limit; near the line the window grows (up to
-    ENERGY_SPAN_S) as the calls go on."""
-    if limit_w is None or not history:
+def _light(history: list[Reading], load_start: float, limit_w: float | None, rules: Rules) -> float | None:
+    """The watts drawn when a load that has run for rules.light_after_s is far below the power limit with no
+    throttle reason since it began (nothing can pull the clock down), else None.
+
+    The energy counter lags the load (over the first 0.1 s of a heavy cuDNN call it read 0-500 W where the GPU drew
+    nearly 700; docs/evidence/probe-stream-20261203.json), so it is read only from LIGHT_RAMP_S into the load. It
+    moves in steps (ENERGY_STEP_S), so a reading may be up to a step old at either end of a window w: the counter
+    may have counted only w - ENERGY_STEP_S of the load, and the watts drawn may be w / (w - ENERGY_STEP_S) times
+    what it says. A load counts as light only when that much would still be below light_share of the limit. A heavy
+    kernel meets the power cap's reason within 0.2 s (same probe), which a light verdict may never have seen."""
+    if limit_w is None or not history or history[-1].t - load_start < rules.light_after_s:
         return None
-    watts, seconds = _counted(history, ENERGY_SPAN_S)
-    if seconds < LIGHT_WINDOW_S:
+    if any(r.throttle & ~0x1 for r in history if r.t >= load_start):  # "idle" is no reason
         return None
-    calm = all((r.throttle & ~0x1) == 0 for r in history if r.t >= history[-1].t - ENERGY_SPAN_S)  # "idle": none
-    return watts if calm and watts * seconds / (seconds - ENERGY_STEP_S) < LIGHT_LOAD * limit_w else None
+    watts, seconds = _counted([r for r in history if r.t >= load_start + LIGHT_RAMP_S], rules.light_after_s)
+    if seconds <= ENERGY_STEP_S:
+        return None
+    return watts if watts * seconds / (seconds - ENERGY_STEP_S) < rules.light_share * limit_w else None
 
 
 def _capped(history: list[Reading], window_s: float) -> float | None:
@@ -225,31 +230,72 @@ def _capped(history: list[Reading], window_s: float) -> float | None:
     return last if abs(clock_now - clock_before) <= SETTLE_TOLERANCE * max(clock_now, clock_before) else None
 
 
-def settle(run_calls: Callable[[], None], source: Source, max_s: float,
-           window_s: float = SETTLE_WINDOW_S) -> PowerState:
-    """steady: run the call back to back until, after at least HEAVY_MIN_S, the SM clock holds within 1 % for
-    window_s or the GPU holds its power cap at a steady power (or at once when the energy counter says it draws too
-    little to be capped); at most max_s."""
+@dataclass(frozen=True)
+class Rules:
+    """When a load has reached its steady state (the spec's timing settings; the windows are this module's)."""
+
+    heavy_after_s: float = HEAVY_MIN_S
+    light_after_s: float = LIGHT_AFTER_S
+    light_share: float = LIGHT_LOAD
+    window_s: float = SETTLE_WINDOW_S
+
+    @classmethod
+    def of(cls, settings) -> Rules:
+        return cls(settings.heavy_after_s, settings.light_after_s, settings.light_share)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The steady state a load reached: by which rule, since when it held (the samples' window), in words."""
+
+    rule: str  # "held", "capped", "light" or "unsettled"
+    since: float  # the Source's time from which the state held
+    note: str = ""
+
+    @property
+    def settled(self) -> bool:
+        return self.rule != "unsettled"
+
+
+def judge(history: list[Reading], load_start: float, limit_w: float | None, rules: Rules,
+          max_s: float) -> Verdict | None:
+    """The state of a load that began at load_start, from the readings so far, or None while it is still on its way:
+    the SM clock held within 1 % for a window, or the GPU held its power cap at a steady power, over a window that
+    began rules.heavy_after_s or more into the load; after rules.light_after_s, a load too light to be capped; after
+    max_s, unsettled. The verdict's `since` is where the window began: the samples are the calls after it."""
+    now = history[-1].t
+    waited = now - load_start
+    recent = [r for r in history if r.t >= load_start]
+    heavy = waited >= min(rules.heavy_after_s + rules.window_s, max_s)
+    if heavy and _held(recent, rules.window_s):
+        return Verdict("held", now - rules.window_s)
+    if heavy and (watts := _capped(recent, rules.window_s)):
+        clocks = [r.sm_mhz for r in recent if r.t >= now - rules.window_s]
+        return Verdict("capped", now - rules.window_s,
+                       f"at the power cap ({watts:.0f} W drawn, steady within {CAP_TOLERANCE:.0%}; SM clock "
+                       f"{min(clocks):.0f}-{max(clocks):.0f} MHz)")
+    if watts := _light(recent, load_start, limit_w, rules):
+        return Verdict("light", load_start + LIGHT_RAMP_S,
+                       f"light load ({watts:.0f} W of {limit_w:.0f} W, no throttle reason since the load began)")
+    if waited >= max_s:
+        moved = f"{min(r.sm_mhz for r in recent[-5:]):.0f}-{max(r.sm_mhz for r in recent[-5:]):.0f} MHz"
+        return Verdict("unsettled", now - rules.window_s,
+                       f"the SM clock was still moving ({moved}) after {max_s:g} s; sampled anyway")
+    return None
+
+
+def settle(run_calls: Callable[[], None], source: Source, max_s: float, rules: Rules = Rules()) -> PowerState:
+    """steady for a timer that cannot sample inside the load (the wall clock syncs every call): run the call back to
+    back until `judge` gives the state, at most max_s. The samples that follow come after a host gap."""
     history = [source.read()]
     start = history[0].t
     while True:
         run_calls()
         history.append(source.read())
-        waited = history[-1].t - start
-        if waited >= min(HEAVY_MIN_S, max_s) and _held(history, window_s):
-            return PowerState(policy="steady", settled=True, wait_s=waited)
-        if waited >= min(HEAVY_MIN_S, max_s) and (watts := _capped(history, window_s)):
-            clocks = [r.sm_mhz for r in history if r.t >= history[-1].t - window_s]
-            note = (f"at the power cap ({watts:.0f} W drawn, steady within {CAP_TOLERANCE:.0%}; SM clock "
-                    f"{min(clocks):.0f}-{max(clocks):.0f} MHz)")
-            return PowerState(policy="steady", settled=True, wait_s=waited, note=note)
-        if watts := _light(history, source.power_limit_w):
-            note = f"light load ({watts:.0f} W of {source.power_limit_w:.0f} W, no throttle)"
-            return PowerState(policy="steady", settled=True, wait_s=waited, note=note)
-        if waited >= max_s:
-            moved = f"{min(r.sm_mhz for r in history[-5:]):.0f}-{max(r.sm_mhz for r in history[-5:]):.0f} MHz"
-            return PowerState(policy="steady", settled=False, wait_s=waited,
-                              note=f"the SM clock was still moving ({moved}) after {max_s:g} s; sampled anyway")
+        if verdict := judge(history, start, source.power_limit_w, rules, max_s):
+            return PowerState(policy="steady", settled=verdict.settled, wait_s=history[-1].t - start,
+                              note=verdict.note, rule=verdict.rule, load_s=history[-1].t - start,
+                              sampled_in_load=False)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from runner import shape
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
@@ -152,10 +152,44 @@ class PowerState(_Record):
     """Which power regime the cell was sampled in, and how it got there."""
 
     policy: Literal["steady", "burst"]
-    settled: bool | None = Field(None, description="steady: the SM clock settled (moved < 1 % over 0.5 s); "
-                                 "burst: the GPU was back at its idle clock and temperature. None: not observable.")
+    settled: bool | None = Field(None, description="steady: the load reached a steady state (`rule`); burst: the "
+                                 "GPU was back at its idle clock and temperature. None: not observable.")
     wait_s: float = Field(0.0, description="Seconds spent settling (steady) or cooling (burst) before sampling.")
     note: str = ""
+    rule: Literal["held", "capped", "light", "unsettled"] | None = Field(
+        None, description="steady: how the state was judged: the SM clock held within 1 % for 0.5 s, the GPU held its "
+        "power cap at a steady power, a load too light to be capped, or none within settle_max_s.")
+    sampled_in_load: bool | None = Field(
+        None, description="steady: the samples are calls of the same unbroken stream of back-to-back calls that "
+        "brought the GPU to its state, with no host gap before or between them (False: sampled after the settling, "
+        "as attnbench did before schema 5; a gap of 20 ms hands the clock back on an H200).")
+    load_s: float | None = Field(None, description="steady: seconds of unbroken load before the first timed call.")
+    sample_s: float | None = Field(None, description="Seconds the timed calls spanned.")
+    busy: float | None = Field(None, description="steady: the share of the stream's wall time its kernels ran "
+                               "(CUPTI's kernel times over the host's clock); near 1 when the GPU never waited.")
+    temperature_c: float | None = Field(None, description="The GPU's temperature at the first timed call.")
+
+
+class SoakPoint(_Record):
+    """One bin of a soak: the calls that ended in it and the GPU's state over it."""
+
+    t_s: float = Field(description="Seconds of unbroken load at the bin's end.")
+    calls: int
+    tflops: float | None = Field(None, description="The median call's kernel time as TFLOP/s.")
+    median_s: float | None = Field(None, description="Median kernel time of the bin's calls (CUPTI).")
+    sm_clock_mhz: float | None = None
+    power_w: float | None = Field(None, description="NVML's power reading (a trailing average).")
+    drawn_w: float | None = Field(None, description="Power from the energy counter over the bin.")
+    temperature_c: float | None = None
+    throttle: list[str] = Field(default_factory=list)
+
+
+class Soak(_Record):
+    """One cell run back to back for `seconds` after its samples: throughput and the GPU's state against time."""
+
+    seconds: float
+    bin_s: float
+    points: list[SoakPoint]
 
 
 class CellRecord(_Record):
@@ -196,6 +230,7 @@ class CellRecord(_Record):
     tuning: Tuning | None = None
     power: PowerState | None = None
     telemetry: Telemetry | None = None
+    soak: Soak | None = Field(None, description="The cell run back to back for timing.soak_s (a thermal curve).")
     telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
     clock_unstable: bool | None = Field(None, description="The SM clock moved more than 2 % during the samples.")
     energy_j: float | None = Field(None, description="Joules per call: mean power x median kernel time; the power is "
@@ -208,7 +243,7 @@ class CellRecord(_Record):
     def row(self) -> dict:
         """A flat dict for tables: params, correctness, telemetry inlined; one column per timer and phase."""
         row = self.model_dump(exclude={"params", "correctness", "timings", "fp8", "phases", "compilation", "tuning",
-                                       "power", "telemetry"})
+                                       "power", "telemetry", "soak"})
         row.update(self.params.as_dict())
         row.update(self.correctness.model_dump() if self.correctness else {})
         for t in self.timings:
@@ -222,8 +257,11 @@ class CellRecord(_Record):
         if self.tuning:
             row["tuning_config"] = json.dumps(self.tuning.config, sort_keys=True)
         if self.power:
-            row.update({"power_policy": self.power.policy, "power_settled": self.power.settled})
+            row.update({"power_policy": self.power.policy, "power_settled": self.power.settled,
+                        "power_rule": self.power.rule, "power_in_load": self.power.sampled_in_load,
+                        "power_load_s": self.power.load_s, "power_temperature_c": self.power.temperature_c})
         row.update(_telemetry_columns(self.telemetry))
+        row["soak"] = json.dumps(self.soak.model_dump()) if self.soak else None
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)
         return row
@@ -386,7 +424,18 @@ def _v3_to_v4(data: dict, kind: str) -> dict:
 
 
 def _v4_to_v5(data: dict, kind: str) -> dict:
-    """Schema 5: a cell's params gain window, fill, bias, softcap, v_head_dim and tp; a cell written before them
+    """Schema 5: a steady cell says whether its samples were taken inside the load (`power.sampled_in_load`).
+    Before, they never were: the runner settled the GPU, then sampled in CUPTI sessions after host gaps, which on
+    an H200 let the clock recover (at T=16k it read 18 % above what the GPU sustains, docs/benchmarks.md); so a
+    stored steady record reads as sampled after the load. Its telemetry stays what it was: the samples' window."""
+    state = data.get("power") if kind == "cell" else None
+    if isinstance(state, dict) and state.get("policy") == "steady":
+        state.setdefault("sampled_in_load", False)
+    return data
+
+
+def _v5_to_v6(data: dict, kind: str) -> dict:
+    """Schema 6: a cell's params gain window, fill, bias, softcap, v_head_dim and tp; a cell written before them
     ran none of them (no window, no padding, no bias, no cap, V as wide as K, the whole model's heads on one GPU).
     The defaults are this step's own, frozen; a cell's key leaves them out, so it stays the key it was written with."""
     params = data.get("params") if kind == "cell" else None
@@ -397,7 +446,8 @@ def _v4_to_v5(data: dict, kind: str) -> dict:
     return data
 
 
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}  # version N -> the step that makes it N + 1
+# version N -> the step that makes it N + 1
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

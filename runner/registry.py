@@ -206,7 +206,7 @@ def unmet(v: Variant, device: Device) -> str | None:
     req = v.requires
     capability, needed = device.compute_capability, req.min_compute_capability
     if (req.gpu or needed) and (capability is None or (needed and capability < needed)):
-        return f"{_needs_gpu(v.name, req)}; this run is on {device.describe()}"
+        return f"{_needs_gpu(v.name, req)}; the device here is {device.describe()}"
     if req.package and importlib.util.find_spec(req.package) is None:
         return f"{v.name} needs the Python package '{req.package}', which is not installed here"
     return None

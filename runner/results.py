@@ -221,6 +221,19 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
     })
 
 
+def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:
+    """A run's manifest from its manifest objects alone (names as `part_of` knows them; a sharded run's merged),
+    so that listing runs never parses cells; a folder of cells without one says so."""
+    parts, problems = [], []
+    for name, data in sorted(objects.items()):
+        manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{name}")
+        parts.append(Part(part_of(name)[1], manifest))
+        problems += found
+    if not any(p.manifest for p in parts):
+        problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
+    return merged_manifest(parts), problems
+
+
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
     """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
     order = _spec_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True)) if manifest else {}
@@ -245,7 +258,7 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     problems: list[str] = []
     parts = _parts(location, objects, problems)
     manifest = merged_manifest(parts)
-    if not any(p.manifest for p in parts):
+    if not any(part_of(name)[0] == "manifest" for name in objects):  # one that is there but unreadable is told above
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
     cells = unique([c for p in parts for c in p.cells], location, problems)
     return Run(location, manifest, in_run_order(cells, manifest), problems, parts)

@@ -45,7 +45,7 @@ def cell_timeout_s(settings: TimingSettings) -> float:
     """The spec's cell_timeout_s, else room for a cold compile plus every timer's budget and the power wait."""
     if settings.cell_timeout_s:
         return settings.cell_timeout_s
-    return 300.0 + 3 * (settings.budget_s * 3 + settings.settle_max_s)
+    return 300.0 + 3 * (settings.budget_s * 3 + settings.settle_max_s) + 2 * (settings.soak_s or 0.0)
 
 
 @dataclass

@@ -74,7 +74,7 @@ class Experiment(Overrides):
 class TimingSettings(_Model):
     """How samples are taken, when to stop, and in which power state (the spec's `timing` section)."""
 
-    warmup: int = Field(3, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
+    warmup: int = Field(3, strict=True, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
                         "the calls are too slow for the budget).")
     min_samples: Count = Field(10, description="Samples taken before the noise test may stop (within the budget; "
                                "calls too slow for it stop at 3 samples).")
@@ -87,10 +87,21 @@ class TimingSettings(_Model):
     wall_budget_s: Seconds = Field(0.5, description="The wall timer's time budget beside a device timer, in seconds.")
     cold: bool = Field(False, description="On a GPU, also take cold samples with L2 flushed before each call.")
     power: Literal["steady", "burst"] = Field(
-        "steady", description="steady: run the call back to back until the SM clock settles, then sample (what a "
-        "sustained job sees); burst: wait for the idle clock and temperature, then take a short sample (a peak figure).")
+        "steady", description="steady: run the call back to back until the GPU reaches a steady state and take the "
+        "samples from that same unbroken stream (what a sustained job sees); burst: wait for the idle clock and "
+        "temperature, then take a short sample (a peak figure).")
     settle_max_s: Seconds = Field(10.0, description="Longest wait for the clock to settle (steady) or the GPU to "
                                   "cool back to idle (burst) before sampling anyway.")
+    heavy_after_s: Seconds = Field(1.0, le=60, description="steady: a held clock or a held power cap counts only after "
+                                   "this long under load (the cap can take most of a second to act).")
+    light_after_s: Seconds = Field(0.4, le=60, description="steady: a load is judged too light to be capped only after "
+                                   "this long under load, with no throttle reason since it began (on an H200 a heavy "
+                                   "kernel meets the power cap's reason within 0.2 s; the energy counter lags 0.1 s).")
+    light_share: float = Field(0.8, gt=0, le=1, description="steady: a load is light when it draws less than this "
+                               "share of the power limit (by the energy counter, at its worst-case step error).")
+    soak_s: Seconds | None = Field(None, le=3600, description="On a GPU, after its samples run each ok cell back to "
+                                   "back this long more and record throughput, SM clock, power and temperature "
+                                   "against time (a thermal curve; `attnbench soak` sets it).")
     cell_timeout_s: Seconds | None = Field(
         None, description="A cell still running after this long is stopped and recorded `timeout`; default: derived "
         "from the budgets (compile, checks and every timer's budget, with room to spare).")
@@ -333,6 +344,8 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         names.add(exp.name)
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
+        for axis in exp.overrides().keys() & exp.sweep.axes().keys():
+            problems.append(f"{where}.{axis}: also swept ({where}.sweep.{axis}); give one or the other")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _tp_problems(where, defaults, exp.overrides(), exp.sweep.axes())
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment

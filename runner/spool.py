@@ -175,9 +175,25 @@ class Uploader:
         folder = cell_object(self.spool.run_id, self.spool.shard, "").rpartition("/")[0] + "/"
         for name in store.names(folder):  # this process's, and any a pod that died before consolidating left
             store.delete(name)
-        if not self.spool.inflight() and self.spool.inflight_name in self.sent:
-            store.delete(self.spool.inflight_name)
-            self.sent.pop(self.spool.inflight_name)
+        if not self.spool.inflight():
+            self._drop_marker(store)
+
+    def _drop_marker(self, store: Store) -> None:
+        """Remove the store's in-flight marker once no cell it names is in flight: this process's own, an empty one,
+        or a predecessor's whose cell the spool now holds (a resumed process with nothing left to measure sends no
+        marker of its own, so the one its predecessor left would otherwise stay)."""
+        name = self.spool.inflight_name
+        data = store.get(name)
+        if data is None:
+            self.sent.pop(name, None)
+            return
+        try:
+            key = json.loads(data).get("key") if data.strip() else None
+        except (ValueError, AttributeError):
+            key = None  # not a marker anyone can use
+        if name in self.sent or key is None or key in self.spool.keys():
+            store.delete(name)
+            self.sent.pop(name, None)
 
     def start(self) -> None:
         self._thread.start()

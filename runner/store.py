@@ -8,18 +8,32 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from runner.results import Run, assemble, part_of
 
 DEFAULT_TIMEOUT_S = 120.0
+READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
+# A run retries credentials refused or missing this long while it opens and probes its store: on a new GKE node the
+# metadata server that Workload Identity reads can answer late, and a shard that called that bad input would fail
+# the whole Job (exit 2 is podFailurePolicy's FailJob). A bucket that does not exist is not retried.
+AUTH_GRACE_S = 60.0
+AUTH_PAUSE_S = 2.0
+T = TypeVar("T")
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
 
 
 class StoreError(Exception):
     """The store cannot be used as given: a bad URI, no such bucket, no access. Bad input, not bad luck."""
+
+
+class StoreAuthError(StoreError):
+    """The store refused this process's credentials (401, 403) or it found none: bad input once it persists."""
 
 
 class StoreUnavailable(Exception):
@@ -199,8 +213,8 @@ class GcsStore(Store):
 
         try:
             yield
-        except (api.Forbidden, api.Unauthorized, auth.DefaultCredentialsError) as error:
-            raise StoreError(f"{self.uri}: {_first_line(error)}") from None
+        except (api.Forbidden, api.Unauthorized, auth.DefaultCredentialsError, auth.RefreshError) as error:
+            raise StoreAuthError(f"{self.uri}: {_first_line(error)}") from None
         except api.NotFound as error:
             if not_found is None:
                 raise
@@ -216,17 +230,43 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
-def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
-    """The store at a folder path or gs://bucket/prefix; StoreError names what is wrong with the URI."""
+def with_auth_grace(attempt: Callable[[], T], grace_s: float | None = None) -> T:
+    """attempt(), retried every AUTH_PAUSE_S while it fails on credentials, for up to `grace_s` (AUTH_GRACE_S); one
+    warning says so. Any other error, and the last auth error, pass through."""
+    grace_s = AUTH_GRACE_S if grace_s is None else grace_s
+    deadline, warned = time.monotonic() + grace_s, False
+    while True:
+        try:
+            return attempt()
+        except StoreAuthError as error:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            if not warned:
+                print(f"warning: {error}; retrying credentials for up to {grace_s:g} s (a new node's metadata server "
+                      "can answer late)", file=sys.stderr, flush=True)
+                warned = True
+            time.sleep(min(AUTH_PAUSE_S, left))
+
+
+def check_uri(uri: str) -> re.Match | None:
+    """The gs:// URI's parts (None for a folder); StoreError names what is wrong with it. Opens nothing."""
     if uri.startswith("gs://"):
         match = GCS_URI.fullmatch(uri)
         if not match:
             raise StoreError(f"{uri!r}: not a bucket URI; expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -)")
-        return GcsStore(match["bucket"], (match["prefix"] or "").strip("/"), timeout_s)
+        return match
     if "://" in uri or not uri:
         raise StoreError(f"{uri!r}: not a results location; expected a folder or gs://bucket/prefix")
     if Path(uri).exists() and not Path(uri).is_dir():
         raise StoreError(f"{uri}: not a folder")
+    return None
+
+
+def open_store(uri: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> Store:
+    """The store at a folder path or gs://bucket/prefix; StoreError names what is wrong with the URI."""
+    if match := check_uri(uri):
+        return GcsStore(match["bucket"], (match["prefix"] or "").strip("/"), timeout_s)
     return LocalStore(uri)
 
 

@@ -149,9 +149,26 @@ class DeviceTimer:
         per_call = [timings] if n == 1 else timings  # measure() unwraps a single iteration
         return Samples([sum(ms for _, ms in kernels) / 1e3 for kernels in per_call], [k for k, _ in per_call[-1]])
 
+    def session(self) -> CuptiSession:
+        """A session around a stream of calls (steady samples are taken inside one: sampling.sample_in_load)."""
+        return CuptiSession()
+
     def median(self, fn: Callable, args: tuple, n: int) -> float:
         """The median of n samples, for a ceiling measured once."""
         return float(np.median(self(fn, args, n).seconds))
+
+
+class CuptiSession:
+    """One CUPTI session: every kernel launched inside `with`, in launch order, as (name, milliseconds)."""
+
+    def __enter__(self) -> CuptiSession:
+        self.ext = _profiler().mosaic_gpu_lib._mosaic_gpu_ext
+        self.timings: list[tuple[str, float]] = []
+        self.ext._cupti_init()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.timings = self.ext._cupti_get_timings(True) or []
 
 
 class ColdDeviceTimer:

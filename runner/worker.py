@@ -134,8 +134,9 @@ def hello(start: Start) -> tuple[Hello, object | None]:
 
 def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
     from runner import power
-    from runner.measure import Measurer, PowerEnv
+    from runner.measure import Measurer
     from runner.record import Machine
+    from runner.sampling import PowerEnv
     from runner.spec import Spec
     from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 

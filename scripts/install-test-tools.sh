@@ -4,7 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 # Dashboard browser test: Debian's chromium, driven headless by playwright (which never downloads a browser).
-if [ ! -x /usr/bin/chromium ]; then
+# apt-get installs it system-wide (root, Debian or Ubuntu) unless ATTNBENCH_CHROMIUM names a Chromium already there.
+if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
 fi

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import runner.compiler as comp  # noqa: E402
-from runner import measure, power  # noqa: E402
+from runner import inputs, power, programs  # noqa: E402
 from runner.attention import reference_attention  # noqa: E402
 from runner.cells import expand  # noqa: E402
 from runner.registry import load_all  # noqa: E402
@@ -67,10 +67,10 @@ def energy_steps(src) -> dict:
 
 def time_reference(label, p, args):
     t = time.perf_counter()
-    jax.block_until_ready(measure.reference(p, args))
+    jax.block_until_ready(inputs.reference(p, args))
     first = time.perf_counter() - t
     t = time.perf_counter()
-    r = jax.block_until_ready(measure.reference(p, args))
+    r = jax.block_until_ready(inputs.reference(p, args))
     again = time.perf_counter() - t
     log(label, p.seq_len, p.pass_, f"first {first:.2f} s, again {again:.2f} s")
     return r, first, again
@@ -82,7 +82,7 @@ def references(shapes: dict) -> dict:
     shipped = dict(comp.UNTIMED_OPTIONS)
     for T, pas in [(16384, "fwd"), (16384, "fwd_bwd"), (32768, "fwd")]:
         p = shapes[(T, pas)]
-        args = jax.block_until_ready(measure.make_inputs(p, 0))
+        args = jax.block_until_ready(inputs.make_inputs(p, 0))
         rows, results = {}, {}
         for name, options in OPTIONS.items():
             comp.UNTIMED_OPTIONS = options
@@ -91,14 +91,14 @@ def references(shapes: dict) -> dict:
             rows[name] = (first, again)
         comp.UNTIMED_OPTIONS = shipped
         comp.UNTIMED._compiled.clear()
-        measure.reference_attention = functools.partial(reference_attention,
+        inputs.reference_attention = functools.partial(reference_attention,
                                                         precision=jax.lax.DotAlgorithmPreset.TF32_TF32_F32_X3)
         try:
             results["tf32x3"], first, again = time_reference("tf32x3", p, args)
             rows["tf32x3"] = (first, again)
         except Exception as e:
             rows["tf32x3_error"] = str(e)[:300]
-        measure.reference_attention = reference_attention
+        inputs.reference_attention = reference_attention
         comp.UNTIMED._compiled.clear()
         base = results.pop("autotune_off")
         for name, got in results.items():  # relative difference of each output (and gradient) from the first way
@@ -117,7 +117,7 @@ def compiles() -> dict:
             progs.append((c.variant, c.params))
 
     def lower(name, p):
-        return jax.jit(VARIANTS[name].build(p)).lower(*measure.input_avals(p))
+        return jax.jit(VARIANTS[name].build(p)).lower(*programs.input_avals(p))
 
     def lowers(name, p) -> bool:
         try:
@@ -137,7 +137,7 @@ def compiles() -> dict:
     t_parallel = time.perf_counter() - t
 
     def device_ms(executables):
-        return [DeviceTimer().median(ex, jax.block_until_ready(measure.make_inputs(p, 0)), 30) * 1e3
+        return [DeviceTimer().median(ex, jax.block_until_ready(inputs.make_inputs(p, 0)), 30) * 1e3
                 for (_, p), ex in zip(progs, executables)]
 
     log("compile serial", t_serial, "parallel", t_parallel)
@@ -152,7 +152,7 @@ def power_traces(src, shapes: dict) -> dict:
     for T, seconds in [(8192, 12), (16384, 8)]:
         p = shapes[(T, "fwd")]
         fn = jax.jit(VARIANTS["cudnn"].build(p))
-        args = jax.block_until_ready(measure.make_inputs(p, 0))
+        args = jax.block_until_ready(inputs.make_inputs(p, 0))
         jax.block_until_ready(fn(*args))
         time.sleep(3)
         trace = []

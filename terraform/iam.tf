@@ -15,6 +15,14 @@ resource "google_storage_bucket_iam_member" "runner_objects" {
   member = "${local.ksa_principal}/attnbench-runner"
 }
 
+# The bucket's own metadata (storage.buckets.get, which objectUser lacks): JAX's compilation cache in the bucket asks
+# for it through gcsfs when it starts (runner/compiler.py keeps working without it, on a slower path).
+resource "google_storage_bucket_iam_member" "runner_bucket_metadata" {
+  bucket = google_storage_bucket.results.name
+  role   = "roles/storage.legacyBucketReader"
+  member = "${local.ksa_principal}/attnbench-runner"
+}
+
 # The dashboard only reads.
 resource "google_storage_bucket_iam_member" "dashboard_objects" {
   bucket = google_storage_bucket.results.name

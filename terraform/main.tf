@@ -8,10 +8,12 @@ data "google_project" "this" {
 
 locals {
   # Every API a resource here calls, and the two the runbook needs: iap (dashboard, step 6) and
-  # cloudresourcemanager (project IAM grants, the project lookup). Each API-backed resource depends on these.
+  # cloudresourcemanager (project IAM grants, the project lookup), and containerfilesystem, which the GPU pools'
+  # image streaming reads images through. Each API-backed resource depends on these.
   services = [
     "artifactregistry.googleapis.com", "cloudresourcemanager.googleapis.com", "compute.googleapis.com",
-    "container.googleapis.com", "iam.googleapis.com", "iap.googleapis.com", "storage.googleapis.com",
+    "container.googleapis.com", "containerfilesystem.googleapis.com", "iam.googleapis.com", "iap.googleapis.com",
+    "storage.googleapis.com",
   ]
   namespace  = "attnbench" # every manifest in k8s/ names it (k8s/base/kustomization.yaml): not a variable
   labels     = { app = "attnbench", managed-by = "terraform" }
@@ -221,6 +223,11 @@ resource "google_container_node_pool" "gpu" {
     oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     metadata        = { disable-legacy-endpoints = "true" }
     labels          = local.labels
+    # Image streaming: a new node starts the runner (one ~7.6 GB layer) while its data is still streaming in from
+    # Artifact Registry, reading what the process touches first, instead of pulling all of it before the pod starts.
+    gcfs_config {
+      enabled = true
+    }
     guest_accelerator {
       type  = each.value.accelerator
       count = 1

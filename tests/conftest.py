@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -116,3 +117,79 @@ def no_job_environment(monkeypatch, tmp_path_factory):
                  "ATTNBENCH_COMPILE_CACHE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+REFUSALS = {
+    403: ("forbidden", "Caller does not have the permission this call needs on the Google Cloud Storage bucket "
+          "(or it may not exist)."),
+    401: ("required", "Request is missing required authentication credential. Expected OAuth 2 access token."),
+}
+
+
+class Gate:
+    """A forwarding proxy in front of the emulator that answers some requests itself with GCS's own refusals:
+    what a principal without a permission, or a node whose metadata server is not ready yet, sees."""
+
+    def __init__(self, emulator: Emulator):
+        import http.server
+        import threading
+
+        self.emulator, self.refuse = emulator, lambda method, path: None
+        self.refused: list[str] = []
+        gate = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _any(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status = gate.refuse(self.command, self.path)
+                if status is not None:
+                    gate.refused.append(f"{self.command} {self.path}")
+                    reason, message = REFUSALS[status]
+                    payload = json.dumps({"error": {"code": status, "message": message,
+                                                    "errors": [{"reason": reason, "message": message}]}})
+                    return self._answer(status, {"Content-Type": "application/json"}, payload.encode())
+                status, headers, data = gate.forward(self.command, self.path, dict(self.headers), body)
+                self._answer(status, headers, data)
+
+            def _answer(self, status, headers, data):
+                self.send_response(status)
+                for key, value in headers.items():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def forward(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, dict, bytes]:
+        import http.client
+
+        connection = http.client.HTTPConnection("127.0.0.1", self.emulator.port, timeout=30)
+        headers = {k: v for k, v in headers.items() if k.lower() not in ("host", "connection")}
+        connection.request(method, path, body=body or None, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        connection.close()
+        return response.status, dict(response.getheaders()), data
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def gate(emulator, monkeypatch):
+    """The emulator behind a Gate; STORAGE_EMULATOR_HOST points this process's clients at the gate."""
+    proxy = Gate(emulator)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.host)
+    yield proxy
+    proxy.close()

@@ -1,4 +1,4 @@
-"""runner/attention.py and the correctness half of runner/measure.py, on the CPU with tiny shapes.
+"""runner/attention.py, runner/inputs.py and runner/checks.py (correctness), on the CPU with tiny shapes.
 
 naive and xla agree with each other and with the float32 reference (GQA, MQA, causal, f32 and bf16); the
 chunked reference equals the unchunked one, gradients included; a wrong variant is `incorrect` and untimed;
@@ -16,12 +16,14 @@ import numpy as np
 import pytest
 
 from helpers import params, spec_data
-from runner import measure
+from runner import checks, inputs
 from runner.attention import naive_attention, reference_attention
 from runner.cells import Cell
 from runner.compiler import Untimed
 from runner.machine import current_device
-from runner.measure import Measurer, failure, incorrect_reason, make_inputs
+from runner.checks import incorrect_reason
+from runner.inputs import make_inputs
+from runner.measure import Measurer, failure
 from runner.record import Correctness
 from runner.registry import VARIANTS, load_all, variant
 from runner.spec import parse_spec
@@ -134,14 +136,14 @@ def test_reference_rows_with_offset_are_those_rows_of_the_whole():
 def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
     p = params(batch=2, seq_len=10, kv_heads=kv_heads, causal=True, pass_=pass_)
     args = random_inputs(p, 6)
-    whole = measure.reference(p, args)
+    whole = inputs.reference(p, args)
     row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)
-    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
     calls = []
-    untimed = measure.UNTIMED
-    monkeypatch.setattr(measure, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
-    chunked = measure.reference(p, args)
-    assert calls == [measure._reference_chunk] * 4  # it really chunked
+    untimed = inputs.UNTIMED
+    monkeypatch.setattr(inputs, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
+    chunked = inputs.reference(p, args)
+    assert calls == [inputs._reference_chunk] * 4  # it really chunked
     assert len(chunked) == len(whole) == (4 if pass_ == "fwd_bwd" else 1)
     for part, full in zip(chunked, whole):
         assert part.shape == full.shape and part.dtype == jnp.float32
@@ -157,7 +159,7 @@ def test_reference_gradients_are_the_vjp_of_attention():
         out, vjp = jax.vjp(functools.partial(reference_attention, causal=True), q, k, v)
         return (out, *vjp(dout.astype(jnp.float32)))
 
-    for got, want in zip(measure.reference(p, (q, k, v, dout)), out_and_grads(q, k, v, dout)):
+    for got, want in zip(inputs.reference(p, (q, k, v, dout)), out_and_grads(q, k, v, dout)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
@@ -179,18 +181,18 @@ def test_inputs_are_seeded_normal_random_never_zeros(pass_):
 
 
 def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape(monkeypatch):
-    monkeypatch.setattr(measure, "UNTIMED", Untimed())  # none compiled yet, whatever ran before: all are listed
+    monkeypatch.setattr(inputs, "UNTIMED", Untimed())  # none compiled yet, whatever ran before: all are listed
     p = params(batch=3, seq_len=5, kv_seq_len=7, heads=3, kv_heads=1, head_dim=6, dtype="float32")
     keys = jax.random.split(jax.random.PRNGKey(4), 4)
     for key, x in zip(keys, make_inputs(p, seed=4)):
-        assert measure.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
+        assert inputs.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
         np.testing.assert_array_equal(np.asarray(x), np.asarray(jax.random.normal(key, x.shape, jnp.float32)))
-    assert [measure.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
+    assert [inputs.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
     one, other = params(seq_len=33), params(seq_len=40)  # two shapes, tensors of the same power-of-two octave
-    sizes = {measure.draw_size(s) for s in measure.input_shapes(one) + measure.input_shapes(other)}
-    assert sizes == {measure.draw_size(s) for s in measure.input_shapes(one)}
-    draws = {program[0] for program in measure.untimed_programs(one, 0) + measure.untimed_programs(other, 0)
-             if program[1] is measure._normal}
+    sizes = {inputs.draw_size(s) for s in inputs.input_shapes(one) + inputs.input_shapes(other)}
+    assert sizes == {inputs.draw_size(s) for s in inputs.input_shapes(one)}
+    draws = {program[0] for program in inputs.untimed_programs(one, 0) + inputs.untimed_programs(other, 0)
+             if program[1] is inputs._normal}
     assert {dict(key[1])["size"] for key in draws} == sizes  # one random-number program per size, not per shape
 
 
@@ -456,4 +458,4 @@ def test_an_incorrect_fp8_cell_keeps_its_fp8_verdict(measurer, fp8_promises):
     ],
 )
 def test_fp8_verdict_never_contradicts_its_evidence(in_hlo, in_kernels, start):
-    assert measure.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)
+    assert checks.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)

@@ -80,11 +80,6 @@ def test_overrides_replace_defaults_for_their_experiment_only():
     assert (a.seq_len, a.heads, a.head_dim) == (b.seq_len, b.heads, b.head_dim) == (8, 4, 8)
 
 
-def test_sweep_overrides_the_experiment_override():
-    cells = cells_of({"name": "a", "variants": ["xla"], "seq_len": 64, "sweep": {"seq_len": [8]}})
-    assert [c.params.seq_len for c in cells] == [8]
-
-
 def test_duplicates_are_removed_keeping_first_order():
     cells = cells_of({"name": "a", "variants": ["xla", "naive", "xla"], "sweep": {"seq_len": [8, 16, 8]}})
     assert [(c.params.seq_len, c.variant) for c in cells] == [(8, "xla"), (8, "naive"), (16, "xla"), (16, "naive")]

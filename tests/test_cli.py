@@ -28,7 +28,7 @@ from runner.results import CELLS, MANIFEST
 from runner.store import read_run
 from runner.spec import load_spec
 
-CPU_SKIP = "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
+CPU_SKIP = "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"
 RUN_ID = "cli-test"
 
 
@@ -420,3 +420,83 @@ def test_power_and_budget_override_the_specs_timing():
     quick = _timing_overrides(spec, argparse.Namespace(power="burst", budget=0.2)).timing
     assert (quick.power, quick.budget_s, quick.wall_budget_s) == ("burst", 0.2, 0.2)
     assert quick.max_samples == spec.timing.max_samples
+
+
+# --- the first hour (issue 20) ----------------------------------------------------------------------------
+
+
+def test_help_speaks_to_the_user(capsys):
+    result = in_process(capsys, "--help")
+    assert result.code == 0 and "Benchmark attention implementations under JAX" in result.out
+    assert "Errors a user can cause" not in result.out
+
+
+def test_a_seconds_option_that_is_not_a_number_says_so_in_its_own_words(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--flush-every", "abc")
+    assert result.code == 2 and "--flush-every: must be a positive number of seconds (got abc)" in result.err
+    assert "_seconds" not in result.err
+
+
+def test_runs_in_a_folder_that_does_not_exist_is_bad_input(tmp_path, capsys):
+    result = in_process(capsys, "runs", "--out", tmp_path / "nonexistent" / "dir")
+    assert (result.code, result.errors) == (2, [f"error: --out {tmp_path / 'nonexistent' / 'dir'}: no such folder"])
+    empty = in_process(capsys, "runs", "--out", tmp_path)  # a folder with no runs in it is still "no runs"
+    assert empty.code == 0 and "no runs in" in empty.out
+
+
+def test_a_manifest_that_is_not_json_is_reported_once(tmp_path, capsys):
+    folder = tmp_path / "broken-run"
+    folder.mkdir()
+    (folder / MANIFEST).write_text("{not json")
+    result = in_process(capsys, "show", folder)
+    assert result.code == 2 and len(result.errors) == 1, result.err
+    assert "not valid JSON" in result.err and "missing" not in result.err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "markdown"])
+def test_an_empty_run_exports_nothing_and_says_so(tmp_path, capsys, fmt):
+    folder = tmp_path / "empty-run"
+    shutil.copytree(SHIPPED_RUN, folder)
+    (folder / CELLS).write_text("")
+    result = in_process(capsys, "show", folder, "--format", fmt)
+    assert result.code == 2 and result.out == ""  # was: a CSV of one blank line, a markdown table of `|  |`
+    assert result.errors == [f"error: {folder}: no cells recorded yet, nothing to export as {fmt}"]
+
+
+def test_a_dry_run_refuses_an_out_with_no_bucket(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--out", "gs://", "--dry-run")
+    assert result.code == 2 and "not a bucket URI" in result.err and result.out == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["runs", "show"])
+def test_an_interactive_read_of_a_dead_store_answers_within_about_10_s(emulator, capsys, command):
+    from conftest import BUCKET
+
+    emulator.stop()
+    args = ["runs", "--out", f"gs://{BUCKET}/results"] if command == "runs" else \
+        ["show", "some-run", "--out", f"gs://{BUCKET}/results"]
+    result = in_process(capsys, *args)
+    assert result.code == 2 and "unreachable" in result.err
+    assert result.seconds < 20, f"{command} took {result.seconds:.0f} s against a dead endpoint"
+
+
+def test_on_a_cpu_the_wall_column_shows_the_wall_timer(capsys):
+    """On a CPU `wall` is the timer: its column once read `-` beside a median that was the wall time."""
+    from runner.report import COLUMNS
+
+    wall = next(getter for header, _, getter in COLUMNS if header == "wall ms")
+    run = read_run(SHIPPED_RUN)
+    measured = [c for c in run.cells if c.status == "ok"]
+    assert measured and all(c.timer == "wall" for c in measured)
+    assert all(wall(c) == f"{c.median_s * 1e3:.4g}" for c in measured)
+
+
+def test_the_readme_names_every_variant_and_every_show_format():
+    from runner.cli import build_parser
+
+    text = (REPO / "README.md").read_text()
+    assert f"unknown variant 'flash' (known: {', '.join(sorted(load_all()))})" in text
+    commands = build_parser()._subparsers._group_actions[0].choices
+    formats = next(a.choices for a in commands["show"]._actions if a.dest == "format")
+    assert f"[--format {'|'.join(formats)}]" in text

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +27,16 @@ used = compiler.configure_cache(sys.argv[1])
 program = compiler.compile_timed(lambda x: jnp.sin(x) @ x, (jax.ShapeDtypeStruct((32, 32), jnp.float32),), {}, "v")
 print(json.dumps({"used": used, "cached": program.compilation.cached}))
 """
+# the folder XLA's own autotune cache would use (what JAX puts in the compile options it passes XLA)
+AUTOTUNE_DIR = """
+import sys
+from runner import compiler
+used = compiler.configure_cache(sys.argv[1])
+from jax._src import compiler as jax_compiler
+options = jax_compiler.get_compile_options(num_replicas=1, num_partitions=1)
+print(used, repr(options.executable_build_options.debug_options.xla_gpu_per_fusion_autotune_cache_dir))
+"""
+BUCKET_METADATA = re.compile(r"/storage/v1/b/[^/?]+(\?.*)?")  # storage.buckets.get, not an object's URL
 
 
 def compile_in_a_new_process(cache: str, **env: str) -> tuple[dict, str]:
@@ -55,6 +67,31 @@ def test_a_cache_in_a_bucket_is_shared_by_later_processes(emulator):
     location = f"gs://{BUCKET}/jax-cache"
     assert compile_in_a_new_process(location)[0] == {"used": location, "cached": False}
     assert compile_in_a_new_process(location)[0] == {"used": location, "cached": True}
+
+
+def test_a_bucket_cache_works_where_the_bucket_metadata_is_refused(gate):
+    """roles/storage.objectUser has no storage.buckets.get; JAX's cache asks for it (through gcsfs) as it starts,
+    in a bucket still empty on a project's first run."""
+    gate.refuse = lambda method, path: 403 if method == "GET" and BUCKET_METADATA.fullmatch(path) else None
+    location = f"gs://{BUCKET}/jax-cache"
+    first, stderr = compile_in_a_new_process(location)
+    assert first == {"used": location, "cached": False}, stderr
+    assert gate.refused, "the test must refuse the bucket-metadata call it guards against"
+    assert compile_in_a_new_process(location)[0] == {"used": location, "cached": True}
+
+
+def test_xla_keeps_its_own_caches_local_or_off(tmp_path, emulator):
+    """JAX joins XLA's autotune-cache folder to a gs:// location with pathlib (gs:/b/p, a relative local path)."""
+    def autotune_dir(location: str) -> str:
+        done = subprocess.run([sys.executable, "-c", AUTOTUNE_DIR, location], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    local, bucket = str(tmp_path / "cache"), f"gs://{BUCKET}/jax-cache"
+    autotune = str(Path(local) / "xla_gpu_per_fusion_autotune_cache_dir")  # JAX's default beside a local cache
+    assert autotune_dir(local) == f"{local} {autotune!r}"
+    assert autotune_dir(bucket) == f"{bucket} ''"
 
 
 def test_an_unwritable_folder_is_skipped_with_one_warning(tmp_path):

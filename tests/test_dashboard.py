@@ -20,7 +20,7 @@ import streamlit as st
 
 from conftest import BUCKET, free_port
 from helpers import DASHBOARD_APP as APP
-from helpers import REPO, charts, figures, open_app
+from helpers import REPO, charts, figures, in_process, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
 from runner.results import CELLS
@@ -30,9 +30,10 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run: what a link without ?run= opens
+NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run that is no soak: what a link without ?run= opens
+SOAK = "soak-20261203"  # the shipped soak run, newer than NEWEST
 LONG = H200_LONG.rpartition("/")[2]
-TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
+TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Soak", "Cells",
         "Runs"]
 
 
@@ -82,11 +83,23 @@ def select(app, *runs: str):
 
 @pytest.mark.parametrize("tab", TABS)
 def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
-    app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE], tab=tab)
+    app = open_app(monkeypatch, run=[LAB5, LONG, LAB5_NO_TE, *([SOAK] if tab == "Soak" else [])], tab=tab)
     assert not app.exception and not app.error
     assert [t.label for t in app.tabs] == TABS
     assert charts(app) + len(app.dataframe) >= 1
     assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
+
+
+def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
+    app = open_app(monkeypatch, run=[SOAK], tab="Soak")
+    assert not app.exception and not app.error and not app.info
+    drawn = figures(app)
+    assert len(drawn) == 4  # throughput, SM clock, power, temperature against seconds of load
+    throughput = drawn[0]["data"][0]
+    record = json.loads((SHIPPED / "h200" / SOAK / CELLS).read_text().splitlines()[0])["soak"]["points"]
+    assert list(throughput["x"]) == [p["t_s"] for p in record] and list(throughput["y"]) == [p["tflops"] for p in record]
+    none = open_app(monkeypatch, run=[LAB5], tab="Soak")
+    assert "No cell of the selection has a soak" in texts(none.info)
 
 
 def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch, tmp_path):
@@ -101,8 +114,9 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    newest = runs["started"].idxmax()
-    assert newest == NEWEST and str(runs["started"].max()).startswith("2026-12-03 02:34:10")
+    assert runs["started"].idxmax() == SOAK and runs.loc[SOAK, "soak"]  # the newest of all is a soak: passed over
+    newest = runs[~runs["soak"].astype(bool)]["started"].idxmax()
+    assert newest == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 02:34:10")
     assert app.multiselect(key="run").value == [NEWEST]
     assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **20 ok**, 4 skipped")
 
@@ -363,6 +377,31 @@ def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypat
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
     environment = next(d.value for d in app.dataframe if LAB5_NO_TE in d.value.columns)
     assert "version cudnn" in list(environment.index[:4])
+
+
+def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, tmp_path, capsys):
+    """Issue 23: one implementation. Three cells 30 % slower, one turned incorrect, the rest as they were."""
+    template = shipped("h200/lab5-warm-20261203-023042")
+    ok = [c.key for c in template.cells if c.status == "ok"]
+    slower, turned = ok[3:6], ok[10]
+    a, cells = copy_run(template, "lab5-a", pd.Timestamp("2026-12-10T00:00Z").to_pydatetime())
+    write_run(tmp_path / "h200" / "lab5-a", a, cells)
+    b, cells = copy_run(template, "lab5-b", pd.Timestamp("2026-12-11T00:00Z").to_pydatetime(),
+                        factor=lambda c: 1.3 if c.key in slower else 1.02)
+    write_run(tmp_path / "h200" / "lab5-b", b, [broken(c, "incorrect", "out relative error 0.5") if c.key == turned
+                                                 else c for c in cells])
+    cli = in_process(capsys, "compare", tmp_path / "h200" / "lab5-a", tmp_path / "h200" / "lab5-b", "--format", "json")
+    found = json.loads(cli.out)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b")
+    shown = table(app, "verdict").set_index("key")
+    assert cli.code == 1 and found["regressions"] == [*slower, turned]
+    assert {c["key"]: c["verdict"] for c in found["cells"]} == shown["verdict"].to_dict()
+    assert [c["ratio"] for c in found["cells"]] == pytest.approx(shown["ratio"].tolist())
+    changes = table(app, "regression")
+    assert changes[["key", "a", "b", "regression"]].values.tolist() == [[turned, "ok", "incorrect", True]]
+    assert "1 cell(s) were ok in A and are not in B" in texts(app.warning)
+    lenient = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b", threshold="40")
+    assert set(table(lenient, "verdict")["verdict"]) == {"within noise"}  # as `compare --threshold 40`
 
 
 # --- issue 14: scale -------------------------------------------------------------------------------------------------

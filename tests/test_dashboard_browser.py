@@ -3,6 +3,7 @@ README's links, every tab on the shipped runs (a screenshot of each in test-arti
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,9 +20,9 @@ from playwright import sync_api
 from conftest import free_port
 from helpers import DASHBOARD_APP as APP
 from helpers import REPO as ROOT
-from stores import H200_LONG, copy_run, shipped, telemetry, write_run
+from stores import H200_LONG, broken, copy_run, shipped, telemetry, write_run
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("ATTNBENCH_CHROMIUM") or "/usr/bin/chromium")  # scripts/install-test-tools.sh
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
                  "--disable-quic", "--disable-component-update", "--disable-sync"]
@@ -30,11 +31,12 @@ DRAWN = ("document.querySelector('[data-testid=stApp]').dataset.testScriptState 
          "&& !document.querySelector('[data-testid=stSkeleton]') "
          "&& [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))")
 TABLES = "[data-testid=stDataFrame], [data-testid=stTable]"
-TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Cells",
+TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Soak", "Cells",
         "Runs"]
-CHARTED = {"Latency", "Throughput", "Memory", "Heads", "Backends", "History", "Compare"}
+CHARTED = {"Latency", "Throughput", "Memory", "Heads", "Backends", "History", "Compare", "Soak"}
 SHIPPED = ROOT / "examples" / "results"
 STEADY = "hopper-long-steady"
+NIGHTLY = "h200/lab5-warm-20261203-023042"  # two nights copied from it: B with three cells 30 % slower, one incorrect
 
 if not CHROMIUM.exists():  # make test installs it: a missing browser is a broken set-up, not a reason to skip
     pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-tools.sh", pytrace=False)
@@ -86,7 +88,22 @@ def url(tmp_path_factory):
     manifest, cells = copy_run(shipped(H200_LONG), STEADY, pd.Timestamp("2026-12-05T10:00Z"))
     write_run(out / "h200" / STEADY, manifest,
               [telemetry(c, unstable=c.variant == "cudnn" and c.params.seq_len == 32768) for c in cells])
+    nights(out / "h200")
     yield from serve(out)
+
+
+def nights(folder: Path) -> list[str]:
+    """lab5-night-a and lab5-night-b (a day later): in B the 4th-6th ok cells 30 % slower and the 11th incorrect;
+    the keys of those four."""
+    template = shipped(NIGHTLY)
+    ok = [c.key for c in template.cells if c.status == "ok"]
+    slower, turned = ok[3:6], ok[10]
+    for run_id, day, factor in (("lab5-night-a", 10, 1.0), ("lab5-night-b", 11, 1.3)):
+        manifest, cells = copy_run(template, run_id, pd.Timestamp(f"2026-11-{day}T03:00Z").to_pydatetime(),
+                                   factor=lambda c: factor if c.key in slower else 1.0)
+        write_run(folder / run_id, manifest, [broken(c, "incorrect", "out relative error 0.5") if
+                                              c.key == turned and factor > 1 else c for c in cells])
+    return [*slower, turned]
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +200,9 @@ def test_a_readme_link_opens_exactly_its_view(page, url, link):
 
 def test_every_tab_renders_with_data_and_is_photographed(page, url):
     open_view(page, f"{url}/?run=lab5-20261202-110556&run=lab5-20261202-104743")
-    for tab in TABS:
+    for tab in [t for t in TABS if t != "Soak"] + ["Soak"]:
+        if tab == "Soak":  # on the shipped soak run; every other tab on the two lab5 runs
+            open_view(page, f"{url}/?run=soak-20261203&tab=Soak")
         page.locator("[data-testid=stTab]", has_text=re.compile(f"^{tab}$")).click()
         settle(page)
         assert open_tab(page) == tab and (tab == "Latency" or f"tab={tab}" in page.url)
@@ -233,3 +252,27 @@ def test_published_figures_are_drawn_beside_the_measured_ones(page, url):
     assert in_open_tab(page, TABLES) >= 2
     assert_no_error_text(page)
     screenshot(page, "published-leaderboard")
+
+
+def metric(page, label: str) -> str:
+    return page.locator("[data-testid=stMetric]", has_text=label).locator("[data-testid=stMetricValue]").inner_text()
+
+
+def test_the_compare_tab_flags_a_regression_and_follows_the_threshold(page, url):
+    """Issue 23: the tab shows what `attnbench compare` decides (3 cells slower, 1 no longer ok), and its
+    Threshold % goes into the URL as --threshold would."""
+    open_view(page, f"{url}/?run=lab5-night-b&run=lab5-night-a&tab=Compare&a=lab5-night-a&b=lab5-night-b")
+    assert_no_error_text(page)
+    assert metric(page, "Slower beyond noise") == "3" and metric(page, "Faster beyond noise") == "0"
+    warnings = page.locator("[data-testid=stAlertContentWarning]").all_inner_texts()
+    assert any("1 cell(s) were ok in A and are not in B" in w for w in warnings)
+    assert in_open_tab(page, PLOTS) == 1 and in_open_tab(page, TABLES) >= 3  # changes, geomeans, cells, environments
+    screenshot(page, "compare-regression")
+    threshold = page.locator(".st-key-threshold input")
+    threshold.fill("40")
+    threshold.press("Enter")
+    page.wait_for_function("[...document.querySelectorAll('[data-testid=stMetric]')].some(m => "
+                           "m.innerText.includes('Slower beyond noise') && m.innerText.trim().endsWith('0'))",
+                           timeout=60_000)
+    settle(page)
+    assert "threshold=40" in page.url and metric(page, "Slower beyond noise") == "0"

@@ -89,38 +89,6 @@ def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
     assert skipped[["variant", "status", "cells"]].values.tolist() == [["te", "skipped", 1]]
 
 
-def test_compare_flags_only_differences_beyond_both_runs_noise():
-    def cell(key, median, spread):
-        return {"run": "r", "key": key, "experiment": "e", "variant": "xla", "status": "ok", "order": ord(key),
-                **dict.fromkeys(tables.SHAPE, 1), "dtype": "bfloat16", "causal": False, "pass": "fwd",
-                "wall_median_s": median, "wall_q1_s": median - spread, "wall_q3_s": median + spread}
-
-    a = pd.DataFrame([cell(k, 1.0, 0.1) for k in "abc"])
-    b = pd.DataFrame([cell("a", 1.5, 0.1), cell("b", 1.05, 0.1), cell("c", 1.5, 1.0)])  # beyond, within a, within b
-    table = tables.compare(a, b, "wall")
-    assert table["verdict"].tolist() == ["slower", "within noise", "within noise"]
-    assert table["ratio"].tolist() == pytest.approx([1.5, 1.05, 1.5])
-    summary = tables.compare_summary(table)
-    assert summary[["slower", "within noise", "faster"]].values.tolist() == [[1, 2, 0]]
-    assert summary["geomean B/A"][0] == pytest.approx((1.5 * 1.05 * 1.5) ** (1 / 3))
-
-
-def test_environments_put_what_differs_first_and_ignore_times_and_ids():
-    snap = data.snapshot(str(SHIPPED), data.RunCache())
-    table = tables.environments({k: snap.manifests[k] for k in ("lab5-20261202-104743", "lab5-20261202-110556")})
-    differs = list(table.index[table["differs"]])
-    assert "version cudnn" in differs and "version transformer_engine" in differs
-    assert not {"run id", "started", "ended", "gpu temperature_c"} & set(differs)
-    assert not [fact for fact in differs if fact.startswith("seconds ")]  # time spent is the run's, not its setting
-    assert list(table.index[:len(differs)]) == differs
-
-
-def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():
-    snap = data.snapshot(str(SHIPPED), data.RunCache())
-    found = tables.facts(snap.manifests["lab5-warm-20261203-023042"])
-    assert found["seconds settle"] == "8.6" and found["worker transformer_engine start s"] == "0.4"
-
-
 def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
     flat = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
     assert tables.steps(flat, [0.01] * 7) == []
@@ -130,10 +98,12 @@ def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
     assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within twice the noise
 
 
-def test_previous_run_and_series_follow_spec_gpu_and_date():
-    runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert tables.previous_run(runs, "lab5-20261202-110556") == "lab5-20261202-104743"
-    assert tables.previous_run(runs, "lab5-20261202-104743") is None  # the CPU lab5 run is another GPU
+def test_series_and_the_run_to_compare_follow_spec_gpu_and_date():
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    runs = snap.runs
+    assert tables.comparable(snap.manifests, "lab5-20261202-110556", []) == "lab5-20261202-104743"  # the one before
+    assert tables.comparable(snap.manifests, "lab5-20261202-110556", ["decode-20261202", "lab5-warm-20261203-023042"]
+                             ) == "lab5-warm-20261203-023042"  # the first selected of its spec and GPU
     assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]
 
 

@@ -62,3 +62,20 @@ def test_the_dashboard_installs_no_jax():
     requirements = [*project["dependencies"], *extras["dashboard"]]
     names = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in requirements}
     assert not names & {"jax", "jaxlib", "flax", "attnbench"}, "the dashboard image must not pull JAX"
+
+
+def test_the_dashboard_installs_pinned_packages_only():
+    """Every package of the dashboard image pinned (docker/lock_dashboard.py), as the runner's are."""
+    dashboard = stages()["dashboard"]
+    installs = [line for line in dashboard if line.startswith("RUN pip install")]
+    assert "-c /src/docker/dashboard-requirements.txt" in installs[0] and "pip check" in installs[0]
+    pins = {}
+    for line in (REPO / "docker" / "dashboard-requirements.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert re.fullmatch(r"[\w.+-]+", version), f"not an exact pin: {line}"
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    needed = {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", r).group(0)).lower()
+              for r in [*project["dependencies"], *project["optional-dependencies"]["dashboard"]]}
+    assert needed - pins.keys() == set(), "rerun docker/lock_dashboard.py: pyproject asks for more"

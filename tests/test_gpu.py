@@ -3,42 +3,28 @@
 from __future__ import annotations
 
 import importlib.util
-import statistics
 
-import jax
 import pytest
 
+from crosscheck import ANCHOR, crosscheck, idle, measurer as _measurer, params
 from helpers import attnbench, spec_data, write_spec
-from runner import gpu, metrics, power
-from runner.cells import Cell, resolve
+from runner import metrics, power
+from runner.cells import Cell
 from runner.machine import current_device
-from runner.measure import Measurer, PowerEnv, make_inputs
-from runner.registry import VARIANTS, Staged, load_all
-from runner.spec import parse_spec
 from runner.store import read_run
 from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
-load_all()
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(current_device().compute_capability is None, reason="needs an NVIDIA GPU"),
 ]
 
-IDLE = power.Idle(READINGS.temperature_c, READINGS.power_w) if (READINGS := gpu.readings()) else None
+IDLE = idle()
 LAB_DEFAULT = dict(batch=4, seq_len=128, heads=8, head_dim=64, dtype="bfloat16", causal=False)
-ANCHOR = dict(batch=1, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
 
 
-def measurer(timers, **timing) -> Measurer:
-    settings = dict(warmup=2, min_samples=10, max_samples=50, target_noise=0.02, budget_s=2.0) | timing
-    spec = parse_spec({"name": "gpu-test", "timing": settings, "experiments": [{"name": "x", "variants": ["xla"]}]},
-                      set(VARIANTS))
-    source, reason = power.open_source(0, True)
-    return Measurer(spec, timers, "gpu-test", current_device(), power_env=PowerEnv(source, reason, IDLE))
-
-
-def params(**shape):
-    return resolve({"kv_seq_len": None, "kv_heads": None, "pass": "fwd", **shape})
+def measurer(timers, **timing):
+    return _measurer(timers, IDLE, **timing)
 
 
 def measure(variant: str, timers=None, **shape):
@@ -81,36 +67,12 @@ def test_fwd_bwd_is_checked_against_reference_gradients(variant):
     assert set(record.correctness.grad_rel_err) == {"dq", "dk", "dv"}
 
 
-def _direct_cupti_tflops(variant: str, p, policy: str, measurer_env) -> float:
-    """The same call timed by CUPTI directly, outside the runner's timers, after the runner's own way into the
-    policy's power state (settled back to back for steady, cooled to idle for burst)."""
-    q, k, v = make_inputs(p, 0)
-    built = VARIANTS[variant].build(p)
-    if isinstance(built, Staged):
-        args, fn = jax.jit(built.prepare)(q, k, v), jax.jit(built.attend)
-    else:
-        args, fn = (q, k, v), jax.jit(built)
-    from jax.experimental.mosaic.gpu import profiler
-
-    jax.block_until_ready(fn(*args))
-    if policy == "steady":
-        power.settle(lambda: jax.block_until_ready(fn(*args)), measurer_env.source, 10.0)
-    else:
-        power.cool(measurer_env.source, measurer_env.idle, 10.0)
-    _, per_call_ms = profiler.measure(fn, iterations=10 if policy == "steady" else 3)(*args)
-    return metrics.flops(p) / (statistics.median(per_call_ms) / 1e3) / 1e12
-
-
-@pytest.mark.parametrize("policy", ["steady", "burst"])
+@pytest.mark.parametrize("seq_len", [8192, 16384])
+@pytest.mark.parametrize("policy", ["burst", "steady"])
 @pytest.mark.parametrize("variant", ["cudnn", "cudnn_fp8"])
-def test_device_tflops_match_a_direct_cupti_measurement(variant, policy):
-    p = params(**ANCHOR)
-    runner = measurer([DeviceTimer()], power=policy)
-    record = runner.measure(Cell("anchor", variant, p))
-    assert record.status == "ok", record.reason
-    assert record.power.policy == policy and record.telemetry.samples > 0
-    direct = _direct_cupti_tflops(variant, p, policy, runner.power_env)
-    assert abs(record.tflops - direct) / direct < 0.03, (record.tflops, direct, record.power, record.telemetry)
+def test_device_tflops_match_an_independent_direct_measurement(variant, policy, seq_len):
+    row = crosscheck(variant, policy, IDLE, seq_len=seq_len)
+    assert abs(row["ratio"] - 1) < 0.03, row
 
 
 def test_telemetry_power_and_energy_are_recorded():

@@ -19,7 +19,7 @@ import yaml
 
 from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
-from runner.cli import build_parser
+from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
 from runner.registry import load_all
 from runner.spec import parse_spec
 
@@ -57,7 +57,8 @@ def one(objects: list[dict], kind: str) -> dict:
 
 
 def pod_specs(objects: list[dict]) -> list[dict]:
-    return [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("Job", "Deployment")]
+    pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("Job", "Deployment")]
+    return pods + [o["spec"]["jobTemplate"]["spec"]["template"]["spec"] for o in objects if o["kind"] == "CronJob"]
 
 
 def env_of(container: dict) -> dict[str, dict]:
@@ -77,6 +78,23 @@ def overlay(request) -> tuple[str, list[dict]]:
 @pytest.fixture(scope="module")
 def run_objects(tmp_path_factory) -> list[dict]:
     return render(tmp_path_factory.mktemp("render"))
+
+
+def render_nightly(out: Path, gpu: str, *extra: str) -> None:
+    """`make nightly`'s render of specs/lab5.yaml on `gpu` into out/lab5-nightly/."""
+    done = render_py("--spec", str(REPO / "specs/lab5.yaml"), "--results", RESULTS, "--image", IMAGE, "--gpu", gpu,
+                     "--run-id", "lab5-nightly", "--nightly", "--kubectl", tool("kubectl"), "--out", str(out), *extra)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.fixture(scope="module", params=sorted(GPU_NODES))
+def nightly(request, tmp_path_factory) -> tuple[str, list[dict], list[dict]]:
+    """(gpu, nightly.yaml's objects, the Job a `make submit` on that GPU would run): `make nightly`'s render."""
+    gpu, out = request.param, tmp_path_factory.mktemp("nightly")
+    render_nightly(out, gpu, "--schedule", "30 2 * * 1-5")
+    objects = [d for d in yaml.safe_load_all((out / "lab5-nightly" / "nightly.yaml").read_text()) if d]
+    job = one(list(yaml.safe_load_all((out / "lab5-nightly" / "job.yaml").read_text())), "Job")
+    return gpu, objects, job
 
 
 @pytest.fixture(scope="module")
@@ -317,6 +335,25 @@ def test_make_render_takes_the_dashboards_static_ip_from_terraform(tmp_path):
     assert ingress["kubernetes.io/ingress.global-static-ip-name"] == "lab-dashboard"
 
 
+def test_a_digest_pinned_runner_is_pulled_once_per_node(tmp_path, run_objects):
+    """By tag every pod start asks the registry (the tag may move); by digest a node that has the image keeps it."""
+    digest = "sha256:" + "0" * 64
+    pinned = render(tmp_path, "--image", f"{IMAGE}@{digest}", run_id="lab5-digest")
+    container = one(pinned, "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == f"{IMAGE.rpartition(':')[0]}@{digest}"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    dashboard = one(pinned, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert dashboard["image"] == IMAGE.replace("runner", "dashboard")  # its tag, derived from the runner's
+    tagged = one(run_objects, "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert tagged["imagePullPolicy"] == "Always"
+
+
+def test_make_submit_looks_up_the_runners_digest():
+    makefile = (REPO / "Makefile").read_text()
+    assert "gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG)" in makefile
+    assert "IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))" in makefile
+
+
 def test_render_refuses_bad_input(tmp_path):
     done = render_py("--spec", "specs/lab5.yaml", "--shards", "0", "--gpu", "tpu", "--results", "s3://x",
                      "--image", IMAGE, "--out", str(tmp_path))
@@ -342,3 +379,93 @@ def test_checkov_passes_a_rendered_run_with_every_component(tmp_path):
     render(tmp_path, "--gpu", "h100", *IAP, run_id="lab5-checkov")
     reports = checkov("--directory", str(tmp_path / "lab5-checkov"), "--framework", "kubernetes")
     assert_clean(reports)
+
+
+# --- issue 23: the nightly CronJob ---------------------------------------------------------------------------------
+
+def test_the_nightly_cronjob_passes_strict_schema_validation(tmp_path, nightly):
+    gpu, objects, _ = nightly
+    assert sorted(o["kind"] for o in objects) == ["ConfigMap", "CronJob"]
+    assert_strict_schema_valid(tmp_path / "nightly.yaml", objects)
+
+
+def test_the_nightly_run_is_the_overlays_runner_and_its_gpu(nightly):
+    """The run container, nodes, tolerations and volumes are the submitted Job's, per GPU; only the name differs."""
+    gpu, objects, job = nightly
+    cron = one(objects, "CronJob")
+    assert cron["metadata"]["name"] == f"nightly-lab5-{gpu}" and cron["spec"]["schedule"] == "30 2 * * 1-5"
+    pod, runner = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
+    (run,), submitted = pod["initContainers"], runner["containers"][0]
+    assert env_of(run) == env_of(submitted)  # the same settings, in another order (patched in another place)
+    assert {k: v for k, v in run.items() if k != "env"} == {k: v for k, v in submitted.items() if k != "env"}
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": GPU_NODES[gpu]} == runner["nodeSelector"]
+    assert (pod["tolerations"], pod["volumes"]) == (runner["tolerations"], runner["volumes"])
+    assert pod["serviceAccountName"] == runner["serviceAccountName"] and pod["restartPolicy"] == "Never"
+    assert spec_text(objects) == (REPO / "specs/lab5.yaml").read_text()
+
+
+def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nightly):
+    _, objects, _ = nightly
+    pod = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (run,), (compare,) = pod["initContainers"], pod["containers"]
+    run_env, compare_env = env_of(run), env_of(compare)
+    assert run_env["ATTNBENCH_RUN_ID"] == compare_env["ATTNBENCH_RUN_ID"]  # B is the run just made: the Job's name
+    assert run_env["ATTNBENCH_RESULTS"]["value"] == compare_env["ATTNBENCH_RESULTS"]["value"] == RESULTS
+    assert run_env["ATTNBENCH_COMPILE_CACHE"]["value"] == f"{RESULTS}-jax-cache"
+    values = {"ATTNBENCH_RESULTS": RESULTS, "ATTNBENCH_RUN_ID": "nightly-lab5-l4-29433600"}
+    ran = build_parser().parse_args(expand(run["args"], values))
+    assert (ran.command, ran.spec, ran.out) == ("run", SPEC_MOUNT, RESULTS)
+    compared = build_parser().parse_args(expand(compare["args"], values))
+    assert (compared.command, compared.runs, compared.against, compared.out) == (
+        "compare", ["nightly-lab5-l4-29433600"], "previous", RESULTS)
+    assert "nvidia.com/gpu" not in compare["resources"]["limits"]  # the GPU is the run's; compare reads JSON
+
+
+def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can_fix(nightly):
+    _, objects, _ = nightly
+    cron = one(objects, "CronJob")["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid" and cron["timeZone"] == "Etc/UTC"
+    job = cron["jobTemplate"]["spec"]
+    assert job["backoffLimit"] >= 1 and job["podReplacementPolicy"] == "Failed" and job["activeDeadlineSeconds"] > 0
+    rules = job["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    by_container = {(r["action"], r["onExitCodes"]["containerName"]): r["onExitCodes"]["values"] for r in rules[1:]}
+    assert by_container == {("FailJob", "attnbench"): [EXIT_INPUT], ("Ignore", "attnbench"): [EXIT_SIGTERM],
+                            ("FailJob", "compare"): [EXIT_REGRESSION, EXIT_INPUT]}
+
+
+def test_checkov_passes_the_rendered_nightly_cronjob(tmp_path):
+    render_nightly(tmp_path, "h100")
+    reports = checkov("--directory", str(tmp_path / "lab5-nightly"), "--framework", "kubernetes")
+    assert_clean(reports)
+    checked = {c["resource"] for r in reports for c in r["results"]["passed_checks"]}
+    assert "CronJob.attnbench.nightly-lab5-h100" in checked, sorted(checked)
+
+
+def test_make_nightly_renders_and_applies_the_cronjob(tmp_path):
+    kubectl = tmp_path / "bin" / "kubectl"  # the real kubectl renders; `apply` is recorded (no cluster from here)
+    kubectl.parent.mkdir()
+    kubectl.write_text(f'#!/bin/sh\nif [ "$1" = kustomize ]; then exec {tool("kubectl")} "$@"; fi\n'
+                       f'echo "$@" >> {tmp_path / "applied"}\n')
+    kubectl.chmod(0o755)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "--old-file=.venv/.installed", "nightly", "SPEC=specs/lab5.yaml", "GPU=h100",
+         f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={kubectl}", f"RENDER_DIR={tmp_path / 'out'}",
+         "RUN=lab5-make-nightly", "SCHEDULE=15 4 * * *"],
+        cwd=REPO, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    nightly = tmp_path / "out" / "lab5-make-nightly" / "nightly.yaml"
+    assert (tmp_path / "applied").read_text() == f"apply -f {nightly}\n"
+    cron = one(list(yaml.safe_load_all(nightly.read_text())), "CronJob")
+    assert (cron["metadata"]["name"], cron["spec"]["schedule"]) == ("nightly-lab5-h100", "15 4 * * *")
+
+
+def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
+    done = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", IMAGE, "--nightly", "--shards", "2",
+                     "--schedule", "nightly", "--out", str(tmp_path))
+    assert done.returncode == 2
+    for problem in ("--nightly runs the spec as one pod", "--schedule must be five cron fields"):
+        assert problem in done.stderr
+    apply = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", IMAGE, "--apply", "nightly",
+                      "--out", str(tmp_path))
+    assert apply.returncode == 2 and "--apply nightly needs --nightly" in apply.stderr

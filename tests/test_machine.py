@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from runner import gpu
+from runner import gpu, machine
 from runner.machine import current_device, describe, versions
 from runner.record import GpuFacts
 
@@ -46,3 +46,20 @@ def test_the_cpu_machine_record_has_no_gpu_facts():
     assert machine.platform == "cpu" and machine.compute_capability is None
     assert machine.gpu is None and machine.matmul_peak_tflops is None and machine.memory_bandwidth_gbps is None
     assert {"jax", "jaxlib", "pydantic"} <= set(machine.versions)
+
+
+def test_git_sha_says_dirty_where_tracked_files_differ_from_the_commit(tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTNBENCH_GIT_SHA", raising=False)
+    monkeypatch.chdir(tmp_path)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "a"], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / "untracked.txt").write_text("results\n")
+    assert machine.git_sha() == head  # untracked files (results, caches) are not edits of the code
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert machine.git_sha() == head + "-dirty"
+    monkeypatch.setenv("ATTNBENCH_GIT_SHA", "abc123")
+    assert machine.git_sha() == "abc123"

@@ -11,11 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from runner import diagnose, masks, measure, metrics
-from runner.attention import Logits, reference_attention, visible
+from runner import diagnose, inputs, masks, metrics
+from runner.attention import Logits, real_tokens, reference_attention, visible
+from runner.checks import rel_err
+from runner.inputs import make_inputs, masks_lengths, reference
 from runner.registry import VARIANTS, decline, load_all
 from runner.machine import Device
-from helpers import params
+from helpers import REPO, params
 
 load_all()
 CPU = Device(platform="cpu", kind="cpu", compute_capability=None, memory_bytes=None)
@@ -74,7 +76,7 @@ def test_flops_count_q_k_and_v_widths_apart():
 
 
 def _inputs(p, seed=0):
-    return measure.make_inputs(p, seed)
+    return make_inputs(p, seed)
 
 
 def _xla(p, q, k, v):
@@ -98,11 +100,11 @@ def _xla(p, q, k, v):
 def test_the_reference_agrees_with_jax_on_every_axis_jax_takes(shape):
     p = params(**shape)
     args = _inputs(p)
-    expected = measure.reference(p, args)[0]
+    expected = reference(p, args)[0]
     out = real = _xla(p, *args)
     if p.fill < 1:  # what a library writes at padded positions is not compared
-        real = measure.real_tokens((out,), *measure.masks_lengths(p))[0]
-    assert measure.rel_err(real, expected) < 1e-5
+        real = real_tokens((out,), *masks_lengths(p))[0]
+    assert rel_err(real, expected) < 1e-5
 
 
 def test_the_reference_soft_caps_the_logits_as_numpy_does():
@@ -112,31 +114,29 @@ def test_the_reference_soft_caps_the_logits_as_numpy_does():
     scores = np.tanh(scores) + np.where(np.tri(p.seq_len, dtype=bool), 0, -np.inf)
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     expected = np.einsum("bnts,bsnh->btnh", weights / weights.sum(-1, keepdims=True), v)
-    out = measure.reference(p, _inputs(p))[0]
+    out = reference(p, _inputs(p))[0]
     assert np.abs(np.asarray(out) - expected).max() < 1e-5
-    assert measure.rel_err(out, measure.reference(params(causal=True), _inputs(p))[0]) > 0.05  # the cap bites
+    assert rel_err(out, reference(params(causal=True), _inputs(p))[0]) > 0.05  # the cap bites
 
 
 def test_reference_chunks_see_the_same_mask_as_the_whole(monkeypatch):
     p = params(seq_len=24, batch=2, causal=True, window=5, fill=0.8, bias="alibi", softcap=2.0, pass_="fwd_bwd")
     args = _inputs(p)
-    whole = measure.reference(p, args)
-    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
-    for part, full in zip(measure.reference(p, args), whole):
-        assert measure.rel_err(part, full) < 1e-6
+    whole = reference(p, args)
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
+    for part, full in zip(reference(p, args), whole):
+        assert rel_err(part, full) < 1e-6
 
 
 def test_an_ignored_option_is_named_in_the_reason():
     p = params(seq_len=16, causal=True, window=4)
     args = _inputs(p)
     ignored = reference_attention(*args, causal=True)  # what jax#32300 reported: the window dropped
-    reason = diagnose.explain(p, ignored, args, 2e-3, measure.reference, measure.rel_err)
+    reason = diagnose.explain(p, ignored, args, 2e-3)
     assert reason == "; the output matches the float32 reference with the window ignored"
-    one_off = measure.reference(params(seq_len=16, causal=True, window=5), args)[0]
-    assert "a window of 5 keys, not 4" in diagnose.explain(p, one_off, args, 2e-3, measure.reference,
-                                                           measure.rel_err)
-    assert diagnose.explain(p, measure.reference(p, args)[0] * 2, args, 2e-3, measure.reference,
-                            measure.rel_err) == ""
+    one_off = reference(params(seq_len=16, causal=True, window=5), args)[0]
+    assert "a window of 5 keys, not 4" in diagnose.explain(p, one_off, args, 2e-3)
+    assert diagnose.explain(p, reference(p, args)[0] * 2, args, 2e-3) == ""
 
 
 @pytest.mark.parametrize("variant, shape, words", [
@@ -178,7 +178,7 @@ def test_naive_attention_applies_every_axis_like_the_reference():
     args = _inputs(p)
     out = jax.jit(VARIANTS["naive"].build(p))(*args)
     assert out.shape == (3, 12, 4, 4)
-    assert measure.rel_err(out, measure.reference(p, args)[0]) < 1e-5
+    assert rel_err(out, reference(p, args)[0]) < 1e-5
 
 
 def test_a_tp_shard_runs_its_share_of_the_heads():
@@ -192,7 +192,7 @@ def test_a_tp_shard_runs_its_share_of_the_heads():
 
 def test_reference_grads_are_zero_at_padded_positions():
     p = params(batch=3, seq_len=8, fill=0.5, causal=True, pass_="fwd_bwd")
-    out, dq, dk, dv = measure.reference(p, _inputs(p))
+    out, dq, dk, dv = reference(p, _inputs(p))
     q_len, kv_len = masks.padded_lengths(p)
     for b in range(3):
         assert not np.asarray(out[b, q_len[b]:]).any() and not np.asarray(dq[b, q_len[b]:]).any()
@@ -239,7 +239,7 @@ def test_the_masks_spec_on_a_cpu(tmp_path):
             assert c["flops"] < plain[c["params"]["causal"], c["params"]["pass"]]
 
 
-REPO_SPEC = measure.__file__.rsplit("/runner/", 1)[0] + "/specs/masks.yaml"
+REPO_SPEC = REPO / "specs/masks.yaml"
 
 
 @pytest.mark.slow

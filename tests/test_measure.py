@@ -8,10 +8,12 @@ import pytest
 from helpers import params, spec_data
 from runner.cells import Cell
 from runner.machine import current_device
-from runner import measure
+from runner import inputs
+from runner.checks import run_once
 from runner.compiler import Untimed
-from runner.measure import (Measurer, compile_step, input_avals, make_inputs, reference, run_once, unmasked_rows,
-                            untimed_programs)
+from runner.inputs import make_inputs, reference, unmasked_rows, untimed_programs
+from runner.measure import Measurer
+from runner.programs import compile_step, input_avals
 from runner.registry import VARIANTS, Skip, load_all, variant
 from runner.spec import parse_spec
 from runner.timers import WallTimer
@@ -118,9 +120,9 @@ def test_a_program_that_fails_in_a_batch_fails_its_own_cell_only(measurer):
 
 
 def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(monkeypatch):
-    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
     fresh = Untimed()  # none compiled yet, whatever ran before: all are listed
-    monkeypatch.setattr(measure, "UNTIMED", fresh)
+    monkeypatch.setattr(inputs, "UNTIMED", fresh)
     p = params(seq_len=24, kv_heads=2, causal=True, pass_="fwd_bwd")
     found = untimed_programs(p, 0)
     assert len(found) >= 5  # the inputs' draws and cuts, two chunk shapes, the rows
@@ -141,7 +143,7 @@ def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(mon
     p = params(seq_len=40, kv_heads=2, causal=True, pass_=pass_)
     args = make_inputs(p, 0)
     whole = reference(p, args)
-    monkeypatch.setattr(measure, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if pass_ == "fwd_bwd" else 1))
-    assert [measure._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if pass_ == "fwd_bwd" else 1))
+    assert [inputs._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
     blocks = reference(p, args)
     assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))

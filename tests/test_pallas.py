@@ -17,7 +17,9 @@ import pytest
 from helpers import REPO, params
 from runner.cells import expand
 from runner.machine import Device
-from runner.measure import compile_step, input_avals, make_inputs, reference, run_once, tune_step, with_grads
+from runner.checks import run_once
+from runner.inputs import make_inputs, reference
+from runner.programs import compile_step, input_avals, tune_step, with_grads
 from runner.record import Params
 from runner.registry import VARIANTS, Skip, Tuned, backend_of, decline, load_all
 from runner.spec import load_spec

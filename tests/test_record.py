@@ -86,6 +86,15 @@ def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s
         assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
 
 
+@pytest.mark.parametrize("policy, in_load", [("steady", False), ("burst", None)])
+def test_the_v4_to_v5_step_says_an_old_steady_sample_was_taken_after_the_load(policy, in_load):
+    old = _v3_cell(650.0, 1.2, policy, 1.3) | {"schema_version": 4}
+    old["telemetry"].update(sm_clock_mhz={"min": 1600, "median": 1650, "max": 1700}, clock_spread=0.06)
+    cell = read_cell(old)
+    assert cell.power.sampled_in_load is in_load and cell.power.policy == policy
+    assert cell.power.rule is None and cell.power.load_s is None  # not known then: not made up
+
+
 def test_upgrade_leaves_the_callers_data_alone():
     old = json.loads((SCHEMA1 / MANIFEST).read_text())
     before = json.dumps(old, sort_keys=True)
@@ -103,6 +112,21 @@ def test_every_shipped_run_reads_through_the_same_path(run_id):
         info = run.manifest.variants[name]  # schema 1: from the frozen table; later: as the run wrote it
         assert info == (V1_VARIANTS[name] if written["schema_version"] == 1 else info.model_validate(
             written["variants"][name]))
+
+
+EVIDENCE = REPO / "docs" / "evidence"
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent for p in EVIDENCE.rglob("manifest*.json")), ids=lambda p: p.name)
+def test_every_run_kept_as_evidence_reads_and_keeps_its_keys(folder):
+    """docs/evidence's runs (written at schema 5) read through the same path, and each cell's stored key is the
+    key its upgraded params hash to: the new axes at their defaults leave it as it was."""
+    from runner.record import cell_key
+
+    run = read_run(folder)
+    assert run.problems == [] and run.manifest.schema_version == SCHEMA_VERSION
+    assert len(run.cells) == run.manifest.cells_planned
+    assert all(cell_key(c.experiment, c.variant, c.params) == c.key for c in run.cells)
 
 
 def test_a_reader_keeps_a_field_it_does_not_know():
@@ -129,8 +153,8 @@ def test_a_writer_refuses_a_field_the_contract_does_not_define():
         Manifest.model_validate(json.loads(manifest().model_dump_json()) | {"cluster": "gke-1"})
 
 
-def test_the_v4_to_v5_step_gives_old_cells_the_new_axes_at_what_they_ran():
-    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 4}
+def test_the_v5_to_v6_step_gives_old_cells_the_new_axes_at_what_they_ran():
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 5}
     for name in ("window", "fill", "bias", "softcap", "v_head_dim", "tp"):
         del cell["params"][name]
     read = read_cell(cell)
@@ -139,8 +163,20 @@ def test_the_v4_to_v5_step_gives_old_cells_the_new_axes_at_what_they_ran():
     assert read.params.v_head_dim == read.params.head_dim
 
 
+def test_a_v4_cell_reads_through_both_later_steps():
+    """4 -> 5 (sampled after the load) then 5 -> 6 (the model axes at what it ran), composed by `upgrade`."""
+    old = _v3_cell(650.0, 1.2, "steady", 1.3) | {"schema_version": 4}
+    old["telemetry"].update(sm_clock_mhz={"min": 1600, "median": 1650, "max": 1700}, clock_spread=0.06)
+    for name in ("window", "fill", "bias", "softcap", "v_head_dim", "tp"):
+        old["params"].pop(name, None)
+    cell = read_cell(old)
+    assert cell.schema_version == SCHEMA_VERSION and cell.power.sampled_in_load is False
+    assert (cell.params.window, cell.params.fill, cell.params.tp, cell.params.v_head_dim) == (
+        None, 1.0, 1, cell.params.head_dim)
+
+
 def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
-    """Keys written before schema 5 hashed the nine older axes only; resuming such a run must find its cells."""
+    """Keys written before schema 6 hashed the nine older axes only; resuming such a run must find its cells."""
     import hashlib
 
     from runner.record import cell_key

@@ -43,10 +43,10 @@ def test_portable_variants_run_anywhere(name):
 @pytest.mark.parametrize(
     "name, reason",
     [
-        ("cudnn", "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"),
-        ("cudnn_fp8", "cudnn_fp8 needs an NVIDIA GPU with compute capability ≥ 9.0; this run is on cpu"),
-        ("te", "te needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"),
-        ("te_fp8", "te_fp8 needs an NVIDIA GPU with compute capability ≥ 8.9; this run is on cpu"),
+        ("cudnn", "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"),
+        ("cudnn_fp8", "cudnn_fp8 needs an NVIDIA GPU with compute capability ≥ 9.0; the device here is cpu"),
+        ("te", "te needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"),
+        ("te_fp8", "te_fp8 needs an NVIDIA GPU with compute capability ≥ 8.9; the device here is cpu"),
     ],
 )
 def test_skip_reasons_on_cpu(name, reason):
@@ -57,17 +57,17 @@ def test_skip_reasons_on_cpu(name, reason):
 @pytest.mark.skipif(current_device().compute_capability is not None, reason="checks this machine is a CPU")
 def test_this_machine_skips_cudnn_with_the_cpu_reason():
     assert unmet(VARIANTS["cudnn"], current_device()) == (
-        "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
+        "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"
     )
 
 
 @pytest.mark.parametrize(
     "name, device, reason",
     [
-        ("cudnn", T4, "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on T4 (compute capability 7.5)"),
-        ("cudnn_fp8", A100, "cudnn_fp8 needs an NVIDIA GPU with compute capability ≥ 9.0; this run is on A100 (compute capability 8.0)"),
-        ("te_fp8", A100, "te_fp8 needs an NVIDIA GPU with compute capability ≥ 8.9; this run is on A100 (compute capability 8.0)"),
-        ("cudnn", Device("gpu", "MI300X", None), "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on gpu"),
+        ("cudnn", T4, "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is T4 (compute capability 7.5)"),
+        ("cudnn_fp8", A100, "cudnn_fp8 needs an NVIDIA GPU with compute capability ≥ 9.0; the device here is A100 (compute capability 8.0)"),
+        ("te_fp8", A100, "te_fp8 needs an NVIDIA GPU with compute capability ≥ 8.9; the device here is A100 (compute capability 8.0)"),
+        ("cudnn", Device("gpu", "MI300X", None), "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is gpu"),
     ],
 )  # fmt: skip
 def test_skip_reasons_on_too_old_or_other_gpus(name, device, reason):
@@ -113,7 +113,7 @@ def test_te_without_its_package(name):
 
 def test_device_reasons_come_before_cell_rules():
     # a float32 cell on a CPU: the CPU is the reason, not the dtype
-    assert decline(VARIANTS["cudnn"], params(dtype="float32"), CPU).endswith("this run is on cpu")
+    assert decline(VARIANTS["cudnn"], params(dtype="float32"), CPU).endswith("the device here is cpu")
 
 
 def test_registering_adds_one_variant_with_its_requirements():
@@ -137,7 +137,7 @@ def test_registering_adds_one_variant_with_its_requirements():
 
 def test_min_compute_capability_alone_implies_an_nvidia_gpu():
     v = Variant("test_cc_only", lambda p: None, Requires(min_compute_capability=8.0), "doc")
-    assert unmet(v, CPU) == "test_cc_only needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu"
+    assert unmet(v, CPU) == "test_cc_only needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"
 
 
 # --- a variant that owns its rules, defined only in a test file ---------------------------------------------

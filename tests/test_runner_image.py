@@ -3,8 +3,9 @@
 scripts/install-test-tools.sh builds .venv-tools/runner-image from docker/runner-requirements.txt, the pin list the
 Dockerfile installs; docker/check_runner_env.py, the same check the runner stage runs, then imports TransformerEngine's
 library lookups and every runner.variants module in it, with the runner stage's own ENV and a stand-in for the
-driver's libcuda. TE's JAX extension is the one import left to the image build: PyPI ships it as source only, and its
-CUDA compile (tens of minutes on 8 cores for the image) does not fit a test run on 2.
+driver's libcuda. TE's JAX extension, which PyPI ships as source only, is compiled here as the Dockerfile's build stage
+compiles it (scripts/build_te_jax.py: its pins, its flags, the headers the image would use; 19 C++ files, no CUDA
+kernels, cached in .venv-tools/te-jax on its inputs) and imported through the same check with `--te-jax`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from helpers import REPO
 RUNNER_VENV = REPO / ".venv-tools" / "runner-image"
 PINS = REPO / "docker" / "runner-requirements.txt"
 CHECK = REPO / "docker" / "check_runner_env.py"
+BUILD_TE_JAX = REPO / "scripts" / "build_te_jax.py"
+TE_JAX_BUILD_S = 3600  # 5 min 17 s on 2 idle cores, 17 min on 2 shared ones
 IMAGE_VENV = "/opt/venv"
 IMAGE_SITE = f"{IMAGE_VENV}/lib/python3.12/site-packages"  # the runner stage's python3.12
 DRIVER_API = re.compile(r"^cu[A-Z]\w*$")  # CUDA driver entry points (cuInit, cuModuleLoadData); cuda* is the runtime
@@ -109,17 +113,58 @@ def test_the_pin_list_holds_what_lock_runner_chose():
         assert locked.get(requirement_name(name)) == version, f"{choice}: rerun docker/lock_runner.py"
 
 
-def test_runner_environment_imports_te_libraries_and_every_variant(tmp_path):
+def check_runner_env(tmp_path: Path, *args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess:
+    """docker/check_runner_env.py ARGS in the runner environment, with the runner stage's ENV and a libcuda stand-in;
+    `extra_path` (a built TE JAX extension) goes on PYTHONPATH before the checkout."""
     python = runner_python()
     site = site_packages(python)
     env = runner_stage_env(site)
     stub = driver_stub(site, tmp_path)
-    env.update(PATH=f"{RUNNER_VENV / 'bin'}:/usr/bin:/bin", HOME=str(tmp_path), PYTHONPATH=str(REPO),
+    path = f"{extra_path}:{REPO}" if extra_path else str(REPO)
+    env.update(PATH=f"{RUNNER_VENV / 'bin'}:/usr/bin:/bin", HOME=str(tmp_path), PYTHONPATH=path,
                LD_LIBRARY_PATH=f"{stub}:{env.get('LD_LIBRARY_PATH', '')}")
-    done = subprocess.run([python, CHECK], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([python, CHECK, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     print(done.stdout)
+    return done
+
+
+def test_runner_environment_imports_te_libraries_and_every_variant(tmp_path):
+    done = check_runner_env(tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "ok runner.variants" in done.stdout
+
+
+def build_te_jax(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, BUILD_TE_JAX, *args], capture_output=True, text=True,
+                          timeout=TE_JAX_BUILD_S)
+
+
+def test_te_jax_extension_compiles_as_the_image_builds_it_and_imports(tmp_path):
+    """The build stage's TE line, outside Docker (reused from .venv-tools/te-jax while its inputs are the same),
+    then the runner stage's import check with `--te-jax`, as the image runs it."""
+    runner_python()  # the runner environment the build layers on
+    built = build_te_jax()
+    print(built.stdout)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-6000:]
+    site = REPO / ".venv-tools" / "te-jax" / "site"
+    assert list(site.glob("transformer_engine/wheel_lib/transformer_engine_jax*.so")), f"no extension in {site}"
+    done = check_runner_env(tmp_path, "--te-jax", extra_path=site)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "ok transformer_engine.jax: imported" in done.stdout
+
+
+def test_te_jax_build_refuses_the_base_images_own_cudnn_headers(tmp_path):
+    """The Dockerfile's TE line before CPLUS_INCLUDE_PATH named the venv's cuDNN: the base's system cuDNN 9.10 in
+    /usr/include, which TE 2.20.2 refuses (common/cudnn_min_version.h). Its header check, a second, not the compile."""
+    runner_python()
+    old, found = re.subn(r"\\\n\s*CPLUS_INCLUDE_PATH=\S+", "", (REPO / "Dockerfile").read_text())
+    assert found == 1, "the Dockerfile's TE line changed shape: update this test"
+    (tmp_path / "Dockerfile").write_text(old)
+    done = build_te_jax("--dockerfile", str(tmp_path / "Dockerfile"), "--preflight-only")
+    assert done.returncode == 1
+    assert "must be built against cuDNN 9.12.0 or later headers" in done.stderr
+    assert "(91002 >= 91200)" in done.stderr  # the base's 9.10.2, against TE's minimum
+    assert done.stderr.strip().splitlines()[-1].startswith("build_te_jax: compiling TE's cuDNN version check")
 
 
 def test_the_dockerfile_installs_the_pin_list_and_runs_the_same_check():

@@ -96,6 +96,11 @@ BAD_SPECS = {
     "empty variants": (spec_data(exp(variants=[])), ["experiments[0].variants: must not be empty"]),
     "experiment not a mapping": (spec_data("a"), ["experiments[0]: must be a mapping (got 'a')"]),
     "experiments not a list": (spec_data(experiments={"name": "a"}), ["experiments: must be a list (got {'name': 'a'})"]),
+    "warmup given as a bool": (spec_data(timing={"warmup": True}), ["timing.warmup: must be an integer (got True)"]),
+    "a field set and swept": (
+        spec_data(exp(seq_len=64, sweep={"seq_len": [8, 16]})),
+        ["experiments[0].seq_len: also swept (experiments[0].sweep.seq_len); give one or the other"],
+    ),
 }
 
 
@@ -302,3 +307,11 @@ def test_a_sweep_may_hold_no_window_beside_windows():
 
     cells = expand(parse_spec(spec_data(exp(sweep={"window": [None, 4]})), KNOWN))
     assert [c.params.window for c in cells] == [None, 4]
+
+
+def test_the_smoke_spec_says_which_variants_it_covers():
+    """Its description once claimed every variant and covered four."""
+    spec = load_spec(REPO / "specs/smoke.yaml", set(load_all()))
+    covered = {v for e in spec.experiments for v in e.variants}
+    named = {v for v in load_all() if f"{v}," in spec.description or f" {v} " in spec.description}
+    assert named == covered, f"the description names {sorted(named)}, the experiments run {sorted(covered)}"

@@ -108,3 +108,28 @@ def test_the_in_flight_marker_reaches_the_store_and_is_cleared(tmp_path):
     uploader.mark(None)
     uploader.consolidate()
     assert not (store.root / RUN / "inflight-0-of-2.json").exists()
+
+
+def test_a_resumed_part_with_nothing_to_measure_removes_its_predecessors_marker(tmp_path):
+    """The predecessor died (or lost the store) after its last cell; the process that resumes finds every cell done,
+    sends no marker of its own, and must not leave the old one behind."""
+    store = LocalStore(tmp_path / "store")
+    earlier = Spool(LocalStore(tmp_path / "pod-1"), RUN, None)
+    first = Uploader(earlier, store, 1)
+    first.mark({"key": record().key, "attempts": 1})
+    earlier.add(record())
+    first.flush()  # killed here: the cell is stored, the marker naming it too
+    assert store.read(RUN).parts[0].inflight == {"key": record().key, "attempts": 1}
+    Uploader(Spool(LocalStore(tmp_path / "pod-2"), RUN, None), store, 1).consolidate()
+    assert not (store.root / RUN / "inflight.json").exists()
+    assert read_run(store.root / RUN).cells == [record()]
+
+
+def test_a_predecessors_marker_for_a_cell_not_yet_recorded_stays(tmp_path):
+    """That marker counts the attempts of a cell that may kill the process: only its record retires it."""
+    store = LocalStore(tmp_path / "store")
+    first = Uploader(Spool(LocalStore(tmp_path / "pod-1"), RUN, None), store, 1)
+    first.mark({"key": "0123456789abcdef", "attempts": 1})
+    first.flush()
+    Uploader(Spool(LocalStore(tmp_path / "pod-2"), RUN, None), store, 1).consolidate()
+    assert store.read(RUN).parts[0].inflight == {"key": "0123456789abcdef", "attempts": 1}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
+import runner.store as store_module
 from conftest import BUCKET, free_port
+from helpers import in_process, spec_data, write_spec
 from runner.cli import main
 from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
 from test_results import manifest, some_records
@@ -112,3 +116,38 @@ def test_run_show_and_runs_refuse_a_bad_store_in_one_line(out, emulator, tiny_sp
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def refused_for(seconds: float, status: int):
+    """A Gate rule: every request answered `status` until `seconds` from now, then passed through."""
+    until = time.monotonic() + seconds
+    return lambda method, path: status if time.monotonic() < until else None
+
+
+@pytest.mark.slow
+def test_credentials_refused_at_first_are_retried_and_the_run_goes_on(gate, tmp_path, capsys):
+    """A new node's metadata server answers late: 401 for the first seconds, then the run writes its results."""
+    gate.refuse = refused_for(3.0, 401)
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--run-id", "late-auth",
+                         "--spool", tmp_path / "spool")
+    assert outcome.code == 0, outcome.err
+    assert gate.refused, "the test must refuse credentials at first"
+    assert [line for line in outcome.errors if "retrying credentials for up to 60 s" in line] != []
+    assert gate.emulator.text("results/late-auth/manifest.json")
+
+
+def test_credentials_refused_for_good_are_bad_input_after_the_grace(gate, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(store_module, "AUTH_GRACE_S", 3.0)
+    gate.refuse = refused_for(3600, 403)
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--spool", tmp_path / "spool")
+    assert outcome.code == 2 and outcome.errors[-1].startswith(f"error: --out gs://{BUCKET}/results: cannot write")
+    assert 2.5 < outcome.seconds < 20 and not (tmp_path / "spool").exists()
+
+
+def test_a_bucket_that_does_not_exist_is_not_retried(emulator, tmp_path, capsys):
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    outcome = in_process(capsys, "run", path, "--out", "gs://no-such-bucket/results", "--spool", tmp_path / "spool")
+    assert outcome.code == 2 and "no such bucket" in outcome.err and "retrying" not in outcome.err
+    assert outcome.seconds < 10

@@ -98,6 +98,14 @@ def test_gpu_pools_scale_from_zero_with_gke_installed_driver_and_taints(config):
     assert node["spot"] == "${var.spot}" and pool["node_locations"] == "${each.value.zones}"
 
 
+def test_gpu_pools_stream_the_image_through_the_api_it_needs(config):
+    """A cold GPU node would otherwise pull the runner's ~7.6 GB layer whole before the pod starts."""
+    node = first(resource(config, "google_container_node_pool", "gpu")["node_config"])
+    assert first(node["gcfs_config"])["enabled"] is True and node["image_type"] == "COS_CONTAINERD"
+    services = {s for block in config["locals"] if "services" in block for s in block["services"]}
+    assert "containerfilesystem.googleapis.com" in services
+
+
 def test_h100_pool_is_spot_only_in_zones_of_its_own(config):
     pool = resource(config, "google_container_node_pool", "gpu")
     rules = [first(rule) for rule in first(pool["lifecycle"])["precondition"]]
@@ -129,6 +137,14 @@ def test_runner_writes_and_dashboard_only_reads_through_wif_principals(config):
     assert namespace == yaml.safe_load((REPO / "k8s/base/kustomization.yaml").read_text())["namespace"]
     granted = {k for block in config["resource"] for k in block}
     assert "google_service_account_key" not in granted, "no keys: Workload Identity only"
+
+
+def test_the_runner_may_read_the_buckets_metadata_for_the_compile_cache(config):
+    """gcsfs asks for storage.buckets.get as JAX's cache starts; objectUser lacks it (legacyBucketReader has it)."""
+    grant = resource(config, "google_storage_bucket_iam_member", "runner_bucket_metadata")
+    assert grant["role"] == "roles/storage.legacyBucketReader"
+    assert grant["bucket"] == "${google_storage_bucket.results.name}"
+    assert grant["member"] == resource(config, "google_storage_bucket_iam_member", "runner_objects")["member"]
 
 
 def test_outputs_feed_the_makefile(config):
@@ -270,6 +286,7 @@ def test_workload_identity_principals_take_the_pool_from_the_cluster(config):
     texts = expanded(config)
     principals = {address for address, text in texts.items() if "workloadIdentityPools" in text}
     assert principals == {"google_storage_bucket_iam_member.runner_objects",
+                          "google_storage_bucket_iam_member.runner_bucket_metadata",
                           "google_storage_bucket_iam_member.dashboard_objects"}
     for address in principals:
         assert POOL_ATTRIBUTE in texts[address] and "svc.id.goog" not in texts[address], \

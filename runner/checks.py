@@ -1,0 +1,102 @@
+"""The checks of a cell's output: errors against the float32 reference, the lab's causal check, and whether FP8
+reached attention. Pure functions of what they are given (the FP8 baseline's output included)."""
+
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+
+from runner.attention import real_tokens
+from runner.compiler import UNTIMED
+from runner.inputs import InputsAndReference, masks_lengths
+from runner.programs import Compiled
+from runner.record import Correctness, Fp8Info, Params
+
+FP8_TYPE = re.compile(r"\bf8e[45]m[23]")
+FP8_KERNEL = re.compile(r"f8|fp8|e4m3", re.IGNORECASE)
+
+
+def as_tuple(outputs) -> tuple:
+    """A forward call returns out, a fwd_bwd call (out, dq, dk, dv): make both a tuple."""
+    return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def run_once(compiled: Compiled, args: tuple) -> tuple:
+    """The cell's output (and gradients) in the cell's dtype."""
+    return as_tuple(compiled.finish(jax.block_until_ready(compiled.program.executable(*args))))
+
+
+def _errors(out, ref):
+    diff = out.astype(jnp.float32) - ref
+    return jnp.max(jnp.abs(diff)), jnp.linalg.norm(diff) / jnp.linalg.norm(ref)
+
+
+def rel_err(out, ref) -> float:
+    return float(UNTIMED(_errors, out, ref)[1])
+
+
+def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: float,
+               grad_tolerance: float) -> Correctness:
+    """Errors against the float32 reference, and the lab's causal check; outputs is (out[, dq, dk, dv]), compared
+    on the batch's real tokens only (what a library writes at padded positions is undefined)."""
+    outputs = real_tokens(outputs, *masks_lengths(p)) if p.fill < 1 else outputs
+    max_abs, rel = (float(x) for x in UNTIMED(_errors, outputs[0], truth.expected[0]))
+    grads = None
+    if p.pass_ == "fwd_bwd":
+        grads = {name: rel_err(g, r) for name, g, r in zip(("dq", "dk", "dv"), outputs[1:], truth.expected[1:])}
+    first_changed = last_unchanged = None
+    if truth.unmasked_rows is not None:
+        rows = outputs[0][:, jnp.array([0, p.seq_len - 1])]
+        first_changed = rel_err(rows[:, :1], truth.unmasked_rows[:, :1]) > tolerance
+        last_unchanged = rel_err(rows[:, 1:], truth.unmasked_rows[:, 1:]) <= tolerance
+    return Correctness(
+        max_abs_err=max_abs,
+        rel_err=rel,
+        grad_rel_err=grads,
+        tolerance=tolerance,
+        grad_tolerance=grad_tolerance if grads else None,
+        causal_first_changed=first_changed,
+        causal_last_unchanged=last_unchanged,
+    )
+
+
+def incorrect_reason(c: Correctness) -> str:
+    """Why a correctness result fails, or '' when it passes."""
+    errors = {"out": (c.rel_err, c.tolerance)}
+    errors.update({name: (err, c.grad_tolerance) for name, err in (c.grad_rel_err or {}).items()})
+    bad = {name: (err, tol) for name, (err, tol) in errors.items() if not err <= tol}  # NaN counts as bad
+    if bad:
+        return "; ".join(f"{name} relative error {err:.3g} > tolerance {tol:g}" for name, (err, tol) in bad.items())
+    if c.causal_first_changed is False or c.causal_last_unchanged is False:
+        return "causal check failed: row 0 must change under the mask and the last row must not"
+    return ""
+
+
+def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str, diff: float) -> str:
+    """One sentence on whether FP8 reached attention."""
+    if not in_hlo:
+        return (
+            f"not FP8: no f8 type in the compiled program, so attention ran in {dtype} "
+            f"(output differs from {baseline} by {diff:.3g})"
+        )
+    if in_kernels is False:
+        return "f8 types in the compiled program, but no kernel that ran is an f8 kernel"
+    return "FP8 attention: f8 types in the compiled program" + (" and an f8 kernel ran" if in_kernels else "")
+
+
+def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: Compiled,
+             kernels: list[str]) -> Fp8Info:
+    """Did FP8 happen? Types in the compiled program, kernel names, and distance from the baseline's output
+    (`baseline_out`, the baseline variant's output on the same inputs)."""
+    in_hlo = bool(FP8_TYPE.search(compiled.hlo))
+    in_kernels = any(FP8_KERNEL.search(k) for k in kernels) if kernels else None
+    diff = rel_err(outputs[0], baseline_out.astype(jnp.float32))
+    return Fp8Info(
+        baseline=baseline,
+        in_hlo=in_hlo,
+        in_kernels=in_kernels,
+        rel_err_vs_bf16=diff,
+        verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, baseline, diff),
+    )

@@ -1,0 +1,257 @@
+"""Two runs compared cell by cell: what `attnbench compare` reports and the dashboard's Compare tab draws.
+
+One implementation for both, over flat cell frames (CellRecord.row, a row a cell) and the runs' manifests, with
+pandas alone: the dashboard imports this and never imports JAX. A cell is slower (or faster) only when B / A of its
+median passes the threshold (asv's --factor, as a percentage) and the gap exceeds both runs' noise (each run's
+interquartile range of that cell); anything less is within noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from runner import shape
+from runner.record import CellRecord, Manifest
+
+SHAPE = list(shape.NAMES)
+DEFAULT_THRESHOLD = 0.05  # B / A beyond 1.05 (or below 1 / 1.05) before a cell is slower (faster)
+TIMER_ORDER = ["device", "wall", "device_cold"]
+VERDICTS = ("faster", "slower", "within noise")
+CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
+# Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
+IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
+            "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
+
+
+def cell_frame(cells: list[CellRecord]) -> pd.DataFrame:
+    """A run's cells as the dashboard holds them: one flat row each, `order` their place in the run."""
+    rows = pd.DataFrame([c.row() for c in cells])
+    return rows.assign(run=rows["run_id"], order=range(len(rows))) if len(rows) else rows
+
+
+# --- which timer -------------------------------------------------------------------------------------------------
+
+def timers(cells: pd.DataFrame) -> list[str]:
+    """Timers with a median column, in the order device, wall, device_cold, then others."""
+    found = [c.removesuffix("_median_s") for c in cells.columns if c.endswith("_median_s")]
+    return sorted(found, key=lambda t: (TIMER_ORDER.index(t) if t in TIMER_ORDER else len(TIMER_ORDER), t))
+
+
+def headline(cells: pd.DataFrame) -> str | None:
+    """The timer most of the run's cells report as theirs (the record's `timer`): device on a GPU, wall on a CPU."""
+    named = cells["timer"].dropna() if "timer" in cells else pd.Series(dtype=object)
+    return named.mode().iloc[0] if len(named) else None
+
+
+def shared_timer(a: pd.DataFrame, b: pd.DataFrame, preferred: str | None) -> str | None:
+    """`preferred` if both runs measured with it, else the first timer they share."""
+    common = set(timers(a)) & set(timers(b))
+    return next((t for t in [preferred, *TIMER_ORDER, *sorted(common)] if t in common), None)
+
+
+# --- cells -------------------------------------------------------------------------------------------------------
+
+def labels(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's whole shape as text ('B4 T128 N8 H64 bfloat16 fwd')."""
+    return pd.Series([shape.label(p) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
+
+
+def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
+    """Cells ok in the run and timed by `timer`: their shape, `order`, and the timer's median, q1 and q3."""
+    columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
+    if timer is None or f"{timer}_median_s" not in cells:
+        return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values()])
+    ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
+    return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns)
+
+
+def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.ndarray:
+    """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only beyond noise."""
+    slower = beyond_noise & (ratio > 1 + threshold)
+    faster = beyond_noise & (ratio < 1 / (1 + threshold))
+    return np.where(slower, "slower", np.where(faster, "faster", "within noise"))
+
+
+def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
+          threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
+    """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
+    and the verdict: 'faster', 'slower' or 'within noise'."""
+    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3"]], on="key", suffixes=("_a", "_b"))
+    both = both.sort_values("order").reset_index(drop=True)
+    gap = (both["median_b"] - both["median_a"]).abs()
+    iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
+    ratio = both["median_b"] / both["median_a"]
+    return pd.DataFrame({
+        "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
+        "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
+        "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
+        "verdict": verdicts(ratio, (gap > iqr_a) & (gap > iqr_b), threshold),
+        **{axis: both[axis] for axis in SHAPE},
+    })
+
+
+def geomean(values: pd.Series) -> float:
+    return float(np.exp(np.log(values).mean())) if len(values) else math.nan
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower."""
+    counts = pd.crosstab([table["experiment"], table["variant"]], table["verdict"])
+    means = table.groupby(["experiment", "variant"], sort=False)["ratio"].agg(geomean).rename("geomean B/A")
+    joined = means.to_frame().join(counts).fillna(0)
+    for verdict in VERDICTS:
+        joined[verdict] = joined[verdict].astype(int) if verdict in joined else 0
+    return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
+
+
+def only_in(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """A's cells that B lacks (key, experiment, variant, shape, status), in A's order."""
+    missing = a[~a["key"].isin(b["key"])].reset_index(drop=True)
+    return pd.DataFrame({**{c: missing[c] for c in CELL_COLUMNS[:3]}, "shape": labels(missing),
+                         "status": missing["status"]}, columns=[*CELL_COLUMNS, "status"])
+
+
+def status_changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Cells in both whose status changed, in A's order, with B's reason; `regression`: it was ok and is not now."""
+    shared = a.merge(b[["key", "status", "reason"]], on="key", suffixes=("", "_b"))
+    changed = shared[shared["status"] != shared["status_b"]]
+    return pd.DataFrame({
+        **{c: changed[c] for c in CELL_COLUMNS[:3]}, "shape": labels(changed), "a": changed["status"],
+        "b": changed["status_b"], "reason": changed["reason_b"].fillna("").astype(str).str.split("\n").str[0],
+        "regression": changed["status"].eq("ok") & changed["status_b"].ne("ok"),
+    }, columns=[*CELL_COLUMNS, "a", "b", "reason", "regression"]).reset_index(drop=True)
+
+
+# --- environments ------------------------------------------------------------------------------------------------
+
+def gpu_name(manifest: Manifest) -> str:
+    """The GPU's name, else the device kind (cpu)."""
+    gpu = manifest.machine.gpu
+    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
+
+
+def power_policy(manifest: Manifest) -> str | None:
+    """The power state the run's spec sampled cells in (steady or burst); None for runs from before the choice."""
+    timing = manifest.spec.get("timing") if isinstance(manifest.spec, dict) else None
+    return timing.get("power") if isinstance(timing, dict) else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def facts(m: Manifest | None) -> dict[str, str]:
+    """Where and how a run ran, as text: machine, GPU, versions, power policy, workers, spec and times."""
+    if m is None:
+        return {}
+    gpu = m.machine.gpu.model_dump(exclude_none=True) if m.machine.gpu else {}
+    found = {
+        "run id": m.run_id, "spec": m.name, "spec hash": m.spec_hash, "started": m.started_at, "ended": m.ended_at,
+        "git sha": m.git_sha, "cells planned": m.cells_planned, "shard": m.shard, "host": m.machine.host,
+        "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
+        "compute capability": m.machine.compute_capability, "power policy": power_policy(m),
+        "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
+        "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
+        **{f"gpu {k}": v for k, v in gpu.items()},
+        **{f"version {k}": v for k, v in m.machine.versions.items()},
+        **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
+        **{f"worker {name} start s": round(sum(w.start_s.values()), 1) for name, w in m.workers.items() if w.start_s},
+        **{f"seconds {phase}": round(seconds, 1) for phase, seconds in m.phases.items()},
+        "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,
+    }
+    return {k: str(v) for k, v in found.items() if v is not None}
+
+
+def momentary(fact: str) -> bool:
+    """A fact of this run alone (its identity, times, readings, seconds spent), not of its environment."""
+    return fact in IDENTITY or fact.startswith("seconds ") or fact.endswith(" start s")
+
+
+def environments(manifests: Mapping[str, Manifest | None]) -> pd.DataFrame:
+    """Runs side by side, one column each, a row per fact; `differs` marks environment facts (not the run's
+    identity, times or momentary readings) that are not the same in every run, and those rows come first."""
+    columns = {key: facts(m) for key, m in manifests.items()}
+    table = pd.DataFrame(columns).fillna("—")
+    differs = (table.nunique(axis=1) > 1) & ~table.index.map(momentary).astype(bool)
+    return table.assign(differs=differs).sort_values("differs", ascending=False, kind="stable")
+
+
+def differences(a: Manifest | None, b: Manifest | None) -> pd.DataFrame:
+    """The environment facts that differ between A and B (fact, a, b): versions, GPU, driver, power policy..."""
+    table = environments({"a": a, "b": b})
+    return table[table["differs"]].drop(columns="differs").rename_axis("fact").reset_index()
+
+
+# --- which run came before ---------------------------------------------------------------------------------------
+
+def started(manifest: Manifest) -> pd.Timestamp:
+    return pd.to_datetime(manifest.started_at, utc=True)
+
+
+def same_series(a: Manifest, b: Manifest) -> bool:
+    """Runs of the same spec on the same GPU: the runs whose history is comparable."""
+    return (a.name, gpu_name(a)) == (b.name, gpu_name(b))
+
+
+def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
+    """The run of the same spec on the same GPU that started last before `key`, if any."""
+    run = manifests[key]
+    if run is None:
+        return None
+    earlier = [(started(m), k) for k, m in manifests.items() if m and same_series(m, run) and started(m) < started(run)]
+    return max(earlier, key=lambda found: found[0])[1] if earlier else None
+
+
+# --- the whole comparison ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Comparison:
+    """A against B: what differs in their environments, cells in one run only, status changes, then every timed
+    cell in both with its verdict, and the geometric means per experiment and variant."""
+
+    a: Manifest | None
+    b: Manifest | None
+    timer: str | None
+    threshold: float
+    environment: pd.DataFrame  # fact, a, b
+    only_a: pd.DataFrame
+    only_b: pd.DataFrame
+    changes: pd.DataFrame
+    cells: pd.DataFrame
+    summary: pd.DataFrame
+    common: int  # cells (keys) in both runs, whatever their status
+
+    @property
+    def slower(self) -> pd.DataFrame:
+        return self.cells[self.cells["verdict"] == "slower"]
+
+    @property
+    def no_longer_ok(self) -> pd.DataFrame:
+        return self.changes[self.changes["regression"]]
+
+    @property
+    def regressed(self) -> bool:
+        """Slower beyond noise and the threshold, or ok in A and not in B."""
+        return bool(len(self.slower) or len(self.no_longer_ok))
+
+
+def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
+            threshold: float = DEFAULT_THRESHOLD, timer: str | None = None) -> Comparison:
+    """A against B (frames of cell_frame's columns); the timer is `timer` if both runs have it, else A's headline
+    timer, else one they share."""
+    a, b = _with_columns(a), _with_columns(b)
+    timer = shared_timer(a, b, timer or headline(a))
+    table = cells(a, b, timer, threshold)
+    return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b), only_in(a, b),
+                      only_in(b, a), status_changes(a, b), table, summary(table), len(set(a["key"]) & set(b["key"])))
+
+
+def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:
+    """A run of no cells as a frame with the columns every record has."""
+    needed = ["run", "key", "experiment", "variant", "status", "reason", "order", *SHAPE]
+    return cells if len(cells) else pd.DataFrame(columns=needed)

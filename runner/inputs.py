@@ -1,0 +1,155 @@
+"""The inputs and float32 reference of a shape: what every variant of the shape is given and checked against.
+
+Seeded normal Q, K, V (and dO) in the cell's dtype, and the float32 output (and gradients) computed a block of
+query rows at a time; both are untimed programs (compiler.UNTIMED), compiled once per shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+
+import jax
+import jax.numpy as jnp
+
+from runner import masks, metrics
+from runner.attention import Logits, reference_attention
+from runner.compiler import UNTIMED
+from runner.record import Params
+
+REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
+KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
+
+
+@dataclass(frozen=True)
+class InputsAndReference:
+    """One shape's inputs and the float32 results every variant is checked against."""
+
+    args: tuple  # q, k, v (and the output cotangent under fwd_bwd)
+    expected: tuple  # out (and dq, dk, dv under fwd_bwd), float32
+    unmasked_rows: jax.Array | None  # causal: rows 0 and T-1 of unmasked attention
+
+
+def input_shapes(p: Params) -> list[tuple[int, ...]]:
+    """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide."""
+    q, k = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
+    v, out = k[:3] + (p.v_head_dim,), q[:3] + (p.v_head_dim,)
+    return [q, k, v] + ([out] if p.pass_ == "fwd_bwd" else [])
+
+
+def draw_size(shape: tuple) -> int:
+    """The power of two at or above a tensor's element count: the flat draw its normals are cut from."""
+    return 1 << max(0, math.prod(shape) - 1).bit_length()
+
+
+def _normal(key, size: int):
+    return jax.random.normal(key, (size,), jnp.float32)
+
+
+def _cut(flat, shape: tuple, dtype: str):
+    return flat[: math.prod(shape)].reshape(shape).astype(jnp.dtype(dtype))
+
+
+def make_inputs(p: Params, seed: int) -> tuple:
+    """Seeded normal Q, K, V (and dO) in the cell's dtype.
+
+    Each tensor is cut from a flat float32 draw whose size is a power of two, so shapes share the random-number
+    program (threefry compiles in ~0.6 s on a CPU, and a spec has a dozen shapes); the values are those of
+    `jax.random.normal(key, shape)`, because partitionable threefry numbers its draws by flat index."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), 4)
+    return tuple(UNTIMED(_cut, UNTIMED(_normal, key, size=draw_size(shape)), shape=shape, dtype=p.dtype)
+                 for key, shape in zip(keys, input_shapes(p)))
+
+
+def _reference_chunk(q, k, v, dout, q_offset, *lengths, logits: Logits, with_grads: bool):
+    q_lengths, kv_lengths = lengths or (None, None)  # none: no padding
+    attend = functools.partial(reference_attention, causal=logits.causal, q_offset=q_offset, logits=logits,
+                               q_lengths=q_lengths, kv_lengths=kv_lengths)
+    if not with_grads:
+        return (attend(q, k, v),)
+    out, vjp = jax.vjp(attend, q, k, v)
+    return (out, *vjp(dout.astype(jnp.float32)))
+
+
+def _visible_keys(p: Params, end: int) -> int:
+    """Causal: the keys query rows before `end` can see, rounded up to a quarter of S (so a shape compiles at most
+    KEY_BUCKETS chunk programs); without a mask, all of them."""
+    if not p.causal:
+        return p.kv_seq_len
+    bucket = -(-p.kv_seq_len // KEY_BUCKETS)
+    return min(p.kv_seq_len, -(-end // bucket) * bucket)
+
+
+def reference(p: Params, args: tuple) -> tuple:
+    """float32 output (and gradients), computed a block of query rows at a time to bound memory; under a causal
+    mask a block skips the keys no row of it can see (about a third of the work at long T)."""
+    q, k, v = args[:3]
+    dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
+    with_grads = p.pass_ == "fwd_bwd"
+    lengths = masks_lengths(p) if p.fill < 1 else ()
+    row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if with_grads else 1)
+    rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
+    outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
+    for start in range(0, p.seq_len, rows):
+        chunk, keys = slice(start, start + rows), _visible_keys(p, min(p.seq_len, start + rows))
+        d_chunk = dout[:, chunk] if with_grads else dout
+        parts = UNTIMED(_reference_chunk, q[:, chunk], k[:, :keys], v[:, :keys], d_chunk, jnp.int32(start),
+                        *lengths, logits=Logits.of(p), with_grads=with_grads)
+        outs.append(parts[0])
+        if with_grads:
+            grads_q.append(parts[1])
+            pad = ((0, 0), (0, p.kv_seq_len - keys), (0, 0), (0, 0))
+            grad_k, grad_v = grad_k + jnp.pad(parts[2], pad), grad_v + jnp.pad(parts[3], pad)
+    out = jnp.concatenate(outs, axis=1)
+    return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
+
+
+def masks_lengths(p: Params) -> tuple:
+    """The reference's query and key/value lengths: the padded batch's (runner.masks.lengths), else full ones."""
+    q_lengths, kv_lengths = masks.padded_lengths(p) or ([p.seq_len] * p.batch, [p.kv_seq_len] * p.batch)
+    return jnp.asarray(q_lengths, jnp.int32), jnp.asarray(kv_lengths, jnp.int32)
+
+
+def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
+    """Plain causal cells (no window, no padding): rows 0 and T-1 of attention without the mask (the same cap and
+    bias), for the lab's first/last row check."""
+    if not (p.causal and p.seq_len >= p.kv_seq_len > 1) or p.window is not None or p.fill < 1 or p.bias != "none":
+        return None
+    rows = jnp.array([0, p.seq_len - 1])
+    logits = replace(Logits.of(p), causal=False)
+    return UNTIMED(reference_attention, args[0][:, rows], args[1], args[2], causal=False, logits=logits)
+
+
+def size_text(count: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{count} B"
+        count /= 1024
+
+
+def needed_bytes(p: Params) -> int:
+    """Device memory for a shape's inputs and float32 reference: the inputs, then the larger of the float32 results
+    with one reference chunk (its scores plus the float32 copies of K and V it makes) and the inputs' flat draw."""
+    q, kv = metrics.tensor_bytes(p)
+    f32 = 4 // metrics.ITEMSIZE[p.dtype]
+    inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
+    expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
+    chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * p.kv_seq_len * 4) + 2 * kv * f32
+    draw = 4 * max(draw_size(shape) for shape in input_shapes(p))  # while the inputs are made
+    return inputs + max(expected + chunk, draw)
+
+
+def untimed_programs(p: Params, seed: int) -> list[tuple]:
+    """The untimed programs a shape's inputs and reference compile that are not compiled yet (UNTIMED.warm's
+    arguments): found by tracing make_inputs, reference and unmasked_rows themselves, so the list cannot drift."""
+    found: list[tuple] = []
+
+    def truth():
+        args = make_inputs(p, seed)
+        return reference(p, args), unmasked_rows(p, args)
+
+    with UNTIMED.recording(found):
+        jax.eval_shape(truth)
+    return found

@@ -1,0 +1,285 @@
+"""The sampling step: bring the GPU to the spec's power state and take the timers' samples in it.
+
+Under `steady` the headline's samples are calls of the same unbroken stream that brought the GPU to its state;
+under `burst` the GPU cools back to idle first and the sample is short. The GPU's state while the headline sampled
+comes back with the samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import jax
+
+from runner import power
+from runner.record import PowerState, Soak, SoakPoint, Telemetry
+from runner.spec import TimingSettings
+from runner.timers import FLOOR_SAMPLES, Limits, Sampled, Timer, limits, sample, summarise
+
+
+@dataclass
+class PowerEnv:
+    """What the power policy needs: a telemetry source (None off NVIDIA GPUs, with why) and the idle state."""
+
+    source: power.Source | None = None
+    reason: str | None = "no NVIDIA GPU: clocks and power are not observable"
+    idle: power.Idle | None = None
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timers made: one Sampled per timer (headline first), and the GPU's state while the headline sampled."""
+
+    sampled: list[Sampled]
+    power: PowerState | None = None
+    telemetry: Telemetry | None = None
+    soak: Soak | None = None
+
+    @property
+    def kernels(self) -> list[str]:
+        return next((s.kernels for s in self.sampled if s.kernels), [])
+
+
+CHUNK_S = 0.05  # a chunk of back-to-back calls keeps the GPU busy about this long
+CHUNK_CALLS = 1000  # ... and holds at most this many calls
+QUEUED = 2  # the host waits on the chunk this many back, so the GPU never waits for the host
+BURST_S = 0.03  # a burst sample: its calls span at most this long (on an H200 at T = 32k, 30 ms a call, the third
+BURST_FLOOR = 2  # call after idle already read 6 % lower, and a 10-call sample 11 % lower than two calls)
+SOAK_BIN_S = 0.25  # a soak's points: the calls that ended in each bin of this many seconds (more for long soaks)
+SOAK_POINTS = 400
+
+
+def burst_calls(pace_s: float | None, min_samples: int) -> int:
+    """burst: min_samples calls, but no more than BURST_S of them (at least BURST_FLOOR), with no warm-up beyond
+    the timer's own call: the power cap takes the clock within about 0.1 s of load."""
+    if not pace_s:
+        return min_samples
+    return max(BURST_FLOOR, min(min_samples, int(BURST_S / pace_s)))
+
+
+def calls_per_chunk(pace_s: float | None) -> int:
+    """Calls in one chunk, from the seconds one call took (dispatch included: an overestimate, so chunks err short)."""
+    return max(1, min(CHUNK_CALLS, int(CHUNK_S / max(pace_s or CHUNK_S, 1e-6))))
+
+
+class Stream:
+    """Back-to-back calls dispatched a chunk at a time. The host waits on a chunk only once QUEUED more are behind
+    it, so the GPU runs the calls with no gap; ends[i] is the host's time when chunk i was seen done, and chunk i
+    ran between about ends[i - 1] and ends[i] (starts[0]: the first dispatch)."""
+
+    def __init__(self, fn: Callable, args: tuple, per_chunk: int, clock: Callable[[], float] = time.monotonic):
+        self.fn, self.args, self.per_chunk, self.clock = fn, args, per_chunk, clock
+        self.pending: deque = deque()
+        self.ends: list[float] = []
+        self.start: float | None = None
+
+    @property
+    def dispatched(self) -> int:
+        return (len(self.ends) + len(self.pending)) * self.per_chunk
+
+    def push(self) -> None:
+        if self.start is None:
+            self.start = self.clock()
+        out = None
+        for _ in range(self.per_chunk):
+            out = self.fn(*self.args)
+        self.pending.append(out)
+        if len(self.pending) > QUEUED:
+            self._wait()
+
+    def drain(self) -> None:
+        while self.pending:
+            self._wait()
+
+    def _wait(self) -> None:
+        jax.block_until_ready(self.pending.popleft())
+        self.ends.append(self.clock())
+
+    def chunk_start(self, i: int) -> float:
+        return self.ends[i - 1] if i else self.start
+
+    def chunks_within(self, begin: float, end: float) -> list[int]:
+        """The chunks that ran wholly between begin and end."""
+        return [i for i, e in enumerate(self.ends) if self.chunk_start(i) >= begin and e <= end]
+
+
+def per_call_seconds(timings: list[tuple[str, float]], calls: int) -> tuple[list[float], list[str]]:
+    """A session's kernels split into its calls (every call launches the same kernels): seconds per call, and the
+    last call's kernel names."""
+    if not timings:
+        raise RuntimeError("CUPTI saw no kernel launched by this call")
+    if calls <= 0 or len(timings) % calls:
+        raise RuntimeError(f"CUPTI saw {len(timings)} kernels over {calls} calls: not the same kernels per call")
+    k = len(timings) // calls
+    names = [name for name, _ in timings[:k]]
+    if any(timings[i][0] != names[i % k] for i in range(0, len(timings), max(1, len(timings) // 97))):
+        raise RuntimeError("CUPTI saw different kernels from one call to the next")
+    return [sum(ms for _, ms in timings[i * k:(i + 1) * k]) / 1e3 for i in range(calls)], names
+
+
+def _window(readings: list[power.Reading], begin: float, end: float) -> list[power.Reading]:
+    """The readings between begin and end, with the last one before and the first one after, so the energy
+    counter's difference spans the whole window."""
+    inside = [i for i, r in enumerate(readings) if begin <= r.t <= end]
+    lo = max(0, (inside[0] if inside else next((i for i, r in enumerate(readings) if r.t > end), len(readings))) - 1)
+    hi = min(len(readings), (inside[-1] + 2) if inside else lo + 2)
+    return readings[lo:hi]
+
+
+@dataclass(frozen=True)
+class InLoad:
+    """A steady headline sampled inside the load: the samples, the state and the telemetry of their span."""
+
+    sampled: Sampled
+    power: PowerState
+    telemetry: Telemetry
+    settle_s: float  # seconds of load before the first timed call
+
+
+def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, settings: TimingSettings,
+                   pace_s: float | None, clock: Callable[[], float] = time.monotonic, recorder=None) -> InLoad:
+    """steady: one CUPTI session around one unbroken stream of back-to-back calls. The stream runs until the GPU's
+    readings reach a steady state (power.judge); the samples are the calls that ran wholly inside the window over
+    which the state held, at least the spec's min_samples (FLOOR_SAMPLES for calls too slow for the budget), the
+    stream going on until there are that many. The telemetry is of the same window."""
+    rules = power.Rules.of(settings)
+    per_chunk = calls_per_chunk(pace_s)
+    slow = pace_s is not None and pace_s * settings.min_samples > settings.budget_s
+    need = FLOOR_SAMPLES if slow else settings.min_samples
+    recorder = recorder or power.Recorder(source)
+    with timer.session() as session, recorder:
+        stream = Stream(fn, args, per_chunk, clock)
+        stream.push()
+        load_start, verdict = stream.start, None
+        while verdict is None:
+            stream.push()
+            verdict = power.judge(list(recorder.readings), load_start, source.power_limit_w, rules,
+                                  settings.settle_max_s)
+        until = recorder.readings[-1].t
+        chunks = stream.chunks_within(verdict.since, until)
+        while len(chunks) * per_chunk < need:
+            stream.push()
+            until = stream.ends[-1]
+            chunks = stream.chunks_within(verdict.since, until)
+        stream.drain()
+    seconds, kernels = per_call_seconds(session.timings, stream.dispatched)
+    timed = [s for i in chunks for s in seconds[i * per_chunk:(i + 1) * per_chunk]]
+    begin, end = stream.chunk_start(chunks[0]), stream.ends[chunks[-1]]
+    readings = _window(recorder.readings, begin, end)
+    telemetry = power.summarise(readings, source.power_limit_w)
+    state = PowerState(
+        policy="steady", settled=verdict.settled, wait_s=begin - load_start, note=verdict.note, rule=verdict.rule,
+        sampled_in_load=True, load_s=begin - load_start, sample_s=end - begin,
+        busy=min(1.0, sum(seconds) / max(stream.ends[-1] - load_start, 1e-9)),
+        temperature_c=readings[0].temperature_c if readings else None)
+    summary = summarise(timer.name, timed, settings.target_noise)
+    return InLoad(Sampled(summary, kernels, stream.ends[-1] - load_start), state, telemetry, begin - load_start)
+
+
+def soak(timer, fn: Callable, args: tuple, source: power.Source, seconds: float, pace_s: float | None,
+         clock: Callable[[], float] = time.monotonic, recorder=None) -> Soak:
+    """The cell back to back for `seconds` in one CUPTI session and one unbroken stream, from wherever the GPU is:
+    per bin, the median kernel time of the calls that ran in it and the GPU's readings over it."""
+    per_chunk = calls_per_chunk(pace_s)
+    recorder = recorder or power.Recorder(source)
+    with timer.session() as session, recorder:
+        stream = Stream(fn, args, per_chunk, clock)
+        stream.push()
+        while stream.ends[-1:] == [] or stream.ends[-1] - stream.start < seconds:
+            stream.push()
+        stream.drain()
+    per_call, _ = per_call_seconds(session.timings, stream.dispatched)
+    bin_s = max(SOAK_BIN_S, seconds / SOAK_POINTS)
+    points, start = [], stream.start
+    for b in range(int(-(-(stream.ends[-1] - start) // bin_s))):
+        begin, end = start + b * bin_s, start + (b + 1) * bin_s
+        chunks = [i for i, e in enumerate(stream.ends) if begin < e <= end]
+        calls = [s for i in chunks for s in per_call[i * per_chunk:(i + 1) * per_chunk]]
+        readings = _window(recorder.readings, begin, end)
+        points.append(_soak_point(end - start, calls, readings))
+    return Soak(seconds=stream.ends[-1] - start, bin_s=bin_s, points=points)
+
+
+def _soak_point(t_s: float, calls: list[float], readings: list[power.Reading]) -> SoakPoint:
+    inside = readings[1:-1] or readings
+    watts = power.drawn_w(readings, readings[-1].t - readings[0].t) if len(readings) >= 2 else None
+    bits = 0
+    for r in inside:
+        bits |= r.throttle
+    return SoakPoint(
+        t_s=t_s, calls=len(calls), median_s=statistics.median(calls) if calls else None,
+        sm_clock_mhz=statistics.fmean(r.sm_mhz for r in inside) if inside else None,
+        power_w=statistics.fmean(r.power_w for r in inside if r.power_w is not None)
+        if any(r.power_w is not None for r in inside) else None,
+        drawn_w=watts,
+        temperature_c=max((r.temperature_c for r in inside if r.temperature_c is not None), default=None),
+        throttle=power.throttle_words(bits & ~0x1),
+    )
+
+
+def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
+    """Enough calls to keep the GPU busy for ~50 ms, then wait for them."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    calls = calls_per_chunk(time.perf_counter() - start)
+
+    def run() -> None:
+        for _ in range(calls - 1):
+            fn(*args)
+        jax.block_until_ready(fn(*args))
+
+    return run
+
+
+def _count(watch, name: str, seconds: float) -> None:
+    watch.phases[name] = watch.phases.get(name, 0.0) + seconds
+
+
+def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
+              watch, ran_s: float | None = None) -> Timed:
+    """Bring the GPU to the spec's power state and sample the headline timer in it under telemetry, then the
+    others (ran_s: the seconds of the untimed call made just before: the pace of the calls, and where the warm-up
+    would take more than half the budget, the warm-up). Under `steady`, a headline that can sample inside the load
+    (a timer with a session: every kernel of a stream) does; one that cannot (the wall clock syncs each call) is
+    sampled after the settling, and its record says so."""
+    headline = timers[0]
+    state = telemetry = soaked = None
+    sampled = []
+    if env.source is not None and settings.power == "steady" and hasattr(headline, "session"):
+        started = time.perf_counter()
+        made = sample_in_load(headline, fn, args, env.source, settings, ran_s)
+        _count(watch, "settle", made.settle_s)
+        _count(watch, headline.name, time.perf_counter() - started - made.settle_s)
+        sampled.append(made.sampled)
+        state, telemetry = made.power, made.telemetry
+    elif env.source is not None:
+        with watch.phase("settle"):
+            if settings.power == "steady":
+                state = power.settle(_back_to_back(fn, args), env.source, settings.settle_max_s,
+                                     power.Rules.of(settings))
+            else:
+                state = power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
+    for timer in timers[len(sampled):]:
+        limit = limits(timer.name, headline.name, settings)
+        if settings.power == "burst" and timer is headline:
+            calls = burst_calls(ran_s, limit.min_samples)
+            limit = Limits(0, calls, calls, limit.target_noise, limit.budget_s)
+        with watch.phase(timer.name):
+            if timer is headline and env.source is not None:
+                with power.Recorder(env.source) as recorder:
+                    sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
+                telemetry = power.summarise(recorder.readings, env.source.power_limit_w)
+                span = recorder.readings[-1].t - recorder.readings[0].t
+                state = state.model_copy(update={"sample_s": span,
+                                                 "temperature_c": recorder.readings[0].temperature_c})
+            else:
+                sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
+    if settings.soak_s and env.source is not None and hasattr(headline, "session"):
+        with watch.phase("soak"):
+            power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
+            soaked = soak(headline, fn, args, env.source, settings.soak_s, ran_s)
+    return Timed(sampled, state, telemetry, soaked)

@@ -1,0 +1,56 @@
+"""The runner's steady and burst numbers against an independent direct protocol (tests/direct_protocol.py), on a GPU.
+
+    python scripts/steady_crosscheck.py OUT.json [--rows VARIANT:PASS:T:POLICY,...]
+
+Default rows: cudnn and cudnn_fp8 forward at T = 4k, 8k, 16k, 32k under both policies, and cudnn forward+backward
+at 8k and 32k; burst rows first, while the GPU is still cool. Writes a list of rows (runner_tflops, direct_tflops,
+their ratio, within_3pct, the record's power state) to OUT.json; docs/evidence/steady-crosscheck-<date>.json.
+Run it with PYTHONPATH at an older checkout to see how that runner's protocol fares.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+DEFAULT = [(v, "fwd", t, policy) for policy in ("burst", "steady") for v in ("cudnn", "cudnn_fp8")
+           for t in (4096, 8192, 16384, 32768)] + [("cudnn", "fwd_bwd", t, policy) for policy in ("burst", "steady")
+                                                    for t in (8192, 32768)]
+
+
+def rows(text: str | None) -> list[tuple]:
+    if not text:
+        return sorted(DEFAULT, key=lambda r: r[3] != "burst")
+    return [(v, p, int(t), policy) for v, p, t, policy in (row.split(":") for row in text.split(","))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rows")
+    args = parser.parse_args()
+    from crosscheck import crosscheck, idle
+
+    idle_state, done = idle(), []
+    start = time.perf_counter()
+    for variant, pass_, seq_len, policy in rows(args.rows):
+        row = crosscheck(variant, policy, idle_state, seq_len=seq_len, **{"pass": pass_})
+        row["within_3pct"] = abs(row["ratio"] - 1) < 0.03
+        done.append(row)
+        print(f"[{time.perf_counter() - start:6.1f}s] {variant} {pass_} T={seq_len} {policy}: runner "
+              f"{row['runner_tflops']:.0f} direct {row['direct_tflops']:.0f} TFLOP/s ({row['ratio']:.3f}) "
+              f"{row['power'].get('rule') if row['power'] else ''} load {row['power'].get('load_s') if row['power'] else ''}",
+              flush=True)
+        args.out.write_text(json.dumps(done, indent=1))
+    bad = [r for r in done if not r["within_3pct"]]
+    print(f"{len(done) - len(bad)} of {len(done)} rows within 3 %")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

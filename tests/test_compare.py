@@ -1,0 +1,277 @@
+"""runner/compare.py and `attnbench compare` (runner/compare_cli.py) on copies of the shipped runs: the verdicts, the
+exit codes a pipeline acts on, the three formats, --against previous, and the facts both sides show."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from markdown_it import MarkdownIt
+
+from helpers import REPO, in_process
+from runner import compare
+from runner.results import CELLS, MANIFEST
+from runner.store import open_store
+from stores import H200_LAB5, H200_LAB5_NO_TE, SHIPPED, broken, copy_run, shipped, write_run
+
+TEMPLATE = "h200/lab5-warm-20261203-023042"  # 75 ok cells, device timer, noise at most 4.6 %
+DECODE = "h200/decode-20261202"  # another spec on the same GPU: no cell in common with lab5
+DAY = dt.datetime(2026, 12, 10, tzinfo=dt.timezone.utc)
+
+
+def ok_keys(run) -> list[str]:
+    return [c.key for c in run.cells if c.status == "ok"]
+
+
+def three_slower(run) -> list[str]:
+    """Three ok cells of three experiments: the ones a test makes slower."""
+    ok = [c for c in run.cells if c.status == "ok"]
+    picked = {}
+    for cell in ok:
+        picked.setdefault(cell.experiment, cell.key)
+    return list(picked.values())[1:4]
+
+
+def copied(tmp_path, run_id: str, started: dt.datetime, template: str = TEMPLATE, factor=lambda cell: 1.0,
+           change=lambda cell: cell) -> str:
+    """A copy of a shipped run in tmp_path/results/RUN_ID, each cell `factor(cell)` times slower, then `change`d."""
+    manifest, cells = copy_run(shipped(template), run_id, started, factor=factor)
+    write_run(tmp_path / "results" / run_id, manifest, [change(c) for c in cells])
+    return str(tmp_path / "results" / run_id)
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """(A, B, the three cells B is 30 % slower in)."""
+    slower = three_slower(shipped(TEMPLATE))
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.3 if c.key in slower else 1.0)
+    return a, b, slower
+
+
+def report(capsys, *args):
+    """`attnbench compare ARGS --format json`: (exit code, the document)."""
+    done = in_process(capsys, "compare", *args, "--format", "json")
+    return done.code, json.loads(done.out) if done.out else None
+
+
+# --- the Done-when cases ---------------------------------------------------------------------------------------
+
+def test_three_cells_30_percent_slower_exit_1_naming_exactly_those_cells(capsys, pair):
+    a, b, slower = pair
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressed"] is True
+    assert found["regressions"] == slower
+    verdicts = {c["key"]: c["verdict"] for c in found["cells"]}
+    assert {k for k, v in verdicts.items() if v == "slower"} == set(slower)
+    assert {c["key"]: c["ratio"] for c in found["cells"] if c["key"] in slower} == pytest.approx(
+        dict.fromkeys(slower, 1.3))
+    table = in_process(capsys, "compare", a, b)
+    assert table.code == 1 and table.out.splitlines()[-1].startswith("REGRESSION: 3 cell(s) slower, 0 ok in A")
+    regressions = table.out.split("Slower (regressions)")[1].split("Geometric mean")[0]
+    assert {k for k in ok_keys(shipped(TEMPLATE)) if k in regressions} == set(slower)
+
+
+def test_a_run_against_itself_exits_0(capsys, pair):
+    a, _, _ = pair
+    code, found = report(capsys, a, a)
+    assert code == 0 and not found["regressed"] and found["regressions"] == []
+    assert {c["verdict"] for c in found["cells"]} == {"within noise"}
+    assert len(found["cells"]) == len(ok_keys(shipped(TEMPLATE)))
+
+
+def test_a_threshold_of_40_percent_lets_30_percent_pass(capsys, pair):
+    a, b, slower = pair
+    code, found = report(capsys, a, b, "--threshold", "40")
+    assert code == 0 and found["threshold"] == 0.4 and found["regressions"] == []
+    assert report(capsys, a, b, "--threshold", "29")[0] == 1
+
+
+def test_a_cell_that_turned_incorrect_exits_1(capsys, tmp_path):
+    turned = ok_keys(shipped(TEMPLATE))[5]
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), change=lambda c: broken(
+        c, "incorrect", "out relative error 0.3 > tolerance 0.02") if c.key == turned else c)
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == [turned]
+    (change,) = found["status_changes"]
+    assert (change["key"], change["a"], change["b"], change["regression"]) == (turned, "ok", "incorrect", True)
+    assert change["reason"] == "out relative error 0.3 > tolerance 0.02"
+    assert not [c for c in found["cells"] if c["verdict"] == "slower"]
+
+
+def test_two_runs_with_no_common_cell_exit_2(capsys, tmp_path):
+    a = copied(tmp_path, "decode-a", DAY, template=DECODE)
+    b = copied(tmp_path, "lab5-b", DAY)
+    done = in_process(capsys, "compare", a, b)
+    assert (done.code, done.out) == (2, "")
+    assert done.errors == [f"error: A (decode-a, 56 cells) and B (lab5-b, 76 cells) share no cell (the same "
+                           "experiment, variant and shape): are they runs of the same spec?"]
+
+
+def test_markdown_output_renders_as_tables(capsys, pair):
+    a, b, slower = pair
+    done = in_process(capsys, "compare", a, b, "--format", "markdown")
+    assert done.code == 1
+    html = MarkdownIt("commonmark").enable("table").render(done.out)
+    tables = html.split("<table>")[1:]
+    assert len(tables) == 2  # the regressions and the geometric means: nothing else differs
+    head, body = tables[0].split("</thead>")
+    assert [h.split("</th>")[0] for h in head.split("<th>")[1:]] == [
+        "key", "experiment", "variant", "shape", "A ms", "B ms", "B / A", "noise A", "noise B"]
+    assert [row.split("</td>")[0] for row in body.split("<tr>\n<td>")[1:]] == slower
+    assert "<strong>REGRESSION: 3 cell(s) slower" in html
+
+
+# --- what else is bad input ------------------------------------------------------------------------------------
+
+def test_runs_of_different_gpus_are_refused_unless_allowed(capsys):
+    cpu, gpu = SHIPPED / "cpu" / "lab5-20261202-104832", SHIPPED / H200_LAB5
+    done = in_process(capsys, "compare", cpu, gpu)
+    assert done.code == 2 and done.errors == [
+        "error: A ran on cpu, B on NVIDIA H200: times of different GPUs are no regression; give "
+        "--allow-different-gpu to compare them anyway"]
+    allowed = in_process(capsys, "compare", cpu, gpu, "--allow-different-gpu", "--format", "json")
+    assert allowed.code == 0 and json.loads(allowed.out)["timer"] == "wall"  # the CPU run's headline timer
+
+
+def test_unreadable_runs_and_wrong_arguments_exit_2_in_one_line_each(capsys, tmp_path, pair):
+    a, b, _ = pair
+    (tmp_path / "empty").mkdir()
+    missing = in_process(capsys, "compare", tmp_path / "empty", b)
+    assert missing.code == 2 and missing.errors[0].startswith("error: A: ") and "manifest.json: missing" in missing.err
+    (tmp_path / "results" / "lab5-b" / MANIFEST).write_text("{not json")
+    bad = in_process(capsys, "compare", a, b)
+    assert bad.code == 2 and bad.errors == [f"error: B: {b}/{MANIFEST}: not valid JSON (Expecting property name "
+                                            "enclosed in double quotes)"]
+    assert in_process(capsys, "compare", a).code == 2
+    assert in_process(capsys, "compare", a, b, "--against", "previous").code == 2
+    assert in_process(capsys, "compare", a, a, "--threshold", "-1").code == 2
+
+
+def test_status_changes_cells_in_one_run_and_environment_come_before_the_times(capsys, tmp_path):
+    a = copied(tmp_path, "lab5-a", DAY)
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.5)
+    machine = manifest.machine.model_copy(update={"versions": {**manifest.machine.versions, "cudnn": "9.99.0"}})
+    write_run(tmp_path / "results" / "lab5-b", manifest.model_copy(update={"machine": machine}), cells[2:])
+    done = in_process(capsys, "compare", a, tmp_path / "results" / "lab5-b")
+    out = done.out
+    order = [out.index(title) for title in ("Environment differences", "Cells only in A", "Slower (regressions)",
+                                            "Geometric mean")]
+    assert done.code == 1 and order == sorted(order)
+    assert "version cudnn" in out.split("Cells only in A")[0] and "9.99.0" in out
+    assert all(cell.key in out.split("Slower")[0] for cell in shipped(TEMPLATE).cells[:2])
+
+
+# --- --against previous ------------------------------------------------------------------------------------------
+
+def test_against_previous_takes_the_newest_earlier_run_of_the_spec_on_the_gpu(capsys, tmp_path):
+    copied(tmp_path, "lab5-old", DAY - dt.timedelta(days=2))
+    copied(tmp_path, "lab5-before", DAY - dt.timedelta(days=1), factor=lambda c: 0.5)
+    copied(tmp_path, "lab5-later", DAY + dt.timedelta(days=1))  # after B: never its baseline
+    cpu, _ = copy_run(shipped("cpu/lab5-20261202-104832"), "lab5-cpu", DAY - dt.timedelta(hours=1))
+    write_run(tmp_path / "results" / "lab5-cpu", cpu, [])  # the same spec on another device, nearer in time
+    copied(tmp_path, "decode-nearer", DAY - dt.timedelta(hours=2), template=DECODE)  # another spec
+    b = copied(tmp_path, "lab5-b", DAY)
+    code, found = report(capsys, "lab5-b", "--against", "previous", "--out", tmp_path / "results")
+    assert found["a"]["run_id"] == "lab5-before" and code == 1  # B takes twice as long as the run before it
+    by_folder = report(capsys, b, "--against", "previous")  # B's parent folder is the store
+    assert by_folder[1]["a"]["run_id"] == "lab5-before"
+
+
+def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp_path):
+    b = copied(tmp_path, "lab5-first", DAY)
+    done = in_process(capsys, "compare", b, "--against", "previous")
+    assert (done.code, done.out) == (0, "")
+    assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first: nothing to compare with"]
+
+
+def test_runs_in_a_bucket_by_run_id(capsys, tmp_path, emulator):
+    copied(tmp_path, "lab5-a", DAY)
+    copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.3)
+    store = open_store("gs://attnbench-test/nightly")
+    for run_id in ("lab5-a", "lab5-b"):
+        for name in (MANIFEST, CELLS):
+            store.put(f"{run_id}/{name}", (tmp_path / "results" / run_id / name).read_bytes())
+    code, found = report(capsys, "lab5-a", "lab5-b", "--out", "gs://attnbench-test/nightly")
+    assert code == 1 and len(found["regressions"]) == len(ok_keys(shipped(TEMPLATE)))
+    code, found = report(capsys, "lab5-b", "--against", "previous", "--out", "gs://attnbench-test/nightly")
+    assert code == 1 and found["a"]["run_id"] == "lab5-a"
+
+
+# --- the pieces the dashboard shares -------------------------------------------------------------------------------
+
+def frames(*folders: str) -> list[pd.DataFrame]:
+    return [compare.cell_frame(shipped(f).cells) for f in folders]
+
+
+def test_a_cell_is_slower_only_beyond_both_runs_noise_and_the_threshold():
+    def cell(key, median, spread):
+        return {"run": "r", "key": key, "experiment": "e", "variant": "xla", "status": "ok", "order": ord(key),
+                **dict.fromkeys(compare.SHAPE, 1), "dtype": "bfloat16", "causal": False, "pass": "fwd",
+                "wall_median_s": median, "wall_q1_s": median - spread, "wall_q3_s": median + spread}
+
+    a = pd.DataFrame([cell(k, 1.0, 0.01) for k in "abcde"])
+    b = pd.DataFrame([cell("a", 1.5, 0.01), cell("b", 1.04, 0.01), cell("c", 1.5, 1.0), cell("d", 0.9, 0.01),
+                      cell("e", 0.97, 0.001)])  # beyond; within the threshold; within B's noise; faster; within
+    table = compare.cells(a, b, "wall")
+    assert table["verdict"].tolist() == ["slower", "within noise", "within noise", "faster", "within noise"]
+    assert table["ratio"].tolist() == pytest.approx([1.5, 1.04, 1.5, 0.9, 0.97])
+    assert compare.cells(a, b, "wall", threshold=0.03)["verdict"].tolist()[:2] == ["slower", "slower"]
+    summary = compare.summary(table)
+    assert summary[["slower", "within noise", "faster"]].values.tolist() == [[1, 3, 1]]
+    assert summary["geomean B/A"][0] == pytest.approx((1.5 * 1.04 * 1.5 * 0.9 * 0.97) ** (1 / 5))
+
+
+def test_environments_put_what_differs_first_and_ignore_times_and_ids():
+    manifests = {"a": shipped(H200_LAB5_NO_TE).manifest, "b": shipped(H200_LAB5).manifest}
+    table = compare.environments(manifests)
+    differs = list(table.index[table["differs"]])
+    assert "version cudnn" in differs and "version transformer_engine" in differs
+    assert not {"run id", "started", "ended", "gpu temperature_c"} & set(differs)
+    assert not [fact for fact in differs if fact.startswith("seconds ")]  # time spent is the run's, not its setting
+    assert list(table.index[:len(differs)]) == differs
+    assert compare.differences(*manifests.values()).set_index("fact").loc["version cudnn"].tolist() == [
+        "9.19.0", "9.14.0"]
+
+
+def test_the_power_policy_is_an_environment_difference():
+    steady = shipped("h200/hopper-long-warm-20261202").manifest
+    burst = shipped("h200/hopper-long-burst-20261202").manifest
+    assert compare.differences(steady, burst).set_index("fact").loc["power policy"].tolist() == ["steady", "burst"]
+
+
+def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():
+    found = compare.facts(shipped("h200/lab5-warm-20261203-023042").manifest)
+    assert found["seconds settle"] == "8.6" and found["worker transformer_engine start s"] == "0.4"
+
+
+def test_previous_run_follows_spec_gpu_and_date():
+    manifests = {f.rpartition("/")[2]: shipped(f).manifest for f in (H200_LAB5, H200_LAB5_NO_TE,
+                                                                     "cpu/lab5-20261202-104832")}
+    assert compare.previous_run(manifests, "lab5-20261202-110556") == "lab5-20261202-104743"
+    assert compare.previous_run(manifests, "lab5-20261202-104743") is None  # the CPU lab5 run is another GPU
+
+
+def test_the_headline_timer_is_the_one_most_cells_report():
+    gpu, cpu = frames(H200_LAB5, "cpu/lab5-20261202-104832")
+    assert (compare.headline(gpu), compare.headline(cpu)) == ("device", "wall")
+    assert compare.compare(gpu, gpu, None, None).timer == "device"
+
+
+def test_compare_needs_no_jax(tmp_path):
+    """A pipeline's image may hold the core install only: `compare` runs with `import jax` failing."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.3)
+    script = ("import sys; sys.modules.update(dict.fromkeys(['jax', 'jaxlib', 'flax'])); from runner.cli import main; "
+              f"code = main(['compare', {a!r}, {b!r}, '--format', 'json']); "
+              "print([m for m, v in sys.modules.items() if v and m.startswith(('jax', 'runner.registry'))]); "
+              "sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    *report, imported = done.stdout.splitlines()
+    assert (done.returncode, imported) == (1, "[]"), done.stderr[-2000:]
+    assert json.loads("\n".join(report))["regressed"] is True

@@ -1,0 +1,176 @@
+"""runner/sampling.py: steady samples taken inside the load, their telemetry, and the soak, with a scripted GPU.
+
+A GPU's clock cannot be arranged, so a Script (tests/test_power.py) stands for NVML and a scripted session for
+CUPTI: each call's kernel time follows the script's SM clock at the moment it was made, as a power-capped GPU's
+would. The stream, the judging and the choice of samples are the real ones.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import pytest
+
+from runner import power
+from runner.sampling import Stream, per_call_seconds, sample_in_load, soak
+from runner.spec import TimingSettings
+from test_power import Script
+
+BOOST_MHZ, CAPPED_MHZ = 1980.0, 1600.0
+CALL_S = 0.001  # at the boost clock
+
+
+class Polled:
+    """A Recorder that reads the Script whenever its readings are asked for (each read moves time on a step)."""
+
+    def __init__(self, source: Script):
+        self.source, self._readings = source, []
+
+    @property
+    def readings(self):
+        self._readings.append(self.source.read())
+        return self._readings
+
+    def __enter__(self):
+        self._readings.append(self.source.read())
+        return self
+
+    def __exit__(self, *exc):
+        self._readings.append(self.source.read())
+
+
+class ScriptedTimer:
+    """A device timer whose session reports, for each call made inside it, a kernel time that scales with the
+    script's SM clock at that moment (two kernels a call, as a fwd_bwd call has several)."""
+
+    name = "device"
+
+    def __init__(self, source: Script):
+        self.source, self.calls = source, []
+
+    def call(self, *args):
+        self.calls.append(self.source.t)
+        return jnp.zeros(())
+
+    def session(self):
+        timer = self
+
+        class Session:
+            def __enter__(self):
+                timer.calls.clear()
+                return self
+
+            def __exit__(self, *exc):
+                self.timings = [(name, ms) for t in timer.calls
+                                for name, ms in (("fwd", 0.4e3 * CALL_S * BOOST_MHZ / timer.source.sm(t)),
+                                                 ("bwd", 0.6e3 * CALL_S * BOOST_MHZ / timer.source.sm(t)))]
+
+        return Session()
+
+
+def capping(after_s: float = 0.6, throttle_from: float = 0.15):
+    """A GPU that boosts, then settles at the power cap: the clock falls to CAPPED_MHZ by `after_s`."""
+    return Script(sm=lambda t: max(CAPPED_MHZ, BOOST_MHZ - (BOOST_MHZ - CAPPED_MHZ) * t / after_s),
+                  throttle=lambda t: 0x4 if t >= throttle_from else 0, drawn=lambda t: 690.0, step=0.01)
+
+
+def in_load(source: Script, **timing):
+    timer = ScriptedTimer(source)
+    settings = TimingSettings(min_samples=10, budget_s=2.0, **timing)
+    made = sample_in_load(timer, timer.call, (), source, settings, pace_s=CALL_S, clock=lambda: source.t,
+                          recorder=Polled(source))
+    return made, timer
+
+
+def test_steady_samples_are_the_calls_of_the_unbroken_load_once_its_state_held():
+    made, timer = in_load(capping())
+    capped_s = CALL_S * BOOST_MHZ / CAPPED_MHZ
+    assert made.sampled.summary.median_s == pytest.approx(capped_s)  # none of the boost-clock calls before
+    assert made.power.sampled_in_load and made.power.rule == "held" and made.power.settled
+    assert made.power.load_s >= 1.0 and made.power.sample_s >= 0.45
+    assert made.telemetry.sm_clock_mhz.median == CAPPED_MHZ and made.telemetry.throttle == ["power cap"]
+    assert made.sampled.summary.samples >= 10 and made.sampled.kernels == ["fwd", "bwd"]
+
+
+def test_the_telemetry_is_of_the_sampled_calls_not_of_the_settling():
+    made, _ = in_load(capping(after_s=0.6))
+    # the boost clock (1980 MHz) was read during the settling: it is not the samples' state
+    assert made.telemetry.sm_clock_mhz.max == CAPPED_MHZ and made.telemetry.drawn_w == pytest.approx(690.0)
+    assert made.power.temperature_c == 60.0
+
+
+def test_a_light_load_is_sampled_from_past_the_counters_lag_and_never_beside_a_throttle_reason():
+    light = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, power_w=lambda t: 150.0, step=0.01)
+    made, _ = in_load(light)
+    assert made.power.rule == "light" and made.power.note.startswith("light load (200 W of 700 W")
+    assert power.LIGHT_RAMP_S <= made.power.load_s <= 0.2 and made.telemetry.throttle == []
+    capped_once = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, throttle=lambda t: 0x4 if t > 0.3 else 0,
+                         step=0.01)
+    made, _ = in_load(capped_once)
+    assert made.power.rule != "light" and "light" not in made.power.note
+
+
+def test_calls_too_slow_for_the_window_stream_on_until_three_are_inside():
+    slow = Script(sm=lambda t: 1700.0, drawn=lambda t: 690.0, throttle=lambda t: 0x4, step=0.2)  # a read per chunk
+    timer = ScriptedTimer(slow)
+    settings = TimingSettings(min_samples=10, budget_s=2.0)
+    made = sample_in_load(timer, timer.call, (), slow, settings, pace_s=0.5, clock=lambda: slow.t,
+                          recorder=Polled(slow))
+    assert made.sampled.summary.samples >= 3 and made.power.sampled_in_load
+
+
+def test_an_unsettled_load_is_sampled_at_the_cap_and_says_so():
+    drifting = Script(sm=lambda t: BOOST_MHZ - 40 * t, drawn=lambda t: 690.0 - 10 * t, step=0.01)
+    made, _ = in_load(drifting, settle_max_s=2.0)
+    assert not made.power.settled and made.power.rule == "unsettled" and "still moving" in made.power.note
+
+
+def test_the_stream_never_waits_on_the_newest_chunks():
+    waited = []
+
+    class Out:
+        def __init__(self, i):
+            self.i = i
+
+        def block_until_ready(self):
+            waited.append(self.i)
+            return self
+
+    made = iter(range(100))
+    stream = Stream(lambda: Out(next(made)), (), per_chunk=2)
+    for _ in range(5):
+        stream.push()
+    assert waited == [1, 3, 5] and len(stream.pending) == 2  # chunks 0-2 ended (calls 1, 3, 5); 3 and 4 queued
+    stream.drain()
+    assert waited == [1, 3, 5, 7, 9] and stream.dispatched == 10
+
+
+def test_kernels_split_into_calls_or_the_session_is_refused():
+    seconds, names = per_call_seconds([("a", 1.0), ("b", 2.0)] * 3, 3)
+    assert seconds == pytest.approx([0.003] * 3) and names == ["a", "b"]
+    with pytest.raises(RuntimeError, match="5 kernels over 2 calls"):
+        per_call_seconds([("a", 1.0)] * 5, 2)
+    with pytest.raises(RuntimeError, match="no kernel"):
+        per_call_seconds([], 2)
+
+
+def test_a_soak_records_throughput_clock_power_and_temperature_against_time():
+    heating = Script(sm=lambda t: max(CAPPED_MHZ, BOOST_MHZ - 400 * t), temperature=lambda t: 40 + 5 * t,
+                     drawn=lambda t: min(690.0, 300 + 600 * t), throttle=lambda t: 0x4 if t > 0.5 else 0,
+                     step=0.01)
+    timer, recorder = ScriptedTimer(heating), Polled(heating)
+    made = soak(timer, timer.call, (), heating, 3.0, pace_s=CALL_S, clock=lambda: recorder.readings[-1].t,
+                recorder=recorder)
+    assert made.seconds >= 3.0 and made.bin_s == 0.25 and len(made.points) >= 12
+    first, last = made.points[0], made.points[-1]
+    assert first.median_s < last.median_s == pytest.approx(CALL_S * BOOST_MHZ / CAPPED_MHZ)
+    assert first.sm_clock_mhz > last.sm_clock_mhz == CAPPED_MHZ
+    assert first.temperature_c < last.temperature_c and last.throttle == ["power cap"]
+    assert last.drawn_w == pytest.approx(690.0) and all(p.calls > 0 for p in made.points)
+
+
+def test_a_burst_sample_ends_before_the_power_cap_can_act():
+    from runner.sampling import BURST_FLOOR, burst_calls
+
+    assert burst_calls(0.030, 10) == BURST_FLOOR  # T = 32k on an H200: two calls, not ten
+    assert burst_calls(0.0017, 10) == 10  # T = 8k: 17 fit in 30 ms, the spec asks for 10
+    assert burst_calls(0.006, 10) == 5 and burst_calls(None, 10) == 10
