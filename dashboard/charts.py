@@ -12,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from runner import shape
+
 # Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
 # bf16 twin, Pallas purple and red; any other variant takes the next free colour of a 24-colour palette.
 VARIANT_COLOURS = {
@@ -32,8 +34,7 @@ PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
 AXIS = {"gridcolor": GRID, "zerolinecolor": GRID, "linecolor": "#bbb", "showline": True, "ticks": "outside",
         "tickcolor": "#bbb", "automargin": True}
 AXES = {
-    "batch": "batch size B", "seq_len": "sequence length T (tokens)", "kv_seq_len": "KV length S (tokens)",
-    "heads": "query heads N", "kv_heads": "KV heads K", "head_dim": "head dimension H",
+    **{name: shape.title(name) for name in shape.SIZES},
     "latency_ms": "median latency (ms)", "speedup": "speed-up over the baseline (×)", "tflop_s": "TFLOP/s",
     "tflop_per_j": "TFLOP per joule", "pct_of_peak": "% of measured bf16 matmul peak",
     "pct_of_bandwidth": "% of measured memory bandwidth", "gb_s": "GB/s (Q, K, V, O once)",

@@ -24,7 +24,7 @@ import streamlit as st
 from runner import shape
 from runner.record import Manifest
 from runner.compare import gpu_name
-from runner.results import assemble, manifest_of, part_of
+from runner.results import assemble, manifest_of, part_of, run_folders
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -101,15 +101,11 @@ class Snapshot:
 
     def read(self) -> None:
         """List the store once and read every manifest."""
-        folders = defaultdict(list)
-        for name in self.store.names():
-            folder, _, leaf = name.rpartition("/")
-            if folder and part_of(leaf):
-                folders[folder].append(name)
+        folders = run_folders(self.store.names())
         manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
         data = self._fetch(manifest_names)
         found = {folder: manifest_of(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
-                 for folder, names in sorted(folders.items())}
+                 for folder, names in folders.items()}
         keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
         for folder, (manifest, problems) in found.items():
             self.objects[keys[folder]], self.folders[keys[folder]] = folders[folder], folder

@@ -10,11 +10,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from runner import compare, leaderboard, shape
+from runner import compare, leaderboard, metrics, report, shape
 from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
-SIZES = ["batch", "seq_len", "kv_seq_len", "heads", "kv_heads", "head_dim", "window", "tp"]  # on a log2 x axis
+SIZES = list(shape.SIZES)  # axes drawn on a log2 x axis
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -31,12 +31,12 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
-    tflop_s = _column(cells, "flops") / seconds / 1e12
-    gb_s = _column(cells, "bytes_min") / seconds / 1e9
+    rated = metrics.rates_of(_column(cells, "flops"), _column(cells, "bytes_min"), seconds, peak, bandwidth)
     return cells.assign(
         latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
         q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),
-        tflop_s=tflop_s, pct_of_peak=100 * tflop_s / peak, gb_s=gb_s, pct_of_bandwidth=100 * gb_s / bandwidth,
+        tflop_s=rated["tflops"], pct_of_peak=rated["pct_of_peak"], gb_s=rated["gbps"],
+        pct_of_bandwidth=rated["pct_of_bandwidth"],
         tflop_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
         unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
@@ -115,8 +115,7 @@ def summary(cells: pd.DataFrame) -> pd.DataFrame:
 def markdown(table: pd.DataFrame) -> str:
     """A table as GitHub markdown, for pasting into a note or an issue."""
     text = table.astype(object).where(table.notna(), "—").astype(str)
-    lines = ["| " + " | ".join(map(str, text.columns)) + " |", "|" + "---|" * len(text.columns)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in text.itertuples(index=False)])
+    return report.markdown_table(list(text.columns), list(text.itertuples(index=False)))
 
 
 # --- FP8 ---------------------------------------------------------------------------------------------------------

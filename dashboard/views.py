@@ -14,11 +14,10 @@ import streamlit as st
 from dashboard import charts, data, published, tables, widgets
 from runner import compare as comparison
 from runner import leaderboard as board
-from runner import shape
+from runner import report, shape
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
-SIZE_TITLES = {"seq_len": "T", "batch": "B", "kv_seq_len": "S", "heads": "N", "kv_heads": "K", "head_dim": "H"}
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
     if x:
-        return charts.lines(cells, x, y, sel.style, f"{title} vs {SIZE_TITLES.get(x, shape.column(x))}", subtitle, log_y, low, high)
+        return charts.lines(cells, x, y, sel.style, f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high)
     axes = tables.swept(cells)
     cases = cells.sort_values("order").assign(case=_case(cells, axes))
     fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
@@ -266,10 +265,10 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
                "matmul peak is expected for them, not an error.")
     fp8 = set(tables.fp8_variants(snap.manifests))
     for name, cells in by_size:
-        throughput_row(drawn(cells, sel), sel, y, fp8)
+        throughput_row(drawn(cells, sel), sel, y, snap.runs["peak_tflops"], fp8)
 
 
-def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, fp8: set[str]) -> None:
+def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]) -> None:
     """Rate of one experiment (with published figures at its shapes) beside its share of the measured ceiling
     (matmul peak, or bandwidth for decode)."""
     name = cells["experiment"].iloc[0]
@@ -277,7 +276,7 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, fp8: set[str]) -
     with rate:
         fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
         if y == "tflop_s":
-            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells))
+            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
         plot(fig, f"rate-{name}")
     with share:
         if cells["pct_of_bandwidth"].notna().any():
@@ -289,13 +288,10 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, fp8: set[str]) -
             st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
 
 
-def drawn_peak(cells: pd.DataFrame) -> float | None:
-    """The measured matmul peak (TFLOP/s) of the first drawn run that has one, from its cells' own rates."""
-    with_peak = cells[cells["pct_of_peak"].notna()]
-    if with_peak.empty:
-        return None
-    first = with_peak.iloc[0]
-    return 100 * first["tflop_s"] / first["pct_of_peak"]
+def drawn_peak(cells: pd.DataFrame, peaks: pd.Series) -> float | None:
+    """The measured matmul peak (TFLOP/s, the run's manifest) of the first drawn run that has one."""
+    measured = pd.to_numeric(cells["run"].drop_duplicates().map(peaks), errors="coerce").dropna()
+    return float(measured.iloc[0]) if not measured.empty else None
 
 
 SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin's calls)"),
@@ -426,7 +422,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
             st.markdown(board_summary(mine))
             st.dataframe(tables.board(sel.cells, mine), hide_index=True)
             if as_markdown:
-                st.code(board.markdown(mine), language="markdown")
+                st.code(report.leaderboard_markdown(mine), language="markdown")
     beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)))
     if not beside.empty:
         st.subheader("Beside published figures")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
 
 from runner import shape
+from runner.metrics import ITEMSIZE, tensor_bytes
 from runner.record import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
@@ -19,7 +21,7 @@ class Cell:
     variant: str
     params: Params
 
-    @property
+    @functools.cached_property  # hashing the cell's JSON is most of what a run loop does per cell: once each
     def key(self) -> str:
         return cell_key(self.experiment, self.variant, self.params)
 
@@ -42,8 +44,6 @@ def count(spec: Spec) -> int:
 
 def largest(spec: Spec, exp: Experiment) -> Params:
     """The experiment's shape with the most input bytes: the largest value of each swept axis (one sweep point)."""
-    from runner.metrics import ITEMSIZE  # here: metrics imports Cell from this module
-
     values = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
     for name, swept in exp.sweep.axes().items():
         if name == "dtype":
@@ -57,8 +57,6 @@ def largest(spec: Spec, exp: Experiment) -> Params:
 
 def input_bytes(p: Params) -> int:
     """Bytes of Q, K and V."""
-    from runner.metrics import tensor_bytes
-
     query, key = tensor_bytes(p)
     return query + 2 * key
 

@@ -22,7 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
@@ -302,9 +301,9 @@ def cmd_run(args, console: Console) -> int:
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
-    cells = _select(spec, args.only, args.variants)
-    shard = _shard(args.shard, len(cells))
-    cells = select(cells, shard) if shard else cells
+    every = _select(spec, args.only, args.variants)
+    shard = _shard(args.shard, len(every))
+    cells = select(every, shard) if shard else every
     with _store_errors():
         check_uri(args.out)  # a bad --out is bad input in a dry run too
     if args.dry_run:
@@ -319,15 +318,21 @@ def cmd_run(args, console: Console) -> int:
     console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with _store_errors():
-        outcome = execute(spec, cells, store, spool, console, sys.argv, options)
+        outcome = execute(spec, cells, store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool.records(), location, console)
     return _run_exit(outcome, spool, location)
+
+
+REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `attnbench show` prints any run
 
 
 def _run_report(records, location: str, console: Console) -> None:
     from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
 
-    print_tables(records, console)
+    if len(records) <= REPORT_CELLS:
+        print_tables(records, console)
+    else:
+        console.print(f"{len(records):,} cells, more than a run's end prints; attnbench show {location} prints them")
     console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
 
 
@@ -357,20 +362,18 @@ def _preloads(variants) -> dict[str, str | None]:
 def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
     from runner.registry import BROKEN, unmet
+    from runner.report import rich_table
 
     variants = _variants()
     preloads = _preloads(variants)  # before the device: TransformerEngine must load ahead of JAX's GPU backend
     device = current_device()
-    table = Table(title=f"variants on {device.describe()}", title_justify="default")
-    for col in ("variant", "backend", "here", "what it is"):
-        table.add_column(col)
+    rows = []
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
-        table.add_row(name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
-                      v.doc)
-    for module, error in sorted(BROKEN.items()):
-        table.add_row(module, "-", f"[red]broken[/]: {error}", "")
-    console.print(table)
+        rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
+                     v.doc])
+    rows += [[module, "-", f"[red]broken[/]: {error}", ""] for module, error in sorted(BROKEN.items())]
+    console.print(rich_table(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows))
     return EXIT_OK
 
 
@@ -399,9 +402,9 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
-    from runner import published
-    from runner.leaderboard import leaderboard, markdown
-    from runner.report import export, leaderboard_table, print_tables, summary_line
+    from runner.leaderboard import leaderboard
+    from runner.report import (export, leaderboard_markdown, leaderboard_table, print_tables, published_table,
+                               summary_line)
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -410,11 +413,11 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "table":
         print_tables(run.cells, console)
         leaderboard_table(run.cells, console)
-        published.print_table(run, console)
+        published_table(run.cells, run.manifest, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":
-        sys.stdout.write(markdown(leaderboard(run.cells)) + "\n")
+        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells)) + "\n")
         return EXIT_OK
     if not run.cells:  # an export of no rows would have no header either (CSV: a blank line)
         raise UsageError(f"{run.dir}: no cells recorded yet, nothing to export as {args.format}")
@@ -469,26 +472,6 @@ def cmd_compare(args, console: Console) -> int:
     return EXIT_REGRESSION if found.regressed else EXIT_OK
 
 
-def _part_state(part) -> str:
-    if part.finished:
-        return "finished"
-    return "not started" if part.manifest is None and not part.cells else "unfinished"
-
-
-def runs_table(runs: list, uri: str) -> Table:
-    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
-    table = Table(title=f"runs in {uri}", title_justify="default")
-    for col in ("run", "name", "started", "shard", "cells", "state"):
-        table.add_column(col)
-    for run in runs:
-        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
-        for part in run.parts:
-            planned = "?" if part.planned is None else part.planned
-            table.add_row(run.run_id, name, started, part.shard or "-", f"{len(part.cells)}/{planned}",
-                          _part_state(part))
-    return table
-
-
 def _read_timeout() -> float:
     from runner.store import READ_TIMEOUT_S
 
@@ -496,6 +479,7 @@ def _read_timeout() -> float:
 
 
 def cmd_runs(args, console: Console) -> int:
+    from runner.report import runs_table
     from runner.store import LocalStore
 
     store = _open_store(args.out, _read_timeout())

@@ -5,18 +5,16 @@ one the dashboard's Compare tab draws."""
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from runner import compare
 from runner.record import Manifest
-from runner.report import markdown
-from runner.results import Run, manifest_of, part_of
+from runner.report import markdown, rich_table
+from runner.results import Run, manifest_of, part_of, run_folders
 from runner.store import Store
 
 READERS = 16  # manifests fetched at once: a bucket's latency per request is the limit, as in the dashboard
@@ -27,12 +25,9 @@ SHOWN = ["key", "experiment", "variant", "shape"]
 
 def manifests(store: Store) -> dict[str, Manifest | None]:
     """Every run folder's manifest (a sharded run's merged), without reading a cell."""
-    folders = defaultdict(list)
-    for name in store.names():
-        folder, _, leaf = name.rpartition("/")
-        part = part_of(leaf)  # (kind, shard), or None for an object outside the layout
-        if folder and part and part[0] == "manifest":
-            folders[folder].append(name)
+    folders = {folder: [n for n in names if part_of(n.rpartition("/")[2])[0] == "manifest"]
+               for folder, names in run_folders(store.names()).items()}
+    folders = {folder: found for folder, found in folders.items() if found}  # a folder of cells alone: no run
     names = [n for found in folders.values() for n in found]
     with ThreadPoolExecutor(READERS) as pool:
         data = dict(zip(names, pool.map(store.get, names)))
@@ -126,12 +121,8 @@ def print_table(found: compare.Comparison, console: Console) -> None:
         console.print(escape(line))
     for title, table in sections(found):
         if len(table):
-            shown = Table(title=title, title_justify="left")
-            for column in table.columns:
-                shown.add_column(str(column), justify="right" if column in ("A ms", "B ms", "B / A") else "left")
-            for row in table.astype(str).itertuples(index=False):
-                shown.add_row(*map(escape, row))
-            console.print(shown)
+            rows = [list(map(escape, row)) for row in table.astype(str).itertuples(index=False)]
+            console.print(rich_table(title, list(map(str, table.columns)), rows, right=("A ms", "B ms", "B / A")))
     console.print(escape(verdict(found)))
 
 

@@ -214,15 +214,12 @@ def shared_program(item: Lowered, shared: dict[str, tuple[str, Program]]) -> Pro
     return Program(program.executable, item.fingerprint, Compilation(seconds=item.seconds, shared_with=owner))
 
 
-def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]], variant: str) -> Program:
+def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]]) -> Program:
     """Lower and compile `fn` for `args` with XLA's full autotuning, unless a variant in `shared` (fingerprint ->
-    (variant, program), one shape's) already compiled the same program: then its executable is reused."""
+    (variant, program), one shape's) already compiled the same program: then its executable is reused. The caller
+    keeps what it compiled in `shared`, under its variant."""
     item = lower_timed(fn, args)
-    if reused := shared_program(item, shared):
-        return reused
-    program = compile_lowered(item)
-    shared[item.fingerprint] = (variant, program)
-    return program
+    return shared_program(item, shared) or compile_lowered(item)
 
 
 class Untimed:

@@ -105,13 +105,3 @@ def rows(standings: list[Standing]) -> list[dict[str, str]]:
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),
     } for s in standings]
-
-
-def markdown(standings: list[Standing]) -> str:
-    """The board as a GitHub markdown table."""
-    table = rows(standings)
-    if not table:
-        return ""
-    header = list(table[0])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row[h] for h in header) + " |" for row in table])

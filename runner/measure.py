@@ -27,7 +27,7 @@ from runner.inputs import (InputsAndReference, make_inputs, needed_bytes, refere
 from runner.machine import Device
 from runner.programs import Compiled, compiled_from, compile_step, first_line, timed_fn, tune_step
 from runner.record import CellRecord, Machine, Params, Tuning, utc_now
-from runner.registry import VARIANTS, Skip, Tuned, Variant, decline
+from runner.registry import VARIANTS, Skip, Tuned, Variant
 from runner.sampling import PowerEnv, time_step
 from runner.spec import Spec
 from runner.timers import Timer
@@ -141,7 +141,7 @@ class Measurer:
             for cell in todo:
                 variant, p = VARIANTS[cell.variant], cell.params
                 try:
-                    if self.unavailable(variant, p):
+                    if self.unavailable(variant):
                         continue
                     built = variant.build(p)
                     if isinstance(built, Tuned):  # its search compiles and times at its turn
@@ -194,10 +194,11 @@ class Measurer:
             raise made
         return made
 
-    def unavailable(self, variant: Variant, p: Params) -> str | None:
-        """Why the variant declines this cell here: its rules, or its probe (run once per variant)."""
-        if reason := decline(variant, p, self.device):
-            return reason
+    def unavailable(self, variant: Variant, declined: str | None = None) -> str | None:
+        """Why the variant declines this cell here: the supervisor's verdict on its rules (`declined`; it sends
+        only cells it found runnable), or the variant's probe (run once per variant)."""
+        if declined:
+            return declined
         if variant.name not in self._probed:
             self._probed[variant.name] = variant.probe() if variant.probe else None
         return self._probed[variant.name]
@@ -220,7 +221,7 @@ class Measurer:
         begun = Begun(cell.key, utc_now(), time.perf_counter(), Stopwatch())
         try:
             variant = VARIANTS[cell.variant]
-            if not self.unavailable(variant, cell.params):
+            if not self.unavailable(variant):
                 self.truth(cell.params, begun.watch)
                 begun.compiled = self._take(cell)
                 with begun.watch.phase("compile"):
@@ -248,7 +249,7 @@ class Measurer:
         with watch.phase("compile"):
             return compile_step(cell.variant, built, cell.params, self.shared(cell.params)), None
 
-    def measure(self, cell: Cell, ahead: list[Cell] = ()) -> CellRecord:
+    def measure(self, cell: Cell, ahead: list[Cell] = (), declined: str | None = None) -> CellRecord:
         """Run one cell's steps (continuing what `begin` started for it), compiling the programs of the cells `ahead`
         beside its own; never raises for a failure of the variant or the device."""
         begun, self._begun = self._begun, None
@@ -261,7 +262,7 @@ class Measurer:
                 raise begun.error
             if ahead:
                 self.precompile([cell, *ahead], watch)
-            if reason := self.unavailable(variant, p):
+            if reason := self.unavailable(variant, declined):
                 raise Skip(reason)
             truth = self.truth(p, watch)
             compiled, tuning = self.program(cell, truth, watch, begun.compiled or self._take(cell))

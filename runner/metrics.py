@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from runner.cells import Cell
+from typing import TYPE_CHECKING
+
+from runner.masks import kept_elements
 from runner.record import CellRecord, Params
+
+if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
+    from runner.cells import Cell
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def unmasked_elements(seq_len: int, kv_seq_len: int, causal: bool) -> int:
-    """Score elements that survive the mask; causal keeps key j <= query i (top-left aligned)."""
-    if not causal:
-        return seq_len * kv_seq_len
-    full_rows = min(seq_len, kv_seq_len)  # rows 0..full_rows-1 keep i+1 keys
-    return full_rows * (full_rows + 1) // 2 + (seq_len - full_rows) * kv_seq_len
-
-
 def flops(p: Params) -> int:
     """2*N*(H + Hv)*(score elements the mask keeps over the batch: causal, window, padding): Q·Kᵀ and P·V at 2 FLOPs
     per multiply-add, masked-out scores not counted (so TFLOP/s stays honest); x3.5 with backward."""
-    from runner.masks import kept_elements
-
     forward = 2 * p.heads * (p.head_dim + p.v_head_dim) * kept_elements(p)
     return int(forward * BWD_FLOP_FACTOR) if p.pass_ == "fwd_bwd" else forward
 
@@ -52,13 +47,22 @@ def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth
     """TFLOP/s, GB/s and their share of the machine's measured ceilings, for a call of `seconds`."""
     if not seconds:
         return {}
-    tflops, gbps = flops(p) / seconds / 1e12, bytes_min(p) / seconds / 1e9
-    return {
-        "tflops": tflops,
-        "gbps": gbps,
-        "pct_of_peak": 100 * tflops / peak_tflops if peak_tflops else None,
-        "pct_of_bandwidth": 100 * gbps / bandwidth_gbps if bandwidth_gbps else None,
-    }
+    return rates_of(flops(p), bytes_min(p), seconds, peak_tflops, bandwidth_gbps)
+
+
+def rates_of(work, traffic, seconds, peak_tflops, bandwidth_gbps) -> dict:
+    """The rates of `work` FLOPs and `traffic` bytes in `seconds`, numbers or pandas columns alike (the
+    dashboard rates a whole table by another timer with this)."""
+    tflops, gbps = work / seconds / 1e12, traffic / seconds / 1e9
+    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, peak_tflops),
+            "pct_of_bandwidth": _share(gbps, bandwidth_gbps)}
+
+
+def _share(rate, ceiling):
+    """100 x rate / ceiling; None without a ceiling (a column of ceilings gives NaN where one is missing)."""
+    if ceiling is None or (isinstance(ceiling, (int, float)) and not ceiling):
+        return None
+    return 100 * rate / ceiling
 
 
 def mean_power_w(telemetry, state) -> float | None:

@@ -81,7 +81,9 @@ def compiled_from(program: Program, staged: Staged | None) -> Compiled:
 def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
     """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
     staged, fn, args = timed_fn(built, p)
-    return compiled_from(compile_timed(fn, args, shared, name), staged)
+    program = compile_timed(fn, args, shared)
+    shared.setdefault(program.fingerprint, (name, program))  # a reused program keeps its owner
+    return compiled_from(program, staged)
 
 
 def first_line(error: BaseException) -> str:

@@ -120,19 +120,3 @@ def beside(cells, fp8_variants: set[str]) -> list[dict]:
 def fp8_promised(manifest) -> set[str]:
     """The variants of a run that promise FP8, from its manifest (what old runs said of themselves)."""
     return {name for name, info in (manifest.variants if manifest else {}).items() if info.fp8_baseline}
-
-
-def print_table(run, console) -> None:
-    """`attnbench show`'s "published" table: each measured cell beside the published figure at its shape."""
-    from rich.table import Table
-
-    rows = beside(run.cells, fp8_promised(run.manifest))
-    if not rows:
-        return
-    table = Table(title="published: measured / published at the same shape (below 1: faster than published)",
-                  title_justify="left")
-    for header in rows[0]:
-        table.add_column(header, justify="right" if header in ("measured ms", "published ms", "measured / published") else "left")
-    for row in rows:
-        table.add_row(*(f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()))
-    console.print(table)

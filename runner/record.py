@@ -352,6 +352,9 @@ class Manifest(_Record):
     workers: dict[str, WorkerInfo] = Field(default_factory=dict, description="Worker processes by library set.")
     phases: dict[str, float] = Field(default_factory=dict, description="Seconds per phase over every cell measured.")
     compile_cache: str | None = Field(None, description="The persistent compilation cache used, or 'off'.")
+    cell_order: list[str] | None = Field(None, description="Keys of the whole run's cells (every shard's) in run "
+                                         "order, for readers to present them without today's spec model; absent "
+                                         "from runs before 2026-12-03 (readers re-expand their spec).")
 
 
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------

@@ -1,11 +1,13 @@
-"""Tables of a run's cells: rich on a terminal; csv, markdown or parquet for export."""
+"""The one printer: a run's cells, its leaderboard, the runs of a store and the variants here, as rich tables on a
+terminal and as GitHub markdown; csv or parquet for export. pandas loads only for exports (the CLI's quick
+commands stay quick)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -13,13 +15,15 @@ from runner import shape
 from runner.record import CellRecord
 
 
-def frame(cells: list[CellRecord]) -> pd.DataFrame:
-    """One row per cell, every field flat."""
+def frame(cells: list[CellRecord]):
+    """One row per cell, every field flat (a pandas DataFrame)."""
+    import pandas as pd
+
     return pd.DataFrame([c.row() for c in cells])
 
 
 def _fmt(value, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float):
         return f"{value:.{digits}g}"
@@ -77,6 +81,25 @@ def print_tables(cells: list[CellRecord], console: Console) -> None:
         console.print(experiment_table(name, group))
 
 
+def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = ()) -> Table:
+    """A titled rich table of text rows; the `right` columns right-aligned."""
+    table = Table(title=title, title_justify="default")  # left, not padded to the table's width
+    for name in header:
+        table.add_column(name, justify="right" if name in right else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    """The one markdown writer: a GitHub table, a `|` in a value escaped so that it stays one cell."""
+    def cell(value) -> str:
+        return str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])
+
+
 def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto."""
     from runner.leaderboard import leaderboard, rows
@@ -84,13 +107,46 @@ def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
     contested = [s for s in leaderboard(cells) if s.variants > 1]
     if not contested:
         return
-    table = Table(title="leaderboard: the fastest correct variant per shape", title_justify="left")
     body = rows(contested)
-    for header in body[0]:
-        table.add_column(header, justify="right" if header in ("ms", "variants") else "left")
-    for row in body:
-        table.add_row(*row.values())
-    console.print(table)
+    console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
+                             [list(row.values()) for row in body], right=("ms", "variants")))
+
+
+def published_table(cells: list[CellRecord], manifest, console: Console) -> None:
+    """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
+    from runner import published
+
+    body = published.beside(cells, published.fp8_promised(manifest))
+    if not body:
+        return
+    console.print(rich_table("published: measured / published at the same shape (below 1: faster than published)",
+                             list(body[0]), [[_fmt(v) for v in row.values()] for row in body],
+                             right=("measured ms", "published ms", "measured / published")))
+
+
+def leaderboard_markdown(standings: list) -> str:
+    """runner.leaderboard's standings as a markdown table; "" when there are none."""
+    from runner.leaderboard import rows
+
+    body = rows(standings)
+    return markdown_table(list(body[0]), [list(row.values()) for row in body]) if body else ""
+
+
+def _part_state(part) -> str:
+    if part.finished:
+        return "finished"
+    return "not started" if part.manifest is None and not part.cells else "unfinished"
+
+
+def runs_table(runs: list, uri: str) -> Table:
+    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
+    rows = []
+    for run in runs:
+        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
+        rows += [[run.run_id, name, started, part.shard or "-",
+                  f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
+                 for part in run.parts]
+    return rich_table(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows)
 
 
 def summary_line(cells: list[CellRecord]) -> str:
@@ -110,11 +166,9 @@ def phase_line(cells: list[CellRecord]) -> str:
     return f"seconds by phase ({sum(c.duration_s for c in cells):.1f} in cells): " + ", ".join(parts)
 
 
-def markdown(df: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (no extra dependency)."""
-    cells = [[_fmt(v).replace("|", "\\|") for v in row] for row in df.itertuples(index=False)]  # a | ends a cell
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells]) + "\n"
+def markdown(df) -> str:
+    """A DataFrame as a markdown table, values formatted as the terminal tables do."""
+    return markdown_table(list(df.columns), [[_fmt(v) for v in row] for row in df.itertuples(index=False)]) + "\n"
 
 
 def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:

@@ -11,22 +11,21 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner.cells import count, expand
 from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
 from runner.shard import MAX_SHARDS, parse_shard
-from runner.spec import Spec
 
 MANIFEST = "manifest.json"
 CELLS = "cells.jsonl"
 PART_OBJECT = re.compile(r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
                          r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
 EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
-ORDER_CELLS = 200_000  # readers put cells in spec order only for specs up to this many cells
+LEGACY_ORDER_CELLS = 200_000  # runs without a cell order are put in spec order only for specs up to this many cells
 
 
 def part_names(shard: str | None) -> tuple[str, str]:
@@ -151,19 +150,20 @@ def _short(error: Exception) -> str:
     return str(error)[:300]
 
 
-def unique(cells: list[CellRecord], where: str, problems: list[str]) -> list[CellRecord]:
-    """The first record of each key; repeats are reported (a writer should never make them)."""
+def unique(cells: list[CellRecord], where: str) -> tuple[list[CellRecord], list[str]]:
+    """The first record of each key, and a problem naming the repeats (a writer should never make them)."""
     first = {}
     for cell in cells:
         first.setdefault(cell.key, cell)
-    if len(first) < len(cells):
-        problems.append(f"{where}: {len(cells) - len(first)} repeated cell keys, the first of each kept")
-    return list(first.values())
+    repeated = len(cells) - len(first)
+    return list(first.values()), [f"{where}: {repeated} repeated cell keys, the first of each kept"] if repeated else []
 
 
-def _parts(location: str, objects: dict[str, bytes], problems: list[str]) -> list[Part]:
-    """One Part per writer found, plus empty ones for the shards of a sharded run that wrote nothing yet."""
+def _parts(location: str, objects: dict[str, bytes]) -> tuple[list[Part], list[str]]:
+    """One Part per writer found, plus empty ones for the shards of a sharded run that wrote nothing yet; and what
+    could not be read."""
     parts: dict[str | None, Part] = {}
+    problems: list[str] = []
     singles: dict[str | None, list[CellRecord]] = {}
     for name, data in sorted(objects.items()):
         kind, shard = part_of(name)
@@ -173,7 +173,8 @@ def _parts(location: str, objects: dict[str, bytes], problems: list[str]) -> lis
             part.manifest, found = parse_manifest(text, where)
         elif kind == "cells":
             cells, found = parse_cells(text, where)
-            part.cells = unique(cells, where, found)
+            part.cells, repeats = unique(cells, where)
+            found += repeats
         elif kind == "cell":
             cells, found = parse_cells(text, where)
             singles.setdefault(shard, []).extend(cells)
@@ -186,7 +187,7 @@ def _parts(location: str, objects: dict[str, bytes], problems: list[str]) -> lis
     for count in {int(s.split("/")[1]) for s in parts if s}:
         for index in range(count):
             parts.setdefault(f"{index}/{count}", Part(f"{index}/{count}"))
-    return sorted(parts.values(), key=_part_order)
+    return sorted(parts.values(), key=_part_order), problems
 
 
 def _marker(text: str, where: str) -> tuple[dict | None, list[str]]:
@@ -235,31 +236,47 @@ def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | No
 
 
 def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
-    """Cells in the order the spec lists them (shards interleave otherwise); ones it does not list go last."""
-    order = _spec_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True)) if manifest else {}
-    if not order:  # no manifest, a spec from an older attnbench, or one too large to expand: the stored order
+    """Cells in the run's order (shards interleave otherwise); ones it does not list go last. The order is the
+    manifest's own; a run written before manifests carried it falls back on expanding its stored spec."""
+    if manifest is None:
         return cells
+    keys = manifest.cell_order or _legacy_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True))
+    if not keys:  # a legacy spec today's model refuses, or one too large to expand: the stored order
+        return cells
+    order = {key: i for i, key in enumerate(keys)}
     return sorted(cells, key=lambda c: order.get(c.key, len(order)))
 
 
 @functools.lru_cache(maxsize=64)  # a dashboard reads many runs of a few specs
-def _spec_order(spec_hash: str, spec_json: str) -> dict[str, int]:
+def _legacy_order(spec_hash: str, spec_json: str) -> tuple[str, ...]:
+    """The cell order of a run from before 2026-12-03 (no `cell_order`): its spec re-expanded by today's model,
+    as readers then did. Only those runs depend on today's Spec and cells.expand."""
+    from runner.cells import count, expand
+    from runner.spec import Spec
+
     try:
         spec = Spec.model_validate(json.loads(spec_json))
     except ValidationError:
-        return {}
-    if count(spec) > ORDER_CELLS:  # a manifest that would expand to millions: not worth it
-        return {}
-    return {c.key: i for i, c in enumerate(expand(spec))}
+        return ()
+    return () if count(spec) > LEGACY_ORDER_CELLS else tuple(c.key for c in expand(spec))
 
 
 def assemble(location: str, objects: dict[str, bytes]) -> Run:
     """One run from its objects (name -> bytes, names as `part_of` knows them); never raises for bad data."""
-    problems: list[str] = []
-    parts = _parts(location, objects, problems)
+    parts, problems = _parts(location, objects)
     manifest = merged_manifest(parts)
     if not any(part_of(name)[0] == "manifest" for name in objects):  # one that is there but unreadable is told above
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
-    cells = unique([c for p in parts for c in p.cells], location, problems)
-    return Run(location, manifest, in_run_order(cells, manifest), problems, parts)
+    cells, repeats = unique([c for p in parts for c in p.cells], location)
+    return Run(location, manifest, in_run_order(cells, manifest), problems + repeats, parts)
 
+
+def run_folders(names: list[str]) -> dict[str, list[str]]:
+    """A store's object names (one listing) grouped by the run folder that holds them; objects outside the layout
+    are left out."""
+    folders = defaultdict(list)
+    for name in names:
+        folder, _, leaf = name.rpartition("/")
+        if folder and part_of(leaf):
+            folders[folder].append(name)
+    return dict(sorted(folders.items()))

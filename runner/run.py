@@ -9,8 +9,9 @@ abandoned (measured again on resume), what is done is uploaded, and the process 
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
 import datetime as dt
+import itertools
 import sys
 import threading
 import time
@@ -29,11 +30,12 @@ from runner.spool import PULL_TIMEOUT_S, Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
-from runner.worker import Hello, Start
+from runner.worker import Job, Settings
 
 COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
 MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
 AHEAD_CELLS = 16  # cells whose programs a worker compiles side by side, ahead of their turn
+DECLINED_BATCH = 1000  # declined cells spooled in one write
 WORKER_START_S = 900.0  # importing the libraries and measuring the machine's ceilings, cold caches included
 
 
@@ -79,9 +81,31 @@ class Context:
     resumed: dict | None  # the in-flight marker this part's last process left
     timeout_s: float
     stop: threading.Event
-    hellos: dict[str, Hello] = field(default_factory=dict)
     compile_ahead: bool = True  # off for the rest of the run once a worker died with cells compiling ahead
     next_group: dict[str, str] = field(default_factory=dict)  # worker group -> the group measured after it
+
+
+@dataclass
+class Plan:
+    """The cells still to measure, in worker order, each with its worker and its decline verdict (computed once:
+    a spec may hold 100,000 cells, and every lookup below is by position)."""
+
+    cells: list[Cell]
+    groups: list[str]  # each cell's worker
+    declined: list[str | None]  # why the variant declines the cell here, or None
+    runnable: dict[str, list[int]]  # worker -> positions of the cells it will be sent, in order
+
+
+def plan(cells: list[Cell], device: Device) -> Plan:
+    """Each cell's worker and verdict, and each worker's runnable cells."""
+    variants = [VARIANTS[c.variant] for c in cells]
+    groups = [v.worker for v in variants]
+    declined = [decline(v, c.params, device) for v, c in zip(variants, cells)]
+    runnable: dict[str, list[int]] = {}
+    for i, (group, reason) in enumerate(zip(groups, declined)):
+        if reason is None:
+            runnable.setdefault(group, []).append(i)
+    return Plan(cells, groups, declined, runnable)
 
 
 def first_pull(uploader: Uploader, store: Store) -> set[str]:
@@ -97,8 +121,8 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
 
 def in_worker_order(cells: list[Cell]) -> list[Cell]:
     """Cells grouped by worker (JAX's first), each group in run order: one worker measuring at a time, few switches."""
-    groups = list(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))
-    return sorted(cells, key=lambda c: groups.index(VARIANTS[c.variant].worker))
+    groups = {group: i for i, group in enumerate(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))}
+    return sorted(cells, key=lambda c: groups[VARIANTS[c.variant].worker])
 
 
 def _attempt(ctx: Context, cell: Cell) -> int:
@@ -115,35 +139,35 @@ def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, rea
                        worker=VARIANTS[cell.variant].worker, attempts=attempts)
 
 
-def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell], ahead: list[Cell] = ()) -> CellRecord:
-    """One cell: declined here, given up as poison, or measured by its worker (crashed / timeout if it is lost).
-    A worker that dies while it was also compiling `ahead` cells is not allowed to blame this one: the cell is
-    measured again, alone, by a new worker, and the run compiles nothing ahead from then on."""
+def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> CellRecord:
+    """One cell: declined here (the plan's verdict), given up as poison, or measured by its worker (crashed /
+    timeout if it is lost). A worker that dies while it was also compiling the job's `ahead` cells is not allowed
+    to blame this one: the cell is measured again, alone, by a new worker, and the run compiles nothing ahead from
+    then on."""
     started, clock = utc_now(), time.perf_counter()
-    variant = VARIANTS[cell.variant]
-    if reason := decline(variant, cell.params, ctx.device):
-        return _lost(ctx, cell, started, clock, "skipped", reason, 1)
+    group = VARIANTS[cell.variant].worker
+    if declined:
+        return _lost(ctx, cell, started, clock, "skipped", declined, 1)
     attempts = _attempt(ctx, cell)
     if attempts > MAX_ATTEMPTS:
         return _lost(ctx, cell, started, clock, "crashed", f"the process died {attempts - 1} times while measuring "
                      "this cell (the pod or runner was killed under it); recorded instead of tried again", attempts - 1)
     ctx.uploader.mark({"key": cell.key, "attempts": attempts, "cell": cell.label(), "since": started})
     while True:
-        ahead = list(ahead) if ctx.compile_ahead else []
+        if not ctx.compile_ahead:
+            job = Job(cell)
         try:
-            worker = ctx.pool.worker(variant.worker)
-            ctx.hellos.setdefault(variant.worker, worker.hello)
-            ctx.pool.prepare(ctx.next_group.get(variant.worker))  # the next group's libraries load meanwhile
+            worker = ctx.pool.worker(group)
+            ctx.pool.prepare(ctx.next_group.get(group))  # the next group's libraries load meanwhile
             if worker.hello.error:
                 record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
             else:
-                same_worker = [c for c in upcoming if VARIANTS[c.variant].worker == variant.worker]
-                text = worker.measure(cell, same_worker, ahead, ctx.timeout_s)
+                text = worker.measure(job, ctx.timeout_s)
                 record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
         except WorkerLost as lost:
             ctx.pool.lose()
-            if ahead:
-                print(f"warning: the {variant.worker} worker died while compiling {len(ahead)} cells ahead with "
+            if job.ahead:
+                print(f"warning: the {group} worker died while compiling {len(job.ahead)} cells ahead with "
                       f"{cell.label()}; measuring it again alone, and compiling nothing ahead from here on",
                       file=sys.stderr, flush=True)
                 ctx.compile_ahead = False
@@ -154,51 +178,76 @@ def measure_one(ctx: Context, cell: Cell, upcoming: list[Cell], ahead: list[Cell
     return record
 
 
-def _will_measure(ctx: Context, cell: Cell) -> bool:
+def _will_measure(ctx: Context, work: Plan, i: int) -> bool:
     """A worker will measure the cell when its turn comes: not declined here, not given up as poison."""
-    return not decline(VARIANTS[cell.variant], cell.params, ctx.device) and _attempt(ctx, cell) <= MAX_ATTEMPTS
+    return work.declined[i] is None and _attempt(ctx, work.cells[i]) <= MAX_ATTEMPTS
 
 
-def _ahead(ctx: Context, cell: Cell, cells: list[Cell]) -> list[Cell]:
-    """The next AHEAD_CELLS cells of the same worker that it will measure (and the store does not hold yet)."""
-    group = VARIANTS[cell.variant].worker
-    return [c for c in cells if VARIANTS[c.variant].worker == group and _will_measure(ctx, c)
-            and c.key not in ctx.uploader.store_keys][:AHEAD_CELLS]
+def _ahead(ctx: Context, work: Plan, i: int) -> tuple[Cell, ...]:
+    """The next AHEAD_CELLS cells after the i-th of the same worker that it will measure (and the store does not
+    hold yet), found from the worker's runnable positions on: a few steps per cell, not a pass over the rest."""
+    positions = work.runnable.get(work.groups[i], [])
+    later = (work.cells[j] for j in positions[bisect.bisect_right(positions, i):] if _will_measure(ctx, work, j))
+    return tuple(itertools.islice((c for c in later if c.key not in ctx.uploader.store_keys), AHEAD_CELLS))
 
 
-def _next_for_worker(ctx: Context, cells: list[Cell]) -> list[Cell]:
-    """The cell after this one if its worker will measure it: the worker may start it early, so the run must then
-    send it next."""
-    return cells[:1] if cells and _will_measure(ctx, cells[0]) else []
+def _job(ctx: Context, work: Plan, i: int) -> Job:
+    """The i-th cell, the cell after it if the same worker will measure it (the worker may start it early, so the
+    run must then send it next), and the cells to compile ahead; nothing ahead when compiling ahead is off."""
+    if not ctx.compile_ahead:
+        return Job(work.cells[i])
+    after = i + 1
+    upcoming = after < len(work.cells) and work.groups[after] == work.groups[i] and _will_measure(ctx, work, after)
+    return Job(work.cells[i], work.cells[after] if upcoming else None, _ahead(ctx, work, i))
 
 
 def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Console) -> bool:
-    """Measure and commit each cell not done yet; False when SIGTERM ended it early."""
-    todo = [c for c in in_worker_order(cells) if c.key not in done]
-    groups = list(dict.fromkeys(VARIANTS[c.variant].worker for c in todo
-                                if not decline(VARIANTS[c.variant], c.params, ctx.device)))
+    """Measure and commit each cell not done yet; False when SIGTERM ended it early. A cell declined here is
+    spooled with the declined cells around it in one write, and not waited for in the store: a rerun redoes it in
+    microseconds, and a run of 100,000 such cells is not held to one store round trip each."""
+    work = plan([c for c in in_worker_order(cells) if c.key not in done], ctx.device)
+    groups = list(work.runnable)
     ctx.next_group = dict(zip(groups, groups[1:]))
     announced: set[str] = set()  # cells a worker was told come next: it may have started them
-    with progress_for(len(todo), console) as progress:
-        for i, cell in enumerate(todo):
-            if ctx.stop.is_set():
-                return False
-            if cell.key in ctx.uploader.store_keys and cell.key not in announced:  # the store answered late
-                continue
-            progress.started(cell)
-            upcoming = _next_for_worker(ctx, todo[i + 1:])
-            announced.update(c.key for c in upcoming)
-            try:
-                record = measure_one(ctx, cell, upcoming, _ahead(ctx, cell, todo[i + 1:]))
-            except Stopped:
-                return False
-            ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)
-            progress.finished(cell, record)
+    declined: list[CellRecord] = []  # recorded, not yet spooled
+    with progress_for(len(work.cells), console) as progress:
+        try:
+            for i, cell in enumerate(work.cells):
+                if ctx.stop.is_set():
+                    return False
+                if cell.key in ctx.uploader.store_keys and cell.key not in announced:  # the store answered late
+                    continue
+                progress.started(cell)
+                if work.declined[i]:
+                    declined.append(measure_one(ctx, cell, work.declined[i], Job(cell)))
+                    progress.finished(cell, declined[-1])
+                    if len(declined) >= DECLINED_BATCH:
+                        declined = _spool_declined(ctx, declined)
+                    continue
+                declined = _spool_declined(ctx, declined)
+                job = _job(ctx, work, i)
+                if job.upcoming:
+                    announced.add(job.upcoming.key)
+                try:
+                    record = measure_one(ctx, cell, None, job)
+                except Stopped:
+                    return False
+                ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)
+                progress.finished(cell, record)
+        finally:
+            _spool_declined(ctx, declined)
     return not ctx.stop.is_set()
 
 
-def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str) -> Manifest:
-    """This run's (or shard's) manifest; a resumed one keeps the first start time."""
+def _spool_declined(ctx: Context, records: list[CellRecord]) -> list[CellRecord]:
+    if records:
+        ctx.uploader.spool.add_quietly(records)
+    return []
+
+
+def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str,
+                 order: list[str]) -> Manifest:
+    """This run's (or shard's) manifest; a resumed one keeps the first start time. `order`: the run's cell keys."""
     previous = spool.manifest()
     names = dict.fromkeys(v for exp in spec.experiments for v in exp.variants)
     return Manifest(
@@ -214,6 +263,7 @@ def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machin
         argv=argv,
         variants={name: VARIANTS[name].info() for name in names if name in VARIANTS},
         compile_cache=cache,
+        cell_order=order,
     )
 
 
@@ -227,27 +277,27 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest
             phases[name] = phases.get(name, 0.0) + seconds
     workers = {group: WorkerInfo(versions=h.versions, error=h.error, start_s=h.start_s,
                                  variants=sorted({v.name for v in VARIANTS.values() if v.worker == group}))
-               for group, h in ctx.hellos.items()}
+               for group, h in ctx.pool.hellos.items()}
     at_end = gpu.readings() if ctx.device.compute_capability else None
     return manifest.model_copy(update={"workers": workers, "phases": phases, "gpu_at_end": at_end,
                                        "ended_at": utc_now() if finished else None})
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
-            options: Options) -> Outcome:
-    """Measure the cells that neither the store nor the spool holds yet, each committed before the next."""
+            options: Options, order: list[str] | None = None) -> Outcome:
+    """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
+    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
     uploader = Uploader(spool, store, options.flush_every_s)
     done = first_pull(uploader, store)
     resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
                   key=lambda m: m.get("attempts", 1), default=None)
     with TERMINATION.flagging() as stop:
-        first = Start("jax", spec.model_dump(mode="json", by_alias=True), spool.run_id, options.compile_cache,
-                      options.compile_ahead, describe=True)
-        pool = Pool(lambda group: first, stop, WORKER_START_S)
+        pool = Pool(Settings(spec, spool.run_id, options.compile_cache), stop, WORKER_START_S)
         uploader.start()
         finished = False
         try:
-            finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv)
+            finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options.compile_ahead,
+                                order)
         finally:
             pool.kill() if stop.is_set() else pool.close()
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
@@ -257,23 +307,20 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,
-             console: Console, argv: list[str]) -> bool:
+             console: Console, argv: list[str], compile_ahead: bool, order: list[str] | None) -> bool:
     """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
     try:
         hello = pool.worker("jax").hello
     except Stopped:
         return False
-    first = pool.make_start("jax")
-    pool.make_start = lambda group: dataclasses.replace(first, group=group, describe=False, machine=hello.machine,
-                                                        idle=hello.idle)
-    machine = Machine.model_validate(hello.machine) if hello.machine else None
     spool = uploader.spool
-    manifest = new_manifest(spec, spool, len(cells), argv, machine, hello.compile_cache)
+    manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
+                            order if order is not None else [c.key for c in cells])
     spool.write_manifest(manifest)
     uploader.notify()
     # after a process died mid-cell, nothing is compiled ahead: a batch that took the pod down would blame that cell
-    ctx = Context(spec, spool, uploader, pool, Device(*hello.device), machine, resumed,
-                  cell_timeout_s(spec.timing), pool.stop_event, {"jax": hello}, first.compile_ahead and not resumed)
+    ctx = Context(spec, spool, uploader, pool, hello.device, hello.machine, resumed, cell_timeout_s(spec.timing),
+                  pool.stop_event, compile_ahead and not resumed)
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
     finished = measure_all(ctx, cells, done, console)

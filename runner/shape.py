@@ -7,6 +7,7 @@ axis is one line below (and, since records carry it, a schema_version step in ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -66,6 +67,16 @@ AXES = (
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
+# The axes that count something (B, T, S, N, K, H, Hv, W, tp), drawn on a log2 axis: a fraction (fill) and a logit
+# value (the soft cap) have a label prefix too but count nothing.
+SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name not in ("fill", "softcap"))
+
+
+def title(name: str) -> str:
+    """An axis in words, for a chart: its description's first clause ("query sequence length T", "sliding
+    window W")."""
+    words = re.split(r";|:| \(", BY_NAME[name].description)[0].rstrip(".")
+    return words[0].lower() + words[1:]
 
 
 def _field(axis: Axis, default: Any, **extra) -> Any:

@@ -52,6 +52,8 @@ class Spool:
         self._lock = threading.Lock()  # the uploader reads while the run appends
         cells, _ = parse_cells((local.get(self.cells_name) or b"").decode(errors="replace"), self.cells_name)
         self._lines = {c.key: c.model_dump_json(by_alias=True) + "\n" for c in cells}
+        self._order = list(self._lines)  # keys in the order they were spooled: what is new since, without a pass
+        self._manifest = local.get(self.manifest_name)
         local.put(self.cells_name, self._text())  # drops a line torn by a kill, so appends start on a new line
 
     def keys(self) -> set[str]:
@@ -61,6 +63,11 @@ class Spool:
     def records(self) -> list[CellRecord]:
         with self._lock:
             return parse_cells(self._text().decode(), self.cells_name)[0]
+
+    def added(self, since: int) -> list[str]:
+        """Keys spooled after the first `since` of them."""
+        with self._lock:
+            return self._order[since:]
 
     def line(self, key: str) -> bytes:
         with self._lock:
@@ -77,14 +84,33 @@ class Spool:
                 f.flush()
                 os.fsync(f.fileno())
             self._lines[record.key] = line
+            self._order.append(record.key)
+
+    def add_quietly(self, records: list[CellRecord]) -> None:
+        """Append records in one write and fsync, for the store to get with the part's cells (the next bulk upload
+        or the end), not one object each: cells the run recorded without measuring, which cost nothing to redo."""
+        with self._lock:
+            fresh = {r.key: r.model_dump_json(by_alias=True) + "\n" for r in records if r.key not in self._lines}
+            with open(self.local.root / self.cells_name, "a") as f:
+                f.write("".join(fresh.values()))
+                f.flush()
+                os.fsync(f.fileno())
+            self._lines.update(fresh)
 
     def manifest(self) -> Manifest | None:
         data = self.local.get(self.manifest_name)
         return parse_manifest(data.decode(errors="replace"), self.manifest_name)[0] if data else None
 
     def write_manifest(self, manifest: Manifest) -> None:
+        data = manifest.model_dump_json(indent=2, by_alias=True).encode()
         with self._lock:
-            self.local.put(self.manifest_name, manifest.model_dump_json(indent=2, by_alias=True).encode())
+            self.local.put(self.manifest_name, data)
+            self._manifest = data
+
+    def manifest_bytes(self) -> bytes | None:
+        """The manifest as last written, without reading it back."""
+        with self._lock:
+            return self._manifest
 
     def inflight(self) -> dict | None:
         """The cell a process of this part was measuring when it last stopped, if it never finished it."""
@@ -96,12 +122,18 @@ class Spool:
         return marker if isinstance(marker, dict) and marker.get("key") else None
 
     def set_inflight(self, marker: dict | None) -> None:
-        self.local.put(self.inflight_name, json.dumps(marker).encode() if marker else b"")
+        """Write the marker, replaced whole but not fsynced: it is read after this process died, when the kernel
+        still holds it (a node that dies takes the spool along; the store's copy counts then), and two fsyncs a
+        cell were most of a quick cell's cost on a VM disk (docs/benchmarks.md)."""
+        path = self.local.root / self.inflight_name
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_bytes(json.dumps(marker).encode() if marker else b"")
+        os.replace(temporary, path)
 
     def objects(self) -> dict[str, bytes]:
         """This part's manifest and consolidated cells by store name, as they are now."""
         with self._lock:
-            manifest = self.local.get(self.manifest_name)
+            manifest = self._manifest
             return {self.cells_name: self._text(), **({self.manifest_name: manifest} if manifest else {})}
 
     def _text(self) -> bytes:
@@ -118,6 +150,8 @@ class Uploader:
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
         self.pulled = False
+        self._books = threading.Lock()
+        self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
         self.error: str | None = None  # why the last upload failed; None once one works
         self._wake, self._stopping, self._changed = threading.Event(), threading.Event(), threading.Condition()
         self._thread = threading.Thread(target=self._loop, name="attnbench-uploader", daemon=True)
@@ -142,7 +176,7 @@ class Uploader:
         store = store or self.store
         if not self.pulled:  # never overwrite the store's copy before it is in the spool
             self.pull(store)
-        behind = sorted(self.spool.keys() - self.stored)
+        behind = self._behind()
         if len(behind) > BULK:
             self._put(store, self.spool.cells_name, self.spool.objects()[self.spool.cells_name])
         else:
@@ -152,11 +186,20 @@ class Uploader:
         marker = self.spool.local.get(self.spool.inflight_name) or b""
         if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
             self._put(store, self.spool.inflight_name, marker)
-        if manifest := self.spool.objects().get(self.spool.manifest_name):
+        if manifest := self.spool.manifest_bytes():
             self._put(store, self.spool.manifest_name, manifest)
 
+    def _behind(self) -> list[str]:
+        """Spooled keys the store lacks, from the ones spooled since the last look: no pass over the whole part.
+        A key stays pending until stored (the thread's and a closing run's flush may overlap after SIGTERM)."""
+        with self._books:
+            fresh = self.spool.added(self._scanned)
+            self._scanned += len(fresh)
+            self._pending = [key for key in [*self._pending, *fresh] if key not in self.stored]
+            return sorted(self._pending)
+
     def _put(self, store: Store, name: str, data: bytes) -> None:
-        if self.sent.get(name) != data:
+        if self.sent.get(name) != data:  # the same object compares at once: a large manifest costs nothing here
             store.put(name, data)
             self.sent[name] = data
 

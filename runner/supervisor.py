@@ -12,12 +12,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from runner.cells import Cell
-from runner.worker import Hello, Start
+from runner.worker import Hello, Job, Settings, Start
 
 POLL_S = 0.2  # how often a wait looks at the stop flag
 STOP_GRACE_S = 5.0
@@ -130,12 +128,10 @@ class Worker:
             return WorkerLost("oom", f"the worker was {how} by the kernel's out-of-memory killer while {doing}")
         return WorkerLost("crashed", f"the worker {how} while {doing} (last stderr: {self.last_words()})")
 
-    def measure(self, cell: Cell, upcoming: list[Cell], ahead: list[Cell], timeout_s: float) -> str | None:
-        """The cell's record (JSON) from the worker; None when its libraries failed to load. `upcoming`: the cell the
-        worker may start once this one is done; `ahead`: the cells whose programs it may compile with this one's."""
-        payload = (_plain(cell), [_plain(c) for c in upcoming], [_plain(c) for c in ahead])
+    def measure(self, job: Job, timeout_s: float) -> str | None:
+        """The job's record (JSON) from the worker; None when its libraries failed to load."""
         try:
-            self.outbox.send(("measure", payload))
+            self.outbox.send(("measure", job))
         except (BrokenPipeError, OSError):
             raise self._death("receiving the cell") from None
         return self._answer(timeout_s, "measuring")
@@ -157,19 +153,22 @@ class Worker:
         self.process.wait()
 
 
-def _plain(cell: Cell) -> dict:
-    return {"experiment": cell.experiment, "variant": cell.variant, "params": cell.params.as_dict()}
-
-
 class Pool:
     """The run's workers by library set, one measuring at a time (a spare of the next group may wait); a dead one
-    is replaced when next needed."""
+    is replaced when next needed. The first worker started describes the machine; every later one is given it."""
 
-    def __init__(self, make_start: Callable[[str], Start], stop: threading.Event, start_timeout_s: float):
-        self.make_start, self.stop_event, self.start_timeout_s = make_start, stop, start_timeout_s
+    def __init__(self, settings: Settings, stop: threading.Event, start_timeout_s: float):
+        self.settings, self.stop_event, self.start_timeout_s = settings, stop, start_timeout_s
         self.current: Worker | None = None
         self.spare: Worker | None = None
-        self.hellos: dict[str, Hello] = {}
+        self.hellos: dict[str, Hello] = {}  # each group's first hello: its libraries and start, for the manifest
+        self.first: Hello | None = None  # the describing worker's: the machine, its idle state, the device
+
+    def _start(self, group: str) -> Start:
+        first = self.first
+        if first is None:
+            return Start(group, self.settings, describe=True)
+        return Start(group, self.settings, machine=first.machine, idle=first.idle)
 
     def worker(self, group: str) -> Worker:
         """The live worker of `group`, starting it (or the spare loaded for it), and stopping another group's."""
@@ -180,11 +179,13 @@ class Pool:
             spare, self.spare = self.spare, None
             if spare and spare.group == group and spare.alive():
                 self.current = spare  # a spare that dies starting is the current one: `lose` forgets it
-                spare.begin(self.make_start(group), self.start_timeout_s)
+                spare.begin(self._start(group), self.start_timeout_s)
             else:
                 if spare:
                     spare.kill()
-                self.current = Worker(self.make_start(group), self.stop_event, self.start_timeout_s)
+                self.current = Worker(self._start(group), self.stop_event, self.start_timeout_s)
+            if self.first is None and not self.current.hello.error:
+                self.first = self.current.hello
             self.hellos.setdefault(group, self.current.hello)
         return self.current
 

@@ -2,9 +2,9 @@
 
 The supervisor (runner/supervisor.py) starts a Python process that calls `main`, feeds it cells over a pipe and outlives
 it: a segfault, a CUDA error that poisons the context, a hang or a host OOM ends this process and the cell in
-flight, never the run. Messages are (verb, payload) tuples of plain data:
+flight, never the run. Messages go one way each, as (verb, typed object):
 
-  supervisor -> worker   ("start", Start)  ("measure", (cell, next cells, cells to compile ahead))  ("stop", None)
+  supervisor -> worker   ("start", Start)  ("measure", Job)  ("stop", None)
   worker -> supervisor   ("ready", Hello)  ("record", record JSON)
 
 A spare worker, started while another group's worker measures, is first sent ("hold", group): it loads its
@@ -22,21 +22,33 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 
+from runner.cells import Cell
+from runner.machine import Device
+from runner.power import Idle
+from runner.record import Machine
+from runner.spec import Spec
+
 PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
-class Start:
-    """What a worker needs to begin."""
+class Settings:
+    """What every worker of a run is given alike."""
 
-    group: str  # the library set: "jax", or a variant's own worker such as "transformer_engine"
-    spec: dict
+    spec: Spec
     run_id: str
     compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
-    compile_ahead: bool = True  # compile the next cells' programs together; start the next cell while one is stored
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a worker needs to begin: the run's settings, and the machine as the run's first worker found it."""
+
+    group: str  # the library set: "jax", or a variant's own worker such as "transformer_engine"
+    settings: Settings
     describe: bool = False  # measure the machine's ceilings and report its facts (the run's first worker)
-    machine: dict | None = None  # the run's machine record, for rates against its ceilings
-    idle: tuple[float | None, float | None] | None = None  # (temperature, power) before the run: burst's target
+    machine: Machine | None = None  # the run's machine record, for rates against its ceilings
+    idle: Idle | None = None  # the GPU before the run: a burst sample's target
 
 
 @dataclass(frozen=True)
@@ -45,13 +57,24 @@ class Hello:
 
     group: str
     versions: dict[str, str]
-    device: tuple  # runner.machine.Device's fields
+    device: Device
     compile_cache: str = "off"
-    machine: dict | None = None
-    idle: tuple[float | None, float | None] | None = None
+    machine: Machine | None = None
+    idle: Idle | None = None
     error: str | None = None  # the group's preload failed: every cell of it is skipped with this reason
     pid: int = field(default_factory=os.getpid)
     start_s: dict[str, float] = field(default_factory=dict)  # seconds of each step of starting, in the worker
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cell to measure, which the supervisor found runnable here (its rules' verdict is computed there, once)."""
+
+    cell: Cell
+    upcoming: Cell | None = None  # the cell this worker measures next: it may start it once this one is stored
+    ahead: tuple[Cell, ...] = ()  # cells whose programs it may compile beside this one's
+    # upcoming and ahead are empty when the run compiles nothing ahead (--compile-ahead off, or after a worker died
+    # while compiling ahead): the run alone decides that
 
 
 def _die_with_parent() -> None:
@@ -77,7 +100,7 @@ def _preload(group: str) -> str | None:
     return None
 
 
-def _machine(start: Start, versions: dict) -> dict | None:
+def _machine(start: Start, versions: dict) -> Machine | None:
     """The machine record with measured ceilings, when this worker is asked to describe it."""
     if not start.describe:
         return start.machine
@@ -87,20 +110,19 @@ def _machine(start: Start, versions: dict) -> dict | None:
 
     device = machine.current_device()
     if device.compute_capability is None:
-        return machine.describe(device, jax.device_count(), versions).model_dump(mode="json")
-    described = machine.describe(device, jax.device_count(), versions, gpu.facts(), gpu.matmul_peak_tflops(),
-                                 gpu.memory_bandwidth_gbps())
-    return described.model_dump(mode="json")
+        return machine.describe(device, jax.device_count(), versions)
+    return machine.describe(device, jax.device_count(), versions, gpu.facts(), gpu.matmul_peak_tflops(),
+                            gpu.memory_bandwidth_gbps())
 
 
-def _idle(start: Start) -> tuple | None:
+def _idle(start: Start) -> Idle | None:
     """The GPU's temperature and power before any work: what a burst sample waits to get back to."""
     if start.idle is not None or not start.describe:
         return start.idle
     from runner import gpu
 
     facts = gpu.readings()
-    return (facts.temperature_c, facts.power_w) if facts else None
+    return Idle(facts.temperature_c, facts.power_w) if facts else None
 
 
 def hello(start: Start) -> tuple[Hello, object | None]:
@@ -121,41 +143,28 @@ def hello(start: Start) -> tuple[Hello, object | None]:
     versions = machine.versions() | (gpu.cuda_versions() if device.compute_capability else {})
     lap("backend")
     if error:
-        return Hello(start.group, versions, tuple(device.__dict__.values()), error=error, start_s=seconds), None
-    cache = compiler.configure_cache(start.compile_cache)
+        return Hello(start.group, versions, device, error=error, start_s=seconds), None
+    cache = compiler.configure_cache(start.settings.compile_cache)
     lap("compile_cache")
     described, idle = _machine(start, versions), _idle(start)
     lap("machine")
-    measurer = _measurer(start, device, described, idle)
+    measurer = _measurer(start.settings, device, described, idle)
     lap("measurer")
-    return Hello(start.group, versions, tuple(device.__dict__.values()), cache, described, idle,
-                 start_s=seconds), measurer
+    return Hello(start.group, versions, device, cache, described, idle, start_s=seconds), measurer
 
 
-def _measurer(start: Start, device, described: dict | None, idle: tuple | None):
+def _measurer(settings: Settings, device: Device, described: Machine | None, idle: Idle | None):
     from runner import power
     from runner.measure import Measurer
-    from runner.record import Machine
     from runner.sampling import PowerEnv
-    from runner.spec import Spec
     from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
 
-    spec = Spec.model_validate(start.spec)
     on_gpu = device.compute_capability is not None
     timers = [WallTimer()]  # on a CPU, the only clock there is
     if on_gpu:  # kernel time is the headline; the host clock beside it; L2-cold samples if asked
-        timers = [DeviceTimer(), WallTimer(), *([ColdDeviceTimer()] if spec.timing.cold else [])]
+        timers = [DeviceTimer(), WallTimer(), *([ColdDeviceTimer()] if settings.spec.timing.cold else [])]
     source, reason = power.open_source(0, on_gpu)
-    env = PowerEnv(source, reason, power.Idle(*idle) if idle else None)
-    machine_record = Machine.model_validate(described) if described else None
-    return Measurer(spec, timers, start.run_id, device, machine_record, env)
-
-
-def _cell(payload: dict):
-    from runner.cells import Cell
-    from runner.record import Params
-
-    return Cell(payload["experiment"], payload["variant"], Params.model_validate(payload["params"]))
+    return Measurer(settings.spec, timers, settings.run_id, device, described, PowerEnv(source, reason, idle))
 
 
 def _hold(group: str) -> None:
@@ -188,11 +197,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if verb == "stop":
             return
-        cell, upcoming, ahead = _cell(payload[0]), [_cell(c) for c in payload[1]], [_cell(c) for c in payload[2]]
-        record = measurer.measure(cell, ahead if start.compile_ahead else []) if measurer else None
+        record = measurer.measure(payload.cell, payload.ahead) if measurer else None
         outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
-        if measurer and upcoming and start.compile_ahead:
-            measurer.begin(upcoming[0])  # while the supervisor stores the record and sends the next cell
+        if measurer and payload.upcoming:  # the run compiles ahead: start it while the record is stored
+            measurer.begin(payload.upcoming)
 
 
 def main(argv: list[str]) -> None:

@@ -24,7 +24,7 @@ COMPILE = """
 import json, sys, jax, jax.numpy as jnp
 from runner import compiler
 used = compiler.configure_cache(sys.argv[1])
-program = compiler.compile_timed(lambda x: jnp.sin(x) @ x, (jax.ShapeDtypeStruct((32, 32), jnp.float32),), {}, "v")
+program = compiler.compile_timed(lambda x: jnp.sin(x) @ x, (jax.ShapeDtypeStruct((32, 32), jnp.float32),), {})
 print(json.dumps({"used": used, "cached": program.compilation.cached}))
 """
 # the folder XLA's own autotune cache would use (what JAX puts in the compile options it passes XLA)
@@ -133,9 +133,15 @@ def _attention(implementation):
 def test_variants_that_lower_to_one_program_share_its_executable():
     args = tuple(jax.ShapeDtypeStruct((1, 16, 4, 8), jnp.float32) for _ in range(3))
     shared: dict = {}
-    xla = compiler.compile_timed(_attention("xla"), args, shared, "xla")
-    auto = compiler.compile_timed(_attention(None), args, shared, "auto")  # None means XLA off cuDNN
-    naive = compiler.compile_timed(lambda q, k, v: jnp.einsum("btnh,bsnh->btnh", q, k) + v, args, shared, "naive")
+
+    def compile_as(variant, fn):
+        program = compiler.compile_timed(fn, args, shared)
+        shared.setdefault(program.fingerprint, (variant, program))  # the caller keeps what it compiled
+        return program
+
+    xla = compile_as("xla", _attention("xla"))
+    auto = compile_as("auto", _attention(None))  # None means XLA off cuDNN
+    naive = compile_as("naive", lambda q, k, v: jnp.einsum("btnh,bsnh->btnh", q, k) + v)
     assert auto.fingerprint == xla.fingerprint and auto.executable is xla.executable
     assert auto.compilation.shared_with == "xla" and xla.compilation.shared_with is None
     assert naive.fingerprint != xla.fingerprint and naive.compilation.shared_with is None

@@ -254,3 +254,32 @@ def test_an_object_named_for_billions_of_shards_is_not_a_part(tmp_path):
     (run_dir / "cells-0-of-99999999999.jsonl").write_text(record().model_dump_json() + "\n")
     run = read_run(run_dir)
     assert [p.shard for p in run.parts] == [None] and run.problems == []
+
+
+def test_cells_read_in_the_order_the_run_wrote_without_its_spec(tmp_path):
+    records = some_records()
+    order = [r.key for r in reversed(records)]
+    unreadable_spec = {"name": "test", "experiments": "a field today's Spec model refuses"}
+    write_run(tmp_path, records, manifest(cell_order=order, spec=unreadable_spec))
+    assert [c.key for c in read_run(tmp_path / RUN_ID).cells] == order
+
+
+def test_a_run_from_before_the_cell_order_reads_in_its_specs_order(tmp_path):
+    from helpers import spec_data
+
+    spec = spec_data({"name": "exp", "variants": ["naive", "xla"], "sweep": {"seq_len": [4, 8]}})
+    records = [record(v, params=params(seq_len=t)) for t in (8, 4) for v in ("xla", "naive")]
+    write_run(tmp_path, records, manifest(spec=spec))  # cell_order absent, as in every run before it was written
+    run = read_run(tmp_path / RUN_ID)
+    assert run.manifest.cell_order is None
+    assert [(c.variant, c.params.seq_len) for c in run.cells] == [("naive", 4), ("xla", 4), ("naive", 8), ("xla", 8)]
+
+
+def test_a_store_listing_groups_by_run_folder_and_reads_manifests_alone():
+    from runner.results import manifest_of, run_folders
+
+    names = ["a/manifest.json", "a/cells.jsonl", "a/notes.txt", "b/manifest-0-of-2.json", "top.json"]
+    assert run_folders(names) == {"a": ["a/manifest.json", "a/cells.jsonl"], "b": ["b/manifest-0-of-2.json"]}
+    found, problems = manifest_of("store/a", {"manifest.json": manifest().model_dump_json().encode()})
+    assert found.run_id == RUN_ID and problems == []
+    assert manifest_of("store/c", {})[1] == ["store/c/manifest.json: missing (is store/c a run folder?)"]

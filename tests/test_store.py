@@ -151,3 +151,16 @@ def test_a_bucket_that_does_not_exist_is_not_retried(emulator, tmp_path, capsys)
     outcome = in_process(capsys, "run", path, "--out", "gs://no-such-bucket/results", "--spool", tmp_path / "spool")
     assert outcome.code == 2 and "no such bucket" in outcome.err and "retrying" not in outcome.err
     assert outcome.seconds < 10
+
+
+def test_a_local_part_folder_goes_with_its_last_object_and_stays_while_it_holds_any(tmp_path):
+    store = LocalStore(tmp_path)
+    for i in range(3):
+        store.put(f"run/cells.part/{i}.json", b"{}")
+    store.put("run/manifest.json", b"{}")
+    store.delete("run/cells.part/0.json")
+    store.delete("run/cells.part/missing.json")  # not there: no error
+    assert sorted(p.name for p in (tmp_path / "run" / "cells.part").iterdir()) == ["1.json", "2.json"]
+    store.delete("run/cells.part/1.json")
+    store.delete("run/cells.part/2.json")
+    assert not (tmp_path / "run" / "cells.part").exists() and (tmp_path / "run" / "manifest.json").exists()
