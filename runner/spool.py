@@ -53,6 +53,8 @@ class Spool:
         cells, _ = parse_cells((local.get(self.cells_name) or b"").decode(errors="replace"), self.cells_name)
         self._lines = {c.key: c.model_dump_json(by_alias=True) + "\n" for c in cells}
         self._order = list(self._lines)  # keys in the order they were spooled: what is new since, without a pass
+        self._marker_fd: int | None = None  # the in-flight marker, open once it is first written
+        self._marker_len = 0
         self._manifest = local.get(self.manifest_name)
         local.put(self.cells_name, self._text())  # drops a line torn by a kill, so appends start on a new line
 
@@ -122,13 +124,20 @@ class Spool:
         return marker if isinstance(marker, dict) and marker.get("key") else None
 
     def set_inflight(self, marker: dict | None) -> None:
-        """Write the marker, replaced whole but not fsynced: it is read after this process died, when the kernel
-        still holds it (a node that dies takes the spool along; the store's copy counts then), and two fsyncs a
-        cell were most of a quick cell's cost on a VM disk (docs/benchmarks.md)."""
-        path = self.local.root / self.inflight_name
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_bytes(json.dumps(marker).encode() if marker else b"")
-        os.replace(temporary, path)
+        """Write the marker in place, in one write at its start through a file kept open, padded with spaces to
+        its longest length so no byte of an older marker is left after it (JSON reads the spaces as nothing; an
+        empty marker is only spaces). Not fsynced: it is read after this process died, when the kernel still holds
+        it (a node that dies takes the spool along; the store's copy counts then). A new file and a rename for each
+        of a cell's two markers were most of a quick cell's cost (docs/benchmarks.md)."""
+        data = json.dumps(marker).encode() if marker else b""
+        with self._lock:
+            if self._marker_fd is None:
+                path = self.local.root / self.inflight_name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._marker_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._marker_len = os.fstat(self._marker_fd).st_size
+            os.pwrite(self._marker_fd, data.ljust(self._marker_len), 0)
+            self._marker_len = max(self._marker_len, len(data))
 
     def objects(self) -> dict[str, bytes]:
         """This part's manifest and consolidated cells by store name, as they are now."""
@@ -183,7 +192,7 @@ class Uploader:
             for key in behind:
                 store.put(cell_object(self.spool.run_id, self.spool.shard, key), self.spool.line(key))
         self._mark_stored(behind)
-        marker = self.spool.local.get(self.spool.inflight_name) or b""
+        marker = (self.spool.local.get(self.spool.inflight_name) or b"").strip()  # the spool's is padded
         if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
             self._put(store, self.spool.inflight_name, marker)
         if manifest := self.spool.manifest_bytes():

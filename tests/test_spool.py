@@ -133,3 +133,15 @@ def test_a_predecessors_marker_for_a_cell_not_yet_recorded_stays(tmp_path):
     first.flush()
     Uploader(Spool(LocalStore(tmp_path / "pod-2"), RUN, None), store, 1).consolidate()
     assert store.read(RUN).parts[0].inflight == {"key": "0123456789abcdef", "attempts": 1}
+
+
+def test_a_shorter_marker_written_over_a_longer_one_reads_whole_in_a_new_process(tmp_path):
+    spool = Spool(LocalStore(tmp_path), "run", None)
+    spool.set_inflight({"key": "a" * 40, "attempt": 1})
+    spool.set_inflight({"key": "b", "attempt": 2})
+    again = Spool(LocalStore(tmp_path), "run", None)  # what a process started after this one died reads
+    assert again.inflight() == {"key": "b", "attempt": 2}
+    spool.set_inflight(None)
+    assert Spool(LocalStore(tmp_path), "run", None).inflight() is None
+    again.set_inflight({"key": "c"})  # the next process writes its own over what is there
+    assert Spool(LocalStore(tmp_path), "run", None).inflight() == {"key": "c"}
