@@ -91,8 +91,11 @@ COPY docker/dashboard-requirements.txt /src/docker/
 RUN pip install --no-cache-dir -c /src/docker/dashboard-requirements.txt "/src[dashboard]" \
     && pip check \
     && rm -rf /src
+# The published figures the Latency, Throughput and Leaderboard views draw beside the runs (runner/published.py).
+COPY docs/reference /opt/attnbench/reference
 ENV PYTHONUNBUFFERED=1 \
-    HOME=/home/attnbench
+    HOME=/home/attnbench \
+    ATTNBENCH_REFERENCE=/opt/attnbench/reference
 USER 10001:10001
 WORKDIR /home/attnbench
 EXPOSE 8501

@@ -13,10 +13,11 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables, views, widgets
-from runner import compare
+from runner import compare, shape
 from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
+FILTERS.update({axis.name: axis.name for axis in shape.AXES if axis.quiet})  # window, fill, bias, softcap, tp...
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
 SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
 BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these in the selection

@@ -80,7 +80,7 @@ def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:
     """The baseline variant's latency over each cell's, at the same run, experiment and shape."""
     if baseline is None:
         return pd.Series(np.nan, index=cells.index)
-    keys = ["run", "experiment", *SHAPE]
+    cells, keys = keyed(cells)
     base = cells[cells["variant"] == baseline].drop_duplicates(keys).set_index(keys)["latency_ms"]
     return cells.join(base.rename("baseline_ms"), on=keys)["baseline_ms"] / cells["latency_ms"]
 
@@ -90,10 +90,18 @@ def efficiency(cells: pd.DataFrame) -> pd.Series:
     `devices` 1); NaN where that twin has no latency."""
     if "devices" not in cells:
         return pd.Series(np.nan, index=cells.index)
-    keys = ["run", "experiment", "variant", *[a for a in SHAPE if a != "devices"]]
+    # the shape as text but for D, as `keyed` does (an axis at null is NaN, and NaN keys do not join)
+    cells = cells.assign(shape_id=shape_labels(cells, [a for a in SHAPE if a != "devices"]))
+    keys = ["run", "experiment", "variant", "shape_id"]
     one = cells[cells["devices"] == 1].drop_duplicates(keys).set_index(keys)["latency_ms"]
     one_device_ms = cells.join(one.rename("one_device_ms"), on=keys)["one_device_ms"]
     return metrics.scaling_efficiency(one_device_ms, cells["devices"], cells["latency_ms"])
+
+
+def keyed(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The cells with a `shape_id` (the full label), and the columns that name a cell's run, experiment and shape:
+    one text column rather than every axis, since an axis at null (no window) is NaN and NaN keys do not join."""
+    return cells.assign(shape_id=shape_labels(cells)), ["run", "experiment", "shape_id"]
 
 
 # --- summary tables (nvbench) ------------------------------------------------------------------------------------
@@ -142,7 +150,7 @@ def fp8_table(cells: pd.DataFrame, baselines: dict[str, str]) -> pd.DataFrame:
         return pd.DataFrame()
     recorded = fp8["fp8_baseline"] if "fp8_baseline" in fp8 else pd.Series(None, index=fp8.index, dtype=object)
     fp8 = fp8.assign(baseline=recorded.fillna(fp8["variant"].map(baselines)))
-    keys = ["run", "experiment", *SHAPE]
+    (cells, keys), fp8 = keyed(cells), keyed(fp8)[0]
     bf16 = cells[~promised].drop_duplicates(keys + ["variant"]).set_index(keys + ["variant"])["latency_ms"]
     base_ms = fp8.join(bf16.rename("baseline_ms"), on=keys + ["baseline"])["baseline_ms"]
     verdict = fp8.get("fp8_verdict", pd.Series(None, index=fp8.index, dtype=object))

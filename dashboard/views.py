@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, data, tables, widgets
+from dashboard import charts, data, published, tables, widgets
 from runner import compare as comparison
 from runner import leaderboard as board
 from runner import report, shape
@@ -180,9 +180,10 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
                                      help="each table also as GitHub markdown, to copy into a note or an issue")
     runs_caption(sel)
     shown = experiments(ok)
+    fp8 = set(tables.fp8_variants(snap.manifests))
     for name, cells in shown:
         if size_axis(cells):
-            latency_row(cells, sel, speedups == "speed-up", as_markdown)
+            latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8)
     unswept = [cells for name, cells in shown if not size_axis(cells)]
     if unswept:
         st.subheader("Experiments that sweep no size")
@@ -192,8 +193,9 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
             summary_table(cells, sel, as_markdown)
 
 
-def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool) -> None:
-    """One experiment: its chart beside its nvbench table; under them the SM clock and power when recorded."""
+def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, fp8: set[str]) -> None:
+    """One experiment: its chart (with published figures at its shapes) beside its nvbench table; under them the SM
+    clock and power when recorded."""
     name = cells["experiment"].iloc[0]
     chart, table = st.columns([5, 6])
     with chart:
@@ -201,7 +203,8 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
             plot(figure(drawn(cells, sel), sel, "speedup", f"speed-up over {sel.baseline}", log_y=False),
                  f"speedup-{name}")
         else:
-            plot(figure(drawn(cells, sel), sel, "latency_ms", "latency", low="q1_ms", high="q3_ms"), f"latency-{name}")
+            fig = figure(drawn(cells, sel), sel, "latency_ms", "latency", low="q1_ms", high="q3_ms")
+            plot(published.draw(fig, drawn(cells, sel), size_axis(cells), "latency_ms", fp8), f"latency-{name}")
     with table:
         summary_table(cells, sel, as_markdown)
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
@@ -261,19 +264,21 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
     runs_caption(sel)
     st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
                "matmul peak is expected for them, not an error.")
+    fp8 = set(tables.fp8_variants(snap.manifests))
     for name, cells in by_size:
         if split(cells):
             scaling_rows(drawn(cells, sel), sel, y)
         else:
-            throughput_row(drawn(cells, sel), sel, y, snap.runs["peak_tflops"])
+            throughput_row(drawn(cells, sel), sel, y, snap.runs["peak_tflops"], fp8)
 
 
-def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series) -> None:
-    """Rate of one experiment beside its share of the measured ceiling (matmul peak, or bandwidth for decode)."""
+def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]) -> None:
+    """Rate of one experiment (with published figures at its shapes) beside its share of the measured ceiling
+    (matmul peak, or bandwidth for decode)."""
     name = cells["experiment"].iloc[0]
     rate, share = st.columns(2)
     with rate:
-        fig = figure(cells, sel, y, charts.AXES[y], log_y=False)
+        fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
         if y == "tflop_s":
             charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
         plot(fig, f"rate-{name}")
@@ -448,6 +453,12 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
             st.dataframe(tables.board(sel.cells, mine), hide_index=True)
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine), language="markdown")
+    beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)))
+    if not beside.empty:
+        st.subheader("Beside published figures")
+        st.caption("Each measured cell at the shape of a published figure (docs/reference/): measured / published "
+                   "below 1 is faster than published.")
+        st.dataframe(beside, hide_index=True)
 
 
 def board_summary(standings: list[board.Standing]) -> str:

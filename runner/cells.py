@@ -30,8 +30,9 @@ class Cell:
 
 
 def resolve(values: dict) -> Params:
-    """Params from shape values by spec name, derived axes (S from T, K from N) filled where unset."""
-    return Params.model_validate(shape.resolved(values))
+    """Params from shape values by spec name, derived axes (S from T, K from N) filled where unset, heads one
+    tensor-parallel shard's (the spec's are the model's)."""
+    return Params.model_validate(shape.per_gpu(shape.resolved(values)))
 
 
 def count(spec: Spec) -> int:
@@ -45,7 +46,12 @@ def largest(spec: Spec, exp: Experiment) -> Params:
     """The experiment's shape with the most input bytes: the largest value of each swept axis (one sweep point)."""
     values = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
     for name, swept in exp.sweep.axes().items():
-        values[name] = max(swept, key=ITEMSIZE.get) if name == "dtype" else max(swept)
+        if name == "dtype":
+            values[name] = max(swept, key=ITEMSIZE.get)
+        elif name == "tp":  # the fewest shards leave the most heads on one GPU
+            values[name] = min(swept)
+        else:  # null (no window, no cap) sorts first; it changes no input's size
+            values[name] = max(swept, key=lambda value: (value is not None, value))
     return resolve(values)
 
 

@@ -404,7 +404,8 @@ def _shown_run(args):
 
 def cmd_show(args, console: Console) -> int:
     from runner.leaderboard import leaderboard
-    from runner.report import export, leaderboard_markdown, leaderboard_table, print_tables, scaling_table, summary_line
+    from runner.report import (export, leaderboard_markdown, leaderboard_table, print_tables, published_table,
+                               scaling_table, summary_line)
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -414,6 +415,7 @@ def cmd_show(args, console: Console) -> int:
         print_tables(run.cells, console)
         leaderboard_table(run.cells, console)
         scaling_table(run.cells, console)
+        published_table(run.cells, run.manifest, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import jax
 import jax.numpy as jnp
 
-from runner import metrics
-from runner.attention import reference_attention
+from runner import masks, metrics
+from runner.attention import Logits, reference_attention
 from runner.compiler import UNTIMED
 from runner.record import Params
 
@@ -32,9 +32,10 @@ class InputsAndReference:
 
 
 def input_shapes(p: Params) -> list[tuple[int, ...]]:
-    """q, k, v (and dO under fwd_bwd)."""
-    q, kv = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
-    return [q, kv, kv] + ([q] if p.pass_ == "fwd_bwd" else [])
+    """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide."""
+    q, k = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
+    v, out = k[:3] + (p.v_head_dim,), q[:3] + (p.v_head_dim,)
+    return [q, k, v] + ([out] if p.pass_ == "fwd_bwd" else [])
 
 
 def draw_size(shape: tuple) -> int:
@@ -61,8 +62,10 @@ def make_inputs(p: Params, seed: int) -> tuple:
                  for key, shape in zip(keys, input_shapes(p)))
 
 
-def _reference_chunk(q, k, v, dout, q_offset, causal: bool, with_grads: bool):
-    attend = functools.partial(reference_attention, causal=causal, q_offset=q_offset)
+def _reference_chunk(q, k, v, dout, q_offset, *lengths, logits: Logits, with_grads: bool):
+    q_lengths, kv_lengths = lengths or (None, None)  # none: no padding
+    attend = functools.partial(reference_attention, causal=logits.causal, q_offset=q_offset, logits=logits,
+                               q_lengths=q_lengths, kv_lengths=kv_lengths)
     if not with_grads:
         return (attend(q, k, v),)
     out, vjp = jax.vjp(attend, q, k, v)
@@ -84,6 +87,7 @@ def reference(p: Params, args: tuple) -> tuple:
     q, k, v = args[:3]
     dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
     with_grads = p.pass_ == "fwd_bwd"
+    lengths = masks_lengths(p) if p.fill < 1 else ()
     row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if with_grads else 1)
     rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
     outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
@@ -91,7 +95,7 @@ def reference(p: Params, args: tuple) -> tuple:
         chunk, keys = slice(start, start + rows), _visible_keys(p, min(p.seq_len, start + rows))
         d_chunk = dout[:, chunk] if with_grads else dout
         parts = UNTIMED(_reference_chunk, q[:, chunk], k[:, :keys], v[:, :keys], d_chunk, jnp.int32(start),
-                        causal=p.causal, with_grads=with_grads)
+                        *lengths, logits=Logits.of(p), with_grads=with_grads)
         outs.append(parts[0])
         if with_grads:
             grads_q.append(parts[1])
@@ -101,12 +105,20 @@ def reference(p: Params, args: tuple) -> tuple:
     return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
 
 
+def masks_lengths(p: Params) -> tuple:
+    """The reference's query and key/value lengths: the padded batch's (runner.masks.lengths), else full ones."""
+    q_lengths, kv_lengths = masks.padded_lengths(p) or ([p.seq_len] * p.batch, [p.kv_seq_len] * p.batch)
+    return jnp.asarray(q_lengths, jnp.int32), jnp.asarray(kv_lengths, jnp.int32)
+
+
 def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
-    """Causal cells: rows 0 and T-1 of attention without the mask, for the lab's first/last row check."""
-    if not (p.causal and p.seq_len >= p.kv_seq_len > 1):
+    """Plain causal cells (no window, no padding): rows 0 and T-1 of attention without the mask (the same cap and
+    bias), for the lab's first/last row check."""
+    if not (p.causal and p.seq_len >= p.kv_seq_len > 1) or p.window is not None or p.fill < 1 or p.bias != "none":
         return None
     rows = jnp.array([0, p.seq_len - 1])
-    return UNTIMED(reference_attention, args[0][:, rows], args[1], args[2], causal=False)
+    logits = replace(Logits.of(p), causal=False)
+    return UNTIMED(reference_attention, args[0][:, rows], args[1], args[2], causal=False, logits=logits)
 
 
 def size_text(count: int) -> str:

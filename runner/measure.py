@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import jax
 
-from runner import communication, metrics, power
+from runner import communication, diagnose, metrics, power
 from runner.cells import Cell, unsplit
 from runner.checks import check_step, fp8_step, incorrect_reason, run_once
 from runner.compiler import UNTIMED, compile_lowered, lower_timed, shared_program
@@ -275,6 +275,7 @@ class Measurer:
                 ran_s = time.perf_counter() - called
                 correctness = check_step(p, outputs, truth, *self.tolerances(variant, p))
             if reason := incorrect_reason(correctness):
+                reason += diagnose.explain(p, outputs[0], truth.args, correctness.tolerance)
                 if variant.fp8_baseline:
                     with watch.phase("fp8"):
                         fp8 = fp8_step(variant.fp8_baseline, p, outputs, self.baseline(variant, p, truth), compiled, [])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from runner.masks import kept_elements
 from runner.record import CellRecord, Params
 
 if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
@@ -13,24 +14,18 @@ BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def unmasked_elements(seq_len: int, kv_seq_len: int, causal: bool) -> int:
-    """Score elements that survive the mask; causal keeps key j <= query i (top-left aligned)."""
-    if not causal:
-        return seq_len * kv_seq_len
-    full_rows = min(seq_len, kv_seq_len)  # rows 0..full_rows-1 keep i+1 keys
-    return full_rows * (full_rows + 1) // 2 + (seq_len - full_rows) * kv_seq_len
-
-
 def flops(p: Params) -> int:
-    """4*B*N*H*(unmasked score elements): two matmuls of 2 FLOPs per multiply-add; x3.5 with backward."""
-    forward = 4 * p.batch * p.heads * p.head_dim * unmasked_elements(p.seq_len, p.kv_seq_len, p.causal)
+    """2*N*(H + Hv)*(score elements the mask keeps over the batch: causal, window, padding): Q·Kᵀ and P·V at 2 FLOPs
+    per multiply-add, masked-out scores not counted (so TFLOP/s stays honest); x3.5 with backward."""
+    forward = 2 * p.heads * (p.head_dim + p.v_head_dim) * kept_elements(p)
     return int(forward * BWD_FLOP_FACTOR) if p.pass_ == "fwd_bwd" else forward
 
 
 def tensor_bytes(p: Params) -> tuple[int, int]:
-    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V)."""
-    size = ITEMSIZE[p.dtype]
-    return p.batch * p.seq_len * p.heads * p.head_dim * size, p.batch * p.kv_seq_len * p.kv_heads * p.head_dim * size
+    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V), at the mean of Q/K's and V/O's
+    head dimensions (they differ under MLA)."""
+    size, width = ITEMSIZE[p.dtype], (p.head_dim + p.v_head_dim) / 2
+    return int(p.batch * p.seq_len * p.heads * width * size), int(p.batch * p.kv_seq_len * p.kv_heads * width * size)
 
 
 def bytes_min(p: Params) -> int:

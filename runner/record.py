@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from runner import shape
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
@@ -225,7 +225,8 @@ class CellRecord(_Record):
     timings: list[TimerSummary] = Field(default_factory=list)
     timer: str | None = Field(None, description="The timer that median_s, tflops and gbps come from.")
     median_s: float | None = None
-    flops: int = Field(description="4*B*N*H*(unmasked score elements); x3.5 for fwd_bwd.")
+    flops: int = Field(description="2*B*N*(H + Hv)*(score elements the mask keeps: causal, window, padding); "
+                       "x3.5 for fwd_bwd.")
     bytes_min: int = Field(description="Q, K, V read once and O written once (plus gradients for fwd_bwd).")
     kv_cache_bytes: int = Field(description="Bytes of K and V: 2*B*S*K*H*itemsize.")
     tflops: float | None = None
@@ -453,8 +454,20 @@ def _v4_to_v5(data: dict, kind: str) -> dict:
 
 
 def _v5_to_v6(data: dict, kind: str) -> dict:
-    """Schema 6: a cell's params name the devices its sequence is split across (the `devices` axis); every earlier
-    cell ran on one. Its key is unchanged: an axis at its `absent` value is left out of the key. Cells split across
+    """Schema 6: a cell's params gain window, fill, bias, softcap, v_head_dim and tp; a cell written before them
+    ran none of them (no window, no padding, no bias, no cap, V as wide as K, the whole model's heads on one GPU).
+    The defaults are this step's own, frozen; a cell's key leaves them out, so it stays the key it was written with."""
+    params = data.get("params") if kind == "cell" else None
+    if isinstance(params, dict):
+        for name, default in {"window": None, "fill": 1.0, "bias": "none", "softcap": None, "tp": 1}.items():
+            params.setdefault(name, default)
+        params.setdefault("v_head_dim", params.get("head_dim"))
+    return data
+
+
+def _v6_to_v7(data: dict, kind: str) -> dict:
+    """Schema 7: a cell's params name the devices its sequence is split across (the `devices` axis); every earlier
+    cell ran on one. Its key is unchanged: a quiet axis at its default is left out of the key. Cells split across
     devices may carry `communication`, which no earlier cell has."""
     if kind == "cell" and isinstance(data.get("params"), dict):
         data["params"].setdefault("devices", 1)
@@ -462,7 +475,7 @@ def _v5_to_v6(data: dict, kind: str) -> dict:
 
 
 # version N -> the step that makes it N + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

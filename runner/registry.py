@@ -18,9 +18,11 @@ import os
 import pkgutil
 import sys
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
+from runner import shape
 from runner.machine import Device
 from runner.record import Params, VariantInfo
 
@@ -72,6 +74,8 @@ class Requires:
     passes: tuple[str, ...] = ("fwd", "fwd_bwd")
     package: str | None = None
     max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
+    options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
+    why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it is declined, where more than "has none"
 
     def words(self) -> list[str]:
         """The requirements as a reader of the manifest sees them."""
@@ -90,7 +94,20 @@ class Requires:
             found.append(f"the {self.package} package")
         if self.max_devices > 1:
             found.append(f"splits the sequence across up to {self.max_devices} devices")
+        if self.options:  # the rest it declines
+            found.append(f"of the model options, only {', '.join(OPTIONS[name] for name in self.options)}")
         return found
+
+
+# The shape axes a library may or may not implement, in words; at their default every variant runs them.
+OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias": "ALiBi bias",
+           "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim"}
+
+
+def option_set(params: Params, name: str) -> bool:
+    """Whether the cell sets this option away from its default."""
+    values = params.as_dict()
+    return not shape.at_default(shape.BY_NAME[name], values)
 
 
 @dataclass(frozen=True)
@@ -215,6 +232,9 @@ def decline(v: Variant, params: Params, device: Device) -> str | None:
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
     if reason := _devices_unmet(v, params, device):
         return reason
+    for name in OPTIONS:
+        if name not in req.options and option_set(params, name):
+            return f"{v.name} declines a {OPTIONS[name]}: {req.why_not.get(name, 'it implements none')}"
     return v.check(params) if v.check else None
 
 

@@ -113,6 +113,18 @@ def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
                              [list(row.values()) for row in body], right=("ms", "variants")))
 
 
+def published_table(cells: list[CellRecord], manifest, console: Console) -> None:
+    """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
+    from runner import published
+
+    body = published.beside(cells, published.fp8_promised(manifest))
+    if not body:
+        return
+    console.print(rich_table("published: measured / published at the same shape (below 1: faster than published)",
+                             list(body[0]), [[_fmt(v) for v in row.values()] for row in body],
+                             right=("measured ms", "published ms", "measured / published")))
+
+
 def leaderboard_markdown(standings: list) -> str:
     """runner.leaderboard's standings as a markdown table; "" when there are none."""
     from runner.leaderboard import rows

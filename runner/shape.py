@@ -7,6 +7,7 @@ axis is one line below (and, since records carry it, a schema_version step in ru
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -14,6 +15,9 @@ from pydantic import AfterValidator, Field, create_model
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
+Bias = Literal["none", "alibi"]
+Fill = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+Softcap = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def size(limit: int) -> Any:
@@ -29,12 +33,7 @@ class Axis:
     description: str
     short: str = ""  # label prefix: B8, T1024; "" prints the value alone (bfloat16, causal)
     follows: str | None = None  # the axis this one copies when unset
-    absent: Any = None  # an axis added after records existed: the value those records meant; a cell at it keeps
-    # the key and label it had then
-
-    def silent(self, value: Any) -> bool:
-        """At the value records before this axis meant: left out of the cell key and the label."""
-        return self.absent is not None and value == self.absent
+    quiet: bool = False  # left out of labels and cell keys at its default: records from before it keep their keys
 
     @property
     def attr(self) -> str:
@@ -59,21 +58,36 @@ AXES = (
     Axis("kv_heads", size(1024), None, "Key/value heads K; defaults to heads. K < N is GQA, K = 1 is MQA.", "K",
          "heads"),
     Axis("head_dim", size(1024), 64, "Head dimension H.", "H"),
+    Axis("v_head_dim", size(1024), None, "Head dimension of V and the output; defaults to head_dim (DeepSeek's MLA: "
+         "192 for Q and K, 128 for V).", "Hv", "head_dim", quiet=True),
     Axis("dtype", DType, "bfloat16", "Dtype of Q, K, V and the output."),
     Axis("causal", bool, False, "Apply a causal (lower-triangular, top-left aligned) mask."),
     Axis("pass", Pass, "fwd", "fwd times the forward call; fwd_bwd times forward plus gradients."),
+    Axis("window", size(1 << 24) | None, None, "Sliding window W (null: none): query i sees key j when "
+         "i - W < j <= i (causal) or |i - j| < W (not causal), W keys including itself.", "W", quiet=True),
+    Axis("fill", Fill, 1.0, "Mean fraction of each sequence that is real tokens in a padded batch (1: no padding); "
+         "the lengths follow runner.masks.lengths.", "fill", quiet=True),
+    Axis("bias", Bias, "none", "none, or alibi: ALiBi's per-head slopes times -|i - j| added to the logits.",
+         quiet=True),
+    Axis("softcap", Softcap | None, None, "Logit soft cap c (null: none): logits -> c * tanh(logits / c).", "cap",
+         quiet=True),
+    Axis("tp", size(1024), 1, "Tensor-parallel degree emulated on one GPU: the spec's heads and kv_heads are the "
+         "model's, a cell runs heads / tp query heads and max(1, kv_heads / tp) KV heads.", "tp", quiet=True),
     Axis("devices", Devices, 1, "Devices the sequence is split across (context parallelism): 1, 2, 4 or 8; T and "
-         "S must divide by it.", "D", absent=1),
+         "S must divide by it.", "D", quiet=True),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
-# The axes that size the tensors: B, T, S, N, K, H (not D, the devices a call is split across: drawn apart)
-SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name != "devices")
+# The axes that count something (B, T, S, N, K, H, Hv, W, tp), drawn on a log2 axis: a fraction (fill) and a logit
+# value (the soft cap) have a label prefix too but count nothing; D, the devices a call is split across, is drawn
+# apart (scaling efficiency), not as a size.
+SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name not in ("fill", "softcap", "devices"))
 
 
 def title(name: str) -> str:
-    """An axis in words, for a chart: its description's first clause ("query sequence length T")."""
-    words = BY_NAME[name].description.split(";")[0].rstrip(".")
+    """An axis in words, for a chart: its description's first clause ("query sequence length T", "sliding
+    window W")."""
+    words = re.split(r";|:| \(", BY_NAME[name].description)[0].rstrip(".")
     return words[0].lower() + words[1:]
 
 
@@ -104,26 +118,58 @@ def model(name: str, kind: str, base: type, doc: str) -> type:
 
 
 def resolved(shape: dict) -> dict:
-    """Fill each derived axis (S from T, K from N) where unset."""
+    """Fill each derived axis (S from T, K from N) where unset, and each quiet axis missing at its default."""
     shape = dict(shape)
     for axis in AXES:
         if axis.follows and shape.get(axis.name) is None:
             shape[axis.name] = shape[axis.follows]
+        elif axis.quiet and axis.name not in shape:
+            shape[axis.name] = axis.default
     return shape
 
 
+def tp_problem(heads: int, kv_heads: int, tp: int) -> str | None:
+    """Why `tp` cannot shard these heads (cudnn-frontend's with_tp_shards: query heads split evenly, KV heads
+    split or, past their count, replicated), or None."""
+    if heads % tp:
+        return f"heads ({heads}) must be a multiple of tp ({tp})"
+    if kv_heads % tp and tp % kv_heads:
+        return f"kv_heads ({kv_heads}) and tp ({tp}): one must divide the other"
+    return None
+
+
+def per_gpu(shape: dict) -> dict:
+    """A resolved shape with the model's heads replaced by one tensor-parallel shard's: what the cell runs."""
+    tp = shape.get("tp", 1)
+    return {**shape, "heads": shape["heads"] // tp, "kv_heads": max(1, shape["kv_heads"] // tp)}
+
+
+def at_default(axis: Axis, shape: dict) -> bool:
+    """A quiet axis at its default (a derived one: equal to the axis it follows); a table's NaN reads as null."""
+    value = shape[axis.name]
+    value = None if isinstance(value, float) and value != value else value
+    return axis.quiet and value == (shape[axis.follows] if axis.follows else axis.default)
+
+
+def keyed(shape: dict) -> dict:
+    """The shape as a cell key hashes it: quiet axes at their default left out, so older keys stay valid."""
+    return {name: value for name, value in shape.items() if name not in BY_NAME or not at_default(BY_NAME[name], shape)}
+
+
 def label(shape: dict, omit: tuple[str, ...] = ()) -> str:
-    """'B4 T128 N8 H64 bfloat16 causal fwd D4': derived axes only where they differ, False flags and axes at their
-    `absent` value left out."""
+    """'B4 T128 N8 H64 bfloat16 causal fwd D4': derived axes only where they differ, False flags and quiet axes at
+    their default left out."""
     parts = []
     for axis in AXES:
+        if axis.name not in shape:  # a table of older records, before this axis
+            continue
         value = shape[axis.name]
-        if axis.name in omit or (axis.follows and value == shape[axis.follows]) or axis.silent(value):
+        if axis.name in omit or (axis.follows and value == shape[axis.follows]) or at_default(axis, shape):
             continue
         if isinstance(value, bool):
             parts += [axis.name] if value else []
         else:
-            parts.append(f"{axis.short}{value}")
+            parts.append(f"{axis.short}{value:g}" if isinstance(value, float) else f"{axis.short}{value}")
     return " ".join(parts)
 
 
@@ -131,8 +177,3 @@ def column(name: str) -> str:
     """A table header for an axis: its short letter, else its name."""
     return BY_NAME[name].short or name
 
-
-def keyed(shape: dict) -> dict:
-    """The shape as a cell key hashes it: axes at their `absent` value left out, so keys written before an axis
-    existed still name the same cells."""
-    return {name: value for name, value in shape.items() if name not in BY_NAME or not BY_NAME[name].silent(value)}

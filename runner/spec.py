@@ -350,6 +350,7 @@ def _cross_field_problems(spec: Spec) -> list[str]:
             problems.append(f"{where}.{axis}: also swept ({where}.sweep.{axis}); give one or the other")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _devices_problems(where, defaults, exp.overrides(), exp.sweep.axes())
+        problems += _tp_problems(where, defaults, exp.overrides(), exp.sweep.axes())
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
@@ -391,4 +392,18 @@ def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -
                 if length is not None and length % devices:
                     problems.append(f"{at}: {name} ({length}) must be a multiple of devices ({devices}), each "
                                     f"holding an equal slice of the sequence")
+    return problems
+
+
+def _tp_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
+    """Each (heads, kv_heads, tp) the experiment makes that tp cannot shard, at the tp it sets (or the defaults')."""
+    shape_values = {**defaults, **overrides}
+    values = {name: axes.get(name, [shape_values[name]]) for name in ("heads", "kv_heads", "tp")}
+    at = f"{where}.sweep.tp" if "tp" in axes else (f"{where}.tp" if "tp" in overrides else "defaults.tp")
+    problems = []
+    for heads in values["heads"]:
+        for kv_heads in values["kv_heads"]:
+            for i, tp in enumerate(values["tp"]):
+                if problem := shape.tp_problem(heads, heads if kv_heads is None else kv_heads, tp):
+                    problems.append(f"{at}{f'[{i}]' if 'tp' in axes else ''}: {problem}")
     return problems

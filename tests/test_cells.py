@@ -150,3 +150,10 @@ def test_limits_count_against_the_spec_or_the_given_maximum():
     assert limits(spec) == []  # 4 cells: a repeated value is one cell
     assert limits(spec, max_cells=3) == ["experiments: the sweeps make 4 cells, more than --max-cells (3); sweep fewer "
                                          "values, or raise --max-cells (at most 1,000,000)"]
+
+
+def test_limits_take_sweeps_with_null_and_the_fewest_tp_shards():
+    spec = parse_spec(spec_data({"name": "a", "variants": ["naive"], "heads": 8,
+                                 "sweep": {"window": [None, 4], "softcap": [None, 2.0], "tp": [4, 1, 2]}}), KNOWN)
+    assert limits(spec) == []
+    assert largest(spec, spec.experiments[0]).heads == 8  # tp 1: all the model's heads on one GPU

@@ -70,6 +70,13 @@ def test_variants_that_do_not_split_decline_a_split_cell():
     assert decline(VARIANTS["xla"], params(), CPU8) is None
 
 
+def test_the_split_variants_decline_the_model_options():
+    assert decline(VARIANTS["ring"], params(devices=2, window=16), CPU8) == (
+        "ring declines a sliding window: it implements none")
+    assert decline(VARIANTS["xla_cp"], params(devices=2, softcap=30.0), CPU8).startswith("xla_cp declines a logit")
+    assert decline(VARIANTS["ring"], params(devices=2, heads=8, tp=2), CPU8) is None
+
+
 def test_a_split_wider_than_the_worker_sees_is_declined():
     assert decline(VARIANTS["ring"], params(devices=8), H200X4) == (
         "the cell needs 8 devices; this worker sees 4 gpu device(s)")

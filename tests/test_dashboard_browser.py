@@ -236,6 +236,24 @@ def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, url):
     screenshot(page, "tflop-per-joule")
 
 
+def test_published_figures_are_drawn_beside_the_measured_ones(page, url):
+    """hopper-long runs the shape of cudnn-frontend's published H200 figures (docs/reference/): Latency and
+    Throughput draw them as a "published" series, the Leaderboard gives measured / published per cell."""
+    run = H200_LONG.split("/")[1]
+    series = "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0), NVIDIA H200"
+    for tab in ("Latency", "Throughput"):
+        open_view(page, f"{url}/?run={run}&tab={tab}")
+        legends = page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => t.textContent)")
+        assert series in legends and f"{series} (FP8)" in legends, (tab, legends)
+        assert_no_error_text(page)
+        screenshot(page, f"published-{tab.lower()}")
+    open_view(page, f"{url}/?run={run}&tab=Leaderboard")
+    assert "Beside published figures" in page.inner_text("body")
+    assert in_open_tab(page, TABLES) >= 2
+    assert_no_error_text(page)
+    screenshot(page, "published-leaderboard")
+
+
 def metric(page, label: str) -> str:
     return page.locator("[data-testid=stMetric]", has_text=label).locator("[data-testid=stMetricValue]").inner_text()
 

@@ -1,4 +1,5 @@
-"""runner/metrics.py: exact FLOPs and bytes; the causal count equals a brute-force sum of the variants' mask."""
+"""runner/metrics.py: exact FLOPs and bytes; the causal count (runner/masks.py) equals a brute-force sum of the
+variants' mask."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import params
-from runner import metrics
+from runner import masks, metrics
 from runner.attention import scores_mask
 
 T_S_PAIRS = [(1, 1), (1, 7), (7, 1), (8, 8), (5, 9), (9, 5), (16, 3), (3, 16), (64, 128), (128, 64), (33, 33)]
@@ -16,19 +17,19 @@ T_S_PAIRS = [(1, 1), (1, 7), (7, 1), (8, 8), (5, 9), (9, 5), (16, 3), (3, 16), (
 def test_causal_count_is_the_brute_force_mask_sum(seq_len, kv_seq_len):
     # key j visible to query i when j <= i, top-left aligned
     brute = int(np.tril(np.ones((seq_len, kv_seq_len), bool)).sum())
-    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=True) == brute
+    assert masks.kept_in_sequence(seq_len, kv_seq_len, True, None) == brute
 
 
 @pytest.mark.parametrize("seq_len, kv_seq_len", T_S_PAIRS)
 def test_causal_count_matches_the_mask_the_variants_apply(seq_len, kv_seq_len):
     mask = np.asarray(scores_mask(seq_len, kv_seq_len))
     assert mask.shape == (seq_len, kv_seq_len)
-    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=True) == int(mask.sum())
+    assert masks.kept_in_sequence(seq_len, kv_seq_len, True, None) == int(mask.sum())
 
 
 @pytest.mark.parametrize("seq_len, kv_seq_len", T_S_PAIRS)
 def test_full_attention_counts_every_element(seq_len, kv_seq_len):
-    assert metrics.unmasked_elements(seq_len, kv_seq_len, causal=False) == seq_len * kv_seq_len
+    assert masks.kept_in_sequence(seq_len, kv_seq_len, False, None) == seq_len * kv_seq_len
 
 
 def test_scores_mask_with_offset_is_the_matching_rows_of_the_whole_mask():

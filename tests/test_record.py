@@ -95,10 +95,10 @@ def test_the_v4_to_v5_step_says_an_old_steady_sample_was_taken_after_the_load(po
     assert cell.power.rule is None and cell.power.load_s is None  # not known then: not made up
 
 
-@pytest.mark.parametrize("version", [4, 5])
-def test_the_v5_to_v6_step_puts_old_cells_on_one_device_under_the_same_key(version):
+@pytest.mark.parametrize("version", [4, 5, 6])
+def test_the_v6_to_v7_step_puts_old_cells_on_one_device_under_the_same_key(version):
     cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": version}
-    del cell["params"]["devices"]  # as schemas before 6 wrote it
+    del cell["params"]["devices"]  # as schemas before 7 wrote it
     upgraded = read_cell(cell)
     assert upgraded.params.devices == 1
     assert upgraded.key == cell_key(upgraded.experiment, upgraded.variant, upgraded.params) == cell["key"]
@@ -130,6 +130,21 @@ def test_every_shipped_run_reads_through_the_same_path(run_id):
             written["variants"][name]))
 
 
+EVIDENCE = REPO / "docs" / "evidence"
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent for p in EVIDENCE.rglob("manifest*.json")), ids=lambda p: p.name)
+def test_every_run_kept_as_evidence_reads_and_keeps_its_keys(folder):
+    """docs/evidence's runs (written at schema 5) read through the same path, and each cell's stored key is the
+    key its upgraded params hash to: the new axes at their defaults leave it as it was."""
+    from runner.record import cell_key
+
+    run = read_run(folder)
+    assert run.problems == [] and run.manifest.schema_version == SCHEMA_VERSION
+    assert len(run.cells) == run.manifest.cells_planned
+    assert all(cell_key(c.experiment, c.variant, c.params) == c.key for c in run.cells)
+
+
 def test_a_reader_keeps_a_field_it_does_not_know():
     data = json.loads(record().model_dump_json(by_alias=True))
     data["power_state_of_mind"] = "calm"
@@ -152,3 +167,42 @@ def test_a_writer_refuses_a_field_the_contract_does_not_define():
         GpuFacts(name="H200", sm_clock="1980")
     with pytest.raises(ValidationError, match="unknown field"):
         Manifest.model_validate(json.loads(manifest().model_dump_json()) | {"cluster": "gke-1"})
+
+
+def test_the_v5_to_v6_step_gives_old_cells_the_new_axes_at_what_they_ran():
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 5}
+    for name in ("window", "fill", "bias", "softcap", "v_head_dim", "tp"):
+        del cell["params"][name]
+    read = read_cell(cell)
+    assert (read.params.window, read.params.fill, read.params.bias, read.params.softcap, read.params.tp) == (
+        None, 1.0, "none", None, 1)
+    assert read.params.v_head_dim == read.params.head_dim
+
+
+def test_a_v4_cell_reads_through_every_later_step():
+    """4 -> 5 (sampled after the load), 5 -> 6 (the model axes at what it ran), then 6 -> 7 (one device), composed
+    by `upgrade`."""
+    old = _v3_cell(650.0, 1.2, "steady", 1.3) | {"schema_version": 4}
+    old["telemetry"].update(sm_clock_mhz={"min": 1600, "median": 1650, "max": 1700}, clock_spread=0.06)
+    for name in ("window", "fill", "bias", "softcap", "v_head_dim", "tp", "devices"):
+        old["params"].pop(name, None)
+    cell = read_cell(old)
+    assert cell.schema_version == SCHEMA_VERSION and cell.power.sampled_in_load is False
+    assert (cell.params.window, cell.params.fill, cell.params.tp, cell.params.v_head_dim, cell.params.devices) == (
+        None, 1.0, 1, cell.params.head_dim, 1)
+
+
+def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
+    """Keys written before schema 6 hashed the nine older axes only (and before 7, no devices); resuming such a
+    run must find its cells."""
+    import hashlib
+
+    from runner.record import cell_key
+    from helpers import params
+
+    p = params()
+    old = {k: v for k, v in p.as_dict().items()
+           if k not in ("window", "fill", "bias", "softcap", "v_head_dim", "tp", "devices")}
+    blob = json.dumps({"experiment": "e", "variant": "xla", **old}, sort_keys=True)
+    assert cell_key("e", "xla", p) == hashlib.sha256(blob.encode()).hexdigest()[:16]
+    assert cell_key("e", "xla", params(window=4)) != cell_key("e", "xla", p)

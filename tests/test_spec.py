@@ -241,7 +241,8 @@ def test_defaults_fill_unset_fields():
     spec = parse_spec({"name": "t", "experiments": [exp()]}, KNOWN)
     assert spec.defaults.model_dump(by_alias=True) == {
         "batch": 4, "seq_len": 128, "kv_seq_len": None, "heads": 8, "kv_heads": None,
-        "head_dim": 64, "dtype": "bfloat16", "causal": False, "pass": "fwd", "devices": 1,
+        "head_dim": 64, "v_head_dim": None, "dtype": "bfloat16", "causal": False, "pass": "fwd", "window": None,
+        "fill": 1.0, "bias": "none", "softcap": None, "tp": 1, "devices": 1,
     }  # fmt: skip
     assert spec.experiments[0].overrides() == {}
 
@@ -279,6 +280,33 @@ def test_schema_command_describes_every_property_of_every_model(capsys):
 def test_every_model_has_a_description():
     schema = Spec.model_json_schema(by_alias=True)
     assert all(body.get("description") for body in [schema, *schema["$defs"].values()])
+
+
+@pytest.mark.parametrize("shape, sweep, problem", [
+    (dict(heads=12, kv_heads=4), {"tp": [1, 8]}, "experiments[0].sweep.tp[1]: heads (12) must be a multiple of tp (8)"),
+    (dict(heads=12, kv_heads=3, tp=2), {}, "experiments[0].tp: kv_heads (3) and tp (2): one must divide the other"),
+])
+def test_a_tp_that_cannot_shard_the_heads_is_refused_where_it_is_set(shape, sweep, problem):
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec_data(exp(sweep=sweep, **shape) if sweep else exp(**shape)), KNOWN)
+    assert caught.value.problems == [problem]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("fill", 0, "must be > 0.0"), ("fill", 1.5, "must be <= 1.0 (got 1.5)"), ("window", 0, "must be > 0"),
+    ("softcap", -1.0, "must be > 0.0"), ("bias", "rope", "must be one of 'none' or 'alibi' (got 'rope')"),
+])
+def test_the_new_axes_refuse_bad_values_in_one_line(field, value, message):
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec_data(exp(**{field: value})), KNOWN)
+    assert caught.value.problems == [f"experiments[0].{field}: {message}"]
+
+
+def test_a_sweep_may_hold_no_window_beside_windows():
+    from runner.cells import expand
+
+    cells = expand(parse_spec(spec_data(exp(sweep={"window": [None, 4]})), KNOWN))
+    assert [c.params.window for c in cells] == [None, 4]
 
 
 def test_the_smoke_spec_says_which_variants_it_covers():

@@ -1,44 +1,104 @@
-"""The lab's JAX variants: from scratch, and jax.nn.dot_product_attention with each implementation."""
+"""The lab's JAX variants: from scratch, and jax.nn.dot_product_attention with each implementation.
+
+What jax.nn.dot_product_attention takes (jax 0.10.2's source, the runner image's pin), and what follows:
+- a sliding window as `local_window_size=(left, right)`: key j visible to query i when i - left <= j <= i + right,
+  so W keys is (W - 1, 0) causal and (W - 1, W - 1) not; its cuDNN path raises for a right window without a
+  causal mask ("cuDNN doesn't support right window"), so cudnn declines a non-causal window;
+- a padded batch as `query_seq_lengths` / `key_value_seq_lengths` (int32 [B]), never a dense mask; padded query
+  rows come out zero;
+- `bias` broadcastable to (B, N, T, S): ALiBi is built from iota inside the timed call (XLA fuses it into the
+  logits; cuDNN reads it as a (1, N, T, S) tensor);
+- no logit soft cap, and V must have K's shape (its shape check): softcap and v_head_dim are declined.
+"""
 
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
+from runner import masks
 from runner.record import Params
 from runner.registry import Requires, variant
 
-CUDNN = Requires(
-    gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8, max_head_dim=128
-)
+NO_CAP = "jax.nn.dot_product_attention (jax 0.10.2) takes no logit soft cap"
+SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
+DPA = dict(options=("window", "fill", "bias"), why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V}))
+CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
+                 max_head_dim=128, **DPA)
 
 
-@variant("naive", backend="xla")
+@variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim")), backend="xla")
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
-    from runner.attention import naive_attention
+    from runner.attention import Logits, naive_attention
 
-    return functools.partial(naive_attention, causal=p.causal)
+    lengths = _lengths(p)
+    return functools.partial(naive_attention, causal=p.causal, logits=Logits.of(p), q_lengths=lengths[0],
+                             kv_lengths=lengths[1])
+
+
+def _lengths(p: Params) -> tuple:
+    """The padded batch's (query, key/value) lengths as int32 arrays (constants of the timed call), or Nones."""
+    import jax.numpy as jnp
+
+    padded = masks.padded_lengths(p)
+    return tuple(jnp.asarray(x, jnp.int32) for x in padded) if padded else (None, None)
+
+
+def window_size(p: Params) -> tuple[int, int] | None:
+    """`local_window_size` for the cell's window of W keys."""
+    if p.window is None:
+        return None
+    return (p.window - 1, 0) if p.causal else (p.window - 1, p.window - 1)
+
+
+def alibi_bias(p: Params, dtype):
+    """(1, N, T, S) ALiBi bias of the cell's shard, traced (so built inside the call that uses it)."""
+    from runner.attention import Logits, alibi
+
+    return alibi(Logits.of(p).slopes, p.seq_len, p.kv_seq_len)[None].astype(dtype)
 
 
 def _dot_product_attention(p: Params, implementation: str | None):
     import jax
+    import jax.numpy as jnp
 
-    return functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation=implementation)
+    q_lengths, kv_lengths = _lengths(p)
+    attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation=implementation,
+                                  query_seq_lengths=q_lengths, key_value_seq_lengths=kv_lengths,
+                                  local_window_size=window_size(p))
+    if p.bias == "none":
+        return attention
+    bias_dtype = jnp.float32 if implementation != "cudnn" else jnp.dtype(p.dtype)  # xla adds it to float32 logits
+
+    def attend(q, k, v):
+        return attention(q, k, v, bias=alibi_bias(p, bias_dtype))
+
+    return attend
 
 
-@variant("xla", backend="xla")
+@variant("xla", requires=Requires(**DPA), backend="xla")
 def xla(p: Params):
     """jax.nn.dot_product_attention(implementation="xla")."""
     return _dot_product_attention(p, "xla")
 
 
-@variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",))
+def cudnn_check(p: Params) -> str | None:
+    """Why the cudnn variant declines these params, or None."""
+    if p.window is not None and not p.causal:
+        return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
+               "window\" otherwise)"
+    return None
+
+
+@variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
+         rules=("a window only with a causal mask",))
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
     return _dot_product_attention(p, "cudnn")
 
 
-@variant("auto")
+@variant("auto", requires=Requires(**DPA))
 def auto(p: Params):
     """jax.nn.dot_product_attention(implementation=None): JAX picks; the record says what it compiled to."""
     return _dot_product_attention(p, None)

@@ -3,10 +3,19 @@
 TE links its own cuDNN (the system's, or its wheel's) and must load before JAX starts its GPU backend, which
 loads the cuDNN of JAX's wheels; one process cannot hold both. So TE's variants run in a worker of their own
 ("transformer_engine"), whose preload imports TE first, and the other variants keep JAX's cuDNN.
+
+What TE's flax DotProductAttention takes (transformer_engine 2.20.2, the runner image's pin): a window as
+`window_size=(left, right)`, keys i - left..i + right inclusive ((W - 1, 0) causal, (W - 1, W - 1) not); a padded
+batch as a SequenceDescriptor of (query, key/value) lengths with attn_mask_type "padding" / "padding_causal" (no
+dense mask); a bias tensor as "post_scale_bias" (ALiBi, dense (1, N, T, S), built inside the call); V's head
+dimension read from V. It has no logit soft cap (its experimental cuDNN score_mod aside), so softcap is declined.
 """
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
+from runner import masks
 from runner.record import Params
 from runner.registry import Requires, Skip, variant
 
@@ -23,7 +32,9 @@ def preload() -> None:
         raise Skip(f"TransformerEngine does not load here: {first}") from None
 
 
-TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine")
+TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine",
+          options=("window", "fill", "bias", "v_head_dim"),
+          why_not=MappingProxyType({"softcap": "TE's flax DotProductAttention takes no logit soft cap"}))
 RULES = dict(backend="transformer_engine", proves=("te_fused_attn",), worker=WORKER, preload=preload)
 
 
@@ -32,25 +43,52 @@ def _attention(p: Params, fp8: bool):
     import jax.numpy as jnp
     from transformer_engine.jax.flax import DotProductAttention
 
+    from runner.variants.jax_attention import window_size
+
+    padded = masks.padded_lengths(p)
+    mask = ("padding_causal" if p.causal else "padding") if padded else ("causal" if p.causal else "no_mask")
     module = DotProductAttention(
         head_dim=p.head_dim,
         num_attention_heads=p.heads,
         num_gqa_groups=p.kv_heads,
-        attn_mask_type="causal" if p.causal else "no_mask",
+        attn_mask_type=mask,
         transpose_batch_sequence=False,
+        window_size=window_size(p),
     )
     dtype = jnp.dtype(p.dtype)
     q = jnp.zeros((p.batch, p.seq_len, p.heads, p.head_dim), dtype)
-    kv = jnp.zeros((p.batch, p.kv_seq_len, p.kv_heads, p.head_dim), dtype)
-    variables = jax.jit(module.init)(jax.random.PRNGKey(0), q, kv, kv)  # .init once
+    k = jnp.zeros((p.batch, p.kv_seq_len, p.kv_heads, p.head_dim), dtype)
+    v = jnp.zeros((p.batch, p.kv_seq_len, p.kv_heads, p.v_head_dim), dtype)
+
+    def extra() -> dict:  # traced again inside each call, so its arrays are the call's constants
+        return _extra(p, padded, dtype)
+
+    variables = jax.jit(lambda key: module.init(key, q, k, v, **extra()))(jax.random.PRNGKey(0))  # .init once
 
     def attend(q, k, v):
         if not fp8:
-            return module.apply(variables, q, k, v, deterministic=True)
+            return module.apply(variables, q, k, v, deterministic=True, **extra())
         with _autocast():
-            return module.apply(variables, q, k, v, deterministic=True)
+            return module.apply(variables, q, k, v, deterministic=True, **extra())
 
     return attend
+
+
+def _extra(p: Params, padded, dtype) -> dict:
+    """The call's sequence descriptor (padded batch) and bias (ALiBi), where the cell has them."""
+    import jax.numpy as jnp
+
+    extra = {}
+    if padded:
+        from transformer_engine.jax.attention import SequenceDescriptor
+
+        extra["sequence_descriptor"] = SequenceDescriptor.from_seqlens(
+            tuple(jnp.asarray(x, jnp.int32) for x in padded))
+    if p.bias == "alibi":
+        from runner.variants.jax_attention import alibi_bias
+
+        extra["bias"] = alibi_bias(p, dtype)
+    return extra
 
 
 def _autocast():

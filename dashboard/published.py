@@ -1,0 +1,65 @@
+"""Published figures in the dashboard: a "published" series on the Latency and Throughput charts at the shapes the
+cells share with docs/reference/ (runner/published.py matches them), and measured / published on the Leaderboard."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from runner import published
+from dashboard.tables import SHAPE, shape_labels
+
+SERIES_COLOUR = "#222222"  # black stars: no variant's colour
+
+
+def matched(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
+    """The cells with a published figure at their shape: their columns plus published_ms, published_tflop_s and
+    published (the series' name); FP8 figures for variants that promise FP8."""
+    rows = []
+    for index, row in candidates(cells).iterrows():
+        for figure in published.lookup(row[SHAPE].to_dict(), row["variant"] in fp8_variants):
+            rows.append({"index": index, "published_ms": figure.median_s * 1e3, "published": figure.source,
+                         "published_fp8": figure.fp8,
+                         "published_tflop_s": row["flops"] / figure.median_s / 1e12})
+    if not rows:
+        return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflop_s=[])
+    extra = pd.DataFrame(rows).set_index("index")
+    return cells.join(extra, how="inner")
+
+
+def candidates(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells whose sequence lengths and head counts some figure has: the rest need no per-row lookup (a
+    selection may hold 100,000 cells)."""
+    shapes = [dict(key) for key, _ in published.figures()]
+    for axis in ("seq_len", "heads", "head_dim"):
+        cells = cells[cells[axis].isin({s[axis] for s in shapes})]
+    return cells
+
+
+def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[str]) -> go.Figure:
+    """Add the published figures at these cells' shapes to a chart of y (latency_ms or tflop_s) along x."""
+    column = {"latency_ms": "published_ms", "tflop_s": "published_tflop_s"}.get(y)
+    found = matched(cells, fp8_variants) if column else pd.DataFrame()
+    if found.empty:
+        return fig
+    for (name, fp8), series in found.groupby(["published", "published_fp8"], sort=False):
+        points = series.drop_duplicates(x).sort_values(x)
+        label = f"{name}{' (FP8)' if fp8 else ''}"
+        fig.add_trace(go.Scatter(
+            x=points[x], y=points[column], mode="lines+markers", name=label, legend="legend",
+            line={"color": SERIES_COLOUR, "dash": "dot" if fp8 else "dash", "width": 1},
+            marker={"symbol": "star", "size": 10, "color": SERIES_COLOUR},
+            hovertemplate=f"{label}<br>{x} %{{x}}<br>%{{y:.4g}}<extra></extra>"))
+    return fig
+
+
+def table(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
+    """Measured beside published, a row per matching cell: below 1, faster than the published figure."""
+    found = matched(cells, fp8_variants)
+    if found.empty:
+        return found
+    return pd.DataFrame({
+        "run": found["run"], "experiment": found["experiment"], "variant": found["variant"],
+        "shape": shape_labels(found), "measured ms": found["latency_ms"], "published ms": found["published_ms"],
+        "measured / published": found["latency_ms"] / found["published_ms"], "published": found["published"],
+    })

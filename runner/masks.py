@@ -1,0 +1,65 @@
+"""What a cell's mask keeps, in plain numbers (no JAX): padded lengths, ALiBi slopes, score elements kept.
+
+The sequence lengths of a padded batch (`fill` < 1) follow one deterministic rule, so every variant and the float32
+reference see the same batch: sequence b of B has the fraction
+
+    f_b = fill - d + 2 d b / (B - 1),   d = min(fill, 1 - fill)      (f_0 = fill when B = 1)
+
+of its length real, rounded to whole tokens and at least one: the widest even spread whose mean is `fill` and that
+stays within (0, 1] (fill 0.5 spreads prompts from one token to the full length, fill 0.8 from 60 % to 100 %), as
+a server's batch of uneven prompts. Queries and keys use the same fractions (of T and of S); a decode cell (T = 1)
+keeps its one query and pads the KV cache.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+
+def fractions(batch: int, fill: float) -> list[float]:
+    """f_b for each sequence of the batch (the rule above)."""
+    if batch == 1:
+        return [fill]
+    spread = min(fill, 1 - fill)
+    return [fill - spread + 2 * spread * b / (batch - 1) for b in range(batch)]
+
+
+def lengths(batch: int, length: int, fill: float) -> list[int]:
+    """Real tokens of each sequence of a padded batch of `length`-token rows."""
+    return [max(1, min(length, round(f * length))) for f in fractions(batch, fill)]
+
+
+def padded_lengths(p) -> tuple[list[int], list[int]] | None:
+    """(query lengths, key/value lengths) of the cell's batch, or None without padding (fill 1)."""
+    if p.fill >= 1:
+        return None
+    return lengths(p.batch, p.seq_len, p.fill), lengths(p.batch, p.kv_seq_len, p.fill)
+
+
+def alibi_slopes(heads: int) -> list[float]:
+    """ALiBi's head slopes (Press et al. 2022, as BLOOM's build_alibi_tensor): 2^(-8 i / n) for the n = the largest
+    power of two <= heads, then the odd steps of the 2n sequence for the heads past n."""
+    n = 1 << (heads.bit_length() - 1)
+    slopes = [2 ** (-8 * i / n) for i in range(1, n + 1)]
+    return slopes + [2 ** (-4 * i / n) for i in range(1, 2 * (heads - n), 2)]
+
+
+def kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+    """Score elements (query row, key) the mask keeps for one sequence of q_len real queries and kv_len real keys."""
+    rows = np.arange(q_len, dtype=np.int64)
+    last = np.minimum(rows, kv_len - 1) if causal else np.full(q_len, kv_len - 1)
+    if window is not None and not causal:
+        last = np.minimum(rows + window - 1, kv_len - 1)
+    first = np.maximum(rows - window + 1, 0) if window is not None else np.zeros(q_len, np.int64)
+    return int(np.clip(last - first + 1, 0, None).sum())
+
+
+def kept_elements(p) -> int:
+    """Score elements the cell's mask keeps over the whole batch: causal, window and padding (per sequence)."""
+    padded = padded_lengths(p)
+    if padded is None:
+        return p.batch * kept_in_sequence(p.seq_len, p.kv_seq_len, p.causal, p.window)
+    return sum(count * kept_in_sequence(q, kv, p.causal, p.window) for (q, kv), count in Counter(zip(*padded)).items())
+

@@ -1,0 +1,122 @@
+"""Published figures beside ours: other benchmarks' results at shapes attnbench also runs.
+
+docs/reference/sources.yaml lists each file of figures with where it came from (repository, commit, path), the
+library versions and GPU that made it, and its format; `figures()` reads them into Figures keyed by shape, so a cell
+of the same shape (every axis, quiet ones included) finds its published counterpart and gives measured / published.
+The folder is $ATTNBENCH_REFERENCE where set (the dashboard's image copies it there), else the checkout's.
+
+cudnn-frontend's sdpa_benchmark_training CSVs (format `cudnn-frontend-sdpa`) time the forward and the backward
+apart; attnbench's fwd_bwd times them as one program, so its published counterpart is fwd_time_ms + bwd_time_ms.
+Their `fp8` rows are FP8 attention on bfloat16 models: they match the cells of variants that promise FP8.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from runner import shape
+
+REFERENCE_ENV = "ATTNBENCH_REFERENCE"
+CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One published timing at one shape."""
+
+    source: str  # "cuDNN 9.19.1 (cudnn-frontend 1.19.0) on NVIDIA H200": the series' name
+    url: str
+    fp8: bool
+    shape: tuple  # (name, value) pairs: the shape as a cell key sees it
+    median_s: float
+
+
+def folder() -> Path:
+    return Path(os.environ.get(REFERENCE_ENV) or CHECKOUT)
+
+
+def _plain(name: str, value):
+    """A shape value as a record holds it, whatever a table made of it (NaN for None, 4096.0 for 4096, numpy)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, float) and value.is_integer() and name not in ("fill", "softcap"):
+        return int(value)
+    return value
+
+
+def key(values: dict) -> tuple:
+    """A shape's identity for matching: every axis, quiet ones at their default left out (as in cell keys)."""
+    plain = shape.resolved({name: _plain(name, values.get(name)) for name in shape.NAMES if name in values})
+    return tuple(sorted(shape.keyed(plain).items()))
+
+
+def _cudnn_frontend(path: Path, source: str, url: str) -> list[Figure]:
+    """cudnn-frontend's sdpa_benchmark_training CSV: a forward and a forward + backward figure per successful row."""
+    found = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["success"] != "True":
+                continue
+            values = dict(batch=int(row["batch_size"]), seq_len=int(row["q_seqlen"]), kv_seq_len=int(row["kv_seqlen"]),
+                          heads=int(row["num_q_heads"]), kv_heads=int(row["num_kv_heads"]),
+                          head_dim=int(row["head_dim_qk"]), v_head_dim=int(row["head_dim_vo"]), dtype="bfloat16",
+                          causal=row["attn_mask"] == "top_left",
+                          window=int(row["sliding_window_size"]) if row["sliding_window_size"] else None)
+            fp8, fwd_ms = row["data_type"] == "fp8", float(row["fwd_time_ms"])
+            found.append(Figure(source, url, fp8, key({**values, "pass": "fwd"}), fwd_ms / 1e3))
+            if row["bwd_time_ms"]:
+                both_s = (fwd_ms + float(row["bwd_time_ms"])) / 1e3
+                found.append(Figure(source, url, fp8, key({**values, "pass": "fwd_bwd"}), both_s))
+    return found
+
+
+FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend}
+
+
+@cache
+def _load(where: str) -> dict[tuple, list[Figure]]:
+    sources = Path(where) / "sources.yaml"
+    if not sources.is_file():
+        return {}
+    index: dict[tuple, list[Figure]] = {}
+    for entry in yaml.safe_load(sources.read_text()):
+        for figure in FORMATS[entry["format"]](Path(where) / entry["file"], entry["series"], entry["url"]):
+            index.setdefault((figure.shape, figure.fp8), []).append(figure)
+    return index
+
+
+def figures() -> dict[tuple, list[Figure]]:
+    """Every published figure, by (shape key, fp8)."""
+    return _load(str(folder()))
+
+
+def lookup(values: dict, fp8: bool) -> list[Figure]:
+    """The published figures at this shape (a cell's params by spec name), FP8 ones for a variant promising FP8."""
+    return figures().get((key(values), fp8), [])
+
+
+def beside(cells, fp8_variants: set[str]) -> list[dict]:
+    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster."""
+    rows = []
+    for c in cells:
+        if c.status != "ok" or not c.median_s:
+            continue
+        for figure in lookup(c.params.as_dict(), c.variant in fp8_variants):
+            rows.append({"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
+                         "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
+                         "measured / published": c.median_s / figure.median_s, "published": figure.source})
+    return rows
+
+
+def fp8_promised(manifest) -> set[str]:
+    """The variants of a run that promise FP8, from its manifest (what old runs said of themselves)."""
+    return {name for name, info in (manifest.variants if manifest else {}).items() if info.fp8_baseline}

@@ -1,0 +1,72 @@
+"""runner/published.py: cudnn-frontend's H200 figures read with their source, matched to cells by shape, printed by
+`attnbench show` beside the shipped H200 run at their shape."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+
+from runner import metrics, published
+from helpers import REPO, in_process, params
+
+REFERENCE = REPO / "docs" / "reference"
+LLAMA = dict(batch=1, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16")
+
+
+def test_the_reference_file_is_the_source_verbatim_and_names_it():
+    (entry,) = yaml.safe_load((REFERENCE / "sources.yaml").read_text())
+    assert entry["commit"] in entry["url"] and entry["path"] in entry["url"]
+    assert "9.19.1" in entry["series"] and "H200" in entry["series"]
+    text = (REFERENCE / entry["file"]).read_text()
+    assert len(text) == 3235 and text.startswith("config_name,model_name,backend,data_type,attn_mask")
+
+
+def test_every_published_row_gives_the_files_tflops_under_attnbenchs_flop_count():
+    """The CSV's own fwd_tflops from attnbench's FLOPs over the CSV's time: the same convention, the same shape."""
+    rows = list(csv.DictReader(open(REFERENCE / "cudnn-frontend-h200-llama3.1.csv")))
+    for row in rows:
+        p = params(**LLAMA, seq_len=int(row["q_seqlen"]), causal=row["attn_mask"] == "top_left")
+        (figure,) = published.lookup(p.as_dict(), row["data_type"] == "fp8")
+        assert figure.median_s == pytest.approx(float(row["fwd_time_ms"]) / 1e3)
+        rounding = 5e-4 / float(row["fwd_time_ms"])  # the file gives milliseconds to 3 decimals
+        assert metrics.flops(p) / figure.median_s / 1e12 == pytest.approx(float(row["fwd_tflops"]), rel=3e-3 + rounding)
+    assert sum(len(f) for f in published.figures().values()) == 2 * len(rows)  # fwd and fwd + bwd per row
+
+
+def test_a_cell_matches_only_at_the_very_shape():
+    p = dict(**LLAMA, seq_len=8192, causal=True)
+    (both,) = published.lookup(params(**p, pass_="fwd_bwd").as_dict(), False)
+    assert both.median_s == pytest.approx((1.708 + 5.083) / 1e3)
+    for other in (dict(window=4096), dict(tp=2), dict(fill=0.5), dict(softcap=50.0), dict(batch=2)):
+        assert published.lookup(params(**{**p, **other}).as_dict(), False) == []
+
+
+def test_no_reference_folder_means_no_published_series(tmp_path, monkeypatch):
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    assert published.lookup(params(**LLAMA, seq_len=8192, causal=True).as_dict(), False) == []
+
+
+def test_show_prints_measured_over_published_for_the_shipped_h200_run(capsys):
+    run = REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136"
+    result = in_process(capsys, "show", run)
+    assert result.code == 0
+    table = result.out[result.out.index("published: measured / published"):]
+    assert "cudnn_fp8" in table and "B1 T32768 N64 K8 H128 bfloat16 causal fwd" in table
+    assert "cuDNN 9.19.1" in table
+
+
+def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
+    import pandas as pd
+
+    from dashboard.published import matched, table
+    from dashboard.tables import SHAPE
+
+    cells = pd.DataFrame([{**params(**LLAMA, seq_len=s, causal=True).as_dict(), "run": "r", "experiment": "e",
+                           "variant": v, "flops": 1e12, "latency_ms": 1.0} for s in (4096, 8192) for v in
+                          ("cudnn", "cudnn_fp8")])
+    assert cells["window"].isna().all() and set(SHAPE) <= set(cells)
+    found = matched(cells, {"cudnn_fp8"})
+    assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
+    assert table(cells, {"cudnn_fp8"})["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
