@@ -61,7 +61,7 @@ def runs_ui(runs: pd.DataFrame) -> list[str]:
     """The runs to show, by run id (newest first; type to search); when the link names none, the newest run that
     is not a soak (a soak is one curve, no sweep; its tab shows it)."""
     found = find_runs_ui(runs)
-    swept = runs.index[~runs["soak"].fillna(False).astype(bool)] if "soak" in runs else runs.index
+    swept = runs.index[~runs["soak"].fillna(False).astype(bool)]  # a run with no manifest yet is no soak
     widgets.choose("run", list((swept if len(swept) else runs.index)[:1]))
     kept = [r for r in widgets.asked("run") if r in runs.index and r not in found.index]  # chosen before narrowing
     chosen = widgets.multi(st.sidebar, "Runs", [*found.index, *kept], "run", "is not a run in this store",

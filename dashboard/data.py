@@ -166,7 +166,8 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m),
         "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
-        "soak": bool(((m.spec.get("timing") or {}).get("soak_s")) or 0), "peak_tflops": m.machine.matmul_peak_tflops, "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
+        "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "peak_tflops": m.machine.matmul_peak_tflops,
+        "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }
 
 
