@@ -20,7 +20,7 @@ from runner import masks
 from runner.record import Params
 from runner.registry import Requires, variant
 
-NO_CAP = "jax.nn.dot_product_attention (jax 0.10.2) takes no logit soft cap"
+NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"
 SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
 DPA = dict(options=("window", "fill", "bias"), why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V}))
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
