@@ -30,8 +30,8 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "hopper-long-warm-20261203-023241"  # the newest shipped run that is no soak: what a link without ?run= opens
-SOAK = "soak-20261203"  # the shipped soak run, newer than NEWEST
+NEWEST = "llama3.1-70b-20261203"  # the newest shipped run that is no soak: what a link without ?run= opens
+SOAK = "soak-20261203"  # the shipped soak run
 LONG = H200_LONG.rpartition("/")[2]
 TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Soak", "Cells",
         "Runs"]
@@ -114,11 +114,18 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert runs["started"].idxmax() == SOAK and runs.loc[SOAK, "soak"]  # the newest of all is a soak: passed over
-    newest = runs[~runs["soak"].astype(bool)]["started"].idxmax()
-    assert newest == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 02:34:10")
+    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 15:42:22")
     assert app.multiselect(key="run").value == [NEWEST]
-    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **20 ok**, 4 skipped")
+    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **144 ok**")
+
+
+def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
+    copy_files(f"h200/{NEWEST}", tmp_path / "h200" / NEWEST, NEWEST, "2026-12-03T15:42:22+00:00")
+    copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-04T00:00:00+00:00")
+    app = open_app(monkeypatch, tmp_path)
+    runs = data.snapshot(str(tmp_path), data.RunCache()).runs
+    assert runs["started"].idxmax() == SOAK and runs.loc[SOAK, "soak"]
+    assert app.multiselect(key="run").value == [NEWEST]
 
 
 def test_a_cpu_run_says_what_it_cannot_show(monkeypatch):
@@ -557,9 +564,10 @@ def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_p
     by_sha = open_app(monkeypatch, tmp_path, tab="History", hx="git sha", hexp="seq-len")
     axis = figures(by_sha)[0]["layout"]["xaxis"]
     assert axis["type"] == "category" and axis["title"]["text"] == "git sha (in date order)"
-    shipped_runs = open_app(monkeypatch, tab="History", hx="git sha")  # the shipped runs record no sha
-    assert "record no git sha: drawn against their date" in texts(shipped_runs.caption)
-    assert figures(shipped_runs)[0]["layout"]["xaxis"]["title"]["text"] == "run date"
+    copy_files(H200_LONG, tmp_path / "no-sha" / "h200" / "long", "long", "2026-12-05T00:00:00+00:00")  # no sha
+    no_sha = open_app(monkeypatch, tmp_path / "no-sha", tab="History", hx="git sha")
+    assert "record no git sha: drawn against their date" in texts(no_sha.caption)
+    assert figures(no_sha)[0]["layout"]["xaxis"]["title"]["text"] == "run date"
 
 
 def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, tmp_path):
