@@ -14,6 +14,7 @@ from runner import compare, leaderboard, metrics, report, shape
 from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
+shape_labels = compare.labels  # each cell's shape as text, as `attnbench compare` writes it
 SIZES = list(shape.SIZES)  # axes drawn on a log2 x axis
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -68,12 +69,6 @@ def fixed_shape(cells: pd.DataFrame) -> str:
     """The label of the axes that every cell shares: what a chart's title says is held fixed."""
     first = cells.iloc[0][SHAPE].to_dict()
     return shape.label(first, omit=tuple(a for a in SHAPE if cells[a].nunique() > 1))
-
-
-def shape_labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
-    """Each cell's shape as text: every axis ('B4 T128 ...'), or only `axes` ('T128 causal')."""
-    omit = tuple(a for a in SHAPE if axes is not None and a not in axes)
-    return pd.Series([shape.label(p, omit) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
 
 
 def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:

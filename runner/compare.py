@@ -56,9 +56,10 @@ def shared_timer(a: pd.DataFrame, b: pd.DataFrame, preferred: str | None) -> str
 
 # --- cells -------------------------------------------------------------------------------------------------------
 
-def labels(cells: pd.DataFrame) -> pd.Series:
-    """Each cell's whole shape as text ('B4 T128 N8 H64 bfloat16 fwd')."""
-    return pd.Series([shape.label(p) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
+def labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
+    """Each cell's shape as text: every axis ('B4 T128 N8 H64 bfloat16 fwd'), or only `axes` ('T128 causal')."""
+    omit = tuple(a for a in SHAPE if axes is not None and a not in axes)
+    return pd.Series([shape.label(p, omit) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
 
 
 def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
