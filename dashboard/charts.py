@@ -134,17 +134,17 @@ def _error(df: pd.DataFrame, y: str, low: str | None, high: str | None) -> dict 
 
 def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: str, log_y: bool = True,
           low: str | None = None, high: str | None = None, by: str | None = None) -> go.Figure:
-    """y against a swept size, a line per variant and run (and value of `by`, named on hover: the devices of a
-    split experiment); error bars from `low` to `high` (q1-q3); cells whose SM clock moved more than 2 % (column
-    `unstable`) ringed in red."""
+    """y against a swept size, a line per variant and run, and per value of column `by` (the case of the other
+    swept axes, 'causal tp2'), which names the line on hover; error bars from `low` to `high` (q1-q3); cells whose
+    SM clock moved more than 2 % (column `unstable`) ringed in red."""
     fig = go.Figure()
     df = df.sort_values(x)
     for group, series in df.groupby(["variant", "run", *([by] if by else [])], sort=False):
         variant, run = group[:2]
-        name = f"{variant} · {run}" + (f" · {by} {group[2]}" if by else "")
+        name = " · ".join(map(str, group))
         fig.add_trace(go.Scatter(
-            x=series[x], y=series[y], mode="lines+markers", showlegend=False, legendgroup=variant,
-            name=name, line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
+            x=series[x], y=series[y], mode="lines+markers", showlegend=False, legendgroup=variant, name=name,
+            line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
             marker={"symbol": style.symbol(run), "size": 7}, error_y=_error(series, y, low, high),
             hovertemplate=f"{name}<br>{x} %{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
         ))

@@ -149,10 +149,12 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     subtitle = tables.fixed_shape(cells) + (f" · {sel.timer} timer" if timed else "")
     subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
-    if x:
-        return charts.lines(cells, x, y, sel.style, f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low,
-                            high, by="devices" if split(cells) else None)
     axes = tables.swept(cells)
+    if x:  # a line per case of the other swept axes: cells of different tp or masks never joined by one line
+        others = [a for a in axes if a != x]
+        return charts.lines(cells.assign(case=_case(cells, others)), x, y, sel.style,
+                            f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high,
+                            by="case" if others else None)
     cases = cells.sort_values("order").assign(case=_case(cells, axes))
     fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
     return fig.update_xaxes(title=", ".join(axes))

@@ -614,3 +614,12 @@ def test_cli_dashboard_runs_streamlit_on_the_app():
     assert argv[argv.index("--server.port") + 1] == "9999" and argv[argv.index("--server.address") + 1] == "0.0.0.0"
     assert argv[-3:] == ["--", "--results", "gs://b/p"]
     assert "--" not in dashboard_argv(build_parser().parse_args(["dashboard"]))
+
+
+def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
+    """Llama 3.1 70B's prefill sweeps T, causal and tp: a line per variant and case, none zigzagging across cases."""
+    app = open_app(monkeypatch, run=NEWEST, experiment="prefill", tab="Latency")
+    traces = [t for t in figures(app)[0]["data"] if t.get("name", "").startswith("cudnn · ")]
+    assert len(traces) == 8, [t["name"] for t in traces]  # causal or not, at tp 1, 2, 4, 8
+    assert all(len(t["x"]) == len(set(t["x"])) == 4 for t in traces)  # T 4k-32k, each once
+    assert any(t["name"].endswith("not causal tp8") for t in traces), [t["name"] for t in traces]
