@@ -150,8 +150,9 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     subtitle += f" · error bars: {bars}" if low else ""
     title = f"{cells['experiment'].iloc[0]}: {what}"
     axes = tables.swept(cells)
-    if x:  # a line per case of the other swept axes: cells of different tp or masks never joined by one line
-        others = [a for a in axes if a != x]
+    if x:  # a line per case of the other axes that vary at one size: cells of different masks never on one line
+        at_size = cells.groupby(["variant", "run", x])
+        others = [a for a in axes if a != x and at_size[a].nunique(dropna=False).max() > 1]
         return charts.lines(cells.assign(case=_case(cells, others)), x, y, sel.style,
                             f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high,
                             by="case" if others else None)

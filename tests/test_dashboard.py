@@ -623,3 +623,10 @@ def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
     assert len(traces) == 8, [t["name"] for t in traces]  # causal or not, at tp 1, 2, 4, 8
     assert all(len(t["x"]) == len(set(t["x"])) == 4 for t in traces)  # T 4k-32k, each once
     assert any(t["name"].endswith("not causal tp8") for t in traces), [t["name"] for t in traces]
+
+
+def test_axes_that_follow_the_size_do_not_split_its_line(monkeypatch):
+    """h200-models' tp experiment: N and K follow tp, so one line per variant runs along N."""
+    app = open_app(monkeypatch, run="h200-models-steady-20261203", experiment="tp", tab="Latency")
+    traces = [t for t in figures(app)[0]["data"] if t.get("name", "").startswith(("cudnn · ", "te · "))]
+    assert [len(t["x"]) for t in traces] == [4, 4], [t["name"] for t in traces]
