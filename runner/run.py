@@ -1,5 +1,5 @@
-"""A run: the spec's cells measured by worker processes, each record in the spool and the store before the next
-cell starts.
+"""A run: the spec's cells measured by worker processes, each record spooled and stored as it finishes (what a kill
+or a crash can lose: runner/spool.py).
 
 A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
 took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again.
@@ -32,7 +32,7 @@ from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
 from runner.worker import Job, Settings
 
-COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
+COMMIT_WAIT_S = 10.0  # a finished cell that waits for the store (runner/spool.py) waits this long at most
 MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
 AHEAD_CELLS = 16  # cells whose programs a worker compiles side by side, ahead of their turn
 DECLINED_BATCH = 1000  # declined cells spooled in one write

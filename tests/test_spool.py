@@ -1,13 +1,20 @@
-"""The spool and its uploader, on local stores: torn lines, folding in the store's copy, an outage and back."""
+"""The spool and its uploader, on local stores: torn lines, folding in the store's copy, an outage and back, grouped
+commits, and a real process killed while it spools."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
+import time
+from pathlib import Path
 
-from runner.store import read_run
-from runner.spool import Spool, Uploader, spool_store
-from runner.store import LocalStore
+import pytest
+
+from helpers import REPO, attnbench, command, environment, spec_data, write_spec
+from runner.cells import Cell
+from runner.spool import GROUP_S, Spool, Uploader, spool_store
+from runner.store import LocalStore, read_run
 from test_results import manifest, record, some_records
 
 RUN = "run-1"
@@ -83,19 +90,32 @@ def test_uploads_resume_when_the_store_comes_back(tmp_path):
     assert read_run(blocked / RUN).cells == [record()]
 
 
-def test_each_cell_is_its_own_object_until_the_part_is_consolidated(tmp_path):
-    first, second = some_records()[:2]
+def test_commits_wait_for_the_store_group_s_apart_until_the_part_is_consolidated(tmp_path):
+    first, second, third = some_records()[:3]
     store = LocalStore(tmp_path / "store")
     spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
     uploader = Uploader(spool, store, every_s=10)
     uploader.start()
     uploader.commit(first, wait_s=10, stop=threading.Event())
     assert (store.root / RUN / "cells" / f"{first.key}.json").exists()  # in the store before the next cell starts
-    uploader.commit(second, wait_s=10, stop=threading.Event())
-    assert sorted(read_run(store.root / RUN).cells, key=lambda c: c.key) == sorted([first, second], key=lambda c: c.key)
+    uploader.commit(second, wait_s=10, stop=threading.Event())  # within GROUP_S: it goes with the next wait
+    time.sleep(GROUP_S)
+    uploader.commit(third, wait_s=10, stop=threading.Event())  # a cell slower than GROUP_S: waited for, with second
+    assert {c.key for c in read_run(store.root / RUN).cells} == {first.key, second.key, third.key}
     assert uploader.close() is True
     assert not (store.root / RUN / "cells").exists()
-    assert [c.key for c in read_run(store.root / RUN).cells] == [first.key, second.key]
+    assert [c.key for c in read_run(store.root / RUN).cells] == [first.key, second.key, third.key]
+
+
+def test_cells_uploaded_together_are_one_object_read_as_cells_of_their_own(tmp_path):
+    records = some_records()[:3]
+    store = LocalStore(tmp_path / "store")
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    for r in records:
+        spool.add(r)
+    Uploader(spool, store, every_s=10).flush()
+    assert len(store.names(f"{RUN}/cells/")) == 1
+    assert sorted(c.key for c in read_run(store.root / RUN).cells) == sorted(r.key for r in records)
 
 
 def test_the_in_flight_marker_reaches_the_store_and_is_cleared(tmp_path):
@@ -145,3 +165,42 @@ def test_a_shorter_marker_written_over_a_longer_one_reads_whole_in_a_new_process
     assert Spool(LocalStore(tmp_path), "run", None).inflight() is None
     again.set_inflight({"key": "c"})  # the next process writes its own over what is there
     assert Spool(LocalStore(tmp_path), "run", None).inflight() == {"key": "c"}
+
+
+# Real `attnbench run` processes of tests/variants/instant.py's cells (each crosses the worker seam and is spooled
+# and stored; no JAX work), killed or signalled as a pod is.
+INSTANT_VARIANTS = {"ATTNBENCH_VARIANTS": str(Path(__file__).with_name("variants"))}
+
+
+def instant_spec(folder: Path, cells: int) -> Path:
+    """`cells` test_instant cells, 10 heads values per seq_len."""
+    sweep = {"seq_len": list(range(1, cells // 10 + 1)), "heads": list(range(1, 11))}
+    return write_spec(folder / "instant.yaml", spec_data({"name": "loop", "variants": ["test_instant"], "sweep": sweep}))
+
+
+def run_args(spec: Path, tmp_path: Path, spool: str) -> list[str]:
+    return ["run", spec, "--out", tmp_path / "out", "--spool", tmp_path / spool, "--run-id", RUN]
+
+
+@pytest.mark.slow
+def test_a_record_spooled_before_a_sigkill_is_in_the_spool(tmp_path):
+    """The spool's fsyncs are grouped, its writes are not: every cell whose progress line was printed (after its
+    record was spooled) is in the spool of a process killed right after."""
+    spec = instant_spec(tmp_path, 2000)
+    run = subprocess.Popen(command(*run_args(spec, tmp_path, "spool")), cwd=REPO, env=environment(**INSTANT_VARIANTS),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    printed = []
+    for line in run.stdout:
+        if line.startswith("["):
+            printed.append(line.partition("] ")[2].rpartition(": skipped")[0])
+            if len(printed) == 300:
+                run.kill()
+                break
+    run.wait()
+    assert len(printed) == 300
+    spooled = read_run(next((tmp_path / "spool").glob(f"*/{RUN}"))).cells
+    assert set(printed) <= {Cell(c.experiment, c.variant, c.params).label() for c in spooled}
+    rerun = attnbench(*run_args(spec, tmp_path, "spool"), **INSTANT_VARIANTS)
+    assert rerun.returncode == 0, rerun.stderr
+    stored = read_run(tmp_path / "out" / RUN)
+    assert len(stored.cells) == 2000 and stored.problems == []
