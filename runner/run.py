@@ -301,9 +301,9 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finally:
             pool.kill() if stop.is_set() else pool.close()
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
-            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None)
+            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None, stop)
     held = len(spool.keys() & {c.key for c in cells})
-    return Outcome(finished, uploaded, held, len(cells), uploader.error)
+    return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error)
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,

@@ -265,8 +265,10 @@ class Uploader:
             self.stored |= set(keys)
             self._changed.notify_all()
 
-    def consolidate(self, store: Store | None = None) -> None:
-        """The part as one cells object (and its manifest), then the per-cell objects and the marker removed."""
+    def consolidate(self, store: Store | None = None, stop: threading.Event | None = None) -> None:
+        """The part as one cells object (and its manifest), then the per-cell objects and the marker removed. Once
+        `stop` is set the removing stops: the cells object holds every cell, and the next consolidation removes
+        what is left."""
         store = store or self.store
         self.flush(store)
         objects = self.spool.objects()
@@ -274,6 +276,8 @@ class Uploader:
             self._put(store, self.spool.cells_name, objects[self.spool.cells_name])
         folder = cell_object(self.spool.run_id, self.spool.shard, "").rpartition("/")[0] + "/"
         for name in store.names(folder):  # this process's, and any a pod that died before consolidating left
+            if stop is not None and stop.is_set():
+                return
             store.delete(name)
         if not self.spool.inflight():
             self._drop_marker(store)
@@ -326,9 +330,9 @@ class Uploader:
         self.spool.set_inflight(marker)
         self.notify()
 
-    def close(self, store: Store | None = None) -> bool:
+    def close(self, store: Store | None = None, stop: threading.Event | None = None) -> bool:
         """Stop the thread and make the last upload (through `store`, a store with a shorter timeout, if given);
-        True when the store holds everything the spool holds."""
+        True when the store holds everything the spool holds. `stop`: see `consolidate`."""
         self._stopping.set()
         self._wake.set()
         self._now.set()
@@ -336,7 +340,7 @@ class Uploader:
             self._thread.join()
         self.spool.sync()
         try:
-            self.consolidate(store)
+            self.consolidate(store, stop)
         except Exception as error:  # whatever went wrong, the spool keeps the cells
             self._failed(error)
             return False

@@ -1,10 +1,13 @@
 """The spool and its uploader, on local stores: torn lines, folding in the store's copy, an outage and back, grouped
-commits, and a real process killed while it spools."""
+commits, and real processes killed or signalled while they spool or consolidate."""
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -13,6 +16,7 @@ import pytest
 
 from helpers import REPO, attnbench, command, environment, spec_data, write_spec
 from runner.cells import Cell
+from runner.cli import EXIT_SIGTERM
 from runner.spool import GROUP_S, Spool, Uploader, spool_store
 from runner.store import LocalStore, read_run
 from test_results import manifest, record, some_records
@@ -204,3 +208,38 @@ def test_a_record_spooled_before_a_sigkill_is_in_the_spool(tmp_path):
     assert rerun.returncode == 0, rerun.stderr
     stored = read_run(tmp_path / "out" / RUN)
     assert len(stored.cells) == 2000 and stored.problems == []
+
+
+# A store whose deletes take as long as a bucket's (GCS: tens of ms each), so that removing a part's per-cell
+# objects takes longer than a SIGTERM leaves.
+SLOW_DELETES = ("import sys, time; from runner import store; delete = store.LocalStore.delete; "
+                "store.LocalStore.delete = lambda self, name: (time.sleep(0.05), delete(self, name))[1]; "
+                "from runner.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.slow
+def test_sigterm_while_consolidating_exits_75_within_the_limit_and_the_next_run_finishes_it(tmp_path):
+    spec = instant_spec(tmp_path, 300)
+    first = attnbench(*run_args(spec, tmp_path, "pod-1"), **INSTANT_VARIANTS)
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "out" / RUN
+    (folder / "cells").mkdir()
+    for line in (folder / "cells.jsonl").read_text().splitlines(keepends=True):  # as a pod killed before
+        (folder / "cells" / f"{json.loads(line)['key']}.json").write_text(line)  # consolidating leaves them
+    (folder / "cells.jsonl").unlink()
+    second = subprocess.Popen([sys.executable, "-c", SLOW_DELETES, *map(str, run_args(spec, tmp_path, "pod-2"))],
+                              cwd=REPO, env=environment(**INSTANT_VARIANTS), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list((folder / "cells").iterdir())) > 290:  # consolidating: the cells object is written, deletes began
+        assert time.monotonic() < deadline and second.poll() is None, second.stderr.read() if second.poll() else ""
+        time.sleep(0.05)
+    second.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert second.wait(30) == EXIT_SIGTERM and time.monotonic() - sent < 5, second.stderr.read()
+    left = list((folder / "cells").iterdir())
+    assert left and len(read_run(folder).cells) == 300 and len((folder / "cells.jsonl").read_text().splitlines()) == 300
+    third = attnbench(*run_args(spec, tmp_path, "pod-3"), **INSTANT_VARIANTS)
+    assert third.returncode == 0, third.stderr
+    assert not (folder / "cells").exists() and len((folder / "cells.jsonl").read_text().splitlines()) == 300
+    assert read_run(folder).problems == []
