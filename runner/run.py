@@ -187,7 +187,8 @@ def _ahead(ctx: Context, work: Plan, i: int) -> tuple[Cell, ...]:
     """The next AHEAD_CELLS cells after the i-th of the same worker that it will measure (and the store does not
     hold yet), found from the worker's runnable positions on: a few steps per cell, not a pass over the rest."""
     positions = work.runnable.get(work.groups[i], [])
-    later = (work.cells[j] for j in positions[bisect.bisect_right(positions, i):] if _will_measure(ctx, work, j))
+    after = range(bisect.bisect_right(positions, i), len(positions))  # not a slice: that copies the rest each cell
+    later = (work.cells[positions[k]] for k in after if _will_measure(ctx, work, positions[k]))
     return tuple(itertools.islice((c for c in later if c.key not in ctx.uploader.store_keys), AHEAD_CELLS))
 
 
