@@ -2,7 +2,8 @@
 
 A run folder holds one part per writer: the whole run (manifest.json, cells.jsonl, one record a line) or,
 for a sharded run, one per shard i/n (manifest-i-of-n.json, cells-i-of-n.jsonl). While a part is being written
-its newest cells are objects of their own (cells/KEY.json, cells-i-of-n/KEY.json) and inflight.json
+its newest cells are in objects of their own (cells/KEY.json, cells-i-of-n/KEY.json: the cells uploaded
+together, one a line, named after the last of them) and inflight.json
 (inflight-i-of-n.json) names the cell a process is measuring. Stores keep this layout.
 """
 
@@ -183,7 +184,10 @@ def _parts(location: str, objects: dict[str, bytes]) -> tuple[list[Part], list[s
         problems += found
     for shard, cells in singles.items():  # cells not yet folded into the part's cells object
         have = {c.key for c in parts[shard].cells}
-        parts[shard].cells += [c for c in cells if c.key not in have]
+        for cell in cells:  # two uploads may overlap after SIGTERM: a cell in two objects counts once
+            if cell.key not in have:
+                have.add(cell.key)
+                parts[shard].cells.append(cell)
     for count in {int(s.split("/")[1]) for s in parts if s}:
         for index in range(count):
             parts.setdefault(f"{index}/{count}", Part(f"{index}/{count}"))

@@ -1,5 +1,5 @@
-"""A run: the spec's cells measured by worker processes, each record in the spool and the store before the next
-cell starts.
+"""A run: the spec's cells measured by worker processes, each record spooled and stored as it finishes (what a kill
+or a crash can lose: runner/spool.py).
 
 A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
 took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again.
@@ -32,7 +32,7 @@ from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
 from runner.worker import Job, Settings
 
-COMMIT_WAIT_S = 10.0  # a finished cell waits this long at most for the store before the next one starts
+COMMIT_WAIT_S = 10.0  # a finished cell that waits for the store (runner/spool.py) waits this long at most
 MAX_ATTEMPTS = 2  # a cell in flight when the process died is tried once more, then recorded crashed
 AHEAD_CELLS = 16  # cells whose programs a worker compiles side by side, ahead of their turn
 DECLINED_BATCH = 1000  # declined cells spooled in one write
@@ -187,7 +187,8 @@ def _ahead(ctx: Context, work: Plan, i: int) -> tuple[Cell, ...]:
     """The next AHEAD_CELLS cells after the i-th of the same worker that it will measure (and the store does not
     hold yet), found from the worker's runnable positions on: a few steps per cell, not a pass over the rest."""
     positions = work.runnable.get(work.groups[i], [])
-    later = (work.cells[j] for j in positions[bisect.bisect_right(positions, i):] if _will_measure(ctx, work, j))
+    after = range(bisect.bisect_right(positions, i), len(positions))  # not a slice: that copies the rest each cell
+    later = (work.cells[positions[k]] for k in after if _will_measure(ctx, work, positions[k]))
     return tuple(itertools.islice((c for c in later if c.key not in ctx.uploader.store_keys), AHEAD_CELLS))
 
 
@@ -301,9 +302,9 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finally:
             pool.kill() if stop.is_set() else pool.close()
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
-            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None)
+            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None, stop)
     held = len(spool.keys() & {c.key for c in cells})
-    return Outcome(finished, uploaded, held, len(cells), uploader.error)
+    return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error)
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,

@@ -1,17 +1,24 @@
-"""The spool: each finished cell on local disk first, then in the store, before the next cell starts.
+"""The spool: each finished cell on local disk first, then in the store.
 
 The spool keeps the store's layout (`<spool>/<store>/<run_id>/manifest.json`, `cells.jsonl`, ...), so what it
-holds reads like any run folder. The Uploader copies it to the store from a background thread: each finished
-cell as an object of its own right away (the run waits for that while the store answers, so a pod that is lost
-with its spool loses at most the cell in flight), the in-flight marker (which cell a process is measuring, so a
-cell that kills the process is recognised on restart), the manifest, and at the end one cells object for the
-part, after which the per-cell objects are removed.
+holds reads like any run folder. The Uploader copies it to the store from a background thread: the cells
+finished since its last upload as one object of their own, the in-flight marker (which cell a process is
+measuring, so a cell that kills the process is recognised on restart), the manifest, and at the end one cells
+object for the part, after which the per-cell objects are removed.
+
+What survives what (group commit, GROUP_S apart at most):
+- a killed process (SIGKILL, OOM) loses no record: each is written to the spool's file at once;
+- a machine crash loses at most the records spooled in the last GROUP_S: the spool's fsyncs are grouped;
+- a pod lost with its spool loses at most the cell in flight and the records committed in the last GROUP_S:
+  `commit` waits for the store whenever its last wait is GROUP_S old.
+A cell slower than GROUP_S (any measured GPU cell) is fsynced and waited for alone, before the next one starts.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -25,7 +32,7 @@ from runner.store import LocalStore, Store, StoreError, StoreUnavailable
 
 SPOOL_ENV = "ATTNBENCH_SPOOL"
 PULL_TIMEOUT_S = 5.0  # the first read of the store waits no longer: measuring starts, the uploader retries
-BULK = 8  # more cells than this behind: one consolidated object instead of one object each
+GROUP_S = 0.05  # the spool's fsyncs and the run's waits for the store are grouped over this long at most
 
 
 def default_spool_root() -> Path:
@@ -39,6 +46,39 @@ def spool_store(root: Path, store: Store) -> LocalStore:
     (`a/b` and `a_b` read alike once made safe for a folder name)."""
     readable = re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri).strip("_")[-80:]
     return LocalStore(Path(root) / f"{readable}-{hashlib.sha256(store.uri.encode()).hexdigest()[:10]}")
+
+
+class GroupSync:
+    """fsync of one file, grouped: at once when the last fsync started `every_s` ago or more, else by a timer that
+    far after it, with whatever was written meanwhile (a fsync per quick cell was most of its cost,
+    docs/benchmarks.md)."""
+
+    def __init__(self, fd: int, every_s: float):
+        self.fd, self.every_s = fd, every_s
+        self._lock = threading.Lock()
+        self._last = -math.inf  # when the last fsync started
+        self._timer: threading.Timer | None = None
+
+    def wrote(self) -> None:
+        """Something was written: fsync now, or schedule it."""
+        with self._lock:
+            wait = self._last + self.every_s - time.monotonic()
+            if wait > 0:
+                if self._timer is None:
+                    self._timer = threading.Timer(wait, self.sync)
+                    self._timer.start()
+                return
+            self._last = time.monotonic()
+        os.fsync(self.fd)
+
+    def sync(self) -> None:
+        """fsync now, whatever is scheduled."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._last = time.monotonic()
+        os.fsync(self.fd)
 
 
 class Spool:
@@ -57,6 +97,8 @@ class Spool:
         self._marker_len = 0
         self._manifest = local.get(self.manifest_name)
         local.put(self.cells_name, self._text())  # drops a line torn by a kill, so appends start on a new line
+        self._cells_fd = os.open(local.root / self.cells_name, os.O_WRONLY | os.O_APPEND)
+        self._sync = GroupSync(self._cells_fd, GROUP_S)
 
     def keys(self) -> set[str]:
         with self._lock:
@@ -76,28 +118,34 @@ class Spool:
             return self._lines[key].encode()
 
     def add(self, record: CellRecord) -> None:
-        """Append and fsync, unless a record of that key is here already: a crash loses at most the cell in flight."""
+        """Append (fsync grouped), unless a record of that key is here already."""
         line = record.model_dump_json(by_alias=True) + "\n"
         with self._lock:
             if record.key in self._lines:
                 return
-            with open(self.local.root / self.cells_name, "a") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+            self._write(line)
             self._lines[record.key] = line
             self._order.append(record.key)
+        self._sync.wrote()
 
     def add_quietly(self, records: list[CellRecord]) -> None:
-        """Append records in one write and fsync, for the store to get with the part's cells (the next bulk upload
-        or the end), not one object each: cells the run recorded without measuring, which cost nothing to redo."""
+        """Append records in one write, for the store to get with the part's cells (at the end), not in an upload of
+        their own: cells the run recorded without measuring, which cost nothing to redo."""
         with self._lock:
             fresh = {r.key: r.model_dump_json(by_alias=True) + "\n" for r in records if r.key not in self._lines}
-            with open(self.local.root / self.cells_name, "a") as f:
-                f.write("".join(fresh.values()))
-                f.flush()
-                os.fsync(f.fileno())
+            self._write("".join(fresh.values()))
             self._lines.update(fresh)
+        self._sync.wrote()
+
+    def _write(self, text: str) -> None:
+        """One append to the cells file, at once: the kernel has it, so a process killed after it loses none."""
+        data = memoryview(text.encode())
+        while data:
+            data = data[os.write(self._cells_fd, data):]
+
+    def sync(self) -> None:
+        """fsync what is spooled now, without waiting for the group."""
+        self._sync.sync()
 
     def manifest(self) -> Manifest | None:
         data = self.local.get(self.manifest_name)
@@ -163,6 +211,8 @@ class Uploader:
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
         self.error: str | None = None  # why the last upload failed; None once one works
         self._wake, self._stopping, self._changed = threading.Event(), threading.Event(), threading.Condition()
+        self._now = threading.Event()  # a commit waits: upload without waiting for the group
+        self._uploaded_at = self._waited_at = -math.inf  # the last upload's start; the end of commit's last wait
         self._thread = threading.Thread(target=self._loop, name="attnbench-uploader", daemon=True)
 
     def pull(self, store: Store | None = None) -> set[str]:
@@ -186,11 +236,9 @@ class Uploader:
         if not self.pulled:  # never overwrite the store's copy before it is in the spool
             self.pull(store)
         behind = self._behind()
-        if len(behind) > BULK:
-            self._put(store, self.spool.cells_name, self.spool.objects()[self.spool.cells_name])
-        else:
-            for key in behind:
-                store.put(cell_object(self.spool.run_id, self.spool.shard, key), self.spool.line(key))
+        if behind:  # one object, named after the last of them: a reader folds each line in as a cell of its own
+            lines = b"".join(self.spool.line(key) for key in behind)
+            store.put(cell_object(self.spool.run_id, self.spool.shard, behind[-1]), lines)
         self._mark_stored(behind)
         marker = (self.spool.local.get(self.spool.inflight_name) or b"").strip()  # the spool's is padded
         if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
@@ -217,8 +265,10 @@ class Uploader:
             self.stored |= set(keys)
             self._changed.notify_all()
 
-    def consolidate(self, store: Store | None = None) -> None:
-        """The part as one cells object (and its manifest), then the per-cell objects and the marker removed."""
+    def consolidate(self, store: Store | None = None, stop: threading.Event | None = None) -> None:
+        """The part as one cells object (and its manifest), then the per-cell objects and the marker removed. Once
+        `stop` is set the removing stops: the cells object holds every cell, and the next consolidation removes
+        what is left."""
         store = store or self.store
         self.flush(store)
         objects = self.spool.objects()
@@ -226,6 +276,8 @@ class Uploader:
             self._put(store, self.spool.cells_name, objects[self.spool.cells_name])
         folder = cell_object(self.spool.run_id, self.spool.shard, "").rpartition("/")[0] + "/"
         for name in store.names(folder):  # this process's, and any a pod that died before consolidating left
+            if stop is not None and stop.is_set():
+                return
             store.delete(name)
         if not self.spool.inflight():
             self._drop_marker(store)
@@ -256,31 +308,39 @@ class Uploader:
         self._wake.set()
 
     def commit(self, record: CellRecord, wait_s: float, stop: threading.Event) -> None:
-        """Spool the record and wait until the store has it: at most wait_s, not while the store is failing,
-        not once `stop` is set."""
+        """Spool the record and, when the last wait ended GROUP_S ago or more, wait until the store has it and
+        every record before it: at most wait_s, not while the store is failing, not once `stop` is set. A cell
+        slower than GROUP_S is waited for alone; quicker ones together, one upload for the lot."""
         self.spool.add(record)
+        if time.monotonic() - self._waited_at < GROUP_S:
+            self.notify()
+            return
+        self._now.set()
         self.notify()
         deadline = time.monotonic() + wait_s
         with self._changed:
             while record.key not in self.stored and self.error is None and self._thread.is_alive():
                 if stop.is_set() or time.monotonic() > deadline:
-                    return
+                    break
                 self._changed.wait(0.2)
+        self._waited_at = time.monotonic()
 
     def mark(self, marker: dict | None) -> None:
         """Record which cell is in flight (None: none), locally now and in the store soon."""
         self.spool.set_inflight(marker)
         self.notify()
 
-    def close(self, store: Store | None = None) -> bool:
+    def close(self, store: Store | None = None, stop: threading.Event | None = None) -> bool:
         """Stop the thread and make the last upload (through `store`, a store with a shorter timeout, if given);
-        True when the store holds everything the spool holds."""
+        True when the store holds everything the spool holds. `stop`: see `consolidate`."""
         self._stopping.set()
         self._wake.set()
+        self._now.set()
         if self._thread.is_alive() and store is None:
             self._thread.join()
+        self.spool.sync()
         try:
-            self.consolidate(store)
+            self.consolidate(store, stop)
         except Exception as error:  # whatever went wrong, the spool keeps the cells
             self._failed(error)
             return False
@@ -294,7 +354,11 @@ class Uploader:
             else:
                 self._wake.wait(self.every_s)
             self._wake.clear()
+            # what comes within GROUP_S of the last upload goes with the next one, unless a commit waits for it
+            self._now.wait(self._uploaded_at + GROUP_S - time.monotonic())
+            self._now.clear()
             if not self._stopping.is_set():
+                self._uploaded_at = time.monotonic()
                 failures = 0 if self._attempt() else failures + 1
 
     def _attempt(self) -> bool:

@@ -283,3 +283,15 @@ def test_a_store_listing_groups_by_run_folder_and_reads_manifests_alone():
     found, problems = manifest_of("store/a", {"manifest.json": manifest().model_dump_json().encode()})
     assert found.run_id == RUN_ID and problems == []
     assert manifest_of("store/c", {})[1] == ["store/c/manifest.json: missing (is store/c a run folder?)"]
+
+
+def test_a_cell_in_two_uploaded_objects_reads_once(tmp_path):
+    """After SIGTERM the uploader's thread and the closing run may upload overlapping lots of cells."""
+    first, second, third = some_records()[:3]
+    run = write_run(tmp_path, [], manifest())
+    (run / "cells").mkdir()
+    lines = [r.model_dump_json(by_alias=True) + "\n" for r in (first, second, third)]
+    (run / "cells" / f"{second.key}.json").write_text("".join(lines[:2]))
+    (run / "cells" / f"{third.key}.json").write_text("".join(lines))
+    read = read_run(run)
+    assert sorted(c.key for c in read.cells) == sorted(r.key for r in (first, second, third)) and read.problems == []

@@ -1,13 +1,24 @@
-"""The spool and its uploader, on local stores: torn lines, folding in the store's copy, an outage and back."""
+"""The spool and its uploader, on local stores: torn lines, folding in the store's copy, an outage and back, grouped
+commits, and real processes killed or signalled while they spool or consolidate."""
 
 from __future__ import annotations
 
+import json
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
-from runner.store import read_run
-from runner.spool import Spool, Uploader, spool_store
-from runner.store import LocalStore
+import pytest
+
+from helpers import REPO, attnbench, command, environment, spec_data, write_spec
+from runner.cells import Cell
+from runner.cli import EXIT_SIGTERM
+from runner.spool import GROUP_S, Spool, Uploader, spool_store
+from runner.store import LocalStore, read_run
 from test_results import manifest, record, some_records
 
 RUN = "run-1"
@@ -83,19 +94,32 @@ def test_uploads_resume_when_the_store_comes_back(tmp_path):
     assert read_run(blocked / RUN).cells == [record()]
 
 
-def test_each_cell_is_its_own_object_until_the_part_is_consolidated(tmp_path):
-    first, second = some_records()[:2]
+def test_commits_wait_for_the_store_group_s_apart_until_the_part_is_consolidated(tmp_path):
+    first, second, third = some_records()[:3]
     store = LocalStore(tmp_path / "store")
     spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
     uploader = Uploader(spool, store, every_s=10)
     uploader.start()
     uploader.commit(first, wait_s=10, stop=threading.Event())
     assert (store.root / RUN / "cells" / f"{first.key}.json").exists()  # in the store before the next cell starts
-    uploader.commit(second, wait_s=10, stop=threading.Event())
-    assert sorted(read_run(store.root / RUN).cells, key=lambda c: c.key) == sorted([first, second], key=lambda c: c.key)
+    uploader.commit(second, wait_s=10, stop=threading.Event())  # within GROUP_S: it goes with the next wait
+    time.sleep(GROUP_S)
+    uploader.commit(third, wait_s=10, stop=threading.Event())  # a cell slower than GROUP_S: waited for, with second
+    assert {c.key for c in read_run(store.root / RUN).cells} == {first.key, second.key, third.key}
     assert uploader.close() is True
     assert not (store.root / RUN / "cells").exists()
-    assert [c.key for c in read_run(store.root / RUN).cells] == [first.key, second.key]
+    assert [c.key for c in read_run(store.root / RUN).cells] == [first.key, second.key, third.key]
+
+
+def test_cells_uploaded_together_are_one_object_read_as_cells_of_their_own(tmp_path):
+    records = some_records()[:3]
+    store = LocalStore(tmp_path / "store")
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    for r in records:
+        spool.add(r)
+    Uploader(spool, store, every_s=10).flush()
+    assert len(store.names(f"{RUN}/cells/")) == 1
+    assert sorted(c.key for c in read_run(store.root / RUN).cells) == sorted(r.key for r in records)
 
 
 def test_the_in_flight_marker_reaches_the_store_and_is_cleared(tmp_path):
@@ -145,3 +169,77 @@ def test_a_shorter_marker_written_over_a_longer_one_reads_whole_in_a_new_process
     assert Spool(LocalStore(tmp_path), "run", None).inflight() is None
     again.set_inflight({"key": "c"})  # the next process writes its own over what is there
     assert Spool(LocalStore(tmp_path), "run", None).inflight() == {"key": "c"}
+
+
+# Real `attnbench run` processes of tests/variants/instant.py's cells (each crosses the worker seam and is spooled
+# and stored; no JAX work), killed or signalled as a pod is.
+INSTANT_VARIANTS = {"ATTNBENCH_VARIANTS": str(Path(__file__).with_name("variants"))}
+
+
+def instant_spec(folder: Path, cells: int) -> Path:
+    """`cells` test_instant cells, 10 heads values per seq_len."""
+    sweep = {"seq_len": list(range(1, cells // 10 + 1)), "heads": list(range(1, 11))}
+    return write_spec(folder / "instant.yaml", spec_data({"name": "loop", "variants": ["test_instant"], "sweep": sweep}))
+
+
+def run_args(spec: Path, tmp_path: Path, spool: str) -> list[str]:
+    return ["run", spec, "--out", tmp_path / "out", "--spool", tmp_path / spool, "--run-id", RUN]
+
+
+@pytest.mark.slow
+def test_a_record_spooled_before_a_sigkill_is_in_the_spool(tmp_path):
+    """The spool's fsyncs are grouped, its writes are not: every cell whose progress line was printed (after its
+    record was spooled) is in the spool of a process killed right after."""
+    spec = instant_spec(tmp_path, 2000)
+    run = subprocess.Popen(command(*run_args(spec, tmp_path, "spool")), cwd=REPO, env=environment(**INSTANT_VARIANTS),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    printed = []
+    for line in run.stdout:
+        if line.startswith("["):
+            printed.append(line.partition("] ")[2].rpartition(": skipped")[0])
+            if len(printed) == 300:
+                run.kill()
+                break
+    run.wait()
+    assert len(printed) == 300
+    spooled = read_run(next((tmp_path / "spool").glob(f"*/{RUN}"))).cells
+    assert set(printed) <= {Cell(c.experiment, c.variant, c.params).label() for c in spooled}
+    rerun = attnbench(*run_args(spec, tmp_path, "spool"), **INSTANT_VARIANTS)
+    assert rerun.returncode == 0, rerun.stderr
+    stored = read_run(tmp_path / "out" / RUN)
+    assert len(stored.cells) == 2000 and stored.problems == []
+
+
+# A store whose deletes take as long as a bucket's (GCS: tens of ms each), so that removing a part's per-cell
+# objects takes longer than a SIGTERM leaves.
+SLOW_DELETES = ("import sys, time; from runner import store; delete = store.LocalStore.delete; "
+                "store.LocalStore.delete = lambda self, name: (time.sleep(0.05), delete(self, name))[1]; "
+                "from runner.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.slow
+def test_sigterm_while_consolidating_exits_75_within_the_limit_and_the_next_run_finishes_it(tmp_path):
+    spec = instant_spec(tmp_path, 300)
+    first = attnbench(*run_args(spec, tmp_path, "pod-1"), **INSTANT_VARIANTS)
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "out" / RUN
+    (folder / "cells").mkdir()
+    for line in (folder / "cells.jsonl").read_text().splitlines(keepends=True):  # as a pod killed before
+        (folder / "cells" / f"{json.loads(line)['key']}.json").write_text(line)  # consolidating leaves them
+    (folder / "cells.jsonl").unlink()
+    second = subprocess.Popen([sys.executable, "-c", SLOW_DELETES, *map(str, run_args(spec, tmp_path, "pod-2"))],
+                              cwd=REPO, env=environment(**INSTANT_VARIANTS), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while len(list((folder / "cells").iterdir())) > 290:  # consolidating: the cells object is written, deletes began
+        assert time.monotonic() < deadline and second.poll() is None, second.stderr.read() if second.poll() else ""
+        time.sleep(0.05)
+    second.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert second.wait(30) == EXIT_SIGTERM and time.monotonic() - sent < 5, second.stderr.read()
+    left = list((folder / "cells").iterdir())
+    assert left and len(read_run(folder).cells) == 300 and len((folder / "cells.jsonl").read_text().splitlines()) == 300
+    third = attnbench(*run_args(spec, tmp_path, "pod-3"), **INSTANT_VARIANTS)
+    assert third.returncode == 0, third.stderr
+    assert not (folder / "cells").exists() and len((folder / "cells.jsonl").read_text().splitlines()) == 300
+    assert read_run(folder).problems == []
