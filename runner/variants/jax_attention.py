@@ -8,7 +8,8 @@ What jax.nn.dot_product_attention takes (jax 0.10.2's source, the runner image's
   rows come out zero;
 - `bias` broadcastable to (B, N, T, S): ALiBi is built from iota inside the timed call (XLA fuses it into the
   logits; cuDNN reads it as a (1, N, T, S) tensor);
-- no logit soft cap, and V must have K's shape (its shape check): softcap and v_head_dim are declined.
+- no logit soft cap (nor in jax 0.11.2's signature, read on the H200), and V must have K's shape (its shape check):
+  softcap and v_head_dim are declined.
 """
 
 from __future__ import annotations
