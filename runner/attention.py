@@ -73,10 +73,13 @@ def capped(scores, logits: Logits, q_offset=0):
     return scores
 
 
-def softmax(scores, keep):
-    """Softmax over keys where `keep`; a row with none kept is all zeros (not NaN)."""
+def softmax(scores, keep, empty_rows: bool = True):
+    """Softmax over keys where `keep`; a row with none kept is all zeros (not NaN). Without `empty_rows` (neither
+    padding nor a window: a causal row keeps key 0) the plain masked softmax, which compiles and runs leaner."""
     if keep is None:
         return jax.nn.softmax(scores, axis=-1)
+    if not empty_rows:
+        return jax.nn.softmax(jnp.where(keep, scores, -jnp.inf), axis=-1)
     scores = jnp.where(keep, scores, -jnp.inf)
     top = jnp.max(scores, axis=-1, keepdims=True)
     exp = jnp.where(keep, jnp.exp(scores - jnp.where(jnp.isfinite(top), top, 0.0)), 0.0)
@@ -106,7 +109,8 @@ def naive_attention(q, k, v, causal: bool, logits: Logits | None = None, q_lengt
     groups = q.shape[2] // k.shape[2]
     k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
     scores = capped(jnp.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(q.shape[-1]), logits)
-    weights = softmax(scores, visible(logits, q.shape[1], k.shape[1], kv_lengths=kv_lengths))  # [B, N, T, S]
+    weights = softmax(scores, visible(logits, q.shape[1], k.shape[1], kv_lengths=kv_lengths),  # [B, N, T, S]
+                      empty_rows=kv_lengths is not None or logits.window is not None)
     return zero_padded_rows(jnp.einsum("bnts,bsnh->btnh", weights, v), q_lengths)
 
 
@@ -123,6 +127,7 @@ def reference_attention(q, k, v, causal: bool, q_offset: int = 0, precision=jax.
     scores = jnp.einsum("btkgh,bskh->bkgts", q, k, precision=precision) / math.sqrt(head_dim)
     scores = capped(scores, logits, q_offset)
     keep = visible(logits, seq_len, k.shape[1], q_offset, kv_lengths)
-    weights = softmax(scores, None if keep is None else keep[:, :, None])
+    empty_rows = kv_lengths is not None or logits.window is not None
+    weights = softmax(scores, None if keep is None else keep[:, :, None], empty_rows)
     out = jnp.einsum("bkgts,bskh->btkgh", weights, v, precision=precision)
     return zero_padded_rows(out.reshape(batch, seq_len, heads, v.shape[-1]), q_lengths, q_offset)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from runner import diagnose, inputs, masks, metrics
-from runner.attention import Logits, real_tokens, reference_attention, visible
+from runner.attention import Logits, real_tokens, reference_attention, scores_mask, visible
 from runner.checks import rel_err
 from runner.inputs import make_inputs, masks_lengths, reference
 from runner.registry import VARIANTS, decline, load_all
@@ -265,3 +265,16 @@ def test_a_library_that_computes_another_window_is_incorrect_and_the_record_says
                                                            "window ignored")
     assert cells["test_window_one_wider"]["status"] == "incorrect"
     assert "a window of 5 keys, not 4" in cells["test_window_one_wider"]["reason"]
+
+
+def test_a_row_that_keeps_no_key_is_zeros_and_a_causal_row_the_plain_softmax():
+    """The reference's two softmax paths: a window past the last key (T > S) empties rows, which come out zero, not
+    NaN; a causal row without window or padding takes jax.nn.softmax over the masked scores, as before models."""
+    q, k, v = (jax.random.normal(jax.random.key(i), (1, n, 2, 8)) for i, n in ((0, 12), (1, 4), (2, 4)))
+    out = reference_attention(q, k, v, causal=True, logits=Logits(True, window=2))
+    assert bool(jnp.all(jnp.isfinite(out))) and bool(jnp.all(out[:, 5:] == 0))  # rows 5.. see keys > 3: none
+    plain = reference_attention(q[:, :4], k, v, causal=True)
+    scores = jnp.einsum("btnh,bsnh->bnts", q[:, :4], k, precision="highest") / jnp.sqrt(8.0)
+    weights = jax.nn.softmax(jnp.where(scores_mask(4, 4), scores, -jnp.inf), axis=-1)
+    expected = jnp.einsum("bnts,bsnh->btnh", weights, v, precision="highest")
+    assert float(jnp.max(jnp.abs(plain - expected))) < 1e-6
