@@ -169,8 +169,8 @@ def base_cudnn_headers(base: str, tools: Path, out: Path) -> Path | None:
 def build_tools_venv(pins: list[str], site: Path, out: Path) -> Path:
     """A venv with the Dockerfile's build tools that also sees the runner environment (the image's one /opt/venv)."""
     tools = out / "tools"
-    stamp = tools / ".installed"
-    if stamp.exists() and stamp.read_text() == " ".join([*pins, *TOOLKIT_HEADER_WHEELS]):
+    stamp, made = tools / ".installed", " ".join([*pins, *TOOLKIT_HEADER_WHEELS, str(site)])  # site: the .pth below
+    if stamp.exists() and stamp.read_text() == made:
         return tools
     shutil.rmtree(tools, ignore_errors=True)
     run([sys.executable, "-m", "venv", tools], "creating the build tools' venv")
@@ -180,7 +180,7 @@ def build_tools_venv(pins: list[str], site: Path, out: Path) -> Path:
     tools_site = run([tools / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                      "build tools' site").stdout.strip()
     Path(tools_site, "runner-image.pth").write_text(f"{site}\n")
-    stamp.write_text(" ".join([*pins, *TOOLKIT_HEADER_WHEELS]))
+    stamp.write_text(made)
     return tools
 
 
