@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -54,8 +55,10 @@ class Emulator:
         raise RuntimeError(f"the emulator did not answer on {self.host} within {READY_TIMEOUT_S}s")
 
     def stop(self) -> None:
+        """SIGINT, its own clean stop: the request in hand finishes first. SIGTERM could cut the emulator's rewrite of
+        its metadata file (.meta, truncated then written), and the next start failed on an empty file."""
         if self.process and self.process.poll() is None:
-            self.process.terminate()
+            self.process.send_signal(signal.SIGINT)
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
