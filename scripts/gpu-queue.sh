@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Run specs one after another until a deadline, on a GPU machine held for short calls:
+#   scripts/gpu-queue.sh WORKDIR SECONDS DATE SPEC [SPEC...] [-- RUN-OPTIONS...]
+# Each spec runs as `attnbench run SPEC --run-id NAME-DATE` into WORKDIR/results, with its spool in WORKDIR/spool,
+# so calling this again with the same arguments resumes where the last call stopped: finished specs are passed
+# over and a run stopped at the deadline (SIGTERM: the cell in flight is abandoned, what is done is kept) goes on.
+# When $OUT is set, WORKDIR/results and the log are packed into $OUT/results.tgz at the end of each call.
+set -uo pipefail
+work=${1:?usage: scripts/gpu-queue.sh WORKDIR SECONDS DATE SPEC [SPEC...] [-- RUN-OPTIONS...]}
+seconds=${2:?seconds}
+date=${3:?date, e.g. 20261203}
+shift 3
+specs=()
+while (($#)) && [[ $1 != -- ]]; do specs+=("$1"); shift; done
+[[ ${1:-} == -- ]] && shift
+options=("$@")
+deadline=$((SECONDS + seconds))
+mkdir -p "$work/results" "$work/done"
+log="$work/queue.log"
+export PYTHONUNBUFFERED=1
+for spec in "${specs[@]}"; do
+  name=$(basename "$spec" .yaml)
+  run_id="$name-$date"
+  [[ -e $work/done/$run_id ]] && continue
+  left=$((deadline - SECONDS))
+  if ((left < 30)); then echo "gpu-queue: deadline: $run_id not started" | tee -a "$log"; break; fi
+  echo "gpu-queue: $run_id, ${left}s left" | tee -a "$log"
+  start=$SECONDS
+  timeout --signal=TERM --kill-after=20 "$left" \
+    python3 -m runner run "$spec" --out "$work/results" --run-id "$run_id" --spool "$work/spool" "${options[@]}" \
+    2>&1 | tee -a "$log"
+  rc=${PIPESTATUS[0]}
+  echo "gpu-queue: $run_id exit $rc after $((SECONDS - start))s" | tee -a "$log"
+  ((rc == 0)) && touch "$work/done/$run_id"
+done
+if [[ -n ${OUT:-} ]]; then
+  cp "$log" "$OUT/queue.log"
+  tar -C "$work" -czf "$OUT/results.tgz" results queue.log
+fi
