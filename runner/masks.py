@@ -46,20 +46,45 @@ def alibi_slopes(heads: int) -> list[float]:
     return slopes + [2 ** (-4 * i / n) for i in range(1, 2 * (heads - n), 2)]
 
 
-def kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
-    """Score elements (query row, key) the mask keeps for one sequence of q_len real queries and kv_len real keys."""
+def _bounds(q_len: int, kv_len: int, causal: bool, window: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last key each of q_len real query rows keeps, of kv_len real keys (first > last: none)."""
     rows = np.arange(q_len, dtype=np.int64)
     last = np.minimum(rows, kv_len - 1) if causal else np.full(q_len, kv_len - 1)
     if window is not None and not causal:
         last = np.minimum(rows + window - 1, kv_len - 1)
     first = np.maximum(rows - window + 1, 0) if window is not None else np.zeros(q_len, np.int64)
+    return first, last
+
+
+def kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+    """Score elements (query row, key) the mask keeps for one sequence of q_len real queries and kv_len real keys."""
+    first, last = _bounds(q_len, kv_len, causal, window)
     return int(np.clip(last - first + 1, 0, None).sum())
+
+
+def keys_kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+    """Keys of one sequence that some real query keeps: the rows of K and V a kernel must read. A row's kept keys
+    are one run, and consecutive rows' runs overlap or touch, so together they are one run too."""
+    first, last = _bounds(q_len, kv_len, causal, window)
+    some = last >= first
+    return int(last[some].max() - first[some].min() + 1) if some.any() else 0
+
+
+def _per_sequence(p, count) -> int:
+    """`count(q_len, kv_len, causal, window)` summed over the cell's batch, per sequence where it is padded."""
+    padded = padded_lengths(p)
+    if padded is None:
+        return p.batch * count(p.seq_len, p.kv_seq_len, p.causal, p.window)
+    return sum(n * count(q, kv, p.causal, p.window) for (q, kv), n in Counter(zip(*padded)).items())
 
 
 def kept_elements(p) -> int:
     """Score elements the cell's mask keeps over the whole batch: causal, window and padding (per sequence)."""
-    padded = padded_lengths(p)
-    if padded is None:
-        return p.batch * kept_in_sequence(p.seq_len, p.kv_seq_len, p.causal, p.window)
-    return sum(count * kept_in_sequence(q, kv, p.causal, p.window) for (q, kv), count in Counter(zip(*padded)).items())
+    return _per_sequence(p, kept_in_sequence)
 
+
+def kept_rows(p) -> tuple[int, int]:
+    """(query rows, key rows) over the batch that take part: every real query, and each real key that some real
+    query keeps (a padded batch's padding and the keys outside every query's window or causal reach are left out)."""
+    queries = sum(padded_lengths(p)[0]) if p.fill < 1 else p.batch * p.seq_len
+    return queries, _per_sequence(p, keys_kept_in_sequence)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runner.masks import kept_elements
+from runner.masks import kept_elements, kept_rows
 from runner.record import CellRecord, Params
 
 if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
@@ -29,8 +29,12 @@ def tensor_bytes(p: Params) -> tuple[int, int]:
 
 
 def bytes_min(p: Params) -> int:
-    """Least traffic: fwd reads Q, K, V and writes O; bwd also reads Q, K, V, O, dO and writes dQ, dK, dV."""
-    q, kv = tensor_bytes(p)
+    """Least traffic: fwd reads Q, K, V and writes O; bwd also reads Q, K, V, O, dO and writes dQ, dK, dV. Only the
+    rows that take part count (masks.kept_rows): a padded batch's real tokens, and the keys some query keeps, so a
+    kernel that skips a window's or the padding's keys is not credited with bytes it never had to move."""
+    queries, keys = kept_rows(p)
+    width = ITEMSIZE[p.dtype] * (p.head_dim + p.v_head_dim) / 2
+    q, kv = int(queries * p.heads * width), int(keys * p.kv_heads * width)
     forward = 2 * q + 2 * kv
     if p.pass_ == "fwd_bwd":
         return forward + (3 * q + 2 * kv) + (q + 2 * kv)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from runner import shape
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
 
@@ -227,7 +227,8 @@ class CellRecord(_Record):
     median_s: float | None = None
     flops: int = Field(description="2*B*N*(H + Hv)*(score elements the mask keeps: causal, window, padding); "
                        "x3.5 for fwd_bwd.")
-    bytes_min: int = Field(description="Q, K, V read once and O written once (plus gradients for fwd_bwd).")
+    bytes_min: int = Field(description="Q, K, V read once and O written once (plus gradients for fwd_bwd), over the "
+                           "rows that take part: real tokens, and keys some query keeps (window, causal, padding).")
     kv_cache_bytes: int = Field(description="Bytes of K and V: 2*B*S*K*H*itemsize.")
     tflops: float | None = None
     gbps: float | None = None
@@ -474,8 +475,31 @@ def _v6_to_v7(data: dict, kind: str) -> dict:
     return data
 
 
+def _v7_to_v8(data: dict, kind: str) -> dict:
+    """Schema 8: `bytes_min` counts only the rows that take part (runner.metrics.bytes_min): a padded batch's real
+    tokens and the keys some query keeps. Before, it counted every row of Q, K and V, so a kernel that skips a
+    window's or the padding's keys was credited with bytes it never read: a decode with a window of 4096 keys over a
+    cache of 128k read 53,560 GB/s on an H200 whose copy bandwidth is 4,285. The step recounts the cell's bytes from
+    its params and scales gbps and pct_of_bandwidth by new / old; an unmasked cell is left as it was."""
+    if kind != "cell" or not isinstance(data.get("params"), dict) or not data.get("bytes_min"):
+        return data
+    from runner import metrics  # metrics imports this module
+
+    try:
+        recounted = metrics.bytes_min(Params.model_validate(data["params"], context=READING))
+    except (ValueError, KeyError):  # params this reader cannot rebuild: the record keeps what it was written with
+        return data
+    ratio = recounted / data["bytes_min"]
+    if ratio != 1:
+        data["bytes_min"] = recounted
+        for name in ("gbps", "pct_of_bandwidth"):
+            if isinstance(data.get(name), (int, float)):
+                data[name] *= ratio
+    return data
+
+
 # version N -> the step that makes it N + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

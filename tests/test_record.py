@@ -206,3 +206,25 @@ def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
     blob = json.dumps({"experiment": "e", "variant": "xla", **old}, sort_keys=True)
     assert cell_key("e", "xla", p) == hashlib.sha256(blob.encode()).hexdigest()[:16]
     assert cell_key("e", "xla", params(window=4)) != cell_key("e", "xla", p)
+
+
+def test_the_v7_to_v8_step_recounts_the_bytes_of_a_masked_cell_and_rescales_its_bandwidth():
+    """A v7 windowed decode counted its whole cache; read now, it counts the window's keys and its GB/s falls by as
+    much. An unmasked v7 cell reads as it was written."""
+    from helpers import params
+    from runner import metrics
+
+    windowed = params(batch=8, seq_len=1, kv_seq_len=65536, heads=8, kv_heads=8, head_dim=64, window=1024)
+    old = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 7}
+    old["params"] = json.loads(windowed.model_dump_json(by_alias=True))
+    q, kv = metrics.tensor_bytes(windowed)
+    old |= {"bytes_min": 2 * q + 2 * kv, "median_s": 1e-4, "gbps": (2 * q + 2 * kv) / 1e-4 / 1e9,
+            "pct_of_bandwidth": 100 * (2 * q + 2 * kv) / 1e-4 / 1e9 / 4285}
+    cell = read_cell(old)
+    assert cell.bytes_min == metrics.bytes_min(windowed) < old["bytes_min"] / 30
+    assert cell.gbps == pytest.approx(cell.bytes_min / 1e-4 / 1e9)
+    assert cell.pct_of_bandwidth == pytest.approx(100 * cell.gbps / 4285)
+    plain = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 7}
+    assert read_cell(plain).model_dump(exclude={"schema_version"}) == read_cell(
+        plain | {"schema_version": SCHEMA_VERSION}).model_dump(exclude={"schema_version"})
+    assert (read_cell(plain).bytes_min, read_cell(plain).gbps) == (plain["bytes_min"], plain["gbps"])
