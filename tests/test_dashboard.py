@@ -30,7 +30,9 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "llama3.1-70b-20261203"  # the newest shipped run that is no soak: what a link without ?run= opens
+NEWEST = "gpt-oss-120b-20261203"  # the newest shipped run that is no soak: what a link without ?run= opens
+NEWEST_STARTED = "2026-12-03T18:47:05+00:00"
+LLAMA_70B = "llama3.1-70b-20261203"  # the preset run whose prefill sweeps T, causal and tp
 SOAK = "soak-20261203"  # the shipped soak run
 LONG = H200_LONG.rpartition("/")[2]
 TABS = ["Latency", "Throughput", "Memory", "Heads", "Backends", "FP8", "Leaderboard", "History", "Compare", "Soak", "Cells",
@@ -114,13 +116,13 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 15:42:22")
+    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-03 18:47:05")
     assert app.multiselect(key="run").value == [NEWEST]
-    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **144 ok**")
+    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **236 ok**")
 
 
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
-    copy_files(f"h200/{NEWEST}", tmp_path / "h200" / NEWEST, NEWEST, "2026-12-03T15:42:22+00:00")
+    copy_files(f"h200/{NEWEST}", tmp_path / "h200" / NEWEST, NEWEST, NEWEST_STARTED)
     copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-04T00:00:00+00:00")
     app = open_app(monkeypatch, tmp_path)
     runs = data.snapshot(str(tmp_path), data.RunCache()).runs
@@ -618,7 +620,7 @@ def test_cli_dashboard_runs_streamlit_on_the_app():
 
 def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
     """Llama 3.1 70B's prefill sweeps T, causal and tp: a line per variant and case, none zigzagging across cases."""
-    app = open_app(monkeypatch, run=NEWEST, experiment="prefill", tab="Latency")
+    app = open_app(monkeypatch, run=LLAMA_70B, experiment="prefill", tab="Latency")
     traces = [t for t in figures(app)[0]["data"] if t.get("name", "").startswith("cudnn · ")]
     assert len(traces) == 8, [t["name"] for t in traces]  # causal or not, at tp 1, 2, 4, 8
     assert all(len(t["x"]) == len(set(t["x"])) == 4 for t in traces)  # T 4k-32k, each once
