@@ -70,9 +70,8 @@ def keys_kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | N
     return int(last[some].max() - first[some].min() + 1) if some.any() else 0
 
 
-def _per_sequence(p, count) -> int:
-    """`count(q_len, kv_len, causal, window)` summed over the cell's batch, per sequence where it is padded."""
-    padded = padded_lengths(p)
+def _per_sequence(p, count, padded) -> int:
+    """`count(q_len, kv_len, causal, window)` summed over the cell's batch, per sequence where it is `padded`."""
     if padded is None:
         return p.batch * count(p.seq_len, p.kv_seq_len, p.causal, p.window)
     return sum(n * count(q, kv, p.causal, p.window) for (q, kv), n in Counter(zip(*padded)).items())
@@ -80,11 +79,13 @@ def _per_sequence(p, count) -> int:
 
 def kept_elements(p) -> int:
     """Score elements the cell's mask keeps over the whole batch: causal, window and padding (per sequence)."""
-    return _per_sequence(p, kept_in_sequence)
+    return _per_sequence(p, kept_in_sequence, padded_lengths(p))
 
 
 def kept_rows(p) -> tuple[int, int]:
     """(query rows, key rows) over the batch that take part: every real query, and each real key that some real
-    query keeps (a padded batch's padding and the keys outside every query's window or causal reach are left out)."""
-    queries = sum(padded_lengths(p)[0]) if p.fill < 1 else p.batch * p.seq_len
-    return queries, _per_sequence(p, keys_kept_in_sequence)
+    query keeps (a padded batch's padding, and the keys outside every query's window or causal reach: those past T under a
+    top-left causal mask with T < S, are left out)."""
+    padded = padded_lengths(p)
+    queries = sum(padded[0]) if padded else p.batch * p.seq_len
+    return queries, _per_sequence(p, keys_kept_in_sequence, padded)

@@ -21,20 +21,25 @@ def flops(p: Params) -> int:
     return int(forward * BWD_FLOP_FACTOR) if p.pass_ == "fwd_bwd" else forward
 
 
+def _row_bytes(p: Params) -> tuple[float, float]:
+    """Bytes of one token's row of a query-shaped tensor (Q, O) and of a key-shaped one (K, V), at the mean of Q/K's
+    and V/O's head dimensions (they differ under MLA)."""
+    width = ITEMSIZE[p.dtype] * (p.head_dim + p.v_head_dim) / 2
+    return p.heads * width, p.kv_heads * width
+
+
 def tensor_bytes(p: Params) -> tuple[int, int]:
-    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V), at the mean of Q/K's and V/O's
-    head dimensions (they differ under MLA)."""
-    size, width = ITEMSIZE[p.dtype], (p.head_dim + p.v_head_dim) / 2
-    return int(p.batch * p.seq_len * p.heads * width * size), int(p.batch * p.kv_seq_len * p.kv_heads * width * size)
+    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V)."""
+    q_row, kv_row = _row_bytes(p)
+    return int(p.batch * p.seq_len * q_row), int(p.batch * p.kv_seq_len * kv_row)
 
 
 def bytes_min(p: Params) -> int:
     """Least traffic: fwd reads Q, K, V and writes O; bwd also reads Q, K, V, O, dO and writes dQ, dK, dV. Only the
     rows that take part count (masks.kept_rows): a padded batch's real tokens, and the keys some query keeps, so a
     kernel that skips a window's or the padding's keys is not credited with bytes it never had to move."""
-    queries, keys = kept_rows(p)
-    width = ITEMSIZE[p.dtype] * (p.head_dim + p.v_head_dim) / 2
-    q, kv = int(queries * p.heads * width), int(keys * p.kv_heads * width)
+    (queries, keys), (q_row, kv_row) = kept_rows(p), _row_bytes(p)
+    q, kv = int(queries * q_row), int(keys * kv_row)
     forward = 2 * q + 2 * kv
     if p.pass_ == "fwd_bwd":
         return forward + (3 * q + 2 * kv) + (q + 2 * kv)

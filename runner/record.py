@@ -480,7 +480,8 @@ def _v7_to_v8(data: dict, kind: str) -> dict:
     tokens and the keys some query keeps. Before, it counted every row of Q, K and V, so a kernel that skips a
     window's or the padding's keys was credited with bytes it never read: a decode with a window of 4096 keys over a
     cache of 128k read 53,560 GB/s on an H200 whose copy bandwidth is 4,285. The step recounts the cell's bytes from
-    its params and scales gbps and pct_of_bandwidth by new / old; an unmasked cell is left as it was."""
+    its params by today's rule and scales gbps and pct_of_bandwidth by new / old; a cell whose every row takes part
+    (no padding, no window, not causal with T < S) is left as it was."""
     if kind != "cell" or not isinstance(data.get("params"), dict) or not data.get("bytes_min"):
         return data
     from runner import metrics  # metrics imports this module
