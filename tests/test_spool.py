@@ -4,6 +4,7 @@ commits, and real processes killed or signalled while they spool or consolidate.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -60,6 +61,45 @@ def test_a_line_torn_by_a_kill_is_dropped_and_appends_go_on(tmp_path):
     reopened.add(third)
     assert reopened.keys() == {first.key, third.key}
     assert read_run(spool.dir).cells == [first, third] and read_run(spool.dir).problems == []
+
+
+def open_files_under(folder: Path) -> list[Path]:
+    """The files this process holds open under `folder`, as the kernel lists them in /proc/self/fd."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own fd, closed by now
+            continue
+        if target.is_relative_to(folder.resolve()):
+            held.append(target)
+    return held
+
+
+def test_a_closed_spool_holds_no_file_open_and_still_reads(tmp_path):
+    spool = Spool(LocalStore(tmp_path), RUN, None)
+    spool.add(record())
+    spool.set_inflight({"key": record().key, "attempts": 1})
+    assert len(open_files_under(tmp_path)) == 2  # the cells and the in-flight marker
+    spool.close()
+    assert open_files_under(tmp_path) == []
+    assert spool.keys() == {record().key} and read_run(spool.dir).cells == [record()]
+    spool.set_inflight(None)  # after the end: the marker stays as last written
+    assert json.loads((spool.dir / "inflight.json").read_text())["key"] == record().key
+    with pytest.raises(OSError):
+        spool.add(record(variant="naive"))
+    spool.close()  # twice is once
+
+
+def test_a_run_in_process_closes_its_spool(tmp_path, capsys):
+    from runner.cli import main
+
+    spec = write_spec(tmp_path / "tiny.yaml", spec_data({"name": "tiny", "variants": ["naive"],
+                                                        "sweep": {"seq_len": [8, 16]}}))
+    assert main(["run", str(spec), "--out", str(tmp_path / "results"), "--run-id", "closed",
+                 "--spool", str(tmp_path / "spool")]) == 0
+    assert "2 cells: 2 ok" in capsys.readouterr().out
+    assert open_files_under(tmp_path / "spool") == []
 
 
 def test_the_first_upload_folds_in_the_stores_copy(tmp_path):
