@@ -318,7 +318,7 @@ def cmd_run(args, console: Console) -> int:
     location = store.location(run_id)
     console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
-    with _store_errors():
+    with spool, _store_errors():
         outcome = execute(spec, cells, store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool.records(), location, console)
     return _run_exit(outcome, spool, location)

@@ -55,7 +55,7 @@ class GroupSync:
 
     def __init__(self, fd: int, every_s: float):
         self.fd, self.every_s = fd, every_s
-        self._lock = threading.Lock()
+        self._lock, self._io = threading.Lock(), threading.Lock()
         self._last = -math.inf  # when the last fsync started
         self._timer: threading.Timer | None = None
 
@@ -69,7 +69,7 @@ class GroupSync:
                     self._timer.start()
                 return
             self._last = time.monotonic()
-        os.fsync(self.fd)
+        self._fsync()
 
     def sync(self) -> None:
         """fsync now, whatever is scheduled."""
@@ -78,7 +78,25 @@ class GroupSync:
                 self._timer.cancel()
                 self._timer = None
             self._last = time.monotonic()
-        os.fsync(self.fd)
+        self._fsync()
+
+    def close(self) -> None:
+        """fsync and close the file; a timer that fires after it finds nothing to do."""
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+        with self._io:
+            if self.fd is not None:
+                os.fsync(self.fd)
+                os.close(self.fd)
+                self.fd = None
+
+    def _fsync(self) -> None:
+        # outside _lock, so a write goes on meanwhile; _io keeps close() from closing the file under it
+        with self._io:
+            if self.fd is not None:
+                os.fsync(self.fd)
 
 
 class Spool:
@@ -95,6 +113,7 @@ class Spool:
         self._order = list(self._lines)  # keys in the order they were spooled: what is new since, without a pass
         self._marker_fd: int | None = None  # the in-flight marker, open once it is first written
         self._marker_len = 0
+        self._closed = False
         self._manifest = local.get(self.manifest_name)
         local.put(self.cells_name, self._text())  # drops a line torn by a kill, so appends start on a new line
         self._cells_fd = os.open(local.root / self.cells_name, os.O_WRONLY | os.O_APPEND)
@@ -179,6 +198,8 @@ class Spool:
         of a cell's two markers were most of a quick cell's cost (docs/benchmarks.md)."""
         data = json.dumps(marker).encode() if marker else b""
         with self._lock:
+            if self._closed:
+                return
             if self._marker_fd is None:
                 path = self.local.root / self.inflight_name
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -195,6 +216,23 @@ class Spool:
 
     def _text(self) -> bytes:
         return "".join(self._lines.values()).encode()
+
+    def close(self) -> None:
+        """fsync and close the files kept open: the spool still reads (what it holds is in memory), it takes no more
+        cells, and the in-flight marker stays as last written."""
+        with self._lock:
+            self._closed = True
+            self._sync.close()
+            self._cells_fd = -1  # a write after this fails (EBADF) rather than land in a file that took the number
+            if self._marker_fd is not None:
+                os.close(self._marker_fd)
+                self._marker_fd = None
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
 
 
 class Uploader:
