@@ -82,13 +82,9 @@ class GroupSync:
 
     def close(self) -> None:
         """fsync and close the file; a timer that fires after it finds nothing to do."""
-        with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+        self.sync()
         with self._io:
             if self.fd is not None:
-                os.fsync(self.fd)
                 os.close(self.fd)
                 self.fd = None
 
@@ -113,7 +109,6 @@ class Spool:
         self._order = list(self._lines)  # keys in the order they were spooled: what is new since, without a pass
         self._marker_fd: int | None = None  # the in-flight marker, open once it is first written
         self._marker_len = 0
-        self._closed = False
         self._manifest = local.get(self.manifest_name)
         local.put(self.cells_name, self._text())  # drops a line torn by a kill, so appends start on a new line
         self._cells_fd = os.open(local.root / self.cells_name, os.O_WRONLY | os.O_APPEND)
@@ -198,7 +193,7 @@ class Spool:
         of a cell's two markers were most of a quick cell's cost (docs/benchmarks.md)."""
         data = json.dumps(marker).encode() if marker else b""
         with self._lock:
-            if self._closed:
+            if self._cells_fd < 0:  # closed
                 return
             if self._marker_fd is None:
                 path = self.local.root / self.inflight_name
@@ -221,7 +216,6 @@ class Spool:
         """fsync and close the files kept open: the spool still reads (what it holds is in memory), it takes no more
         cells, and the in-flight marker stays as last written."""
         with self._lock:
-            self._closed = True
             self._sync.close()
             self._cells_fd = -1  # a write after this fails (EBADF) rather than land in a file that took the number
             if self._marker_fd is not None:
