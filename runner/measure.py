@@ -56,7 +56,11 @@ def failure(error: BaseException) -> tuple[str, str]:
     """(status, reason) for an exception raised while compiling or running."""
     text = f"{type(error).__name__}: {str(error).strip()}"
     oom = "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower() or isinstance(error, MemoryError)
-    return ("oom" if oom else "failed"), first_line(error)
+    reason = first_line(error)
+    if oom and "memory" not in reason.lower():  # XLA's autotuner: "Failed to get configs … Example failure:", then why
+        why = next((line.strip() for line in text.splitlines() if "out of memory" in line.lower()), "")
+        reason = f"{reason.rstrip()} … {why[why.lower().index('out of memory'):]}"[:500] if why else reason
+    return ("oom" if oom else "failed"), reason
 
 
 def _with_rates(soak, p: Params):

@@ -352,6 +352,19 @@ def test_failure_status(error, status):
     assert failure(error)[0] == status
 
 
+def test_an_oom_reason_names_the_allocation_when_its_first_line_does_not():
+    """XLA's autotuner puts the allocation that failed lines below "Failed to get configs" (H200, 2026-12-04)."""
+    error = RuntimeError("NOT_FOUND: Failed to get configs for: 2 out of 6 instructions. Example failure: \n%fusion = "
+                         "f32[128,16384,16384]\n}. Status: RESOURCE_EXHAUSTED: Out of memory while trying to allocate "
+                         "128.02GiB with allocator GPU_0_bfc on device 0.\nmore")
+    status, reason = failure(error)
+    assert status == "oom" and "\n" not in reason
+    assert reason.startswith("RuntimeError: NOT_FOUND: Failed to get configs") and reason.endswith(
+        "Out of memory while trying to allocate 128.02GiB with allocator GPU_0_bfc on device 0.")
+    assert failure(RuntimeError("RESOURCE_EXHAUSTED: Out of memory, 3 GiB\nmore"))[1] == (
+        "RuntimeError: RESOURCE_EXHAUSTED: Out of memory, 3 GiB")
+
+
 def test_failure_reason_is_one_bounded_line():
     status, reason = failure(RuntimeError("x" * 2000 + "\nmore"))
     assert "\n" not in reason and len(reason) == 500
