@@ -91,6 +91,32 @@ def test_a_closed_spool_holds_no_file_open_and_still_reads(tmp_path):
     spool.close()  # twice is once
 
 
+def test_a_grouped_fsync_that_fires_after_close_touches_no_descriptor(tmp_path, monkeypatch):
+    """A timer's sync can start after close() cancelled it (Timer.cancel does not stop a callback under way): it
+    must not fsync the closed descriptor, nor the file that reuses its number."""
+    from runner.spool import GroupSync
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    fd = os.open(tmp_path / "cells.jsonl", os.O_WRONLY | os.O_CREAT)
+    group = GroupSync(fd, every_s=60.0)
+    group.wrote()  # at once
+    group.wrote()  # scheduled
+    late = group._timer
+    assert synced == [fd] and late is not None
+    group.close()
+    assert synced == [fd, fd] and late.finished.is_set()  # close() fsynced and cancelled the timer
+    other = os.open(tmp_path / "other", os.O_WRONLY | os.O_CREAT)  # the lowest free number: likely fd again
+    try:
+        late.function()  # the callback, running late
+        group.wrote()
+        group.close()
+        assert synced == [fd, fd]
+    finally:
+        os.close(other)
+
+
 def test_a_run_in_process_closes_its_spool(tmp_path, capsys):
     from runner.cli import main
 
