@@ -156,9 +156,11 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
         return charts.lines(cells.assign(case=_case(cells, others)), x, y, sel.style,
                             f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high,
                             by="case" if others else None)
-    cases = cells.sort_values("order").assign(case=_case(cells, axes))
-    fig = charts.bars(cases, "case", y, sel.style, title, subtitle, log_y, low, high)
-    return fig.update_xaxes(title=", ".join(axes))
+    # one shape only (a filter, or runs that ran one size): its bars stand under that shape, not an empty category
+    case = _case(cells, axes) if axes else pd.Series(tables.fixed_shape(cells), index=cells.index)
+    fig = charts.bars(cells.assign(case=case).sort_values("order"), "case", y, sel.style, title, subtitle, log_y,
+                      low, high)
+    return fig.update_xaxes(title=", ".join(axes) or "shape")
 
 
 def runs_caption(sel: Selection) -> None:

@@ -143,3 +143,17 @@ def test_a_sharded_run_lists_as_one_from_its_manifests(tmp_path):
     assert list(snap.runs.index) == ["hopper-long-20261202-110136"]
     assert snap.runs.loc["hopper-long-20261202-110136", "planned"] == 48  # the two shards' planned cells
 
+
+
+def test_a_chart_of_one_shape_stands_its_bars_under_that_shape():
+    """h200-models' alibi experiment sweeps nothing: views.figure's bars are labelled with the shape, not ''."""
+    from dashboard import views
+
+    cells = rated("h200/h200-models-steady-20261203")
+    cells = tables.measured(cells[cells["experiment"] == "alibi"])
+    run = cells["run"].iloc[0]
+    sel = views.Selection([run], cells, {}, "device", None, charts.Style(charts.colours(set(cells["variant"])), (run,)))
+    fig = views.figure(cells, sel, "latency_ms", "latency", low="q1_ms", high="q3_ms")
+    categories = {x for trace in fig.data if trace.showlegend is False for x in trace.x}  # not the legend keys
+    assert categories == {"B2 T4096 N32 K8 H128 bfloat16 causal fwd alibi"}, categories
+    assert fig.layout.xaxis.title.text == "shape" and len(fig.data) >= 2
