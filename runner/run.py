@@ -290,6 +290,7 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
     the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
     uploader = Uploader(spool, store, options.flush_every_s)
     done = first_pull(uploader, store)
+    closed = _closed(uploader, spec, cells)
     resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
                   key=lambda m: m.get("attempts", 1), default=None)
     with TERMINATION.flagging() as stop:
@@ -297,14 +298,28 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         uploader.start()
         finished = False
         try:
-            finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options.compile_ahead,
-                                order)
+            if closed:  # what the store still needs (a consolidation a killed pod left) is done on closing
+                console.print(f"{spool.run_id}: all {len(cells)} cells were done and the run ended at {closed}; "
+                              "nothing to measure, its manifest stays as it was")
+                finished = True
+            else:
+                finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options.compile_ahead,
+                                    order)
         finally:
             pool.kill() if stop.is_set() else pool.close()
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
             uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None, stop)
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error)
+
+
+def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
+    """When the store holds every cell and the ended manifest of this very spec: that end time. A resume that finds
+    nothing to do leaves the run as it was: its end time, machine and GPU readings stay the ones it ended with."""
+    manifest = uploader.store_manifest
+    if manifest is None or manifest.ended_at is None or manifest.spec_hash != spec.digest():
+        return None
+    return manifest.ended_at if {c.key for c in cells} <= uploader.store_keys else None
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,

@@ -238,6 +238,7 @@ class Uploader:
         self.sent: dict[str, bytes] = {}  # manifest, consolidated cells and marker as last put
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
+        self.store_manifest: Manifest | None = None  # this part's manifest as the store held it at the pull
         self.pulled = False
         self._books = threading.Lock()
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
@@ -256,6 +257,7 @@ class Uploader:
                 self.spool.add(record)
             self.stored |= {c.key for c in own.cells}
             self.store_inflight = own.inflight
+            self.store_manifest = own.manifest
             if own.manifest and self.spool.manifest() is None:
                 self.spool.write_manifest(own.manifest)
         self.store_keys = {c.key for c in run.cells}

@@ -178,6 +178,21 @@ def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     assert len(lines) == 10 and all(isinstance(json.loads(line), dict) for line in lines)
 
 
+def test_resuming_a_finished_run_measures_nothing_and_leaves_its_manifest_as_it_was(run, spec_path, tmp_path):
+    """A queue that calls `run` again after the run ended (its marker lost) must not restamp the end time, machine and
+    GPU readings: the copy resumes from the store alone, with a new spool, so no worker's hello and no clock runs."""
+    _, run_dir = run
+    out = tmp_path / "out"
+    shutil.copytree(run_dir, out / RUN_ID)
+    before = {name: (out / RUN_ID / name).read_bytes() for name in (MANIFEST, CELLS)}
+    again = attnbench("run", spec_path, "--out", out, "--run-id", RUN_ID, ATTNBENCH_SPOOL=str(tmp_path / "spool"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    ended = json.loads(before[MANIFEST])["ended_at"]
+    assert f"{RUN_ID}: all 10 cells were done and the run ended at {ended}; nothing to measure" in again.stdout
+    assert not [line for line in again.stdout.splitlines() if line.startswith("[")]
+    assert {name: (out / RUN_ID / name).read_bytes() for name in (MANIFEST, CELLS)} == before
+
+
 def test_run_cells_are_ok_on_cpu_and_cudnn_is_skipped_with_its_reason(run, spec_path):
     _, run_dir = run
     loaded = read_run(run_dir)
