@@ -30,8 +30,8 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "llama3.1-405b-20261204"  # the newest shipped run that is no soak: what a link without ?run= opens
-NEWEST_STARTED = "2026-12-04T13:23:32+00:00"
+NEWEST = "llama3.1-70b-20261204-xla"  # the newest shipped run that is no soak: what a link without ?run= opens
+NEWEST_STARTED = "2026-12-04T21:18:02+00:00"
 LLAMA_70B = "llama3.1-70b-20261203"  # the preset run whose prefill sweeps T, causal and tp
 SOAK = "soak-20261203"  # the shipped soak run
 LONG = H200_LONG.rpartition("/")[2]
@@ -116,9 +116,9 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-04 13:23:32")
+    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-04 21:18:02")
     assert app.multiselect(key="run").value == [NEWEST]
-    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **172 ok**")
+    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **76 ok**")
 
 
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
