@@ -179,8 +179,8 @@ def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
 
 
 def test_resuming_a_finished_run_measures_nothing_and_leaves_its_manifest_as_it_was(run, spec_path, tmp_path):
-    """A queue that calls `run` again after the run ended (its marker lost) must not restamp the end time, machine and
-    GPU readings: the copy resumes from the store alone, with a new spool, so no worker's hello and no clock runs."""
+    """A queue that calls `run` again after the run ended (its done marker lost) must not restamp the end time, machine
+    and GPU readings. The copy resumes from the store alone, with a new spool; no cell line is printed."""
     _, run_dir = run
     out = tmp_path / "out"
     shutil.copytree(run_dir, out / RUN_ID)
