@@ -93,6 +93,9 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      help="how long one store call retries before giving up for now (default: 120)")
     run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
     run.add_argument("--variants", nargs="+", metavar="VARIANT", help="run only these variants")
+    run.add_argument("--where", nargs="+", metavar="AXIS=V[,V…]", type=_condition, default=[],
+                     help="run only the cells whose params have one of these values, e.g. tp=1 or "
+                     "seq_len=4096,8192 causal=true (values as records carry them: heads per tensor-parallel shard)")
     run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get("ATTNBENCH_COMPILE_CACHE"),
                      help="persistent compilation cache (default: $ATTNBENCH_COMPILE_CACHE, else the spec's "
                      "compile_cache, else ~/.cache/attnbench/jax)")
@@ -172,8 +175,21 @@ def _load(spec_path: str, max_cells: int | None):
     return spec
 
 
-def _select(spec, only, variants):
+def _condition(text: str) -> tuple[str, tuple]:
+    from runner.shape import condition
+
+    try:
+        return condition(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _select(spec, only, variants, where=()):
+    """The cells of --only's experiments, --variants' variants and --where's values, each condition narrowing the
+    last; a condition that keeps no cell is bad input (a typo), one that keeps some is not (tp=1,2 over presets of
+    which some have no tp 2)."""
     from runner.cells import expand
+    from runner.shape import BY_NAME
 
     known_experiments, known_variants = [e.name for e in spec.experiments], sorted(_variants())
     problems = [f"--only: no experiment {n!r} in the spec (it has: {', '.join(known_experiments)})"
@@ -182,8 +198,25 @@ def _select(spec, only, variants):
                  for n in variants or [] if n not in known_variants]
     if problems:
         raise UsageError("\n".join(problems))
-    cells = expand(spec)
-    return [c for c in cells if (not only or c.experiment in only) and (not variants or c.variant in variants)]
+    cells = [c for c in expand(spec)
+             if (not only or c.experiment in only) and (not variants or c.variant in variants)]
+    for name, values in where:
+        attr = BY_NAME[name].attr
+        present = {getattr(c.params, attr) for c in cells}
+        if present.isdisjoint(values):
+            have = ", ".join(map(_value, sorted(present, key=lambda v: (v is None, v)))) or "no cells"
+            raise UsageError(f"--where {name}: no cell has {', '.join(map(_value, values))} (the cells have: {have})")
+        cells = [c for c in cells if getattr(c.params, attr) in values]
+    return cells
+
+
+def _value(value) -> str:
+    """A --where value as it is typed: null, true, 0.5."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _shard(text: str | None, cells: int):
@@ -302,7 +335,7 @@ def cmd_run(args, console: Console) -> int:
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
-    every = _select(spec, args.only, args.variants)
+    every = _select(spec, args.only, args.variants, args.where)
     shard = _shard(args.shard, len(every))
     cells = select(every, shard) if shard else every
     with _store_errors():

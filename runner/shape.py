@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, create_model
+import yaml
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, create_model
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
@@ -82,6 +83,24 @@ BY_NAME = {axis.name: axis for axis in AXES}
 # value (the soft cap) have a label prefix too but count nothing; D, the devices a call is split across, is drawn
 # apart (scaling efficiency), not as a size.
 SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name not in ("fill", "softcap", "devices"))
+
+
+def condition(text: str) -> tuple[str, tuple]:
+    """`AXIS=V[,V...]` (run --where) as (axis, values), each value read as YAML reads it and checked as the axis's
+    type (`causal=true`, `window=null`, `fill=0.5,1`); a ValueError says what is wrong."""
+    name, equals, listed = text.partition("=")
+    name = name.strip()
+    if not equals or not listed.strip():
+        raise ValueError(f"{text!r}: give AXIS=VALUE[,VALUE...], e.g. tp=1 or seq_len=4096,8192")
+    if name not in BY_NAME:
+        raise ValueError(f"{text!r}: no axis {name!r} (axes: {', '.join(NAMES)})")
+    axis, values = BY_NAME[name], []
+    for item in listed.split(","):
+        try:
+            values.append(TypeAdapter(axis.type).validate_python(yaml.safe_load(item.strip())))
+        except (yaml.YAMLError, ValidationError):
+            raise ValueError(f"{text!r}: {item.strip()!r} is not a value of {name}") from None
+    return name, tuple(values)
 
 
 def title(name: str) -> str:

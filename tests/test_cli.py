@@ -162,6 +162,44 @@ def test_unknown_experiment_and_variant_exit_2_with_a_line_each(spec_path, capsy
     ]
 
 
+def test_where_selects_the_cells_whose_params_have_one_of_its_values(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--where", "causal=true", "kv_heads=2,4")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        "variants/naive B1 T8 N4 K2 H8 float32 causal fwd: run",
+        "variants/xla B1 T8 N4 K2 H8 float32 causal fwd: run",
+        "variants/auto B1 T8 N4 K2 H8 float32 causal fwd: run",
+        f"variants/cudnn B1 T8 N4 K2 H8 float32 causal fwd: skip: {CPU_SKIP}",
+        "4 cells",
+    ]
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--variants", "xla", "--where", "pass=fwd_bwd")
+    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
+
+
+def test_a_where_that_keeps_no_cell_exits_2_naming_the_values_the_cells_have(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--where", "causal=false", "pass=fwd_bwd")
+    assert result.code == 2  # the cells without the mask are all forward: each condition narrows the last
+    assert result.errors == ["error: --where pass: no cell has fwd_bwd (the cells have: fwd)"]
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--where", "window=64,128")
+    assert result.errors == ["error: --where window: no cell has 64, 128 (the cells have: null)"]
+
+
+@pytest.mark.parametrize(("condition", "problem"), [
+    ("tp", "'tp': give AXIS=VALUE[,VALUE...], e.g. tp=1 or seq_len=4096,8192"),
+    ("tp=", "'tp=': give AXIS=VALUE[,VALUE...], e.g. tp=1 or seq_len=4096,8192"),
+    ("tps=1", "'tps=1': no axis 'tps' (axes: batch, seq_len, kv_seq_len, heads, kv_heads, head_dim, v_head_dim, "
+              "dtype, causal, pass, window, fill, bias, softcap, tp, devices)"),
+    ("tp=2.0", "'tp=2.0': '2.0' is not a value of tp"),
+    ("fill=0,1", "'fill=0,1': '0' is not a value of fill"),
+    ("dtype=fp8", "'dtype=fp8': 'fp8' is not a value of dtype"),
+    ("seq_len=[1", "'seq_len=[1': '[1' is not a value of seq_len"),
+])  # fmt: skip
+def test_a_bad_where_exits_2_saying_what_is_wrong(spec_path, capsys, condition, problem):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--where", condition)
+    assert result.code == 2
+    assert result.err.splitlines()[-1] == f"attnbench run: error: argument --where: {problem}"
+
+
 def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     result, run_dir = run
     assert result.returncode == 0, result.stdout + result.stderr
