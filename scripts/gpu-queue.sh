@@ -4,7 +4,10 @@
 # Each spec runs as `attnbench run SPEC --run-id NAME-DATE` into WORKDIR/results, with its spool in WORKDIR/spool,
 # so calling this again with the same arguments resumes where the last call stopped: finished specs are passed
 # over and a run stopped at the deadline (SIGTERM: the cell in flight is abandoned, what is done is kept) goes on.
-# When $OUT is set, WORKDIR/results and the log are packed into $OUT/results.tgz at the end of each call.
+# A spec counts as done when its run's manifest in WORKDIR/results says the run ended, so what decides it travels
+# with the results (a device copy that keeps WORKDIR/results, which .gitignore's results/ matches, but drops
+# the rest of WORKDIR still passes finished runs over). When $OUT is set, WORKDIR/results and the log are
+# packed into $OUT/results.tgz at the end of each call.
 set -uo pipefail
 work=${1:?usage: scripts/gpu-queue.sh WORKDIR SECONDS DATE SPEC [SPEC...] [-- RUN-OPTIONS...]}
 seconds=${2:?seconds}
@@ -15,13 +18,18 @@ while (($#)) && [[ $1 != -- ]]; do specs+=("$1"); shift; done
 [[ ${1:-} == -- ]] && shift
 options=("$@")
 deadline=$((SECONDS + seconds))
-mkdir -p "$work/results" "$work/done"
+mkdir -p "$work/results"
+ended() {  # the run's manifest has an end time
+  python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1])).get("ended_at") else 1)' \
+    "$work/results/$1/manifest.json" 2>/dev/null
+}
 log="$work/queue.log"
+touch "$log"
 export PYTHONUNBUFFERED=1
 for spec in "${specs[@]}"; do
   name=$(basename "$spec" .yaml)
   run_id="$name-$date"
-  [[ -e $work/done/$run_id ]] && continue
+  ended "$run_id" && continue
   left=$((deadline - SECONDS))
   if ((left < 30)); then echo "gpu-queue: deadline: $run_id not started" | tee -a "$log"; break; fi
   echo "gpu-queue: $run_id, ${left}s left" | tee -a "$log"
@@ -31,7 +39,6 @@ for spec in "${specs[@]}"; do
     2>&1 | tee -a "$log"
   rc=${PIPESTATUS[0]}
   echo "gpu-queue: $run_id exit $rc after $((SECONDS - start))s" | tee -a "$log"
-  ((rc == 0)) && touch "$work/done/$run_id"
 done
 if [[ -n ${OUT:-} ]]; then
   cp "$log" "$OUT/queue.log"
