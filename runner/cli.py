@@ -91,9 +91,9 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      help="upload at least this often while behind (default: 30)")
     run.add_argument("--store-timeout", type=_seconds, metavar="SECONDS",
                      help="how long one store call retries before giving up for now (default: 120)")
-    run.add_argument("--only", nargs="+", metavar="EXPERIMENT", help="run only these experiments")
-    run.add_argument("--variants", nargs="+", metavar="VARIANT", help="run only these variants")
-    run.add_argument("--where", nargs="+", metavar="AXIS=V[,V…]", type=_condition, default=[],
+    run.add_argument("--only", nargs="+", action="extend", metavar="EXPERIMENT", help="run only these experiments")
+    run.add_argument("--variants", nargs="+", action="extend", metavar="VARIANT", help="run only these variants")
+    run.add_argument("--where", nargs="+", action="extend", metavar="AXIS=V[,V…]", type=_condition, default=[],
                      help="run only the cells whose params have one of these values, e.g. tp=1 or "
                      "seq_len=4096,8192 causal=true (values as records carry them: heads per tensor-parallel shard)")
     run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get("ATTNBENCH_COMPILE_CACHE"),
@@ -211,12 +211,12 @@ def _select(spec, only, variants, where=()):
 
 
 def _value(value) -> str:
-    """A --where value as it is typed: null, true, 0.5."""
+    """A --where value as it is typed: null, true, 0.5 (never rounded: 0.8000001 is not 0.8)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    return str(value)
 
 
 def _shard(text: str | None, cells: int):

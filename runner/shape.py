@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, create_model
@@ -95,11 +95,12 @@ def condition(text: str) -> tuple[str, tuple]:
     if name not in BY_NAME:
         raise ValueError(f"{text!r}: no axis {name!r} (axes: {', '.join(NAMES)})")
     axis, values = BY_NAME[name], []
+    choices = f" ({', '.join(get_args(axis.type))})" if get_origin(axis.type) is Literal else ""
     for item in listed.split(","):
-        try:
-            values.append(TypeAdapter(axis.type).validate_python(yaml.safe_load(item.strip())))
+        try:  # strict: true is not 1, nor 1 true
+            values.append(TypeAdapter(axis.type).validate_python(yaml.safe_load(item.strip()), strict=True))
         except (yaml.YAMLError, ValidationError):
-            raise ValueError(f"{text!r}: {item.strip()!r} is not a value of {name}") from None
+            raise ValueError(f"{text!r}: {item.strip()!r} is not a value of {name}{choices}") from None
     return name, tuple(values)
 
 

@@ -17,6 +17,9 @@ specs=()
 while (($#)) && [[ $1 != -- ]]; do specs+=("$1"); shift; done
 [[ ${1:-} == -- ]] && shift
 options=("$@")
+for option in "${options[@]}"; do  # done means manifest.json ended; a shard writes manifest-I-of-N.json
+  [[ $option == --shard* ]] && { echo "gpu-queue: $option: the queue runs whole runs on one machine, not shards" >&2; exit 2; }
+done
 deadline=$((SECONDS + seconds))
 mkdir -p "$work/results"
 ended() {  # the run's manifest has an end time

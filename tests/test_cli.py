@@ -176,6 +176,14 @@ def test_where_selects_the_cells_whose_params_have_one_of_its_values(spec_path, 
     assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
 
 
+def test_repeated_selections_add_up_rather_than_replace_each_other(spec_path, capsys):
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--where", "causal=false", "--where", "kv_heads=2",
+                        "--variants", "xla", "--variants", "naive", "--only", "variants", "--only", "backward")
+    assert result.code == 0, result.err
+    assert result.out.splitlines() == [
+        "variants/naive B1 T8 N4 K2 H8 float32 fwd: run", "variants/xla B1 T8 N4 K2 H8 float32 fwd: run", "2 cells"]
+
+
 def test_a_where_that_keeps_no_cell_exits_2_naming_the_values_the_cells_have(spec_path, capsys):
     result = in_process(capsys, "run", spec_path, "--dry-run", "--where", "causal=false", "pass=fwd_bwd")
     assert result.code == 2  # the cells without the mask are all forward: each condition narrows the last
@@ -191,7 +199,9 @@ def test_a_where_that_keeps_no_cell_exits_2_naming_the_values_the_cells_have(spe
               "dtype, causal, pass, window, fill, bias, softcap, tp, devices)"),
     ("tp=2.0", "'tp=2.0': '2.0' is not a value of tp"),
     ("fill=0,1", "'fill=0,1': '0' is not a value of fill"),
-    ("dtype=fp8", "'dtype=fp8': 'fp8' is not a value of dtype"),
+    ("dtype=fp8", "'dtype=fp8': 'fp8' is not a value of dtype (float32, bfloat16, float16)"),
+    ("causal=1", "'causal=1': '1' is not a value of causal"),  # strict: 1 is not true, nor true 1
+    ("fill=true", "'fill=true': 'true' is not a value of fill"),
     ("seq_len=[1", "'seq_len=[1': '[1' is not a value of seq_len"),
 ])  # fmt: skip
 def test_a_bad_where_exits_2_saying_what_is_wrong(spec_path, capsys, condition, problem):

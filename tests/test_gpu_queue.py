@@ -50,3 +50,10 @@ def test_the_queue_runs_each_spec_once_across_calls_and_packs_what_is_done(tmp_p
     assert again.returncode == 0 and "gpu-queue:" not in again.stdout
     assert packed(out) == {"first-20261203", "second-20261203"}
     assert (out / "queue.log").read_text() == ""  # the log went with the rest, and nothing ran since
+
+
+def test_the_queue_refuses_a_shard_whose_end_it_could_not_see(tmp_path):
+    spec = write_spec(tmp_path / "first.yaml", spec_data({"name": "a", "variants": ["xla"]}, name="first"))
+    result = call(tmp_path / "work", tmp_path / "out", 240, spec, "--", "--shard", "0/2")
+    assert result.returncode == 2 and not (tmp_path / "work").exists()
+    assert result.stderr == "gpu-queue: --shard: the queue runs whole runs on one machine, not shards\n"
