@@ -117,9 +117,10 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
 def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
     app = open_app(monkeypatch)
     runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert runs["started"].idxmax() == NEWEST and str(runs.loc[NEWEST, "started"]).startswith("2026-12-06 02:25:26")
+    assert runs["started"].idxmax() == NEWEST and runs.loc[NEWEST, "started"] == pd.Timestamp(NEWEST_STARTED)
     assert app.multiselect(key="run").value == [NEWEST]
-    assert app.markdown[0].value.startswith(f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **43 ok**, 4 skipped (expected), **1 failed**")
+    assert app.markdown[0].value.startswith(
+        f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **43 ok**, 4 skipped (expected), **1 failed**")
 
 
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
