@@ -13,14 +13,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from runner import shape
+from runner.figures import VARIANT_COLOURS  # one colour per variant, in the dashboard and the reports
 
-# Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
-# bf16 twin, Pallas purple and red; any other variant takes the next free colour of a 24-colour palette.
-VARIANT_COLOURS = {
-    "naive": "#7f7f7f", "xla": "#1f77b4", "auto": "#6baed6", "cudnn": "#2ca02c", "cudnn_fp8": "#8fd18a",
-    "te": "#ff7f0e", "te_fp8": "#fdb56b", "pallas_mgpu": "#9467bd", "pallas_triton": "#d62728",
-    "pallas_decode": "#8c564b",
-}
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
 PATTERNS = ["", "/", "\\", "x", ".", "+"]

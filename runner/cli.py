@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     _compare_parser(sub)
 
+    report = sub.add_parser("report", help="write runs as one self-contained HTML page (charts, tables, leaderboard, "
+                            "the comparison with the previous run) with PNG figures and a markdown summary: no "
+                            "server, it opens from a folder, a bucket or a CI artifact")
+    report.add_argument("runs", nargs="+", metavar="RUN", help="run folders, or run ids in --out")
+    report.add_argument("--out", help="where the run ids are, and their previous runs: a results folder or "
+                        "gs://bucket/prefix (default: results, or each run folder's parent folder)")
+    _report_option(report, required=True)
+
     sub.add_parser("schema", help="print the spec's JSON Schema")
 
     dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
@@ -123,6 +131,13 @@ def _compare_parser(sub) -> None:
                          help="slower or faster only beyond this and both runs' noise (default: 5)")
     compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
+    _report_option(compare, required=False)
+
+
+def _report_option(parser: argparse.ArgumentParser, required: bool) -> None:
+    parser.add_argument("--output" if required else "--report", required=required, metavar="DIR|gs://bucket/prefix",
+                        dest="report", help="write the report here: index.html, summary.md and figures/*.png"
+                        + ("" if required else " (attnbench report of B, with this comparison)"))
 
 
 def _percent(text: str) -> float:
@@ -469,19 +484,23 @@ def cmd_show(args, console: Console) -> int:
 
 def _compared(args) -> tuple:
     """(A, B) as runs; A None when --against previous finds no earlier run."""
-    from runner.compare_cli import previous
-
     if len(args.runs) != (1 if args.against else 2):
         raise UsageError("give two runs, A B, or one with --against previous" if not args.against else
                          "--against previous compares one run, B, with the run before it: give B alone")
     b = _shown_run(argparse.Namespace(run=args.runs[-1], out=args.out))
     if not args.against:
         return _shown_run(argparse.Namespace(run=args.runs[0], out=args.out)), b
-    where = args.out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT)
-    store = _open_store(where)
+    return _previous_of(b, args.out), b
+
+
+def _previous_of(b, out: str | None):
+    """The run before B in `out`, else in B's parent folder (a folder) or results/; None when there is none."""
+    from runner.compare_cli import previous
+
+    store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT))
     with _store_errors():
         before = previous(store, b) if b.manifest else None
-        return (store.read(before) if before else None), b
+        return store.read(before) if before else None
 
 
 def cmd_compare(args, console: Console) -> int:
@@ -491,6 +510,7 @@ def cmd_compare(args, console: Console) -> int:
     if a is None:
         print(f"no earlier run of {b.manifest.name} on {compare.gpu_name(b.manifest)} than {b.run_id}: nothing to "
               "compare with", file=sys.stderr)
+        _write_report(args.report, [(b, None)])
         return EXIT_OK
     if problems := compare_cli.problems(a, b, args.allow_different_gpu):
         raise UsageError("\n".join(problems))
@@ -499,12 +519,50 @@ def cmd_compare(args, console: Console) -> int:
                             args.threshold / 100)
     if not found.common:
         raise UsageError(compare_cli.no_common_cell(a, b))
+    _write_report(args.report, [(b, found)])
     if args.format == "table":
         compare_cli.print_table(found, console)
     else:
         text = compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found)
         sys.stdout.write(text)
     return EXIT_REGRESSION if found.regressed else EXIT_OK
+
+
+def _against_previous(run, out: str | None):
+    """The comparison of `run` with the run before it in its store (compare --against previous's), or None when
+    there is none or it shares no cell."""
+    from runner import compare
+
+    a = _previous_of(run, out)
+    if a is None or a.manifest is None:
+        return None
+    found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(run.cells), a.manifest, run.manifest)
+    return found if found.common else None
+
+
+def cmd_report(args, console: Console) -> int:
+    runs = [_shown_run(argparse.Namespace(run=run, out=args.out)) for run in args.runs]
+    for run in runs:
+        if run.manifest is None:
+            raise UsageError("\n".join(run.problems) or f"{run.dir}: no manifest, not a run")
+        _warn(run.problems)
+    _write_report(args.report, [(run, _against_previous(run, args.out)) for run in runs])
+    return EXIT_OK
+
+
+def _write_report(where: str | None, runs: list) -> None:
+    """attnbench report's files for (run, comparison or None) pairs, written to a folder or bucket `where`."""
+    if where is None:
+        return
+    from runner import artifacts
+
+    made = artifacts.files([artifacts.Report(run, artifacts.charts_of(run), found) for run, found in runs])
+    store = _open_store(where)
+    with _store_errors():
+        for name, data in made.items():
+            store.put(name, data)
+    print(f"report: {store.location(artifacts.INDEX)} ({len(made[artifacts.INDEX]) / 1024:,.0f} KiB; "
+          f"{artifacts.SUMMARY} and {len(made) - 2} figures beside it)", file=sys.stderr)
 
 
 def _read_timeout() -> float:
@@ -574,6 +632,7 @@ COMMANDS = {
     "show": cmd_show,
     "runs": cmd_runs,
     "compare": cmd_compare,
+    "report": cmd_report,
     "schema": cmd_schema,
     "dashboard": cmd_dashboard,
 }

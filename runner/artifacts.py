@@ -1,0 +1,171 @@
+"""`attnbench report`: runs as files to hand around. One self-contained HTML page (its charts inline as PNG data, its
+tables, each run's leaderboard and its comparison with the previous run; no script, no server, no network: it opens
+from a folder, a bucket or a CI artifact), the same charts as PNG files, and a markdown summary. The comparison is
+runner/compare.py's, the leaderboard runner/leaderboard.py's, the charts runner/figures.py's."""
+
+from __future__ import annotations
+
+import base64
+import html
+from itertools import islice
+from dataclasses import dataclass
+
+from runner import compare, compare_cli, figures, shape
+from runner.leaderboard import leaderboard, rows
+from runner.record import CellRecord
+from runner.report import COLUMNS, leaderboard_markdown, summary_line
+from runner.results import Run
+
+INDEX, SUMMARY = "index.html", "summary.md"
+MAX_CHARTS = 24  # charts per run: a run of a thousand experiments stays a page to open; its tables hold every cell
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:0 auto;max-width:1200px;padding:1em 2em}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-top:.6em}h3{margin-top:1.4em}
+table{border-collapse:collapse;font-size:12px;margin:.4em 0 1em}th,td{border:1px solid #ddd;padding:2px 6px}
+th{background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+tr.bad td{color:#b00}tr.skip td{color:#a70}figure{margin:1em 0}figure img{max-width:100%}
+figcaption,.meta{color:#555;font-size:12px}.verdict{font-weight:600}.regressed{color:#b00}
+"""
+
+
+@dataclass(frozen=True)
+class Report:
+    """One run as the report shows it: the run, its charts, and its comparison with the previous run (None: none)."""
+
+    run: Run
+    charts: tuple[figures.Chart, ...]
+    comparison: compare.Comparison | None = None
+
+
+def charts_of(run: Run) -> tuple[figures.Chart, ...]:
+    """A latency chart per experiment that sweeps a size, in the run's order, the first MAX_CHARTS of them."""
+    made = (figures.latency_chart(run.run_id, name, cells) for name, cells in by_experiment(run.cells).items())
+    return tuple(islice((chart for chart in made if chart is not None), MAX_CHARTS))
+
+
+def by_experiment(cells: list[CellRecord]) -> dict[str, list[CellRecord]]:
+    grouped: dict[str, list[CellRecord]] = {}
+    for c in cells:
+        grouped.setdefault(c.experiment, []).append(c)
+    return grouped
+
+
+def figure_name(chart: figures.Chart) -> str:
+    return f"figures/{chart.name}.png"
+
+
+def files(reports: list[Report]) -> dict[str, bytes]:
+    """Every file of the report, by its name under the output: index.html, summary.md, figures/*.png."""
+    images = {figure_name(chart): figures.draw(chart) for r in reports for chart in r.charts}
+    return {INDEX: page(reports, images).encode(), SUMMARY: summary(reports).encode(), **images}
+
+
+# --- markdown --------------------------------------------------------------------------------------------------------
+
+def summary(reports: list[Report]) -> str:
+    """The report in markdown: per run its facts, the verdict against the previous run, the leaderboard and the
+    figures (as links to the PNG files beside it)."""
+    parts = ["# attnbench report"]
+    for r in reports:
+        parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
+        parts.append(f"**{compare_cli.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
+                     else "No earlier run of this spec on this GPU to compare with.")
+        if board := leaderboard_markdown([s for s in leaderboard(r.run.cells) if s.variants > 1]):
+            parts += ["### Leaderboard", board]
+        parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
+    return "\n\n".join(parts) + "\n"
+
+
+def facts(run: Run) -> list[str]:
+    m = run.manifest
+    known = [f"spec {m.name}", f"GPU {compare.gpu_name(m)}", f"started {m.started_at}",
+             f"git {m.git_sha or '?'}"] if m else []
+    return known + [summary_line(run.cells)]
+
+
+# --- html ------------------------------------------------------------------------------------------------------------
+
+def page(reports: list[Report], images: dict[str, bytes]) -> str:
+    """The whole report as one HTML document with nothing outside it."""
+    ids = [r.run.run_id for r in reports]
+    head = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>attnbench report: "
+            f"{_e(', '.join(ids))}</title><style>{STYLE}</style></head><body>")
+    nav = "<nav>" + " · ".join(f"<a href='#{_e(i)}'>{_e(i)}</a>" for i in ids) + "</nav>"
+    return "\n".join([head, "<h1>attnbench report</h1>", nav, *(section(r, images) for r in reports),
+                      "</body></html>\n"])
+
+
+def section(r: Report, images: dict[str, bytes]) -> str:
+    run = r.run
+    parts = [f"<section id='{_e(run.run_id)}'><h2>{_e(run.run_id)}</h2>",
+             "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", comparison_html(r.comparison)]
+    parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
+              *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
+    parts += [leaderboard_html(run.cells), "<h3>Cells</h3>",
+              *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()), "</section>"]
+    return "\n".join(parts)
+
+
+def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
+    """Which experiments are drawn: those that sweep a size, at most MAX_CHARTS."""
+    shown = f"the first {len(charts)}" if len(charts) == MAX_CHARTS else f"{len(charts)}"
+    return (f"<p class='meta'>Median latency against the size each experiment sweeps: {shown} of "
+            f"{len(by_experiment(run.cells))} experiments; the tables below hold every cell.</p>")
+
+
+def comparison_html(found) -> str:
+    if found is None:
+        return "<h3>Against the previous run</h3><p>No earlier run of this spec on this GPU to compare with.</p>"
+    verdict = compare_cli.verdict(found)
+    parts = ["<h3>Against the previous run</h3>", "<ul>" + "".join(f"<li>{_e(line)}</li>"
+                                                                    for line in compare_cli.heading(found)) + "</ul>",
+             f"<p class='verdict{' regressed' if found.regressed else ''}'>{_e(verdict)}</p>"]
+    for title, table in compare_cli.sections(found):
+        if len(table):
+            parts.append(table_html(title, list(map(str, table.columns)), table.astype(str).values.tolist()))
+    return "\n".join(parts)
+
+
+def figure_html(chart: figures.Chart, png: bytes) -> str:
+    data = base64.b64encode(png).decode()
+    return (f"<figure class='chart' data-chart='{_e(chart.name)}'><img alt='{_e(chart.title)}' "
+            f"src='data:image/png;base64,{data}'><figcaption>{_e(chart.title)} · {_e(chart.subtitle)} · runs: "
+            f"{_e(', '.join(chart.runs))}</figcaption></figure>")
+
+
+def leaderboard_html(cells: list[CellRecord]) -> str:
+    body = rows([s for s in leaderboard(cells) if s.variants > 1])
+    if not body:
+        return ""
+    return table_html("Leaderboard: the fastest correct variant per shape", list(body[0]),
+                      [list(row.values()) for row in body])
+
+
+def cells_html(experiment: str, cells: list[CellRecord]) -> str:
+    """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements."""
+    shapes = [c.params.as_dict() for c in cells]
+    varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
+    header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in COLUMNS)]
+    body = [[c.variant, *(str(s[k]) for k in varying), c.status,
+             *([get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else
+               ["-"] * (len(COLUMNS) - 1) + [c.reason])] for c, s in zip(cells, shapes)]
+    fixed = shape.label(shapes[0], omit=tuple(varying))
+    return table_html(f"{experiment} · {fixed} · {len(cells)} cells", header, body,
+                      [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells])
+
+
+def table_html(title: str, header: list[str], body: list[list[str]], classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    lines = [f"<tr class='{k}'>" if k else "<tr>" for k in classes or [""] * len(body)]
+    rows_html = "".join(start + "".join(_td(v) for v in row) + "</tr>" for start, row in zip(lines, body))
+    return f"<table><caption>{_e(title)}</caption><thead><tr>{head}</tr></thead><tbody>{rows_html}</tbody></table>"
+
+
+def _td(value) -> str:
+    text = str(value)
+    numeric = text.replace(".", "", 1).replace("-", "", 1).replace("e", "", 1).isdigit()
+    return f"<td class='n'>{_e(text)}</td>" if numeric else f"<td>{_e(text)}</td>"
+
+
+def _e(text: str) -> str:
+    return html.escape(str(text), quote=True)

@@ -1,0 +1,135 @@
+"""Charts as files: a run's latency against the size each experiment sweeps, drawn by matplotlib into PNG bytes for
+`attnbench report` and the docs' results pages. A chart names the runs it came from in its footer. matplotlib loads
+inside `draw`, so the CLI's quick commands never import it."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from runner import shape
+from runner.record import CellRecord
+
+# Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
+# bf16 twin, Pallas purple and red (the dashboard's colours too); any other variant takes a spare colour.
+VARIANT_COLOURS = {
+    "naive": "#7f7f7f", "xla": "#1f77b4", "auto": "#6baed6", "cudnn": "#2ca02c", "cudnn_fp8": "#8fd18a",
+    "te": "#ff7f0e", "te_fp8": "#fdb56b", "pallas_mgpu": "#9467bd", "pallas_triton": "#d62728",
+    "pallas_decode": "#8c564b",
+}
+SPARE_COLOURS = ["#17becf", "#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
+STYLES = ["-", "--", ":", "-."]
+MAX_SERIES = 10  # lines one chart draws; its subtitle says when there were more (the tables hold every cell)
+SIZE_IN, DPI = (7.0, 3.9), 100
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line: a label, the variant that colours it, and its (x, y) points in x order."""
+
+    label: str
+    variant: str
+    points: tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
+class Chart:
+    """What one figure draws, and the runs it came from."""
+
+    name: str  # a file stem
+    title: str
+    subtitle: str
+    x: str
+    y: str
+    series: tuple[Series, ...]
+    runs: tuple[str, ...]
+    log_y: bool = True
+
+
+def stem(text: str) -> str:
+    """A file name from free text: letters, digits, '.', '_' and '-' kept, the rest '-'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "chart"
+
+
+def swept_size(shapes: list[dict]) -> tuple[str | None, list[str]]:
+    """The size axis a chart draws along (T when it varies, else the first varying size) and the other axes that
+    vary, which tell its lines apart."""
+    varying = [k for k in shape.NAMES if len({s.get(k) for s in shapes}) > 1]
+    sizes = [k for k in varying if k in shape.SIZES]
+    x = "seq_len" if "seq_len" in sizes else next(iter(sizes), None)
+    return x, [k for k in varying if k != x]
+
+
+def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y) -> list[Series]:
+    """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear."""
+    lines: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for c in cells:
+        params = c.params.as_dict()
+        other = shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest))
+        lines.setdefault((c.variant, other), []).append((params[x], y(c)))
+    return [Series(f"{variant} {other}".strip(), variant, tuple(sorted(points)))
+            for (variant, other), points in lines.items()]
+
+
+def latency_chart(run_id: str, experiment: str, cells: list[CellRecord]) -> Chart | None:
+    """Median latency against the size the experiment sweeps, a line per variant (and other varying axes); None
+    when it sweeps no size or nothing was timed."""
+    timed = [c for c in cells if c.status == "ok" and c.median_s]
+    shapes = [c.params.as_dict() for c in timed]
+    x, rest = swept_size(shapes)
+    if x is None:
+        return None
+    series = series_of(timed, x, rest, lambda c: c.median_s * 1e3)
+    fixed = shape.label(shapes[0], omit=(x, *rest))
+    timers = sorted({c.timer for c in timed if c.timer})
+    shown = f"; {MAX_SERIES} of {len(series)} lines" if len(series) > MAX_SERIES else ""
+    return Chart(stem(f"{run_id}-{experiment}"), f"{experiment}: latency against {shape.title(x)}",
+                 f"{fixed} · median {'/'.join(timers)} time{shown}", shape.title(x), "median latency (ms)",
+                 tuple(series[:MAX_SERIES]), (run_id,))
+
+
+def colours(series: tuple[Series, ...]) -> dict[str, str]:
+    others = [s.variant for s in series if s.variant not in VARIANT_COLOURS]
+    spare = {v: SPARE_COLOURS[i % len(SPARE_COLOURS)] for i, v in enumerate(dict.fromkeys(others))}
+    return {**VARIANT_COLOURS, **spare}
+
+
+def draw(chart: Chart, fmt: str = "png") -> bytes:
+    """The chart as image bytes (png or svg), the same bytes for the same chart and matplotlib."""
+    from matplotlib import rc_context
+    from matplotlib.figure import Figure
+
+    with rc_context({"svg.hashsalt": "attnbench", "svg.fonttype": "none", "font.size": 9}):
+        figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+        axes = figure.subplots()
+        _plot(axes, chart)
+        figure.suptitle(f"{chart.title}\n{chart.subtitle}", x=0.01, ha="left", fontsize=9)
+        figure.supxlabel(f"runs: {', '.join(chart.runs)}", x=0.01, ha="left", fontsize=7, color="#555")
+        data = io.BytesIO()
+        metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
+        figure.savefig(data, format=fmt, metadata=metadata)
+    return data.getvalue()
+
+
+def _plot(axes, chart: Chart) -> None:
+    colour, used = colours(chart.series), {}
+    for s in chart.series:
+        style = STYLES[_next(used, s.variant) % len(STYLES)]
+        xs, ys = zip(*s.points)
+        axes.plot(xs, ys, style, marker="o", markersize=3, color=colour[s.variant], label=s.label, linewidth=1.5)
+    axes.set_xscale("log", base=2)
+    axes.xaxis.set_major_formatter(lambda value, _: f"{value / 1024:g}k" if value >= 1024 else f"{value:g}")
+    if chart.log_y:
+        axes.set_yscale("log")
+    axes.set_xlabel(chart.x)
+    axes.set_ylabel(chart.y)
+    axes.grid(True, which="major", color="#e8e8e8")
+    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+
+
+def _next(used: dict[str, int], variant: str) -> int:
+    """A variant's lines after its first take the next line style."""
+    used[variant] = used.get(variant, -1) + 1
+    return used[variant]

@@ -1,0 +1,92 @@
+"""`attnbench report` (runner/artifacts.py, runner/figures.py): the shipped H200 runs as one self-contained HTML page,
+PNG figures and a markdown summary; what a 3,000-cell run's report weighs; `compare --report` as the nightly runs it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from helpers import REPO, in_process
+from stores import generate
+
+H200 = REPO / "examples" / "results" / "h200"
+LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder is lab5-20261202-104743 (cuDNN 9.19, no TE)
+HOPPER = "hopper-long-warm-20261203-023241"
+# What a 3,000-cell run's report may weigh: its page (every cell in a table, at most artifacts.MAX_CHARTS charts
+# inline) and all its files. Measured at 3,000 cells (docs/benchmarks.md, "attnbench report"): 2.0 MiB and 2.9 MiB.
+PAGE_LIMIT_MIB, FILES_LIMIT_MIB = 3.0, 4.5
+
+
+def report(capsys, tmp_path, *runs, out=None):
+    args = ["report", *runs, "--output", tmp_path / "report", *(["--out", out] if out else [])]
+    return in_process(capsys, *args)
+
+
+def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparison(capsys, tmp_path):
+    done = report(capsys, tmp_path, H200 / LAB5_TE, H200 / HOPPER)
+    assert done.code == 0, done.err
+    page = (tmp_path / "report" / "index.html").read_text()
+    figures = sorted(p.name for p in (tmp_path / "report" / "figures").iterdir())
+    assert figures == sorted(f"{run}-{experiment}.png" for run, experiment in [
+        (LAB5_TE, "seq-len"), (LAB5_TE, "batch"), (LAB5_TE, "gqa"), (LAB5_TE, "te-causal"),
+        (HOPPER, "fwd"), (HOPPER, "fwd-bwd")])
+    assert page.count("<figure class='chart'") == len(figures) == page.count("src='data:image/png;base64,")
+    assert not re.search(r"""(src|href)=['"](?!data:|#)""", page), "the page refers to nothing outside itself"
+    assert "REGRESSION: 13 cell(s) slower, 2 ok in A and not in B" in page  # against lab5-20261202-104743
+    assert "<caption>Leaderboard" in page and page.count("<section id=") == 2
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert all(f"](figures/{name})" in summary for name in figures)
+    assert "(against lab5-20261202-104743)" in summary
+    assert f"report: {tmp_path / 'report' / 'index.html'}" in done.err
+
+
+def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
+    store = tmp_path / "store"
+    shutil.copytree(H200 / HOPPER, store / HOPPER)
+    done = report(capsys, tmp_path, HOPPER, out=store)
+    assert done.code == 0, done.err
+    assert "No earlier run of this spec on this GPU" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_a_png_is_the_same_bytes_each_time(capsys, tmp_path):
+    from runner import artifacts, figures
+    from runner.store import read_run
+
+    chart = artifacts.charts_of(read_run(H200 / HOPPER))[0]
+    assert figures.draw(chart) == figures.draw(chart) and figures.draw(chart).startswith(b"\x89PNG")
+
+
+def test_a_3000_cell_run_stays_under_its_stated_size(capsys, tmp_path):
+    (run,) = generate(tmp_path / "store", runs=1, cells_per_run=3000, templates=("h200/" + HOPPER,))
+    folder = tmp_path / "store" / "h200" / run
+    done = report(capsys, tmp_path, folder)
+    assert done.code == 0, done.err
+    files = [p for p in (tmp_path / "report").rglob("*") if p.is_file()]
+    page = (tmp_path / "report" / "index.html").stat().st_size / 2**20
+    total = sum(p.stat().st_size for p in files) / 2**20
+    print(f"3,000 cells: index.html {page:.2f} MiB, {len(files)} files {total:.2f} MiB")
+    assert page < PAGE_LIMIT_MIB and total < FILES_LIMIT_MIB
+    assert (tmp_path / "report" / "index.html").read_text().count("<tr") > 3000  # every cell, in its table
+
+
+@pytest.mark.parametrize("args, message", [
+    (["report", "no-such-run", "--output", "OUT"], "no-such-run: no such run folder"),
+    (["report", "examples/results/h200", "--output", "OUT"], "manifest.json: missing (is"),
+])
+def test_a_run_that_is_not_there_is_one_line(capsys, tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(REPO)
+    done = in_process(capsys, *[a.replace("OUT", str(tmp_path / "r")) for a in args])
+    assert done.code == 2 and len(done.errors) == 1 and message in done.err, done.err
+    assert not (tmp_path / "r").exists()
+
+
+def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
+    done = in_process(capsys, "compare", H200 / LAB5_TE, "--against", "previous", "--format", "markdown",
+                      "--report", tmp_path / "night")
+    assert done.code == 1  # the regression is still the gate's verdict
+    page = (tmp_path / "night" / "index.html").read_text()
+    assert "REGRESSION: 13 cell(s) slower" in page and "REGRESSION: 13 cell(s) slower" in done.out
+    assert f"report: {tmp_path / 'night' / 'index.html'}" in done.err
+    assert "report:" not in done.out  # stdout holds the markdown alone
