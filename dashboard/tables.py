@@ -32,7 +32,8 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
-    rated = metrics.rates_of(_column(cells, "flops"), _column(cells, "bytes_min"), seconds, peak, bandwidth)
+    rated = metrics.rates(_column(cells, "flops"), _column(cells, "bytes_min"), seconds,
+                          metrics.Ceilings(peak, bandwidth))
     return cells.assign(
         latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
         q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),

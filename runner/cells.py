@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from runner import shape
 from runner.metrics import ITEMSIZE, tensor_bytes
-from runner.record import Params, cell_key
+from runner.shape import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
 MAX_INPUT_BYTES = 1 << 40  # no GPU holds 1 TiB: a cell whose inputs alone need more is a typo, refused up front

@@ -12,7 +12,8 @@ from runner.attention import real_tokens
 from runner.compiler import UNTIMED
 from runner.inputs import InputsAndReference, masks_lengths
 from runner.programs import Compiled
-from runner.record import Correctness, Fp8Info, Params
+from runner.record import Correctness, Fp8Info
+from runner.shape import Params
 
 FP8_TYPE = re.compile(r"\bf8e[45]m[23]")
 FP8_KERNEL = re.compile(r"f8|fp8|e4m3", re.IGNORECASE)

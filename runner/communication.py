@@ -15,7 +15,8 @@ import re
 
 from runner.compiler import compile_timed
 from runner.programs import Compiled, with_grads
-from runner.record import Communication, Params
+from runner.record import Communication
+from runner.shape import Params
 from runner.sampling import Timed
 from runner.spec import TimingSettings
 from runner.timers import Timer, limits, sample

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from runner.checks import rel_err
 from runner.inputs import reference
-from runner.record import Params
+from runner.shape import Params
 
 
 def alternatives(p: Params) -> list[tuple[str, Params]]:

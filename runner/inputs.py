@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from runner import masks, metrics
 from runner.attention import Logits, reference_attention
 from runner.compiler import UNTIMED
-from runner.record import Params
+from runner.shape import Params
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys

@@ -19,15 +19,18 @@ from dataclasses import dataclass, field
 
 import jax
 
-from runner import communication, diagnose, metrics, power
+from runner import communication, diagnose, power
+from runner.assembly import cell_record
 from runner.cells import Cell, unsplit
 from runner.checks import check_step, fp8_step, incorrect_reason, run_once
 from runner.compiler import UNTIMED, compile_lowered, lower_timed, shared_program
 from runner.inputs import (InputsAndReference, make_inputs, needed_bytes, reference, size_text, unmasked_rows,
                            untimed_programs)
 from runner.machine import Device
+from runner.metrics import Ceilings
 from runner.programs import Compiled, compiled_from, compile_step, first_line, timed_fn, tune_step
-from runner.record import CellRecord, Machine, Params, Tuning, utc_now
+from runner.record import CellRecord, Tuning, utc_now
+from runner.shape import Params
 from runner.registry import VARIANTS, Skip, Tuned, Variant
 from runner.sampling import PowerEnv, time_step
 from runner.spec import Spec
@@ -63,13 +66,6 @@ def failure(error: BaseException) -> tuple[str, str]:
     return ("oom" if oom else "failed"), reason
 
 
-def _with_rates(soak, p: Params):
-    """A soak's points with their kernel times as TFLOP/s."""
-    points = [pt.model_copy(update={"tflops": metrics.flops(p) / pt.median_s / 1e12 if pt.median_s else None})
-              for pt in soak.points]
-    return soak.model_copy(update={"points": points})
-
-
 # --- one cell --------------------------------------------------------------------------------------------------
 
 
@@ -98,7 +94,7 @@ class Measurer:
     timers: list[Timer]
     run_id: str
     device: Device
-    machine: Machine | None = None
+    ceilings: Ceilings = Ceilings()  # the machine's, that rates are shares of
     power_env: PowerEnv = field(default_factory=PowerEnv)
     _begun: Begun | None = None
     _truth: tuple[Params, InputsAndReference] | None = None
@@ -307,11 +303,10 @@ class Measurer:
 
     def _record(self, cell, begun, status, compiled, correctness, fp8, tuning, timed, split) -> CellRecord:
         """The record of what the steps returned (None where a step did not run)."""
-        m = self.machine
         telemetry = timed.telemetry if timed else None
-        return metrics.cell_record(
+        return cell_record(
             cell, self.run_id, begun.started_at, time.perf_counter() - begun.clock, *status,
-            ceilings=(m.matmul_peak_tflops, m.memory_bandwidth_gbps) if m else (None, None),
+            ceilings=self.ceilings,
             phases=begun.watch.phases,
             compile_s=compiled.program.compilation.seconds if compiled else None,
             compilation=compiled.program.compilation if compiled else None,
@@ -323,7 +318,7 @@ class Measurer:
             kernels=timed.kernels if timed else [],
             power=timed.power if timed else None,
             telemetry=telemetry,
-            soak=_with_rates(timed.soak, cell.params) if timed and timed.soak else None,
+            soak=timed.soak if timed else None,
             telemetry_reason=self.power_env.reason if timed and telemetry is None else None,
             clock_unstable=power.unstable(telemetry) if telemetry else None,
             worker=VARIANTS[cell.variant].worker,

@@ -1,14 +1,12 @@
-"""Exact work and traffic of one attention call, the rates they give, and a cell's record built around them."""
+"""Exact work and traffic of one attention call, and the rates they give: counts and arithmetic only, so that
+records, migrations' readers and the dashboard can all use them without importing a record."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from runner.masks import kept_elements, kept_rows
-from runner.record import CellRecord, Params
-
-if TYPE_CHECKING:  # a record is built around a cell; cells import the sizes defined here
-    from runner.cells import Cell
+from runner.shape import Params
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -51,20 +49,20 @@ def kv_cache_bytes(p: Params) -> int:
     return 2 * tensor_bytes(p)[1]
 
 
+@dataclass(frozen=True)
+class Ceilings:
+    """The machine's measured ceilings that rates are shares of (None: not measured, as on a CPU)."""
 
-def rates(p: Params, seconds: float | None, peak_tflops: float | None, bandwidth_gbps: float | None) -> dict:
-    """TFLOP/s, GB/s and their share of the machine's measured ceilings, for a call of `seconds`."""
-    if not seconds:
-        return {}
-    return rates_of(flops(p), bytes_min(p), seconds, peak_tflops, bandwidth_gbps)
+    peak_tflops: float | None = None  # bf16 matmul
+    bandwidth_gbps: float | None = None  # device-memory copy (either may be a pandas column: one run's per row)
 
 
-def rates_of(work, traffic, seconds, peak_tflops, bandwidth_gbps) -> dict:
-    """The rates of `work` FLOPs and `traffic` bytes in `seconds`, numbers or pandas columns alike (the
-    dashboard rates a whole table by another timer with this)."""
+def rates(work, traffic, seconds, ceilings: Ceilings = Ceilings()) -> dict:
+    """TFLOP/s, GB/s and their share of the ceilings for `work` FLOPs and `traffic` bytes in `seconds`: numbers or
+    pandas columns alike, so a record, a soak's points and the dashboard's tables (by any timer) rate alike."""
     tflops, gbps = work / seconds / 1e12, traffic / seconds / 1e9
-    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, peak_tflops),
-            "pct_of_bandwidth": _share(gbps, bandwidth_gbps)}
+    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, ceilings.peak_tflops),
+            "pct_of_bandwidth": _share(gbps, ceilings.bandwidth_gbps)}
 
 
 def _share(rate, ceiling):
@@ -80,43 +78,9 @@ def scaling_efficiency(one_device_s, devices, seconds):
     return one_device_s / (devices * seconds)
 
 
-def mean_power_w(telemetry, state) -> float | None:
-    """The power the headline sample drew: the energy counter's over a long enough sample, else NVML's reading where
-    it can be trusted (a trailing one-second average, so only after a second or more of steady back-to-back calls);
-    None rather than a wrong figure otherwise (a burst, or a light load settled in 0.1-0.5 s)."""
-    from runner.power import NVML_AVERAGE_S
-
-    if telemetry is None:
-        return None
-    if telemetry.drawn_w is not None:
-        return telemetry.drawn_w
-    settled_long = state is not None and state.policy == "steady" and state.wait_s >= NVML_AVERAGE_S
-    return telemetry.power_w.mean if settled_long and telemetry.power_w else None
-
-
 def energy(p: Params, seconds: float | None, mean_power_w: float | None) -> dict:
     """Joules per call (mean power x kernel time) and TFLOP per joule."""
     if not seconds or not mean_power_w:
         return {}
     joules = mean_power_w * seconds
     return {"energy_j": joules, "tflops_per_j": flops(p) / 1e12 / joules}
-
-
-def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, status: str, reason: str = "",
-                ceilings: tuple[float | None, float | None] = (None, None), **fields) -> CellRecord:
-    """A cell's record with its work, traffic and rates derived from the headline timing: device, else the first;
-    wall for a cell split across devices, whose kernel times CUPTI sums over every GPU and stream."""
-    timings = fields.get("timings", [])
-    preferred = "wall" if cell.params.devices > 1 else "device"
-    headline = next((t for t in timings if t.timer == preferred), timings[0] if timings else None)
-    seconds = headline.median_s if headline else None
-    telemetry = fields.get("telemetry")
-    kernel_time = headline is not None and headline.timer != "wall"
-    power = mean_power_w(telemetry, fields.get("power")) if kernel_time else None
-    return CellRecord(
-        key=cell.key, run_id=run_id, experiment=cell.experiment, variant=cell.variant, params=cell.params,
-        status=status, reason=reason, started_at=started_at, duration_s=duration_s,
-        timer=headline.timer if headline else None, median_s=seconds,
-        flops=flops(cell.params), bytes_min=bytes_min(cell.params), kv_cache_bytes=kv_cache_bytes(cell.params),
-        **rates(cell.params, seconds, *ceilings), **energy(cell.params, seconds, power), **fields,
-    )

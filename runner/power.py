@@ -168,6 +168,18 @@ def unstable(telemetry: Telemetry) -> bool:
     return telemetry.clock_spread > UNSTABLE_SPREAD
 
 
+def mean_power_w(telemetry: Telemetry | None, state: PowerState | None) -> float | None:
+    """The power the headline sample drew: the energy counter's over a long enough sample, else NVML's reading where
+    it can be trusted (a trailing one-second average, so only after a second or more of steady back-to-back calls);
+    None rather than a wrong figure otherwise (a burst, or a light load settled in 0.1-0.5 s)."""
+    if telemetry is None:
+        return None
+    if telemetry.drawn_w is not None:
+        return telemetry.drawn_w
+    settled_long = state is not None and state.policy == "steady" and state.wait_s >= NVML_AVERAGE_S
+    return telemetry.power_w.mean if settled_long and telemetry.power_w else None
+
+
 def _held(history: list[Reading], window_s: float) -> bool:
     """The SM clock stayed within SETTLE_TOLERANCE over the last window_s of readings."""
     if not history or history[-1].t - history[0].t < window_s:

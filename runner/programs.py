@@ -12,7 +12,8 @@ import jax.numpy as jnp
 
 from runner.compiler import UNTIMED, Program, compile_timed
 from runner.inputs import input_shapes
-from runner.record import Candidate, Params, Tuning
+from runner.record import Candidate, Tuning
+from runner.shape import Params
 from runner.registry import Skip, Staged, Tuned, backend_of
 from runner.timers import Limits, Timer, sample
 

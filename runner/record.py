@@ -10,44 +10,15 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import Field
 
-from runner import shape
+from runner.shape import READING, Params, Strict
 
 SCHEMA_VERSION = 8
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
-READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_fields_only(cls, data: Any, info: ValidationInfo) -> Any:
-        """Refuse unknown fields unless a reader asked (context READING) to keep them."""
-        if isinstance(data, dict) and not (info.context or {}).get("reading"):
-            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
-            if unknown := [str(key) for key in data if key not in known]:
-                raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-        return data
-
-
-class _Params(_Record):
-    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
-
-    def as_dict(self) -> dict:
-        return self.model_dump(by_alias=True)
-
-    def label(self) -> str:
-        return shape.label(self.as_dict())
-
-
-Params = shape.model("Params", "params", _Params, "Every parameter of one cell, with derived axes resolved.")
 
 
 def utc_now() -> str:
@@ -55,13 +26,7 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def cell_key(experiment: str, variant: str, params: Params) -> str:
-    """Stable identity of a cell: the same experiment, variant and parameters give the same key."""
-    blob = json.dumps({"experiment": experiment, "variant": variant, **shape.keyed(params.as_dict())}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-class TimerSummary(_Record):
+class TimerSummary(Strict):
     """One timer's samples summarised, in seconds per call."""
 
     timer: str = Field(description="wall (host clock around call + block_until_ready), device or device_cold.")
@@ -74,7 +39,7 @@ class TimerSummary(_Record):
     converged: bool = Field(description="Whether noise reached the target before the budget or cap ran out.")
 
 
-class Correctness(_Record):
+class Correctness(Strict):
     """Agreement with the float32 reference on the same (dtype-rounded) inputs."""
 
     max_abs_err: float
@@ -86,7 +51,7 @@ class Correctness(_Record):
     causal_last_unchanged: bool | None = Field(None, description="Causal: the last row equals unmasked attention.")
 
 
-class Fp8Info(_Record):
+class Fp8Info(Strict):
     """What FP8 really did in a cell whose variant promises FP8."""
 
     baseline: str | None = Field(None, description="The bf16 variant this FP8 variant is compared with.")
@@ -96,7 +61,7 @@ class Fp8Info(_Record):
     verdict: str = Field(description="One sentence a person can read.")
 
 
-class Compilation(_Record):
+class Compilation(Strict):
     """How the timed program came to be."""
 
     seconds: float = Field(description="Wall time of lowering and compiling it, wherever that was spent.")
@@ -106,7 +71,7 @@ class Compilation(_Record):
     ahead: bool = Field(False, description="Compiled before the cell's turn, while the previous record was stored.")
 
 
-class Candidate(_Record):
+class Candidate(Strict):
     """One configuration a tuned variant tried."""
 
     config: dict[str, Any]
@@ -115,14 +80,14 @@ class Candidate(_Record):
     reason: str = ""
 
 
-class Tuning(_Record):
+class Tuning(Strict):
     """A variant's configuration search for this shape: the winner and what each candidate took."""
 
     config: dict[str, Any] = Field(description="The configuration that was timed (the fastest candidate).")
     candidates: list[Candidate]
 
 
-class Span(_Record):
+class Span(Strict):
     """Least, typical and largest value of a reading over the timed window."""
 
     min: float
@@ -131,7 +96,7 @@ class Span(_Record):
     mean: float | None = None
 
 
-class Telemetry(_Record):
+class Telemetry(Strict):
     """The GPU's state while the headline timer sampled (NVML, read every few milliseconds from a thread)."""
 
     source: str = Field(description="nvml")
@@ -148,7 +113,7 @@ class Telemetry(_Record):
     clock_spread: float = Field(description="(max - min) / max of the SM clock during the samples.")
 
 
-class PowerState(_Record):
+class PowerState(Strict):
     """Which power regime the cell was sampled in, and how it got there."""
 
     policy: Literal["steady", "burst"]
@@ -170,7 +135,7 @@ class PowerState(_Record):
     temperature_c: float | None = Field(None, description="The GPU's temperature at the first timed call.")
 
 
-class SoakPoint(_Record):
+class SoakPoint(Strict):
     """One bin of a soak: the calls that ended in it and the GPU's state over it."""
 
     t_s: float = Field(description="Seconds of unbroken load at the bin's end.")
@@ -184,7 +149,7 @@ class SoakPoint(_Record):
     throttle: list[str] = Field(default_factory=list)
 
 
-class Soak(_Record):
+class Soak(Strict):
     """One cell run back to back for `seconds` after its samples: throughput and the GPU's state against time."""
 
     seconds: float
@@ -192,7 +157,7 @@ class Soak(_Record):
     points: list[SoakPoint]
 
 
-class Communication(_Record):
+class Communication(Strict):
     """How a cell split across devices spent a call: moving data between the devices, and computing."""
 
     source: Literal["kernels", "twin"] = Field(description="kernels: the collective (NCCL) kernels the device "
@@ -204,7 +169,7 @@ class Communication(_Record):
                              "program without collectives (twin).")
 
 
-class CellRecord(_Record):
+class CellRecord(Strict):
     """One measured (or skipped) cell."""
 
     schema_version: int = SCHEMA_VERSION
@@ -295,7 +260,7 @@ def _telemetry_columns(t: Telemetry | None) -> dict:
     return columns | {"power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle), "clock_spread": t.clock_spread}
 
 
-class GpuFacts(_Record):
+class GpuFacts(Strict):
     """NVML (or nvidia-smi) readings of one GPU at a moment."""
 
     name: str | None = None
@@ -312,7 +277,7 @@ class GpuFacts(_Record):
     source: str | None = Field(None, description="nvml or nvidia-smi.")
 
 
-class Machine(_Record):
+class Machine(Strict):
     """Where a run ran."""
 
     host: str
@@ -327,7 +292,7 @@ class Machine(_Record):
                                                 "(read + write bytes of a large copy over its kernel time).")
 
 
-class VariantInfo(_Record):
+class VariantInfo(Strict):
     """What a reader needs to know about a variant, kept with the run so old runs never need today's code."""
 
     doc: str = ""
@@ -337,7 +302,7 @@ class VariantInfo(_Record):
     worker: str = Field("jax", description="The worker (library set) its cells run in.")
 
 
-class WorkerInfo(_Record):
+class WorkerInfo(Strict):
     """One worker process: the libraries it loaded and the variants it ran."""
 
     versions: dict[str, str] = Field(default_factory=dict)
@@ -349,7 +314,7 @@ class WorkerInfo(_Record):
                                       "worker measured.")
 
 
-class Manifest(_Record):
+class Manifest(Strict):
     """What a run was: its spec, machine and times. Stored beside cells.jsonl."""
 
     schema_version: int = SCHEMA_VERSION

@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from runner import shape
 from runner.machine import Device
-from runner.record import Params, VariantInfo
+from runner.record import VariantInfo
+from runner.shape import Params
 
 Attend = Callable  # (q, k, v) -> out
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from runner.assembly import cell_record, ceilings
 from runner.cells import Cell
+from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
-from runner.metrics import cell_record
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
 from runner.registry import VARIANTS, decline
@@ -77,7 +78,7 @@ class Context:
     uploader: Uploader
     pool: Pool
     device: Device
-    machine: Machine | None
+    ceilings: Ceilings  # the machine's, that every record's rates are shares of
     resumed: dict | None  # the in-flight marker this part's last process left
     timeout_s: float
     stop: threading.Event
@@ -133,9 +134,8 @@ def _attempt(ctx: Context, cell: Cell) -> int:
 
 def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int
           ) -> CellRecord:
-    m = ctx.machine
-    ceilings = (m.matmul_peak_tflops, m.memory_bandwidth_gbps) if m else (None, None)
-    return cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason, ceilings,
+    return cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason,
+                       ctx.ceilings,
                        worker=VARIANTS[cell.variant].worker, attempts=attempts)
 
 
@@ -335,8 +335,8 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     spool.write_manifest(manifest)
     uploader.notify()
     # after a process died mid-cell, nothing is compiled ahead: a batch that took the pod down would blame that cell
-    ctx = Context(spec, spool, uploader, pool, hello.device, hello.machine, resumed, cell_timeout_s(spec.timing),
-                  pool.stop_event, compile_ahead and not resumed)
+    ctx = Context(spec, spool, uploader, pool, hello.device, ceilings(hello.machine), resumed,
+                  cell_timeout_s(spec.timing), pool.stop_event, compile_ahead and not resumed)
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
     finished = measure_all(ctx, cells, done, console)

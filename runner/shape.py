@@ -7,12 +7,15 @@ axis is one line below (and, since records carry it, a schema_version step in ru
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, create_model
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
+                      create_model, model_validator)
 
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
@@ -197,3 +200,44 @@ def column(name: str) -> str:
     """A table header for an axis: its short letter, else its name."""
     return BY_NAME[name].short or name
 
+
+
+# --- a cell's parameters: the type every layer shares (variants, metrics, records), so it lives at the bottom --------
+
+READING = {"reading": True}  # validation context of a reader: unknown fields are kept, not refused
+
+
+class Strict(BaseModel):
+    """A model whose writers are strict and readers tolerant: building one with a field it does not define is an
+    error, while reading one (context READING) written by a newer attnbench keeps its extra fields as they were."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields_only(cls, data: Any, info: ValidationInfo) -> Any:
+        """Refuse unknown fields unless a reader asked (context READING) to keep them."""
+        if isinstance(data, dict) and not (info.context or {}).get("reading"):
+            known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
+            if unknown := [str(key) for key in data if key not in known]:
+                raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+        return data
+
+
+class _Params(Strict):
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    def as_dict(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+    def label(self) -> str:
+        return label(self.as_dict())
+
+
+Params = model("Params", "params", _Params, "Every parameter of one cell, with derived axes resolved.")
+
+
+def cell_key(experiment: str, variant: str, params: Params) -> str:
+    """Stable identity of a cell: the same experiment, variant and parameters give the same key."""
+    blob = json.dumps({"experiment": experiment, "variant": variant, **keyed(params.as_dict())}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

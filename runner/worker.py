@@ -158,6 +158,7 @@ def hello(start: Start) -> tuple[Hello, object | None]:
 
 def _measurer(settings: Settings, device: Device, described: Machine | None, idle: Idle | None):
     from runner import power
+    from runner.assembly import ceilings
     from runner.measure import Measurer
     from runner.sampling import PowerEnv
     from runner.timers import ColdDeviceTimer, DeviceTimer, WallTimer
@@ -167,7 +168,7 @@ def _measurer(settings: Settings, device: Device, described: Machine | None, idl
     if on_gpu:  # kernel time is the headline; the host clock beside it; L2-cold samples if asked
         timers = [DeviceTimer(), WallTimer(), *([ColdDeviceTimer()] if settings.spec.timing.cold else [])]
     source, reason = power.open_source(0, on_gpu)
-    return Measurer(settings.spec, timers, settings.run_id, device, described, PowerEnv(source, reason, idle))
+    return Measurer(settings.spec, timers, settings.run_id, device, ceilings(described), PowerEnv(source, reason, idle))
 
 
 def _hold(group: str) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from runner.cells import resolve
-from runner.record import Params
+from runner.shape import Params
 
 REPO = Path(__file__).resolve().parents[1]
 FAST_TIMING = {"warmup": 0, "min_samples": 2, "max_samples": 3, "budget_s": 0.05}

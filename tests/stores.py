@@ -15,9 +15,9 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from runner.record import (CellRecord, Candidate, Manifest, PowerState, Span, Telemetry, TimerSummary, Tuning,
-                           cell_key)
+from runner.record import CellRecord, Candidate, Manifest, PowerState, Span, Telemetry, TimerSummary, Tuning
 from runner.results import CELLS, MANIFEST, Run
+from runner.shape import cell_key
 from runner.store import LocalStore
 
 SHIPPED = Path(__file__).resolve().parents[1] / "examples" / "results"

@@ -8,7 +8,7 @@ import pytest
 
 from crosscheck import ANCHOR, crosscheck, idle, measurer as _measurer, params
 from helpers import attnbench, spec_data, write_spec
-from runner import metrics, power
+from runner import power
 from runner.cells import Cell
 from runner.machine import current_device
 from runner.store import read_run
@@ -83,7 +83,7 @@ def test_telemetry_power_and_energy_are_recorded():
     assert 0 < t.power_w.mean <= t.power_w.max and t.power_limit_w > 0
     assert record.power.policy == "steady" and record.clock_unstable == power.unstable(t)
     # the energy counter's mean over a sample long enough for its steps, else NVML's reading after the settling
-    watts = metrics.mean_power_w(t, record.power)
+    watts = power.mean_power_w(t, record.power)
     if t.drawn_w is not None:
         assert 0 < t.drawn_w <= 1.2 * t.power_limit_w and watts == t.drawn_w
     else:

@@ -20,7 +20,7 @@ from runner.machine import Device
 from runner.checks import run_once
 from runner.inputs import make_inputs, reference
 from runner.programs import compile_step, input_avals, tune_step, with_grads
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import VARIANTS, Skip, Tuned, backend_of, decline, load_all
 from runner.spec import load_spec
 from runner.timers import Samples

@@ -225,7 +225,7 @@ def test_a_cpu_cell_records_the_reason_instead_of_telemetry():
 
 
 def test_energy_takes_the_counter_else_nvml_only_after_a_second_of_steady_calls():
-    from runner.metrics import mean_power_w
+    from runner.power import mean_power_w
     from runner.record import PowerState
 
     def telemetry(reads: int):

@@ -10,9 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from helpers import REPO
-from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, cell_key,
-                           read_cell, read_manifest, upgrade)
+from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, read_cell,
+                           read_manifest, upgrade)
 from runner.results import CELLS, MANIFEST
+from runner.shape import cell_key
 from runner.store import open_store, read_run
 from test_results import manifest, record
 
@@ -137,7 +138,7 @@ EVIDENCE = REPO / "docs" / "evidence"
 def test_every_run_kept_as_evidence_reads_and_keeps_its_keys(folder):
     """docs/evidence's runs (written at schema 5) read through the same path, and each cell's stored key is the
     key its upgraded params hash to: the new axes at their defaults leave it as it was."""
-    from runner.record import cell_key
+    from runner.shape import cell_key
 
     run = read_run(folder)
     assert run.problems == [] and run.manifest.schema_version == SCHEMA_VERSION
@@ -197,7 +198,7 @@ def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
     run must find its cells."""
     import hashlib
 
-    from runner.record import cell_key
+    from runner.shape import cell_key
     from helpers import params
 
     p = params()

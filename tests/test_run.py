@@ -13,7 +13,7 @@ from helpers import params
 from runner import run
 from runner.cells import Cell
 from runner.machine import current_device
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import VARIANTS, variant
 from runner.spool import Spool, Uploader, spool_store
 from runner.store import LocalStore

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import math
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Staged, variant
 from runner.variants.transformer_engine import RULES as TE_RULES
 from runner.variants.transformer_engine import TE

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Staged, variant
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn

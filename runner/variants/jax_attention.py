@@ -18,7 +18,7 @@ import functools
 from types import MappingProxyType
 
 from runner import masks
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, variant
 
 NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"

@@ -20,7 +20,7 @@ import math
 import warnings
 from typing import Any, Callable
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, Tuned, none_fits, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
 
 PIPELINE = "pipeline_emitter"  # config["kernel"]: attention_with_pipeline_emitter instead of attention

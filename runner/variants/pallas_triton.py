@@ -18,7 +18,7 @@ import math
 import warnings
 from typing import Any, Callable
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
 
 # Custom-call targets of a Pallas Triton kernel: "__gpu$xla.gpu.triton" (jax 0.11.2, and 0.10.2 with jaxlib <= 0.10.2),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from runner import masks
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Skip, variant
 
 WORKER = "transformer_engine"

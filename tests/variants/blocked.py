@@ -7,7 +7,7 @@ backend its custom call proves.
 
 from __future__ import annotations
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, Skip, variant
 
 

@@ -9,7 +9,7 @@ import functools
 import os
 import time
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import variant
 
 FAULT_AT = 16  # seq_len

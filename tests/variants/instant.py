@@ -5,7 +5,7 @@ of it costs per cell is the run loop's own: the verdict, the job sent, the recor
 
 from __future__ import annotations
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import variant
 
 

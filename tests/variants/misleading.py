@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 
-from runner.record import Params
+from runner.shape import Params
 from runner.registry import Requires, variant
 
 
