@@ -35,7 +35,7 @@ RUN NVTE_FRAMEWORK=jax NVTE_CUDA_ARCHS="89;90" MAX_JOBS=4 CUDA_HOME=/usr/local/c
 COPY pyproject.toml README.md /src/
 COPY runner /src/runner
 COPY dashboard /src/dashboard
-RUN pip install --no-cache-dir -c /src/docker/runner-requirements.txt "/src[cuda12,gcs,te]" \
+RUN pip install --no-cache-dir -c /src/docker/runner-requirements.txt "/src[cuda12,gcs,te,report]" \
     && pip check
 
 # ---- runner: the venv on CUDA's base image (no toolkit; the driver comes from the GKE node) -------------------------

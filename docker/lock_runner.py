@@ -1,7 +1,7 @@
 """Regenerate docker/runner-requirements.txt: the runner image's whole Python environment, pinned exactly.
 
 The choices are CHOSEN below; everything else is what pip resolves for them and for attnbench's runtime
-dependencies (pyproject's core, `cuda12` and `gcs`) for the image's Python on x86_64. The Dockerfile installs the
+dependencies (pyproject's core, `cuda12`, `gcs` and `report`) for the image's Python on x86_64. The Dockerfile installs the
 result, and scripts/install-test-tools.sh installs the same file in the venv tests/test_runner_image.py checks, so
 the two cannot drift. TE's JAX extension is not in it: PyPI ships it as source only, and the Dockerfile compiles it
 at the version pinned here for `transformer-engine`.
@@ -45,10 +45,11 @@ HEADER = """\
 
 
 def runtime_requirements() -> list[str]:
-    """attnbench's own requirements in the image: the core and the `cuda12` and `gcs` extras."""
+    """attnbench's own requirements in the image: the core and the `cuda12`, `gcs` and `report` extras (the nightly's
+    compare writes the run's report with the runner image)."""
     project = tomllib.loads(PYPROJECT.read_text())["project"]
     extras = project["optional-dependencies"]
-    return [*project["dependencies"], *extras["cuda12"], *extras["gcs"]]
+    return [*project["dependencies"], *extras["cuda12"], *extras["gcs"], *extras["report"]]
 
 
 def resolve(requirements: list[str], platforms: list[str] = PLATFORMS) -> dict[str, str]:

@@ -90,3 +90,18 @@ def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
     assert "REGRESSION: 13 cell(s) slower" in page and "REGRESSION: 13 cell(s) slower" in done.out
     assert f"report: {tmp_path / 'night' / 'index.html'}" in done.err
     assert "report:" not in done.out  # stdout holds the markdown alone
+
+
+def test_a_report_beside_its_run_in_the_store_leaves_the_run_as_it_read(capsys, tmp_path):
+    from runner.store import open_store
+
+    store = tmp_path / "store"
+    for run in ("lab5-20261202-104743", LAB5_TE):
+        shutil.copytree(H200 / run, store / run)
+    before = open_store(str(store)).read(LAB5_TE)
+    done = in_process(capsys, "compare", LAB5_TE, "--against", "previous", "--out", store,
+                      "--report", store / LAB5_TE / "report")  # as the nightly CronJob writes it
+    assert done.code == 1 and (store / LAB5_TE / "report" / "index.html").is_file()
+    after = open_store(str(store)).read(LAB5_TE)
+    assert (after.cells, after.problems) == (before.cells, []) and open_store(str(store)).runs() == sorted(
+        ["lab5-20261202-104743", LAB5_TE])

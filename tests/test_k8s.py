@@ -426,8 +426,8 @@ def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nigh
     ran = build_parser().parse_args(expand(run["args"], values))
     assert (ran.command, ran.spec, ran.out) == ("run", SPEC_MOUNT, RESULTS)
     compared = build_parser().parse_args(expand(compare["args"], values))
-    assert (compared.command, compared.runs, compared.against, compared.out) == (
-        "compare", ["nightly-lab5-l4-29433600"], "previous", RESULTS)
+    assert (compared.command, compared.runs, compared.against, compared.out, compared.report) == (
+        "compare", ["nightly-lab5-l4-29433600"], "previous", RESULTS, f"{RESULTS}/nightly-lab5-l4-29433600/report")
     assert "nvidia.com/gpu" not in compare["resources"]["limits"]  # the GPU is the run's; compare reads JSON
 
 

@@ -98,7 +98,8 @@ def driver_stub(site: str, folder: Path) -> Path:
 def test_the_pin_list_installs_every_runtime_requirement_of_attnbench():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    needed = {requirement_name(r) for r in [*project["dependencies"], *extras["cuda12"], *extras["gcs"]]}
+    needed = {requirement_name(r) for r in [*project["dependencies"], *extras["cuda12"], *extras["gcs"],
+                                            *extras["report"]]}
     needed |= {requirement_name(r) for r in extras["te"]}  # the TE metapackage; its JAX extension is compiled
     assert needed - pins().keys() == set(), "docker/lock_runner.py must be rerun: pyproject asks for more"
 
