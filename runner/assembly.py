@@ -1,6 +1,6 @@
 """A cell's record, assembled in one place from what its steps returned: its work, traffic, rates and energy
-derived here from the headline timing (a soak's bins rated alike), whoever made the record (a worker that measured the cell, or the run
-that declined it, gave it up or lost its worker)."""
+derived here from the headline timing (a soak's bins rated alike), whoever made the record (a worker that measured
+the cell, or the run that declined it, gave it up or lost its worker)."""
 
 from __future__ import annotations
 

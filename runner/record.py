@@ -440,20 +440,53 @@ def _v6_to_v7(data: dict, kind: str) -> dict:
     return data
 
 
+# Schema 8's count of a cell's least traffic, frozen here as runner.metrics.bytes_min (and runner.masks) counted
+# it when schema 8 came in: a later change to today's count must not rewrite old records (asv's update_to_N never
+# imports the live model).
+V8_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _v8_lengths(batch: int, length: int, fill: float) -> list[int]:
+    """Real tokens of each sequence of a padded batch: the widest even spread of fractions whose mean is `fill`."""
+    spread = min(fill, 1 - fill)
+    fractions = [fill] if batch == 1 else [fill - spread + 2 * spread * b / (batch - 1) for b in range(batch)]
+    return [max(1, min(length, round(f * length))) for f in fractions]
+
+
+def _v8_keys_kept(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+    """Keys of one sequence that some query keeps: the first kv_len (none past the last query under a top-left
+    causal mask, none past its window's reach otherwise)."""
+    if causal:
+        return min(q_len, kv_len)
+    return kv_len if window is None else min(q_len + window - 1, kv_len)
+
+
+def v8_bytes_min(p: dict) -> int:
+    """Schema 8's least traffic of a cell of stored params: Q, K, V read and O written once over the rows that take
+    part (real tokens, keys some query keeps), at the mean of the two head dimensions; 3x that with backward."""
+    width = V8_ITEMSIZE[p["dtype"]] * (p["head_dim"] + p["v_head_dim"]) / 2
+    sequences = [(p["seq_len"], p["kv_seq_len"])] * p["batch"]
+    if p["fill"] < 1:
+        sequences = list(zip(_v8_lengths(p["batch"], p["seq_len"], p["fill"]),
+                             _v8_lengths(p["batch"], p["kv_seq_len"], p["fill"])))
+    queries = sum(q_len for q_len, _ in sequences)
+    keys = sum(_v8_keys_kept(q_len, kv_len, p["causal"], p["window"]) for q_len, kv_len in sequences)
+    q, kv = int(queries * p["heads"] * width), int(keys * p["kv_heads"] * width)
+    return 6 * q + 6 * kv if p["pass"] == "fwd_bwd" else 2 * q + 2 * kv
+
+
 def _v7_to_v8(data: dict, kind: str) -> dict:
-    """Schema 8: `bytes_min` counts only the rows that take part (runner.metrics.bytes_min): a padded batch's real
-    tokens and the keys some query keeps. Before, it counted every row of Q, K and V, so a kernel that skips a
-    window's or the padding's keys was credited with bytes it never read: a decode with a window of 4096 keys over a
-    cache of 128k read 53,560 GB/s on an H200 whose copy bandwidth is 4,285. The step recounts the cell's bytes from
-    its params by today's rule and scales gbps and pct_of_bandwidth by new / old; a cell whose every row takes part
-    (no padding, no window, not causal with T < S) is left as it was."""
+    """Schema 8: `bytes_min` counts only the rows that take part (v8_bytes_min): a padded batch's real tokens and the
+    keys some query keeps. Before, it counted every row of Q, K and V, so a kernel that skips a window's or the
+    padding's keys was credited with bytes it never read: a decode with a window of 4096 keys over a cache of 128k
+    read 53,560 GB/s on an H200 whose copy bandwidth is 4,285. The step recounts the cell's bytes from its params by
+    schema 8's rule and scales gbps and pct_of_bandwidth by new / old; a cell whose every row takes part (no
+    padding, no window, not causal with T < S) is left as it was."""
     if kind != "cell" or not isinstance(data.get("params"), dict) or not data.get("bytes_min"):
         return data
-    from runner import metrics  # metrics imports this module
-
     try:
-        recounted = metrics.bytes_min(Params.model_validate(data["params"], context=READING))
-    except (ValueError, KeyError):  # params this reader cannot rebuild: the record keeps what it was written with
+        recounted = v8_bytes_min(data["params"])
+    except (KeyError, TypeError, ValueError):  # params it cannot count: the record keeps what it was written with
         return data
     ratio = recounted / data["bytes_min"]
     if ratio != 1:

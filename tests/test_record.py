@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from helpers import REPO
 from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, read_cell,
-                           read_manifest, upgrade)
+                           read_manifest, upgrade, v8_bytes_min)
 from runner.results import CELLS, MANIFEST
 from runner.shape import cell_key
 from runner.store import open_store, read_run
@@ -213,19 +213,75 @@ def test_the_v7_to_v8_step_recounts_the_bytes_of_a_masked_cell_and_rescales_its_
     """A v7 windowed decode counted its whole cache; read now, it counts the window's keys and its GB/s falls by as
     much. An unmasked v7 cell reads as it was written."""
     from helpers import params
-    from runner import metrics
 
     windowed = params(batch=8, seq_len=1, kv_seq_len=65536, heads=8, kv_heads=8, head_dim=64, window=1024)
     old = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 7}
     old["params"] = json.loads(windowed.model_dump_json(by_alias=True))
-    q, kv = metrics.tensor_bytes(windowed)
-    old |= {"bytes_min": 2 * q + 2 * kv, "median_s": 1e-4, "gbps": (2 * q + 2 * kv) / 1e-4 / 1e9,
-            "pct_of_bandwidth": 100 * (2 * q + 2 * kv) / 1e-4 / 1e9 / 4285}
+    row = 8 * 64 * 4  # heads x head_dim x float32's bytes, for a query's row and a key's alike
+    every_row = 2 * 8 * 1 * row + 2 * 8 * 65536 * row  # Q and O; K and V over the whole cache
+    old |= {"bytes_min": every_row, "median_s": 1e-4, "gbps": every_row / 1e-4 / 1e9,
+            "pct_of_bandwidth": 100 * every_row / 1e-4 / 1e9 / 4285}
     cell = read_cell(old)
-    assert cell.bytes_min == metrics.bytes_min(windowed) < old["bytes_min"] / 30
+    assert cell.bytes_min == 2 * 8 * 1 * row + 2 * 8 * 1024 * row  # the window's 1024 keys of each sequence
     assert cell.gbps == pytest.approx(cell.bytes_min / 1e-4 / 1e9)
     assert cell.pct_of_bandwidth == pytest.approx(100 * cell.gbps / 4285)
     plain = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 7}
     assert read_cell(plain).model_dump(exclude={"schema_version"}) == read_cell(
         plain | {"schema_version": SCHEMA_VERSION}).model_dump(exclude={"schema_version"})
-    assert (read_cell(plain).bytes_min, read_cell(plain).gbps) == (plain["bytes_min"], plain["gbps"])
+
+
+def written(version: int) -> list[dict]:
+    """Every committed cell record (examples/results, docs/evidence, tests/fixtures) that its code wrote at
+    `version`."""
+    files = [p for folder in (SHIPPED, EVIDENCE, SCHEMA1.parent.parent) for p in sorted(folder.rglob("cells*.jsonl"))]
+    return [cell for path in files for cell in lines(path) if cell["schema_version"] == version]
+
+
+def test_schema_8s_frozen_count_is_the_one_its_writers_used():
+    """Every committed record written at schema 8 (masked, padded and split cells among them) holds the bytes
+    that the v7 -> v8 step's frozen count gives its params."""
+    cells = written(8)
+    assert len(cells) > 1000 and any(c["params"]["window"] and c["params"]["fill"] < 1 for c in cells)
+    assert [c["bytes_min"] for c in cells] == [v8_bytes_min(c["params"]) for c in cells]
+
+
+@pytest.mark.parametrize("shape, rows", [
+    ({"causal": True, "seq_len": 4, "kv_seq_len": 16}, (8, 8)),  # top-left causal, T < S: keys past T unread
+    ({"fill": 0.5, "seq_len": 10, "kv_seq_len": 10, "batch": 3}, (16, 16)),  # real tokens 1, 5 and 10
+    ({"window": 3, "seq_len": 2, "kv_seq_len": 10, "batch": 1}, (2, 4)),  # keys 0..3 within reach of queries 0, 1
+    ({"causal": True, "seq_len": 4, "kv_seq_len": 16, "pass": "fwd_bwd"}, (24, 24)),  # 3x with backward
+])
+def test_schema_8s_frozen_count_by_hand(shape, rows):
+    """(query rows, key rows) x 64 bytes a row (2 heads x 8 float32s), each read or written twice."""
+    p = {"batch": 2, "heads": 2, "kv_heads": 2, "head_dim": 8, "v_head_dim": 8, "dtype": "float32", "causal": False,
+         "pass": "fwd", "window": None, "fill": 1.0} | shape
+    assert v8_bytes_min(p) == 2 * rows[0] * 64 + 2 * rows[1] * 64
+
+
+def test_cells_written_at_schema_7_read_with_schema_8s_bytes():
+    """Records the old code wrote at schema 7 (every row counted) read with the rows that take part, their GB/s
+    scaled alike; a cell without padding, window or a causal T < S reads as it was written."""
+    cells = written(7)
+    masked = [c for c in cells if c["params"]["window"] or c["params"]["fill"] < 1]
+    assert len(masked) > 100
+    for old in cells:
+        new = read_cell(old)
+        assert new.bytes_min == v8_bytes_min(old["params"]) <= old["bytes_min"]
+        if old.get("gbps"):
+            assert new.gbps == pytest.approx(old["gbps"] * new.bytes_min / old["bytes_min"])
+        if not (old["params"]["window"] or old["params"]["fill"] < 1 or old["params"]["seq_len"] < old[
+                "params"]["kv_seq_len"] and old["params"]["causal"]):
+            assert new.bytes_min == old["bytes_min"]
+
+
+def test_a_change_to_todays_byte_count_rewrites_no_old_record(monkeypatch):
+    """The migration is frozen: today's metrics.bytes_min and the masks' counts, broken here, are not what it
+    calls, so every old record reads as before."""
+    from runner import masks, metrics
+
+    old = written(7)[:400] + written(5)[:50] + written(3)[:50]
+    before = [read_cell(c).model_dump() for c in old]
+    for module, name in [(metrics, "bytes_min"), (metrics, "tensor_bytes"), (masks, "kept_rows"),
+                         (masks, "keys_kept_in_sequence"), (masks, "lengths"), (masks, "fractions")]:
+        monkeypatch.setattr(module, name, lambda *_: 1)
+    assert [read_cell(c).model_dump() for c in old] == before
