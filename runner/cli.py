@@ -126,11 +126,13 @@ def _compare_parser(sub) -> None:
     compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix (default: results, "
                          "or B's parent folder for --against previous)")
     compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
-                         "on B's GPU in --out (the dashboard's previous run)")
+                         "hash, GPU, power policy and timer in --out (the dashboard's previous run)")
     compare.add_argument("--threshold", type=_percent, default=5.0, metavar="PERCENT",
                          help="slower or faster only beyond this and both runs' noise (default: 5)")
     compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
+    compare.add_argument("--allow-policy-change", action="store_true",
+                         help="compare runs of different power policies (steady, burst)")
     _report_option(compare, required=False)
 
 
@@ -508,11 +510,12 @@ def cmd_compare(args, console: Console) -> int:
 
     a, b = _compared(args)
     if a is None:
-        print(f"no earlier run of {b.manifest.name} on {compare.gpu_name(b.manifest)} than {b.run_id}: nothing to "
-              "compare with", file=sys.stderr)
+        m = b.manifest
+        print(f"no earlier run of {m.name} on {compare.gpu_name(m)} than {b.run_id} with its spec hash, power policy "
+              f"({compare.power_policy(m) or 'none'}) and timer: nothing to compare with", file=sys.stderr)
         _write_report(args.report, [(b, None)])
         return EXIT_OK
-    if problems := compare_cli.problems(a, b, args.allow_different_gpu):
+    if problems := compare_cli.problems(a, b, args.allow_different_gpu, args.allow_policy_change):
         raise UsageError("\n".join(problems))
     _warn(a.problems + b.problems)
     found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(b.cells), a.manifest, b.manifest,

@@ -4,6 +4,10 @@ One implementation for both, over flat cell frames (CellRecord.row, a row a cell
 pandas alone: the dashboard imports this and never imports JAX. A cell is slower (or faster) only when B / A of its
 median passes the threshold (asv's --factor, as a percentage) and the gap exceeds both runs' noise (each run's
 interquartile range of that cell); anything less is within noise.
+
+Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
+the last earlier run of the same spec hash, GPU, power policy and timer; and the facts that change what a time means
+(power policy, library and driver versions, the GPU's power limit, the spec) are named beside every verdict.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ TIMER_ORDER = ["device", "wall", "device_cold"]
 VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
+# Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
+MATERIAL = {"power policy", "spec hash", "gpu driver", "gpu power_limit_w"}
+MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine"}  # in `version X` and `worker W X` facts
 IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
 
@@ -188,19 +195,41 @@ def differences(a: Manifest | None, b: Manifest | None) -> pd.DataFrame:
     return table[table["differs"]].drop(columns="differs").rename_axis("fact").reset_index()
 
 
+def material(fact: str) -> bool:
+    """A fact whose difference changes what a time means: power policy, spec hash, driver, power limit, and the
+    versions of jax, jaxlib, cuDNN and TransformerEngine (the run's or a worker's)."""
+    library = fact.rpartition(" ")[2]
+    return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
+
+
+def said(found: pd.DataFrame) -> str:
+    """Differences (fact, a, b) as one line: 'power policy steady → burst; version cudnn 9.14.0 → 9.19.0'."""
+    return "; ".join(f"{r.fact} {r.a} → {r.b}" for r in found.itertuples())
+
+
 # --- which run came before ---------------------------------------------------------------------------------------
 
 def started(manifest: Manifest) -> pd.Timestamp:
     return pd.to_datetime(manifest.started_at, utc=True)
 
 
+def headline_timer(manifest: Manifest) -> str:
+    """The timer a run's cells report as theirs: device on a GPU (compute capability known), else wall."""
+    return "device" if manifest.machine.compute_capability else "wall"
+
+
+def series_key(manifest: Manifest) -> tuple[str, str, str | None, str]:
+    """(spec hash, GPU, power policy, timer): runs that agree on all four measure like with like."""
+    return manifest.spec_hash, gpu_name(manifest), power_policy(manifest), headline_timer(manifest)
+
+
 def same_series(a: Manifest, b: Manifest) -> bool:
-    """Runs of the same spec on the same GPU: the runs whose history is comparable."""
-    return (a.name, gpu_name(a)) == (b.name, gpu_name(b))
+    """Runs of the same spec hash, GPU, power policy and timer: the runs one can take as each other's previous."""
+    return series_key(a) == series_key(b)
 
 
 def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
-    """The run of the same spec on the same GPU that started last before `key`, if any."""
+    """The run of the same spec hash, GPU, power policy and timer that started last before `key`, if any."""
     run = manifests[key]
     if run is None:
         return None
@@ -226,6 +255,15 @@ class Comparison:
     cells: pd.DataFrame
     summary: pd.DataFrame
     common: int  # cells (keys) in both runs, whatever their status
+
+    @property
+    def material(self) -> pd.DataFrame:
+        """The environment differences that change what a time means (fact, a, b), said beside the verdict."""
+        return self.environment[self.environment["fact"].map(material).astype(bool)]
+
+    @property
+    def policies(self) -> tuple[str | None, str | None]:
+        return tuple(power_policy(m) if m else None for m in (self.a, self.b))
 
     @property
     def slower(self) -> pd.DataFrame:

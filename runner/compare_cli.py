@@ -43,8 +43,9 @@ def previous(store: Store, b: Run) -> str | None:
     return compare.previous_run(found, "\0B")
 
 
-def problems(a: Run, b: Run, allow_different_gpu: bool) -> list[str]:
-    """Why A and B cannot be compared: a run unread, no manifest, different GPUs (unless allowed)."""
+def problems(a: Run, b: Run, allow_different_gpu: bool, allow_policy_change: bool = False) -> list[str]:
+    """Why A and B cannot be compared: a run unread, no manifest, different GPUs or power policies (unless
+    allowed)."""
     found = []
     for which, run in (("A", a), ("B", b)):
         if run.manifest is None:
@@ -55,6 +56,11 @@ def problems(a: Run, b: Run, allow_different_gpu: bool) -> list[str]:
     if gpus[0] != gpus[1] and not allow_different_gpu:
         found.append(f"A ran on {gpus[0]}, B on {gpus[1]}: times of different GPUs are no regression; give "
                      "--allow-different-gpu to compare them anyway")
+    policies = compare.power_policy(a.manifest), compare.power_policy(b.manifest)
+    if policies[0] != policies[1] and not allow_policy_change:
+        found.append(f"A ran under power policy {policies[0] or 'none (before the choice)'}, B under "
+                     f"{policies[1] or 'none (before the choice)'}: their times are not like with like; give "
+                     "--allow-policy-change to compare them anyway")
     return found
 
 
@@ -105,15 +111,16 @@ def heading(found: compare.Comparison) -> list[str]:
 
 
 def verdict(found: compare.Comparison) -> str:
-    """One line: the regressions, or that there is none."""
+    """One line: the regressions, or that there is none, over the cells both runs hold; then the material
+    differences of their environments, if any."""
     counts = found.cells["verdict"].value_counts()
-    tally = (f"{found.common} cells in both, {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, "
-             f"{counts.get('faster', 0)} faster, {counts.get('within noise', 0)} within noise; geomean B / A "
+    tally = (f"{found.common} cells in both (A {found.common + len(found.only_a)}, B {found.common + len(found.only_b)})"
+             f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
+             f"{counts.get('within noise', 0)} within noise; geomean B / A over those "
              f"{compare.geomean(found.cells['ratio']):.3f}×")
-    if not found.regressed:
-        return f"no regression: {tally}"
-    return (f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B "
-            f"({tally})")
+    line = f"no regression: {tally}" if not found.regressed else (
+        f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B ({tally})")
+    return line + (f" · differs: {compare.said(found.material)}" if len(found.material) else "")
 
 
 def print_table(found: compare.Comparison, console: Console) -> None:
@@ -147,7 +154,7 @@ def json_text(found: compare.Comparison) -> str:
         "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"]],
-        "environment": _records(found.environment), "status_changes": _records(found.changes),
+        "material_differences": _records(found.material), "environment": _records(found.environment), "status_changes": _records(found.changes),
         "only_in_a": _records(found.only_a), "only_in_b": _records(found.only_b),
         "cells": _records(found.cells.drop(columns=compare.SHAPE)), "summary": _records(found.summary),
     }

@@ -37,10 +37,14 @@ def three_slower(run) -> list[str]:
 
 
 def copied(tmp_path, run_id: str, started: dt.datetime, template: str = TEMPLATE, factor=lambda cell: 1.0,
-           change=lambda cell: cell) -> str:
-    """A copy of a shipped run in tmp_path/results/RUN_ID, each cell `factor(cell)` times slower, then `change`d."""
+           change=lambda cell: cell, policy: str | None = None, kept: slice = slice(None)) -> str:
+    """A copy of a shipped run in tmp_path/results/RUN_ID, each cell `factor(cell)` times slower, then `change`d;
+    under another power `policy` if given (its spec hash kept: the policy alone differs); only its `kept` cells."""
     manifest, cells = copy_run(shipped(template), run_id, started, factor=factor)
-    write_run(tmp_path / "results" / run_id, manifest, [change(c) for c in cells])
+    if policy:
+        spec = manifest.spec
+        manifest = manifest.model_copy(update={"spec": {**spec, "timing": {**spec["timing"], "power": policy}}})
+    write_run(tmp_path / "results" / run_id, manifest, [change(c) for c in cells[kept]])
     return str(tmp_path / "results" / run_id)
 
 
@@ -127,6 +131,62 @@ def test_markdown_output_renders_as_tables(capsys, pair):
     assert "<strong>REGRESSION: 3 cell(s) slower" in html
 
 
+def test_two_runs_sharing_some_cells_are_compared_over_those_alone_and_say_how_many(capsys, tmp_path):
+    """B holds cells 20 on of A's first 50, the shared ones as fast as in A and its own 30 % slower: no cell is
+    slower and the geomean is 1 (the cells B alone holds move nothing), and the verdict names the counts."""
+    keys = [c.key for c in shipped(TEMPLATE).cells]
+    a = copied(tmp_path, "lab5-a", DAY, kept=slice(0, 50))
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), kept=slice(20, None),
+               factor=lambda c: 1.3 if c.key not in keys[:50] else 1.0)
+    code, found = report(capsys, a, b)
+    total = len(keys)
+    assert code == 0 and {c["key"] for c in found["cells"]} == set(keys[20:50]) & set(ok_keys(shipped(TEMPLATE)))
+    assert found["cells"] and all(c["ratio"] == 1.0 for c in found["cells"])
+    assert f"30 cells in both (A 50, B {total - 20})" in found["verdict"]
+    assert "geomean B / A over those 1.000×" in found["verdict"]
+
+
+# --- comparable runs --------------------------------------------------------------------------------------------
+
+def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp_path):
+    steady = copied(tmp_path, "lab5-steady", DAY)
+    burst = copied(tmp_path, "lab5-burst", DAY + dt.timedelta(days=1), policy="burst")
+    done = in_process(capsys, "compare", steady, burst)
+    assert done.code == 2 and done.errors == [
+        "error: A ran under power policy steady, B under burst: their times are not like with like; give "
+        "--allow-policy-change to compare them anyway"]
+    code, found = report(capsys, steady, burst, "--allow-policy-change")
+    assert code == 0 and found["verdict"].endswith(" · differs: power policy steady → burst")
+    assert found["material_differences"] == [{"fact": "power policy", "a": "steady", "b": "burst"}]
+
+
+def test_material_differences_stand_beside_the_verdict(capsys, tmp_path):
+    """A newer cuDNN and a lower power limit are named on the verdict's line; a host name or a start time is not."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-b", DAY + dt.timedelta(days=1))
+    machine = manifest.machine.model_copy(update={
+        "versions": {**manifest.machine.versions, "cudnn": "9.99.0"}, "host": "elsewhere",
+        "gpu": manifest.machine.gpu.model_copy(update={"power_limit_w": 600.0})})
+    b = write_run(tmp_path / "results" / "lab5-b", manifest.model_copy(update={"machine": machine}), cells)
+    last = in_process(capsys, "compare", a, b).out.strip().splitlines()[-1]
+    before = shipped(TEMPLATE).manifest.machine
+    assert last.startswith("no regression: ") and last.endswith(
+        f" · differs: gpu power_limit_w {before.gpu.power_limit_w} → 600.0; version cudnn "
+        f"{before.versions['cudnn']} → 9.99.0")
+
+
+def test_previous_skips_a_run_of_another_power_policy(capsys, tmp_path):
+    copied(tmp_path, "lab5-steady-before", DAY - dt.timedelta(days=2), factor=lambda c: 0.5)
+    copied(tmp_path, "lab5-burst-nearer", DAY - dt.timedelta(days=1), policy="burst")
+    copied(tmp_path, "lab5-steady", DAY)
+    code, found = report(capsys, "lab5-steady", "--against", "previous", "--out", tmp_path / "results")
+    assert found["a"]["run_id"] == "lab5-steady-before" and code == 1 and found["material_differences"] == []
+    store = open_store(str(tmp_path / "results"))
+    manifests = {run_id: store.read(run_id).manifest for run_id in store.runs()}
+    assert compare.previous_run(manifests, "lab5-steady") == "lab5-steady-before"
+    assert compare.previous_run(manifests, "lab5-burst-nearer") is None
+
+
 # --- what else is bad input ------------------------------------------------------------------------------------
 
 def test_runs_of_different_gpus_are_refused_unless_allowed(capsys):
@@ -187,7 +247,8 @@ def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp
     b = copied(tmp_path, "lab5-first", DAY)
     done = in_process(capsys, "compare", b, "--against", "previous")
     assert (done.code, done.out) == (0, "")
-    assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first: nothing to compare with"]
+    assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec hash, power policy "
+                           "(steady) and timer: nothing to compare with"]
 
 
 def test_runs_in_a_bucket_by_run_id(capsys, tmp_path, emulator):
@@ -250,10 +311,11 @@ def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():
     assert found["seconds settle"] == "8.6" and found["worker transformer_engine start s"] == "0.4"
 
 
-def test_previous_run_follows_spec_gpu_and_date():
-    manifests = {f.rpartition("/")[2]: shipped(f).manifest for f in (H200_LAB5, H200_LAB5_NO_TE,
-                                                                     "cpu/lab5-20261202-104832")}
-    assert compare.previous_run(manifests, "lab5-20261202-110556") == "lab5-20261202-104743"
+def test_previous_run_follows_spec_hash_gpu_and_date():
+    manifests = {f.rpartition("/")[2]: shipped(f).manifest for f in (
+        H200_LAB5, H200_LAB5_NO_TE, "cpu/lab5-20261202-104832", "h200/lab5-warm-20261202-182308", TEMPLATE)}
+    assert compare.previous_run(manifests, "lab5-warm-20261203-023042") == "lab5-warm-20261202-182308"
+    assert compare.previous_run(manifests, "lab5-20261202-110556") is None  # lab5 of another spec hash
     assert compare.previous_run(manifests, "lab5-20261202-104743") is None  # the CPU lab5 run is another GPU
 
 
