@@ -214,26 +214,35 @@ def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
     )
 
 
+STEP_LOOKS = {True: ("step to slower", "triangle-up", "#d62728"), False: ("step to faster", "triangle-down",
+                                                                           "#2ca02c")}
+
+
 def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtitle: str,
-                  marks: list[tuple[str, object, float]]) -> go.Figure:
-    """Median against run date (or sha) per variant, the q1-q3 range as a shaded band, steps marked with their
-    ratio (`marks`: variant, x of the first run at the new level, new / old)."""
+                  marks: list[tuple[str, object, float, float]]) -> go.Figure:
+    """Median against run date (or sha) per variant (its legend entry says over how many cells where `cells` is a
+    column), the q1-q3 range as a shaded band; steps (`marks`: variant, x and median of the first run at the new
+    level, new / old) as one legend entry per direction, their ratio on hover: no text on the plot to overlap."""
     fig = go.Figure()
     for variant, series in points.groupby("variant", sort=False):
         colour = style.colour[variant]
         band = pd.concat([series[x], series[x][::-1]])
+        name = f"{variant} ({series['cells'].iloc[0]} cells)" if "cells" in series else variant
         fig.add_trace(go.Scatter(x=band, y=pd.concat([series["q3_ms"], series["q1_ms"][::-1]]), fill="toself",
                                  fillcolor=colour, opacity=0.18, line={"width": 0}, hoverinfo="skip",
                                  showlegend=False, legendgroup=variant))
-        fig.add_trace(go.Scatter(x=series[x], y=series["median_ms"], mode="lines+markers", name=variant,
+        fig.add_trace(go.Scatter(x=series[x], y=series["median_ms"], mode="lines+markers", name=name,
                                  legendgroup=variant, line={"color": colour}, marker={"size": 5},
                                  customdata=series["run"], hovertemplate="%{customdata}<br>%{y:.4g} ms<extra></extra>"))
-    for variant, at, ratio in marks:
-        fig.add_vline(x=at, line_dash="dot", line_color=style.colour.get(variant, "#444"))
-        fig.add_annotation(x=at, y=1, yref="paper", text=f"{variant} {ratio - 1:+.0%}", showarrow=False,
-                           yanchor="bottom", font={"color": "#d62728" if ratio > 1 else "#2ca02c"})
+    for slower, (name, symbol, colour) in STEP_LOOKS.items():
+        found = [m for m in marks if (m[3] > 1) == slower]
+        if found:
+            fig.add_trace(go.Scatter(
+                x=[m[1] for m in found], y=[m[2] for m in found], mode="markers", name=name,
+                marker={"symbol": symbol, "size": 13, "color": colour, "line": {"width": 1, "color": "white"}},
+                text=[f"{m[0]} {m[3] - 1:+.1%}" for m in found], hovertemplate="%{text}<extra>step</extra>"))
     if x == "git_sha":
-        fig.update_xaxes(type="category")
+        fig.update_xaxes(type="category", tickangle=-45)
     _y_axis(fig, points["median_ms"], True)
     fig = _layout(fig, title, subtitle, x, "median_ms")
     return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")

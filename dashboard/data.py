@@ -23,7 +23,7 @@ import streamlit as st
 
 from runner import shape
 from runner.record import Manifest
-from runner.compare import gpu_name
+from runner.compare import gpu_name, power_policy
 from runner.results import assemble, manifest_of, part_of, run_folders
 from runner.store import Store, open_store
 
@@ -35,8 +35,8 @@ READERS = 16  # objects fetched at once: a bucket's latency per request, not its
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
-RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "started", "git_sha", "planned", "soak", "peak_tflops",
-               "bandwidth_gbps"]
+RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "power", "started", "git_sha", "planned", "soak",
+               "peak_tflops", "bandwidth_gbps"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     if m is None:
         return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": pd.NaT}
     return {
-        "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m),
+        "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m), "power": power_policy(m),
         "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
         "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "peak_tflops": m.machine.matmul_peak_tflops,
         "bandwidth_gbps": m.machine.memory_bandwidth_gbps,

@@ -193,17 +193,22 @@ def variants(manifests: dict[str, Manifest | None], runs: list[str]) -> pd.DataF
 # --- history (asv) -----------------------------------------------------------------------------------------------
 
 def series(runs: pd.DataFrame) -> pd.Series:
-    """'spec · GPU' -> its runs' keys, oldest first: the runs whose history is comparable."""
+    """'spec · GPU · power policy' -> its runs' keys, oldest first: the runs whose history is comparable (a run
+    from before the power policy was chosen has none)."""
     dated = runs[runs["spec"].notna()].sort_values("started")
-    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str)
+    policy = dated["power"].map(lambda p: f" · {p}" if isinstance(p, str) else "")
+    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + policy
     return dated.index.to_series().groupby(label.to_numpy(), sort=True).agg(list)
 
 
 def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str]) -> str | None:
-    """The run to compare `key` with: the first of `others` of its spec and GPU, else its predecessor."""
+    """The run to compare `key` with: the first of `others` of its series (spec hash, GPU, power policy, timer),
+    else its predecessor, else the first of `others` of its spec name and GPU, else the first of `others`."""
     run = manifests[key]
-    same = [o for o in others if run and manifests[o] and compare.same_series(manifests[o], run)]
-    return same[0] if same else compare.previous_run(manifests, key)
+    known = [o for o in others if run and manifests[o]]
+    same = [o for o in known if compare.same_series(manifests[o], run)]
+    named = [o for o in known if (manifests[o].name, compare.gpu_name(manifests[o])) == (run.name, compare.gpu_name(run))]
+    return next(iter(same), None) or compare.previous_run(manifests, key) or next(iter(named + others), None)
 
 
 def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame:
@@ -213,9 +218,16 @@ def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame
                         q3_ms=timed["q3"] * 1e3).sort_values(["started", "order"]).reset_index(drop=True)
 
 
+def common_cells(points: pd.DataFrame) -> pd.DataFrame:
+    """The points of the cells that every run drawing their variant holds (a key is one variant's): like with like."""
+    runs_of_variant = points.groupby("variant")["run"].transform("nunique")
+    return points[points.groupby("key")["run"].transform("nunique") == runs_of_variant]
+
+
 def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
-    """Per run and variant, the geometric mean of an experiment's cells (median, q1 and q3 alike)."""
-    grouped = points.groupby(["run", "variant"], sort=False)
+    """Per run and variant, the geometric mean of an experiment's cells (median, q1 and q3 alike) over the cells
+    every run of that variant holds (`cells`: how many), so that a run measuring other cells moves no mean."""
+    grouped = common_cells(points).groupby(["run", "variant"], sort=False)
     means = grouped[["median_ms", "q1_ms", "q3_ms"]].agg(compare.geomean).join(grouped.size().rename("cells"))
     first = grouped[["started", "git_sha"]].first()
     return means.join(first).reset_index().sort_values("started")

@@ -83,9 +83,9 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
-    st.markdown("**Against the previous run of the same spec and GPU** (beyond both runs' noise and "
-                f"{100 * comparison.DEFAULT_THRESHOLD:g} %, as `attnbench compare --against previous`)\n\n"
-                + "\n".join(moves))
+    st.markdown("**Against the previous run of the same spec hash, GPU, power policy and timer** (over the cells "
+                f"both hold; beyond both runs' noise and {100 * comparison.DEFAULT_THRESHOLD:g} %, as `attnbench "
+                "compare --against previous`)\n\n" + "\n".join(moves))
 
 
 def _run_row(r: pd.Series, run: str) -> str:
@@ -103,13 +103,15 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     if table.empty:
         return "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
-    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of {len(table)}, geomean "
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, geomean "
             f"{comparison.geomean(table['ratio']):.3f}×")
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
         text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
     if len(found.no_longer_ok):
         text += f"; {len(found.no_longer_ok)} ok before and not now"
+    if len(found.material):
+        text += f"; ⚠ differs: {comparison.said(found.material)}"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
 
 
@@ -516,16 +518,19 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
     picked = widgets.single(st, "selectbox", "Cell", options, "hcell", "is not in this experiment")
     if picked == options[0]:
         shown = tables.experiment_history(points)
-        title = f"{points['experiment'].iloc[0]}: geometric mean of its cells"
+        title = f"{points['experiment'].iloc[0]}: geometric mean of the cells every run holds"
+        subtitle += " · per variant over the cells each of its runs holds (legend: how many)"
+        lost = sorted(set(points["variant"]) - set(shown["variant"]))
+        if lost:
+            st.caption(f"No cell of {', '.join(lost)} is in every run that measured it: pick a cell to follow it.")
     else:
         key = cells.loc[cells["label"] == picked, "key"].iloc[0]
         shown = points[points["key"] == key]
         title = f"{points['experiment'].iloc[0]}: {picked}"
-    marks = [(variant, s.iloc[i][x], ratio) for variant, s in shown.groupby("variant", sort=False)
+    marks = [(variant, s.iloc[i][x], s.iloc[i]["median_ms"], ratio) for variant, s in shown.groupby("variant", sort=False)
              for i, ratio in tables.steps(s["median_ms"].tolist(),
                                           ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
-    plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3 · dotted: a step", marks),
-         "history")
+    plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history")
 
 
 def worst_regressions(points: pd.DataFrame) -> None:
@@ -563,12 +568,27 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
         return
     cells_a, cells_b = (tables.filtered(snap.cells((r,)), sel.filters) for r in (a, b))
     found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
+    like_with_like(found)
     status_changes(found)
     if found.cells.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
     else:
         compare_results(found)
     environments({a: snap.manifests[a], b: snap.manifests[b]}, "A and B")
+
+
+def like_with_like(found: comparison.Comparison) -> None:
+    """Which cells the comparison is over, and the differences that change what a time means, beside the verdict;
+    a comparison across power policies is labelled as one (the CLI refuses it unless asked)."""
+    st.markdown(f"Over the **{found.common} cells both runs hold** (A {found.common + len(found.only_a)}, B "
+                f"{found.common + len(found.only_b)}), **{len(found.cells)} timed in both**: every count and mean below "
+                "is over those alone.")
+    policy_a, policy_b = found.policies
+    if policy_a != policy_b:
+        st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "
+                 "with like; `attnbench compare` refuses this pair unless given `--allow-policy-change`.")
+    if len(found.material):
+        st.warning(f"Not like with like: {comparison.said(found.material)}")
 
 
 def status_changes(found: comparison.Comparison) -> None:

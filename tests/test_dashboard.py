@@ -556,12 +556,34 @@ def test_history_finds_the_step_and_links_its_runs(monkeypatch, tmp_path):
     generate(tmp_path, 20, 76, templates=(H200_LAB5,))  # cudnn 8 % slower from the 13th run (lab5-0012) on
     app = open_app(monkeypatch, tmp_path, run="lab5-0015", tab="History", hexp="seq-len")
     assert app.selectbox(key="series").value == "lab5 · NVIDIA H200"
-    (mark,) = [a["text"] for a in figures(app)[0]["layout"]["annotations"]]
+    drawn = figures(app)[0]
+    assert "annotations" not in drawn["layout"]  # no text on the plot: steps are a legend entry, told on hover
+    (steps,) = [t for t in drawn["data"] if t.get("name") == "step to slower"]
+    (mark,) = steps["text"]
     variant, step = mark.split()
-    assert variant == "cudnn" and 5 <= int(step.strip("+%")) <= 11  # 8 %, give or take the 2 % jitter
+    assert variant == "cudnn" and 5 <= float(step.strip("+%")) <= 11  # 8 %, give or take the 2 % jitter
     worst = texts(app.markdown)
     assert "| seq-len | cudnn |" in worst
     assert "[lab5-0011 → lab5-0012](?run=lab5-0012&run=lab5-0011&tab=Compare" in worst
+
+
+def test_history_and_compare_aggregate_only_the_cells_both_runs_hold_and_say_how_many(monkeypatch, tmp_path):
+    """Run B measured cells 20 on of run A's first 50, the cells only B holds twice as slow: History's geometric
+    mean stays flat and says over how many cells; Compare says how many cells it compares."""
+    template = shipped(H200_LAB5)
+    keys = [c.key for c in template.cells]
+    for run_id, day, kept in (("lab5-a", 1, slice(0, 50)), ("lab5-b", 2, slice(20, None))):
+        manifest, cells = copy_run(template, run_id, datetime.fromisoformat(f"2026-12-0{day}T00:00+00:00"),
+                                   factor=lambda c: 1.0 if c.key in keys[:50] else 2.0)
+        write_run(tmp_path / "h200" / run_id, manifest, cells[kept])
+    app = open_app(monkeypatch, tmp_path, run="lab5-b", tab="History", hexp="seq-len")
+    drawn = figures(app)[0]
+    assert "geometric mean of the cells every run holds" in drawn["layout"]["title"]["text"]
+    lines = {t["name"]: t["y"] for t in drawn["data"] if t.get("mode") == "lines+markers" and t["x"] != [None]}
+    assert set(lines) == {"naive (3 cells)", "xla (3 cells)", "cudnn (3 cells)"}  # seq-len's cells 20-49 of lab5
+    assert all(y[0] == pytest.approx(y[1]) for y in lines.values())
+    compared = open_app(monkeypatch, tmp_path, run=["lab5-b", "lab5-a"], tab="Compare", a="lab5-a", b="lab5-b")
+    assert f"Over the **30 cells both runs hold** (A 50, B {len(keys) - 20})" in texts(compared.markdown)
 
 
 def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_path):
