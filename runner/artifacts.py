@@ -69,7 +69,7 @@ def summary(reports: list[Report]) -> str:
     for r in reports:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{compare_cli.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
-                     else "No earlier run of this spec on this GPU to compare with.")
+                     else "No earlier run of this spec hash, GPU, power policy and timer to compare with.")
         if board := leaderboard_markdown([s for s in leaderboard(r.run.cells) if s.variants > 1]):
             parts += ["### Leaderboard", board]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
@@ -115,7 +115,7 @@ def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
 
 def comparison_html(found) -> str:
     if found is None:
-        return "<h3>Against the previous run</h3><p>No earlier run of this spec on this GPU to compare with.</p>"
+        return "<h3>Against the previous run</h3><p>No earlier run of this spec hash, GPU, power policy and timer to compare with.</p>"
     verdict = compare_cli.verdict(found)
     parts = ["<h3>Against the previous run</h3>", "<ul>" + "".join(f"<li>{_e(line)}</li>"
                                                                     for line in compare_cli.heading(found)) + "</ul>",

@@ -5,18 +5,32 @@ from __future__ import annotations
 
 import re
 import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from helpers import REPO, in_process
-from stores import generate
+from stores import copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
-LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder is lab5-20261202-104743 (cuDNN 9.19, no TE)
-HOPPER = "hopper-long-warm-20261203-023241"
+LAB5_TE = "lab5-20261202-110556"  # no earlier run of its spec hash in the folder
+HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-cold-20261203-023241
+BEFORE = "lab5-night-before"  # LAB5_TE a day earlier, its first three ok cells twice as fast (nights below)
 # What a 3,000-cell run's report may weigh: its page (every cell in a table, at most artifacts.MAX_CHARTS charts
 # inline) and all its files. Measured at 3,000 cells (docs/benchmarks.md, "attnbench report"): 2.0 MiB and 2.9 MiB.
 PAGE_LIMIT_MIB, FILES_LIMIT_MIB = 3.0, 4.5
+
+
+def nights(store: Path) -> Path:
+    """LAB5_TE in `store` after BEFORE: a regression of three cells, as two nights of the CronJob would leave it."""
+    template = shipped("h200/" + LAB5_TE)
+    faster = [c.key for c in template.cells if c.status == "ok"][:3]
+    manifest, cells = copy_run(template, BEFORE, datetime.fromisoformat(template.manifest.started_at) -
+                               timedelta(days=1), factor=lambda c: 0.5 if c.key in faster else 1.0)
+    write_run(store / BEFORE, manifest, cells)
+    shutil.copytree(H200 / LAB5_TE, store / LAB5_TE)
+    return store
 
 
 def report(capsys, tmp_path, *runs, out=None):
@@ -34,11 +48,12 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
         (HOPPER, "fwd"), (HOPPER, "fwd-bwd")])
     assert page.count("<figure class='chart'") == len(figures) == page.count("src='data:image/png;base64,")
     assert not re.search(r"""(src|href)=['"](?!data:|#)""", page), "the page refers to nothing outside itself"
-    assert "REGRESSION: 13 cell(s) slower, 2 ok in A and not in B" in page  # against lab5-20261202-104743
+    assert "No earlier run of this spec hash, GPU, power policy and timer to compare with." in page  # LAB5_TE's
+    assert "REGRESSION: 1 cell(s) slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
     assert "<caption>Leaderboard" in page and page.count("<section id=") == 2
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"](figures/{name})" in summary for name in figures)
-    assert "(against lab5-20261202-104743)" in summary
+    assert "(against hopper-long-cold-20261203-023241)" in summary
     assert f"report: {tmp_path / 'report' / 'index.html'}" in done.err
 
 
@@ -47,7 +62,8 @@ def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
     shutil.copytree(H200 / HOPPER, store / HOPPER)
     done = report(capsys, tmp_path, HOPPER, out=store)
     assert done.code == 0, done.err
-    assert "No earlier run of this spec on this GPU" in (tmp_path / "report" / "index.html").read_text()
+    assert "No earlier run of this spec hash, GPU, power policy and timer" in (
+        tmp_path / "report" / "index.html").read_text()
 
 
 def test_a_png_is_the_same_bytes_each_time(capsys, tmp_path):
@@ -83,11 +99,12 @@ def test_a_run_that_is_not_there_is_one_line(capsys, tmp_path, monkeypatch, args
 
 
 def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
-    done = in_process(capsys, "compare", H200 / LAB5_TE, "--against", "previous", "--format", "markdown",
+    store = nights(tmp_path / "store")
+    done = in_process(capsys, "compare", store / LAB5_TE, "--against", "previous", "--format", "markdown",
                       "--report", tmp_path / "night")
     assert done.code == 1  # the regression is still the gate's verdict
     page = (tmp_path / "night" / "index.html").read_text()
-    assert "REGRESSION: 13 cell(s) slower" in page and "REGRESSION: 13 cell(s) slower" in done.out
+    assert "REGRESSION: 3 cell(s) slower" in page and "REGRESSION: 3 cell(s) slower" in done.out
     assert f"report: {tmp_path / 'night' / 'index.html'}" in done.err
     assert "report:" not in done.out  # stdout holds the markdown alone
 
@@ -95,13 +112,11 @@ def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
 def test_a_report_beside_its_run_in_the_store_leaves_the_run_as_it_read(capsys, tmp_path):
     from runner.store import open_store
 
-    store = tmp_path / "store"
-    for run in ("lab5-20261202-104743", LAB5_TE):
-        shutil.copytree(H200 / run, store / run)
+    store = nights(tmp_path / "store")
     before = open_store(str(store)).read(LAB5_TE)
     done = in_process(capsys, "compare", LAB5_TE, "--against", "previous", "--out", store,
                       "--report", store / LAB5_TE / "report")  # as the nightly CronJob writes it
     assert done.code == 1 and (store / LAB5_TE / "report" / "index.html").is_file()
     after = open_store(str(store)).read(LAB5_TE)
     assert (after.cells, after.problems) == (before.cells, []) and open_store(str(store)).runs() == sorted(
-        ["lab5-20261202-104743", LAB5_TE])
+        [BEFORE, LAB5_TE])
