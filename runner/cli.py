@@ -411,6 +411,8 @@ def _preloads(variants) -> dict[str, str | None]:
 
 
 def cmd_list(args, console: Console) -> int:
+    from rich.markup import escape
+
     from runner.machine import current_device
     from runner.registry import BROKEN, unmet
     from runner.report import rich_table
@@ -421,9 +423,9 @@ def cmd_list(args, console: Console) -> int:
     rows = []
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
-        rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {reason}" if reason else "[green]yes[/]",
-                     v.doc])
-    rows += [[module, "-", f"[red]broken[/]: {error}", ""] for module, error in sorted(BROKEN.items())]
+        rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {escape(reason)}" if reason else
+                     "[green]yes[/]", escape(v.doc)])  # a reason may name an extra, '.[tokamax]', not a style
+    rows += [[module, "-", f"[red]broken[/]: {escape(error)}", ""] for module, error in sorted(BROKEN.items())]
     console.print(rich_table(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows))
     return EXIT_OK
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from runner.record import GpuFacts, Machine
 
-PACKAGES = ("jax", "jaxlib", "flax", "pydantic", "numpy")
+PACKAGES = ("jax", "jaxlib", "flax", "pydantic", "numpy", "tokamax")
 
 
 @dataclass(frozen=True)

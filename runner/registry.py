@@ -74,6 +74,7 @@ class Requires:
     max_head_dim: int | None = None
     passes: tuple[str, ...] = ("fwd", "fwd_bwd")
     package: str | None = None
+    install: str | None = None  # how to install `package`, said where it is missing
     max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
     options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
     why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it is declined, where more than "has none"
@@ -214,7 +215,8 @@ def unmet(v: Variant, device: Device) -> str | None:
     if (req.gpu or needed) and (capability is None or (needed and capability < needed)):
         return f"{_needs_gpu(v.name, req)}; the device here is {device.describe()}"
     if req.package and importlib.util.find_spec(req.package) is None:
-        return f"{v.name} needs the Python package '{req.package}', which is not installed here"
+        how = f" ({req.install})" if req.install else ""
+        return f"{v.name} needs the Python package '{req.package}', which is not installed here{how}"
     return None
 
 

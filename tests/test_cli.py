@@ -8,6 +8,7 @@ an interpreter without the project's dependencies.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
 import os
@@ -396,6 +397,9 @@ def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
     assert {name for name, verdict in here.items() if verdict == "yes"} == portable
     assert all(verdict.startswith("no: ") for name, verdict in here.items() if name not in portable)
     assert here["cudnn"] == f"no: {CPU_SKIP}"
+    if importlib.util.find_spec("tokamax") is None:  # the install line reads as typed, its extra not taken for a style
+        assert here["tokamax_xla_chunked"].endswith("(pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= "
+                                                    "0.11.1))")
 
 
 def test_env_prints_the_machine(capsys):

@@ -33,12 +33,12 @@ def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
     from runner.attention import Logits, naive_attention
 
-    lengths = _lengths(p)
+    lengths = seq_lengths(p)
     return functools.partial(naive_attention, causal=p.causal, logits=Logits.of(p), q_lengths=lengths[0],
                              kv_lengths=lengths[1])
 
 
-def _lengths(p: Params) -> tuple:
+def seq_lengths(p: Params) -> tuple:
     """The padded batch's (query, key/value) lengths as int32 arrays (constants of the timed call), or Nones."""
     import jax.numpy as jnp
 
@@ -64,7 +64,7 @@ def _dot_product_attention(p: Params, implementation: str | None):
     import jax
     import jax.numpy as jnp
 
-    q_lengths, kv_lengths = _lengths(p)
+    q_lengths, kv_lengths = seq_lengths(p)
     attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation=implementation,
                                   query_seq_lengths=q_lengths, key_value_seq_lengths=kv_lengths,
                                   local_window_size=window_size(p))

@@ -1,0 +1,145 @@
+"""tokamax's attention, one variant per implementation: the JAX team's kernel library (tokamax 0.0.17), which
+replaces jax.experimental.pallas.ops.gpu (the legacy Pallas variants).
+
+Every variant calls `tokamax.dot_product_attention(q, k, v, bias, *, is_causal, query_seq_lengths,
+key_value_seq_lengths, local_window_size, logits_soft_cap, implementation=...)`. What tokamax 0.0.17's source says
+(_src/ops/attention: api.py, base.py and each implementation), and the rules that follow:
+- q (B, T, N, H), k (B, S, K, H), v (B, S, K, Hv): GQA and MQA natively (query head n reads KV head n // (N / K)),
+  V's head dimension may differ (MLA); the logits are scaled by 1/sqrt(H) (its default);
+- the causal mask is top-left (key j <= query i), a window `(left, right)` as jax.nn's (keys i - left..i + right),
+  a padded batch as per-row lengths (its mask's q_end / k_end); padded query rows are undefined, as everywhere;
+- the soft cap is applied after the bias, cap * tanh((s + b) / cap); the spec adds ALiBi after the cap (the
+  reference: cap * tanh(s / cap) + b), so a cell with both is declined;
+- mosaic: its Pallas Mosaic GPU kernels (sm80 forward; sm90 and sm100 forward and backward; on the H200 the kernel
+  is `flash_attention_sm90_mosaic_gpu_kernel`) take bias, soft cap, window, lengths and Hv; inputs are cast to
+  bf16 / f16 inside (cast_qkv), so a float32 cell would not run in float32;
+- triton: its Pallas Triton kernel takes the same forward; its backward raises NotImplementedError for a soft cap;
+- xla_chunked: jnp in chunks of 512 query by 1024 key rows (any length, any dtype, the backward by autodiff);
+- cudnn: tokamax's wrapper around jax.nn.dot_product_attention(implementation="cudnn"), the cudnn variant's kernel,
+  to see what the wrapper costs. It has no soft cap (NotImplementedError); it hands jax a window as a dense mask,
+  which jax's cuDNN path adds as a (T, S) bias: another kernel than cudnn's sliding window, so a window is declined;
+  Q, K and V are zero-padded to the larger of H and Hv.
+Untuned: each call uses the implementation's heuristic configuration (tokamax logs an autotuning cache miss).
+"""
+
+from __future__ import annotations
+
+import functools
+from types import MappingProxyType
+
+from runner.shape import Params
+from runner.registry import Requires, Skip, variant
+from runner.variants.pallas_triton import TRITON_CALLS
+
+PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
+ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim")
+FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS, **PACKAGE)
+CAP_AFTER_BIAS = "tokamax caps the logits after adding the bias, cap * tanh((s + b) / cap); the spec adds ALiBi " \
+                 "after the cap"
+
+
+def probe() -> str | None:
+    """Why tokamax does not import here (it imports xprof, and through it more, at import time), or None."""
+    try:
+        import tokamax  # noqa: F401
+    except Exception as error:  # ImportError for a missing dependency, or whatever its import raises
+        first = f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:300]
+        return f"tokamax does not import here: {first}"
+    return None
+
+
+def check(p: Params) -> str | None:
+    """Why every tokamax variant declines these params, or None."""
+    if p.bias != "none" and p.softcap is not None:
+        return f"{CAP_AFTER_BIAS}: a cell with both would not compute the reference's logits"
+    return None
+
+
+def triton_check(p: Params) -> str | None:
+    """Why tokamax_triton declines these params, or None."""
+    if p.pass_ == "fwd_bwd" and p.softcap is not None:
+        return "tokamax's Triton backward raises NotImplementedError for a logit soft cap"
+    return check(p)
+
+
+def attention(p: Params, implementation: str):
+    """attend(q, k, v) through tokamax.dot_product_attention(implementation=...) with the cell's mask and logits."""
+    import jax.numpy as jnp
+    import tokamax
+
+    from runner.variants.jax_attention import alibi_bias, seq_lengths, window_size
+
+    q_lengths, kv_lengths = seq_lengths(p)
+    attend = functools.partial(tokamax.dot_product_attention, is_causal=p.causal, query_seq_lengths=q_lengths,
+                               key_value_seq_lengths=kv_lengths, local_window_size=window_size(p),
+                               logits_soft_cap=p.softcap, implementation=implementation)
+    if p.bias == "none":
+        return attend
+    bias_dtype = jnp.dtype(p.dtype) if implementation == "cudnn" else jnp.float32  # jax's cuDNN path: q's dtype
+
+    def biased(q, k, v):
+        return attend(q, k, v, bias=alibi_bias(p, bias_dtype))
+
+    return biased
+
+
+def backward_here() -> str | None:
+    """Why this GPU has no tokamax Mosaic backward (its kernels are sm90 and sm100 only), or None."""
+    import jax
+
+    capability = str(getattr(jax.devices()[0], "compute_capability", ""))
+    if capability and capability.split(".")[0] not in ("9", "10"):
+        return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability " \
+               f"{capability}"
+    return None
+
+
+RULES = ("Q, K and V cast to bf16 / f16 inside the kernel (no float32 kernel)",
+         "bias and soft cap not together (tokamax caps after the bias)")
+
+
+@variant("tokamax_mosaic", requires=Requires(**FLASH), backend="pallas_mosaic_gpu", proves=("mosaic_gpu",),
+         check=check, rules=RULES + ("fwd_bwd on sm90 / sm100 only",), probe=probe)
+def tokamax_mosaic(p: Params):
+    """tokamax.dot_product_attention(implementation="mosaic"): its Pallas Mosaic GPU flash attention, untuned."""
+    if p.pass_ == "fwd_bwd" and (reason := backward_here()):
+        raise Skip(reason)
+    return attention(p, "mosaic")
+
+
+@variant("tokamax_triton", requires=Requires(**FLASH), backend="pallas_triton", proves=TRITON_CALLS,
+         check=triton_check, rules=RULES + ("no soft cap under fwd_bwd",), probe=probe)
+def tokamax_triton(p: Params):
+    """tokamax.dot_product_attention(implementation="triton"): its Pallas Triton flash attention, untuned."""
+    return attention(p, "triton")
+
+
+@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, **PACKAGE), backend="xla", check=check,
+         rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
+def tokamax_xla_chunked(p: Params):
+    """tokamax.dot_product_attention(implementation="xla_chunked"): jnp over 512 x 1024 chunks (memory-efficient)."""
+    return attention(p, "xla_chunked")
+
+
+CUDNN_WHY_NOT = MappingProxyType({
+    "softcap": "tokamax's cuDNN path (jax.nn.dot_product_attention) raises NotImplementedError for a soft cap",
+    "window": "tokamax hands jax's cuDNN path a window as a dense mask, added as a (T, S) bias: not the cudnn "
+              "variant's sliding-window kernel"})
+
+
+def cudnn_check(p: Params) -> str | None:
+    """Why tokamax_cudnn declines these params, or None."""
+    if p.v_head_dim > 128:
+        return f"tokamax pads Q, K and V to the larger head dimension for jax's cuDNN path (at most 128), here " \
+               f"Hv={p.v_head_dim}"
+    return None
+
+
+@variant("tokamax_cudnn", requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"),
+                                            head_dim_multiple=8, max_head_dim=128, options=("fill", "bias", "v_head_dim"),
+                                            why_not=CUDNN_WHY_NOT, **PACKAGE),
+         backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
+         rules=("Q, K and V zero-padded to the larger of H and Hv, at most 128",), probe=probe)
+def tokamax_cudnn(p: Params):
+    """tokamax.dot_product_attention(implementation="cudnn"): the cudnn variant's kernel through tokamax's wrapper."""
+    return attention(p, "cudnn")

@@ -1,0 +1,149 @@
+"""The tokamax variants off a GPU: what each declines and why, what they ask tokamax.dot_product_attention for, and
+how they say that tokamax is missing or does not import (tokamax itself needs Python >= 3.12, so here it is a
+stand-in that records its call)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+import pytest
+
+from helpers import params
+from runner.machine import Device
+from runner.registry import VARIANTS, decline, load_all, unmet
+from runner.variants import tokamax_attention
+
+load_all()
+H200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
+CPU = Device("cpu", "cpu", None)
+HOPPER = dict(batch=2, seq_len=4096, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
+NAMES = ("tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked", "tokamax_cudnn")
+HAS_TOKAMAX = importlib.util.find_spec("tokamax") is not None
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    """tokamax counts as installed, so the cell rules speak (its import is never tried by decline)."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "tokamax" else real(name, *a))
+
+
+@pytest.mark.skipif(HAS_TOKAMAX, reason="tokamax is installed here")
+@pytest.mark.parametrize("name", NAMES)
+def test_without_tokamax_each_variant_says_how_to_install_it(name):
+    reason = unmet(VARIANTS[name], H200)
+    assert reason == (f"{name} needs the Python package 'tokamax', which is not installed here (pip install "
+                      "'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1))")
+
+
+def test_the_flash_kernels_need_a_gpu_and_xla_chunked_does_not(installed):
+    assert unmet(VARIANTS["tokamax_mosaic"], CPU).startswith("tokamax_mosaic needs an NVIDIA GPU")
+    assert unmet(VARIANTS["tokamax_cudnn"], CPU).startswith("tokamax_cudnn needs an NVIDIA GPU")
+    assert unmet(VARIANTS["tokamax_xla_chunked"], CPU) is None
+
+
+@pytest.mark.parametrize("name, shape, words", [
+    ("tokamax_mosaic", {**HOPPER, "bias": "alibi", "softcap": 30.0}, "tokamax caps the logits after adding the bias"),
+    ("tokamax_xla_chunked", {**HOPPER, "bias": "alibi", "softcap": 30.0}, "tokamax caps the logits after"),
+    ("tokamax_triton", {**HOPPER, "softcap": 30.0, "pass": "fwd_bwd"}, "Triton backward raises NotImplementedError"),
+    ("tokamax_mosaic", {**HOPPER, "dtype": "float32"}, "runs bfloat16 / float16 only, not float32"),
+    ("tokamax_cudnn", {**HOPPER, "softcap": 30.0}, "raises NotImplementedError for a soft cap"),
+    ("tokamax_cudnn", {**HOPPER, "window": 1024}, "not the cudnn variant's sliding-window kernel"),
+    ("tokamax_cudnn", {**HOPPER, "head_dim": 64, "v_head_dim": 192}, "here Hv=192"),
+    ("tokamax_cudnn", {**HOPPER, "head_dim": 192}, "supports head_dim up to 128"),
+    ("tokamax_mosaic", {**HOPPER, "devices": 2}, "does not split the sequence"),
+])
+def test_each_variant_declines_what_tokamax_cannot_run_and_says_why(installed, name, shape, words):
+    reason = decline(VARIANTS[name], params(**shape), H200)
+    assert reason and words in reason, reason
+
+
+@pytest.mark.parametrize("name, shape", [
+    ("tokamax_mosaic", {**HOPPER, "pass": "fwd_bwd"}),
+    ("tokamax_mosaic", {**HOPPER, "window": 1024, "fill": 0.5, "softcap": 50.0, "pass": "fwd_bwd"}),
+    ("tokamax_mosaic", {**HOPPER, "head_dim": 192, "v_head_dim": 128, "bias": "alibi"}),
+    ("tokamax_triton", {**HOPPER, "softcap": 50.0}),
+    ("tokamax_triton", {**HOPPER, "window": 512, "causal": False, "pass": "fwd_bwd"}),
+    ("tokamax_xla_chunked", {**HOPPER, "dtype": "float32", "softcap": 50.0, "window": 100}),
+    ("tokamax_cudnn", {**HOPPER, "fill": 0.8, "bias": "alibi", "pass": "fwd_bwd"}),
+    ("tokamax_cudnn", {**HOPPER, "v_head_dim": 64}),
+])
+def test_each_variant_takes_every_axis_tokamax_takes(installed, name, shape):
+    assert decline(VARIANTS[name], params(**shape), H200) is None
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """A stand-in tokamax module whose dot_product_attention records its arguments and returns q."""
+    made = []
+
+    def dot_product_attention(q, k, v, bias=None, mask=None, **kwargs):
+        made.append(dict(kwargs, bias=bias, mask=mask))
+        return q
+
+    monkeypatch.setitem(sys.modules, "tokamax", types.SimpleNamespace(dot_product_attention=dot_product_attention))
+    return made
+
+
+def _call(name: str, **shape) -> None:
+    from runner.inputs import make_inputs
+
+    p = params(**shape)
+    attend = VARIANTS[name].build(p)
+    q, k, v = make_inputs(p, seed=0)[:3]
+    assert attend(q, k, v) is q
+
+
+def test_the_cell_reaches_tokamax_as_its_own_arguments(calls):
+    _call("tokamax_xla_chunked", batch=4, seq_len=64, causal=True, window=16, fill=0.5, softcap=20.0)
+    (call,) = calls
+    assert call.pop("query_seq_lengths").tolist() == [1, 21, 43, 64]  # runner.masks.lengths at fill 0.5
+    assert call.pop("key_value_seq_lengths").tolist() == [1, 21, 43, 64]
+    assert call == dict(is_causal=True, local_window_size=(15, 0), logits_soft_cap=20.0,
+                        implementation="xla_chunked", bias=None, mask=None)
+
+
+@pytest.mark.parametrize("name, implementation, bias_dtype", [
+    ("tokamax_mosaic", "mosaic", "float32"), ("tokamax_triton", "triton", "float32"),
+    ("tokamax_cudnn", "cudnn", "bfloat16"),
+])
+def test_alibi_reaches_tokamax_as_a_bias_of_each_head(calls, name, implementation, bias_dtype):
+    _call(name, batch=1, seq_len=32, heads=4, dtype="bfloat16", bias="alibi")
+    (call,) = calls
+    assert call["implementation"] == implementation and call["query_seq_lengths"] is None
+    assert call["bias"].shape == (1, 4, 32, 32) and str(call["bias"].dtype) == bias_dtype
+    assert float(call["bias"][0, 0, 0, 1]) == -(2 ** -2)  # slope of head 0 of 4, one key away
+
+
+@pytest.mark.parametrize("capability, runs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", True),
+                                               ("12.0", False)])
+def test_the_mosaic_backward_runs_on_sm90_and_sm100_only(monkeypatch, capability, runs):
+    import jax
+
+    monkeypatch.setattr(jax, "devices", lambda: [types.SimpleNamespace(compute_capability=capability)])
+    assert tokamax_attention.backward_here() == (None if runs else "tokamax's Mosaic GPU backward runs on sm90 and "
+                                                 f"sm100 only; this GPU has compute capability {capability}")
+
+
+def test_a_tokamax_that_does_not_import_is_named_with_its_error(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def failing(name, *args, **kwargs):
+        if name == "tokamax":
+            raise ModuleNotFoundError("No module named 'xprof'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", failing)
+    assert tokamax_attention.probe() == "tokamax does not import here: ModuleNotFoundError: No module named 'xprof'"
+
+
+def test_a_mosaic_backward_cell_on_another_gpu_is_skipped_at_build(monkeypatch):
+    from runner.registry import Skip
+
+    monkeypatch.setattr(tokamax_attention, "backward_here", lambda: "no backward on this GPU")
+    with pytest.raises(Skip, match="no backward on this GPU"):
+        VARIANTS["tokamax_mosaic"].build(params(**HOPPER, pass_="fwd_bwd"))
