@@ -15,8 +15,11 @@ import jax.numpy as jnp
 
 from runner import masks, metrics
 from runner.attention import Logits, reference_attention
+from runner.cells import unsplit
 from runner.compiler import UNTIMED
+from runner.registry import Skip
 from runner.shape import Params
+from runner.timers import Stopwatch
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
@@ -29,6 +32,35 @@ class InputsAndReference:
     args: tuple  # q, k, v (and the output cotangent under fwd_bwd)
     expected: tuple  # out (and dq, dk, dv under fwd_bwd), float32
     unmasked_rows: jax.Array | None  # causal: rows 0 and T-1 of unmasked attention
+
+
+@dataclass
+class Truths:
+    """The inputs and reference of the shape measured last: a shape's variants run one after another, so each shape's
+    are made once, and the previous shape's arrays are freed before the next one's are made."""
+
+    seed: int
+    memory_bytes: int | None  # the device's; a shape whose inputs and reference need more is skipped
+    last: tuple[Params, InputsAndReference] | None = None
+
+    def holds(self, p: Params) -> bool:
+        """Whether the shape's inputs and reference are made already (a split shape's are its unsplit one's)."""
+        return self.last is not None and self.last[0] == unsplit(p)
+
+    def get(self, p: Params) -> tuple[InputsAndReference, dict[str, float]]:
+        """The shape's inputs and float32 results, and the seconds this call spent making them (none when held)."""
+        watch, p = Stopwatch(), unsplit(p)  # a shape split across 1 or 8 devices has the same inputs and reference
+        if not self.holds(p):
+            self.last = None  # free the previous shape's arrays first
+            if self.memory_bytes and (needed := needed_bytes(p)) > self.memory_bytes:
+                raise Skip(f"inputs and float32 reference need {size_text(needed)}; the device has "
+                           f"{size_text(self.memory_bytes)}")
+            with watch.phase("inputs"):
+                args = jax.block_until_ready(make_inputs(p, self.seed))
+            with watch.phase("reference"):
+                truth = InputsAndReference(args, jax.block_until_ready(reference(p, args)), unmasked_rows(p, args))
+            self.last = (p, truth)
+        return self.last[1], watch.phases
 
 
 def input_shapes(p: Params) -> list[tuple[int, ...]]:

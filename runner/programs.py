@@ -1,24 +1,33 @@
 """The timed program of a cell: a variant built, lowered and compiled for the cell's input shapes (or tuned: each
-of its configurations compiled and briefly timed, the fastest kept)."""
+of its configurations compiled and briefly timed, the fastest kept), and the cache of programs (`Programs`): those
+a shape's variants share, and those compiled ahead of their cells.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import re
-from dataclasses import dataclass
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-from runner.compiler import UNTIMED, Program, compile_timed
-from runner.inputs import input_shapes
+from runner.cells import Cell, unsplit
+from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
+from runner.inputs import Truths, input_shapes, untimed_programs
 from runner.record import Candidate, Tuning
+from runner.registry import VARIANTS, Probes, Skip, Staged, Tuned, backend_of
 from runner.shape import Params
-from runner.registry import Skip, Staged, Tuned, backend_of
-from runner.timers import Limits, Timer, sample
+from runner.timers import Limits, Stopwatch, Timer, sample
 
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
+COMPILE_THREADS = min(8, os.cpu_count() or 1)  # programs compiled side by side ahead of their cells
+SHARED_SHAPES = 32  # shapes whose executables are kept for variants that compile to the same program
 
 
 @dataclass(frozen=True)
@@ -116,3 +125,113 @@ def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -
         reasons = "; ".join(f"{c.config}: {c.reason}" for c in candidates[:3])
         raise Skip(f"{name}: none of its {len(candidates)} configurations runs this shape ({reasons})")
     return best[0], Tuning(config=best[2], candidates=candidates)
+
+
+def ahead(compiled: Compiled) -> Compiled:
+    """The program marked as compiled ahead of its cell's turn."""
+    compilation = compiled.program.compilation.model_copy(update={"ahead": True})
+    return dataclasses.replace(compiled, program=dataclasses.replace(compiled.program, compilation=compilation))
+
+
+@dataclass
+class Programs:
+    """The programs of one worker: the executables of the last SHARED_SHAPES shapes by fingerprint (variants of a
+    shape that compile to the same program share one), and the programs a batch compiled ahead of their cells."""
+
+    on_gpu: bool  # timed programs compile one at a time (see _compile_all)
+    _shared: OrderedDict[Params, dict] = field(default_factory=OrderedDict)
+    _ready: dict[str, Compiled | Exception] = field(default_factory=dict)  # compiled ahead, by cell key
+    _tried: set[str] = field(default_factory=set)  # cells a batch compiled (or tried to) already
+
+    def shared(self, p: Params) -> dict:
+        """Fingerprint -> (variant, program) for this shape's executables."""
+        if p not in self._shared:
+            self._shared[p] = {}
+            while len(self._shared) > SHARED_SHAPES:
+                self._shared.popitem(last=False)
+        self._shared.move_to_end(p)
+        return self._shared[p]
+
+    def compile(self, cell: Cell, built) -> Compiled:
+        """The cell's program compiled at its turn (or an identical executable of its shape reused)."""
+        return compile_step(cell.variant, built, cell.params, self.shared(cell.params))
+
+    def compile_ahead(self, cell: Cell, built) -> Compiled:
+        """The cell's program compiled before its turn, so that no batch compiles it again."""
+        self._tried.add(cell.key)
+        return ahead(self.compile(cell, built))
+
+    def take(self, cell: Cell) -> Compiled | None:
+        """The cell's program if a batch compiled it (raising the error it met instead)."""
+        made = self._ready.pop(cell.key, None)
+        if isinstance(made, Exception):
+            raise made
+        return made
+
+    def precompile(self, cells: list[Cell], probes: Probes, truths: Truths) -> dict[str, float]:
+        """Compile the timed programs of these cells, and the untimed ones of their shapes' inputs and references
+        (those `truths` does not hold), in threads (XLA compiles without holding the GIL; see _compile_all for what
+        runs side by side); the seconds it took, as the phase `compile` (none when the batch ran already). It runs
+        at a cell's turn before anything is timed, never during a timed window: XLA's autotuner launches kernels,
+        and CUPTI would count them. A program that fails to compile keeps its error for its own cell's turn."""
+        watch = Stopwatch()
+        if all(c.key in self._tried for c in cells[:2]):  # this cell's and the next one's batch ran: not yet
+            return watch.phases
+        todo = [c for c in cells if c.key not in self._tried]
+        self._tried.update(c.key for c in todo)
+        batch = {c.key for c in cells}
+        self._ready = {key: made for key, made in self._ready.items() if key in batch}
+        with watch.phase("compile"):
+            lowered, shapes = self._lower(todo, probes)
+            untimed = {prog[0]: prog for p in shapes if not truths.holds(p)
+                       for prog in untimed_programs(p, truths.seed)}
+            self._compile_all(lowered, list(untimed.values()))
+        return watch.phases
+
+    def _lower(self, cells: list[Cell], probes: Probes) -> tuple[list[tuple], dict[Params, None]]:
+        """(cell, staged, Lowered) for each cell with a program to compile now, and the shapes they need inputs of;
+        a cell whose build fails (Skip included) keeps its error for its turn."""
+        lowered, shapes = [], {}
+        for cell in cells:
+            variant, p = VARIANTS[cell.variant], cell.params
+            try:
+                if probes(variant):
+                    continue
+                built = variant.build(p)
+                if isinstance(built, Tuned):  # its search compiles and times at its turn
+                    continue
+                staged, fn, args = timed_fn(built, p)
+                lowered.append((cell, staged, lower_timed(fn, args)))
+            except Exception as error:  # Skip included: recorded at the cell's turn
+                self._ready[cell.key] = error
+                continue
+            shapes.setdefault(unsplit(p), None)
+        return lowered, shapes
+
+    def _compile_all(self, lowered: list[tuple], untimed: list[tuple]) -> None:
+        """Compile each distinct program of `lowered` (cell, staged, Lowered) once, with the `untimed` ones beside
+        them in the pool; a variant whose program another one of its shape compiles shares that executable.
+
+        On a GPU the timed programs compile one at a time, in a thread of their own: XLA's autotuner times candidate
+        kernels on the device, and two autotuning at once pick worse ones (docs/benchmarks.md, "Timed programs
+        compiled one at a time"), though side by side a batch compiles faster."""
+        compiling: dict[tuple, Future] = {}  # (shape, fingerprint) -> the first cell's compile of that program
+        timed_threads = 1 if self.on_gpu else COMPILE_THREADS
+        with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool, \
+                ThreadPoolExecutor(timed_threads, thread_name_prefix="attnbench-compile-timed") as timed_pool:
+            warming = [pool.submit(UNTIMED.warm, *prog) for prog in untimed]
+            for cell, _, item in lowered:
+                identity = (cell.params, item.fingerprint)
+                if identity not in compiling and not shared_program(item, self.shared(cell.params)):
+                    compiling[identity] = timed_pool.submit(compile_lowered, item, True)
+        for future in warming:
+            future.exception()  # an untimed program that fails here fails again, and is reported, where it runs
+        for cell, staged, item in lowered:  # in batch order: the first cell of a program owns it, the rest share it
+            shared = self.shared(cell.params)
+            try:
+                if (program := shared_program(item, shared)) is None:
+                    program = compiling[(cell.params, item.fingerprint)].result()
+                    shared[item.fingerprint] = (cell.variant, program)
+                self._ready[cell.key] = ahead(compiled_from(program, staged))
+            except Exception as error:  # a compile error: the cell fails with it at its turn
+                self._ready[cell.key] = error

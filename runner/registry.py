@@ -241,6 +241,18 @@ def decline(v: Variant, params: Params, device: Device) -> str | None:
     return v.check(params) if v.check else None
 
 
+@dataclass
+class Probes:
+    """Each variant's probe, run once in this process: why a needed API is missing here, or None."""
+
+    found: dict[str, str | None] = field(default_factory=dict)
+
+    def __call__(self, v: Variant) -> str | None:
+        if v.name not in self.found:
+            self.found[v.name] = v.probe() if v.probe else None
+        return self.found[v.name]
+
+
 def _devices_unmet(v: Variant, params: Params, device: Device) -> str | None:
     """Why the cell's `devices` cannot be had: the variant runs on fewer, or this worker sees fewer."""
     if params.devices > v.requires.max_devices:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import jax
@@ -18,7 +18,7 @@ import jax
 from runner import power
 from runner.record import PowerState, Soak, SoakPoint, Telemetry
 from runner.spec import TimingSettings
-from runner.timers import FLOOR_SAMPLES, Limits, Sampled, Timer, limits, sample, summarise
+from runner.timers import FLOOR_SAMPLES, Limits, Sampled, Stopwatch, Timer, limits, sample, summarise
 
 
 @dataclass
@@ -32,12 +32,14 @@ class PowerEnv:
 
 @dataclass(frozen=True)
 class Timed:
-    """What the timers made: one Sampled per timer (headline first), and the GPU's state while the headline sampled."""
+    """What the timers made: one Sampled per timer (headline first), the GPU's state while the headline sampled, and
+    the seconds each phase of the sampling took (settle, each timer's name, soak)."""
 
     sampled: list[Sampled]
     power: PowerState | None = None
     telemetry: Telemetry | None = None
     soak: Soak | None = None
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def kernels(self) -> list[str]:
@@ -237,25 +239,21 @@ def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
     return run
 
 
-def _count(watch, name: str, seconds: float) -> None:
-    watch.phases[name] = watch.phases.get(name, 0.0) + seconds
-
-
 def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
-              watch, ran_s: float | None = None) -> Timed:
+              ran_s: float | None = None) -> Timed:
     """Bring the GPU to the spec's power state and sample the headline timer in it under telemetry, then the
     others (ran_s: the seconds of the untimed call made just before: the pace of the calls, and where the warm-up
     would take more than half the budget, the warm-up). Under `steady`, a headline that can sample inside the load
     (a timer with a session: every kernel of a stream) does; one that cannot (the wall clock syncs each call) is
     sampled after the settling, and its record says so."""
-    headline = timers[0]
+    headline, watch = timers[0], Stopwatch()
     state = telemetry = soaked = None
     sampled = []
     if env.source is not None and settings.power == "steady" and hasattr(headline, "session"):
         started = time.perf_counter()
         made = sample_in_load(headline, fn, args, env.source, settings, ran_s)
-        _count(watch, "settle", made.settle_s)
-        _count(watch, headline.name, time.perf_counter() - started - made.settle_s)
+        watch.count("settle", made.settle_s)
+        watch.count(headline.name, time.perf_counter() - started - made.settle_s)
         sampled.append(made.sampled)
         state, telemetry = made.power, made.telemetry
     elif env.source is not None:
@@ -284,4 +282,4 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
         with watch.phase("soak"):
             power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
             soaked = soak(headline, fn, args, env.source, settings.soak_s, ran_s)
-    return Timed(sampled, state, telemetry, soaked)
+    return Timed(sampled, state, telemetry, soaked, watch.phases)

@@ -8,6 +8,7 @@ time budget is reached, and returns the summary with the kernels.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -18,6 +19,29 @@ from runner.spec import TimingSettings
 
 BATCH = 5  # samples asked of a timer at a time
 FLOOR_SAMPLES = 3  # the fewest samples a timer takes, when the budget cuts min_samples short
+
+
+class Stopwatch:
+    """Seconds per phase of one step or cell; a step returns its own, and its caller adds them up."""
+
+    def __init__(self):
+        self.phases: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.count(name, time.perf_counter() - start)
+
+    def count(self, name: str, seconds: float) -> None:
+        self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+    def add(self, phases: dict[str, float]) -> None:
+        """Another step's phases, added to these."""
+        for name, seconds in phases.items():
+            self.count(name, seconds)
 
 
 @dataclass(frozen=True)

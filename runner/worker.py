@@ -194,6 +194,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
     greeting, measurer = hello(start)
     outbox.send(("ready", greeting))
+    begun = None
     while True:
         try:
             verb, payload = inbox.recv()
@@ -201,10 +202,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if verb == "stop":
             return
-        record = measurer.measure(payload.cell, payload.ahead) if measurer else None
+        record = measurer.measure(payload.cell, payload.ahead, begun) if measurer else None
         outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
-        if measurer and payload.upcoming:  # the run compiles ahead: start it while the record is stored
-            measurer.begin(payload.upcoming)
+        # the run compiles ahead: start the next cell while the record is stored
+        begun = measurer.begin(payload.upcoming) if measurer and payload.upcoming else None
 
 
 def main(argv: list[str]) -> None:

@@ -54,8 +54,7 @@ def test_compiling_needs_only_the_shapes():
 
 def test_a_cell_begun_ahead_gives_the_same_answer_and_says_so(measurer):
     cell = Cell("t", "naive", params(seq_len=16))
-    measurer.begin(cell)
-    ahead = measurer.measure(cell)
+    ahead = measurer.measure(cell, begun=measurer.begin(cell))
     now = Measurer(measurer.spec, [WallTimer()], "t", current_device()).measure(cell)
     assert ahead.status == now.status == "ok"
     assert ahead.compilation.ahead is True and now.compilation.ahead is False
@@ -71,11 +70,10 @@ def test_what_goes_wrong_ahead_is_recorded_at_the_cells_turn(measurer):
 
     try:
         cell = Cell("t", "test_declines_late", params())
-        measurer.begin(cell)
-        other = measurer.measure(Cell("t", "xla", params()))  # the run changed its mind: begun work is dropped
-        assert other.status == "ok" and other.compilation.ahead is False
-        measurer.begin(cell)
-        record = measurer.measure(cell)
+        begun = measurer.begin(cell)
+        other = measurer.measure(Cell("t", "xla", params()), begun=begun)  # the run changed its mind: begun work
+        assert other.status == "ok" and other.compilation.ahead is False  # is dropped
+        record = measurer.measure(cell, begun=measurer.begin(cell))
         assert (record.status, record.reason) == ("skipped", "test_declines_late cannot run this shape")
     finally:
         VARIANTS.pop("test_declines_late", None)
