@@ -62,32 +62,51 @@ def swept_size(shapes: list[dict]) -> tuple[str | None, list[str]]:
     return x, [k for k in varying if k != x]
 
 
-def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y) -> list[Series]:
+# What a chart can draw against the swept size: axis title, the value of a cell, a log axis or not.
+METRICS = {
+    "latency": ("median latency (ms)", lambda c: c.median_s * 1e3, True),
+    "tflops": ("TFLOP/s", lambda c: c.tflops, False),
+    "gbps": ("GB/s (Q, K, V, O read or written once)", lambda c: c.gbps, False),
+}
+
+
+def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "") -> list[Series]:
     """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear."""
     lines: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for c in cells:
         params = c.params.as_dict()
-        other = shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest))
+        other = " ".join(filter(None, [shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest)),
+                                       suffix]))
         lines.setdefault((c.variant, other), []).append((params[x], y(c)))
     return [Series(f"{variant} {other}".strip(), variant, tuple(sorted(points)))
             for (variant, other), points in lines.items()]
 
 
-def latency_chart(run_id: str, experiment: str, cells: list[CellRecord]) -> Chart | None:
-    """Median latency against the size the experiment sweeps, a line per variant (and other varying axes); None
-    when it sweeps no size or nothing was timed."""
-    timed = [c for c in cells if c.status == "ok" and c.median_s]
-    shapes = [c.params.as_dict() for c in timed]
+def sweep_chart(name: str, experiment: str, sources: list[tuple[str, str, list[CellRecord]]],
+                metric: str = "latency") -> Chart | None:
+    """`metric` against the size the experiment sweeps, a line per variant (and other varying axes) of each source
+    (run id, a suffix telling its lines apart, its cells of the experiment); None when it sweeps no size or
+    nothing was timed."""
+    label, value, log_y = METRICS[metric]
+    timed = [(run, suffix, c) for run, suffix, cells in sources for c in cells
+             if c.status == "ok" and c.median_s and value(c)]
+    shapes = [c.params.as_dict() for _, _, c in timed]
     x, rest = swept_size(shapes)
     if x is None:
         return None
-    series = series_of(timed, x, rest, lambda c: c.median_s * 1e3)
+    series = [line for run, suffix, _ in sources
+              for line in series_of([c for r, s, c in timed if (r, s) == (run, suffix)], x, rest, value, suffix)]
     fixed = shape.label(shapes[0], omit=(x, *rest))
-    timers = sorted({c.timer for c in timed if c.timer})
+    timers = sorted({c.timer for _, _, c in timed if c.timer})
     shown = f"; {MAX_SERIES} of {len(series)} lines" if len(series) > MAX_SERIES else ""
-    return Chart(stem(f"{run_id}-{experiment}"), f"{experiment}: latency against {shape.title(x)}",
-                 f"{fixed} · median {'/'.join(timers)} time{shown}", shape.title(x), "median latency (ms)",
-                 tuple(series[:MAX_SERIES]), (run_id,))
+    return Chart(stem(name), f"{experiment}: {label.split(' (')[0]} against {shape.title(x)}",
+                 f"{fixed} · median {'/'.join(timers)} time{shown}", shape.title(x), label, tuple(series[:MAX_SERIES]),
+                 tuple(dict.fromkeys(run for run, _, _ in sources)), log_y)
+
+
+def latency_chart(run_id: str, experiment: str, cells: list[CellRecord]) -> Chart | None:
+    """Median latency against the size the experiment sweeps, a line per variant (and other varying axes)."""
+    return sweep_chart(f"{run_id}-{experiment}", experiment, [(run_id, "", cells)])
 
 
 def colours(series: tuple[Series, ...]) -> dict[str, str]:

@@ -1,0 +1,165 @@
+"""The docs' H200 results pages, generated from the committed runs: `make results-pages` (this script) writes
+docs/results/*.md and their figures; tests/test_docs.py checks that the committed pages are what it writes now.
+
+Every table and figure on a page comes from the runs named beside it (examples/results/h200, docs/evidence/runs-*),
+through runner/figures.py: a figure's footer names its run ids, its table holds the numbers it draws.
+
+    python scripts/results_pages.py [--out docs/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runner import figures  # noqa: E402
+from runner.store import read_run  # noqa: E402
+
+H200 = "examples/results/h200"
+EVIDENCE = "docs/evidence/runs-20261203"
+
+
+@dataclass(frozen=True)
+class Source:
+    """A committed run folder and the words its lines carry in a chart that draws several runs ('' for one)."""
+
+    folder: str
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One figure and its table: an experiment of one or more runs, a metric against the size it sweeps."""
+
+    sources: tuple[Source, ...]
+    experiment: str
+    metric: str = "latency"
+    variants: tuple[str, ...] = ()  # only these, when set
+
+
+@dataclass(frozen=True)
+class Page:
+    title: str
+    intro: str
+    blocks: tuple[Block, ...]
+
+
+LAB = Source(f"{EVIDENCE}/lab5-warm-20261203-102856")
+HOPPER_STEADY = Source(f"{EVIDENCE}/hopper-long-warm-20261203-102524", "steady")
+HOPPER_BURST = Source(f"{EVIDENCE}/hopper-long-burst-20261203", "burst")
+KERNELS = Source(f"{H200}/kernels-20261202")
+DECODE = Source(f"{H200}/decode-20261202")
+MODELS = Source(f"{H200}/h200-models-steady-20261203")
+
+PAGES = {
+    "lab": Page("The lab on the H200", "The lab's sections (specs/lab5.yaml) as the runner measures them: kernel time "
+                "on the device, in the steady power state, every cell checked against float32.",
+                (Block((LAB,), "seq-len"), Block((LAB,), "batch"), Block((LAB,), "te-causal"))),
+    "hopper": Page("Hopper shapes: B=1, 64 query and 8 KV heads, H=128, causal",
+                   "cudnn-frontend's published H200 configuration (specs/hopper-long.yaml), in the steady state: "
+                   "what a training step sees. The published figures are beside them in `attnbench show` "
+                   "(docs/reference/).",
+                   (Block((HOPPER_STEADY,), "fwd", "tflops"), Block((HOPPER_STEADY,), "fwd-bwd", "tflops"))),
+    "fp8": Page("FP8 attention", "cuDNN's FP8 attention (`cudnn_fp8`: e4m3 with per-tensor amax scales, forward only) "
+                "beside its bf16 twin at the hopper shapes, steady. TE's `te_fp8` runs its attention in bf16: the "
+                "FP8 tab of the dashboard and each record's `fp8.verdict` say so.",
+                (Block((HOPPER_STEADY,), "fwd", "tflops", ("cudnn", "cudnn_fp8")),)),
+    "power": Page("Power states: steady against burst", "The same cells sampled inside an unbroken load (`steady`, "
+                  "at the 700 W cap) and on a cool GPU's first calls (`burst`, the figure vendors publish).",
+                  (Block((HOPPER_STEADY, HOPPER_BURST), "fwd", "tflops", ("cudnn", "cudnn_fp8")),
+                   Block((HOPPER_STEADY, HOPPER_BURST), "fwd-bwd", "tflops", ("cudnn",)))),
+    "models": Page("Attention as models use it", "Sliding windows, padded batches, ALiBi, soft caps, MLA heads and "
+                   "tensor parallelism (specs/h200-models.yaml), each checked against float32; the model presets' "
+                   "runs are in examples/results/h200/.",
+                   (Block((MODELS,), "window"), Block((MODELS,), "tp"))),
+    "kernels": Page("Kernels: Pallas beside cuDNN and XLA", "The kernel shootout (specs/kernels.yaml): Pallas Mosaic "
+                    "GPU and Triton, their configurations searched per shape, beside cuDNN, XLA, auto and naive.",
+                    (Block((KERNELS,), "hopper-fwd"), Block((KERNELS,), "lab-fwd"))),
+    "decode": Page("Decode: one query token against a KV cache", "specs/decode.yaml: the bandwidth each backend "
+                   "reaches reading the KV cache, against its length.",
+                   (Block((DECODE,), "gqa-length", "gbps"), Block((DECODE,), "mha-length", "gbps"))),
+}
+
+
+def cells_of(source: Source, block: Block) -> tuple[str, list]:
+    run = read_run(ROOT / source.folder)
+    cells = [c for c in run.cells if c.experiment == block.experiment
+             and (not block.variants or c.variant in block.variants)]
+    return run.run_id, cells
+
+
+def chart_of(block: Block) -> figures.Chart:
+    sources = [(run_id, source.suffix, cells) for source in block.sources for run_id, cells in [cells_of(source,
+                                                                                                        block)]]
+    name = "-".join([sources[0][0], block.experiment, block.metric, *block.variants])
+    chart = figures.sweep_chart(name, block.experiment, sources, block.metric)
+    if chart is None:
+        raise SystemExit(f"{block.sources[0].folder}: experiment {block.experiment!r} has no timed cell that sweeps "
+                         "a size")
+    return chart
+
+
+def table(chart: figures.Chart) -> str:
+    """The figure's numbers: a row per swept value, a column per line."""
+    xs = sorted({x for s in chart.series for x, _ in s.points})
+    values = [{x: y for x, y in s.points} for s in chart.series]
+    header = f"| {chart.x} | " + " | ".join(s.label for s in chart.series) + " |"
+    rows = [f"| {x:g} | " + " | ".join(f"{v[x]:.4g}" if x in v else "—" for v in values) + " |" for x in xs]
+    return "\n".join([header, "|---" * (len(chart.series) + 1) + "|", *rows])
+
+
+def block_markdown(block: Block, chart: figures.Chart) -> str:
+    runs = ", ".join(f"`{s.folder}`" for s in block.sources)
+    return "\n\n".join([f"## {chart.title}", f"![{chart.title}](figures/{chart.name}.png)",
+                        f"*{chart.subtitle}. {chart.y} · from {runs} (run ids: {', '.join(chart.runs)}).*",
+                        table(chart)])
+
+
+def page_markdown(name: str, page: Page, charts: list[figures.Chart]) -> str:
+    return "\n\n".join([f"# {page.title}", GENERATED, page.intro,
+                        *(block_markdown(b, c) for b, c in zip(page.blocks, charts))]) + "\n"
+
+
+GENERATED = ("<!-- generated by scripts/results_pages.py (make results-pages) from the committed runs; edit that, "
+             "not this -->")
+
+
+def index_markdown() -> str:
+    links = "\n".join(f"- [{page.title}]({name}.md)" for name, page in PAGES.items())
+    return "\n\n".join(["# H200 results", GENERATED,
+                        "Headline results of the committed H200 runs, each table and figure generated from the runs "
+                        "it names. How they were measured, and everything else measured, is in the "
+                        "[evidence log](../benchmarks.md).", links]) + "\n"
+
+
+def generate() -> dict[str, bytes]:
+    """Every file under docs/results/, by name."""
+    made = {"index.md": index_markdown().encode()}
+    for name, page in PAGES.items():
+        charts = [chart_of(block) for block in page.blocks]
+        made[f"{name}.md"] = page_markdown(name, page, charts).encode()
+        made.update({f"figures/{c.name}.png": figures.draw(c) for c in charts})
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
+    out = parser.parse_args().out
+    made = generate()
+    for name, data in made.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    stale = [p for p in (out / "figures").glob("*.png") if f"figures/{p.name}" not in made]
+    for path in stale:
+        path.unlink()
+    print(f"wrote {len(made)} files to {out}" + (f", removed {len(stale)} stale figures" if stale else ""))
+
+
+if __name__ == "__main__":
+    main()
