@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# attnbench images (README, "Running on GKE", step 2; amd64 even from an arm64 workstation, for the GKE nodes):
+# attnbench images (docs/gke.md, step 2; amd64 even from an arm64 workstation, for the GKE nodes):
 #   docker buildx build --platform linux/amd64 --target runner -t REGISTRY/attnbench:runner-TAG --push .
 #       JAX + cuDNN + TransformerEngine, for GPU nodes
 #   docker buildx build --platform linux/amd64 --target dashboard -t REGISTRY/attnbench:dashboard-TAG --push .
@@ -7,7 +7,7 @@
 #
 # The GPU stack is PyPI's CUDA 12 wheels, every package pinned in docker/runner-requirements.txt, with
 # TransformerEngine's JAX extension (PyPI ships it as source only) compiled here against that very JAX. CUDA 12 wheels need an NVIDIA driver >= 525 (JAX's install
-# docs), which both GKE driver choices for L4 nodes meet. Why not NVIDIA's JAX container: README, "The image".
+# docs), which both GKE driver choices for L4 nodes meet. Why not NVIDIA's JAX container: docs/gke.md, "The image".
 
 # ---- build: /opt/venv with the pinned GPU stack, TransformerEngine's JAX extension and attnbench -------------------
 FROM nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04 AS build

@@ -2,12 +2,13 @@
 #   make demo   create .venv, install, run specs/lab5.yaml on whatever device is here, print the summary
 #   make test   the whole test suite (installs its tools first)
 #   make dashboard   the results dashboard (the shipped runs, or RESULTS=dir-or-gs://bucket/prefix)
+#   make docs        the docs site on http://localhost:8000 (mkdocs.yml; make test builds it with --strict)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard test test-tools clean render submit deploy nightly bench-runner
+.PHONY: demo dashboard docs results-pages test test-tools clean render submit deploy nightly bench-runner
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,9 +17,11 @@ $(INSTALLED): pyproject.toml
 	touch $@
 
 DEMO_RESULTS ?= results
+DEMO_SPEC ?= specs/lab5.yaml
+DEMO_SPOOL ?= build/spool
 # the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
-	$(BIN)/attnbench run specs/lab5.yaml --out $(DEMO_RESULTS)/ --spool build/spool --budget 0.2
+	$(BIN)/attnbench run $(DEMO_SPEC) --out $(DEMO_RESULTS)/ --spool $(DEMO_SPOOL) --budget 0.2
 	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID (attnbench runs lists them)"
 
 # the results dashboard on http://localhost:8501: the runs in results/ (make demo's) once there is one, else the
@@ -31,13 +34,21 @@ dashboard: $(INSTALLED)
 bench-runner: $(INSTALLED)
 	$(BIN)/python scripts/bench_runner.py $(or $(BENCH_SPEC),specs/lab5.yaml) --ahead-off
 
+# the docs site (mkdocs.yml, docs/): served with live reload; the spec and variant references are generated as it builds
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+# the H200 results pages (docs/results/): tables and figures generated from the committed runs
+results-pages: $(INSTALLED)
+	$(BIN)/python scripts/results_pages.py
+
 test-tools:
 	bash scripts/install-test-tools.sh
 
 test: $(INSTALLED) test-tools
 	$(BIN)/pytest
 
-# GKE (README, "Running on GKE"). Every value defaults to what terraform/ made; each can be given on the line.
+# GKE (docs/gke.md). Every value defaults to what terraform/ made; each can be given on the line.
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
 #   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
@@ -51,7 +62,7 @@ TAG ?= $(shell git rev-parse --short HEAD)
 REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
 RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
 DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
-# the runner by digest, looked up in Artifact Registry, so each node pulls it once (README, "Build and push")
+# the runner by digest, looked up in Artifact Registry, so each node pulls it once (docs/gke.md, "Build and push")
 RUNNER_DIGEST ?= $(shell gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG) \
 	--format='value(image_summary.digest)')
 IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))

@@ -31,7 +31,7 @@ PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 
 DESCRIPTION = ("Benchmark attention implementations under JAX: run a spec's experiments, then read, export and "
-               "compare the results (README.md, \"The command line\").")
+               "compare the results (docs/command-line.md).")
 
 
 class UsageError(Exception):

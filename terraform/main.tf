@@ -258,7 +258,7 @@ resource "google_container_node_pool" "gpu" {
   }
   lifecycle {
     # Compute Engine offers a3-highgpu-1g (and -2g, -4g) only as Spot or Flex-start VMs; this module provisions
-    # Spot (README, "Hardware comparisons").
+    # Spot (docs/gke.md, "Hardware comparisons").
     precondition {
       condition     = each.key != "h100" || var.spot
       error_message = "h100_max_nodes > 0 needs spot = true: a3-highgpu-1g is offered only as Spot (or Flex-start) VMs."

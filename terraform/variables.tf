@@ -140,7 +140,7 @@ variable "dashboard_static_ip" {
 }
 
 variable "deletion_protection" {
-  description = "Refuse to delete the cluster; tear down with -var deletion_protection=false (README, \"Tear down\")."
+  description = "Refuse to delete the cluster; tear down with -var deletion_protection=false (docs/gke.md, \"Tear down\")."
   type        = bool
   default     = true
 }

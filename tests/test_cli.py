@@ -560,10 +560,10 @@ def test_on_a_cpu_the_wall_column_shows_the_wall_timer(capsys):
     assert all(wall(c) == f"{c.median_s * 1e3:.4g}" for c in measured)
 
 
-def test_the_readme_names_every_variant_and_every_show_format():
+def test_the_command_line_page_names_every_variant_and_every_show_format():
     from runner.cli import build_parser
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "command-line.md").read_text()
     assert f"unknown variant 'flash' (known: {', '.join(sorted(load_all()))})" in text
     commands = build_parser()._subparsers._group_actions[0].choices
     formats = next(a.choices for a in commands["show"]._actions if a.dest == "format")

@@ -225,8 +225,8 @@ def test_bad_lines_and_a_missing_manifest_are_reported_at_the_top_and_the_rest_r
 
 # --- issue 14: links ---------------------------------------------------------------------------------------------
 
-def test_a_readme_link_opens_that_run_not_the_newest(monkeypatch):
-    app = open_app(monkeypatch, run=LAB5_NO_TE, experiment="seq-len")  # README: ?run=...104743&experiment=seq-len
+def test_a_docs_link_opens_that_run_not_the_newest(monkeypatch):
+    app = open_app(monkeypatch, run=LAB5_NO_TE, experiment="seq-len")  # docs/dashboard.md: ?run=...104743&experiment=seq-len
     assert app.multiselect(key="run").value == [LAB5_NO_TE]
     assert app.multiselect(key="experiment").value == ["seq-len"]
     assert {f["layout"]["title"]["text"] for f in figures(app)} == {"<b>seq-len: latency vs T</b>"}

@@ -1,5 +1,5 @@
 """The dashboard served by `streamlit run` and drawn by Debian's chromium, headless, through playwright: the
-README's links, every tab on the shipped runs (a screenshot of each in test-artifacts/), the telemetry view."""
+links in docs/dashboard.md, every tab on the shipped runs (a screenshot of each in test-artifacts/), the telemetry view."""
 
 from __future__ import annotations
 
@@ -42,11 +42,9 @@ if not CHROMIUM.exists():  # make test installs it: a missing browser is a broke
     pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-tools.sh", pytrace=False)
 
 
-def readme_links() -> list[str]:
-    """The query strings of the links to a running dashboard in the README's Dashboard section."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Dashboard"):text.index("## Running on GKE")]
-    return re.findall(r"<http://localhost:8501/(\?[^>]+)>", section)
+def docs_links() -> list[str]:
+    """The query strings of the links to a running dashboard in docs/dashboard.md."""
+    return re.findall(r"<http://localhost:8501/(\?[^>]+)>", (ROOT / "docs" / "dashboard.md").read_text())
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 60) -> None:
@@ -178,12 +176,12 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size({"width": 1600, "height": 1000})
 
 
-def test_the_readme_has_links_to_open():
-    assert len(readme_links()) >= 5
+def test_the_dashboard_page_has_links_to_open():
+    assert len(docs_links()) >= 5
 
 
-@pytest.mark.parametrize("link", readme_links())
-def test_a_readme_link_opens_exactly_its_view(page, url, link):
+@pytest.mark.parametrize("link", docs_links())
+def test_a_docs_link_opens_exactly_its_view(page, url, link):
     asked = urllib.parse.parse_qs(link[1:])
     open_view(page, url + "/" + link)
     assert_no_error_text(page)
@@ -193,7 +191,7 @@ def test_a_readme_link_opens_exactly_its_view(page, url, link):
     assert in_open_tab(page, PLOTS if open_tab(page) in CHARTED else TABLES) >= 1
     for key, values in asked.items():  # the URL still names every choice
         assert all(f"{key}={urllib.parse.quote(v, safe='')}" in page.url for v in values)
-    if asked.get("tab") == ["Compare"]:  # the README says the environments' differences come first
+    if asked.get("tab") == ["Compare"]:  # docs/dashboard.md says the environments' differences come first
         warning = page.locator("[data-testid=stAlertContentWarning]").all_inner_texts()
         assert any("version cudnn: 9.19.0 → 9.14.0" in w for w in warning)
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_VARIANTS = Path(__file__).with_name("variants")
 OUT = f"gs://{BUCKET}/runs"
 RUN_TIMEOUT_S = 180
-SIGTERM_LIMIT_S = 10  # what the README promises: a Spot pod has 15 s, the system pods the last of them
+SIGTERM_LIMIT_S = 10  # what docs/results.md promises: a Spot pod has 15 s, the system pods the last of them
 
 pytestmark = pytest.mark.slow
 

@@ -154,14 +154,14 @@ def test_outputs_feed_the_makefile(config):
         assert name in outputs and f"output -raw {name}" in makefile
 
 
-def test_next_steps_build_and_push_as_the_readme_does(config):
+def test_next_steps_build_and_push_as_the_runbook_does(config):
     outputs = {name: body for block in config["output"] for name, body in block.items()}
     assert outputs["image_repository"]["value"] == "${local.image_repository}"
     steps = outputs["next_steps"]["value"]
     assert 'REGISTRY="${local.image_repository}"' in steps
     builds = [line.strip() for line in steps.splitlines() if "docker" in line and "build" in line]
-    readme = (REPO / "README.md").read_text()
-    assert len(builds) == 2 and all("buildx build --platform linux/amd64" in b and b in readme for b in builds)
+    runbook = (REPO / "docs" / "gke.md").read_text()
+    assert len(builds) == 2 and all("buildx build --platform linux/amd64" in b and b in runbook for b in builds)
 
 
 def test_checkov_passes_terraform_with_every_skip_explained():
