@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
@@ -315,7 +316,7 @@ def _dry_run(cells, shard, console: Console) -> int:
     device = current_device()
     for cell in cells:
         reason = decline(VARIANTS[cell.variant], cell.params, device)
-        console.print(f"{cell.label()}: {'skip: ' + reason if reason else 'run'}", highlight=False)
+        console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
     console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
     return EXIT_OK
 
@@ -411,8 +412,6 @@ def _preloads(variants) -> dict[str, str | None]:
 
 
 def cmd_list(args, console: Console) -> int:
-    from rich.markup import escape
-
     from runner.machine import current_device
     from runner.registry import BROKEN, unmet
     from runner.report import rich_table
@@ -595,8 +594,6 @@ def cmd_runs(args, console: Console) -> int:
 
 def _warn(problems: list[str]) -> None:
     """Warnings on stderr, so that what stdout carries (a table, CSV) stays data."""
-    from rich.markup import escape
-
     err = _stderr()
     for problem in problems:
         err.print(f"[yellow]warning[/]: {escape(problem)}")  # a problem names paths like experiments[0]

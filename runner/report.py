@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from runner import metrics, shape
@@ -70,6 +71,7 @@ def experiment_table(name: str, cells: list[CellRecord]) -> Table:
         style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
         measured = [get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else \
             ["-"] * (len(COLUMNS) - 1) + [c.reason]
+        measured = [escape(m) for m in measured]  # text, not markup: a note's [clock moved 12%], an extra's [tokamax]
         table.add_row(c.variant, *(str(values[k]) for k in varying), c.status, *measured, style=style)
     return table
 

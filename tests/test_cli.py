@@ -148,6 +148,14 @@ def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path, capsys):
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
 
 
+@pytest.mark.skipif(importlib.util.find_spec("tokamax") is not None, reason="tokamax is installed here")
+def test_a_dry_run_prints_a_reason_as_text_not_markup(capsys):
+    result = in_process(capsys, "run", "specs/training.yaml", "--dry-run", "--only", "chunked", "--where",
+                        "seq_len=4096", "--where", "pass=fwd")
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[0].endswith("(pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1))")
+
+
 def test_only_and_variants_select_cells(spec_path, capsys):
     result = in_process(capsys, "run", spec_path, "--dry-run", "--only", "backward", "--variants", "xla", "cudnn")
     assert result.code == 0, result.err
