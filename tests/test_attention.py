@@ -16,15 +16,13 @@ import numpy as np
 import pytest
 
 from helpers import params, spec_data
-from runner import checks, inputs
+from runner import inputs
 from runner.attention import naive_attention, reference_attention
 from runner.cells import Cell
 from runner.compiler import Untimed
 from runner.machine import current_device
-from runner.checks import incorrect_reason
 from runner.inputs import make_inputs
 from runner.measure import Measurer, failure
-from runner.record import Correctness
 from runner.registry import VARIANTS, load_all, variant
 from runner.spec import parse_spec
 from runner.timers import Samples, WallTimer
@@ -370,27 +368,6 @@ def test_failure_reason_is_one_bounded_line():
     assert "\n" not in reason and len(reason) == 500
 
 
-def _correctness(**fields) -> Correctness:
-    return Correctness(**{"max_abs_err": 0.0, "rel_err": 1e-4, "tolerance": 1e-3, **fields})
-
-
-@pytest.mark.parametrize(
-    "fields, reason",
-    [
-        ({}, ""),
-        ({"rel_err": 0.5}, "out relative error 0.5 > tolerance 0.001"),
-        ({"rel_err": float("nan")}, "out relative error nan > tolerance 0.001"),
-        (
-            {"causal_first_changed": False, "causal_last_unchanged": True},
-            "causal check failed: row 0 must change under the mask and the last row must not",
-        ),
-        ({"causal_first_changed": True, "causal_last_unchanged": True}, ""),
-    ],
-)
-def test_incorrect_reason(fields, reason):
-    assert incorrect_reason(_correctness(**fields)) == reason
-
-
 def test_a_variant_that_ignores_the_mask_fails_the_causal_check(measurer, test_variants):
     record = measurer.measure(cell("test_unmasked", causal=True))
     assert record.status == "incorrect" and record.reason
@@ -459,16 +436,3 @@ def test_an_incorrect_fp8_cell_keeps_its_fp8_verdict(measurer, fp8_promises):
     assert record.status == "incorrect" and record.timings == []
     assert record.fp8.baseline == "xla" and record.fp8.in_kernels is None
     assert record.fp8.rel_err_vs_bf16 == pytest.approx(1.0, rel=1e-3)
-
-
-@pytest.mark.parametrize(
-    "in_hlo, in_kernels, start",
-    [
-        (False, None, "not FP8: no f8 type in the compiled program, so attention ran in bfloat16"),
-        (True, False, "f8 types in the compiled program, but no kernel that ran is an f8 kernel"),
-        (True, True, "FP8 attention: f8 types in the compiled program and an f8 kernel ran"),
-        (True, None, "FP8 attention: f8 types in the compiled program"),
-    ],
-)
-def test_fp8_verdict_never_contradicts_its_evidence(in_hlo, in_kernels, start):
-    assert checks.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)

@@ -125,3 +125,12 @@ def test_keys_kept_are_the_columns_the_variants_mask_keeps(seq_len, kv_seq_len, 
 def test_an_unmasked_cell_moves_every_row():
     p = params(batch=2, seq_len=8, kv_seq_len=16, heads=4, kv_heads=2, head_dim=8, causal=False)
     assert metrics.bytes_min(p) == 2 * sum(metrics.tensor_bytes(p))
+
+
+def test_energy_is_mean_power_times_kernel_time_and_work_per_joule_follows():
+    p = params(seq_len=64)
+    energy = metrics.energy(p, 4e-3, 500.0)  # 500 W for 4 ms: 2 J
+    assert energy["energy_j"] == pytest.approx(2.0)
+    assert energy["tflops_per_j"] == pytest.approx(metrics.flops(p) / 1e12 / 2.0)
+    assert metrics.energy(p, 8e-3, 250.0)["energy_j"] == pytest.approx(2.0)  # power and time trade one for one
+    assert metrics.energy(p, None, 500.0) == {} and metrics.energy(p, 2e-3, None) == {}

@@ -191,6 +191,12 @@ def test_a_steady_clock_is_stable():
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
 
 
+@pytest.mark.parametrize("low_mhz, unstable", [(1930, True), (1970, False)])
+def test_a_clock_that_moved_more_than_two_percent_is_unstable(low_mhz, unstable):
+    readings = [Reading(i, sm, 2619, 400, 50, 0) for i, sm in enumerate([2000, low_mhz, 2000])]
+    assert power.unstable(power.summarise(readings, 700.0)) is unstable  # 3.5 % moved: unstable; 1.5 %: not
+
+
 def test_the_recorder_reads_from_a_thread_while_inside():
     import time
 

@@ -18,7 +18,7 @@ from runner import machine, metrics
 from runner.cells import Cell
 from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, TimerSummary
 from runner.report import export, frame, markdown, summary_line
-from runner.results import CELLS, MANIFEST
+from runner.results import CELLS, MANIFEST, Part, merged_manifest
 from runner.store import read_run
 
 RUN_ID = "test-20260101-000000"
@@ -295,3 +295,15 @@ def test_a_cell_in_two_uploaded_objects_reads_once(tmp_path):
     (run / "cells" / f"{third.key}.json").write_text("".join(lines))
     read = read_run(run)
     assert sorted(c.key for c in read.cells) == sorted(r.key for r in (first, second, third)) and read.problems == []
+
+
+def test_a_sharded_runs_manifest_spans_its_shards_whichever_started_first():
+    late = manifest(shard="0/2", cells_planned=3, started_at="2026-01-01T00:00:30+00:00",
+                    ended_at="2026-01-01T00:01:00+00:00")
+    early = manifest(shard="1/2", cells_planned=2, started_at="2026-01-01T00:00:10+00:00",
+                     ended_at="2026-01-01T00:02:00+00:00")
+    merged = merged_manifest([Part("0/2", late), Part("1/2", early)])
+    assert (merged.shard, merged.cells_planned) == (None, 5)
+    assert (merged.started_at, merged.ended_at) == (early.started_at, early.ended_at)
+    unfinished = merged_manifest([Part("0/2", late), Part("1/2", early.model_copy(update={"ended_at": None}))])
+    assert unfinished.started_at == early.started_at and unfinished.ended_at is None

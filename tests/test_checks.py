@@ -1,0 +1,49 @@
+"""runner/checks.py: why a correctness result fails (every error against its tolerance, the lab's causal rows),
+and FP8's verdict from its evidence."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import checks
+from runner.checks import incorrect_reason
+from runner.record import Correctness
+
+CAUSAL_FAILED = "causal check failed: row 0 must change under the mask and the last row must not"
+
+
+def _correctness(**fields) -> Correctness:
+    return Correctness(**{"max_abs_err": 0.0, "rel_err": 1e-4, "tolerance": 1e-3, **fields})
+
+
+@pytest.mark.parametrize(
+    "fields, reason",
+    [
+        ({}, ""),
+        ({"rel_err": 0.5}, "out relative error 0.5 > tolerance 0.001"),
+        ({"rel_err": float("nan")}, "out relative error nan > tolerance 0.001"),
+        ({"causal_first_changed": False, "causal_last_unchanged": True}, CAUSAL_FAILED),
+        ({"causal_first_changed": True, "causal_last_unchanged": False}, CAUSAL_FAILED),  # the last row moved
+        ({"causal_first_changed": True, "causal_last_unchanged": True}, ""),
+    ],
+)
+def test_incorrect_reason(fields, reason):
+    assert incorrect_reason(_correctness(**fields)) == reason
+
+
+def test_every_gradient_is_held_to_the_gradient_tolerance():
+    c = _correctness(grad_rel_err={"dq": 1e-3, "dk": 5e-3, "dv": 2e-3}, grad_tolerance=2e-3)
+    assert incorrect_reason(c) == "dk relative error 0.005 > tolerance 0.002"
+
+
+@pytest.mark.parametrize(
+    "in_hlo, in_kernels, start",
+    [
+        (False, None, "not FP8: no f8 type in the compiled program, so attention ran in bfloat16"),
+        (True, False, "f8 types in the compiled program, but no kernel that ran is an f8 kernel"),
+        (True, True, "FP8 attention: f8 types in the compiled program and an f8 kernel ran"),
+        (True, None, "FP8 attention: f8 types in the compiled program"),
+    ],
+)
+def test_fp8_verdict_never_contradicts_its_evidence(in_hlo, in_kernels, start):
+    assert checks.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)
