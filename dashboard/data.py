@@ -14,7 +14,6 @@ import hashlib
 import os
 import threading
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,14 +23,13 @@ import streamlit as st
 from runner import shape
 from runner.record import Manifest
 from runner.compare import gpu_name, power_policy
-from runner.results import assemble, manifest_of, part_of, run_folders
+from runner.results import assemble
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
 SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
 REMOTE_TTL_S = 300
 STORE_TIMEOUT_S = 20.0  # how long the page waits for a bucket before saying it is unreachable
-READERS = 16  # objects fetched at once: a bucket's latency per request, not its bandwidth, is the limit
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
@@ -100,19 +98,16 @@ class Snapshot:
         self.runs = pd.DataFrame(columns=RUN_COLUMNS).set_index("run")
 
     def read(self) -> None:
-        """List the store once and read every manifest."""
-        folders = run_folders(self.store.names())
-        manifest_names = [n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"]
-        data = self._fetch(manifest_names)
-        found = {folder: manifest_of(self.store.location(folder), {_leaf(n): data[n] for n in names if data.get(n)})
-                 for folder, names in folders.items()}
-        keys = self._keys({folder: manifest for folder, (manifest, _) in found.items()})
-        for folder, (manifest, problems) in found.items():
-            self.objects[keys[folder]], self.folders[keys[folder]] = folders[folder], folder
-            self.manifests[keys[folder]] = manifest
-            self.problems += problems
-        rows = [_run_row(key, self.folders[key], m) for key, m in self.manifests.items()]
-        table = pd.DataFrame(rows, columns=RUN_COLUMNS)
+        """List the store once and read every manifest (no cell)."""
+        found = self.store.listing()
+        keys = self._keys({folder: listed.manifest for folder, listed in found.items()})
+        for folder, listed in found.items():
+            self.objects[keys[folder]], self.folders[keys[folder]] = listed.names, folder
+            self.manifests[keys[folder]] = listed.manifest
+            self.problems += listed.problems
+        table = pd.DataFrame([_run_row(key, self.folders[key], m) for key, m in self.manifests.items()],
+                             columns=RUN_COLUMNS)
+        table["started"] = pd.to_datetime(table["started"], utc=True, format="ISO8601")  # once, not per run
         self.runs = table.sort_values(["started", "run"], ascending=[False, True], na_position="last").set_index("run")
 
     def _keys(self, manifests: dict[str, Manifest | None]) -> dict[str, str]:
@@ -125,15 +120,11 @@ class Snapshot:
                           "folder" for run_id, found in holders.items() if len(found) > 1]
         return {folder: folder if len(holders[run_id]) > 1 else run_id for folder, run_id in ids.items()}
 
-    def _fetch(self, names: list[str]) -> dict[str, bytes | None]:
-        with ThreadPoolExecutor(READERS) as pool:
-            return dict(zip(names, pool.map(self.store.get, names)))
-
     def parse(self, keys: list[str]) -> dict[str, ParsedRun]:
         """The runs' cells, parsed at the first asking (all missing runs' objects fetched in one go)."""
         with self.lock:
             missing = [k for k in dict.fromkeys(keys) if k in self.objects and k not in self.parsed]
-            data = self._fetch([n for k in missing for n in self.objects[k]])
+            data = self.store.fetch([n for k in missing for n in self.objects[k]])
             for key in missing:
                 objects = {n: data[n] for n in self.objects[key] if data[n] is not None}
                 folder = self.folders[key]
@@ -162,10 +153,10 @@ class Snapshot:
 
 def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     if m is None:
-        return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": pd.NaT}
+        return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": None}
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m), "power": power_policy(m),
-        "started": pd.to_datetime(m.started_at, utc=True), "git_sha": m.git_sha, "planned": m.cells_planned,
+        "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,
         "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "peak_tflops": m.machine.matmul_peak_tflops,
         "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }

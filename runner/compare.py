@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import numpy as np
 import pandas as pd
@@ -209,8 +210,10 @@ def said(found: pd.DataFrame) -> str:
 
 # --- which run came before ---------------------------------------------------------------------------------------
 
-def started(manifest: Manifest) -> pd.Timestamp:
-    return pd.to_datetime(manifest.started_at, utc=True)
+def started(manifest: Manifest) -> datetime:
+    """When the run started, as an aware datetime (pandas' parser costs ~3 ms a call: a store has hundreds)."""
+    when = datetime.fromisoformat(manifest.started_at)
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
 def headline_timer(manifest: Manifest) -> str:

@@ -5,7 +5,6 @@ one the dashboard's Compare tab draws."""
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 from rich.console import Console
@@ -14,31 +13,18 @@ from rich.markup import escape
 from runner import compare
 from runner.record import Manifest
 from runner.report import markdown, rich_table
-from runner.results import Run, manifest_of, part_of, run_folders
+from runner.results import Run
 from runner.store import Store
 
-READERS = 16  # manifests fetched at once: a bucket's latency per request is the limit, as in the dashboard
 SHOWN = ["key", "experiment", "variant", "shape"]
 
 
 # --- which runs ----------------------------------------------------------------------------------------------------
 
-def manifests(store: Store) -> dict[str, Manifest | None]:
-    """Every run folder's manifest (a sharded run's merged), without reading a cell."""
-    folders = {folder: [n for n in names if part_of(n.rpartition("/")[2])[0] == "manifest"]
-               for folder, names in run_folders(store.names()).items()}
-    folders = {folder: found for folder, found in folders.items() if found}  # a folder of cells alone: no run
-    names = [n for found in folders.values() for n in found]
-    with ThreadPoolExecutor(READERS) as pool:
-        data = dict(zip(names, pool.map(store.get, names)))
-    return {folder: manifest_of(store.location(folder), {n.rpartition("/")[2]: data[n] for n in found if data[n]})[0]
-            for folder, found in folders.items()}
-
-
 def previous(store: Store, b: Run) -> str | None:
-    """The folder in `store` of the run before B: its spec's on its GPU, started last before it (the dashboard's
-    rule, runner.compare.previous_run)."""
-    found = manifests(store)
+    """The folder in `store` of the run before B: its spec hash's on its GPU, power policy and timer, started last
+    before it (the dashboard's rule, runner.compare.previous_run)."""
+    found = {folder: listed.manifest for folder, listed in store.listing().items()}
     found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
     return compare.previous_run(found, "\0B")
 

@@ -11,11 +11,14 @@ import re
 import sys
 import time
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from runner.results import Run, assemble, part_of
+from runner.record import Manifest
+from runner.results import Run, assemble, manifest_of, part_of, run_folders
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
@@ -24,6 +27,7 @@ READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out o
 # the whole Job (exit 2 is podFailurePolicy's FailJob). A bucket that does not exist is not retried.
 AUTH_GRACE_S = 60.0
 AUTH_PAUSE_S = 2.0
+READERS = 16  # objects fetched at once: a bucket's latency per request, not its bandwidth, is the limit
 T = TypeVar("T")
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
 
@@ -38,6 +42,20 @@ class StoreAuthError(StoreError):
 
 class StoreUnavailable(Exception):
     """The store could not be reached just now; the same call may work later."""
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A run folder as a listing finds it: its objects' names and its manifest (a sharded run's merged), read from
+    the manifest objects alone, with what could not be read."""
+
+    names: list[str]
+    manifest: Manifest | None
+    problems: list[str]
+
+
+def _leaf(name: str) -> str:
+    return name.rpartition("/")[2]
 
 
 class Store(ABC):
@@ -78,6 +96,20 @@ class Store(ABC):
         """Run ids: the folders, relative to the store, that hold a manifest or cells object."""
         folders = {folder for folder, _, leaf in (n.rpartition("/") for n in self.names()) if folder and part_of(leaf)}
         return sorted(folders)
+
+    def fetch(self, names: list[str]) -> dict[str, bytes | None]:
+        """Many objects at once, READERS in flight."""
+        with ThreadPoolExecutor(READERS) as pool:
+            return dict(zip(names, pool.map(self.get, names)))
+
+    def listing(self) -> dict[str, Listed]:
+        """Every run folder of one listing with its manifest, never a cell: the one reader of a store's runs (the
+        dashboard's table of runs, `compare --against previous`)."""
+        folders = run_folders(self.names())
+        data = self.fetch([n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"])
+        return {folder: Listed(names, *manifest_of(self.location(folder), {_leaf(n): data[n] for n in names
+                                                                            if data.get(n)}))
+                for folder, names in folders.items()}
 
     def read(self, run_id: str) -> Run:
         """The run, shards merged; malformed or unreadable objects become run.problems (a store out of reach:
