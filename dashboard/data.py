@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from runner import shape
+from runner import frames, shape
 from runner.record import Manifest
 from runner.compare import gpu_name, power_policy
 from runner.results import assemble
@@ -39,10 +39,12 @@ RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "power", "started", "gi
 
 @dataclass(frozen=True)
 class ParsedRun:
-    """One run's cells, flat (CellRecord.row, one row each, in the spec's order), and what could not be read."""
+    """One run's cells, flat (runner.frames: one row each, in the run's order), its soak points, and what could not
+    be read."""
 
     manifest: Manifest | None
     cells: pd.DataFrame
+    soak: pd.DataFrame
     problems: tuple[str, ...]
 
 
@@ -77,8 +79,7 @@ class RunCache:
         if cached and cached[0] == digest:
             return cached[1]
         run = assemble(location, {_leaf(name): data for name, data in objects.items()})
-        cells = pd.DataFrame([cell.row() for cell in run.cells])
-        parsed = ParsedRun(run.manifest, cells.assign(order=range(len(cells))), tuple(run.problems))
+        parsed = ParsedRun(run.manifest, frames.cells(run.cells), frames.soak_points(run.cells), tuple(run.problems))
         self.parsed[folder] = digest, parsed
         return parsed
 
@@ -141,6 +142,11 @@ class Snapshot:
                 self.combined[keys] = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
                     columns=EMPTY_CELLS)
             return self.combined[keys]
+
+    def soak(self, keys: tuple[str, ...]) -> pd.DataFrame:
+        """The soak points of these runs' cells, one frame, `run` the run key."""
+        found = [run.soak.assign(run=key) for key, run in self.parse(list(keys)).items() if len(run.soak)]
+        return pd.concat(found, ignore_index=True) if found else pd.DataFrame(columns=frames.SOAK_COLUMNS)
 
     def variants(self) -> list[str]:
         """Every variant the runs' manifests name, sorted: each gets a colour the selection never changes."""

@@ -4,7 +4,6 @@ the Selection, or says in a line why the selection has nothing for it."""
 from __future__ import annotations
 
 import functools
-import json
 import urllib.parse
 from dataclasses import dataclass
 
@@ -337,19 +336,10 @@ SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin
                ("temperature_c", "°C", "temperature")]
 
 
-def soak_points(cells: pd.DataFrame) -> pd.DataFrame:
-    """One row per soak point of every cell that has a soak: variant, run and the cell's shape as `case`."""
-    rows = []
-    for _, cell in cells[cells["soak"].notna()].iterrows() if "soak" in cells else []:
-        soak = json.loads(cell["soak"])
-        case = f"T{cell['seq_len']} B{cell['batch']} {cell['dtype']} {cell['pass']}"
-        rows += [{**point, "variant": cell["variant"], "run": cell["run"], "case": case} for point in soak["points"]]
-    return pd.DataFrame(rows)
-
-
 @guarded
 def soak(snap: data.Snapshot, sel: Selection) -> None:
-    points = soak_points(sel.cells)
+    points = snap.soak(tuple(sel.runs))
+    points = points[points["key"].isin(sel.cells["key"])]  # the cells the filters keep
     if points.empty:
         st.info("No cell of the selection has a soak: `attnbench soak SPEC` (or timing.soak_s) runs each cell back "
                 "to back for a while on a GPU and records its thermal curve.")

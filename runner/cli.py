@@ -507,7 +507,7 @@ def _previous_of(b, out: str | None):
 
 
 def cmd_compare(args, console: Console) -> int:
-    from runner import compare, compare_cli
+    from runner import compare, compare_cli, frames
 
     a, b = _compared(args)
     if a is None:
@@ -519,7 +519,7 @@ def cmd_compare(args, console: Console) -> int:
     if problems := compare_cli.problems(a, b, args.allow_different_gpu, args.allow_policy_change):
         raise UsageError("\n".join(problems))
     _warn(a.problems + b.problems)
-    found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(b.cells), a.manifest, b.manifest,
+    found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest,
                             args.threshold / 100)
     if not found.common:
         raise UsageError(compare_cli.no_common_cell(a, b))
@@ -535,12 +535,12 @@ def cmd_compare(args, console: Console) -> int:
 def _against_previous(run, out: str | None):
     """The comparison of `run` with the run before it in its store (compare --against previous's), or None when
     there is none or it shares no cell."""
-    from runner import compare
+    from runner import compare, frames
 
     a = _previous_of(run, out)
     if a is None or a.manifest is None:
         return None
-    found = compare.compare(compare.cell_frame(a.cells), compare.cell_frame(run.cells), a.manifest, run.manifest)
+    found = compare.compare(frames.cells(a.cells), frames.cells(run.cells), a.manifest, run.manifest)
     return found if found.common else None
 
 

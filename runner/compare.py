@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from runner import shape
-from runner.record import CellRecord, Manifest
+from runner.record import Manifest
 
 SHAPE = list(shape.NAMES)
 DEFAULT_THRESHOLD = 0.05  # B / A beyond 1.05 (or below 1 / 1.05) before a cell is slower (faster)
@@ -34,12 +34,6 @@ MATERIAL = {"power policy", "spec hash", "gpu driver", "gpu power_limit_w"}
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine"}  # in `version X` and `worker W X` facts
 IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
-
-
-def cell_frame(cells: list[CellRecord]) -> pd.DataFrame:
-    """A run's cells as the dashboard holds them: one flat row each, `order` their place in the run."""
-    rows = pd.DataFrame([c.row() for c in cells])
-    return rows.assign(run=rows["run_id"], order=range(len(rows))) if len(rows) else rows
 
 
 # --- which timer -------------------------------------------------------------------------------------------------
@@ -284,7 +278,7 @@ class Comparison:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
             threshold: float = DEFAULT_THRESHOLD, timer: str | None = None) -> Comparison:
-    """A against B (frames of cell_frame's columns); the timer is `timer` if both runs have it, else A's headline
+    """A against B (frames of runner.frames.cells' columns); the timer is `timer` if both runs have it, else A's headline
     timer, else one they share."""
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
@@ -294,6 +288,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:
-    """A run of no cells as a frame with the columns every record has."""
+    """A run of no cells as a frame with the columns every record has; `run` its run id unless a reader named it."""
     needed = ["run", "key", "experiment", "variant", "status", "reason", "order", *SHAPE]
-    return cells if len(cells) else pd.DataFrame(columns=needed)
+    if not len(cells):
+        return pd.DataFrame(columns=needed)
+    return cells if "run" in cells else cells.assign(run=cells["run_id"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import json
 from typing import Any, Literal
 
 from pydantic import Field
@@ -234,8 +233,8 @@ class CellRecord(Strict):
             row.update({f"fp8_{k}": v for k, v in self.fp8.model_dump().items()})
         if self.compilation:
             row.update({f"compile_{k}": v for k, v in self.compilation.model_dump().items() if k != "seconds"})
-        if self.tuning:
-            row["tuning_config"] = json.dumps(self.tuning.config, sort_keys=True)
+        if self.tuning:  # text to read, not to decode: the record holds the config itself
+            row["tuning_config"] = " ".join(f"{k}={v}" for k, v in sorted(self.tuning.config.items()))
         if self.power:
             row.update({"power_policy": self.power.policy, "power_settled": self.power.settled,
                         "power_rule": self.power.rule, "power_in_load": self.power.sampled_in_load,
@@ -243,7 +242,7 @@ class CellRecord(Strict):
         if self.communication:
             row.update({f"comm_{k}": v for k, v in self.communication.model_dump().items()})
         row.update(_telemetry_columns(self.telemetry))
-        row["soak"] = json.dumps(self.soak.model_dump()) if self.soak else None
+        row["soak_points"] = len(self.soak.points) if self.soak else None  # the points: runner.frames.soak_points
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)
         return row

@@ -17,13 +17,6 @@ from runner.cells import unsplit
 from runner.record import CellRecord
 
 
-def frame(cells: list[CellRecord]):
-    """One row per cell, every field flat (a pandas DataFrame)."""
-    import pandas as pd
-
-    return pd.DataFrame([c.row() for c in cells])
-
-
 def _fmt(value, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -207,7 +200,9 @@ def markdown(df) -> str:
 
 def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:
     """Write csv / markdown / parquet to dest, or return csv / markdown text when dest is None."""
-    df = frame(cells)
+    from runner import frames
+
+    df = frames.cells(cells)
     if fmt == "parquet":
         df.to_parquet(dest, index=False)
         return None

@@ -13,7 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from helpers import REPO, in_process
-from runner import compare
+from runner import compare, frames
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
 from stores import H200_LAB5, H200_LAB5_NO_TE, SHIPPED, broken, copy_run, shipped, write_run
@@ -266,8 +266,8 @@ def test_runs_in_a_bucket_by_run_id(capsys, tmp_path, emulator):
 
 # --- the pieces the dashboard shares -------------------------------------------------------------------------------
 
-def frames(*folders: str) -> list[pd.DataFrame]:
-    return [compare.cell_frame(shipped(f).cells) for f in folders]
+def cell_frames(*folders: str) -> list[pd.DataFrame]:
+    return [frames.cells(shipped(f).cells) for f in folders]
 
 
 def test_a_cell_is_slower_only_beyond_both_runs_noise_and_the_threshold():
@@ -320,7 +320,7 @@ def test_previous_run_follows_spec_hash_gpu_and_date():
 
 
 def test_the_headline_timer_is_the_one_most_cells_report():
-    gpu, cpu = frames(H200_LAB5, "cpu/lab5-20261202-104832")
+    gpu, cpu = cell_frames(H200_LAB5, "cpu/lab5-20261202-104832")
     assert (compare.headline(gpu), compare.headline(cpu)) == ("device", "wall")
     assert compare.compare(gpu, gpu, None, None).timer == "device"
 

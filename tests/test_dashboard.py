@@ -540,10 +540,10 @@ def test_tuning_and_bandwidth_reach_the_tables(monkeypatch, tmp_path):
               [tuned(c) if c.variant == "cudnn" else c for c in cells])
     app = open_app(monkeypatch, tmp_path, tab="Cells")
     every = table(app, "duration_s")
-    assert every.loc[every["variant"] == "cudnn", "tuning_config"].str.contains('"block_kv": 128').all()
+    assert every.loc[every["variant"] == "cudnn", "tuning_config"].eq("block_kv=128 block_q=128").all()
     board = table(open_app(monkeypatch, tmp_path, tab="Leaderboard"), "fastest").set_index("shape")
     fwd_bwd = board.loc["B1 T8192 N64 K8 H128 bfloat16 causal fwd_bwd"]  # cudnn wins, as measured
-    assert fwd_bwd["fastest"] == "cudnn" and fwd_bwd["config"] == '{"block_kv": 128, "block_q": 128}'
+    assert fwd_bwd["fastest"] == "cudnn" and fwd_bwd["config"] == "block_kv=128 block_q=128"
     assert pd.isna(board.loc["B1 T8192 N64 K8 H128 bfloat16 causal fwd", "config"])  # cudnn_fp8 wins: untuned
     app = open_app(monkeypatch, tmp_path, tab="Throughput")
     share = titled(app, "fwd: % of memory bandwidth")

@@ -17,7 +17,8 @@ from helpers import params
 from runner import machine, metrics
 from runner.cells import Cell
 from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, TimerSummary
-from runner.report import export, frame, markdown, summary_line
+from runner.frames import cells as frame
+from runner.report import export, markdown, summary_line
 from runner.results import CELLS, MANIFEST, Part, merged_manifest
 from runner.store import read_run
 

@@ -1,0 +1,26 @@
+"""Records as pandas frames: one flat row per cell, and the soak points of the cells that have a soak. The one
+records -> frame that `show`'s exports, `compare`, `report` and the dashboard all read."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from runner import shape
+from runner.record import CellRecord
+
+SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "median_s", "sm_clock_mhz", "power_w",
+                "drawn_w", "temperature_c"]
+
+
+def cells(records: list[CellRecord]) -> pd.DataFrame:
+    """One row per cell (CellRecord.row), `order` its place in the list (the run's order)."""
+    rows = pd.DataFrame([c.row() for c in records])
+    return rows.assign(order=range(len(rows))) if len(rows) else rows
+
+
+def soak_points(records: list[CellRecord]) -> pd.DataFrame:
+    """One row per soak point of every cell that has a soak: its run, key, variant and shape (`case`)."""
+    rows = [{"run": c.run_id, "key": c.key, "variant": c.variant, "case": shape.label(c.params.as_dict()),
+             **point.model_dump(exclude={"throttle"})}
+            for c in records if c.soak for point in c.soak.points]
+    return pd.DataFrame(rows, columns=SOAK_COLUMNS)

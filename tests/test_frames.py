@@ -1,0 +1,40 @@
+"""runner/frames.py: records as frames, one row per cell and one per soak point, nothing encoded to decode again."""
+
+from __future__ import annotations
+
+import json
+
+from runner import frames, shape
+from stores import SHIPPED, shipped, tuned
+
+SOAK = "h200/soak-20261203"
+LAB5 = "h200/lab5-20261202-110556"
+
+
+def test_a_row_per_cell_in_the_runs_order():
+    run = shipped(LAB5)
+    table = frames.cells(run.cells)
+    assert table["key"].tolist() == [c.key for c in run.cells] and table["order"].tolist() == list(range(len(run.cells)))
+    assert frames.cells([]).empty
+
+
+def test_soak_points_are_a_frame_of_their_own_named_by_the_cells_shape():
+    run = shipped(SOAK)
+    points = frames.soak_points(run.cells)
+    stored = [json.loads(line) for line in (SHIPPED / SOAK / "cells.jsonl").read_text().splitlines()]
+    expected = [(c["key"], p["t_s"], p["tflops"]) for c in stored if c.get("soak") for p in c["soak"]["points"]]
+    assert list(zip(points["key"], points["t_s"], points["tflops"])) == expected and expected
+    first = next(c for c in run.cells if c.soak)
+    assert points["case"].iloc[0] == shape.label(first.params.as_dict())
+    assert frames.soak_points(shipped(LAB5).cells).columns.tolist() == frames.SOAK_COLUMNS  # none: empty, typed
+
+
+def test_a_row_holds_no_json_to_decode_again():
+    """Soak points leave the row for their own frame; a tuned config is text to read."""
+    run = shipped(SOAK)
+    rows = frames.cells([tuned(c) for c in run.cells])
+    assert "soak" not in rows and rows["soak_points"].notna().any()
+    assert set(rows["tuning_config"]) == {"block_kv=128 block_q=128"}
+    encoded = [column for column in rows.columns
+               if rows[column].map(lambda v: isinstance(v, str) and v.startswith(("{", "["))).any()]
+    assert encoded == []
