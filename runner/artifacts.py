@@ -115,7 +115,8 @@ def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
 
 def comparison_html(found) -> str:
     if found is None:
-        return "<h3>Against the previous run</h3><p>No earlier run of this spec hash, GPU, power policy and timer to compare with.</p>"
+        return ("<h3>Against the previous run</h3><p>No earlier run of this spec hash, GPU, power policy and timer to "
+                "compare with.</p>")
     verdict = compare_cli.verdict(found)
     parts = ["<h3>Against the previous run</h3>", "<ul>" + "".join(f"<li>{_e(line)}</li>"
                                                                     for line in compare_cli.heading(found)) + "</ul>",

@@ -663,13 +663,15 @@ def _stderr() -> Console:
 
 
 JAX_MODULES = {"jax", "jaxlib", "flax"}  # the `jax` extra (cuda12 / cuda13 on an NVIDIA GPU)
+EXTRA_MODULES = {"matplotlib": "'.[report]'"}  # a library of one extra: the report's figures
 
 
 def _missing_library(error: Exception, command: str) -> str | None:
     """What to install, when a command failed for a library this install lacks (not for a module of ours)."""
     if not isinstance(error, ModuleNotFoundError) or not error.name or error.name.startswith("runner"):
         return None
-    what = "'.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')" if error.name in JAX_MODULES else "."
+    what = ("'.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')" if error.name in JAX_MODULES else
+            EXTRA_MODULES.get(error.name, "."))
     return f"error: {command} needs {error.name}: pip install -e {what}"
 
 

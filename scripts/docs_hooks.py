@@ -43,8 +43,8 @@ def model_table(name: str, model: dict) -> str:
     rows = [[f"`{field}`", type_of(prop), default_of(prop), limits_of(prop), _cell(prop.get("description", ""))]
             for field, prop in model.get("properties", {}).items()]
     body = "\n".join("| " + " | ".join(row) + " |" for row in rows)
-    return (f"### {name}\n\n{_cell(model.get('description', ''))}\n\n| field | type | default | limits | description |\n"
-            f"|---|---|---|---|---|\n{body}")
+    header = "| field | type | default | limits | description |\n|---|---|---|---|---|"
+    return f"### {name}\n\n{_cell(model.get('description', ''))}\n\n{header}\n{body}"
 
 
 def type_of(prop: dict) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -120,3 +121,10 @@ def test_a_report_beside_its_run_in_the_store_leaves_the_run_as_it_read(capsys, 
     after = open_store(str(store)).read(LAB5_TE)
     assert (after.cells, after.problems) == (before.cells, []) and open_store(str(store)).runs() == sorted(
         [BEFORE, LAB5_TE])
+
+
+def test_without_matplotlib_the_report_says_which_extra_to_install(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails, as where it is not installed
+    done = report(capsys, tmp_path, H200 / HOPPER)
+    assert done.code == 1 and done.errors == ["error: report needs matplotlib: pip install -e '.[report]'"]
+    assert not (tmp_path / "report").exists()  # nothing half-written
