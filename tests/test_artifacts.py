@@ -128,3 +128,13 @@ def test_without_matplotlib_the_report_says_which_extra_to_install(capsys, tmp_p
     done = report(capsys, tmp_path, H200 / HOPPER)
     assert done.code == 1 and done.errors == ["error: report needs matplotlib: pip install -e '.[report]'"]
     assert not (tmp_path / "report").exists()  # nothing half-written
+
+
+def test_a_report_the_store_refuses_leaves_the_gates_verdict(capsys, tmp_path):
+    store = nights(tmp_path / "store")
+    (tmp_path / "file").write_text("not a folder")
+    done = in_process(capsys, "compare", store / LAB5_TE, "--against", "previous", "--format", "markdown",
+                      "--report", tmp_path / "file" / "report")
+    assert done.code == 1 and "REGRESSION: 3 cell(s) slower" in done.out  # the regression, not exit 2
+    assert done.errors[-1].startswith(f"warning: --report {tmp_path / 'file' / 'report'}: ")
+    assert done.errors[-1].endswith("; the comparison stands")
