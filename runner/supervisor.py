@@ -128,8 +128,8 @@ class Worker:
             return WorkerLost("oom", f"the worker was {how} by the kernel's out-of-memory killer while {doing}")
         return WorkerLost("crashed", f"the worker {how} while {doing} (last stderr: {self.last_words()})")
 
-    def measure(self, job: Job, timeout_s: float) -> str | None:
-        """The job's record (JSON) from the worker; None when its libraries failed to load."""
+    def measure(self, job: Job, timeout_s: float) -> str:
+        """The job's record (JSON) from the worker (never asked of a worker whose libraries failed to load)."""
         try:
             self.outbox.send(("measure", job))
         except (BrokenPipeError, OSError):

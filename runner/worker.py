@@ -62,7 +62,6 @@ class Hello:
     machine: Machine | None = None
     idle: Idle | None = None
     error: str | None = None  # the group's preload failed: every cell of it is skipped with this reason
-    pid: int = field(default_factory=os.getpid)
     start_s: dict[str, float] = field(default_factory=dict)  # seconds of each step of starting, in the worker
 
 
@@ -200,12 +199,12 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             verb, payload = inbox.recv()
         except EOFError:  # the supervisor is gone
             return
-        if verb == "stop":
+        if verb == "stop" or measurer is None:  # a worker whose libraries failed is sent no cell, only stop
             return
-        record = measurer.measure(payload.cell, payload.ahead, begun) if measurer else None
-        outbox.send(("record", record.model_dump_json(by_alias=True) if record else None))
+        record = measurer.measure(payload.cell, payload.ahead, begun)
+        outbox.send(("record", record.model_dump_json(by_alias=True)))
         # the run compiles ahead: start the next cell while the record is stored
-        begun = measurer.begin(payload.upcoming) if measurer and payload.upcoming else None
+        begun = measurer.begin(payload.upcoming) if payload.upcoming else None
 
 
 def main(argv: list[str]) -> None:
