@@ -74,7 +74,7 @@ class Candidate(Strict):
     """One configuration a tuned variant tried."""
 
     config: dict[str, Any]
-    status: Literal["ok", "skipped", "failed"]
+    status: Literal["ok", "skipped"]
     median_s: float | None = Field(None, description="Device (else wall) median of a short sample.")
     reason: str = ""
 
