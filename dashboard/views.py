@@ -78,8 +78,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(f"**{len(sel.runs)} of {len(snap.runs)} runs** · {gpus} · cells: **{(status == 'ok').sum()} ok**, "
                 f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
-    rows = "\n".join(_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs)
-    st.markdown(f"| run | spec | GPU | started | git sha |\n|---|---|---|---|---|\n{rows}")
+    rows = [_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs]
+    st.markdown(report.markdown_table(["run", "spec", "GPU", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
     st.markdown("**Against the previous run of the same spec hash, GPU, power policy and timer** (over the cells "
@@ -87,9 +87,9 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
                 "compare --against previous`)\n\n" + "\n".join(moves))
 
 
-def _run_row(r: pd.Series, run: str) -> str:
+def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
-    return f"| {run} | {r['spec']} | {r['gpu']} | {started} | {r['git_sha']} |"
+    return [run, r["spec"], r["gpu"], started, r["git_sha"]]
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
@@ -530,11 +530,16 @@ def worst_regressions(points: pd.DataFrame) -> None:
     if worst.empty:
         st.success("No cell stepped to a slower level (more than 5 % and beyond its noise).")
         return
-    rows = [f"| {r.experiment} | {r.variant} | {r.shape} | {r.ratio:.2f}× | [{r.before} → {r.after}]"
-            f"({link(run=[r.after, r.before], tab='Compare', a=r.before, b=r.after)}) |"
+    st.markdown(regressions_markdown(worst))
+
+
+def regressions_markdown(worst: pd.DataFrame) -> str:
+    """The regressions as a markdown table, each linked to a comparison of its runs (names escaped: an experiment
+    may be called anything)."""
+    rows = [[r.experiment, r.variant, r.shape, f"{r.ratio:.2f}×",
+             f"[{r.before} → {r.after}]({link(run=[r.after, r.before], tab='Compare', a=r.before, b=r.after)})"]
             for r in worst.itertuples()]
-    header = "| experiment | variant | shape | slower by | runs (compare) |\n|---|---|---|---|---|\n"
-    st.markdown(header + "\n".join(rows))
+    return report.markdown_table(["experiment", "variant", "shape", "slower by", "runs (compare)"], rows)
 
 
 @guarded

@@ -88,9 +88,10 @@ def rich_table(title: str, header: list[str], rows: list[list[str]], right: tupl
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
-    """The one markdown writer: a GitHub table, a `|` in a value escaped so that it stays one cell."""
+    """The one markdown writer: a GitHub table, a `|` in a value escaped and a line break made a space, so that the
+    value stays one cell."""
     def cell(value) -> str:
-        return str(value).replace("|", "\\|")
+        return " ".join(str(value).replace("|", "\\|").splitlines())
 
     lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])

@@ -657,3 +657,13 @@ def test_axes_that_follow_the_size_do_not_split_its_line(monkeypatch):
     app = open_app(monkeypatch, run="h200-models-steady-20261203", experiment="tp", tab="Latency")
     traces = [t for t in figures(app)[0]["data"] if t.get("name", "").startswith(("cudnn · ", "te · "))]
     assert [len(t["x"]) for t in traces] == [4, 4], [t["name"] for t in traces]
+
+
+def test_an_experiment_named_with_a_pipe_stays_in_its_cell_of_the_regressions():
+    from dashboard import views
+
+    worst = pd.DataFrame([{"experiment": "prefill | decode", "variant": "xla", "shape": "T 8", "ratio": 1.5,
+                           "before": "r-1", "after": "r-2", "key": "k"}])
+    lines = views.regressions_markdown(worst).splitlines()
+    assert lines[2].startswith("| prefill \\| decode | xla | T 8 | 1.50× | [r-1 → r-2](?")
+    assert lines[2].replace("\\|", "").count("|") == lines[0].count("|")
