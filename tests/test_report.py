@@ -1,11 +1,16 @@
-"""runner/report.py: the tables `attnbench show` prints."""
+"""runner/report.py: the tables `attnbench show` prints, and a run's cells exported as csv, markdown or parquet."""
 
 from __future__ import annotations
 
+import pandas as pd
+import pytest
 from rich.console import Console
 
-from runner.report import print_tables
+from helpers import params
+from runner.frames import cells as frame
+from runner.report import export, markdown, markdown_table, print_tables, summary_line
 from stores import H200_LONG, shipped
+from test_results import record, some_records
 
 
 def test_a_cells_note_prints_as_text_not_markup():
@@ -14,3 +19,67 @@ def test_a_cells_note_prints_as_text_not_markup():
     console = Console(record=True, width=400)
     print_tables([cell], console)
     assert "pip install 'attnbench[tokamax]' [clock moved 9%]" in console.export_text()
+
+
+def test_summary_line_counts_statuses():
+    assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
+
+
+def test_export_csv_has_one_row_per_cell(tmp_path):
+    records = some_records()
+    text = export(records, "csv", None)
+    df = pd.read_csv(pd.io.common.StringIO(text))
+    assert list(df["variant"]) == [r.variant for r in records]
+    assert list(df["status"]) == [r.status for r in records]
+    assert list(df["key"]) == [r.key for r in records]
+    assert df.loc[0, "wall_median_s"] == pytest.approx(1e-4)
+    dest = tmp_path / "cells.csv"
+    assert export(records, "csv", dest) is None
+    assert dest.read_text() == text
+
+
+def test_export_markdown_is_a_table(tmp_path):
+    records = some_records()
+    text = export(records, "markdown", None)
+    lines = text.splitlines()
+    columns = list(frame(records).columns)
+    assert lines[0] == "| " + " | ".join(columns) + " |"
+    assert lines[1] == "|" + "---|" * len(columns)
+    assert len(lines) == 2 + len(records)
+    rows = [lines[0], *lines[2:]]
+    assert all(line.startswith("| ") and line.endswith(" |") for line in rows)
+    assert all(line.count(" | ") == len(columns) - 1 for line in rows)  # no cell breaks a row
+    assert "| cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu |" in lines[4]
+    assert markdown(frame(records)) == text
+
+
+def test_markdown_escapes_a_pipe_in_a_reason():
+    failed = record("xla", "failed", reason="ValueError: expected int | str")
+    lines = export([failed], "markdown", None).splitlines()
+    assert lines[2].count(" | ") == lines[0].count(" | ")
+    assert "| ValueError: expected int \\| str |" in lines[2]
+
+
+def test_export_parquet_reads_back(tmp_path):
+    records = some_records()
+    dest = tmp_path / "cells.parquet"
+    assert export(records, "parquet", dest) is None
+    df = pd.read_parquet(dest)
+    assert list(df["key"]) == [r.key for r in records]
+    assert list(df["status"]) == [r.status for r in records]
+    assert df["flops"].tolist() == [r.flops for r in records]
+
+
+def test_export_parquet_of_forward_cells_only(tmp_path):
+    # no gradients anywhere: the grad_rel_err column is all None
+    records = [record(params=params()), record("naive", params=params(causal=True))]
+    for r in records:
+        r.correctness.grad_rel_err = None
+    dest = tmp_path / "fwd.parquet"
+    export(records, "parquet", dest)
+    assert len(pd.read_parquet(dest)) == 2
+
+
+def test_a_pipe_or_a_line_break_in_a_value_stays_in_its_cell():
+    lines = markdown_table(["experiment", "ms"], [["a | b\nc", 1.5]]).splitlines()
+    assert lines == ["| experiment | ms |", "|---|---|", "| a \\| b c | 1.5 |"]

@@ -1,4 +1,4 @@
-"""runner/results.py, runner/record.py and runner/report.py: records round-trip through a run folder and export.
+"""runner/results.py and runner/record.py: records round-trip through a run folder.
 
 The folder layout is the contract (issue 2, item 7): <out>/<run_id>/manifest.json and cells.jsonl, one
 JSON object a line, written with `model_dump_json(by_alias=True)`. These tests write that layout as the
@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pandas as pd
-import pytest
 
 from helpers import params
 from runner import machine, metrics
 from runner.cells import Cell
 from runner.record import SCHEMA_VERSION, CellRecord, Correctness, Fp8Info, Machine, Manifest, TimerSummary
-from runner.frames import cells as frame
-from runner.report import export, markdown, summary_line
 from runner.results import CELLS, MANIFEST, Part, merged_manifest
 from runner.store import read_run
 
@@ -179,65 +175,6 @@ def test_row_inlines_fp8_with_a_prefix():
     fp8 = Fp8Info(in_hlo=True, in_kernels=None, rel_err_vs_bf16=0.01, verdict="FP8 attention")
     row = record("cudnn_fp8", fp8=fp8).row()
     assert row["fp8_in_hlo"] is True and row["fp8_verdict"] == "FP8 attention" and row["fp8_rel_err_vs_bf16"] == 0.01
-
-
-def test_summary_line_counts_statuses():
-    assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
-
-
-def test_export_csv_has_one_row_per_cell(tmp_path):
-    records = some_records()
-    text = export(records, "csv", None)
-    df = pd.read_csv(pd.io.common.StringIO(text))
-    assert list(df["variant"]) == [r.variant for r in records]
-    assert list(df["status"]) == [r.status for r in records]
-    assert list(df["key"]) == [r.key for r in records]
-    assert df.loc[0, "wall_median_s"] == pytest.approx(1e-4)
-    dest = tmp_path / "cells.csv"
-    assert export(records, "csv", dest) is None
-    assert dest.read_text() == text
-
-
-def test_export_markdown_is_a_table(tmp_path):
-    records = some_records()
-    text = export(records, "markdown", None)
-    lines = text.splitlines()
-    columns = list(frame(records).columns)
-    assert lines[0] == "| " + " | ".join(columns) + " |"
-    assert lines[1] == "|" + "---|" * len(columns)
-    assert len(lines) == 2 + len(records)
-    rows = [lines[0], *lines[2:]]
-    assert all(line.startswith("| ") and line.endswith(" |") for line in rows)
-    assert all(line.count(" | ") == len(columns) - 1 for line in rows)  # no cell breaks a row
-    assert "| cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; this run is on cpu |" in lines[4]
-    assert markdown(frame(records)) == text
-
-
-def test_markdown_escapes_a_pipe_in_a_reason():
-    failed = record("xla", "failed", reason="ValueError: expected int | str")
-    lines = export([failed], "markdown", None).splitlines()
-    assert lines[2].count(" | ") == lines[0].count(" | ")
-    assert "| ValueError: expected int \\| str |" in lines[2]
-
-
-def test_export_parquet_reads_back(tmp_path):
-    records = some_records()
-    dest = tmp_path / "cells.parquet"
-    assert export(records, "parquet", dest) is None
-    df = pd.read_parquet(dest)
-    assert list(df["key"]) == [r.key for r in records]
-    assert list(df["status"]) == [r.status for r in records]
-    assert df["flops"].tolist() == [r.flops for r in records]
-
-
-def test_export_parquet_of_forward_cells_only(tmp_path):
-    # no gradients anywhere: the grad_rel_err column is all None
-    records = [record(params=params()), record("naive", params=params(causal=True))]
-    for r in records:
-        r.correctness.grad_rel_err = None
-    dest = tmp_path / "fwd.parquet"
-    export(records, "parquet", dest)
-    assert len(pd.read_parquet(dest)) == 2
 
 
 def test_a_line_nested_beyond_any_parser_is_one_problem(tmp_path):
