@@ -6,6 +6,16 @@ measures one (inputs, programs, checks, sampling, assembly), record.py is the re
 and store.py keep it, results.py reads a run back. Then the readers: report.py prints tables on a terminal and as
 markdown, leaderboard.py ranks, compare.py compares two runs (compare_cli.py is its command), and artifacts.py writes
 `attnbench report`'s files with figures.py's charts; the dashboard lives in dashboard/.
+
+Names that look alike, each one job:
+- record.py: the record's schema (CellRecord, Manifest) and its migrations; assembly.py builds a cell's record.
+- results.py: a run folder's objects (manifest, cells, shards, in-flight marker) and how they read back as one run.
+- store.py: where run folders live (a local folder or GCS); spool.py: a run's records on local disk first, then
+  uploaded to the store.
+- report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader.
+- compare.py: two runs compared cell by cell (pure); compare_cli.py: the `attnbench compare` command that prints it.
+- published.py: other benchmarks' published figures, matched to our cells by shape; dashboard/published.py draws
+  them on the dashboard's charts.
 """
 
 __version__ = "0.1.0"
