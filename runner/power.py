@@ -1,10 +1,10 @@
 """The GPU's power state around a cell's samples.
 
-A GPU under sustained load hits its power limit and lowers its SM clock (an H200 at 700 W, an L4 at 72 W), so
-a kernel time means little without the state it was taken in. A Recorder reads NVML from a background thread
-while the headline timer samples; `steady` runs the call back to back until the clock settles before sampling,
-`burst` waits for the GPU to cool back to its idle state and takes a short sample. Every reading comes from a
-Source, so the policies are tested with a scripted one.
+A GPU under sustained load hits its power limit and lowers its SM clock, so a kernel time means little without
+the state it was taken in. A Recorder reads NVML from a background thread while the headline timer samples;
+`steady` runs the call back to back until the clock settles before sampling, `burst` waits for the GPU to cool
+back to its idle state and takes a short sample. Every reading comes from a Source, so the policies are tested
+with a scripted one.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ SETTLE_WINDOW_S = 0.5  # steady: the clock must hold for this long ...
 SETTLE_TOLERANCE = 0.01  # ... within 1 % ...
 HEAVY_MIN_S = 1.0  # ... after at least this long back to back: the power cap can take most of a second to act
 POWER_CAP = 0x4
-# at the cap: the power drawn over the last window within 5 % of the window before. The energy counter moves in
-# steps of about 27 ms (measured on an H200), up to 5 % of a 0.5 s window; a ramp from idle (about 120 W there)
-# to the cap moves it far more
+# at the cap: the power drawn over the last window within 5 % of the window before: more than the energy counter's
+# steps move a 0.5 s window, less than a ramp from idle to the cap does (docs/benchmarks.md, "The numbers behind
+# the runner's constants")
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
 LIGHT_AFTER_S = 0.4  # ... judged only once the load has run this long (the spec's timing.light_after_s)
-LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load: it lags by about 0.1 s (H200)
-ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured on an H200)
+LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load, past its lag
+ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured: docs/benchmarks.md)
 ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / (ENERGY_SPAN_S - ENERGY_STEP_S) (6 %)
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
@@ -206,12 +206,12 @@ def _light(history: list[Reading], load_start: float, limit_w: float | None, rul
     """The watts drawn when a load that has run for rules.light_after_s is far below the power limit with no
     throttle reason since it began (nothing can pull the clock down), else None.
 
-    The energy counter lags the load (over the first 0.1 s of a heavy cuDNN call it read 0-500 W where the GPU drew
-    nearly 700; docs/evidence/probe-stream-20261203.json), so it is read only from LIGHT_RAMP_S into the load. It
-    moves in steps (ENERGY_STEP_S), so a reading may be up to a step old at either end of a window w: the counter
-    may have counted only w - ENERGY_STEP_S of the load, and the watts drawn may be w / (w - ENERGY_STEP_S) times
-    what it says. A load counts as light only when that much would still be below light_share of the limit. A heavy
-    kernel meets the power cap's reason within 0.2 s (same probe), which a light verdict may never have seen."""
+    The energy counter lags the load (by how much: docs/benchmarks.md, "The numbers behind the runner's constants"),
+    so it is read only from LIGHT_RAMP_S into the load. It moves in steps (ENERGY_STEP_S), so a reading may be up
+    to a step old at either end of a window w: the counter may have counted only w - ENERGY_STEP_S of the load, and
+    the watts drawn may be w / (w - ENERGY_STEP_S) times what it says. A load counts as light only when that much
+    would still be below light_share of the limit. A heavy kernel meets the power cap's reason within a fraction of
+    a second, which a light verdict may never have seen."""
     if limit_w is None or not history or history[-1].t - load_start < rules.light_after_s:
         return None
     if any(r.throttle & ~0x1 for r in history if r.t >= load_start):  # "idle" is no reason
@@ -226,8 +226,8 @@ def _capped(history: list[Reading], window_s: float) -> float | None:
     """The watts drawn when the GPU sits at its power cap, else None: the power-cap reason in every reading of the
     last two windows, the energy counter's power over the last window within CAP_TOLERANCE of the window before,
     and the mean SM clock of the two within SETTLE_TOLERANCE (no trend). The cap's controller moves the clock by
-    2-5 % from one reading to the next (measured on an H200, docs/benchmarks.md), so under the cap a steady power
-    and an untrending clock, not a clock within 1 %, is the steady state."""
+    more than that from one reading to the next (docs/benchmarks.md, "The numbers behind the runner's constants"),
+    so under the cap a steady power and an untrending clock, not a clock within 1 %, is the steady state."""
     end = history[-1].t
     if end - history[0].t < 2 * window_s:
         return None

@@ -213,8 +213,8 @@ class Programs:
         them in the pool; a variant whose program another one of its shape compiles shares that executable.
 
         On a GPU the timed programs compile one at a time, in a thread of their own: XLA's autotuner times candidate
-        kernels on the device, and two autotuning at once pick worse ones (docs/benchmarks.md, "Timed programs
-        compiled one at a time"), though side by side a batch compiles faster."""
+        kernels on the device, and two autotuning at once pick worse ones, though side by side a batch compiles faster
+        (docs/benchmarks.md, "The numbers behind the runner's constants")."""
         compiling: dict[tuple, Future] = {}  # (shape, fingerprint) -> the first cell's compile of that program
         timed_threads = 1 if self.on_gpu else COMPILE_THREADS
         with ThreadPoolExecutor(COMPILE_THREADS, thread_name_prefix="attnbench-compile") as pool, \

@@ -49,15 +49,15 @@ class Timed:
 CHUNK_S = 0.05  # a chunk of back-to-back calls keeps the GPU busy about this long
 CHUNK_CALLS = 1000  # ... and holds at most this many calls
 QUEUED = 2  # the host waits on the chunk this many back, so the GPU never waits for the host
-BURST_S = 0.03  # a burst sample: its calls span at most this long (on an H200 at T = 32k, 30 ms a call, the third
-BURST_FLOOR = 2  # call after idle already read 6 % lower, and a 10-call sample 11 % lower than two calls)
+BURST_S = 0.03  # a burst sample: its calls span at most this long, before the power cap pulls the clock down ...
+BURST_FLOOR = 2  # ... and it has at least this many (docs/benchmarks.md, "The numbers behind the runner's constants")
 SOAK_BIN_S = 0.25  # a soak's points: the calls that ended in each bin of this many seconds (more for long soaks)
 SOAK_POINTS = 400
 
 
 def burst_calls(pace_s: float | None, min_samples: int) -> int:
     """burst: min_samples calls, but no more than BURST_S of them (at least BURST_FLOOR), with no warm-up beyond
-    the timer's own call: the power cap takes the clock within about 0.1 s of load."""
+    the timer's own call: the power cap takes the clock within a fraction of a second of load."""
     if not pace_s:
         return min_samples
     return max(BURST_FLOOR, min(min_samples, int(BURST_S / pace_s)))
