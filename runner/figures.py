@@ -53,13 +53,19 @@ def stem(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "chart"
 
 
-def swept_size(shapes: list[dict]) -> tuple[str | None, list[str]]:
-    """The size axis a chart draws along (T when it varies, else the first varying size) and the other axes that
-    vary, which tell its lines apart."""
+def swept_size(shapes: list[dict], prefer: str | None = None) -> tuple[str | None, list[str]]:
+    """The size axis a chart draws along (`prefer`, else T, else the first size that varies) and the other axes
+    that vary apart from it, which tell its lines apart (N, which follows tp, draws no lines of its own)."""
     varying = [k for k in shape.NAMES if len({s.get(k) for s in shapes}) > 1]
     sizes = [k for k in varying if k in shape.SIZES]
-    x = "seq_len" if "seq_len" in sizes else next(iter(sizes), None)
-    return x, [k for k in varying if k != x]
+    x = next((k for k in [prefer, "seq_len", *sizes] if k in sizes), None)
+    return x, [k for k in varying if k != x and not _follows(shapes, k, x)]
+
+
+def _follows(shapes: list[dict], axis: str, x: str | None) -> bool:
+    """Whether each value of x comes with one value of `axis` (kv_seq_len with seq_len, heads with tp)."""
+    seen: dict = {}
+    return x is not None and all(seen.setdefault(s.get(x), s.get(axis)) == s.get(axis) for s in shapes)
 
 
 # What a chart can draw against the swept size: axis title, the value of a cell, a log axis or not.
@@ -83,7 +89,7 @@ def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: s
 
 
 def sweep_chart(name: str, experiment: str, sources: list[tuple[str, str, list[CellRecord]]],
-                metric: str = "latency") -> Chart | None:
+                metric: str = "latency", x: str | None = None) -> Chart | None:
     """`metric` against the size the experiment sweeps, a line per variant (and other varying axes) of each source
     (run id, a suffix telling its lines apart, its cells of the experiment); None when it sweeps no size or
     nothing was timed."""
@@ -91,12 +97,12 @@ def sweep_chart(name: str, experiment: str, sources: list[tuple[str, str, list[C
     timed = [(run, suffix, c) for run, suffix, cells in sources for c in cells
              if c.status == "ok" and c.median_s and value(c)]
     shapes = [c.params.as_dict() for _, _, c in timed]
-    x, rest = swept_size(shapes)
+    x, rest = swept_size(shapes, x)
     if x is None:
         return None
     series = [line for run, suffix, _ in sources
               for line in series_of([c for r, s, c in timed if (r, s) == (run, suffix)], x, rest, value, suffix)]
-    fixed = shape.label(shapes[0], omit=(x, *rest))
+    fixed = shape.label(shapes[0], omit=tuple(k for k in shape.NAMES if len({s.get(k) for s in shapes}) > 1))
     timers = sorted({c.timer for _, _, c in timed if c.timer})
     shown = f"; {MAX_SERIES} of {len(series)} lines" if len(series) > MAX_SERIES else ""
     return Chart(stem(name), f"{experiment}: {label.split(' (')[0]} against {shape.title(x)}",

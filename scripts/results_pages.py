@@ -40,6 +40,8 @@ class Block:
     experiment: str
     metric: str = "latency"
     variants: tuple[str, ...] = ()  # only these, when set
+    where: tuple[tuple[str, object], ...] = ()  # only the cells whose params hold these values (axis, value)
+    x: str | None = None  # the size axis to draw along, when not T (or the first that varies)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ HOPPER_BURST = Source(f"{EVIDENCE}/hopper-long-burst-20261203", "burst")
 KERNELS = Source(f"{H200}/kernels-20261202")
 DECODE = Source(f"{H200}/decode-20261202")
 MODELS = Source(f"{H200}/h200-models-steady-20261203")
+LLAMA_70B = Source(f"{H200}/llama3.1-70b-20261206-burst")
 
 PAGES = {
     "lab": Page("The lab on the H200", "The lab's sections (specs/lab5.yaml) as the runner measures them: kernel time "
@@ -70,13 +73,15 @@ PAGES = {
                 "FP8 tab of the dashboard and each record's `fp8.verdict` say so.",
                 (Block((HOPPER_STEADY,), "fwd", "tflops", ("cudnn", "cudnn_fp8")),)),
     "power": Page("Power states: steady against burst", "The same cells sampled inside an unbroken load (`steady`, "
-                  "at the 700 W cap) and on a cool GPU's first calls (`burst`, the figure vendors publish).",
+                  "at the power cap) and on a cool GPU's first calls (`burst`, the figure vendors publish).",
                   (Block((HOPPER_STEADY, HOPPER_BURST), "fwd", "tflops", ("cudnn", "cudnn_fp8")),
                    Block((HOPPER_STEADY, HOPPER_BURST), "fwd-bwd", "tflops", ("cudnn",)))),
     "models": Page("Attention as models use it", "Sliding windows, padded batches, ALiBi, soft caps, MLA heads and "
-                   "tensor parallelism (specs/h200-models.yaml), each checked against float32; the model presets' "
-                   "runs are in examples/results/h200/.",
-                   (Block((MODELS,), "window"), Block((MODELS,), "tp"))),
+                   "tensor parallelism (specs/h200-models.yaml), each checked against float32; then a model preset, "
+                   "Llama 3.1 70B's causal prefill at tp 1 in burst (specs/models/llama3.1-70b.yaml). Every preset's runs are "
+                   "in examples/results/h200/.",
+                   (Block((MODELS,), "window"), Block((MODELS,), "tp", x="tp"),
+                    Block((LLAMA_70B,), "prefill", where=(("pass", "fwd"), ("causal", True))))),
     "kernels": Page("Kernels: Pallas beside cuDNN and XLA", "The kernel shootout (specs/kernels.yaml): Pallas Mosaic "
                     "GPU and Triton, their configurations searched per shape, beside cuDNN, XLA, auto and naive.",
                     (Block((KERNELS,), "hopper-fwd"), Block((KERNELS,), "lab-fwd"))),
@@ -89,15 +94,17 @@ PAGES = {
 def cells_of(source: Source, block: Block) -> tuple[str, list]:
     run = read_run(ROOT / source.folder)
     cells = [c for c in run.cells if c.experiment == block.experiment
-             and (not block.variants or c.variant in block.variants)]
+             and (not block.variants or c.variant in block.variants)
+             and all(c.params.as_dict()[axis] == value for axis, value in block.where)]
     return run.run_id, cells
 
 
 def chart_of(block: Block) -> figures.Chart:
     sources = [(run_id, source.suffix, cells) for source in block.sources for run_id, cells in [cells_of(source,
                                                                                                         block)]]
-    name = "-".join([sources[0][0], block.experiment, block.metric, *block.variants])
-    chart = figures.sweep_chart(name, block.experiment, sources, block.metric)
+    name = "-".join([sources[0][0], block.experiment, block.metric, *block.variants,
+                     *(f"{axis}{value}" for axis, value in block.where)])
+    chart = figures.sweep_chart(name, block.experiment, sources, block.metric, block.x)
     if chart is None:
         raise SystemExit(f"{block.sources[0].folder}: experiment {block.experiment!r} has no timed cell that sweeps "
                          "a size")

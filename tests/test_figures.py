@@ -1,0 +1,26 @@
+"""runner/figures.py: which size a chart draws along, what tells its lines apart, and the chart as PNG bytes."""
+
+from __future__ import annotations
+
+from runner import figures
+
+
+def shapes(**varying) -> list[dict]:
+    base = {"batch": 1, "seq_len": 8192, "kv_seq_len": 8192, "heads": 64, "kv_heads": 8, "tp": 1, "causal": True}
+    return [{**base, **dict(zip(varying, values))} for values in zip(*varying.values())]
+
+
+def test_t_is_drawn_along_when_it_varies_and_s_following_it_draws_no_lines():
+    assert figures.swept_size(shapes(seq_len=[4096, 8192], kv_seq_len=[4096, 8192])) == ("seq_len", [])
+
+
+def test_heads_that_follow_tp_draw_no_lines_of_their_own():
+    tp = shapes(tp=[1, 2, 4], heads=[64, 32, 16], kv_heads=[8, 4, 2])
+    assert figures.swept_size(tp, "tp") == ("tp", [])
+    assert figures.swept_size(tp) == ("heads", [])  # unasked, the first size that varies
+
+
+def test_an_axis_that_varies_apart_from_x_tells_lines_apart():
+    mixed = shapes(seq_len=[4096, 4096, 8192, 8192], kv_seq_len=[4096, 4096, 8192, 8192],
+                   causal=[True, False, True, False])
+    assert figures.swept_size(mixed) == ("seq_len", ["causal"])
