@@ -214,6 +214,7 @@ def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
     )
 
 
+SHA_TICKS = 10
 STEP_LOOKS = {True: ("step to slower", "triangle-up", "#d62728"), False: ("step to faster", "triangle-down",
                                                                            "#2ca02c")}
 
@@ -241,8 +242,11 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
                 x=[m[1] for m in found], y=[m[2] for m in found], mode="markers", name=name,
                 marker={"symbol": symbol, "size": 13, "color": colour, "line": {"width": 1, "color": "white"}},
                 text=[f"{m[0]} {m[3] - 1:+.1%}" for m in found], hovertemplate="%{text}<extra>step</extra>"))
-    if x == "git_sha":
-        fig.update_xaxes(type="category", tickangle=-45)
+    if x == "git_sha":  # at most SHA_TICKS labels, each sha cut to 7 characters: any count of runs stays readable
+        shas = list(dict.fromkeys(points[x]))
+        shown = shas[::math.ceil(len(shas) / SHA_TICKS)]
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=shas, tickangle=0, tickvals=shown,
+                         ticktext=[str(sha)[:7] for sha in shown])
     _y_axis(fig, points["median_ms"], True)
     fig = _layout(fig, title, subtitle, x, "median_ms")
     return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")

@@ -475,12 +475,12 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     if series.empty:
         st.info("History needs runs with a manifest.")
         return
-    first = snap.runs.loc[sel.runs[0]] if sel.runs else snap.runs.iloc[0]
+    first = sel.runs[0] if sel.runs else snap.runs.index[0]
     labels = list(series.index)
-    default = f"{first['spec']} · {first['gpu']}"
+    default = next((label for label, keys in series.items() if first in keys), labels[0])
     left, middle, right = st.columns(3)
-    chosen = widgets.single(left, "selectbox", "Spec · GPU", labels, "series", "has no runs in this store",
-                            chosen=default if default in labels else labels[0])
+    chosen = widgets.single(left, "selectbox", "Spec · GPU · power policy", labels, "series",
+                            "has no runs in this store", chosen=default)
     x = widgets.single(right, "segmented_control", "Against", ["date", "git sha"], "hx", "is not an axis",
                        default="date")
     keys = series.get(chosen, [])
@@ -496,8 +496,9 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     by_sha = x == "git sha" and points["git_sha"].notna().all()
     if x == "git sha" and not by_sha:
         st.caption("Some of these runs record no git sha: drawn against their date.")
-    history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
-                  f"{chosen} · {len(keys)} runs · {timer} timer")
+    if experiment in set(points["experiment"]):  # an experiment from a link that these runs lack is flagged above
+        history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
+                      f"{chosen} · {len(keys)} runs · {timer} timer")
     worst_regressions(points)
 
 

@@ -20,7 +20,7 @@ from playwright import sync_api
 from conftest import free_port
 from helpers import DASHBOARD_APP as APP
 from helpers import REPO as ROOT
-from stores import H200_LONG, broken, copy_run, shipped, telemetry, write_run
+from stores import CPU_LAB5, H200_LONG, broken, copy_run, generate, shipped, telemetry, write_run
 
 CHROMIUM = Path(os.environ.get("ATTNBENCH_CHROMIUM") or "/usr/bin/chromium")  # scripts/install-test-tools.sh
 ARTIFACTS = ROOT / "test-artifacts"
@@ -87,6 +87,10 @@ def url(tmp_path_factory):
     write_run(out / "h200" / STEADY, manifest,
               [telemetry(c, unstable=c.variant == "cudnn" and c.params.seq_len == 32768) for c in cells])
     nights(out / "h200")
+    # fifty nights of hopper-long (no sha, as the shipped ones) and of lab5 on a CPU (a sha, as the shipped one), all
+    # older than every shipped run
+    generate(out / "fifty", 50, 48, templates=(H200_LONG,))
+    generate(out / "fifty", 50, 48, templates=(CPU_LAB5,))
     yield from serve(out)
 
 
@@ -250,6 +254,50 @@ def test_published_figures_are_drawn_beside_the_measured_ones(page, url):
     assert in_open_tab(page, TABLES) >= 2
     assert_no_error_text(page)
     screenshot(page, "published-leaderboard")
+
+
+OVERLAPS = """() => {
+  const plot = document.querySelector('[role=tabpanel]:not([hidden]) .js-plotly-plot');
+  const boxes = [...plot.querySelectorAll('text')].filter(t => t.textContent.trim())
+    .map(t => ({text: t.textContent, r: t.getBoundingClientRect()})).filter(b => b.r.width > 0 && b.r.height > 0);
+  const hits = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].r, b = boxes[j].r;
+    if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+      hits.push([boxes[i].text, boxes[j].text]);
+  }
+  return [boxes.length, hits];
+}"""
+
+
+def overlapping_text(page) -> list[list[str]]:
+    """Pairs of texts drawn over each other in the open tab's first chart (its titles, ticks, legend, labels)."""
+    count, hits = page.evaluate(OVERLAPS)
+    assert count > 10  # the chart's texts were found
+    return hits
+
+
+def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, url):
+    """Issue 40: the shipped llama3.1-70b runs (steady) hold different cells; History's mean is over the cells
+    every run holds and its steps are a legend entry, so no text stands on another. The screenshot is in docs/."""
+    open_view(page, f"{url}/?run=llama3.1-70b-20261206-tefp8&tab=History&hexp=prefill")
+    assert_no_error_text(page)
+    assert "geometric mean of the cells every run holds" in " ".join(chart_texts(page, "gtitle"))
+    assert overlapping_text(page) == []
+    screenshot(page, "history-llama3.1-70b")
+
+
+@pytest.mark.parametrize("run, experiment, axis", [("hopper-long-0049", "fwd", "date"),
+                                                    ("lab5-0049", "seq-len", "git sha")])
+def test_a_history_of_fifty_runs_stays_readable(page, url, run, experiment, axis):
+    """Fifty nights (hopper-long's cudnn 8 % slower from the 30th): no text over another, by date or by git sha."""
+    open_view(page, f"{url}/?run={run}&tab=History&hexp={experiment}&hx={urllib.parse.quote(axis)}")
+    assert "drawn against their date" not in page.inner_text("body")
+    assert_no_error_text(page)
+    drawn = re.search(r"· (\d+) runs ·", " ".join(chart_texts(page, "gtitle-subtitle")))
+    assert drawn and int(drawn[1]) >= 50
+    assert overlapping_text(page) == []
+    screenshot(page, f"history-fifty-runs-{axis.replace(' ', '-')}")
 
 
 def metric(page, label: str) -> str:
