@@ -276,9 +276,10 @@ def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
 
 # --- leaderboard -------------------------------------------------------------------------------------------------
 
-def board(cells: pd.DataFrame, standings: list[leaderboard.Standing]) -> pd.DataFrame:
-    """The leaderboard's rows as a table, with the configuration the winner's search chose where it tuned one."""
-    table = pd.DataFrame(leaderboard.rows(standings))
+def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: dict[str, str]) -> pd.DataFrame:
+    """The leaderboard's rows as a table (legacy variants named so), with the configuration the winner's search
+    chose where it tuned one."""
+    table = pd.DataFrame(leaderboard.rows(standings, legacy))
     tuned = measured(cells)
     if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
         return table

@@ -445,11 +445,14 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
     for run in sel.runs:
         mine = [s for s in standings if s.run_id == run]
         if mine:
+            legacy = board.legacy_of([snap.manifests.get(run)])
             st.subheader(run)
             st.markdown(board_summary(mine))
-            st.dataframe(tables.board(sel.cells, mine), hide_index=True)
+            st.dataframe(tables.board(sel.cells, mine, legacy), hide_index=True)
+            for note in board.legacy_notes(mine, legacy):
+                st.caption(note)
             if as_markdown:
-                st.code(report.leaderboard_markdown(mine), language="markdown")
+                st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
     beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)))
     if not beside.empty:
         st.subheader("Beside published figures")

@@ -11,7 +11,7 @@ from itertools import islice
 from dataclasses import dataclass
 
 from runner import compare, compare_cli, figures, shape
-from runner.leaderboard import leaderboard, rows
+from runner.leaderboard import leaderboard, legacy_notes, legacy_of, rows
 from runner.record import CellRecord
 from runner.report import COLUMNS, leaderboard_markdown, summary_line
 from runner.results import Run
@@ -70,7 +70,8 @@ def summary(reports: list[Report]) -> str:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{compare_cli.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
                      else "No earlier run of this spec hash, GPU, power policy and timer to compare with.")
-        if board := leaderboard_markdown([s for s in leaderboard(r.run.cells) if s.variants > 1]):
+        contested = [s for s in leaderboard(r.run.cells) if s.variants > 1]
+        if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
     return "\n\n".join(parts) + "\n"
@@ -101,7 +102,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
              "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", comparison_html(r.comparison)]
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
-    parts += [leaderboard_html(run.cells), "<h3>Cells</h3>",
+    parts += [leaderboard_html(run.cells, legacy_of([run.manifest])), "<h3>Cells</h3>",
               *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()), "</section>"]
     return "\n".join(parts)
 
@@ -134,12 +135,14 @@ def figure_html(chart: figures.Chart, png: bytes) -> str:
             f"{_e(', '.join(chart.runs))}</figcaption></figure>")
 
 
-def leaderboard_html(cells: list[CellRecord]) -> str:
-    body = rows([s for s in leaderboard(cells) if s.variants > 1])
+def leaderboard_html(cells: list[CellRecord], legacy: dict[str, str]) -> str:
+    contested = [s for s in leaderboard(cells) if s.variants > 1]
+    body = rows(contested, legacy)
     if not body:
         return ""
+    notes = "".join(f"<p class='meta'>{_e(note)}</p>" for note in legacy_notes(contested, legacy))
     return table_html("Leaderboard: the fastest correct variant per shape", list(body[0]),
-                      [list(row.values()) for row in body])
+                      [list(row.values()) for row in body]) + notes
 
 
 def cells_html(experiment: str, cells: list[CellRecord]) -> str:

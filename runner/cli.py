@@ -422,8 +422,9 @@ def cmd_list(args, console: Console) -> int:
     rows = []
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
+        what = f"legacy ({v.legacy}). {v.doc}" if v.legacy else v.doc
         rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {escape(reason)}" if reason else
-                     "[green]yes[/]", escape(v.doc)])  # a reason may name an extra, '.[tokamax]', not a style
+                     "[green]yes[/]", escape(what)])  # a reason may name an extra, '.[tokamax]', not a style
     rows += [[module, "-", f"[red]broken[/]: {escape(error)}", ""] for module, error in sorted(BROKEN.items())]
     console.print(rich_table(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows))
     return EXIT_OK
@@ -454,7 +455,7 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
-    from runner.leaderboard import leaderboard
+    from runner.leaderboard import leaderboard, legacy_of
     from runner.report import (export, leaderboard_markdown, leaderboard_table, print_tables, published_table,
                                scaling_table, summary_line)
 
@@ -464,13 +465,13 @@ def cmd_show(args, console: Console) -> int:
     _warn(run.problems)
     if args.format == "table":
         print_tables(run.cells, console)
-        leaderboard_table(run.cells, console)
+        leaderboard_table(run.cells, console, legacy_of([run.manifest]))
         scaling_table(run.cells, console)
         published_table(run.cells, run.manifest, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":
-        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells)) + "\n")
+        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells), legacy_of([run.manifest])) + "\n")
         return EXIT_OK
     if not run.cells:  # an export of no rows would have no header either (CSV: a blank line)
         raise UsageError(f"{run.dir}: no cells recorded yet, nothing to export as {args.format}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from types import MappingProxyType
+from typing import Iterable, Mapping
 
 from runner.record import CellRecord
 from runner.shape import label
@@ -96,11 +97,27 @@ def _percent(fraction: float | None) -> str:
     return "—" if fraction is None else f"+{fraction:.0%}" if fraction >= 0.005 else "±0%"
 
 
-def rows(standings: list[Standing]) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown."""
+def legacy_of(manifests: Iterable) -> dict[str, str]:
+    """Variant -> its library's deprecation and replacement, as the runs' manifests say (runs before 2026-12-06 say
+    nothing of it)."""
+    return {name: info.legacy for m in manifests if m for name, info in m.variants.items() if info.legacy}
+
+
+def _named(variant: str, legacy: Mapping[str, str]) -> str:
+    return f"{variant} (legacy)" if variant in legacy else variant
+
+
+def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
+    """A line for each legacy variant the board names: what deprecated it and what replaces it."""
+    named = {t.variant for s in standings for t in (s.winner, s.runner_up) if t}
+    return [f"{name} (legacy): {legacy[name]}" for name in sorted(named & legacy.keys())]
+
+
+def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
+    """One text row per shape, for a table or markdown; a legacy variant is named so."""
     return [{
-        "shape": s.shape, "fastest": s.winner.variant, "ms": f"{s.winner.seconds * 1e3:.4g}",
-        "next": s.runner_up.variant if s.runner_up else "—",
+        "shape": s.shape, "fastest": _named(s.winner.variant, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",
+        "next": _named(s.runner_up.variant, legacy) if s.runner_up else "—",
         "margin": _percent(s.margin) + ("" if s.decisive or s.runner_up is None else " (within noise)"),
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),

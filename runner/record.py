@@ -299,6 +299,9 @@ class VariantInfo(Strict):
     fp8_baseline: str | None = Field(None, description="FP8 variants: the bf16 variant it is compared with.")
     requires: list[str] = Field(default_factory=list, description="Its requirements, in words.")
     worker: str = Field("jax", description="The worker (library set) its cells run in.")
+    legacy: str | None = Field(None, description="A variant on a deprecated library: the deprecation and what "
+                               "replaces it; None otherwise, and in runs before 2026-12-06 (an older reader keeps it "
+                               "as an extra field).")
 
 
 class WorkerInfo(Strict):

@@ -125,10 +125,11 @@ class Variant:
     preload: Callable[[], None] | None = None  # imports that must come before JAX's GPU backend starts
     probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
     rules: list[str] = field(default_factory=list)  # `check`'s rules in words, for the manifest
+    legacy: str | None = None  # its library's deprecation and what replaces it, said wherever it is listed
 
     def info(self) -> VariantInfo:
         return VariantInfo(doc=self.doc, backend=self.backend, fp8_baseline=self.fp8_baseline,
-                           requires=self.requires.words() + self.rules, worker=self.worker)
+                           requires=self.requires.words() + self.rules, worker=self.worker, legacy=self.legacy)
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -140,17 +141,18 @@ VARIANTS_ENV = "ATTNBENCH_VARIANTS"  # more variant files, outside the package (
 def variant(name: str, requires: Requires = Requires(), *, backend: str | None = None, proves: tuple[str, ...] = (),
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
             rules: tuple[str, ...] = (), worker: str = "jax", preload: Callable[[], None] | None = None,
-            probe: Callable[[], str | None] | None = None):
+            probe: Callable[[], str | None] | None = None, legacy: str | None = None):
     """Register `build(params) -> attend | Staged | Tuned` under `name`, with every rule of the variant:
     `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
-    `worker` (library set) it runs in and that worker's `preload`, and for FP8 the bf16 variant it replaces."""
+    `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces, and
+    for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
 
     def register(build: Callable) -> Callable:
         doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
         if backend and proves:
             BACKENDS.setdefault(backend, tuple(proves))
         VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, worker, preload, probe,
-                                 list(rules))
+                                 list(rules), legacy)
         return build
 
     return register

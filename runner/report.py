@@ -5,8 +5,9 @@ commands stay quick)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from rich.console import Console
 from rich.markup import escape
@@ -97,16 +98,20 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])
 
 
-def leaderboard_table(cells: list[CellRecord], console: Console) -> None:
-    """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto."""
-    from runner.leaderboard import leaderboard, rows
+def leaderboard_table(cells: list[CellRecord], console: Console,
+                      legacy: Mapping[str, str] = MappingProxyType({})) -> None:
+    """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto;
+    under it, what deprecated each legacy variant it names."""
+    from runner.leaderboard import leaderboard, legacy_notes, rows
 
     contested = [s for s in leaderboard(cells) if s.variants > 1]
     if not contested:
         return
-    body = rows(contested)
+    body = rows(contested, legacy)
     console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
                              [list(row.values()) for row in body], right=("ms", "variants")))
+    for note in legacy_notes(contested, legacy):
+        console.print(escape(note), highlight=False)
 
 
 def published_table(cells: list[CellRecord], manifest, console: Console) -> None:
@@ -121,12 +126,16 @@ def published_table(cells: list[CellRecord], manifest, console: Console) -> None
                              right=("measured ms", "published ms", "measured / published")))
 
 
-def leaderboard_markdown(standings: list) -> str:
-    """runner.leaderboard's standings as a markdown table; "" when there are none."""
-    from runner.leaderboard import rows
+def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
+    """runner.leaderboard's standings as a markdown table, each legacy variant it names said under it; "" when there
+    are none."""
+    from runner.leaderboard import legacy_notes, rows
 
-    body = rows(standings)
-    return markdown_table(list(body[0]), [list(row.values()) for row in body]) if body else ""
+    body = rows(standings, legacy)
+    if not body:
+        return ""
+    notes = "".join(f"\n\n{note}" for note in legacy_notes(standings, legacy))
+    return markdown_table(list(body[0]), [list(row.values()) for row in body]) + notes
 
 
 def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:

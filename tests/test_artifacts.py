@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, in_process
-from stores import copy_run, generate, shipped, write_run
+from stores import H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
 LAB5_TE = "lab5-20261202-110556"  # no earlier run of its spec hash in the folder
@@ -138,3 +138,10 @@ def test_a_report_the_store_refuses_leaves_the_gates_verdict(capsys, tmp_path):
     assert done.code == 1 and "REGRESSION: 3 cell(s) slower" in done.out  # the regression, not exit 2
     assert done.errors[-1].startswith(f"warning: --report {tmp_path / 'file' / 'report'}: ")
     assert done.errors[-1].endswith("; the comparison stands")
+
+
+def test_the_pages_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it():
+    from runner.artifacts import leaderboard_html
+
+    html = leaderboard_html(shipped(H200_LONG).cells, {"te": "deprecated; tokamax replaces it"})
+    assert "<td>te (legacy)</td>" in html and "<p class='meta'>te (legacy): deprecated; tokamax replaces it</p>" in html

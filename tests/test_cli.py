@@ -399,7 +399,10 @@ def table_rows(out: str) -> list[dict[str, str]]:
 def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
     result = in_process(capsys, "list")
     assert result.code == 0, result.err
-    here = {row["variant"]: row["here"] for row in table_rows(result.out.replace("┃", "│"))}
+    rows = table_rows(result.out.replace("┃", "│"))
+    here = {row["variant"]: row["here"] for row in rows}
+    legacy = {row["variant"] for row in rows if row["what it is"].startswith("legacy (jax 0.11 deprecated")}
+    assert legacy == {"pallas_triton", "pallas_mgpu", "pallas_decode"}
     assert set(here) == set(load_all())
     portable = {"naive", "xla", "auto", "ring", "xla_cp"}
     assert {name for name, verdict in here.items() if verdict == "yes"} == portable

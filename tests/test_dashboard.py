@@ -550,6 +550,18 @@ def test_tuning_and_bandwidth_reach_the_tables(monkeypatch, tmp_path):
     assert all(0 < y < 100 for t in share["data"] if t.get("x") != [None] for y in t["y"])
 
 
+def test_the_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it(monkeypatch, tmp_path):
+    manifest, cells = copy_run(shipped(H200_LONG), "hopper-long-l", pd.Timestamp("2026-12-05T10:00Z"))
+    legacy = "jax 0.11 deprecated jax.experimental.pallas.ops.gpu; its replacement is tokamax"
+    te = manifest.variants["te"].model_copy(update={"legacy": legacy})  # te standing in for a legacy variant
+    write_run(tmp_path / "h200" / "hopper-long-l", manifest.model_copy(update={"variants": {**manifest.variants,
+                                                                                            "te": te}}), cells)
+    app = open_app(monkeypatch, tmp_path, tab="Leaderboard")
+    names = set(table(app, "fastest")[["fastest", "next"]].values.ravel())
+    assert "te (legacy)" in names and "te" not in names and "cudnn" in names
+    assert f"te (legacy): {legacy}" in [c.value for c in app.caption]
+
+
 # --- issue 14: history and the overview ------------------------------------------------------------------------------
 
 def test_history_finds_the_step_and_links_its_runs(monkeypatch, tmp_path):

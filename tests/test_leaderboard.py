@@ -87,3 +87,25 @@ def test_the_module_stays_light():
     code = "import sys, runner.leaderboard; print(any(m in sys.modules for m in ('jax', 'pandas', 'numpy')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_legacy_variant_is_named_so_with_its_deprecation_under_the_board():
+    boards = rank(times(("pallas_triton", 1.0), ("cudnn", 2.0)))
+    legacy = {"pallas_triton": "deprecated in jax 0.11; tokamax replaces it", "pallas_mgpu": "the same"}
+    (row,) = leaderboard.rows(boards, legacy)
+    assert (row["fastest"], row["next"]) == ("pallas_triton (legacy)", "cudnn")
+    assert leaderboard.legacy_notes(boards, legacy) == [
+        "pallas_triton (legacy): deprecated in jax 0.11; tokamax replaces it"]  # pallas_mgpu is not on the board
+    assert leaderboard_markdown(boards, legacy).endswith("\n\npallas_triton (legacy): deprecated in jax 0.11; "
+                                                         "tokamax replaces it")
+    assert leaderboard.rows(boards)[0]["fastest"] == "pallas_triton"  # no manifest says so: no label
+
+
+def test_legacy_is_what_the_runs_manifests_say():
+    from runner.registry import VARIANTS, load_all
+
+    load_all()
+    old = shipped(H200_LONG).manifest
+    assert leaderboard.legacy_of([old, None]) == {}  # runs before the label say nothing of it
+    today = old.model_copy(update={"variants": {**old.variants, "pallas_triton": VARIANTS["pallas_triton"].info()}})
+    assert leaderboard.legacy_of([today]) == {"pallas_triton": VARIANTS["pallas_triton"].legacy}

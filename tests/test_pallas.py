@@ -277,3 +277,42 @@ def test_search_where_no_configuration_runs_skips_the_cell_with_the_reasons():
     p = params(batch=1, seq_len=128, heads=2, head_dim=64, dtype="float16", causal=True)
     with pytest.raises(Skip, match=r"pallas_mgpu: none of its 6 configurations runs this shape \(.*shared memory"):
         _search(p, _mgpu_standin(lambda config: True), lambda config: 1e-3)
+
+
+# --- legacy: jax deprecated jax.experimental.pallas.ops.gpu in 0.11, for tokamax ---------------------------------
+
+
+@pytest.mark.parametrize("name", ["pallas_triton", "pallas_mgpu", "pallas_decode"])
+def test_each_pallas_variant_is_legacy_and_its_manifest_entry_says_so(name):
+    legacy = VARIANTS[name].info().legacy
+    assert legacy == pallas_triton.LEGACY and "deprecated jax.experimental.pallas.ops.gpu" in legacy
+    assert "tokamax_triton" in legacy and "tokamax_mosaic" in legacy
+
+
+def test_no_other_variant_is_legacy():
+    assert {name for name, v in VARIANTS.items() if v.legacy} == {"pallas_triton", "pallas_mgpu", "pallas_decode"}
+
+
+@pytest.mark.parametrize("name, module", [("pallas_triton", "attention"), ("pallas_decode", "decode_attention"),
+                                          ("pallas_mgpu", "attention_mgpu")])
+def test_a_legacy_variant_whose_module_jax_removed_declines_with_that_reason(monkeypatch, name, module):
+    import importlib.util
+
+    gone = f"jax.experimental.pallas.ops.gpu.{module}"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda found, *a: None if found == gone else real(found, *a))
+    assert VARIANTS[name].probe() == f"this jax no longer ships {gone} ({pallas_triton.LEGACY})"
+
+
+def test_a_jax_without_the_whole_package_is_the_same_reason(monkeypatch):
+    import importlib.util
+
+    def missing(name, *args):
+        raise ModuleNotFoundError(f"No module named '{name.rsplit('.', 1)[0]}'")
+
+    monkeypatch.setattr(importlib.util, "find_spec", missing)
+    assert pallas_triton.removed("attention").startswith("this jax no longer ships jax.experimental.pallas.ops.gpu")
+
+
+def test_while_jax_ships_them_the_legacy_variants_run():
+    assert pallas_triton.removed("attention") is None and pallas_triton.removed("decode_attention") is None

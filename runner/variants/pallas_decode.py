@@ -10,19 +10,18 @@ What the kernel's source says (jax 0.10.2 and 0.11.2 alike), and the rules that 
   partial softmaxes combined after;
 - softmax scale 1/sqrt(H) (its default, passed explicitly); S must divide by k_splits into splits of at least 16
   keys, each a multiple of block_k; Triton's blocks are powers of two, so H is one.
-jax 0.11 marks this module deprecated; it is imported with that warning silenced.
+jax 0.11 deprecated this module in favour of tokamax: legacy (pallas_triton.LEGACY).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import warnings
 from typing import Any, Callable
 
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, Tuned, none_fits, variant
-from runner.variants.pallas_triton import TRITON_CALLS
+from runner.variants.pallas_triton import LEGACY, TRITON_CALLS, removed
 
 BLOCK_H = 16  # query rows per program: Triton's dot needs 16
 MIN_SPLIT = 16  # the kernel asserts S / k_splits >= 16
@@ -55,10 +54,9 @@ def check(p: Params) -> str | None:
 
 
 def kernel_module():
-    """jax.experimental.pallas.ops.gpu.decode_attention (deprecated in jax 0.11; the warning is silenced)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from jax.experimental.pallas.ops.gpu import decode_attention
+    """jax.experimental.pallas.ops.gpu.decode_attention (deprecated in jax 0.11: LEGACY)."""
+    from jax.experimental.pallas.ops.gpu import decode_attention
+
     return decode_attention
 
 
@@ -104,7 +102,8 @@ RULES = (
 
 @variant("pallas_decode", requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"),
                                             passes=("fwd",)),
-         backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES)
+         backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES,
+         probe=functools.partial(removed, "decode_attention"), legacy=LEGACY)
 def pallas_decode(p: Params):
     """Pallas Triton decode attention (flash-decoding over k_splits); block_k and k_splits searched per shape."""
     return tuned(p, functools.partial(kernel_module().decode_attn_unbatched, interpret=False))

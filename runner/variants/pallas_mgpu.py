@@ -12,6 +12,7 @@ What the kernel's source says (jax 0.10.2 and 0.11.2 alike), and the rules that 
 - `use_schedule_barrier` is read only by attention_with_pipeline_emitter (non-causal, forward only: it has no vjp),
   so that kernel is a candidate of its own in non-causal forward cells, with the barrier on and off;
 - Hopper only (wgmma, sm_90a).
+jax 0.11 deprecated jax.experimental.pallas.ops.gpu in favour of tokamax: legacy (pallas_triton.LEGACY).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
+from runner.variants.pallas_triton import LEGACY, removed
 
 PIPELINE = "pipeline_emitter"  # config["kernel"]: attention_with_pipeline_emitter instead of attention
 # (block_q, block_kv) pairs jax's own tests run, each with 2 and 4 K/V buffers in flight
@@ -76,6 +78,11 @@ def hopper_only() -> str | None:
     return None
 
 
+def probe() -> str | None:
+    """Why the kernel cannot run here (this jax no longer ships it, or the GPU is no Hopper), or None."""
+    return removed("attention_mgpu") or hopper_only()
+
+
 def kernel_module():
     """jax.experimental.pallas.ops.gpu.attention_mgpu."""
     from jax.experimental.pallas.ops.gpu import attention_mgpu
@@ -111,7 +118,8 @@ RULES = (
 
 @variant("pallas_mgpu", requires=Requires(gpu=True, min_compute_capability=9.0, dtypes=("float16",),
                                           head_dim_multiple=64),
-         backend="pallas_mosaic_gpu", proves=("mosaic_gpu",), check=check, rules=RULES, probe=hopper_only)
+         backend="pallas_mosaic_gpu", proves=("mosaic_gpu",), check=check, rules=RULES, probe=probe,
+         legacy=LEGACY)
 def pallas_mgpu(p: Params):
     """Pallas Mosaic GPU flash attention (attention_mgpu, FlashAttention-3 style); its configuration searched."""
     module = kernel_module()

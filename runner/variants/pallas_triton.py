@@ -8,14 +8,16 @@ What the kernel's source says (jax 0.10.2 and 0.11.2 alike), and the rules that 
 - the causal mask is top-left (key j <= query i) and the loop runs to the query block's end, so causal needs T <= S;
 - its backward is one fused Triton kernel whose grid walks K blocks and Q blocks together: T / block_q_dq must
   equal S / block_kv_dkv.
-jax 0.11 marks this module deprecated in favour of tokamax; it is imported with that warning silenced.
+jax 0.11 deprecated jax.experimental.pallas.ops.gpu in favour of tokamax: the three Pallas variants are legacy
+(LEGACY says so in `attnbench list`, the manifest and the leaderboard, and Python's own filter shows its
+DeprecationWarning where it shows any), and once jax no longer ships a module its variant declines with that reason.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
-import warnings
 from typing import Any, Callable
 
 from runner.shape import Params
@@ -24,6 +26,8 @@ from runner.registry import Requires, Skip, Tuned, none_fits, variant
 # Custom-call targets of a Pallas Triton kernel: "__gpu$xla.gpu.triton" (jax 0.11.2, and 0.10.2 with jaxlib <= 0.10.2),
 # "triton_kernel_call_ffi" (jax 0.10.2's path for a newer jaxlib). Shared with pallas_decode, the same backend.
 TRITON_CALLS = ("__gpu$xla.gpu.triton", "triton_kernel_call")
+LEGACY = ("jax 0.11 deprecated jax.experimental.pallas.ops.gpu (July 2026); its replacement is tokamax "
+          "(tokamax_triton, tokamax_mosaic)")
 MIN_BLOCK = 16  # Triton's dot needs at least 16 rows
 FORWARD = [dict(block_q=q, block_k=k) for q in (64, 128) for k in (64, 128)]
 # The forward's block, then the backward's (block_q_dkv, block_kv_dkv, block_q_dq, block_kv_dq): the kernel's
@@ -68,11 +72,20 @@ def check(p: Params) -> str | None:
     return none_fits("pallas_triton", [config_problem(p, c) for c in configs(p)])
 
 
+def removed(module: str) -> str | None:
+    """Why a legacy variant cannot run here: this jax no longer ships jax.experimental.pallas.ops.gpu.`module`."""
+    name = f"jax.experimental.pallas.ops.gpu.{module}"
+    try:
+        shipped = importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is gone too
+        shipped = False
+    return None if shipped else f"this jax no longer ships {name} ({LEGACY})"
+
+
 def kernel_module():
-    """jax.experimental.pallas.ops.gpu.attention (deprecated in jax 0.11; the warning is silenced)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from jax.experimental.pallas.ops.gpu import attention
+    """jax.experimental.pallas.ops.gpu.attention (deprecated in jax 0.11: LEGACY)."""
+    from jax.experimental.pallas.ops.gpu import attention
+
     return attention
 
 
@@ -105,7 +118,8 @@ RULES = (
 
 
 @variant("pallas_triton", requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16")),
-         backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES)
+         backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES,
+         probe=functools.partial(removed, "attention"), legacy=LEGACY)
 def pallas_triton(p: Params):
     """Pallas Triton flash attention (attention.mha, sm_scale 1/sqrt(H)); block sizes searched per shape."""
     mha = kernel_module().mha

@@ -135,9 +135,11 @@ def cudnn_check(p: Params) -> str | None:
     return None
 
 
-@variant("tokamax_cudnn", requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"),
-                                            head_dim_multiple=8, max_head_dim=128, options=("fill", "bias", "v_head_dim"),
-                                            why_not=CUDNN_WHY_NOT, **PACKAGE),
+CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
+                 max_head_dim=128, options=("fill", "bias", "v_head_dim"), why_not=CUDNN_WHY_NOT, **PACKAGE)
+
+
+@variant("tokamax_cudnn", requires=CUDNN,
          backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
          rules=("Q, K and V zero-padded to the larger of H and Hv, at most 128",), probe=probe)
 def tokamax_cudnn(p: Params):
