@@ -31,8 +31,6 @@ from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, br
 
 LAB5 = H200_LAB5.rpartition("/")[2]
 LAB5_NO_TE = H200_LAB5_NO_TE.rpartition("/")[2]
-NEWEST = "qwen3-8b-20261206-burst"  # the newest shipped run that is no soak: what a link without ?run= opens
-NEWEST_STARTED = "2026-12-06T02:25:26+00:00"
 LLAMA_70B = "llama3.1-70b-20261203"  # the preset run whose prefill sweeps T, causal and tp
 SOAK = "soak-20261203"  # the shipped soak run
 LONG = H200_LONG.rpartition("/")[2]
@@ -114,23 +112,30 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
     assert app.markdown[0].value.startswith("**1 of 1 runs** · NVIDIA H200 · cells: **0 ok**")
 
 
-def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch):
-    app = open_app(monkeypatch)
-    runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
-    assert runs["started"].idxmax() == NEWEST and runs.loc[NEWEST, "started"] == pd.Timestamp(NEWEST_STARTED)
-    assert app.multiselect(key="run").value == [NEWEST]
+def two_nights(folder: Path) -> tuple[str, str]:
+    """Copies of two shipped runs a day apart, lab5 then hopper-long: (older, newer)."""
+    copy_files(H200_LAB5, folder / "h200" / "night-1", "night-1", "2026-12-20T03:00:00+00:00")
+    copy_files(H200_LONG, folder / "h200" / "night-2", "night-2", "2026-12-21T03:00:00+00:00")
+    return "night-1", "night-2"
+
+
+def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch, tmp_path):
+    older, newer = two_nights(tmp_path)
+    app = open_app(monkeypatch, tmp_path)
+    assert app.multiselect(key="run").value == [newer]
+    status = pd.Series([c.status for c in shipped(H200_LONG).cells])
     assert app.markdown[0].value.startswith(
-        f"**1 of {len(runs)} runs** · NVIDIA H200 · cells: **43 ok**, 4 skipped (expected), **1 failed**")
+        f"**1 of 2 runs** · NVIDIA H200 · cells: **{(status == 'ok').sum()} ok**, {(status == 'skipped').sum()} "
+        "skipped (expected)")
 
 
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
-    copy_files(f"h200/{NEWEST}", tmp_path / "h200" / NEWEST, NEWEST, NEWEST_STARTED)
-    later = (datetime.fromisoformat(NEWEST_STARTED) + timedelta(days=1)).isoformat()
-    copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, later)
+    older, newer = two_nights(tmp_path)
+    copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-22T03:00:00+00:00")
     app = open_app(monkeypatch, tmp_path)
     runs = data.snapshot(str(tmp_path), data.RunCache()).runs
     assert runs["started"].idxmax() == SOAK and runs.loc[SOAK, "soak"]
-    assert app.multiselect(key="run").value == [NEWEST]
+    assert app.multiselect(key="run").value == [newer]
 
 
 def test_a_cpu_run_says_what_it_cannot_show(monkeypatch):
@@ -240,10 +245,11 @@ def test_an_experiment_the_runs_lack_stays_in_the_link_and_is_flagged(monkeypatc
     assert "Experiment: fwd is in none of the selected runs" in texts(app.sidebar.warning)
 
 
-def test_the_link_names_the_run_it_shows(monkeypatch):
+def test_the_link_names_the_run_it_shows(monkeypatch, tmp_path):
     """A link copied from the default view keeps showing that run after a newer one arrives."""
-    app = open_app(monkeypatch)
-    assert app.session_state["run"] == [NEWEST] and app.multiselect(key="run").value == [NEWEST]
+    older, newer = two_nights(tmp_path)
+    app = open_app(monkeypatch, tmp_path)
+    assert app.session_state["run"] == [newer] and app.multiselect(key="run").value == [newer]
 
 
 # --- issue 14: run identity --------------------------------------------------------------------------------------
