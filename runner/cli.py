@@ -371,21 +371,22 @@ def cmd_run(args, console: Console) -> int:
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with spool, _store_errors():
         outcome = execute(spec, cells, store, spool, console, sys.argv, options, [c.key for c in every])
-    _run_report(spool.records(), location, console)
+    _run_report(spool, location, console)
     return _run_exit(outcome, spool, location)
 
 
 REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `attnbench show` prints any run
 
 
-def _run_report(records, location: str, console: Console) -> None:
+def _run_report(spool, location: str, console: Console) -> None:
     from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
 
+    records = spool.records()  # the run read back, as any reader reads it
     if len(records) <= REPORT_CELLS:
         print_tables(records, console)
     else:
         console.print(f"{len(records):,} cells, more than a run's end prints; attnbench show {location} prints them")
-    console.print(f"{summary_line(records)}\n{phase_line(records)}\nresults: {location}", highlight=False)
+    console.print(f"{summary_line(records)}\n{phase_line(spool.totals)}\nresults: {location}", highlight=False)
 
 
 def cmd_validate(args, console: Console) -> int:

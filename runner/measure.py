@@ -140,9 +140,11 @@ class Measurer:
             compiled = self.programs.compile(cell, built)
         return compiled, None, watch.phases
 
-    def measure(self, cell: Cell, ahead: list[Cell] = (), begun: Begun | None = None) -> CellRecord:
+    def measure(self, cell: Cell, ahead: list[Cell] = (), begun: Begun | None = None, attempts: int = 1
+                ) -> CellRecord:
         """Run one cell's steps (continuing what `begin` started for it, when `begun` is this cell's), compiling the
-        programs of the cells `ahead` beside its own; never raises for a failure of the variant or the device."""
+        programs of the cells `ahead` beside its own; never raises for a failure of the variant or the device.
+        `attempts`: the run's count of the processes that started the cell, this one included, for its record."""
         begun = begun if begun is not None and begun.key == cell.key else Begun.now(cell.key)
         made = Made()
         try:
@@ -151,7 +153,7 @@ class Measurer:
             made.status, made.reason = "skipped", str(reason)
         except Exception as error:
             (made.status, made.reason), made.timed = failure(error), None  # a failed cell reports no timing
-        return self._record(cell, begun, made)
+        return self._record(cell, begun, made, attempts)
 
     def _steps(self, cell: Cell, ahead: list[Cell], begun: Begun, made: Made) -> None:
         """The shape's inputs and reference, the cell's program (compiled ahead, or now), then its run."""
@@ -198,13 +200,13 @@ class Measurer:
                 made.split = communication.communication_step(p, compiled, made.timed, self.timers, args,
                                                               self.spec.timing)
 
-    def _record(self, cell: Cell, begun: Begun, made: Made) -> CellRecord:
+    def _record(self, cell: Cell, begun: Begun, made: Made, attempts: int) -> CellRecord:
         """The record of what the steps made."""
         return cell_record(
             cell, self.run_id, begun.started_at, time.perf_counter() - begun.clock, made.status, made.reason,
             ceilings=self.ceilings,
             phases=begun.watch.phases, correctness=made.correctness, fp8=made.fp8, tuning=made.tuning,
-            communication=made.split, worker=VARIANTS[cell.variant].worker,
+            communication=made.split, worker=VARIANTS[cell.variant].worker, attempts=attempts,
             **(_compiled_fields(made.compiled) if made.compiled else {}),
             **(self._timed_fields(made.timed) if made.timed else {}),
         )

@@ -16,6 +16,7 @@ from rich.table import Table
 from runner import metrics, shape
 from runner.cells import unsplit
 from runner.record import CellRecord
+from runner.spool import Totals
 
 
 def _fmt(value, digits: int = 4) -> str:
@@ -193,14 +194,10 @@ def summary_line(cells: list[CellRecord]) -> str:
     return f"{len(cells)} cells: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
-def phase_line(cells: list[CellRecord]) -> str:
-    """Where the cells' time went: seconds per phase over all of them, largest first."""
-    totals: dict[str, float] = {}
-    for c in cells:
-        for name, seconds in c.phases.items():
-            totals[name] = totals.get(name, 0.0) + seconds
-    parts = [f"{name} {seconds:.1f}" for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1])]
-    return f"seconds by phase ({sum(c.duration_s for c in cells):.1f} in cells): " + ", ".join(parts)
+def phase_line(totals: Totals) -> str:
+    """Where the cells' time went: seconds per phase over all of them (the spool's totals), largest first."""
+    parts = [f"{name} {seconds:.1f}" for name, seconds in sorted(totals.phases.items(), key=lambda kv: -kv[1])]
+    return f"seconds by phase ({totals.cells_s:.1f} in cells): " + ", ".join(parts)
 
 
 def markdown(df) -> str:

@@ -10,6 +10,7 @@ abandoned (measured again on resume), what is done is uploaded, and the process 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import datetime as dt
 import itertools
 import sys
@@ -132,14 +133,22 @@ def _attempt(ctx: Context, cell: Cell) -> int:
     return (int(marker.get("attempts", 1)) if marker and marker.get("key") == cell.key else 0) + 1
 
 
-def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int
-          ) -> CellRecord:
-    return cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason,
-                       ctx.ceilings,
-                       worker=VARIANTS[cell.variant].worker, attempts=attempts)
+@dataclass(frozen=True)
+class Made:
+    """A cell's record and, when a worker made it, its JSON line as the worker wrote it: spooled and stored as it
+    arrived, not dumped again."""
+
+    record: CellRecord
+    line: str | None = None
 
 
-def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> CellRecord:
+def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int) -> Made:
+    """The record of a cell the run did not have measured: declined, given up, or lost with its worker."""
+    return Made(cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason,
+                            ctx.ceilings, worker=VARIANTS[cell.variant].worker, attempts=attempts))
+
+
+def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Made:
     """One cell: declined here (the plan's verdict), given up as poison, or measured by its worker (crashed /
     timeout if it is lost). A worker that dies while it was also compiling the job's `ahead` cells is not allowed
     to blame this one: the cell is measured again, alone, by a new worker, and the run compiles nothing ahead from
@@ -153,17 +162,18 @@ def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Cel
         return _lost(ctx, cell, started, clock, "crashed", f"the process died {attempts - 1} times while measuring "
                      "this cell (the pod or runner was killed under it); recorded instead of tried again", attempts - 1)
     ctx.uploader.mark({"key": cell.key, "attempts": attempts, "cell": cell.label(), "since": started})
+    job = dataclasses.replace(job, attempts=attempts)  # the worker's record says which attempt it was
     while True:
         if not ctx.compile_ahead:
-            job = Job(cell)
+            job = Job(cell, attempts=attempts)
         try:
             worker = ctx.pool.worker(group)
             ctx.pool.prepare(ctx.next_group.get(group))  # the next group's libraries load meanwhile
             if worker.hello.error:
-                record = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
+                made = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
             else:
-                text = worker.measure(job, ctx.timeout_s)
-                record = CellRecord.model_validate_json(text).model_copy(update={"attempts": attempts})
+                line = worker.measure(job, ctx.timeout_s)
+                made = Made(CellRecord.model_validate_json(line), line)  # read once, for the progress and totals
         except WorkerLost as lost:
             ctx.pool.lose()
             if job.ahead:
@@ -172,10 +182,10 @@ def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Cel
                       file=sys.stderr, flush=True)
                 ctx.compile_ahead = False
                 continue
-            record = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
+            made = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
         break
     ctx.uploader.mark(None)
-    return record
+    return made
 
 
 def _will_measure(ctx: Context, work: Plan, i: int) -> bool:
@@ -220,7 +230,7 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
                     continue
                 progress.started(cell)
                 if work.declined[i]:
-                    declined.append(measure_one(ctx, cell, work.declined[i], Job(cell)))
+                    declined.append(measure_one(ctx, cell, work.declined[i], Job(cell)).record)
                     progress.finished(cell, declined[-1])
                     if len(declined) >= DECLINED_BATCH:
                         declined = _spool_declined(ctx, declined)
@@ -230,11 +240,11 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
                 if job.upcoming:
                     announced.add(job.upcoming.key)
                 try:
-                    record = measure_one(ctx, cell, None, job)
+                    made = measure_one(ctx, cell, None, job)
                 except Stopped:
                     return False
-                ctx.uploader.commit(record, COMMIT_WAIT_S, ctx.stop)
-                progress.finished(cell, record)
+                ctx.uploader.commit(made.record, COMMIT_WAIT_S, ctx.stop, made.line)
+                progress.finished(cell, made.record)
         finally:
             _spool_declined(ctx, declined)
     return not ctx.stop.is_set()
@@ -272,16 +282,12 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest
     """Workers, phase totals, the GPU at the end, and the end time once every cell is done."""
     from runner import gpu
 
-    phases: dict[str, float] = {}
-    for record in ctx.spool.records():
-        for name, seconds in record.phases.items():
-            phases[name] = phases.get(name, 0.0) + seconds
     workers = {group: WorkerInfo(versions=h.versions, error=h.error, start_s=h.start_s,
                                  variants=sorted({v.name for v in VARIANTS.values() if v.worker == group}))
                for group, h in ctx.pool.hellos.items()}
     at_end = gpu.readings() if ctx.device.compute_capability else None
-    return manifest.model_copy(update={"workers": workers, "phases": phases, "gpu_at_end": at_end,
-                                       "ended_at": utc_now() if finished else None})
+    return manifest.model_copy(update={"workers": workers, "phases": dict(ctx.spool.totals.phases),
+                                       "gpu_at_end": at_end, "ended_at": utc_now() if finished else None})
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],

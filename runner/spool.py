@@ -24,6 +24,7 @@ import re
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from runner.record import CellRecord, Manifest
@@ -95,6 +96,19 @@ class GroupSync:
                 os.fsync(self.fd)
 
 
+@dataclass
+class Totals:
+    """Seconds per phase, and in all, over a part's cells: kept as each record arrives, not summed again."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+    cells_s: float = 0.0
+
+    def add(self, record: CellRecord) -> None:
+        self.cells_s += record.duration_s
+        for name, seconds in record.phases.items():
+            self.phases[name] = self.phases.get(name, 0.0) + seconds
+
+
 class Spool:
     """One part of a run (the whole run or one shard) on local disk, written cell by cell."""
 
@@ -104,8 +118,13 @@ class Spool:
         self.manifest_name, self.cells_name = (f"{run_id}/{name}" for name in part_names(shard))
         self.inflight_name = f"{run_id}/{inflight_name(shard)}"
         self._lock = threading.Lock()  # the uploader reads while the run appends
-        cells, _ = parse_cells((local.get(self.cells_name) or b"").decode(errors="replace"), self.cells_name)
-        self._lines = {c.key: c.model_dump_json(by_alias=True) + "\n" for c in cells}
+        self._lines: dict[str, str] = {}  # key -> its line as it arrived
+        self.totals = Totals()
+        for line in (local.get(self.cells_name) or b"").decode(errors="replace").splitlines(keepends=True):
+            cells, _ = parse_cells(line, self.cells_name)  # a line torn by a kill reads as none, and is dropped
+            if cells and cells[0].key not in self._lines:
+                self._lines[cells[0].key] = line.rstrip("\n") + "\n"
+                self.totals.add(cells[0])
         self._order = list(self._lines)  # keys in the order they were spooled: what is new since, without a pass
         self._marker_fd: int | None = None  # the in-flight marker, open once it is first written
         self._marker_len = 0
@@ -131,24 +150,29 @@ class Spool:
         with self._lock:
             return self._lines[key].encode()
 
-    def add(self, record: CellRecord) -> None:
-        """Append (fsync grouped), unless a record of that key is here already."""
-        line = record.model_dump_json(by_alias=True) + "\n"
+    def add(self, record: CellRecord, line: str | None = None) -> None:
+        """Append the record's line as its maker wrote it (None: written here), fsync grouped, unless a record of
+        that key is here already."""
+        line = (line or record.model_dump_json(by_alias=True)).rstrip("\n") + "\n"
         with self._lock:
             if record.key in self._lines:
                 return
             self._write(line)
             self._lines[record.key] = line
             self._order.append(record.key)
+            self.totals.add(record)
         self._sync.wrote()
 
     def add_quietly(self, records: list[CellRecord]) -> None:
         """Append records in one write, for the store to get with the part's cells (at the end), not in an upload of
         their own: cells the run recorded without measuring, which cost nothing to redo."""
         with self._lock:
-            fresh = {r.key: r.model_dump_json(by_alias=True) + "\n" for r in records if r.key not in self._lines}
-            self._write("".join(fresh.values()))
-            self._lines.update(fresh)
+            fresh = {r.key: r for r in records if r.key not in self._lines}
+            lines = {key: r.model_dump_json(by_alias=True) + "\n" for key, r in fresh.items()}
+            self._write("".join(lines.values()))
+            self._lines.update(lines)
+            for record in fresh.values():
+                self.totals.add(record)
         self._sync.wrote()
 
     def _write(self, text: str) -> None:
@@ -341,11 +365,11 @@ class Uploader:
         """Something was spooled: upload soon."""
         self._wake.set()
 
-    def commit(self, record: CellRecord, wait_s: float, stop: threading.Event) -> None:
-        """Spool the record and, when the last wait ended GROUP_S ago or more, wait until the store has it and
+    def commit(self, record: CellRecord, wait_s: float, stop: threading.Event, line: str | None = None) -> None:
+        """Spool the record (its `line` as its maker wrote it, if given) and, when the last wait ended GROUP_S ago or more, wait until the store has it and
         every record before it: at most wait_s, not while the store is failing, not once `stop` is set. A cell
         slower than GROUP_S is waited for alone; quicker ones together, one upload for the lot."""
-        self.spool.add(record)
+        self.spool.add(record, line)
         if time.monotonic() - self._waited_at < GROUP_S:
             self.notify()
             return

@@ -72,6 +72,7 @@ class Job:
     cell: Cell
     upcoming: Cell | None = None  # the cell this worker measures next: it may start it once this one is stored
     ahead: tuple[Cell, ...] = ()  # cells whose programs it may compile beside this one's
+    attempts: int = 1  # processes that started this cell, this one included: the run's count, for the record
     # upcoming and ahead are empty when the run compiles nothing ahead (--compile-ahead off, or after a worker died
     # while compiling ahead): the run alone decides that
 
@@ -180,6 +181,12 @@ def _hold(group: str) -> None:
     import runner.timers  # noqa: F401
 
 
+def answer(measurer, job: Job, begun=None) -> str:
+    """The job's record, made once here and sent as its JSON line. `begun`: the cell the worker started ahead of its
+    turn, if any."""
+    return measurer.measure(job.cell, job.ahead, begun, job.attempts).model_dump_json(by_alias=True)
+
+
 def serve(inbox: Connection, outbox: Connection) -> None:
     """Answer the supervisor until it says stop or goes away."""
     verb, start = inbox.recv()
@@ -201,8 +208,7 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             return
         if verb == "stop" or measurer is None:  # a worker whose libraries failed is sent no cell, only stop
             return
-        record = measurer.measure(payload.cell, payload.ahead, begun)
-        outbox.send(("record", record.model_dump_json(by_alias=True)))
+        outbox.send(("record", answer(measurer, payload, begun)))
         # the run compiles ahead: start the next cell while the record is stored
         begun = measurer.begin(payload.upcoming) if payload.upcoming else None
 

@@ -9,10 +9,12 @@ import threading
 import pytest
 from rich.console import Console
 
+import test_results
 from helpers import params
 from runner import run
 from runner.cells import Cell
 from runner.machine import current_device
+from runner.metrics import Ceilings
 from runner.shape import Params
 from runner.registry import VARIANTS, variant
 from runner.spool import Spool, Uploader, spool_store
@@ -38,7 +40,7 @@ def context(tmp_path, stop: threading.Event | None = None) -> run.Context:
     store = LocalStore(tmp_path / "out")
     spool = Spool(spool_store(tmp_path / "spool", store), "r", None)
     uploader = Uploader(spool, store, 30.0)
-    return run.Context(None, spool, uploader, None, current_device(), None, None, 60.0, stop or threading.Event())
+    return run.Context(None, spool, uploader, None, current_device(), Ceilings(), None, 60.0, stop or threading.Event())
 
 
 def test_each_cells_verdict_is_evaluated_once_and_declined_cells_are_spooled(tmp_path, counted):
@@ -64,3 +66,66 @@ def test_the_look_ahead_is_the_next_runnable_cells_of_the_same_worker(tmp_path, 
     assert run._job(ctx, run.plan(runnable, ctx.device), 0).upcoming == runnable[1]  # it may start this one early
     ctx.compile_ahead = False
     assert run._job(ctx, work, 0).ahead == ()
+
+
+class InProcessWorker:
+    """A worker's answers made in this process by the worker's own code (runner.worker.answer) and a real Measurer."""
+
+    def __init__(self, measurer):
+        from runner.worker import Hello
+
+        self.measurer, self.hello, self.lines = measurer, Hello("jax", {}, measurer.device), []
+
+    def measure(self, job, timeout_s):
+        from runner.worker import answer
+
+        self.lines.append(answer(self.measurer, job))
+        return self.lines[-1]
+
+
+class OneWorkerPool:
+    def __init__(self, worker):
+        self.one, self.hellos = worker, {"jax": worker.hello}
+
+    def worker(self, group):
+        return self.one
+
+    def prepare(self, group):
+        pass
+
+
+def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wrote_it(tmp_path, monkeypatch):
+    """Made in the worker, read once by the run (for its progress and totals), spooled and stored as the line that
+    arrived: no parse, patch and dump on the way. The attempt is the job's, written by the worker; the run's phase
+    totals are the records' as they arrived."""
+    from helpers import spec_data
+    from runner.measure import Measurer
+    from runner.record import CellRecord
+    from runner.registry import load_all
+    from runner.spec import parse_spec
+    from runner.timers import WallTimer
+
+    measurer = Measurer(parse_spec(spec_data(), set(load_all())), [WallTimer()], "r", current_device())
+    cells = [Cell("e", "xla", params(seq_len=n)) for n in (8, 16)] + [Cell("e", "naive", params(seq_len=8))]
+    ctx = context(tmp_path)
+    ctx.pool = OneWorkerPool(InProcessWorker(measurer))
+    ctx.resumed = {"key": cells[1].key, "attempts": 1}  # a process died measuring it once
+    reads, dumps, dump = [], [], CellRecord.model_dump_json
+    for name in ("model_validate_json", "model_validate"):
+        real = getattr(CellRecord, name)
+        monkeypatch.setattr(CellRecord, name, classmethod(
+            lambda cls, *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k)))
+    monkeypatch.setattr(CellRecord, "model_dump_json", lambda self, **k: dumps.append(self.key) or dump(self, **k))
+    assert run.measure_all(ctx, cells, set(), Console(file=open("/dev/null", "w")))
+    manifest = run.close_manifest(test_results.manifest(run_id="r"), ctx, True)
+    assert ctx.uploader.close(ctx.uploader.store)
+    assert reads == ["model_validate_json"] * len(cells)  # the run's one read of each
+    assert dumps == [c.key for c in cells]  # the worker's one write of each
+    monkeypatch.undo()
+    stored = (tmp_path / "out" / "r" / "cells.jsonl").read_text()
+    assert stored == "".join(line + "\n" for line in ctx.pool.one.lines)
+    records = [CellRecord.model_validate_json(line) for line in ctx.pool.one.lines]
+    assert [r.attempts for r in records] == [1, 2, 1] and [r.status for r in records] == ["ok"] * 3
+    totals = {name: sum(r.phases.get(name, 0.0) for r in records) for name in ctx.spool.totals.phases}
+    assert ctx.spool.totals.phases == pytest.approx(totals) == manifest.phases and "wall" in totals
+    assert ctx.spool.totals.cells_s == pytest.approx(sum(r.duration_s for r in records))

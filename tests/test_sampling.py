@@ -176,3 +176,18 @@ def test_a_burst_sample_ends_before_the_power_cap_can_act():
     assert burst_calls(0.030, 10) == BURST_FLOOR  # T = 32k on an H200: two calls, not ten
     assert burst_calls(0.0017, 10) == 10  # T = 8k: 17 fit in 30 ms, the spec asks for 10
     assert burst_calls(0.006, 10) == 5 and burst_calls(None, 10) == 10
+
+
+def test_time_step_returns_the_seconds_of_each_timer_it_ran():
+    """The step returns its phases with what it sampled (nothing written into a stopwatch it was handed)."""
+    from runner.sampling import PowerEnv, time_step
+    from runner.timers import WallTimer
+
+    class Second(WallTimer):
+        name = "second"
+
+    x = jnp.ones((8, 8))
+    settings = TimingSettings(warmup=0, min_samples=2, max_samples=3, budget_s=0.05)
+    timed = time_step([WallTimer(), Second()], lambda a: a @ a, (x,), settings, PowerEnv())
+    assert [s.summary.timer for s in timed.sampled] == ["wall", "second"]
+    assert set(timed.phases) == {"wall", "second"} and all(seconds > 0 for seconds in timed.phases.values())

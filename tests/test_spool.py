@@ -63,6 +63,18 @@ def test_a_line_torn_by_a_kill_is_dropped_and_appends_go_on(tmp_path):
     assert read_run(spool.dir).cells == [first, third] and read_run(spool.dir).problems == []
 
 
+def test_a_reopened_spool_keeps_each_line_as_it_was_written_and_its_phase_totals(tmp_path):
+    """A resumed process neither rewrites the lines an older runner spooled (schema 1 here) nor re-counts its own:
+    the lines go to the store as they are, readers upgrade them; the phase totals are the lines' sums."""
+    old = (Path(__file__).with_name("fixtures") / "schema1" / "schema1-20261202-000000" / "cells.jsonl").read_text()
+    (tmp_path / RUN).mkdir()
+    (tmp_path / RUN / "cells.jsonl").write_text(old)
+    reopened = Spool(LocalStore(tmp_path), RUN, None)
+    assert reopened.objects()[reopened.cells_name].decode() == old
+    cells = reopened.records()
+    assert reopened.totals.cells_s == pytest.approx(sum(c.duration_s for c in cells)) and len(cells) == 9
+
+
 def open_files_under(folder: Path) -> list[Path]:
     """The files this process holds open under `folder`, as the kernel lists them in /proc/self/fd."""
     held = []
