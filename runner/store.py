@@ -32,6 +32,11 @@ T = TypeVar("T")
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
 
 
+# What a bucket serves an object as: a report's page must open in a browser (attnbench report), not download.
+CONTENT_TYPES = {"json": "application/json", "jsonl": "application/x-ndjson", "html": "text/html; charset=utf-8",
+                 "md": "text/markdown; charset=utf-8", "png": "image/png"}
+
+
 class StoreError(Exception):
     """The store cannot be used as given: a bad URI, no such bucket, no access. Bad input, not bad luck."""
 
@@ -217,7 +222,7 @@ class GcsStore(Store):
 
     def put(self, name: str, data: bytes) -> None:
         # every put replaces an object whole with the same or more content, so retrying it is safe
-        content_type = "application/json" if name.endswith(".json") else "application/x-ndjson"
+        content_type = CONTENT_TYPES.get(name.rpartition(".")[2], "application/x-ndjson")
         with self._errors("no such bucket"):
             self.bucket.blob(self.prefix + name).upload_from_string(
                 data, content_type=content_type, retry=self.retry, timeout=self.timeout_s

@@ -145,3 +145,17 @@ def test_the_pages_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_
 
     html = leaderboard_html(shipped(H200_LONG).cells, {"te": "deprecated; tokamax replaces it"})
     assert "<td>te (legacy)</td>" in html and "<p class='meta'>te (legacy): deprecated; tokamax replaces it</p>" in html
+
+
+@pytest.mark.slow
+def test_a_report_in_a_bucket_is_served_as_a_page(capsys, tmp_path, emulator):
+    from conftest import BUCKET
+
+    done = in_process(capsys, "report", H200 / HOPPER, "--output", f"gs://{BUCKET}/results/{HOPPER}/report")
+    assert done.code == 0, done.err
+    served = {b.name: b.content_type for b in emulator.bucket().list_blobs(prefix=f"results/{HOPPER}/report/")}
+    prefix = f"results/{HOPPER}/report/"
+    assert served[prefix + "index.html"].startswith("text/html") and served[prefix + "summary.md"].startswith(
+        "text/markdown")
+    assert {served[n] for n in served if n.endswith(".png")} == {"image/png"} and len(served) == 4
+    assert "<figure class='chart'" in emulator.text(prefix + "index.html")
