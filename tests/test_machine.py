@@ -63,3 +63,9 @@ def test_git_sha_says_dirty_where_tracked_files_differ_from_the_commit(tmp_path,
     assert machine.git_sha() == head + "-dirty"
     monkeypatch.setenv("ATTNBENCH_GIT_SHA", "abc123")
     assert machine.git_sha() == "abc123"
+
+
+def test_the_versions_name_tokamax_where_it_is_installed(monkeypatch):
+    installed = {"jax": "0.11.2", "tokamax": "0.0.17"}
+    monkeypatch.setattr(machine, "package_version", installed.get)
+    assert versions() == installed  # packages that are not installed are left out
