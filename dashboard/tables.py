@@ -186,7 +186,8 @@ def variants(manifests: dict[str, Manifest | None], runs: list[str]) -> pd.DataF
     for run in runs:
         for name, info in (manifests[run].variants.items() if manifests[run] else ()):
             seen.setdefault(name, {"variant": name, "backend": info.backend, "fp8 baseline": info.fp8_baseline,
-                                   "requires": "; ".join(info.requires), "worker": info.worker, "what": info.doc})
+                                   "requires": "; ".join(info.requires), "worker": info.worker, "what": info.doc,
+                                   "legacy": info.legacy})
     return pd.DataFrame(list(seen.values()))
 
 

@@ -566,6 +566,8 @@ def test_the_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it(mon
     names = set(table(app, "fastest")[["fastest", "next"]].values.ravel())
     assert "te (legacy)" in names and "te" not in names and "cudnn" in names
     assert f"te (legacy): {legacy}" in [c.value for c in app.caption]
+    described = table(open_app(monkeypatch, tmp_path, tab="Runs"), "legacy").set_index("variant")["legacy"]
+    assert described["te"] == legacy and described.drop("te").isna().all()
 
 
 # --- issue 14: history and the overview ------------------------------------------------------------------------------
