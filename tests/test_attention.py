@@ -1,8 +1,8 @@
-"""runner/attention.py, runner/inputs.py and runner/checks.py (correctness), on the CPU with tiny shapes.
+"""runner/attention.py, and whole cells checked for correctness through the Measurer, on the CPU with tiny shapes.
 
-naive and xla agree with each other and with the float32 reference (GQA, MQA, causal, f32 and bf16); the
-chunked reference equals the unchunked one, gradients included; a wrong variant is `incorrect` and untimed;
-a raising one is `failed`, or `oom` for resource exhaustion.
+naive and xla agree with each other and with the float32 reference (GQA, MQA, causal, f32 and bf16); a wrong
+variant is `incorrect` and untimed; a raising one is `failed`, or `oom` for resource exhaustion. The inputs and
+the reference themselves: tests/test_inputs.py; the checks' rules: tests/test_checks.py.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ import numpy as np
 import pytest
 
 from helpers import params, spec_data
-from runner import inputs
 from runner.attention import naive_attention, reference_attention
 from runner.cells import Cell
-from runner.compiler import Untimed
 from runner.machine import current_device
-from runner.inputs import make_inputs
 from runner.measure import Measurer, failure
 from runner.registry import VARIANTS, load_all, variant
 from runner.spec import parse_spec
@@ -128,70 +125,6 @@ def test_reference_rows_with_offset_are_those_rows_of_the_whole():
     whole = reference_jit(q, k, v, causal=True)
     part = reference_jit(q[:, 4:7], k, v, causal=True, q_offset=4)
     np.testing.assert_allclose(part, whole[:, 4:7], rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.parametrize("kv_heads, pass_", [(2, "fwd"), (1, "fwd_bwd")])
-def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
-    p = params(batch=2, seq_len=10, kv_heads=kv_heads, causal=True, pass_=pass_)
-    args = random_inputs(p, 6)
-    whole = inputs.reference(p, args)
-    row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
-    calls = []
-    untimed = inputs.UNTIMED
-    monkeypatch.setattr(inputs, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
-    chunked = inputs.reference(p, args)
-    assert calls == [inputs._reference_chunk] * 4  # it really chunked
-    assert len(chunked) == len(whole) == (4 if pass_ == "fwd_bwd" else 1)
-    for part, full in zip(chunked, whole):
-        assert part.shape == full.shape and part.dtype == jnp.float32
-        np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-6)
-
-
-def test_reference_gradients_are_the_vjp_of_attention():
-    p = params(kv_heads=2, causal=True, pass_="fwd_bwd")
-    q, k, v, dout = random_inputs(p, 7)
-
-    @jax.jit
-    def out_and_grads(q, k, v, dout):
-        out, vjp = jax.vjp(functools.partial(reference_attention, causal=True), q, k, v)
-        return (out, *vjp(dout.astype(jnp.float32)))
-
-    for got, want in zip(inputs.reference(p, (q, k, v, dout)), out_and_grads(q, k, v, dout)):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
-def test_inputs_are_seeded_normal_random_never_zeros(pass_):
-    p = params(seq_len=4, kv_seq_len=8, kv_heads=2, dtype="bfloat16", pass_=pass_)
-    inputs = make_inputs(p, seed=0)
-    shapes = [(1, 4, 4, 8), (1, 8, 2, 8), (1, 8, 2, 8)] + ([(1, 4, 4, 8)] if pass_ == "fwd_bwd" else [])
-    assert [x.shape for x in inputs] == shapes
-    assert all(x.dtype == jnp.bfloat16 for x in inputs)
-    for x in inputs:
-        x = np.asarray(x, np.float32)
-        assert np.count_nonzero(x) > 0.9 * x.size
-        assert 0.5 < x.std() < 1.5 and abs(x.mean()) < 0.5
-    assert not np.array_equal(np.asarray(inputs[1]), np.asarray(inputs[2]))  # K and V differ
-    again, other = make_inputs(p, seed=0), make_inputs(p, seed=1)
-    assert all(np.array_equal(a, b) for a, b in zip(inputs, again))
-    assert not np.array_equal(inputs[0], other[0])
-
-
-def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape(monkeypatch):
-    monkeypatch.setattr(inputs, "UNTIMED", Untimed())  # none compiled yet, whatever ran before: all are listed
-    p = params(batch=3, seq_len=5, kv_seq_len=7, heads=3, kv_heads=1, head_dim=6, dtype="float32")
-    keys = jax.random.split(jax.random.PRNGKey(4), 4)
-    for key, x in zip(keys, make_inputs(p, seed=4)):
-        assert inputs.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(jax.random.normal(key, x.shape, jnp.float32)))
-    assert [inputs.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
-    one, other = params(seq_len=33), params(seq_len=40)  # two shapes, tensors of the same power-of-two octave
-    sizes = {inputs.draw_size(s) for s in inputs.input_shapes(one) + inputs.input_shapes(other)}
-    assert sizes == {inputs.draw_size(s) for s in inputs.input_shapes(one)}
-    draws = {program[0] for program in inputs.untimed_programs(one, 0) + inputs.untimed_programs(other, 0)
-             if program[1] is inputs._normal}
-    assert {dict(key[1])["size"] for key in draws} == sizes  # one random-number program per size, not per shape
 
 
 # --- whole cells through the Measurer ---------------------------------------------------------------

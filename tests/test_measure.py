@@ -8,12 +8,7 @@ import pytest
 from helpers import params, spec_data
 from runner.cells import Cell
 from runner.machine import current_device
-from runner import inputs
-from runner.checks import run_once
-from runner.compiler import Untimed
-from runner.inputs import make_inputs, reference, unmasked_rows, untimed_programs
 from runner.measure import Measurer
-from runner.programs import compile_step, input_avals
 from runner.registry import VARIANTS, Skip, load_all, variant
 from runner.spec import parse_spec
 from runner.timers import WallTimer
@@ -39,17 +34,6 @@ def test_the_second_variant_of_a_shape_reuses_inputs_and_reference(measurer):
     measurer.measure(Cell("t", "xla", params(seq_len=12)))
     again = measurer.measure(Cell("t", "naive", params(seq_len=12)))
     assert "inputs" not in again.phases and "reference" not in again.phases
-
-
-def test_compiling_needs_only_the_shapes():
-    p = params(kv_heads=2, pass_="fwd_bwd")
-    compiled = compile_step("xla", VARIANTS["xla"].build(p), p, {})
-    assert [a.shape for a in input_avals(p)] == [(1, 8, 4, 8), (1, 8, 2, 8), (1, 8, 2, 8), (1, 8, 4, 8)]
-    inputs = make_inputs(p, 0)
-    outputs = run_once(compiled, compiled.arguments(inputs))
-    expected = reference(p, inputs)
-    assert len(outputs) == len(expected) == 4 and [o.shape for o in outputs] == [e.shape for e in expected]
-    assert compiled.backend == "xla" and compiled.program.compilation.seconds > 0
 
 
 def test_a_cell_begun_ahead_gives_the_same_answer_and_says_so(measurer):
@@ -115,33 +99,3 @@ def test_a_program_that_fails_in_a_batch_fails_its_own_cell_only(measurer):
         assert records[1].reason.startswith("TypeError")
     finally:
         VARIANTS.pop("test_bad_shapes", None)
-
-
-def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(monkeypatch):
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
-    fresh = Untimed()  # none compiled yet, whatever ran before: all are listed
-    monkeypatch.setattr(inputs, "UNTIMED", fresh)
-    p = params(seq_len=24, kv_heads=2, causal=True, pass_="fwd_bwd")
-    found = untimed_programs(p, 0)
-    assert len(found) >= 5  # the inputs' draws and cuts, two chunk shapes, the rows
-    for program in found:
-        fresh.warm(*program)
-    assert untimed_programs(p, 0) == []
-
-    def compiles(*_):
-        raise AssertionError("an untimed program was not among those listed ahead")
-
-    monkeypatch.setattr(Untimed, "_compile", staticmethod(compiles))
-    args = make_inputs(p, 0)
-    assert len(reference(p, args)) == 4 and unmasked_rows(p, args) is not None
-
-
-@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
-def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(monkeypatch, pass_):
-    p = params(seq_len=40, kv_heads=2, causal=True, pass_=pass_)
-    args = make_inputs(p, 0)
-    whole = reference(p, args)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if pass_ == "fwd_bwd" else 1))
-    assert [inputs._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
-    blocks = reference(p, args)
-    assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))
