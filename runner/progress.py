@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from runner.cells import Cell
@@ -62,7 +63,7 @@ class RichProgress:
 
     def finished(self, cell: Cell, record: CellRecord) -> None:
         style = {"ok": "green", "skipped": "yellow"}.get(record.status, "red")
-        self.console.print(f"[{style}]{cell.label()}[/]: {outcome(record)}", highlight=False)
+        self.console.print(f"[{style}]{escape(cell.label())}[/]: {escape(outcome(record))}", highlight=False)
         self.bar.advance(self.task)
 
 
