@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from runner import diagnose, inputs, masks, metrics
+from runner import inputs, masks, metrics
 from runner.attention import Logits, real_tokens, reference_attention, scores_mask, visible
 from runner.checks import rel_err
 from runner.inputs import make_inputs, masks_lengths, reference
@@ -128,17 +128,6 @@ def test_reference_chunks_see_the_same_mask_as_the_whole(monkeypatch):
         assert rel_err(part, full) < 1e-6
 
 
-def test_an_ignored_option_is_named_in_the_reason():
-    p = params(seq_len=16, causal=True, window=4)
-    args = _inputs(p)
-    ignored = reference_attention(*args, causal=True)  # what jax#32300 reported: the window dropped
-    reason = diagnose.explain(p, ignored, args, 2e-3)
-    assert reason == "; the output matches the float32 reference with the window ignored"
-    one_off = reference(params(seq_len=16, causal=True, window=5), args)[0]
-    assert "a window of 5 keys, not 4" in diagnose.explain(p, one_off, args, 2e-3)
-    assert diagnose.explain(p, reference(p, args)[0] * 2, args, 2e-3) == ""
-
-
 @pytest.mark.parametrize("variant, shape, words", [
     ("xla", dict(softcap=50.0), "takes no logit soft cap"),
     ("xla", dict(head_dim=12, v_head_dim=8), "V has K's shape"),
@@ -203,8 +192,6 @@ def test_label_names_only_the_axes_a_cell_sets():
     assert params().label() == "B1 T8 N4 H8 float32 fwd"
     assert params(window=4, fill=0.5, bias="alibi", softcap=50.0, tp=2, head_dim=12, v_head_dim=8,
                   heads=4).label() == "B1 T8 N2 H12 Hv8 float32 fwd W4 fill0.5 alibi cap50 tp2"
-
-
 
 
 @pytest.mark.slow
