@@ -77,7 +77,7 @@ def removed(module: str) -> str | None:
     name = f"jax.experimental.pallas.ops.gpu.{module}"
     try:
         shipped = importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # a parent package is gone too
+    except ImportError:  # a parent package is gone too, or fails to import
         shipped = False
     return None if shipped else f"this jax no longer ships {name} ({LEGACY})"
 
