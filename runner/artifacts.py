@@ -97,13 +97,16 @@ def page(reports: list[Report], images: dict[str, bytes]) -> str:
 
 
 def section(r: Report, images: dict[str, bytes]) -> str:
+    """A run in the order a reader needs it: its facts and verdict, its charts, the leaderboard, then the
+    comparison's detail and every cell."""
     run = r.run
     parts = [f"<section id='{_e(run.run_id)}'><h2>{_e(run.run_id)}</h2>",
-             "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", comparison_html(r.comparison)]
+             "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", verdict_html(r.comparison)]
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
-    parts += [leaderboard_html(run.cells, legacy_of([run.manifest])), "<h3>Cells</h3>",
-              *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()), "</section>"]
+    parts += [leaderboard_html(run.cells, legacy_of([run.manifest])), comparison_html(r.comparison),
+              "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),
+              "</section>"]
     return "\n".join(parts)
 
 
@@ -114,14 +117,20 @@ def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
             f"{len(by_experiment(run.cells))} experiments; the tables below hold every cell.</p>")
 
 
-def comparison_html(found) -> str:
+def verdict_html(found) -> str:
+    """Against the previous run, in one line: the verdict, or that there is no run to compare with."""
     if found is None:
-        return ("<h3>Against the previous run</h3><p>No earlier run of this spec hash, GPU, power policy and timer to "
-                "compare with.</p>")
-    verdict = compare_cli.verdict(found)
-    parts = ["<h3>Against the previous run</h3>", "<ul>" + "".join(f"<li>{_e(line)}</li>"
-                                                                    for line in compare_cli.heading(found)) + "</ul>",
-             f"<p class='verdict{' regressed' if found.regressed else ''}'>{_e(verdict)}</p>"]
+        return "<p class='verdict'>No earlier run of this spec hash, GPU, power policy and timer to compare with.</p>"
+    return (f"<p class='verdict{' regressed' if found.regressed else ''}'>Against "
+            f"{_e(found.a.run_id)}: {_e(compare_cli.verdict(found))}</p>")
+
+
+def comparison_html(found) -> str:
+    """The comparison's detail: the two runs and the rule, then each section that has rows."""
+    if found is None:
+        return ""
+    parts = ["<h3>Against the previous run</h3>",
+             "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in compare_cli.heading(found)) + "</ul>"]
     for title, table in compare_cli.sections(found):
         if len(table):
             parts.append(table_html(title, list(map(str, table.columns)), table.astype(str).values.tolist()))

@@ -148,6 +148,8 @@ def _plot(axes, chart: Chart) -> None:
     axes.xaxis.set_major_formatter(lambda value, _: f"{value / 1024:g}k" if value >= 1024 else f"{value:g}")
     if chart.log_y:
         axes.set_yscale("log")
+        axes.yaxis.set_major_formatter(lambda value, _: f"{value:g}")  # 0.01, not 10^-2
+        axes.yaxis.set_minor_formatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")  # 1-2-5
     axes.set_xlabel(chart.x)
     axes.set_ylabel(chart.y)
     axes.grid(True, which="major", color="#e8e8e8")

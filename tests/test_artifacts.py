@@ -51,6 +51,8 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
     assert not re.search(r"""(src|href)=['"](?!data:|#)""", page), "the page refers to nothing outside itself"
     assert "No earlier run of this spec hash, GPU, power policy and timer to compare with." in page  # LAB5_TE's
     assert "REGRESSION: 1 cell(s) slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
+    hopper = page[page.index(f"<section id='{HOPPER}'>"):]  # its verdict first, then its charts, then the detail
+    assert hopper.index("REGRESSION") < hopper.index("<figure") < hopper.index("<caption>Slower (regressions)")
     assert "<caption>Leaderboard" in page and page.count("<section id=") == 2
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"](figures/{name})" in summary for name in figures)
