@@ -36,3 +36,12 @@ def test_install_test_tools_can_use_a_chromium_already_there():
     assert 'if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then' in script
     browser = (REPO / "tests" / "test_dashboard_browser.py").read_text()
     assert 'os.environ.get("ATTNBENCH_CHROMIUM")' in browser
+
+
+def test_make_docs_serves_the_site_and_make_results_pages_writes_its_pages():
+    serve = subprocess.run(["make", "-n", "--old-file=.venv/.installed", "-C", str(REPO), "docs"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert "NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve" in serve
+    pages = subprocess.run(["make", "-n", "--old-file=.venv/.installed", "-C", str(REPO), "results-pages"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert ".venv/bin/python scripts/results_pages.py" in pages
