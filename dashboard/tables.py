@@ -37,9 +37,8 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
     return cells.assign(
         latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
         q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),
-        tflop_s=rated["tflops"], pct_of_peak=rated["pct_of_peak"], gb_s=rated["gbps"],
-        pct_of_bandwidth=rated["pct_of_bandwidth"],
-        tflop_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
+        **rated,  # by the record's own names: the record's headline rates replaced by this timer's
+        tflops_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
         unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
     )

@@ -256,12 +256,12 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
     rate = st.segmented_control("Rate", ["TFLOP/s", "TFLOP/J"], key="rate", bind="query-params", default="TFLOP/s",
                                 help="TFLOP/J: FLOPs per joule of GPU energy (mean power × kernel time), from the "
                                      "record's telemetry")
-    y = "tflop_per_j" if rate == "TFLOP/J" else "tflop_s"
+    y = "tflops_per_j" if rate == "TFLOP/J" else "tflops"
     ok = tables.measured(sel.cells)
     shown = ok[ok[y].notna()]
     if shown.empty:
         st.info("No cell of the selection records energy: that needs NVML telemetry on a GPU (records of schema 3)."
-                if y == "tflop_per_j" else "No measured cell in the selection.")
+                if y == "tflops_per_j" else "No measured cell in the selection.")
         return
     by_size = [(n, c) for n, c in experiments(shown, " with a rate") if size_axis(c) or split(c)]
     if not by_size:
@@ -285,7 +285,7 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
     rate, share = st.columns(2)
     with rate:
         fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
-        if y == "tflop_s":
+        if y == "tflops":
             charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
         plot(fig, f"rate-{name}")
     with share:
