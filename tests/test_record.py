@@ -193,22 +193,6 @@ def test_a_v4_cell_reads_through_every_later_step():
         None, 1.0, 1, cell.params.head_dim, 1)
 
 
-def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
-    """Keys written before schema 6 hashed the nine older axes only (and before 7, no devices); resuming such a
-    run must find its cells."""
-    import hashlib
-
-    from runner.shape import cell_key
-    from helpers import params
-
-    p = params()
-    old = {k: v for k, v in p.as_dict().items()
-           if k not in ("window", "fill", "bias", "softcap", "v_head_dim", "tp", "devices")}
-    blob = json.dumps({"experiment": "e", "variant": "xla", **old}, sort_keys=True)
-    assert cell_key("e", "xla", p) == hashlib.sha256(blob.encode()).hexdigest()[:16]
-    assert cell_key("e", "xla", params(window=4)) != cell_key("e", "xla", p)
-
-
 def test_the_v7_to_v8_step_recounts_the_bytes_of_a_masked_cell_and_rescales_its_bandwidth():
     """A v7 windowed decode counted its whole cache; read now, it counts the window's keys and its GB/s falls by as
     much. An unmasked v7 cell reads as it was written."""
