@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 
@@ -31,11 +33,39 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
     assert "see it: make dashboard" in lines[-1]
 
 
-def test_install_test_tools_can_use_a_chromium_already_there():
-    script = (REPO / "scripts" / "install-test-tools.sh").read_text()
-    assert 'if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then' in script
-    browser = (REPO / "tests" / "test_dashboard_browser.py").read_text()
-    assert 'os.environ.get("ATTNBENCH_CHROMIUM")' in browser
+def install_test_tools(tmp_path, **env: str) -> list[str]:
+    """Run scripts/install-test-tools.sh from a copy of the checkout's layout with every installer stubbed (each
+    records its call), its other tools' stamps current; the installers' calls."""
+    root = tmp_path / "root"
+    (root / "scripts").mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "scripts" / "install-test-tools.sh", root / "scripts")
+    (root / "docker").mkdir(exist_ok=True)
+    pins = root / "docker" / "runner-requirements.txt"
+    pins.write_text("jax==0\n")
+    stamp = root / ".venv-tools" / "runner-image" / ".installed"
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(hashlib.sha256(pins.read_bytes()).hexdigest() + "\n")
+    calls, stubs = tmp_path / "calls", tmp_path / "bin"
+    stubs.mkdir(exist_ok=True)
+    for name in ("apt-get", "npm", "python3"):  # python3 -m venv DIR: a DIR/bin/pip that records its calls too
+        (stubs / name).write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {calls}\ncase "$1 $2" in\n'
+                                  '"-m venv") mkdir -p "$3/bin"; cp "$0" "$3/bin/pip";;\n'
+                                  '"install --prefix") mkdir -p "$3";;\nesac\n')
+        (stubs / name).chmod(0o755)
+    path = f"{stubs}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(["bash", str(root / "scripts" / "install-test-tools.sh")], check=True, capture_output=True,
+                   env={"PATH": path, "HOME": str(tmp_path), **env})
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_install_test_tools_installs_chromium_only_where_none_is_there(tmp_path):
+    named = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
+    assert not [c for c in named if c.startswith("apt-get")] and any(c.startswith("npm install") for c in named)
+    unnamed = [c for c in install_test_tools(tmp_path / "unnamed") if c.startswith("apt-get")]
+    system = os.access("/usr/bin/chromium", os.X_OK)  # Debian's, where this machine has it
+    assert unnamed == ([] if system else ["apt-get update -q", "apt-get install -y -q --no-install-recommends chromium"])
+    again = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
+    assert again == named  # its stamps were fresh: only the recorded calls of the first run
 
 
 def test_make_docs_serves_the_site_and_make_results_pages_writes_its_pages():
