@@ -4,7 +4,7 @@ The pipeline, one module a step (docs/design.md draws it): spec.py validates a s
 (shape.py defines their axes), run.py runs them through worker processes (supervisor.py, worker.py), measure.py
 measures one (inputs, programs, checks, sampling, assembly), record.py is the record every reader shares, spool.py
 and store.py keep it, results.py reads a run back. Then the readers: report.py prints tables on a terminal and as
-markdown, leaderboard.py ranks, compare.py compares two runs (compare_cli.py is its command), and artifacts.py writes
+markdown, leaderboard.py ranks, compare.py compares two runs, and artifacts.py writes
 `attnbench report`'s files with figures.py's charts; the dashboard lives in dashboard/.
 
 Names that look alike, each one job:
@@ -13,7 +13,8 @@ Names that look alike, each one job:
 - store.py: where run folders live (a local folder or GCS); spool.py: a run's records on local disk first, then
   uploaded to the store.
 - report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader.
-- compare.py: two runs compared cell by cell (pure); compare_cli.py: the `attnbench compare` command that prints it.
+- compare.py: two runs compared cell by cell (pure); report.py prints the comparison; cli.py holds every command,
+  `compare` too (its arguments, which runs, what must hold, its exit codes).
 - published.py: other benchmarks' published figures, matched to our cells by shape; dashboard/published.py draws
   them on the dashboard's charts.
 """

@@ -10,7 +10,7 @@ import html
 from itertools import islice
 from dataclasses import dataclass
 
-from runner import compare, compare_cli, figures, shape
+from runner import compare, figures, report, shape
 from runner.leaderboard import leaderboard, legacy_notes, legacy_of, rows
 from runner.record import CellRecord
 from runner.report import COLUMNS, leaderboard_markdown, summary_line
@@ -68,7 +68,7 @@ def summary(reports: list[Report]) -> str:
     parts = ["# attnbench report"]
     for r in reports:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
-        parts.append(f"**{compare_cli.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
+        parts.append(f"**{report.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
                      else "No earlier run of this spec hash, GPU, power policy and timer to compare with.")
         contested = [s for s in leaderboard(r.run.cells) if s.variants > 1]
         if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
@@ -122,7 +122,7 @@ def verdict_html(found) -> str:
     if found is None:
         return "<p class='verdict'>No earlier run of this spec hash, GPU, power policy and timer to compare with.</p>"
     return (f"<p class='verdict{' regressed' if found.regressed else ''}'>Against "
-            f"{_e(found.a.run_id)}: {_e(compare_cli.verdict(found))}</p>")
+            f"{_e(found.a.run_id)}: {_e(report.verdict(found))}</p>")
 
 
 def comparison_html(found) -> str:
@@ -130,8 +130,8 @@ def comparison_html(found) -> str:
     if found is None:
         return ""
     parts = ["<h3>Against the previous run</h3>",
-             "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in compare_cli.heading(found)) + "</ul>"]
-    for title, table in compare_cli.sections(found):
+             "<ul>" + "".join(f"<li>{_e(line)}</li>" for line in report.comparison_heading(found)) + "</ul>"]
+    for title, table in report.comparison_sections(found):
         if len(table):
             parts.append(table_html(title, list(map(str, table.columns)), table.astype(str).values.tolist()))
     return "\n".join(parts)

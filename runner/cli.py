@@ -499,17 +499,45 @@ def _compared(args) -> tuple:
 
 
 def _previous_of(b, out: str | None):
-    """The run before B in `out`, else in B's parent folder (a folder) or results/; None when there is none."""
-    from runner.compare_cli import previous
+    """The run before B in `out`, else in B's parent folder (a folder) or results/: the last earlier run of its spec
+    hash, GPU, power policy and timer (the dashboard's rule, runner.compare.previous_run); None when there is none."""
+    from runner.compare import previous_run
 
     store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT))
     with _store_errors():
-        before = previous(store, b) if b.manifest else None
+        if b.manifest is None:
+            return None
+        found = {folder: listed.manifest for folder, listed in store.listing().items()}
+        found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
+        before = previous_run(found, "\0B")
         return store.read(before) if before else None
 
 
+def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) -> list[str]:
+    """Why A and B cannot be compared: a run unread, no manifest, different GPUs or power policies (unless
+    allowed)."""
+    from runner.compare import gpu_name, power_policy
+
+    found = []
+    for which, run in (("A", a), ("B", b)):
+        if run.manifest is None:
+            found += [f"{which}: {p}" for p in run.problems[:3]] or [f"{which}: {run.dir}: no manifest"]
+    if found:
+        return found
+    gpus = gpu_name(a.manifest), gpu_name(b.manifest)
+    if gpus[0] != gpus[1] and not allow_different_gpu:
+        found.append(f"A ran on {gpus[0]}, B on {gpus[1]}: times of different GPUs are no regression; give "
+                     "--allow-different-gpu to compare them anyway")
+    policies = [power_policy(a.manifest) or "none (before the choice)", power_policy(b.manifest) or
+                "none (before the choice)"]
+    if policies[0] != policies[1] and not allow_policy_change:
+        found.append(f"A ran under power policy {policies[0]}, B under {policies[1]}: their times are not like with "
+                     "like; give --allow-policy-change to compare them anyway")
+    return found
+
+
 def cmd_compare(args, console: Console) -> int:
-    from runner import compare, compare_cli, frames
+    from runner import compare, frames, report
 
     a, b = _compared(args)
     if a is None:
@@ -518,17 +546,18 @@ def cmd_compare(args, console: Console) -> int:
               f"({compare.power_policy(m) or 'none'}) and timer: nothing to compare with", file=sys.stderr)
         _gate_report(args.report, b, None)
         return EXIT_OK
-    if problems := compare_cli.problems(a, b, args.allow_different_gpu, args.allow_policy_change):
+    if problems := _not_comparable(a, b, args.allow_different_gpu, args.allow_policy_change):
         raise UsageError("\n".join(problems))
     _warn(a.problems + b.problems)
     found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest,
                             args.threshold / 100)
     if not found.common:
-        raise UsageError(compare_cli.no_common_cell(a, b))
+        raise UsageError(f"A ({a.run_id}, {len(a.cells)} cells) and B ({b.run_id}, {len(b.cells)} cells) share no "
+                         "cell (the same experiment, variant and shape): are they runs of the same spec?")
     if args.format == "table":
-        compare_cli.print_table(found, console)
+        report.print_comparison(found, console)
     else:
-        text = compare_cli.markdown_text(found) if args.format == "markdown" else compare_cli.json_text(found)
+        text = report.comparison_markdown(found) if args.format == "markdown" else report.comparison_json(found)
         sys.stdout.write(text)
     _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK

@@ -1,9 +1,10 @@
-"""The one printer: a run's cells, its leaderboard, the runs of a store and the variants here, as rich tables on a
-terminal and as GitHub markdown; csv or parquet for export. pandas loads only for exports (the CLI's quick
-commands stay quick)."""
+"""The one printer: a run's cells, its leaderboard, the runs of a store, the variants here and two runs compared
+(`attnbench compare`), as rich tables on a terminal and as GitHub markdown (a comparison also as json); csv or
+parquet for export. pandas loads only for exports and comparisons (the CLI's quick commands stay quick)."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -218,3 +219,104 @@ def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:
         return text
     dest.write_text(text)
     return None
+
+
+# --- two runs compared (attnbench compare, attnbench report) --------------------------------------------------------
+# Each takes `found`, a runner.compare.Comparison; pandas and compare load with it, never for the quick commands.
+
+COMPARED = ["key", "experiment", "variant", "shape"]
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _times(table):
+    """Timed cells as text: A and B in ms, B / A, each run's noise."""
+    shown = table[COMPARED].assign(**{
+        "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
+        "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format)})
+    return shown.reset_index(drop=True)
+
+
+def comparison_sections(found) -> list[tuple]:
+    """(title, table) pairs: what differs before the times (environment, status, cells in one run only), then the
+    regressions, the cells that got faster and the geometric means; the cells within noise are only counted."""
+    summary = found.summary.assign(**{"geomean B/A": found.summary["geomean B/A"].map("{:.3f}×".format)})
+    changes = found.changes.assign(regression=found.changes["regression"].map({True: "yes", False: "no"}))
+    return [
+        ("Environment differences", found.environment.rename(columns={"a": "A", "b": "B"})),
+        ("Status changes (A → B)", changes.rename(columns={"a": "A", "b": "B"})),
+        ("Cells only in A", found.only_a),
+        ("Cells only in B", found.only_b),
+        ("Slower (regressions)", _times(found.slower)),
+        ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
+        ("Geometric mean of B / A per experiment and variant", summary),
+    ]
+
+
+def _describe(m) -> str:
+    from runner.compare import gpu_name
+
+    return f"{m.run_id} ({m.name} · {gpu_name(m)} · started {m.started_at})"
+
+
+def comparison_heading(found) -> list[str]:
+    return [f"A: {_describe(found.a)}", f"B: {_describe(found.b)}",
+            f"{found.timer or 'no shared'} timer; slower or faster: B / A beyond {100 * found.threshold:g} % and both "
+            "runs' noise (IQR)"]
+
+
+def verdict(found) -> str:
+    """One line: the regressions, or that there is none, over the cells both runs hold; then the material
+    differences of their environments, if any."""
+    from runner.compare import geomean, said
+
+    counts = found.cells["verdict"].value_counts()
+    tally = (f"{found.common} cells in both (A {found.common + len(found.only_a)}, B {found.common + len(found.only_b)})"
+             f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
+             f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×")
+    line = f"no regression: {tally}" if not found.regressed else (
+        f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B ({tally})")
+    return line + (f" · differs: {said(found.material)}" if len(found.material) else "")
+
+
+def print_comparison(found, console: Console) -> None:
+    for line in comparison_heading(found):
+        console.print(escape(line))
+    for title, table in comparison_sections(found):
+        if len(table):
+            rows = [list(map(escape, row)) for row in table.astype(str).itertuples(index=False)]
+            console.print(rich_table(title, list(map(str, table.columns)), rows, right=("A ms", "B ms", "B / A")))
+    console.print(escape(verdict(found)))
+
+
+def comparison_markdown(found) -> str:
+    """The comparison as GitHub markdown: the heading, a table per section that has rows, the verdict in bold."""
+    parts = ["### attnbench compare", "\n".join(f"- {line}" for line in comparison_heading(found))]
+    parts += [f"#### {title}\n\n{markdown(table).rstrip()}" for title, table in comparison_sections(found) if len(table)]
+    return "\n\n".join(parts + [f"**{verdict(found)}**"]) + "\n"
+
+
+def _records(table) -> list[dict]:
+    return json.loads(table.to_json(orient="records"))  # NaN as null
+
+
+def _run(m) -> dict:
+    from runner.compare import gpu_name
+
+    return {"run_id": m.run_id, "spec": m.name, "gpu": gpu_name(m), "started_at": m.started_at}
+
+
+def comparison_json(found) -> str:
+    """Every section and every cell timed in both (its verdict, key and shape), for a pipeline to read."""
+    document = {
+        "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
+        "regressed": found.regressed, "verdict": verdict(found),
+        "regressions": [*found.slower["key"], *found.no_longer_ok["key"]],
+        "material_differences": _records(found.material), "environment": _records(found.environment),
+        "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
+        "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
+        "summary": _records(found.summary),
+    }
+    return json.dumps(document, indent=2) + "\n"

@@ -1,4 +1,4 @@
-"""runner/compare.py and `attnbench compare` (runner/compare_cli.py) on copies of the shipped runs: the verdicts, the
+"""runner/compare.py and `attnbench compare` (runner/cli.py, printed by runner/report.py) on copies of the shipped runs: the verdicts, the
 exit codes a pipeline acts on, the three formats, --against previous, and the facts both sides show."""
 
 from __future__ import annotations
