@@ -1,4 +1,5 @@
-"""The Makefile's newcomer targets, as `make -n` prints them: what `make demo` then `make dashboard` opens."""
+"""The Makefile's newcomer targets, as `make -n` prints them (what `make demo` then `make dashboard` opens), and what
+`make test-tools`' script installs, run with its installers stubbed."""
 
 from __future__ import annotations
 
