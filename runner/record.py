@@ -427,18 +427,28 @@ def _v5_to_v6(data: dict, kind: str) -> dict:
     The defaults are this step's own, frozen; a cell's key leaves them out, so it stays the key it was written with."""
     params = data.get("params") if kind == "cell" else None
     if isinstance(params, dict):
-        for name, default in {"window": None, "fill": 1.0, "bias": "none", "softcap": None, "tp": 1}.items():
-            params.setdefault(name, default)
-        params.setdefault("v_head_dim", params.get("head_dim"))
+        _v6_model_axes(params)
     return data
+
+
+def _v6_model_axes(params: dict) -> None:
+    """Schema 6's model axes at what a cell written before them ran, where they are missing."""
+    for name, default in {"window": None, "fill": 1.0, "bias": "none", "softcap": None, "tp": 1}.items():
+        params.setdefault(name, default)
+    params.setdefault("v_head_dim", params.get("head_dim"))
 
 
 def _v6_to_v7(data: dict, kind: str) -> dict:
     """Schema 7: a cell's params name the devices its sequence is split across (the `devices` axis); every earlier
     cell ran on one. Its key is unchanged: a quiet axis at its default is left out of the key. Cells split across
-    devices may carry `communication`, which no earlier cell has."""
+    devices may carry `communication`, which no earlier cell has.
+
+    Two branches wrote schema 6 on 2026-12-03 before their merge numbered them 6 and 7: the model axes (what step 6
+    adds), and the devices alone (attnbench at 5c929e5): a cell of the second has `devices` and none of the model
+    axes, which it ran without, so they are given here too."""
     if kind == "cell" and isinstance(data.get("params"), dict):
         data["params"].setdefault("devices", 1)
+        _v6_model_axes(data["params"])
     return data
 
 

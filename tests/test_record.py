@@ -269,3 +269,32 @@ def test_a_change_to_todays_byte_count_rewrites_no_old_record(monkeypatch):
                          (masks, "keys_kept_in_sequence"), (masks, "lengths"), (masks, "fractions")]:
         monkeypatch.setattr(module, name, lambda *_: 1)
     assert [read_cell(c).model_dump() for c in old] == before
+
+
+FIXTURES = SCHEMA1.parent.parent  # runs written by old attnbench code, each at the commit its spec's description names
+WRITTEN_BY_OLD_CODE = sorted(p.parent for p in FIXTURES.rglob("manifest*.json"))
+
+
+def test_every_schema_version_ever_written_has_records_written_by_its_code():
+    """Schema 2 was never written (98da6b2 went from 1 to 3); every other version has records its own code wrote,
+    committed here or shipped: two branches wrote schemas 5 and 6 in dialects of their own, kept each."""
+    folders = [*WRITTEN_BY_OLD_CODE, *(p.parent for p in SHIPPED.rglob("manifest*.json"))]
+    versions = {cell["schema_version"] for folder in folders for path in folder.glob("cells*.jsonl")
+                for cell in lines(path)}
+    assert versions == set(range(1, SCHEMA_VERSION + 1)) - {2}
+
+
+@pytest.mark.parametrize("folder", WRITTEN_BY_OLD_CODE, ids=lambda p: p.name)
+def test_a_run_written_by_old_code_reads_through_the_chain_under_its_keys(folder):
+    """Each run reads whole at this version: every cell under the key it was written with, its params as it ran
+    (the axes added since at their defaults) and its bytes by schema 8's count."""
+    run = read_run(folder)
+    written = [cell for path in folder.glob("cells*.jsonl") for cell in lines(path)]
+    assert run.problems == [] and len(run.cells) == len(written) == run.manifest.cells_planned
+    assert run.manifest.schema_version == SCHEMA_VERSION and {c.schema_version for c in run.cells} == {SCHEMA_VERSION}
+    assert [c.key for c in run.cells] == [cell_key(c.experiment, c.variant, c.params) for c in run.cells]
+    as_written = {cell["key"]: cell for cell in written}
+    assert sorted(as_written) == sorted(c.key for c in run.cells)
+    assert all(c.params.as_dict().items() >= as_written[c.key]["params"].items() for c in run.cells)
+    assert [c.bytes_min for c in run.cells] == [v8_bytes_min(c.params.as_dict()) for c in run.cells]
+
