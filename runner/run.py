@@ -134,7 +134,7 @@ def _attempt(ctx: Context, cell: Cell) -> int:
 
 
 @dataclass(frozen=True)
-class Made:
+class Recorded:
     """A cell's record and, when a worker made it, its JSON line as the worker wrote it: spooled and stored as it
     arrived, not dumped again."""
 
@@ -142,13 +142,13 @@ class Made:
     line: str | None = None
 
 
-def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int) -> Made:
+def _lost(ctx: Context, cell: Cell, started: str, clock: float, status: str, reason: str, attempts: int) -> Recorded:
     """The record of a cell the run did not have measured: declined, given up, or lost with its worker."""
-    return Made(cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason,
+    return Recorded(cell_record(cell, ctx.spool.run_id, started, time.perf_counter() - clock, status, reason,
                             ctx.ceilings, worker=VARIANTS[cell.variant].worker, attempts=attempts))
 
 
-def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Made:
+def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Recorded:
     """One cell: declined here (the plan's verdict), given up as poison, or measured by its worker (crashed /
     timeout if it is lost). A worker that dies while it was also compiling the job's `ahead` cells is not allowed
     to blame this one: the cell is measured again, alone, by a new worker, and the run compiles nothing ahead from
@@ -170,10 +170,10 @@ def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Mad
             worker = ctx.pool.worker(group)
             ctx.pool.prepare(ctx.next_group.get(group))  # the next group's libraries load meanwhile
             if worker.hello.error:
-                made = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
+                recorded = _lost(ctx, cell, started, clock, "skipped", worker.hello.error, attempts)
             else:
                 line = worker.measure(job, ctx.timeout_s)
-                made = Made(CellRecord.model_validate_json(line), line)  # read once, for the progress and totals
+                recorded = Recorded(CellRecord.model_validate_json(line), line)  # read once: progress, totals
         except WorkerLost as lost:
             ctx.pool.lose()
             if job.ahead:
@@ -182,10 +182,10 @@ def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Mad
                       file=sys.stderr, flush=True)
                 ctx.compile_ahead = False
                 continue
-            made = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
+            recorded = _lost(ctx, cell, started, clock, lost.status, lost.reason, attempts)
         break
     ctx.uploader.mark(None)
-    return made
+    return recorded
 
 
 def _will_measure(ctx: Context, work: Plan, i: int) -> bool:
@@ -240,11 +240,11 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
                 if job.upcoming:
                     announced.add(job.upcoming.key)
                 try:
-                    made = measure_one(ctx, cell, None, job)
+                    recorded = measure_one(ctx, cell, None, job)
                 except Stopped:
                     return False
-                ctx.uploader.commit(made.record, COMMIT_WAIT_S, ctx.stop, made.line)
-                progress.finished(cell, made.record)
+                ctx.uploader.commit(recorded.record, COMMIT_WAIT_S, ctx.stop, recorded.line)
+                progress.finished(cell, recorded.record)
         finally:
             _spool_declined(ctx, declined)
     return not ctx.stop.is_set()

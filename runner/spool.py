@@ -366,9 +366,10 @@ class Uploader:
         self._wake.set()
 
     def commit(self, record: CellRecord, wait_s: float, stop: threading.Event, line: str | None = None) -> None:
-        """Spool the record (its `line` as its maker wrote it, if given) and, when the last wait ended GROUP_S ago or more, wait until the store has it and
-        every record before it: at most wait_s, not while the store is failing, not once `stop` is set. A cell
-        slower than GROUP_S is waited for alone; quicker ones together, one upload for the lot."""
+        """Spool the record (its `line` as its maker wrote it, if given) and, when the last wait ended GROUP_S ago or
+        more, wait until the store has it and every record before it: at most wait_s, not while the store is
+        failing, not once `stop` is set. A cell slower than GROUP_S is waited for alone; quicker ones together, one
+        upload for the lot."""
         self.spool.add(record, line)
         if time.monotonic() - self._waited_at < GROUP_S:
             self.notify()
