@@ -314,7 +314,7 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finally:
             pool.kill() if stop.is_set() else pool.close()
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
-            uploaded = uploader.close(store.with_timeout(TERMINATION.left()) if stop.is_set() else None, stop)
+            uploaded = uploader.close(stop, lambda: store.with_timeout(TERMINATION.left()))
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error)
 

@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from runner.record import CellRecord, Manifest
 from runner.results import cell_object, inflight_name, parse_cells, parse_manifest, part_names
@@ -389,14 +390,27 @@ class Uploader:
         self.spool.set_inflight(marker)
         self.notify()
 
-    def close(self, store: Store | None = None, stop: threading.Event | None = None) -> bool:
-        """Stop the thread and make the last upload (through `store`, a store with a shorter timeout, if given);
-        True when the store holds everything the spool holds. `stop`: see `consolidate`."""
+    def close(self, stop: threading.Event | None = None, hurried: Callable[[], Store] | None = None) -> bool:
+        """Stop the thread and make the last upload; True when the store holds everything the spool holds. The
+        thread's upload and the last one retry a store that is down for the store's timeout: once `stop` is set,
+        before or while either runs, neither is waited for, and the last upload goes through hurried() (the store
+        with the time SIGTERM leaves). `stop`: see also `consolidate`."""
         self._stopping.set()
         self._wake.set()
         self._now.set()
-        if self._thread.is_alive() and store is None:
-            self._thread.join()
+        stop = stop or threading.Event()
+        _join(self._thread, stop)
+        if not stop.is_set():
+            outcome: list[bool] = []
+            last = threading.Thread(target=lambda: outcome.append(self._last_upload(self.store, stop)),
+                                    name="attnbench-last-upload", daemon=True)
+            last.start()
+            _join(last, stop)
+            if outcome:
+                return outcome[0]
+        return self._last_upload(hurried() if hurried else self.store, stop)
+
+    def _last_upload(self, store: Store, stop: threading.Event) -> bool:
         self.spool.sync()
         try:
             self.consolidate(store, stop)
@@ -439,6 +453,12 @@ class Uploader:
         with self._changed:
             self.error = str(error) if known else repr(error)
             self._changed.notify_all()
+
+
+def _join(thread: threading.Thread, stop: threading.Event) -> None:
+    """Wait for the thread to end, or for `stop`."""
+    while thread.is_alive() and not stop.is_set():
+        thread.join(0.2)
 
 
 def _warn(message: str) -> None:

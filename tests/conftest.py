@@ -106,12 +106,6 @@ def tiny_spec(tmp_path) -> Path:
     return shapes_spec(tmp_path, [8, 16])
 
 
-@pytest.fixture
-def long_spec(tmp_path) -> Path:
-    """16 cells: long enough to kill, stop or signal a run part way."""
-    return shapes_spec(tmp_path, [8, 16, 24, 32])
-
-
 @pytest.fixture(autouse=True)
 def no_job_environment(monkeypatch, tmp_path_factory):
     """Tests choose run ids, shards and spools themselves, even when they run inside a Kubernetes Job, and keep

@@ -96,6 +96,33 @@ def assert_each_cell_once(emulator, run_id: str, spec: Path) -> None:
 ONE_AT_A_TIME = ("--compile-ahead", "off")
 
 
+def gated_spec(folder: Path, seq_lens=(8, 16, 24)) -> Path:
+    """naive and test_gated (tests/variants/gated.py) over these seq_lens: the run order is naive then test_gated
+    at each seq_len, and test_gated waits at seq_len 16 and beyond until the test opens that gate."""
+    experiment = {"name": "gated", "variants": ["naive", "test_gated"], "sweep": {"seq_len": list(seq_lens)}}
+    return write_spec(folder / "gated.yaml", spec_data(experiment))
+
+
+def gated_key(spec: Path, seq_len: int) -> str:
+    return next(c.key for c in expand(load_spec(spec, set(load_all()))) if c.variant == "test_gated" and
+                c.params.seq_len == seq_len)
+
+
+def open_gate(gates: Path, seq_len: int) -> None:
+    (gates / str(seq_len)).touch()
+
+
+def start_gated(spec: Path, run_id: str, spool: Path, gates: Path, *extra: str, **env: str) -> subprocess.Popen:
+    """A run of a gated spec, its cells one at a time, so the cell in flight is the one held at its gate."""
+    gates.mkdir(exist_ok=True)
+    return start_run(spec, run_id, spool, *ONE_AT_A_TIME, *extra, ATTNBENCH_TEST_GATES=str(gates), **env)
+
+
+def spooled_lines(spool: Path, run_id: str) -> int:
+    cells = list(spool.glob(f"*/{run_id}/cells.jsonl"))
+    return len(cells[0].read_text().splitlines()) if cells else 0
+
+
 def faulty_spec(folder: Path, variant: str, **timing) -> Path:
     """naive and a faulty variant at T = 8, 16, 24: the variant takes its worker down at T = 16 only."""
     experiment = {"name": "faults", "variants": ["naive", variant], "sweep": {"seq_len": [8, 16, 24]}}
@@ -115,65 +142,79 @@ def test_full_run_to_gcs(emulator, tiny_spec, tmp_path, capsys):
     assert "8 cells: 8 ok" in capsys.readouterr().out
 
 
-def test_a_killed_pod_loses_at_most_the_cell_in_flight_and_the_last_group_even_with_its_spool(emulator, long_spec,
-                                                                                             tmp_path):
-    run = start_run(long_spec, "killed", tmp_path / "pod-1")
+def test_a_killed_pod_loses_at_most_the_cell_in_flight_and_the_last_group_even_with_its_spool(emulator, tmp_path):
+    spec, gates = gated_spec(tmp_path, (8, 16, 24, 32)), tmp_path / "gates"
+    gates.mkdir()
+    open_gate(gates, 16)
+    open_gate(gates, 24)  # the run is held at its last cell: the kill comes while cells flow, never after the end
+    run = start_gated(spec, "killed", tmp_path / "pod-1", gates)
     wait_for(lambda: len(read_run(spooled(tmp_path / "pod-1", "killed")).cells) >= 3 if list(
         (tmp_path / "pod-1").glob("*/killed")) else False)
+    assert run.poll() is None
     run.kill()
     run.wait()
     in_spool = [json.loads(line) for line in (spooled(tmp_path / "pod-1", "killed") / "cells.jsonl").read_text()
                 .splitlines()]  # in the order they were spooled
+    assert len(in_spool) < len(planned_keys(spec))
     in_store = set(stored("killed"))
     lost = [r for r in in_spool if r["key"] not in in_store]
     assert lost == in_spool[len(in_spool) - len(lost):]  # the store lags by the newest cells, it skips none
     # a cell slower than GROUP_S was in the store before the next one started; only quicker ones may be lost with it
     assert all(r["duration_s"] < GROUP_S for r in lost[:-1]), lost
-    new_pod = start_run(long_spec, "killed", tmp_path / "pod-2")  # another node: an empty spool
+    open_gate(gates, 32)
+    new_pod = start_gated(spec, "killed", tmp_path / "pod-2", gates)  # another node: an empty spool
     assert new_pod.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-2" / "stderr.txt").read_text()
-    assert_each_cell_once(emulator, "killed", long_spec)
+    assert_each_cell_once(emulator, "killed", spec)
     assert open_store(OUT).names("killed/cells/") == []  # the dead pod's per-cell objects are folded in and gone
     assert "already done" in (tmp_path / "pod-2" / "stdout.txt").read_text()
 
 
-def test_store_down_then_back_loses_nothing(emulator, long_spec, tmp_path):
-    spool = tmp_path / "spool"
-    run = start_run(long_spec, "outage", spool, "--store-timeout", "60")
-    wait_for(lambda: len(stored("outage")) >= 2)
+def store_down_at_the_gate(emulator, spec: Path, run_id: str, spool: Path, gates: Path, *extra: str
+                           ) -> subprocess.Popen:
+    """A run held at its gated cell at seq_len 16, every cell before it in the store, then the store stopped."""
+    run = start_gated(spec, run_id, spool, gates, *extra)
+    held = gated_key(spec, 16)
+    wait_for(lambda: in_flight(run_id) == held)  # the marker goes up after the cells spooled before it
+    assert len(stored(run_id)) == 3 and run.poll() is None  # naive at 8, test_gated at 8, naive at 16
     emulator.stop()
-    cells = spooled(spool, "outage") / "cells.jsonl"
-    before = len(cells.read_text().splitlines())
-    # the stop can take seconds, in which a quick machine measures the rest: then the outage meets the last upload
-    wanted = min(before + 3, len(planned_keys(long_spec)))
-    wait_for(lambda: len(cells.read_text().splitlines()) >= wanted or run.poll() is not None)
-    assert run.poll() is None, (spool / "stderr.txt").read_text()  # still waiting for the store, 60 s at most
+    return run
+
+
+def test_store_down_then_back_loses_nothing(emulator, tmp_path):
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = store_down_at_the_gate(emulator, spec, "outage", spool, gates, "--store-timeout", "60")
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    # the cells after the gate are measured while the store is down; the run then waits for it (60 s at most)
+    wait_for(lambda: spooled_lines(spool, "outage") == len(planned_keys(spec)) or run.poll() is not None)
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
     emulator.start()
     assert run.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
-    assert_each_cell_once(emulator, "outage", long_spec)
+    assert_each_cell_once(emulator, "outage", spec)
 
 
-def test_store_never_back_exits_3_with_the_spool(emulator, tiny_spec, tmp_path):
-    spool = tmp_path / "spool"
-    run = start_run(tiny_spec, "lost", spool, "--store-timeout", "2")
-    wait_for(lambda: len(stored("lost")) >= 2)
-    emulator.stop()
-    assert run.wait(RUN_TIMEOUT_S) == EXIT_NOT_UPLOADED
+def test_store_never_back_exits_3_with_the_spool(emulator, tmp_path):
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = store_down_at_the_gate(emulator, spec, "lost", spool, gates, "--store-timeout", "2")
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    assert run.wait(RUN_TIMEOUT_S) == EXIT_NOT_UPLOADED, (spool / "stderr.txt").read_text()
     folder = spooled(spool, "lost")
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
     assert error.startswith("error: results not uploaded") and str(folder) in error
     kept = read_run(folder)
     assert kept.problems == [] and kept.manifest.ended_at is not None
-    assert {c.key for c in kept.cells} == planned_keys(tiny_spec)
+    assert {c.key for c in kept.cells} == planned_keys(spec)
 
 
-def test_an_unreachable_store_does_not_hold_up_measuring(emulator, tiny_spec, tmp_path):
+def test_an_unreachable_store_does_not_hold_up_measuring(emulator, tmp_path):
     emulator.stop()
-    spool = tmp_path / "spool"
-    started = time.monotonic()
-    run = start_run(tiny_spec, "unreachable", spool)  # the default store timeout: 120 s
-    wait_for(lambda: list(spool.glob("*/unreachable/cells.jsonl")) and read_run(spooled(spool, "unreachable")).cells,
-             timeout_s=60)
-    assert time.monotonic() - started < 20  # the probe and the first read of the store wait 5 s each at most
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = start_gated(spec, "unreachable", spool, gates)  # the default store timeout: 120 s
+    # held at the gate at seq_len 16, the cells before it measured well inside the store's timeout: the probe and
+    # the first read of the store wait 5 s each at most, and measuring never waits for the store
+    wait_for(lambda: spooled_lines(spool, "unreachable") == 3, timeout_s=90)
+    assert run.poll() is None
     run.send_signal(signal.SIGTERM)
     assert run.wait(SIGTERM_LIMIT_S + 5) == EXIT_SIGTERM
 
@@ -212,14 +253,31 @@ def test_sigterm_at_start_up_exits_75(emulator, tiny_spec, tmp_path):
     sigterm_within_the_limit(run)
 
 
-def test_sigterm_while_the_store_is_down_exits_75_within_10_s(emulator, long_spec, tmp_path):
-    spool = tmp_path / "spool"
-    run = start_run(long_spec, "down", spool, "--store-timeout", "60")
-    wait_for(lambda: len(stored("down")) >= 2)
-    emulator.stop()
-    time.sleep(1)
+def test_sigterm_while_the_store_is_down_exits_75_within_10_s(emulator, tmp_path):
+    """SIGTERM in a cell measured while the store is down, the uploader retrying the cell before it."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = store_down_at_the_gate(emulator, spec, "down", spool, gates, "--store-timeout", "60")
+    open_gate(gates, 16)  # its cell is spooled and its upload retries; the run is held at the next gate
+    wait_for(lambda: (read_run(spooled(spool, "down")).parts[0].inflight or {}).get("key") == gated_key(spec, 24))
+    assert run.poll() is None
     sigterm_within_the_limit(run)
-    assert "not uploaded" in (spool / "stderr.txt").read_text() or "interrupted" in (spool / "stderr.txt").read_text()
+    text = (spool / "stderr.txt").read_text()
+    assert "interrupted by SIGTERM: 5 of 6 cells done, not uploaded" in text, text
+
+
+def test_sigterm_in_the_last_upload_while_the_store_is_down_exits_75_within_10_s(emulator, tmp_path):
+    """SIGTERM once every cell is measured and an upload has failed, while the run's last upload retries a store
+    that is down (each call for 20 s)."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = store_down_at_the_gate(emulator, spec, "ending", spool, gates, "--store-timeout", "20")
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    wait_for(lambda: read_run(spooled(spool, "ending")).manifest.ended_at is not None and not children(run.pid)
+             and "upload retried" in (spool / "stderr.txt").read_text() or run.poll() is not None)
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
+    sigterm_within_the_limit(run)
+    text = (spool / "stderr.txt").read_text()
+    assert "interrupted by SIGTERM: 6 of 6 cells done, not uploaded" in text, text
 
 
 def test_a_cell_that_kills_the_process_twice_is_recorded_crashed(emulator, tmp_path):
