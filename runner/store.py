@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+import urllib.request
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -22,12 +23,17 @@ from runner.results import Run, assemble, manifest_of, part_of, run_folders
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
-# A run retries credentials refused or missing this long while it opens and probes its store: on a new GKE node the
-# metadata server that Workload Identity reads can answer late, and a shard that called that bad input would fail
-# the whole Job (exit 2 is podFailurePolicy's FailJob). A bucket that does not exist is not retried.
+# Where a metadata server can answer late (a GCE VM, which every GKE node is), a run retries credentials refused or
+# missing this long while it opens and probes its store: on a new GKE node the metadata server that Workload
+# Identity reads can answer late, and a shard that called that bad input would fail the whole Job (exit 2 is
+# podFailurePolicy's FailJob). Elsewhere nothing will answer later: missing credentials are bad input at once. A
+# bucket that does not exist is never retried.
 AUTH_GRACE_S = 60.0
 AUTH_PAUSE_S = 2.0
 READERS = 16  # objects fetched at once: a bucket's latency per request, not its bandwidth, is the limit
+METADATA_PING_S = 1.0  # the metadata server's ping, where the machine does not say it is a GCE VM
+GCE_PRODUCT_NAME = "/sys/class/dmi/id/product_name"  # "Google Compute Engine" on a GCE VM
+GCE_METADATA_IP = "169.254.169.254"
 T = TypeVar("T")
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
 
@@ -193,6 +199,10 @@ class GcsStore(Store):
     """
 
     def __init__(self, bucket: str, prefix: str, timeout_s: float = DEFAULT_TIMEOUT_S, client_bucket=None):
+        if client_bucket is None and not os.environ.get("STORAGE_EMULATOR_HOST") and not metadata_server_here():
+            # google-auth's own switch, read when it is imported: its search for credentials would otherwise ping a
+            # metadata server that is not there three times, 3 s in all, before it says there are none
+            os.environ.setdefault("NO_GCE_CHECK", "true")
         try:
             from google.cloud import storage
             from google.cloud.storage.retry import DEFAULT_RETRY
@@ -270,9 +280,29 @@ def _first_line(error: Exception) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
+def metadata_server_here() -> bool:
+    """A metadata server serves this machine, if perhaps late: its firmware says it is a Google Compute Engine VM (GKE's
+    nodes are), or one answers now at $GCE_METADATA_IP. Detected as google-auth detects it (without google-auth's
+    three tries and 3 s of pauses), never guessed from the environment."""
+    try:
+        if Path(GCE_PRODUCT_NAME).read_text().startswith("Google"):
+            return True
+    except OSError:
+        pass
+    ping = urllib.request.Request(f"http://{os.environ.get('GCE_METADATA_IP') or GCE_METADATA_IP}/",
+                                  headers={"Metadata-Flavor": "Google"})
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # link-local: never through a proxy
+    try:
+        with direct.open(ping, timeout=METADATA_PING_S) as answer:
+            return answer.headers.get("Metadata-Flavor") == "Google"
+    except (OSError, ValueError):
+        return False
+
+
 def with_auth_grace(attempt: Callable[[], T], grace_s: float | None = None) -> T:
-    """attempt(), retried every AUTH_PAUSE_S while it fails on credentials, for up to `grace_s` (AUTH_GRACE_S); one
-    warning says so. Any other error, and the last auth error, pass through."""
+    """attempt(), retried every AUTH_PAUSE_S while it fails on credentials, for up to `grace_s` (AUTH_GRACE_S), where
+    a metadata server can answer late; one warning says so. Any other error, and the last auth error (the first
+    where no metadata server serves this machine), pass through."""
     grace_s = AUTH_GRACE_S if grace_s is None else grace_s
     deadline, warned = time.monotonic() + grace_s, False
     while True:
@@ -280,7 +310,7 @@ def with_auth_grace(attempt: Callable[[], T], grace_s: float | None = None) -> T
             return attempt()
         except StoreAuthError as error:
             left = deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or not (warned or metadata_server_here()):
                 raise
             if not warned:
                 print(f"warning: {error}; retrying credentials for up to {grace_s:g} s (a new node's metadata server "

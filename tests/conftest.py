@@ -190,3 +190,56 @@ def gate(emulator, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", proxy.host)
     yield proxy
     proxy.close()
+
+
+class MetadataServer:
+    """A GCE metadata server on loopback, as google-auth pings it: GET / answered `Metadata-Flavor: Google`, after
+    `delay_s` (a node's server that is there but slow). google-auth finds it through GCE_METADATA_IP / _HOST."""
+
+    def __init__(self, delay_s: float):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_GET(self):
+                time.sleep(delay_s)
+                self.send_response(200)
+                self.send_header("Metadata-Flavor", "Google")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def point_metadata_at(monkeypatch, address: str) -> None:
+    for name in ("GCE_METADATA_IP", "GCE_METADATA_HOST"):
+        monkeypatch.setenv(name, address)
+
+
+@pytest.fixture
+def metadata_server(monkeypatch):
+    """A slow metadata server (0.5 s an answer) that google-auth's ping finds: this process is on a GKE node."""
+    server = MetadataServer(0.5)
+    point_metadata_at(monkeypatch, server.address)
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def no_metadata_server(monkeypatch):
+    """No metadata server answers (a closed loopback port, whatever network the machine has): off GKE, unless the
+    machine's firmware says it is a GCE VM, where the test does not apply."""
+    from google.auth.compute_engine import _metadata
+
+    if _metadata.detect_gce_residency_linux():
+        pytest.skip("this machine is a GCE VM: a metadata server serves it")
+    point_metadata_at(monkeypatch, f"127.0.0.1:{free_port()}")

@@ -8,7 +8,7 @@ import pytest
 
 import runner.store as store_module
 from conftest import BUCKET, free_port
-from helpers import in_process, spec_data, write_spec
+from helpers import attnbench, in_process, spec_data, write_spec
 from runner.cli import main
 from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
 from test_results import manifest, some_records
@@ -125,8 +125,9 @@ def refused_for(seconds: float, status: int):
 
 
 @pytest.mark.slow
-def test_credentials_refused_at_first_are_retried_and_the_run_goes_on(gate, tmp_path, capsys):
-    """A new node's metadata server answers late: 401 for the first seconds, then the run writes its results."""
+def test_credentials_refused_at_first_are_retried_and_the_run_goes_on(gate, metadata_server, tmp_path, capsys):
+    """A new node's metadata server is there but slow, and its credentials come late: 401 for the first seconds, then
+    the run writes its results."""
     gate.refuse = refused_for(3.0, 401)
     path = write_spec(tmp_path / "s.yaml", spec_data())
     outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--run-id", "late-auth",
@@ -137,13 +138,38 @@ def test_credentials_refused_at_first_are_retried_and_the_run_goes_on(gate, tmp_
     assert gate.emulator.text("results/late-auth/manifest.json")
 
 
-def test_credentials_refused_for_good_are_bad_input_after_the_grace(gate, tmp_path, capsys, monkeypatch):
+def test_credentials_refused_for_good_are_bad_input_after_the_grace(gate, metadata_server, tmp_path, capsys,
+                                                                   monkeypatch):
     monkeypatch.setattr(store_module, "AUTH_GRACE_S", 3.0)
     gate.refuse = refused_for(3600, 403)
     path = write_spec(tmp_path / "s.yaml", spec_data())
     outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--spool", tmp_path / "spool")
     assert outcome.code == 2 and outcome.errors[-1].startswith(f"error: --out gs://{BUCKET}/results: cannot write")
     assert 2.5 < outcome.seconds < 20 and not (tmp_path / "spool").exists()
+
+
+def test_credentials_refused_off_gke_are_bad_input_at_once(gate, no_metadata_server, tmp_path, capsys):
+    gate.refuse = refused_for(3600, 403)
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--spool", tmp_path / "spool")
+    assert outcome.code == 2 and outcome.errors[-1].startswith(f"error: --out gs://{BUCKET}/results: cannot write")
+    assert "retrying" not in outcome.err and outcome.seconds < 5 and not (tmp_path / "spool").exists()
+
+
+@pytest.mark.slow
+def test_no_credentials_off_gke_exit_2_within_5_s_saying_how_to_set_them(no_metadata_server, tmp_path, monkeypatch):
+    """A laptop with no Google credentials at all: nothing will answer later, so nothing is waited for."""
+    for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud login in ~/.config/gcloud
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    started = time.monotonic()
+    result = attnbench("run", path, "--out", "gs://some-bucket/results", "--spool", tmp_path / "spool", timeout=90)
+    took = time.monotonic() - started
+    assert result.returncode == 2 and took < 5, (took, result.stderr)
+    [line] = result.stderr.splitlines()  # google-auth's own line: where to read how to set credentials up
+    assert line.startswith("error: gs://some-bucket/results: ") and "cloud.google.com/docs/authentication" in line
 
 
 def test_a_bucket_that_does_not_exist_is_not_retried(emulator, tmp_path, capsys):
