@@ -474,8 +474,6 @@ def cmd_show(args, console: Console) -> int:
     if args.format == "leaderboard":
         sys.stdout.write(leaderboard_markdown(leaderboard(run.cells), legacy_of([run.manifest])) + "\n")
         return EXIT_OK
-    if not run.cells:  # an export of no rows would have no header either (CSV: a blank line)
-        raise UsageError(f"{run.dir}: no cells recorded yet, nothing to export as {args.format}")
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
     try:

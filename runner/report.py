@@ -206,11 +206,20 @@ def markdown(df) -> str:
     return markdown_table(list(df.columns), [[_fmt(v) for v in row] for row in df.itertuples(index=False)]) + "\n"
 
 
+def _header_only(frame):
+    """`frame` of a bare cell (no values, no timings, phases or readings) with its row dropped: the columns every
+    cell's row has, for a run of no cells."""
+    params = CellRecord.model_fields["params"].annotation
+    required = {name: None for name, field in CellRecord.model_fields.items() if field.is_required()}
+    bare_params = params.model_construct(**dict.fromkeys(params.model_fields))
+    return frame([CellRecord.model_construct(**{**required, "params": bare_params})]).iloc[:0]
+
+
 def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:
     """Write csv / markdown / parquet to dest, or return csv / markdown text when dest is None."""
     from runner import frames
 
-    df = frames.cells(cells)
+    df = frames.cells(cells) if cells else _header_only(frames.cells)
     if fmt == "parquet":
         df.to_parquet(dest, index=False)
         return None
