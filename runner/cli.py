@@ -19,6 +19,7 @@ import os
 import re
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -39,16 +40,24 @@ class UsageError(Exception):
     """Bad input: each line of the message is one problem."""
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, each of its errors one line (the usage it printed above them is a --help away)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnbench", description=DESCRIPTION)
+    parser = Parser(prog="attnbench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
     soak = _run_options(sub.add_parser(
         "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
         "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
-    soak.add_argument("--seconds", type=_seconds, default=30.0, dest="soak",
-                      help="how long each cell runs back to back (default: 30; the spec's timing.soak_s under run)")
+    soak.add_argument("--seconds", type=SOAK_SECONDS, default=30.0, dest="soak", metavar="SECONDS",
+                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: 30; the spec's "
+                      "timing.soak_s under run)")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
     validate.add_argument("spec")
@@ -81,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
     dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
-    dashboard.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
+    dashboard.add_argument("--port", type=PORT, default=8501, help=f"port to serve on, {PORT.range} (default: 8501)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
     return parser
 
@@ -96,10 +105,11 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      help="run shard I of N, from 0 (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
     run.add_argument("--spool", type=Path, help="local copy of results before upload "
                      "(default: $ATTNBENCH_SPOOL, else ~/.cache/attnbench/spool)")
-    run.add_argument("--flush-every", type=_seconds, default=30.0, metavar="SECONDS",
-                     help="upload at least this often while behind (default: 30)")
-    run.add_argument("--store-timeout", type=_seconds, metavar="SECONDS",
-                     help="how long one store call retries before giving up for now (default: 120)")
+    run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",
+                     help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: 30)")
+    run.add_argument("--store-timeout", type=STORE_TIMEOUT, metavar="SECONDS",
+                     help=f"how long one store call retries before giving up for now, {STORE_TIMEOUT.range} "
+                     "(default: 120)")
     run.add_argument("--only", nargs="+", action="extend", metavar="EXPERIMENT", help="run only these experiments")
     run.add_argument("--variants", nargs="+", action="extend", metavar="VARIANT", help="run only these variants")
     run.add_argument("--where", nargs="+", action="extend", metavar="AXIS=V[,V…]", type=_condition, default=[],
@@ -110,12 +120,14 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      "compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
-    run.add_argument("--budget", type=_seconds, metavar="SECONDS",
-                     help="sampling budget per cell and timer, overriding the spec's timing.budget_s (and capping "
-                     "wall_budget_s): a quick look, such as `make demo` on a CPU")
+    run.add_argument("--budget", type=BUDGET, metavar="SECONDS",
+                     help=f"sampling budget per cell and timer, {BUDGET.range}, overriding the spec's timing.budget_s "
+                     "(and capping wall_budget_s): a quick look, such as `make demo` on a CPU")
     run.add_argument("--power", choices=["steady", "burst"],
                      help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
-    run.add_argument("--dry-run", action="store_true", help="list the cells and why any would be skipped, run nothing")
+    run.add_argument("--dry-run", action="store_true", help="make every check the run makes before its first cell "
+                     "(the run id, the store, the shard, the spool), list the cells and why any would be skipped, "
+                     "say what it did not check, and run nothing")
     _max_cells_option(run)
     return run
 
@@ -128,8 +140,9 @@ def _compare_parser(sub) -> None:
                          "or B's parent folder for --against previous)")
     compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
                          "hash, GPU, power policy and timer in --out (the dashboard's previous run)")
-    compare.add_argument("--threshold", type=_percent, default=5.0, metavar="PERCENT",
-                         help="slower or faster only beyond this and both runs' noise (default: 5)")
+    compare.add_argument("--threshold", type=THRESHOLD, default=5.0, metavar="PERCENT",
+                         help=f"slower or faster only beyond this and both runs' noise, {THRESHOLD.range} "
+                         "(default: 5)")
     compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
     compare.add_argument("--allow-policy-change", action="store_true",
@@ -143,34 +156,46 @@ def _report_option(parser: argparse.ArgumentParser, required: bool) -> None:
                         + ("" if required else " (attnbench report of B, with this comparison)"))
 
 
-def _percent(text: str) -> float:
-    percent = float(text)
-    if not (math.isfinite(percent) and percent >= 0):
-        raise argparse.ArgumentTypeError(f"must be a percentage, 0 or more (got {text})")
-    return percent
-
-
 def _max_cells_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-cells", type=_max_cells, metavar="N",
-                        help="refuse a spec of more cells than this (default: the spec's max_cells, 100,000 unless set)")
+    parser.add_argument("--max-cells", type=MAX_CELLS, metavar="N",
+                        help=f"refuse a spec of more cells than this, {MAX_CELLS.range} (default: the spec's "
+                        "max_cells, 100,000 unless set)")
 
 
-def _max_cells(text: str) -> int:
-    from runner.spec import MAX_CELLS
+@dataclass(frozen=True)
+class Bounded:
+    """An option's number, refused outside its range in one line that says the range, which its --help says too."""
 
-    if not (text.isdigit() and len(text) <= len(str(MAX_CELLS)) and 0 < int(text) <= MAX_CELLS):
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_CELLS:,}")
-    return int(text)
+    low: float
+    high: float
+    unit: str = ""
+    whole: bool = False
+    above: bool = False  # low itself is refused
+
+    @property
+    def range(self) -> str:
+        low, high = (f"{v:,}" if self.whole else f"{v:,g}" for v in (self.low, self.high))
+        kind = "a whole number" if self.whole else "a number"
+        return f"{kind}{' of ' + self.unit if self.unit else ''} {'above' if self.above else 'from'} {low} to {high}"
+
+    def __call__(self, text: str) -> float | int:
+        try:
+            value = int(text, 10) if self.whole else float(text)
+        except ValueError:
+            value = math.nan  # told below, in the option's own words rather than argparse's (`invalid ... value`)
+        inside = self.low < value if self.above else self.low <= value
+        if not (math.isfinite(value) and inside and value <= self.high):
+            raise argparse.ArgumentTypeError(f"must be {self.range} (got {text})")
+        return value
 
 
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan  # told below, in the option's own words rather than argparse's (`invalid _seconds value`)
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {text})")
-    return seconds
+FLUSH_EVERY = Bounded(0.1, 3600, "seconds")
+STORE_TIMEOUT = Bounded(1, 24 * 3600, "seconds")
+BUDGET = Bounded(0, 7 * 24 * 3600, "seconds", above=True)  # as the spec's timing.budget_s
+SOAK_SECONDS = Bounded(0, 3600, "seconds", above=True)  # as the spec's timing.soak_s
+THRESHOLD = Bounded(0, 1000, "percent")
+PORT = Bounded(1, 65535, whole=True)
+MAX_CELLS = Bounded(1, 1_000_000, whole=True)  # runner.spec.MAX_CELLS, not imported to parse arguments
 
 
 def _variants():
@@ -307,6 +332,12 @@ def _run_exit(outcome, spool, location: str) -> int:
     return EXIT_OK
 
 
+DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id, --out (credentials, and a probe object written "
+                   "and removed in a bucket), and that the spool and a local --out can be made")
+DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the workers' libraries and "
+                     "devices, and each cell's compile and run")
+
+
 def _dry_run(cells, shard, console: Console) -> int:
     """Each cell and why it would be skipped here (this imports JAX to know the device)."""
     from runner.machine import current_device, fake_host_devices
@@ -318,21 +349,37 @@ def _dry_run(cells, shard, console: Console) -> int:
         reason = decline(VARIANTS[cell.variant], cell.params, device)
         console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
     console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
+    print(f"dry run: checked {DRY_RUN_CHECKED}; not checked: {DRY_RUN_UNCHECKED}", file=sys.stderr)
     return EXIT_OK
 
 
-def _writable(store) -> None:
-    """A store that cannot take results is bad input before the first cell; a bucket out of reach is retried (a
-    local folder that refuses a write now will refuse it later too)."""
+def _writable(store, probe: bool = True) -> Exception | None:
+    """A store that cannot take results is bad input before the first cell; a bucket out of reach is returned, to
+    be retried while measuring (a local folder that refuses a write now will refuse it later too). Without `probe`
+    (a dry run) a local folder is checked without writing to it."""
     from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
+    if isinstance(store, LocalStore) and not probe:
+        if problem := _uncreatable(store.root):
+            raise UsageError(f"--out {store.uri}: cannot write results there ({problem})")
+        return None
     try:
         with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
     except (StoreError, StoreUnavailable) as error:
         if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
-            print(f"warning: {error}; measuring meanwhile, uploads retried", file=sys.stderr, flush=True)
-            return
+            return error
         raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
+    return None
+
+
+def _uncreatable(folder: Path) -> str | None:
+    """Why this process could not make or write the folder, or None; makes nothing."""
+    existing = next(p for p in [folder, *folder.parents] if p.exists())
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing}: permission denied"
+    return None
 
 
 def _timing_overrides(spec, args):
@@ -346,33 +393,68 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.run import Options, execute, new_run_id
+    from runner.run import Options, execute
     from runner.shard import select
-    from runner.spool import default_spool_root
-    from runner.store import check_uri
 
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     every = _select(spec, args.only, args.variants, args.where)
     shard = _shard(args.shard, len(every))
     cells = select(every, shard) if shard else every
-    with _store_errors():
-        check_uri(args.out)  # a bad --out is bad input in a dry run too
+    ready = _preflight(args, spec, shard)
     if args.dry_run:
+        _say_unreachable(ready, ready.spool_dir)
         return _dry_run(cells, shard, console)
-    if shard and not args.run_id:
-        raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
-    store = _open_store(args.out, args.store_timeout, auth_grace=True)
-    run_id = _run_id(args.run_id or new_run_id(spec))
-    _writable(store)
-    spool = _open_spool(args.spool or default_spool_root(), store, run_id, shard)
-    location = store.location(run_id)
-    console.print(f"run {run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
+    spool = _open_spool(ready.spool_root, ready.store, ready.run_id, shard)
+    _say_unreachable(ready, spool.dir)
+    location = ready.store.location(ready.run_id)
+    console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with spool, _store_errors():
-        outcome = execute(spec, cells, store, spool, console, sys.argv, options, [c.key for c in every])
+        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location, console)
     return _run_exit(outcome, spool, location)
+
+
+@dataclass
+class Ready:
+    """What a run checked before its first cell, and what it found."""
+
+    store: object
+    run_id: str
+    spool_root: Path
+    spool_dir: Path  # the run's (or shard's) spool folder, made when the run opens it
+    unreachable: Exception | None  # the store did not answer the probe: measuring goes on, uploads are retried
+    timeout_s: float  # each store call retries this long
+
+
+def _preflight(args, spec, shard) -> Ready:
+    """Every check a run makes before its first cell, in a dry run too: --out, the shard's run id, the run id, the
+    store (credentials, write access), the spool. A dry run writes nothing, to a local folder or the spool."""
+    from runner.run import new_run_id
+    from runner.spool import default_spool_root, spool_store
+    from runner.store import DEFAULT_TIMEOUT_S, check_uri
+
+    with _store_errors():
+        check_uri(args.out)
+    if shard and not args.run_id:
+        raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
+    run_id = _run_id(args.run_id or new_run_id(spec))
+    store = _open_store(args.out, args.store_timeout, auth_grace=True)
+    root = args.spool or default_spool_root()
+    spool_dir = spool_store(root, store).root / run_id
+    if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
+        raise UsageError(f"--spool {root}: cannot write there ({problem})")
+    unreachable = _writable(store, probe=not args.dry_run)
+    return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
+
+
+def _say_unreachable(ready: Ready, spool_dir: Path) -> None:
+    """A store that did not answer the probe, said at start-up with what the run does about it."""
+    if ready.unreachable:
+        print(f"warning: {ready.unreachable}; measuring meanwhile into the spool {spool_dir}; each upload is retried "
+              f"for up to {ready.timeout_s:g} s (--store-timeout), and a run that ends with the store still out of "
+              "reach exits 3, its results in the spool", file=sys.stderr, flush=True)
 
 
 REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `attnbench show` prints any run

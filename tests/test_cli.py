@@ -124,12 +124,54 @@ def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path, capsy
     assert len(result.errors) == 1 and result.errors[0].startswith(f"error: --spool {tmp_path / 'a-file'}: cannot write")
 
 
-@pytest.mark.parametrize("option", ["--flush-every", "--store-timeout"])
-@pytest.mark.parametrize("value", ["inf", "nan", "0", "-1"])
-def test_seconds_must_be_finite_and_positive(spec_path, capsys, option, value):
-    result = in_process(capsys, "run", spec_path, option, value)
-    assert result.code == 2
-    assert "must be a positive number of seconds" in result.err
+def bounded_options() -> list[tuple[str, str, object]]:
+    """(command, option, its Bounded) for every option of every command whose value is a number."""
+    from runner.cli import Bounded, build_parser
+
+    found = []
+    for command, parser in build_parser()._subparsers._group_actions[0].choices.items():
+        for action in parser._actions:
+            assert action.type not in (int, float), f"{command} {action.option_strings}: a number with no range"
+            if isinstance(action.type, Bounded):
+                found.append((command, action.option_strings[-1], action.type))
+    return found
+
+
+POSITIONALS = {"run": ["s.yaml"], "soak": ["s.yaml"], "validate": ["s.yaml"], "compare": ["a", "b"]}
+
+
+def test_every_numeric_option_of_every_command_is_bounded():
+    options = {(command, option) for command, option, _ in bounded_options()}
+    assert {("run", "--flush-every"), ("run", "--store-timeout"), ("run", "--budget"), ("run", "--max-cells"),
+            ("soak", "--seconds"), ("soak", "--store-timeout"), ("validate", "--max-cells"),
+            ("compare", "--threshold"), ("dashboard", "--port")} <= options
+
+
+@pytest.mark.parametrize(("command", "option", "bounds"), [pytest.param(*o, id=f"{o[0]}{o[1]}") for o in bounded_options()])
+def test_a_number_outside_its_range_is_one_line_that_says_the_range_its_help_documents(capsys, command, option,
+                                                                                        bounds):
+    from runner.cli import build_parser
+
+    helped = next(a.help for a in build_parser()._subparsers._group_actions[0].choices[command]._actions
+                  if option in a.option_strings)
+    assert bounds.range in helped
+    step = 1 if bounds.whole else bounds.low / 10 or 0.01
+    low = bounds.low if bounds.above else bounds.low - step
+    outside = [str(low), str(bounds.high + step), "nan", "inf", "-inf", "many"]
+    for value in outside:
+        result = in_process(capsys, command, *POSITIONALS.get(command, []), f"{option}={value}")  # -1: no option
+        assert (result.code, result.out) == (2, "")
+        assert result.errors == [f"attnbench {command}: error: argument {option}: must be {bounds.range} (got "
+                                 f"{value}) (see attnbench {command} --help)"]
+    inside = bounds.low + step if bounds.above else bounds.low
+    assert bounds(str(inside)) == inside and bounds(str(bounds.high)) == bounds.high
+
+
+def test_max_cells_ranges_to_the_most_a_spec_may_allow():
+    from runner.cli import MAX_CELLS
+    from runner.spec import MAX_CELLS as SPEC_MOST
+
+    assert MAX_CELLS.high == SPEC_MOST
 
 
 def test_a_shard_without_a_run_id_is_bad_input(spec_path, tmp_path, capsys, monkeypatch):
@@ -154,6 +196,27 @@ def test_a_dry_run_prints_a_reason_as_text_not_markup(capsys):
                         "seq_len=4096", "--where", "pass=fwd")
     assert result.code == 0, result.err
     assert result.out.splitlines()[0].endswith("(pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1))")
+
+
+@pytest.mark.parametrize("bad", ["shard without run id", "run id", "spool", "out"])
+def test_a_dry_run_refuses_what_the_run_refuses_in_the_same_words(spec_path, tmp_path, capsys, monkeypatch, bad):
+    monkeypatch.delenv("ATTNBENCH_RUN_ID", raising=False)
+    (tmp_path / "a-file").write_text("")
+    wrong = {"shard without run id": ["--shard", "0/2"], "run id": ["--run-id", "two words"],
+             "spool": ["--spool", tmp_path / "a-file" / "spool"], "out": ["--out", tmp_path / "a-file"]}[bad]
+    args = ["run", spec_path, "--out", tmp_path / "out", "--spool", tmp_path / "spool", *wrong]
+    run, dry = in_process(capsys, *args), in_process(capsys, *args, "--dry-run")
+    assert run.code == dry.code == 2 and len(run.errors) == 1 and run.errors == dry.errors, (run.err, dry.err)
+    assert dry.out == "" and not (tmp_path / "spool").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_dry_run_says_what_it_checked_and_what_it_did_not(spec_path, tmp_path, capsys):
+    from runner.cli import DRY_RUN_CHECKED, DRY_RUN_UNCHECKED
+
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--out", tmp_path / "out", "--spool", tmp_path / "sp")
+    assert result.code == 0 and result.errors == [f"dry run: checked {DRY_RUN_CHECKED}; not checked: "
+                                                  f"{DRY_RUN_UNCHECKED}"]
+    assert not (tmp_path / "sp").exists()  # the spool is checked, not made
 
 
 def test_only_and_variants_select_cells(spec_path, capsys):
@@ -512,8 +575,8 @@ def test_help_speaks_to_the_user(capsys):
 
 def test_a_seconds_option_that_is_not_a_number_says_so_in_its_own_words(spec_path, capsys):
     result = in_process(capsys, "run", spec_path, "--flush-every", "abc")
-    assert result.code == 2 and "--flush-every: must be a positive number of seconds (got abc)" in result.err
-    assert "_seconds" not in result.err
+    assert result.code == 2 and "--flush-every: must be a number of seconds from 0.1 to 3,600 (got abc)" in result.err
+    assert "invalid" not in result.err and "Bounded" not in result.err
 
 
 def test_runs_in_a_folder_that_does_not_exist_is_bad_input(tmp_path, capsys):
@@ -556,6 +619,21 @@ def test_an_empty_run_exports_the_header_alone(tmp_path, capsys):
 def test_a_dry_run_refuses_an_out_with_no_bucket(spec_path, capsys):
     result = in_process(capsys, "run", spec_path, "--out", "gs://", "--dry-run")
     assert result.code == 2 and "not a bucket URI" in result.err and result.out == ""
+
+
+@pytest.mark.slow
+def test_a_dry_run_against_a_dead_store_warns_as_the_run_does_and_exits_0(emulator, spec_path, tmp_path, capsys):
+    from conftest import BUCKET
+
+    emulator.stop()
+    result = in_process(capsys, "run", spec_path, "--dry-run", "--out", f"gs://{BUCKET}/r", "--run-id", "dead",
+                        "--spool", tmp_path / "spool", "--store-timeout", "30")
+    assert result.code == 0, result.err
+    warning, checked = result.errors
+    assert warning.startswith(f"warning: gs://{BUCKET}/r: unreachable") and "retried for up to 30 s" in warning
+    assert f"into the spool {tmp_path / 'spool'}" in warning and warning.split("into the spool ")[1].split(";")[0] \
+        .endswith("/dead")
+    assert checked.startswith("dry run: checked") and not (tmp_path / "spool").exists()
 
 
 @pytest.mark.slow

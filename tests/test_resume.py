@@ -207,12 +207,20 @@ def test_store_never_back_exits_3_with_the_spool(emulator, tmp_path):
     assert {c.key for c in kept.cells} == planned_keys(spec)
 
 
-def test_an_unreachable_store_does_not_hold_up_measuring(emulator, tmp_path):
+def test_an_unreachable_store_is_said_within_10_s_and_does_not_hold_up_measuring(emulator, tmp_path):
     emulator.stop()
     spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    started = time.monotonic()
     run = start_gated(spec, "unreachable", spool, gates)  # the default store timeout: 120 s
-    # held at the gate at seq_len 16, the cells before it measured well inside the store's timeout: the probe and
-    # the first read of the store wait 5 s each at most, and measuring never waits for the store
+    said = lambda: [line for line in (spool / "stderr.txt").read_text().splitlines() if "into the spool" in line]  # noqa: E731
+    wait_for(said, timeout_s=30)
+    assert time.monotonic() - started < 10  # the probe waits 5 s at most
+    [warning] = said()
+    assert warning.startswith(f"warning: {OUT}: unreachable")
+    assert f"into the spool {spooled(spool, 'unreachable')};" in warning and "retried for up to 120 s" in warning
+    assert "exits 3" in warning
+    # held at the gate at seq_len 16, the cells before it measured well inside the store's timeout: the first read
+    # of the store waits 5 s at most, and measuring never waits for the store
     wait_for(lambda: spooled_lines(spool, "unreachable") == 3, timeout_s=90)
     assert run.poll() is None
     run.send_signal(signal.SIGTERM)
