@@ -279,7 +279,7 @@ def test_a_where_that_keeps_no_cell_exits_2_naming_the_values_the_cells_have(spe
 def test_a_bad_where_exits_2_saying_what_is_wrong(spec_path, capsys, condition, problem):
     result = in_process(capsys, "run", spec_path, "--dry-run", "--where", condition)
     assert result.code == 2
-    assert result.err.splitlines()[-1] == f"attnbench run: error: argument --where: {problem}"
+    assert result.errors == [f"attnbench run: error: argument --where: {problem} (see attnbench run --help)"]
 
 
 def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):

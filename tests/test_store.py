@@ -164,10 +164,15 @@ def test_no_credentials_off_gke_exit_2_within_5_s_saying_how_to_set_them(no_meta
     monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud login in ~/.config/gcloud
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     path = write_spec(tmp_path / "s.yaml", spec_data())
+    args = ["run", path, "--out", "gs://some-bucket/results", "--spool", tmp_path / "spool"]
     started = time.monotonic()
-    result = attnbench("run", path, "--out", "gs://some-bucket/results", "--spool", tmp_path / "spool", timeout=90)
+    assert attnbench(*args, "--run-id", "not an id").returncode == 2  # refused before the store: start-up alone
+    start_up = time.monotonic() - started
+    started = time.monotonic()
+    result = attnbench(*args, timeout=90)
     took = time.monotonic() - started
-    assert result.returncode == 2 and took < 5, (took, result.stderr)
+    # under 5 s on an idle 2-core machine (docs/benchmarks.md); on a busy one, start-up plus the store's library
+    assert result.returncode == 2 and took < max(5, start_up + 3), (took, start_up, result.stderr)
     [line] = result.stderr.splitlines()  # google-auth's own line: where to read how to set credentials up
     assert line.startswith("error: gs://some-bucket/results: ") and "cloud.google.com/docs/authentication" in line
 
