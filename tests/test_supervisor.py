@@ -71,8 +71,9 @@ def broken(p):
 
 
 def _two_groups(tmp_path: Path) -> tuple[Path, str]:
-    """A spec whose JAX cells take a second each to build (each noted in tmp_path/marks) and a variant in a worker
-    of its own whose preload notes when it ran; the spec and the ATTNBENCH_VARIANTS value."""
+    """A spec whose JAX cells note when each was built (in tmp_path/marks), the last only after the other group's
+    preload, and a variant in a worker of its own whose preload notes when it ran; the spec and the
+    ATTNBENCH_VARIANTS value."""
     (tmp_path / "other_backend.py").write_text(f'''
 import functools, os, time
 
@@ -91,11 +92,18 @@ def preload():
     mark("preload")
 
 
+def preloaded():
+    return os.path.exists(MARKS) and "preload" in open(MARKS).read()
+
+
 @variant("test_jax_mark")
 def jax_mark(p):
-    """Plain attention in JAX's worker that notes when it was built, a second after it was asked (so that JAX's
-    group outlasts the spare's start even on a busy machine)."""
-    time.sleep(1.0)
+    """Plain attention in JAX's worker that notes when it was built; its last cell (T 64) waits for the other group's
+    preload first, so JAX's group outlasts the spare's start however busy the machine (a spare that never comes while
+    it measures makes the wait run out: preload after the last build)."""
+    deadline = time.monotonic() + 120
+    while p.seq_len == 64 and not preloaded() and time.monotonic() < deadline:
+        time.sleep(0.02)
     mark("built")
     return functools.partial(naive_attention, causal=p.causal)
 
