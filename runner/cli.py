@@ -102,7 +102,8 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
                      help="run id; a rerun with the same id resumes (default: $ATTNBENCH_RUN_ID, else name-time)")
     run.add_argument("--shard", metavar="I/N",
-                     help="run shard I of N, from 0 (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
+                     help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
+                     "most the cells (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
     run.add_argument("--spool", type=Path, help="local copy of results before upload "
                      "(default: $ATTNBENCH_SPOOL, else ~/.cache/attnbench/spool)")
     run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",

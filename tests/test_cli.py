@@ -167,6 +167,14 @@ def test_a_number_outside_its_range_is_one_line_that_says_the_range_its_help_doc
     assert bounds(str(inside)) == inside and bounds(str(bounds.high)) == bounds.high
 
 
+def test_the_shards_help_says_their_range():
+    from runner.cli import build_parser
+    from runner.shard import MAX_SHARDS
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    assert f"N from 1 to {MAX_SHARDS:,}" in next(a.help for a in run._actions if "--shard" in a.option_strings)
+
+
 def test_max_cells_ranges_to_the_most_a_spec_may_allow():
     from runner.cli import MAX_CELLS
     from runner.spec import MAX_CELLS as SPEC_MOST
