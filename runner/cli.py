@@ -21,9 +21,13 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from runner.store import Store
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
@@ -354,13 +358,13 @@ def _dry_run(cells, shard, console: Console) -> int:
     return EXIT_OK
 
 
-def _writable(store, probe: bool = True) -> Exception | None:
+def _writable(store, dry_run: bool = False) -> Exception | None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is returned, to
-    be retried while measuring (a local folder that refuses a write now will refuse it later too). Without `probe`
-    (a dry run) a local folder is checked without writing to it."""
+    be retried while measuring (a local folder that refuses a write now will refuse it later too). A dry run checks
+    a local folder without writing to it (a bucket's probe object is removed again)."""
     from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
-    if isinstance(store, LocalStore) and not probe:
+    if isinstance(store, LocalStore) and dry_run:
         if problem := _uncreatable(store.root):
             raise UsageError(f"--out {store.uri}: cannot write results there ({problem})")
         return None
@@ -403,11 +407,10 @@ def cmd_run(args, console: Console) -> int:
     shard = _shard(args.shard, len(every))
     cells = select(every, shard) if shard else every
     ready = _preflight(args, spec, shard)
+    _say_unreachable(ready)
     if args.dry_run:
-        _say_unreachable(ready, ready.spool_dir)
         return _dry_run(cells, shard, console)
     spool = _open_spool(ready.spool_root, ready.store, ready.run_id, shard)
-    _say_unreachable(ready, spool.dir)
     location = ready.store.location(ready.run_id)
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
@@ -421,7 +424,7 @@ def cmd_run(args, console: Console) -> int:
 class Ready:
     """What a run checked before its first cell, and what it found."""
 
-    store: object
+    store: Store
     run_id: str
     spool_root: Path
     spool_dir: Path  # the run's (or shard's) spool folder, made when the run opens it
@@ -446,16 +449,16 @@ def _preflight(args, spec, shard) -> Ready:
     spool_dir = spool_store(root, store).root / run_id
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
-    unreachable = _writable(store, probe=not args.dry_run)
+    unreachable = _writable(store, args.dry_run)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
 
 
-def _say_unreachable(ready: Ready, spool_dir: Path) -> None:
+def _say_unreachable(ready: Ready) -> None:
     """A store that did not answer the probe, said at start-up with what the run does about it."""
     if ready.unreachable:
-        print(f"warning: {ready.unreachable}; measuring meanwhile into the spool {spool_dir}; each upload is retried "
-              f"for up to {ready.timeout_s:g} s (--store-timeout), and a run that ends with the store still out of "
-              "reach exits 3, its results in the spool", file=sys.stderr, flush=True)
+        print(f"warning: {ready.unreachable}; measuring meanwhile into the spool {ready.spool_dir}; each upload is "
+              f"retried for up to {ready.timeout_s:g} s (--store-timeout), and a run that ends with the store still "
+              "out of reach exits 3, its results in the spool", file=sys.stderr, flush=True)
 
 
 REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `attnbench show` prints any run
