@@ -178,10 +178,13 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
     if ok.empty:
         st.info("No measured cell in the selection.")
         return
-    mode, as_markdown = st.columns([3, 1])
+    mode, gpu_state, as_markdown = st.columns([3, 1, 1])
     speedups = mode.segmented_control("Show", ["latency", "speed-up"], key="y", bind="query-params",
                                       default="latency",
                                       help=f"speed-up: the baseline's latency ({sel.baseline}) over each variant's")
+    gpu_state = gpu_state.toggle("GPU clock and power", key="clock", bind="query-params",
+                                 help="under each chart, the SM clock and power while its cells were timed (where "
+                                      "recorded); off, the page's first chart comes sooner (docs/benchmarks.md)")
     as_markdown = as_markdown.toggle("Tables as markdown", key="md", bind="query-params",
                                      help="each table also as GitHub markdown, to copy into a note or an issue")
     runs_caption(sel)
@@ -189,7 +192,7 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
     fp8 = set(tables.fp8_variants(snap.manifests))
     for name, cells in shown:
         if size_axis(cells):
-            latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8)
+            latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
     unswept = [cells for name, cells in shown if not size_axis(cells)]
     if unswept:
         st.subheader("Experiments that sweep no size")
@@ -199,9 +202,10 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
             summary_table(cells, sel, as_markdown)
 
 
-def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, fp8: set[str]) -> None:
+def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, fp8: set[str],
+                gpu_state: bool) -> None:
     """One experiment: its chart (with published figures at its shapes) beside its nvbench table; under them the SM
-    clock and power when recorded."""
+    clock and power when recorded and asked for (`gpu_state`), else a line naming cells whose clock moved."""
     name = cells["experiment"].iloc[0]
     chart, table = st.columns([5, 6])
     with chart:
@@ -214,7 +218,11 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
     with table:
         summary_table(cells, sel, as_markdown)
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
-        telemetry_row(drawn(cells, sel), sel)
+        if gpu_state:
+            telemetry_row(drawn(cells, sel), sel)
+        elif unstable := int(cells["unstable"].sum()):
+            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than 2 % (ringed in red); "
+                       "their clock and power: **GPU clock and power** above")
 
 
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:

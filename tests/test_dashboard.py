@@ -470,8 +470,12 @@ def steady(tmp_path) -> Path:
     return tmp_path
 
 
-def test_clock_and_power_are_drawn_beside_latency_and_unstable_cells_flagged(monkeypatch, steady):
-    app = open_app(monkeypatch, steady)
+def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_flagged(monkeypatch, steady):
+    plain = open_app(monkeypatch, steady)  # the first view: latency alone, the unstable cell named
+    assert {f["layout"]["title"]["text"] for f in figures(plain)} == {"<b>fwd: latency vs T</b>",
+                                                                      "<b>fwd-bwd: latency vs T</b>"}
+    assert "⚠ 1 cell(s) of **fwd** whose SM clock moved more than 2 %" in texts(plain.caption)
+    app = open_app(monkeypatch, steady, clock="true")
     assert {f["layout"]["title"]["text"] for f in figures(app)} >= {
         "<b>fwd: SM clock vs T</b>", "<b>fwd: power vs T</b>", "<b>fwd: latency vs T</b>"}
     ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == "clock unstable (> 2 %)")

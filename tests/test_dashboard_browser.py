@@ -229,7 +229,7 @@ def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, ur
 
 
 def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, url):
-    open_view(page, f"{url}/?run={STEADY}")
+    open_view(page, f"{url}/?run={STEADY}&clock=true")
     assert {"fwd: latency vs T", "fwd: SM clock vs T", "fwd: power vs T"} <= set(chart_texts(page, "gtitle"))
     assert "1 cell(s) whose SM clock moved more than 2 %" in page.inner_text("body")
     screenshot(page, "telemetry")
