@@ -207,7 +207,8 @@ def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str
     run = manifests[key]
     known = [o for o in others if run and manifests[o]]
     same = [o for o in known if compare.same_series(manifests[o], run)]
-    named = [o for o in known if (manifests[o].name, compare.gpu_name(manifests[o])) == (run.name, compare.gpu_name(run))]
+    named = [o for o in known
+             if (manifests[o].name, compare.gpu_name(manifests[o])) == (run.name, compare.gpu_name(run))]
     return next(iter(same), None) or compare.previous_run(manifests, key) or next(iter(named + others), None)
 
 

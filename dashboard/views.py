@@ -529,7 +529,8 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
         key = cells.loc[cells["label"] == picked, "key"].iloc[0]
         shown = points[points["key"] == key]
         title = f"{points['experiment'].iloc[0]}: {picked}"
-    marks = [(variant, s.iloc[i][x], s.iloc[i]["median_ms"], ratio) for variant, s in shown.groupby("variant", sort=False)
+    marks = [(variant, s.iloc[i][x], s.iloc[i]["median_ms"], ratio)
+             for variant, s in shown.groupby("variant", sort=False)
              for i, ratio in tables.steps(s["median_ms"].tolist(),
                                           ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
     plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history")
@@ -588,8 +589,8 @@ def like_with_like(found: comparison.Comparison) -> None:
     """Which cells the comparison is over, and the differences that change what a time means, beside the verdict;
     a comparison across power policies is labelled as one (the CLI refuses it unless asked)."""
     st.markdown(f"Over the **{found.common} cells both runs hold** (A {found.common + len(found.only_a)}, B "
-                f"{found.common + len(found.only_b)}), **{len(found.cells)} timed in both**: every count and mean below "
-                "is over those alone.")
+                f"{found.common + len(found.only_b)}), **{len(found.cells)} timed in both**: every count and mean "
+                "below is over those alone.")
     policy_a, policy_b = found.policies
     if policy_a != policy_b:
         st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "

@@ -278,8 +278,8 @@ class Comparison:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
             threshold: float = DEFAULT_THRESHOLD, timer: str | None = None) -> Comparison:
-    """A against B (frames of runner.frames.cells' columns); the timer is `timer` if both runs have it, else A's headline
-    timer, else one they share."""
+    """A against B (frames of runner.frames.cells' columns); the timer is `timer` if both runs have it, else A's
+    headline timer, else one they share."""
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
     table = cells(a, b, timer, threshold)
