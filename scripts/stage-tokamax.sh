@@ -15,6 +15,10 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 folder=.devtokamax
+# git must ignore it, or it is committed or counted twice in a device call (stage.sh does the same for .devwheels)
+exclude="$(git rev-parse --git-path info/exclude)"
+mkdir -p "$(dirname "$exclude")"
+grep -qxF "/$folder/" "$exclude" 2>/dev/null || echo "/$folder/" >> "$exclude"
 limit_mib=40  # a device call carries 64 MiB: the tracked tree (~14), .devwheels (~3) and this folder
 wheels=(tokamax==0.0.17 xprof==2.24.2 qwix==0.1.8 jaxtyping==0.3.11 wadler-lindig==0.1.8 einshape==1.0
         immutabledict==4.3.1 tqdm==4.70.1)  # xprof: tokamax asks >= 2.23.1; jaxtyping imports wadler_lindig

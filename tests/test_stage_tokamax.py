@@ -81,3 +81,12 @@ def test_its_install_line_says_ready_or_names_the_missing_module(repo, import_rc
                           capture_output=True, text=True, timeout=60)
     assert done.stdout.splitlines() == [line for line in (out, f"rc={import_rc}") if line]
     assert (done.stderr.splitlines()[:1] or [""])[0] == err
+
+
+def test_the_staged_folder_is_ignored_by_git_so_it_is_neither_committed_nor_carried_twice(repo):
+    assert stage(repo, 1).returncode == 0
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=repo,
+                               capture_output=True, text=True, check=True).stdout
+    assert ".devtokamax" not in untracked
+    assert stage(repo, 1).returncode == 0  # a second staging adds no second exclude line
+    assert (repo / ".git" / "info" / "exclude").read_text().count("/.devtokamax/") == 1
