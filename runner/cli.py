@@ -8,6 +8,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 
 from __future__ import annotations
 
+import runner  # annotations name runner.store.Store: the module itself loads in a run's path, so quick commands stay quick
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -21,13 +22,9 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-
-if TYPE_CHECKING:
-    from runner.store import Store
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
@@ -424,7 +421,7 @@ def cmd_run(args, console: Console) -> int:
 class Ready:
     """What a run checked before its first cell, and what it found."""
 
-    store: Store
+    store: runner.store.Store
     run_id: str
     spool_root: Path
     spool_dir: Path  # the run's (or shard's) spool folder, made when the run opens it
