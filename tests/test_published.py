@@ -64,7 +64,7 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     from dashboard.tables import SHAPE
 
     cells = pd.DataFrame([{**params(**LLAMA, seq_len=s, causal=True).as_dict(), "run": "r", "experiment": "e",
-                           "variant": v, "flops": 1e12, "latency_ms": 1.0} for s in (4096, 8192) for v in
+                           "variant": v, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0} for s in (4096, 8192) for v in
                           ("cudnn", "cudnn_fp8")])
     assert cells["window"].isna().all() and set(SHAPE) <= set(cells)
     found = matched(cells, {"cudnn_fp8"})

@@ -118,7 +118,7 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
     monkeypatch.setattr(CellRecord, "model_dump_json", lambda self, **k: dumps.append(self.key) or dump(self, **k))
     assert run.measure_all(ctx, cells, set(), Console(file=open("/dev/null", "w")))
     manifest = run.close_manifest(test_results.manifest(run_id="r"), ctx, True)
-    assert ctx.uploader.close(ctx.uploader.store)
+    assert ctx.uploader.close()
     assert reads == ["model_validate_json"] * len(cells)  # the run's one read of each
     assert dumps == [c.key for c in cells]  # the worker's one write of each
     monkeypatch.undo()
