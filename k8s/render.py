@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 K8S = Path(__file__).resolve().parent
+JOB_MAX = 100_000  # Kubernetes' bound on an Indexed Job's completions and parallelism (runner.shard.MAX_SHARDS too)
 RUN_ID_MAX = 50  # Job names label every pod and name its hostname (<job>-<index>): leave room under 63
 CRONJOB_MAX = 52  # a CronJob's Jobs are named <cronjob>-<minutes since the epoch>, which must stay within 63
 SCHEDULE = "0 3 * * *"
@@ -176,6 +177,19 @@ def write(objects: list[dict], path: Path) -> None:
     path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
 
 
+def _cells(spec: Path) -> int | None:
+    """The spec's cell count as the runner plans it, or None where the spec does not load (the run says why)."""
+    sys.path.insert(0, str(K8S.parent))
+    from runner.cells import count
+    from runner.registry import load_all
+    from runner.spec import SpecError, load_spec
+
+    try:
+        return count(load_spec(spec, set(load_all())))
+    except SpecError:
+        return None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="k8s/render.py", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, type=Path, help="experiment spec (YAML) the Job runs")
@@ -199,8 +213,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--apply", choices=["job", "platform", "nightly"], help="then `kubectl apply -f` that file")
     args = parser.parse_args(argv)
     problems = []
-    if args.shards < 1:
-        problems.append(f"--shards must be >= 1 (got {args.shards})")
+    if not 1 <= args.shards <= JOB_MAX:
+        problems.append(f"--shards must be from 1 to {JOB_MAX:,} (got {args.shards:,})")
+    elif args.shards > 1 and args.spec.is_file() and (cells := _cells(args.spec)) is not None and args.shards > cells:
+        problems.append(f"--shards: {args.shards:,} shards for the spec's {cells:,} cells; use at most {cells:,} "
+                        "(each shard is a GPU pod, and a pod with no cell refuses to start)")
     if not (K8S / "overlays" / args.gpu).is_dir():
         known = ", ".join(sorted(p.name for p in (K8S / "overlays").iterdir()))
         problems.append(f"--gpu: no overlay {args.gpu!r} (known: {known})")

@@ -22,7 +22,8 @@ from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
 from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
 from runner.registry import load_all
-from runner.spec import parse_spec
+from runner.cells import count
+from runner.spec import load_spec, parse_spec
 
 K8S = REPO / "k8s"
 KUBERNETES_VERSION = "1.33.0"  # the oldest release with backoffLimitPerIndex and podFailurePolicy GA
@@ -390,8 +391,17 @@ def test_render_refuses_bad_input(tmp_path):
     done = render_py("--spec", "specs/lab5.yaml", "--shards", "0", "--gpu", "tpu", "--results", "s3://x",
                      "--image", IMAGE, "--out", str(tmp_path))
     assert done.returncode == 2
-    for problem in ("--shards must be >= 1", "no overlay 'tpu'", "must be a gs:// URI"):
+    for problem in ("--shards must be from 1 to 100,000", "no overlay 'tpu'", "must be a gs:// URI"):
         assert problem in done.stderr
+    cells = count(load_spec(REPO / "specs/smoke.yaml", set(load_all())))
+    many = render_py("--spec", "specs/smoke.yaml", "--shards", str(cells + 1), "--results", RESULTS, "--image", IMAGE,
+                     "--out", str(tmp_path))
+    assert many.returncode == 2 and f"{cells + 1} shards for the spec's {cells} cells; use at most {cells}" in many.stderr
+    assert render_py("--spec", "specs/smoke.yaml", "--shards", str(cells), "--results", RESULTS, "--image", IMAGE,
+                     "--out", str(tmp_path)).returncode == 0
+    huge = render_py("--spec", "specs/lab5.yaml", "--shards", "100001", "--results", RESULTS, "--image", IMAGE,
+                     "--out", str(tmp_path))
+    assert huge.returncode == 2 and "--shards must be from 1 to 100,000 (got 100,001)" in huge.stderr
     digest = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", "r/attnbench@sha256:" + "0" * 64,
                        "--out", str(tmp_path))
     assert digest.returncode == 2 and "--dashboard-image is needed" in digest.stderr
