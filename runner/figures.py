@@ -27,11 +27,13 @@ SIZE_IN, DPI = (7.0, 3.9), 100
 
 @dataclass(frozen=True)
 class Series:
-    """One line: a label, the variant that colours it, and its (x, y) points in x order."""
+    """One line: a label, the variant that colours it, its (x, y) points in x order, and the source it came from
+    (a chart of two sources, steady and burst, draws each source in its own line style)."""
 
     label: str
     variant: str
     points: tuple[tuple[float, float], ...]
+    source: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,8 @@ METRICS = {
 }
 
 
-def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "") -> list[Series]:
+def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "",
+              source: int = 0) -> list[Series]:
     """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear."""
     lines: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for c in cells:
@@ -84,7 +87,7 @@ def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: s
         other = " ".join(filter(None, [shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest)),
                                        suffix]))
         lines.setdefault((c.variant, other), []).append((params[x], y(c)))
-    return [Series(f"{variant} {other}".strip(), variant, tuple(sorted(points)))
+    return [Series(f"{variant} {other}".strip(), variant, tuple(sorted(points)), source)
             for (variant, other), points in lines.items()]
 
 
@@ -100,8 +103,8 @@ def sweep_chart(name: str, experiment: str, sources: list[tuple[str, str, list[C
     x, rest = swept_size(shapes, x)
     if x is None:
         return None
-    series = [line for run, suffix, _ in sources
-              for line in series_of([c for r, s, c in timed if (r, s) == (run, suffix)], x, rest, value, suffix)]
+    series = [line for i, (run, suffix, _) in enumerate(sources)
+              for line in series_of([c for r, s, c in timed if (r, s) == (run, suffix)], x, rest, value, suffix, i)]
     fixed = shape.label(shapes[0], omit=tuple(k for k in shape.NAMES if len({s.get(k) for s in shapes}) > 1))
     timers = sorted({c.timer for _, _, c in timed if c.timer})
     shown = f"; {MAX_SERIES} of {len(series)} lines" if len(series) > MAX_SERIES else ""
@@ -140,8 +143,9 @@ def draw(chart: Chart, fmt: str = "png") -> bytes:
 
 def _plot(axes, chart: Chart) -> None:
     colour, used = colours(chart.series), {}
+    by_source = len({s.source for s in chart.series}) > 1  # steady solid, burst dashed: the style names the source
     for s in chart.series:
-        style = STYLES[_next(used, s.variant) % len(STYLES)]
+        style = STYLES[(s.source if by_source else _next(used, s.variant)) % len(STYLES)]
         xs, ys = zip(*s.points)
         axes.plot(xs, ys, style, marker="o", markersize=3, color=colour[s.variant], label=s.label, linewidth=1.5)
     axes.set_xscale("log", base=2)

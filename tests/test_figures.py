@@ -24,3 +24,22 @@ def test_an_axis_that_varies_apart_from_x_tells_lines_apart():
     mixed = shapes(seq_len=[4096, 4096, 8192, 8192], kv_seq_len=[4096, 4096, 8192, 8192],
                    causal=[True, False, True, False])
     assert figures.swept_size(mixed) == ("seq_len", ["causal"])
+
+
+def test_a_chart_of_two_sources_draws_each_source_in_its_own_line_style():
+    from matplotlib.figure import Figure
+
+    def series(label, variant, source):
+        return figures.Series(label, variant, ((1024.0, 1.0), (2048.0, 2.0)), source)
+
+    # the burst source's cuDNN line comes first and its only line: still dashed, as every line of its source
+    chart = figures.Chart("c", "t", "s", "x", "y", (series("cudnn (burst)", "cudnn", 1), series("xla", "xla", 0),
+                                                    series("cudnn", "cudnn", 0)), ("steady", "burst"), False)
+    axes = Figure().subplots()
+    figures._plot(axes, chart)
+    assert [line.get_linestyle() for line in axes.get_lines()] == ["--", "-", "-"]
+    one = figures.Chart("c", "t", "s", "x", "y", (series("cudnn causal", "cudnn", 0),
+                                                  series("cudnn", "cudnn", 0)), ("steady",), False)
+    axes = Figure().subplots()
+    figures._plot(axes, one)
+    assert [line.get_linestyle() for line in axes.get_lines()] == ["-", "--"]  # one source: a variant's next line
