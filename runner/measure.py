@@ -215,7 +215,7 @@ class Measurer:
         """The record's fields from the timers and the GPU's state while they sampled."""
         return dict(
             timings=[s.summary for s in timed.sampled], kernels=timed.kernels, power=timed.power,
-            telemetry=timed.telemetry, soak=timed.soak,
+            telemetry=timed.telemetry, soak=timed.soak, load=timed.load,
             telemetry_reason=self.power_env.reason if timed.telemetry is None else None,
             clock_unstable=power.unstable(timed.telemetry) if timed.telemetry else None,
         )

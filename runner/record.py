@@ -168,6 +168,13 @@ class Communication(Strict):
                              "program without collectives (twin).")
 
 
+class Window(Strict):
+    """A span of the host's clock, in seconds since the epoch (comparable across a run's processes)."""
+
+    start: float
+    end: float
+
+
 class CellRecord(Strict):
     """One measured (or skipped) cell."""
 
@@ -210,6 +217,11 @@ class CellRecord(Strict):
     power: PowerState | None = None
     telemetry: Telemetry | None = None
     soak: Soak | None = Field(None, description="The cell run back to back for timing.soak_s (a thermal curve).")
+    load: Window | None = Field(None, description="When the timers kept the GPU busy: from the first call of the "
+                                "headline's stream (its settling included; after a burst's cool-down) to the end of "
+                                "the last timer's samples. The gaps between cells' windows are the GPU's idle time "
+                                "between cells (scripts/bench_runner.py). None before 2026-12-06 and for cells not "
+                                "timed.")
     telemetry_reason: str | None = Field(None, description="Why there is no telemetry (no NVIDIA GPU, no NVML).")
     clock_unstable: bool | None = Field(None, description="The SM clock moved more than 2 % during the samples.")
     energy_j: float | None = Field(None, description="Joules per call: mean power x median kernel time; the power is "
@@ -222,7 +234,7 @@ class CellRecord(Strict):
     def row(self) -> dict:
         """A flat dict for tables: params, correctness, telemetry inlined; one column per timer and phase."""
         row = self.model_dump(exclude={"params", "correctness", "timings", "fp8", "phases", "compilation", "tuning",
-                                       "power", "telemetry", "communication", "soak"})
+                                       "power", "telemetry", "communication", "soak", "load"})
         row.update(self.params.as_dict())
         row.update(self.correctness.model_dump() if self.correctness else {})
         for t in self.timings:
@@ -242,6 +254,8 @@ class CellRecord(Strict):
         if self.communication:
             row.update({f"comm_{k}": v for k, v in self.communication.model_dump().items()})
         row.update(_telemetry_columns(self.telemetry))
+        if self.load:
+            row.update(load_start=self.load.start, load_end=self.load.end)
         row["soak_points"] = len(self.soak.points) if self.soak else None  # the points: runner.frames.soak_points
         row["custom_calls"] = ";".join(self.custom_calls)
         row["kernels"] = ";".join(self.kernels)

@@ -16,7 +16,7 @@ from typing import Callable
 import jax
 
 from runner import power
-from runner.record import PowerState, Soak, SoakPoint, Telemetry
+from runner.record import PowerState, Soak, SoakPoint, Telemetry, Window
 from runner.spec import TimingSettings
 from runner.timers import FLOOR_SAMPLES, Limits, Sampled, Stopwatch, Timer, limits, sample, summarise
 
@@ -32,14 +32,15 @@ class PowerEnv:
 
 @dataclass(frozen=True)
 class Timed:
-    """What the timers made: one Sampled per timer (headline first), the GPU's state while the headline sampled, and
-    the seconds each phase of the sampling took (settle, each timer's name, soak)."""
+    """What the timers made: one Sampled per timer (headline first), the GPU's state while the headline sampled, the
+    seconds each phase of the sampling took (settle, each timer's name, soak), and when the timers loaded the GPU."""
 
     sampled: list[Sampled]
     power: PowerState | None = None
     telemetry: Telemetry | None = None
     soak: Soak | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    load: Window | None = None
 
     @property
     def kernels(self) -> list[str]:
@@ -247,10 +248,10 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
     (a timer with a session: every kernel of a stream) does; one that cannot (the wall clock syncs each call) is
     sampled after the settling, and its record says so."""
     headline, watch = timers[0], Stopwatch()
-    state = telemetry = soaked = None
+    state = telemetry = soaked = loaded = None
     sampled = []
     if env.source is not None and settings.power == "steady" and hasattr(headline, "session"):
-        started = time.perf_counter()
+        started, loaded = time.perf_counter(), time.time()
         made = sample_in_load(headline, fn, args, env.source, settings, ran_s)
         watch.count("settle", made.settle_s)
         watch.count(headline.name, time.perf_counter() - started - made.settle_s)
@@ -259,10 +260,12 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
     elif env.source is not None:
         with watch.phase("settle"):
             if settings.power == "steady":
+                loaded = time.time()
                 state = power.settle(_back_to_back(fn, args), env.source, settings.settle_max_s,
                                      power.Rules.of(settings))
             else:
                 state = power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
+    loaded = time.time() if loaded is None else loaded  # burst: after the cool-down
     for timer in timers[len(sampled):]:
         limit = limits(timer.name, headline.name, settings)
         if settings.power == "burst" and timer is headline:
@@ -278,8 +281,9 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
                                                  "temperature_c": recorder.readings[0].temperature_c})
             else:
                 sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
+    load = Window(start=loaded, end=time.time())
     if settings.soak_s and env.source is not None and hasattr(headline, "session"):
         with watch.phase("soak"):
             power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
             soaked = soak(headline, fn, args, env.source, settings.soak_s, ran_s)
-    return Timed(sampled, state, telemetry, soaked, watch.phases)
+    return Timed(sampled, state, telemetry, soaked, watch.phases, load)

@@ -1,7 +1,8 @@
 """A benchmark of the runner itself: a spec run as whole processes with a cold compilation cache, then warm (and,
-with --ahead-off, warm again without starting cells early), each timed from the outside.
+with --ahead-off, warm again without starting cells early), each timed from the outside, with its profile: each
+phase's share of the process, and the GPU's idle time between cells (the gaps between the cells' `load` windows).
 
-    python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off] [--budget S]
+    python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off] [--budget S] [--root CHECKOUT] [--label L]
     python scripts/bench_runner.py --compare RUN_DIR_A RUN_DIR_B     # same cells, same answers, same times?
 
 Prints markdown tables (for docs/benchmarks.md) and writes DIR/bench-runner-SPEC.json. `make bench-runner` runs it.
@@ -22,37 +23,62 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.record import CellRecord  # noqa: E402
+from runner.record import CellRecord, Window  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
 PHASES = ("inputs", "reference", "compile", "tune", "check", "fp8", "settle", "device", "wall", "device_cold")
 
 
-def run_once(spec: Path, out: Path, run_id: str, cache: Path, *extra: str) -> float:
-    """Seconds of one whole `attnbench run` process."""
+def run_once(spec: Path, out: Path, run_id: str, cache: Path, *extra: str, root: Path = ROOT) -> Window:
+    """The host's clock (seconds since the epoch) around one whole `attnbench run` process of the runner in `root`
+    (another checkout: a "before")."""
     command = [sys.executable, "-m", "runner", "run", str(spec), "--out", str(out), "--run-id", run_id,
                "--compile-cache", str(cache), "--spool", str(out / ".spool"), *extra]
-    start = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seconds = time.perf_counter() - start
+    start = time.time()
+    done = subprocess.run(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = Window(start=start, end=time.time())
     if done.returncode != 0:
         sys.exit(f"bench-runner: {run_id} exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
-    return seconds
+    return process
 
 
-def summary(out: Path, run_id: str, seconds: float) -> dict:
-    """Whole-process seconds, per cell, the phase totals and how many programs came from the cache."""
+def summary(out: Path, run_id: str, process: Window) -> dict:
+    """Whole-process seconds, per cell, the phase totals, how many programs came from the cache, and the profile."""
     run = read_run(out / run_id)
     cells = run.cells
     phases = run.manifest.phases
+    seconds = process.end - process.start
     cached = sum(1 for c in cells if c.compilation and c.compilation.cached)
     shared = sum(1 for c in cells if c.compilation and c.compilation.shared_with)
     measured = sum(phases.values())
     starts = {group: sum(w.start_s.values()) for group, w in run.manifest.workers.items()}
+    in_cells = sum(c.duration_s for c in cells)
     return {"run_id": run_id, "process_s": seconds, "cells": len(cells), "per_cell_s": seconds / len(cells),
-            "in_cells_s": sum(c.duration_s for c in cells), "worker_start_s": starts,
-            "phases": phases, "phases_s": measured,
+            "in_cells_s": in_cells, "worker_start_s": starts,
+            "phases": phases, "phases_s": measured, "shares": shares(phases, in_cells, seconds),
+            "gpu": gpu_idle(cells, process),
             "cached": cached, "shared": shared, "statuses": _counts(c.status for c in cells)}
+
+
+def shares(phases: dict[str, float], in_cells_s: float, process_s: float) -> dict[str, float]:
+    """Each phase's share of the whole process, with the time in cells that no phase counts ("cells, other") and
+    the time outside every cell (starting workers, planning, storing records)."""
+    parts = {**phases, "cells, other": in_cells_s - sum(phases.values()), "outside cells": process_s - in_cells_s}
+    return {name: seconds / process_s for name, seconds in parts.items()}
+
+
+def gpu_idle(cells: list[CellRecord], process: Window) -> dict:
+    """The GPU's time under the timers' load and idle around it, from the cells' `load` windows (host clock): idle
+    before the first window, between windows (each gap, in run order), and after the last; None where no cell
+    recorded one (runs before 2026-12-06, or no cell timed)."""
+    windows = sorted((c.load.start, c.load.end) for c in cells if c.load)
+    if not windows:
+        return {"windows": 0, "loaded_s": None, "before_s": None, "between_s": None, "after_s": None,
+                "gap_median_s": None, "gap_max_s": None}
+    gaps = [later[0] - earlier[1] for earlier, later in zip(windows, windows[1:])]
+    return {"windows": len(windows), "loaded_s": sum(end - start for start, end in windows),
+            "before_s": windows[0][0] - process.start, "between_s": sum(gaps), "after_s": process.end - windows[-1][1],
+            "gap_median_s": statistics.median(gaps) if gaps else None, "gap_max_s": max(gaps, default=None)}
 
 
 def _counts(values) -> dict:
@@ -75,6 +101,27 @@ def table(rows: list[dict]) -> str:
                   str(r["shared"]), *(f"{r['phases'].get(p, 0):.1f}" for p in shown)]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)
+
+
+def profile(rows: list[dict]) -> str:
+    """One row per run: the GPU's loaded and idle seconds (from the cells' load windows), then each phase's share of
+    the process."""
+    names = list(dict.fromkeys(name for r in rows for name in r["shares"]))
+    head = ["run", "process s", "GPU loaded s", "idle before first s", "idle between cells s", "gap median ms",
+            "gap max ms", "idle after last s", *(f"{name} %" for name in names)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        gpu = r["gpu"]
+        values = [r["run_id"], f"{r['process_s']:.1f}",
+                  *(_number(gpu[k]) for k in ("loaded_s", "before_s", "between_s")),
+                  *(_number(gpu[k], 1e3) for k in ("gap_median_s", "gap_max_s")), _number(gpu["after_s"]),
+                  *(_number(r["shares"].get(name), 100) for name in names)]
+        lines.append("| " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def _number(value: float | None, scale: float = 1.0) -> str:
+    return "—" if value is None else f"{value * scale:.1f}"
 
 
 def _headline(cell: CellRecord):
@@ -107,13 +154,16 @@ def main() -> None:
     parser.add_argument("spec", nargs="?", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench-runner")
     parser.add_argument("--ahead-off", action="store_true", help="also a warm run with --compile-ahead off")
-    parser.add_argument("--budget", type=float, help="each timer's seconds, as `attnbench run --budget` (make demo: 0.2)")
+    parser.add_argument("--budget", type=float,
+                        help="each timer's seconds, as `attnbench run --budget` (make demo: 0.2)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="run the runner of this checkout (a 'before')")
+    parser.add_argument("--label", default="", help="put in the run ids and the JSON's name (e.g. before, after)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
     args = parser.parse_args()
     if args.compare:
         print(compare(*args.compare))
         return
-    name = args.spec.stem
+    name = args.spec.stem + (f"-{args.label}" if args.label else "")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     cache = Path(tempfile.mkdtemp(prefix="attnbench-bench-cache-"))
     runs = [("cold", ()), ("warm", ())] + ([("warm-ahead-off", ("--compile-ahead", "off"))] if args.ahead_off else [])
@@ -121,11 +171,12 @@ def main() -> None:
     rows = []
     for label, extra in runs:
         run_id = f"{name}-{label}-{stamp}"
-        seconds = run_once(args.spec, args.out, run_id, cache, *budget, *extra)
-        rows.append({**summary(args.out, run_id, seconds), "options": [*budget, *extra]})
-        print(f"{run_id}: {seconds:.1f} s", file=sys.stderr, flush=True)
+        process = run_once(args.spec.resolve(), args.out.resolve(), run_id, cache, *budget, *extra, root=args.root)
+        rows.append({**summary(args.out, run_id, process), "options": [*budget, *extra]})
+        print(f"{run_id}: {process.end - process.start:.1f} s", file=sys.stderr, flush=True)
     (args.out / f"bench-runner-{name}-{stamp}.json").write_text(json.dumps(rows, indent=2))
     print(table(rows))
+    print("\n" + profile(rows))
     if args.ahead_off:
         print("\n" + compare(args.out / rows[1]["run_id"], args.out / rows[2]["run_id"]))
 

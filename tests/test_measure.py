@@ -28,6 +28,7 @@ def test_phases_add_up_to_the_cells_duration(measurer):
     assert all(seconds > 0 for seconds in record.phases.values())
     accounted = sum(record.phases.values())
     assert accounted <= record.duration_s and record.duration_s - accounted < 0.05 + 0.05 * record.duration_s
+    assert record.load.end - record.load.start >= record.phases["wall"] * 0.99  # when the timer loaded the device
 
 
 def test_the_second_variant_of_a_shape_reuses_inputs_and_reference(measurer):

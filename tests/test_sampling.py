@@ -191,3 +191,19 @@ def test_time_step_returns_the_seconds_of_each_timer_it_ran():
     timed = time_step([WallTimer(), Second()], lambda a: a @ a, (x,), settings, PowerEnv())
     assert [s.summary.timer for s in timed.sampled] == ["wall", "second"]
     assert set(timed.phases) == {"wall", "second"} and all(seconds > 0 for seconds in timed.phases.values())
+
+
+def test_time_step_says_when_its_timers_loaded_the_gpu():
+    """The load window spans every timer's samples (the gaps between cells' windows are the GPU's idle time)."""
+    import time
+
+    from runner.sampling import PowerEnv, time_step
+    from runner.timers import WallTimer
+
+    x = jnp.ones((8, 8))
+    settings = TimingSettings(warmup=0, min_samples=5, max_samples=5, budget_s=0.05)
+    before = time.time()
+    timed = time_step([WallTimer(), WallTimer()], lambda a: a @ a, (x,), settings, PowerEnv())
+    after = time.time()
+    assert before <= timed.load.start <= timed.load.end <= after
+    assert timed.load.end - timed.load.start >= sum(timed.phases.values()) * 0.99

@@ -1,0 +1,53 @@
+"""scripts/bench_runner.py: the profile of a run (phase shares, the GPU's idle time between cells) from its records."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from runner.record import Window
+from test_results import record
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_runner.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_runner", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def loaded(start: float, end: float):
+    return record("xla", load=Window(start=start, end=end))
+
+
+def test_idle_between_cells_is_the_gaps_between_their_load_windows_in_run_order(bench):
+    cells = [loaded(103.0, 104.0), loaded(100.5, 101.0), loaded(101.25, 102.5)]  # stored out of order
+    gpu = bench.gpu_idle(cells, Window(start=100.0, end=105.0))
+    assert gpu["windows"] == 3 and gpu["loaded_s"] == pytest.approx(0.5 + 1.25 + 1.0)
+    assert gpu["before_s"] == pytest.approx(0.5) and gpu["after_s"] == pytest.approx(1.0)
+    assert gpu["between_s"] == pytest.approx(0.25 + 0.5)
+    assert gpu["gap_median_s"] == pytest.approx(0.375) and gpu["gap_max_s"] == pytest.approx(0.5)
+
+
+def test_runs_without_load_windows_say_so_rather_than_zero(bench):
+    gpu = bench.gpu_idle([record("xla"), record("cudnn", "skipped")], Window(start=0.0, end=9.0))
+    assert gpu["windows"] == 0 and gpu["between_s"] is None and gpu["loaded_s"] is None
+    assert "—" in bench.profile([{"run_id": "old", "process_s": 9.0, "gpu": gpu, "shares": {}}])
+
+
+def test_phase_shares_add_up_to_the_whole_process(bench):
+    parts = bench.shares({"compile": 2.0, "device": 3.0}, in_cells_s=6.0, process_s=10.0)
+    assert parts == pytest.approx({"compile": 0.2, "device": 0.3, "cells, other": 0.1, "outside cells": 0.4})
+    assert sum(parts.values()) == pytest.approx(1.0)
+
+
+def test_the_profile_table_has_a_row_per_run_with_each_share(bench):
+    gpu = bench.gpu_idle([loaded(1.0, 2.0), loaded(2.5, 3.0)], Window(start=0.0, end=4.0))
+    rows = [{"run_id": "lab5-warm", "process_s": 4.0, "gpu": gpu, "shares": {"device": 0.25, "outside cells": 0.5}}]
+    table = bench.profile(rows)
+    assert "| lab5-warm | 4.0 | 1.5 | 1.0 | 0.5 | 500.0 | 500.0 | 1.0 | 25.0 | 50.0 |" in table
