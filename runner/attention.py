@@ -24,12 +24,15 @@ class Logits:
     window: int | None = None
     softcap: float | None = None
     slopes: tuple[float, ...] | None = None  # ALiBi, one per query head
+    new_tokens: int | None = None  # a serving cell's T: its mask is aligned to each request's end (runner.paging)
 
     @classmethod
     def of(cls, p) -> "Logits":
-        """The cell's: its mask, window, cap and (for bias alibi) its shard's slopes."""
+        """The cell's: its mask, window, cap, (for bias alibi) its shard's slopes, and a serving cell's T."""
+        from runner.paging import serving
+
         slopes = tuple(masks.alibi_slopes(p.heads * p.tp)[: p.heads]) if p.bias == "alibi" else None
-        return cls(p.causal, p.window, p.softcap, slopes)
+        return cls(p.causal, p.window, p.softcap, slopes, p.seq_len if serving(p) else None)
 
 
 def scores_mask(seq_len: int, kv_seq_len: int, q_offset: int = 0, window: int | None = None,
@@ -46,8 +49,25 @@ def scores_mask(seq_len: int, kv_seq_len: int, q_offset: int = 0, window: int | 
     return keep
 
 
+def end_aligned(logits: Logits, seq_len: int, kv_seq_len: int, q_offset, kv_lengths) -> jax.Array:
+    """[B, 1, T, S] keys a serving cell's new tokens see: row i of request b stands at position len_b - T + i, sees
+    keys up to it (causal) and none past len_b; a window of W keeps the W keys up to it (causal) or within W of it."""
+    cols = jnp.arange(kv_seq_len)[None, None, :]
+    rows = jnp.arange(seq_len)[None, :, None] + q_offset + (kv_lengths - logits.new_tokens)[:, None, None]
+    keep = cols < kv_lengths[:, None, None]
+    if logits.causal:
+        keep &= cols <= rows
+    if logits.window is not None:
+        keep &= cols > rows - logits.window
+        if not logits.causal:
+            keep &= cols < rows + logits.window
+    return keep[:, None]
+
+
 def visible(logits: Logits, seq_len: int, kv_seq_len: int, q_offset=0, kv_lengths=None) -> jax.Array | None:
     """[B or 1, 1, T, S] keys each query row sees, or None when it sees all of them."""
+    if logits.new_tokens is not None:
+        return end_aligned(logits, seq_len, kv_seq_len, q_offset, kv_lengths)
     if not logits.causal and logits.window is None and kv_lengths is None:
         return None
     keep = scores_mask(seq_len, kv_seq_len, q_offset, logits.window, logits.causal)[None, None]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import jax
 import jax.numpy as jnp
 
-from runner import masks, metrics
+from runner import masks, metrics, paging
 from runner.attention import Logits, reference_attention
 from runner.cells import unsplit
 from runner.compiler import UNTIMED
@@ -64,8 +64,9 @@ class Truths:
 
 
 def input_shapes(p: Params) -> list[tuple[int, ...]]:
-    """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide."""
-    q, k = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, p.kv_seq_len, p.kv_heads, p.head_dim)
+    """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide; a serving cell's K and V hold its longest
+    request (runner.paging.cache_len)."""
+    q, k = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, paging.cache_len(p), p.kv_heads, p.head_dim)
     v, out = k[:3] + (p.v_head_dim,), q[:3] + (p.v_head_dim,)
     return [q, k, v] + ([out] if p.pass_ == "fwd_bwd" else [])
 
@@ -106,9 +107,9 @@ def _reference_chunk(q, k, v, dout, q_offset, *lengths, logits: Logits, with_gra
 
 def _visible_keys(p: Params, end: int) -> int:
     """Causal: the keys query rows before `end` can see, rounded up to a quarter of S (so a shape compiles at most
-    KEY_BUCKETS chunk programs); without a mask, all of them."""
-    if not p.causal:
-        return p.kv_seq_len
+    KEY_BUCKETS chunk programs); without a mask, or aligned to each request's end (a serving cell), all of them."""
+    if not p.causal or paging.serving(p):
+        return paging.cache_len(p)
     bucket = -(-p.kv_seq_len // KEY_BUCKETS)
     return min(p.kv_seq_len, -(-end // bucket) * bucket)
 
@@ -119,8 +120,8 @@ def reference(p: Params, args: tuple) -> tuple:
     q, k, v = args[:3]
     dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
     with_grads = p.pass_ == "fwd_bwd"
-    lengths = masks_lengths(p) if p.fill < 1 else ()
-    row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if with_grads else 1)
+    lengths = masks_lengths(p) if p.fill < 1 or paging.serving(p) else ()
+    row_bytes = p.batch * p.heads * paging.cache_len(p) * 4 * (3 if with_grads else 1)
     rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
     outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
     for start in range(0, p.seq_len, rows):
@@ -131,14 +132,15 @@ def reference(p: Params, args: tuple) -> tuple:
         outs.append(parts[0])
         if with_grads:
             grads_q.append(parts[1])
-            pad = ((0, 0), (0, p.kv_seq_len - keys), (0, 0), (0, 0))
+            pad = ((0, 0), (0, k.shape[1] - keys), (0, 0), (0, 0))
             grad_k, grad_v = grad_k + jnp.pad(parts[2], pad), grad_v + jnp.pad(parts[3], pad)
     out = jnp.concatenate(outs, axis=1)
     return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
 
 
 def masks_lengths(p: Params) -> tuple:
-    """The reference's query and key/value lengths: the padded batch's (runner.masks.lengths), else full ones."""
+    """The reference's query and key/value lengths: the padded batch's (runner.masks.lengths) or a serving cell's
+    (runner.paging.lengths), else full ones."""
     q_lengths, kv_lengths = masks.padded_lengths(p) or ([p.seq_len] * p.batch, [p.kv_seq_len] * p.batch)
     return jnp.asarray(q_lengths, jnp.int32), jnp.asarray(kv_lengths, jnp.int32)
 
@@ -146,7 +148,8 @@ def masks_lengths(p: Params) -> tuple:
 def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
     """Plain causal cells (no window, no padding): rows 0 and T-1 of attention without the mask (the same cap and
     bias), for the lab's first/last row check."""
-    if not (p.causal and p.seq_len >= p.kv_seq_len > 1) or p.window is not None or p.fill < 1 or p.bias != "none":
+    plain = p.window is None and p.fill == 1 and p.bias == "none" and not paging.serving(p)
+    if not (p.causal and p.seq_len >= p.kv_seq_len > 1 and plain):
         return None
     rows = jnp.array([0, p.seq_len - 1])
     logits = replace(Logits.of(p), causal=False)
@@ -168,9 +171,10 @@ def needed_bytes(p: Params) -> int:
     f32 = 4 // metrics.ITEMSIZE[p.dtype]
     inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
     expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
-    chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * p.kv_seq_len * 4) + 2 * kv * f32
+    chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * paging.cache_len(p) * 4) + 2 * kv * f32
     draw = 4 * max(draw_size(shape) for shape in input_shapes(p))  # while the inputs are made
-    return inputs + max(expected + chunk, draw)
+    pool = metrics.kv_cache_bytes(p) if p.page_size else 0  # a paged variant's pages, beside the dense K and V
+    return inputs + pool + max(expected + chunk, draw)
 
 
 def untimed_programs(p: Params, seed: int) -> list[tuple]:

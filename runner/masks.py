@@ -17,6 +17,8 @@ from collections import Counter
 
 import numpy as np
 
+from runner.paging import lengths as serving_lengths, serving
+
 
 def fractions(batch: int, fill: float) -> list[float]:
     """f_b for each sequence of the batch (the rule above)."""
@@ -32,7 +34,10 @@ def lengths(batch: int, length: int, fill: float) -> list[int]:
 
 
 def padded_lengths(p) -> tuple[list[int], list[int]] | None:
-    """(query lengths, key/value lengths) of the cell's batch, or None without padding (fill 1)."""
+    """(query lengths, key/value lengths) of the cell's batch, or None without padding (fill 1): a serving cell's
+    are T new tokens per request and its requests' KV lengths (runner.paging.lengths)."""
+    if (kv_lengths := serving_lengths(p)) is not None:
+        return [p.seq_len] * p.batch, kv_lengths
     if p.fill >= 1:
         return None
     return lengths(p.batch, p.seq_len, p.fill), lengths(p.batch, p.kv_seq_len, p.fill)
@@ -46,9 +51,11 @@ def alibi_slopes(heads: int) -> list[float]:
     return slopes + [2 ** (-4 * i / n) for i in range(1, 2 * (heads - n), 2)]
 
 
-def _bounds(q_len: int, kv_len: int, causal: bool, window: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """The first and last key each of q_len real query rows keeps, of kv_len real keys (first > last: none)."""
-    rows = np.arange(q_len, dtype=np.int64)
+def _bounds(q_len: int, kv_len: int, causal: bool, window: int | None,
+            end: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last key each of q_len real query rows keeps, of kv_len real keys (first > last: none); `end`:
+    the rows stand at the sequence's end (a serving cell, runner.paging), row i at key kv_len - q_len + i."""
+    rows = np.arange(q_len, dtype=np.int64) + (kv_len - q_len if end else 0)
     last = np.minimum(rows, kv_len - 1) if causal else np.full(q_len, kv_len - 1)
     if window is not None and not causal:
         last = np.minimum(rows + window - 1, kv_len - 1)
@@ -56,25 +63,26 @@ def _bounds(q_len: int, kv_len: int, causal: bool, window: int | None) -> tuple[
     return first, last
 
 
-def kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+def kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None, end: bool = False) -> int:
     """Score elements (query row, key) the mask keeps for one sequence of q_len real queries and kv_len real keys."""
-    first, last = _bounds(q_len, kv_len, causal, window)
+    first, last = _bounds(q_len, kv_len, causal, window, end)
     return int(np.clip(last - first + 1, 0, None).sum())
 
 
-def keys_kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None) -> int:
+def keys_kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | None, end: bool = False) -> int:
     """Keys of one sequence that some real query keeps: the rows of K and V a kernel must read. A row's kept keys
     are one run, and consecutive rows' runs overlap or touch, so together they are one run too."""
-    first, last = _bounds(q_len, kv_len, causal, window)
+    first, last = _bounds(q_len, kv_len, causal, window, end)
     some = last >= first
     return int(last[some].max() - first[some].min() + 1) if some.any() else 0
 
 
 def _per_sequence(p, count, padded) -> int:
-    """`count(q_len, kv_len, causal, window)` summed over the cell's batch, per sequence where it is `padded`."""
+    """`count(q_len, kv_len, causal, window, end)` summed over the cell's batch, per sequence where it is `padded`
+    (a serving cell's rows at each sequence's end)."""
     if padded is None:
         return p.batch * count(p.seq_len, p.kv_seq_len, p.causal, p.window)
-    return sum(n * count(q, kv, p.causal, p.window) for (q, kv), n in Counter(zip(*padded)).items())
+    return sum(n * count(q, kv, p.causal, p.window, serving(p)) for (q, kv), n in Counter(zip(*padded)).items())
 
 
 def kept_elements(p) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runner import paging
 from runner.masks import kept_elements, kept_rows
 from runner.shape import Params
 
@@ -27,9 +28,10 @@ def _row_bytes(p: Params) -> tuple[float, float]:
 
 
 def tensor_bytes(p: Params) -> tuple[int, int]:
-    """Bytes of one query-shaped tensor (Q, O) and one key-shaped tensor (K, V)."""
+    """Bytes of one query-shaped tensor (Q, O) and one dense key-shaped tensor (K, V: a serving cell's holds its
+    longest request, runner.paging.cache_len)."""
     q_row, kv_row = _row_bytes(p)
-    return int(p.batch * p.seq_len * q_row), int(p.batch * p.kv_seq_len * kv_row)
+    return int(p.batch * p.seq_len * q_row), int(p.batch * paging.cache_len(p) * kv_row)
 
 
 def bytes_min(p: Params) -> int:
@@ -45,8 +47,10 @@ def bytes_min(p: Params) -> int:
 
 
 def kv_cache_bytes(p: Params) -> int:
-    """What a decoder keeps per layer: K and V."""
-    return 2 * tensor_bytes(p)[1]
+    """What a decoder keeps per layer: K and V, dense, or a paged cell's page pool (runner.paging)."""
+    if p.page_size is None:
+        return 2 * tensor_bytes(p)[1]
+    return int(2 * sum(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
 
 
 @dataclass(frozen=True)

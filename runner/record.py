@@ -16,7 +16,7 @@ from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -523,8 +523,20 @@ def _v7_to_v8(data: dict, kind: str) -> dict:
     return data
 
 
+def _v8_to_v9(data: dict, kind: str) -> dict:
+    """Schema 9: a cell's params gain the serving axes (kv_lengths, kv_spread, page_size, page_order); a cell written
+    before them was no serving cell: every sequence S keys, a dense cache, causal top-left. The defaults are this
+    step's own, frozen; a cell's key leaves them out, so it stays the key it was written with."""
+    if kind == "cell" and isinstance(data.get("params"), dict):
+        for name, default in {"kv_lengths": None, "kv_spread": 0.5, "page_size": None,
+                              "page_order": "contiguous"}.items():
+            data["params"].setdefault(name, default)
+    return data
+
+
 # version N -> the step that makes it N + 1
-MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8}
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
+              8: _v8_to_v9}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

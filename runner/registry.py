@@ -103,7 +103,9 @@ class Requires:
 
 # The shape axes a library may or may not implement, in words; at their default every variant runs them.
 OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias": "ALiBi bias",
-           "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim"}
+           "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim",
+           "kv_lengths": "serving batch (per-request KV lengths, causal aligned to each request's end)",
+           "page_size": "paged KV cache"}
 
 
 def option_set(params: Params, name: str) -> bool:

@@ -22,6 +22,9 @@ Pass = Literal["fwd", "fwd_bwd"]
 Bias = Literal["none", "alibi"]
 Fill = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 Softcap = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PageOrder = Literal["contiguous", "shuffled"]
+KVLengths = Literal["equal", "uniform", "long_tail", "bimodal"]
+Spread = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 def size(limit: int) -> Any:
@@ -65,7 +68,9 @@ AXES = (
     Axis("v_head_dim", size(1024), None, "Head dimension of V and the output; defaults to head_dim (DeepSeek's MLA: "
          "192 for Q and K, 128 for V).", "Hv", "head_dim", quiet=True),
     Axis("dtype", DType, "bfloat16", "Dtype of Q, K, V and the output."),
-    Axis("causal", bool, False, "Apply a causal (lower-triangular, top-left aligned) mask."),
+    Axis("causal", bool, False, "Apply a causal mask: top-left aligned (query i sees keys j <= i), except in a "
+         "serving cell (kv_lengths or page_size set), where it is aligned to each request's end: new token i of T "
+         "sees the request's first len - T + i + 1 keys."),
     Axis("pass", Pass, "fwd", "fwd times the forward call; fwd_bwd times forward plus gradients."),
     Axis("window", size(1 << 24) | None, None, "Sliding window W (null: none): query i sees key j when "
          "i - W < j <= i (causal) or |i - j| < W (not causal), W keys including itself.", "W", quiet=True),
@@ -79,13 +84,24 @@ AXES = (
          "model's, a cell runs heads / tp query heads and max(1, kv_heads / tp) KV heads.", "tp", quiet=True),
     Axis("devices", Devices, 1, "Devices the sequence is split across (context parallelism): 1, 2, 4 or 8; T and "
          "S must divide by it.", "D", quiet=True),
+    Axis("kv_lengths", KVLengths | None, None, "Serving: each request's KV length around the mean S (null: not a "
+         "serving cell, every sequence S keys): equal, uniform, long_tail or bimodal, by the deterministic rule of "
+         "runner.paging.lengths; causal is then aligned to each request's end.", "kv-", quiet=True),
+    Axis("kv_spread", Spread, 0.5, "The spread of kv_lengths' distribution, a fraction of S (0: all equal); "
+         "runner.paging.lengths says what it is for each distribution.", "spread", quiet=True),
+    Axis("page_size", size(1 << 16) | None, None, "Tokens per page of a paged KV cache (null: a dense cache); a "
+         "paged cell is a serving cell (kv_lengths null reads as equal).", "P", quiet=True),
+    Axis("page_order", PageOrder, "contiguous", "Where a request's pages lie in the page pool: contiguous, or "
+         "shuffled by runner.paging's deterministic rule (as a long-running server's allocator leaves them).",
+         quiet=True),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}
 # The axes that count something (B, T, S, N, K, H, Hv, W, tp), drawn on a log2 axis: a fraction (fill) and a logit
 # value (the soft cap) have a label prefix too but count nothing; D, the devices a call is split across, is drawn
 # apart (scaling efficiency), not as a size.
-SIZES = tuple(axis.name for axis in AXES if axis.short and axis.name not in ("fill", "softcap", "devices"))
+SIZES = tuple(axis.name for axis in AXES
+              if axis.short and axis.name not in ("fill", "softcap", "devices", "kv_lengths", "kv_spread"))
 
 
 def condition(text: str) -> tuple[str, tuple]:

@@ -1,0 +1,127 @@
+"""runner/paging.py: serving cells' lengths, the page pool and table, and the float32 reference that reads them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from runner import inputs, masks, metrics, paging
+from runner.attention import Logits, reference_attention
+from runner.checks import check_step, incorrect_reason
+from runner.shape import Params
+
+BASE = dict(batch=8, seq_len=1, kv_seq_len=40, heads=4, kv_heads=2, head_dim=8, v_head_dim=8, dtype="float32",
+            causal=True, window=None, fill=1.0, bias="none", softcap=None, tp=1, devices=1, kv_spread=0.5,
+            page_order="contiguous", kv_lengths=None, page_size=None)
+
+
+def params(**changes) -> Params:
+    return Params(**{**BASE, "pass": "fwd", **changes})
+
+
+@pytest.mark.parametrize("kind", ["equal", "uniform", "long_tail", "bimodal"])
+def test_lengths_average_the_kv_length_and_follow_their_distribution(kind):
+    p = params(batch=64, kv_seq_len=8192, kv_lengths=kind, kv_spread=0.5)
+    found = paging.lengths(p)
+    assert len(found) == 64 and abs(sum(found) / 64 - 8192) <= 1  # the mean, up to rounding
+    assert paging.lengths(p) == found  # deterministic
+    spread = {"equal": (8192, 8192), "uniform": (4096, 12288), "bimodal": (4096, 4096 + 4 * 4096)}
+    if kind in spread:
+        assert spread[kind][0] <= min(found) and max(found) <= spread[kind][1]
+    if kind == "bimodal":
+        assert sorted(set(found)) == [4096, 20480] and found.count(20480) == 16
+    if kind == "long_tail":  # most requests shorter than the mean, the longest several times it
+        assert sum(n < 8192 for n in found) >= 40 and max(found) > 2.5 * 8192
+
+
+def test_no_serving_axis_no_lengths_and_each_request_holds_its_new_tokens():
+    assert paging.lengths(params()) is None and paging.cache_len(params()) == 40
+    assert paging.lengths(params(page_size=16)) == [40] * 8  # paged alone: equal lengths
+    short = paging.lengths(params(seq_len=8, kv_seq_len=8, kv_lengths="uniform", kv_spread=1.0))
+    assert min(short) == 8  # at least T
+
+
+def test_the_pool_holds_the_batchs_pages_not_b_times_the_longest():
+    p = params(kv_lengths="long_tail", page_size=16)
+    counts = paging.pages_of(p)
+    assert counts == [math.ceil(n / 16) for n in paging.lengths(p)]
+    assert sum(paging.pages_of(p)) < p.batch * max(counts)
+    assert metrics.kv_cache_bytes(p) == 2 * sum(counts) * 16 * 2 * 8 * 4
+
+
+@pytest.mark.parametrize("order", ["contiguous", "shuffled"])
+def test_the_table_through_the_pool_gives_back_each_requests_tokens(order):
+    p = params(kv_lengths="uniform", page_size=4, page_order=order)
+    q, k, v = inputs.make_inputs(p, 0)
+    paged = paging.pages(p, k, v)
+    assert paged.k_pages.shape == (sum(paging.pages_of(p)), 4, 2, 8) and paged.table.dtype == jnp.int32
+    dense_k, dense_v = paging.gather(paged)
+    for b, length in enumerate(paging.lengths(p)):
+        assert bool(jnp.all(dense_k[b, :length] == k[b, :length])) and bool(jnp.all(dense_v[b, :length] == v[b, :length]))
+    slots = sorted(paging.slots(p))
+    assert slots == list(range(len(slots)))  # a permutation of the pool
+    if order == "shuffled":
+        steps = np.diff(np.asarray(paging.slots(p)))
+        assert not np.all(steps == 1) and len(set(steps.tolist())) <= 2  # scattered by one stride, mod the pool
+
+
+def _by_hand(q, k, v, lengths, new_tokens):
+    """Each new token i of request b against its first len_b - T + i + 1 keys, one row at a time, float64."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    batch, _, heads, head_dim = q.shape
+    group = heads // k.shape[2]
+    out = np.zeros(q.shape[:3] + (v.shape[-1],))
+    for b, length in enumerate(lengths):
+        for i in range(new_tokens):
+            seen = length - new_tokens + i + 1
+            for n in range(heads):
+                scores = k[b, :seen, n // group] @ q[b, i, n] / math.sqrt(head_dim)
+                weights = np.exp(scores - scores.max())
+                out[b, i, n] = weights / weights.sum() @ v[b, :seen, n // group]
+    return out
+
+
+@pytest.mark.parametrize("new_tokens", [1, 4])
+def test_the_reference_aligns_causal_to_each_requests_end_and_masks_past_its_length(new_tokens):
+    p = params(seq_len=new_tokens, kv_lengths="long_tail", page_size=16, page_order="shuffled")
+    args = inputs.make_inputs(p, 0)
+    expected = inputs.reference(p, args)[0]
+    assert np.allclose(expected, _by_hand(*args, paging.lengths(p), new_tokens), atol=1e-5)
+    top_left = reference_attention(*args, causal=True, kv_lengths=jnp.asarray(paging.lengths(p)))
+    assert new_tokens == 1 or not np.allclose(expected, top_left, atol=1e-3)  # prefill's mask is another answer
+
+
+def test_a_kernel_that_reads_a_wrong_page_is_incorrect():
+    """The reference reads the dense cache; a kernel that reads another request's page for request 0's first one
+    attends over other keys, and the check calls it incorrect. (A request's own pages read in another order are
+    the same keys: attention cannot tell, except where the mask cuts a page.)"""
+    p = params(seq_len=2, kv_lengths="uniform", page_size=4, page_order="shuffled")
+    args = inputs.make_inputs(p, 0)
+    truth = inputs.InputsAndReference(args, inputs.reference(p, args), None)
+    paged = paging.pages(p, args[1], args[2])
+
+    def read(table):
+        k, v = paging.gather(replace(paged, table=table))
+        return reference_attention(args[0], k, v, True, logits=Logits.of(p), kv_lengths=paged.lengths)
+
+    right = check_step(p, (read(paged.table),), truth, 2e-2, 2e-2)
+    assert incorrect_reason(right) == ""
+    wrong_table = paged.table.at[0, 0].set(paged.table[1, 0])
+    wrong = check_step(p, (read(wrong_table),), truth, 2e-2, 2e-2)
+    assert incorrect_reason(wrong).startswith("out relative error")
+
+
+def test_a_serving_cells_bytes_are_its_real_tokens_once():
+    """Q and O of the new tokens, K and V of each request's own tokens (a partly filled last page counts its real
+    tokens only): cudnn-frontend's decode_sweep count at equal lengths."""
+    p = params(batch=3, seq_len=2, kv_seq_len=37, kv_lengths="uniform", page_size=16)
+    row = 2 * 8 * 4
+    assert metrics.bytes_min(p) == 2 * 3 * 2 * 4 * 8 * 4 + 2 * sum(paging.lengths(p)) * row
+    assert masks.kept_rows(p) == (6, sum(paging.lengths(p)))
+    equal = params(batch=1, kv_seq_len=2048, heads=64, kv_heads=8, head_dim=128, v_head_dim=128, dtype="bfloat16",
+                   page_size=16)
+    assert metrics.bytes_min(equal) == 8_421_376  # 1309.294 GB/s x 6.432 us in the published CSV, to 4 digits
