@@ -9,7 +9,11 @@ What jax.nn.dot_product_attention takes (jax 0.10.2's source, the runner image's
 - `bias` broadcastable to (B, N, T, S): ALiBi is built from iota inside the timed call (XLA fuses it into the
   logits; cuDNN reads it as a (1, N, T, S) tensor);
 - no logit soft cap (nor in jax 0.11.2's signature, read on the H200), and V must have K's shape (its shape check):
-  softcap and v_head_dim are declined.
+  softcap and v_head_dim are declined;
+- a serving cell (runner.paging): its requests' KV lengths as `key_value_seq_lengths`; its causal mask is aligned to
+  each request's end, which `is_causal` (top-left: `jnp.tril`, cuDNN's CAUSAL) is not, so with T > 1 xla takes it
+  as a boolean `mask` and cudnn declines (with T = 1 the new token sees its whole request: no causal mask at all);
+- a paged KV cache is declined: these read one dense K and V.
 """
 
 from __future__ import annotations
@@ -17,18 +21,21 @@ from __future__ import annotations
 import functools
 from types import MappingProxyType
 
-from runner import masks
+from runner import masks, paging
 from runner.shape import Params
 from runner.registry import Requires, variant
 
 NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"
 SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
-DPA = dict(options=("window", "fill", "bias"), why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V}))
+DENSE = "a dense kernel reads one dense K and V, not pages"
+DPA = dict(options=("window", "fill", "bias", "kv_lengths"),
+           why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V, "page_size": DENSE}))
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, **DPA)
 
 
-@variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim")), backend="xla")
+@variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths"),
+                                   why_not=MappingProxyType({"page_size": DENSE})), backend="xla")
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
     from runner.attention import Logits, naive_attention
@@ -60,14 +67,29 @@ def alibi_bias(p: Params, dtype):
     return alibi(Logits.of(p).slopes, p.seq_len, p.kv_seq_len)[None].astype(dtype)
 
 
+def serving_mask(p: Params):
+    """A serving cell's [B, 1, T, S] keys each new token sees, where `is_causal` cannot say it (causal or a window,
+    T > 1, aligned to each request's end); else None."""
+    if not paging.serving(p) or p.seq_len == 1 or not (p.causal or p.window is not None):
+        return None
+    import jax.numpy as jnp
+
+    from runner.attention import Logits, visible
+
+    kv_lengths = jnp.asarray(paging.lengths(p), jnp.int32)
+    return visible(Logits.of(p), p.seq_len, paging.cache_len(p), kv_lengths=kv_lengths)
+
+
 def _dot_product_attention(p: Params, implementation: str | None):
     import jax
     import jax.numpy as jnp
 
     q_lengths, kv_lengths = seq_lengths(p)
-    attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation=implementation,
-                                  query_seq_lengths=q_lengths, key_value_seq_lengths=kv_lengths,
-                                  local_window_size=window_size(p))
+    if (mask := serving_mask(p)) is not None:
+        return functools.partial(jax.nn.dot_product_attention, implementation=implementation, mask=mask)
+    attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal and not paging.serving(p),
+                                  implementation=implementation, query_seq_lengths=q_lengths,
+                                  key_value_seq_lengths=kv_lengths, local_window_size=window_size(p))
     if p.bias == "none":
         return attention
     bias_dtype = jnp.float32 if implementation != "cudnn" else jnp.dtype(p.dtype)  # xla adds it to float32 logits
@@ -89,11 +111,14 @@ def cudnn_check(p: Params) -> str | None:
     if p.window is not None and not p.causal:
         return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
                "window\" otherwise)"
+    if paging.serving(p) and p.seq_len > 1 and (p.causal or p.window is not None):
+        return "jax's cuDNN path aligns its causal mask top-left; a serving cell's is aligned to each request's end " \
+               "(T > 1)"
     return None
 
 
 @variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
-         rules=("a window only with a causal mask",))
+         rules=("a window only with a causal mask", "a serving cell's causal mask or window only with T = 1"))
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
     return _dot_product_attention(p, "cudnn")
