@@ -13,6 +13,7 @@ import bisect
 import dataclasses
 import datetime as dt
 import itertools
+import math
 import sys
 import threading
 import time
@@ -20,12 +21,14 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from runner import metrics
 from runner.assembly import cell_record, ceilings
-from runner.cells import Cell
+from runner.cells import Cell, unsplit
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
+from runner.shape import Params
 from runner.registry import VARIANTS, decline
 from runner.spec import Spec, TimingSettings
 from runner.spool import PULL_TIMEOUT_S, Spool, Uploader
@@ -121,10 +124,29 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
     return done | uploader.spool.keys()
 
 
-def in_worker_order(cells: list[Cell]) -> list[Cell]:
-    """Cells grouped by worker (JAX's first), each group in run order: one worker measuring at a time, few switches."""
+def power_class(p: Params) -> int:
+    """How hard a cell's call is expected to drive the GPU, before it runs: the decade of its FLOPs per call (more work
+    per call keeps the GPU busier between launches and nearer its power cap)."""
+    return int(math.log10(max(1, metrics.flops(p))))
+
+
+def in_run_order(cells: list[Cell]) -> list[Cell]:
+    """Cells grouped by worker (JAX's first: one worker measuring at a time, few switches); within a worker by power
+    class, lightest first, so that cells of a class follow each other and the GPU's load only climbs; within a class
+    a shape's cells together (its inputs and reference are made once, whichever experiments share it), shapes and
+    cells otherwise in the spec's order. Keys, and so resuming, do not depend on the order."""
     groups = {group: i for i, group in enumerate(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))}
-    return sorted(cells, key=lambda c: groups[VARIANTS[c.variant].worker])
+    first: dict[Params, int] = {}  # a shape's first position
+    for i, cell in enumerate(cells):
+        first.setdefault(unsplit(cell.params), i)
+    classes = {shape: power_class(shape) for shape in first}
+
+    def place(item: tuple[int, Cell]) -> tuple:
+        i, cell = item
+        shape = unsplit(cell.params)
+        return groups[VARIANTS[cell.variant].worker], classes[shape], first[shape], i
+
+    return [cell for _, cell in sorted(enumerate(cells), key=place)]
 
 
 def _attempt(ctx: Context, cell: Cell) -> int:
@@ -216,7 +238,7 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
     """Measure and commit each cell not done yet; False when SIGTERM ended it early. A cell declined here is
     spooled with the declined cells around it in one write, and not waited for in the store: a rerun redoes it in
     microseconds, and a run of 100,000 such cells is not held to one store round trip each."""
-    work = plan([c for c in in_worker_order(cells) if c.key not in done], ctx.device)
+    work = plan([c for c in in_run_order(cells) if c.key not in done], ctx.device)
     groups = list(work.runnable)
     ctx.next_group = dict(zip(groups, groups[1:]))
     announced: set[str] = set()  # cells a worker was told come next: it may have started them

@@ -106,10 +106,12 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
     from runner.timers import WallTimer
 
     measurer = Measurer(parse_spec(spec_data(), set(load_all())), [WallTimer()], "r", current_device())
-    cells = [Cell("e", "xla", params(seq_len=n)) for n in (8, 16)] + [Cell("e", "naive", params(seq_len=8))]
+    cells = [Cell("e", "xla", params(seq_len=8)), Cell("e", "xla", params(seq_len=16)),
+             Cell("e", "naive", params(seq_len=8))]
     ctx = context(tmp_path)
     ctx.pool = OneWorkerPool(InProcessWorker(measurer))
     ctx.resumed = {"key": cells[1].key, "attempts": 1}  # a process died measuring it once
+    cells = run.in_run_order(cells)  # a shape's cells together: seq_len 8's two, then 16's
     reads, dumps, dump = [], [], CellRecord.model_dump_json
     for name in ("model_validate_json", "model_validate"):
         real = getattr(CellRecord, name)
@@ -125,7 +127,20 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
     stored = (tmp_path / "out" / "r" / "cells.jsonl").read_text()
     assert stored == "".join(line + "\n" for line in ctx.pool.one.lines)
     records = [CellRecord.model_validate_json(line) for line in ctx.pool.one.lines]
-    assert [r.attempts for r in records] == [1, 2, 1] and [r.status for r in records] == ["ok"] * 3
+    assert [r.attempts for r in records] == [1, 1, 2] and [r.status for r in records] == ["ok"] * 3
     totals = {name: sum(r.phases.get(name, 0.0) for r in records) for name in ctx.spool.totals.phases}
     assert ctx.spool.totals.phases == pytest.approx(totals) == manifest.phases and "wall" in totals
     assert ctx.spool.totals.cells_s == pytest.approx(sum(r.duration_s for r in records))
+
+
+def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_cells_together():
+    """Cells of a worker by the decade of their FLOPs per call, lightest first; a shape's variants stay together
+    (one inputs-and-reference), across experiments too; otherwise the spec's order; the same cells every time."""
+    long, short = params(seq_len=4096), params(seq_len=64)
+    cells = [Cell("a", "xla", long), Cell("a", "naive", long), Cell("a", "xla", short),
+             Cell("b", "cudnn", long), Cell("b", "xla", params(seq_len=80)), Cell("b", "naive", short)]
+    assert run.power_class(short) == run.power_class(params(seq_len=80)) < run.power_class(long)
+    ordered = run.in_run_order(cells)
+    assert ordered == [cells[2], cells[5], cells[4], cells[0], cells[1], cells[3]]
+    assert run.in_run_order(list(reversed(cells)))[:2] == [cells[5], cells[2]]  # the spec's order within a shape
+    assert sorted(c.key for c in ordered) == sorted(c.key for c in cells)
