@@ -125,3 +125,25 @@ def test_a_serving_cells_bytes_are_its_real_tokens_once():
     equal = params(batch=1, kv_seq_len=2048, heads=64, kv_heads=8, head_dim=128, v_head_dim=128, dtype="bfloat16",
                    page_size=16)
     assert metrics.bytes_min(equal) == 8_421_376  # 1309.294 GB/s x 6.432 us in the published CSV, to 4 digits
+
+
+@pytest.mark.slow
+def test_a_run_calls_xla_paged_ok_and_a_wrong_page_table_incorrect(tmp_path):
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from helpers import FAST_TIMING, TINY, attnbench
+
+    spec = {"name": "paged", "defaults": {**TINY, "batch": 3, "seq_len": 4, "kv_seq_len": 48, "causal": True,
+                                           "kv_lengths": "uniform", "page_size": 8, "page_order": "shuffled"},
+            "timing": FAST_TIMING, "experiments": [{"name": "p", "variants": ["xla_paged", "test_wrong_page", "xla"]}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    done = attnbench("run", tmp_path / "spec.yaml", "--out", tmp_path, "--run-id", "m", "--compile-cache", "off",
+                     ATTNBENCH_VARIANTS=str(Path(__file__).with_name("variants")))
+    assert done.returncode == 0, done.stderr
+    cells = {c["variant"]: c for c in map(json.loads, (tmp_path / "m" / "cells.jsonl").read_text().splitlines())}
+    assert cells["xla_paged"]["status"] == "ok"
+    assert cells["test_wrong_page"]["status"] == "incorrect"
+    assert cells["xla"]["status"] == "skipped" and "paged KV cache" in cells["xla"]["reason"]
