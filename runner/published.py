@@ -8,6 +8,12 @@ The folder is $ATTNBENCH_REFERENCE where set (the dashboard's image copies it th
 cudnn-frontend's sdpa_benchmark_training CSVs (format `cudnn-frontend-sdpa`) time the forward and the backward
 apart; attnbench's fwd_bwd times them as one program, so its published counterpart is fwd_time_ms + bwd_time_ms.
 Their `fp8` rows are FP8 attention on bfloat16 models: they match the cells of variants that promise FP8.
+
+cudnn-frontend's attention_inference CSVs (format `cudnn-frontend-inference`, decode_sweep's) time one decode step:
+q_tokens new tokens against a cache of kv_len keys, causal aligned to the end when q_tokens > 1. Their `cudnn`
+backend reads a contiguous (dense) K and V (the benchmark's README; the `page_size` column is the config's, for
+FlashInfer), so a row is attnbench's dense serving cell: kv_lengths equal, page_size null, causal. The per-GPU heads
+are the row's (tp 1); only the bfloat16 `cudnn` generation rows without a window are read.
 """
 
 from __future__ import annotations
@@ -79,7 +85,23 @@ def _cudnn_frontend(path: Path, source: str, url: str) -> list[Figure]:
     return found
 
 
-FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend}
+def _cudnn_frontend_inference(path: Path, source: str, url: str) -> list[Figure]:
+    """cudnn-frontend's attention_inference CSV: a decode figure per successful bfloat16 cudnn generation row."""
+    found = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if (row["success"], row["phase"], row["backend"], row["data_type"], row["kv_cache_dtype"],
+                    row["sliding_window_size"]) != ("True", "generation", "cudnn", "bfloat16", "bfloat16", ""):
+                continue
+            values = dict(batch=int(row["batch_size"]), seq_len=int(row["q_tokens"]), kv_seq_len=int(row["kv_len"]),
+                          heads=int(row["num_q_heads"]), kv_heads=int(row["num_kv_heads"]),
+                          head_dim=int(row["head_dim_qk"]), v_head_dim=int(row["head_dim_vo"]), dtype="bfloat16",
+                          causal=True, kv_lengths="equal", page_size=None)
+            found.append(Figure(source, url, False, key({**values, "pass": "fwd"}), float(row["time_ms"]) / 1e3))
+    return found
+
+
+FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend, "cudnn-frontend-inference": _cudnn_frontend_inference}
 
 
 @cache

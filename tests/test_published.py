@@ -15,8 +15,12 @@ REFERENCE = REPO / "docs" / "reference"
 LLAMA = dict(batch=1, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16")
 
 
+def _entry(file: str) -> dict:
+    return next(e for e in yaml.safe_load((REFERENCE / "sources.yaml").read_text()) if e["file"] == file)
+
+
 def test_the_reference_file_is_the_source_verbatim_and_names_it():
-    (entry,) = yaml.safe_load((REFERENCE / "sources.yaml").read_text())
+    entry = _entry("cudnn-frontend-h200-llama3.1.csv")
     assert entry["commit"] in entry["url"] and entry["path"] in entry["url"]
     assert "9.19.1" in entry["series"] and "H200" in entry["series"]
     text = (REFERENCE / entry["file"]).read_text()
@@ -32,7 +36,9 @@ def test_every_published_row_gives_the_files_tflops_under_attnbenchs_flop_count(
         assert figure.median_s == pytest.approx(float(row["fwd_time_ms"]) / 1e3)
         rounding = 5e-4 / float(row["fwd_time_ms"])  # the file gives milliseconds to 3 decimals
         assert metrics.flops(p) / figure.median_s / 1e12 == pytest.approx(float(row["fwd_tflops"]), rel=3e-3 + rounding)
-    assert sum(len(f) for f in published.figures().values()) == 2 * len(rows)  # fwd and fwd + bwd per row
+    series = _entry("cudnn-frontend-h200-llama3.1.csv")["series"]
+    ours = [f for found in published.figures().values() for f in found if f.source == series]
+    assert len(ours) == 2 * len(rows)  # fwd and fwd + bwd per row
 
 
 def test_a_cell_matches_only_at_the_very_shape():
@@ -41,6 +47,23 @@ def test_a_cell_matches_only_at_the_very_shape():
     assert both.median_s == pytest.approx((1.708 + 5.083) / 1e3)
     for other in (dict(window=4096), dict(tp=2), dict(fill=0.5), dict(softcap=50.0), dict(batch=2)):
         assert published.lookup(params(**{**p, **other}).as_dict(), False) == []
+
+
+def test_every_published_decode_row_gives_the_files_gbps_under_attnbenchs_byte_count():
+    """decode_sweep's gbps from attnbench's bytes_min (Q and O of the new tokens, K and V of the cache once) over the
+    file's time, at the dense serving cell of the row's shape; a paged or ragged cell has no published figure."""
+    entry = _entry("cudnn-frontend-h200-decode-sweep-llama3.1.csv")
+    assert entry["commit"] in entry["url"] and "9.27" in entry["versions"]
+    rows = list(csv.DictReader(open(REFERENCE / entry["file"])))
+    assert len(rows) == 32 and {r["q_tokens"] for r in rows} == {"1", "8"}
+    for row in rows:
+        p = params(batch=int(row["batch_size"]), seq_len=int(row["q_tokens"]), kv_seq_len=int(row["kv_len"]),
+                   heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True, kv_lengths="equal")
+        (figure,) = published.lookup(p.as_dict(), False)
+        assert figure.source == entry["series"]
+        assert metrics.bytes_min(p) / figure.median_s / 1e9 == pytest.approx(float(row["gbps"]), rel=2e-3)
+        for other in (dict(page_size=16), dict(kv_lengths="uniform"), dict(causal=False)):
+            assert published.lookup(params(**{**p.as_dict(), **other}).as_dict(), False) == []
 
 
 def test_no_reference_folder_means_no_published_series(tmp_path, monkeypatch):
