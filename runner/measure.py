@@ -23,7 +23,7 @@ from runner.metrics import Ceilings
 from runner.programs import Compiled, Programs, compile_step, first_line, tune_step
 from runner.record import CellRecord, Communication, Correctness, Fp8Info, Tuning, utc_now
 from runner.registry import VARIANTS, Probes, Skip, Tuned, Variant
-from runner.sampling import PowerEnv, Timed, time_step
+from runner.sampling import Carry, PowerEnv, Timed, time_step
 from runner.shape import Params
 from runner.spec import Spec
 from runner.timers import Stopwatch, Timer
@@ -94,6 +94,7 @@ class Measurer:
     truths: Truths = field(init=False)
     programs: Programs = field(init=False)
     probes: Probes = field(default_factory=Probes)
+    carry: Carry | None = field(default=None, init=False)  # the load the last steady stream left, for the next
 
     def __post_init__(self):
         self.truths = Truths(self.spec.seed, self.device.memory_bytes)
@@ -187,7 +188,8 @@ class Measurer:
             made.reason = reason + diagnose.explain(p, outputs[0], truth.args, made.correctness.tolerance)
         else:
             made.timed = time_step(self.timers, compiled.program.executable, args, self.spec.timing,
-                                   self.power_env, ran_s)
+                                   self.power_env, ran_s, self.carry)
+            self.carry = made.timed.carry
             watch.add(made.timed.phases)
             if zero := [s.summary.timer for s in made.timed.sampled if s.summary.median_s <= 0]:
                 raise RuntimeError(f"the {', '.join(zero)} timer measured no time for this call")

@@ -270,22 +270,27 @@ class Verdict:
 
 
 def judge(history: list[Reading], load_start: float, limit_w: float | None, rules: Rules,
-          max_s: float) -> Verdict | None:
+          max_s: float, carried: bool = False) -> Verdict | None:
     """The state of a load that began at load_start, from the readings so far, or None while it is still on its way:
     the SM clock held within 1 % for a window, or the GPU held its power cap at a steady power, over a window that
     began rules.heavy_after_s or more into the load; after rules.light_after_s, a load too light to be capped; after
-    max_s, unsettled. The verdict's `since` is where the window began: the samples are the calls after it."""
+    max_s, unsettled. The verdict's `since` is where the window began: the samples are the calls after it.
+
+    `carried`: the load follows, after a short host gap, one that ended at the power cap. The wait of
+    rules.heavy_after_s is for a cap that has yet to act; a GPU that carries the cap needs only the cap rule's own
+    proof, over this load's readings: the cap's reason in every one of two windows at a steady power and clock."""
     now = history[-1].t
     waited = now - load_start
     recent = [r for r in history if r.t >= load_start]
     heavy = waited >= min(rules.heavy_after_s + rules.window_s, max_s)
     if heavy and _held(recent, rules.window_s):
         return Verdict("held", now - rules.window_s)
-    if heavy and (watts := _capped(recent, rules.window_s)):
+    if (heavy or carried) and (watts := _capped(recent, rules.window_s)):
         clocks = [r.sm_mhz for r in recent if r.t >= now - rules.window_s]
+        carry = "" if heavy else f"; the cap carried from the cell before, judged after {waited:.2f} s"
         return Verdict("capped", now - rules.window_s,
                        f"at the power cap ({watts:.0f} W drawn, steady within {CAP_TOLERANCE:.0%}; SM clock "
-                       f"{min(clocks):.0f}-{max(clocks):.0f} MHz)")
+                       f"{min(clocks):.0f}-{max(clocks):.0f} MHz{carry})")
     if watts := _light(recent, load_start, limit_w, rules):
         return Verdict("light", load_start + LIGHT_RAMP_S,
                        f"light load ({watts:.0f} W of {limit_w:.0f} W, no throttle reason since the load began)")

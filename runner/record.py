@@ -132,6 +132,13 @@ class PowerState(Strict):
     busy: float | None = Field(None, description="steady: the share of the stream's wall time its kernels ran "
                                "(CUPTI's kernel times over the host's clock); near 1 when the GPU never waited.")
     temperature_c: float | None = Field(None, description="The GPU's temperature at the first timed call.")
+    carried_s: float | None = Field(
+        None, description="steady, in load: seconds the cells before had kept the GPU under load when this cell's "
+        "stream began (their streams joined across host gaps of at most 1 s); 0 after a longer gap or as a worker's "
+        "first cell. None before 2026-12-06. At the first timed call the GPU had run load_s of this cell's stream, "
+        "and before it, gap_s earlier, carried_s of the cells before.")
+    gap_s: float | None = Field(None, description="steady, in load: seconds from the end of the previous cell's "
+                                "stream to the start of this one (the host's bookkeeping); None as a worker's first.")
 
 
 class SoakPoint(Strict):

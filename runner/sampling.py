@@ -33,7 +33,8 @@ class PowerEnv:
 @dataclass(frozen=True)
 class Timed:
     """What the timers made: one Sampled per timer (headline first), the GPU's state while the headline sampled, the
-    seconds each phase of the sampling took (settle, each timer's name, soak), and when the timers loaded the GPU."""
+    seconds each phase of the sampling took (settle, each timer's name, soak), when the timers loaded the GPU, and
+    the load a steady stream left for the next cell (None: no stream, or one the GPU rested after)."""
 
     sampled: list[Sampled]
     power: PowerState | None = None
@@ -41,6 +42,7 @@ class Timed:
     soak: Soak | None = None
     phases: dict[str, float] = field(default_factory=dict)
     load: Window | None = None
+    carry: Carry | None = None
 
     @property
     def kernels(self) -> list[str]:
@@ -133,22 +135,43 @@ def _window(readings: list[power.Reading], begin: float, end: float) -> list[pow
     return readings[lo:hi]
 
 
+CARRY_GAP_S = 1.0  # a stream that starts within this long of the last one's end continues its load
+
+
+@dataclass(frozen=True)
+class Carry:
+    """The load a steady cell left the GPU in, on the Source's clock: its verdict's rule, when the load began (joined
+    across gaps of at most CARRY_GAP_S with the cells before) and when its stream ended."""
+
+    rule: str
+    since: float
+    ended: float
+
+    def joins(self, start: float) -> bool:
+        """A stream starting at `start` continues this load."""
+        return start - self.ended <= CARRY_GAP_S
+
+
 @dataclass(frozen=True)
 class InLoad:
-    """A steady headline sampled inside the load: the samples, the state and the telemetry of their span."""
+    """A steady headline sampled inside the load: the samples, the state and the telemetry of their span, and the load
+    it leaves for the next cell."""
 
     sampled: Sampled
     power: PowerState
     telemetry: Telemetry
     settle_s: float  # seconds of load before the first timed call
+    carry: Carry | None = None
 
 
 def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, settings: TimingSettings,
-                   pace_s: float | None, clock: Callable[[], float] = time.monotonic, recorder=None) -> InLoad:
+                   pace_s: float | None, clock: Callable[[], float] = time.monotonic, recorder=None,
+                   carry: Carry | None = None) -> InLoad:
     """steady: one CUPTI session around one unbroken stream of back-to-back calls. The stream runs until the GPU's
     readings reach a steady state (power.judge); the samples are the calls that ran wholly inside the window over
     which the state held, at least the spec's min_samples (FLOOR_SAMPLES for calls too slow for the budget), the
-    stream going on until there are that many. The telemetry is of the same window."""
+    stream going on until there are that many. The telemetry is of the same window. `carry`: the load the previous
+    cell left; a stream that continues one at the power cap is judged without waiting for the cap to act."""
     rules = power.Rules.of(settings)
     per_chunk = calls_per_chunk(pace_s)
     slow = pace_s is not None and pace_s * settings.min_samples > settings.budget_s
@@ -158,10 +181,11 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
         stream = Stream(fn, args, per_chunk, clock)
         stream.push()
         load_start, verdict = stream.start, None
+        joined = carry is not None and carry.joins(load_start)
         while verdict is None:
             stream.push()
             verdict = power.judge(list(recorder.readings), load_start, source.power_limit_w, rules,
-                                  settings.settle_max_s)
+                                  settings.settle_max_s, carried=joined and carry.rule == "capped")
         until = recorder.readings[-1].t
         chunks = stream.chunks_within(verdict.since, until)
         while len(chunks) * per_chunk < need:
@@ -179,10 +203,13 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
         policy="steady", settled=verdict.settled, wait_s=begin - load_start, note=verdict.note, rule=verdict.rule,
         sampled_in_load=True, load_s=begin - load_start, sample_s=end - begin,
         busy=min(1.0, sum(seconds) / max(stream.ends[-1] - load_start, 1e-9)),
-        temperature_c=readings[0].temperature_c if readings else None)
+        temperature_c=readings[0].temperature_c if readings else None,
+        carried_s=carry.ended - carry.since if joined else 0.0,
+        gap_s=load_start - carry.ended if carry is not None else None)
     summary = summarise(timer.name, timed, settings.target_noise)
+    left = Carry(verdict.rule, carry.since if joined else load_start, stream.ends[-1])
     return InLoad(Sampled(summary, kernels, stream.ends[-1] - load_start, kernel_s), state, telemetry,
-                  begin - load_start)
+                  begin - load_start, left)
 
 
 def soak(timer, fn: Callable, args: tuple, source: power.Source, seconds: float, pace_s: float | None,
@@ -241,18 +268,20 @@ def _back_to_back(fn: Callable, args: tuple) -> Callable[[], None]:
 
 
 def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSettings, env: PowerEnv,
-              ran_s: float | None = None) -> Timed:
+              ran_s: float | None = None, carry: Carry | None = None) -> Timed:
     """Bring the GPU to the spec's power state and sample the headline timer in it under telemetry, then the
     others (ran_s: the seconds of the untimed call made just before: the pace of the calls, and where the warm-up
     would take more than half the budget, the warm-up). Under `steady`, a headline that can sample inside the load
     (a timer with a session: every kernel of a stream) does; one that cannot (the wall clock syncs each call) is
-    sampled after the settling, and its record says so."""
+    sampled after the settling, and its record says so. `carry`: the load the previous cell's stream left (it
+    continues into this one's when the gap is short: sample_in_load)."""
     headline, watch = timers[0], Stopwatch()
-    state = telemetry = soaked = loaded = None
+    state = telemetry = soaked = loaded = left = None
     sampled = []
     if env.source is not None and settings.power == "steady" and hasattr(headline, "session"):
         started, loaded = time.perf_counter(), time.time()
-        made = sample_in_load(headline, fn, args, env.source, settings, ran_s)
+        made = sample_in_load(headline, fn, args, env.source, settings, ran_s, carry=carry)
+        left = made.carry
         watch.count("settle", made.settle_s)
         watch.count(headline.name, time.perf_counter() - started - made.settle_s)
         sampled.append(made.sampled)
@@ -286,4 +315,5 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
         with watch.phase("soak"):
             power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)
             soaked = soak(headline, fn, args, env.source, settings.soak_s, ran_s)
-    return Timed(sampled, state, telemetry, soaked, watch.phases, load)
+        left = None  # the soak began from a cooled GPU, and its load is not a cell's steady state
+    return Timed(sampled, state, telemetry, soaked, watch.phases, load, left)

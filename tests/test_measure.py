@@ -100,3 +100,23 @@ def test_a_program_that_fails_in_a_batch_fails_its_own_cell_only(measurer):
         assert records[1].reason.startswith("TypeError")
     finally:
         VARIANTS.pop("test_bad_shapes", None)
+
+
+def test_the_load_a_cells_stream_left_is_handed_to_the_next_cells_timers(measurer, monkeypatch):
+    """The Measurer carries what one cell's time_step left (sampling.Carry) into the next cell's; on a CPU there is
+    no stream, so the real step leaves none, and one is set here on its way back."""
+    import dataclasses
+
+    from runner import measure
+    from runner.sampling import Carry
+
+    seen, real = [], measure.time_step
+
+    def step(*args):
+        seen.append(args[-1])
+        return dataclasses.replace(real(*args), carry=Carry("capped", float(len(seen)), 9.0))
+
+    monkeypatch.setattr(measure, "time_step", step)
+    for n in (8, 16):
+        assert measurer.measure(Cell("t", "xla", params(seq_len=n))).status == "ok"
+    assert seen == [None, Carry("capped", 1.0, 9.0)]

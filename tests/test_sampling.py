@@ -73,11 +73,11 @@ def capping(after_s: float = 0.6, throttle_from: float = 0.15):
                   throttle=lambda t: 0x4 if t >= throttle_from else 0, drawn=lambda t: 690.0, step=0.01)
 
 
-def in_load(source: Script, **timing):
+def in_load(source: Script, carry=None, **timing):
     timer = ScriptedTimer(source)
     settings = TimingSettings(min_samples=10, budget_s=2.0, **timing)
     made = sample_in_load(timer, timer.call, (), source, settings, pace_s=CALL_S, clock=lambda: source.t,
-                          recorder=Polled(source))
+                          recorder=Polled(source), carry=carry)
     return made, timer
 
 
@@ -207,3 +207,34 @@ def test_time_step_says_when_its_timers_loaded_the_gpu():
     after = time.time()
     assert before <= timed.load.start <= timed.load.end <= after
     assert timed.load.end - timed.load.start >= sum(timed.phases.values()) * 0.99
+
+
+def at_the_cap(cap_from: float = 0.0):
+    """A GPU at its power cap from `cap_from` on: the cap's reason in every reading, a steady power, a dithering clock."""
+    return Script(sm=lambda t: 1650.0 + (40.0 if int(t * 20) % 2 else 0.0), throttle=lambda t: 0x4 if t >= cap_from
+                  else 0, drawn=lambda t: 690.0, step=0.01)
+
+
+def test_a_stream_that_continues_a_capped_load_is_judged_by_the_caps_own_proof_without_the_wait():
+    from runner.sampling import Carry
+
+    fresh, _ = in_load(at_the_cap())
+    assert fresh.power.rule == "capped" and fresh.power.load_s >= 1.0  # judged at 1.5 s: a cap that may have yet to act
+    assert fresh.power.carried_s == 0.0 and fresh.power.gap_s is None
+    carried, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-0.05))
+    assert carried.power.rule == "capped" and 0.5 <= carried.power.load_s < 0.6  # judged at 1 s: two windows of cap
+    assert "carried from the cell before" in carried.power.note
+    assert carried.power.carried_s == pytest.approx(4.95) and carried.power.gap_s == pytest.approx(0.06, abs=0.02)
+    assert carried.carry.rule == "capped" and carried.carry.since == -5.0  # one load, cell after cell
+    assert carried.carry.ended >= carried.power.load_s
+
+
+def test_a_carry_after_a_long_gap_or_from_a_light_load_or_without_the_caps_reason_throughout_waits():
+    from runner.sampling import CARRY_GAP_S, Carry
+
+    late, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-CARRY_GAP_S - 0.1))
+    assert late.power.load_s >= 1.0 and late.power.carried_s == 0.0 and late.carry.since >= 0.0
+    light, _ = in_load(at_the_cap(), Carry("light", since=-5.0, ended=-0.05))
+    assert light.power.load_s >= 1.0 and light.power.carried_s == pytest.approx(4.95)
+    acting, _ = in_load(at_the_cap(cap_from=0.2), Carry("capped", since=-5.0, ended=-0.05))
+    assert acting.power.rule == "capped" and acting.power.load_s >= 0.65  # two windows from 0.2 s, each at its cap
