@@ -1,1 +1,1 @@
-"""attnbench's results dashboard (Streamlit): `attnbench dashboard` or `streamlit run dashboard/app.py`."""
+"""attnbench's results dashboard (Streamlit): `attnbench dashboard` or `streamlit run dashboard/serve.py`."""

@@ -1,4 +1,5 @@
-"""attnbench dashboard: `streamlit run dashboard/app.py -- --results DIR|gs://bucket/prefix`.
+"""attnbench dashboard: `streamlit run dashboard/serve.py -- --results DIR|gs://bucket/prefix` (serve.py prepares the
+server, then serves this page).
 
 The sidebar panels return the user's choices, each widget bound to a query parameter of the URL (runs by run
 id), so every view is a link that opens as it was; data.py reads and caches the store, tables.py computes,

@@ -728,10 +728,11 @@ def cmd_schema(args, console: Console) -> int:
 
 
 def dashboard_argv(args) -> list[str]:
-    """The `streamlit run` command line that serves dashboard/app.py."""
+    """The `streamlit run` command line that serves dashboard/app.py through dashboard/serve.py (which prepares the
+    server before it answers)."""
     import dashboard
 
-    app = Path(dashboard.__file__).with_name("app.py")
+    app = Path(dashboard.__file__).with_name("serve.py")
     argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
             "--server.address", args.address, "--browser.gatherUsageStats", "false"]
     return argv + (["--", "--results", args.results] if args.results else [])

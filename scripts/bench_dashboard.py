@@ -11,7 +11,14 @@ repetition, on a freshly started server:
 - server RSS after all of that, and its peak (VmHWM);
 - 200 runs: History opened (it reads a series' 80 runs); then every run selected, until fully drawn (the
   memory figures include all of it); stores of more runs (500x100) measure the first chart, the toggle and memory;
-- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart.
+- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart;
+- where a first chart's seconds go (`parts`, from the browser's own clocks, seconds after navigation started): the
+  websocket's first message (the page's code loaded and the session opened), plotly.js asked for (the first chart's
+  element arrived: Streamlit loads plotly's 4.7 MB on demand) and loaded, and the longest main-thread task (plotly.js
+  evaluated and the page drawn around it).
+
+The dashboard is served as `attnbench dashboard` serves it: `streamlit run dashboard/serve.py`, which prepares itself
+(imports, the store's manifests) before it answers; the measurement starts once the server answers.
 
     .venv/bin/python scripts/bench_dashboard.py                        # shipped, 40x400, 200x400, 500x100; 3 reps
     .venv/bin/python scripts/bench_dashboard.py --stores 200x400 --repeat 1
@@ -62,7 +69,7 @@ st.tabs(["Latency"])[0].plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])), 
 
 
 @contextlib.contextmanager
-def server(results: Path, app: Path = REPO / "dashboard" / "app.py"):
+def server(results: Path, app: Path):
     """`streamlit run APP` on `results`; yields its URL and process id."""
     port = free_port()
     process = subprocess.Popen(
@@ -87,14 +94,31 @@ def memory_mib(pid: int) -> tuple[float, float]:
     return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
 
 
-def first_chart(page, url: str) -> float:
-    """Seconds from asking for the page to its first drawn chart; then waits for the page to finish."""
+LONG_TASKS = """window.longTasks = [];
+new PerformanceObserver(list => list.getEntries().forEach(e => window.longTasks.push(e.duration)))
+  .observe({type: 'longtask', buffered: true});"""
+PLOTLY_JS = """() => performance.getEntriesByType('resource').find(e => /PlotlyChart[.][^/]*[.]js$/.test(e.name))"""
+
+
+PARTS = [f"{part} (cold)" for part in ("websocket's first message", "plotly.js asked for", "plotly.js loaded",
+                                       "longest task")]
+
+
+def first_chart(page, url: str) -> dict[str, float]:
+    """Seconds from asking for the page to its first drawn chart, and its parts; then waits for the page to finish."""
+    page.add_init_script(LONG_TASKS)
+    messages = []
+    page.on("websocket", lambda socket: socket.on("framereceived", lambda _: messages.append(time.perf_counter())))
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_selector(f"{PLOTS} .main-svg", timeout=300_000)
     seconds = time.perf_counter() - start
+    plotly = page.evaluate(PLOTLY_JS)
+    parts = {"first chart": seconds, "websocket's first message": messages[0] - start,
+             "plotly.js asked for": plotly["startTime"] / 1000, "plotly.js loaded": plotly["responseEnd"] / 1000,
+             "longest task": max(page.evaluate("window.longTasks"), default=0) / 1000}
     drawn(page)
-    return seconds
+    return parts
 
 
 def drawn(page) -> None:
@@ -119,15 +143,20 @@ def toggle(page, timer: str) -> float:
     return time.perf_counter() - start
 
 
-def repetition(results: Path, extra: dict[str, str]) -> dict[str, float]:
+def first_charts(browser, url: str):
+    """The first session's first chart (cold) with its parts, then a second session's (warm), each in a fresh
+    browser context (no cached plotly.js); and the second session's page."""
+    cold = first_chart(browser.new_page(viewport={"width": 1600, "height": 1000}), url)
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    warm = first_chart(page, url)
+    return {**{f"{part} (cold)": s for part, s in cold.items()}, "first chart (warm)": warm["first chart"]}, page
+
+
+def repetition(results: Path, extra: dict[str, str], app: Path) -> dict[str, float]:
     """One fresh server: cold and warm first chart, three toggles, extra views (name -> query), memory."""
-    found = {}
-    with server(results) as (url, pid), sync_api.sync_playwright() as playwright:
+    with server(results, app) as (url, pid), sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        found["first chart (cold)"] = first_chart(page, url)
-        page = browser.new_page(viewport={"width": 1600, "height": 1000})
-        found["first chart (warm)"] = first_chart(page, url)
+        found, page = first_charts(browser, url)
         found["timer toggle"] = statistics.median(toggle(page, t) for t in ("wall", "device", "wall"))
         for name, query in extra.items():
             found[name] = fully_drawn(browser.new_page(viewport={"width": 1600, "height": 1000}), f"{url}/?{query}")
@@ -140,16 +169,15 @@ def floor(app: Path) -> dict[str, float]:
     """First chart, cold and warm, of an app that draws one tiny chart: what any streamlit page costs here."""
     with server(SHIPPED, app) as (url, pid), sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
-        found = {f"first chart ({when})": first_chart(browser.new_page(viewport={"width": 1600, "height": 1000}), url)
-                 for when in ("cold", "warm")}
+        found = first_charts(browser, url)[0]
         found["server RSS (MiB)"], found["server peak RSS (MiB)"] = memory_mib(pid)
         browser.close()
     return found
 
 
-def bench(name: str, where: Path, extra: dict[str, str] | None, repeat: int) -> dict[str, list[float]]:
-    """`repeat` repetitions on the store at `where` (for the floor: the app at `where`)."""
-    runs = [floor(where) if extra is None else repetition(where, extra) for _ in range(repeat)]
+def bench(name: str, where: Path, extra: dict[str, str] | None, repeat: int, app: Path) -> dict[str, list[float]]:
+    """`repeat` repetitions of `app` on the store at `where` (for the floor: the app at `where`)."""
+    runs = [floor(where) if extra is None else repetition(where, extra, app) for _ in range(repeat)]
     print(f"{name}: " + "; ".join(f"{k} {', '.join(f'{r[k]:.2f}' for r in runs)}" for k in runs[0]), flush=True)
     return {k: [r[k] for r in runs] for k in runs[0]}
 
@@ -194,6 +222,8 @@ def main() -> None:
                         help="floor (a one-chart app, for scale), shipped (examples/results) or RUNSxCELLS")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--app", type=Path, default=REPO / "dashboard" / "serve.py",
+                        help="what streamlit runs for every store but the floor (dashboard/app.py: unprepared)")
     args = parser.parse_args()
     seconds = import_seconds()
     print(f"import dashboard.data: median {statistics.median(seconds):.2f} s "
@@ -203,11 +233,18 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     root = Path(tempfile.mkdtemp(prefix="attnbench-bench-"))
     try:
-        results = {spec: bench(spec, *store(spec, root), repeat=args.repeat) for spec in args.stores}
+        results = {spec: bench(spec, *store(spec, root), repeat=args.repeat, app=args.app.resolve())
+                   for spec in args.stores}
     finally:
         shutil.rmtree(root)
     print(f"load average at end: {os.getloadavg()[0]:.1f}\n\nmedian of {args.repeat} (min–max)\n")
     keys = sorted({k for r in results.values() for k in r}, key=lambda k: ("MiB" in k, "first" not in k, k))
+    table(results, [k for k in keys if k not in PARTS])
+    print("\nwhere the cold first chart's seconds went (seconds after navigation started; longest task: its length)\n")
+    table(results, ["first chart (cold)", *PARTS])
+
+
+def table(results: dict[str, dict[str, list[float]]], keys: list[str]) -> None:
     print("| store | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys))
     for spec, found in results.items():
         print(f"| {spec} | " + " | ".join(cell(found[k], "MiB" in k) if k in found else "—" for k in keys) + " |")

@@ -40,6 +40,7 @@ def params(**shape) -> Params:
 
 
 DASHBOARD_APP = REPO / "dashboard" / "app.py"
+DASHBOARD_SERVER = REPO / "dashboard" / "serve.py"  # app.py served as `attnbench dashboard` serves it
 
 
 def open_app(monkeypatch, results: Path | str | None = None, **query):

@@ -6,6 +6,7 @@ dashboard as it stood before the issue; the figures are read as the JSON the bro
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -21,6 +22,7 @@ import streamlit as st
 
 from conftest import BUCKET, free_port
 from helpers import DASHBOARD_APP as APP
+from helpers import DASHBOARD_SERVER
 from helpers import REPO, charts, figures, in_process, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
@@ -650,6 +652,30 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m.startswith(
     assert done.stdout.strip() == "[]"
 
 
+def test_the_server_imports_the_page_and_reads_the_store_before_it_answers(monkeypatch, tmp_path):
+    """serve.py's start-up (st.App's lifespan): app.py's modules imported, the store's snapshot read into the cache
+    every session shares, so the first viewer's load reads nothing again."""
+    from streamlit import config
+
+    monkeypatch.setattr(config, "_main_script_path", config._main_script_path)  # st.App() pins it for the process
+    from dashboard import serve
+
+    generate(tmp_path, 3, 10)
+    read, snapshot = [], data.snapshot
+    monkeypatch.setattr(data, "snapshot", lambda uri, cache: read.append(uri) or snapshot(uri, cache))
+    monkeypatch.setattr(sys, "argv", ["serve.py", "--results", str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "dashboard.app", raising=False)
+    data.reload()
+
+    async def start():
+        async with serve.prepared(serve.app):
+            return "dashboard.app" in sys.modules, list(read)
+
+    imported, read_at_start = asyncio.run(start())
+    assert imported and read_at_start == [str(tmp_path)]
+    assert len(data.load(str(tmp_path)).runs) == 3 and read == [str(tmp_path)]  # the session's load: from the cache
+
+
 def test_results_uri_from_argv_env_or_shipped(monkeypatch):
     monkeypatch.delenv(data.RESULTS_ENV, raising=False)
     assert data.results_uri([]) == str(data.SHIPPED_RESULTS)
@@ -661,7 +687,7 @@ def test_results_uri_from_argv_env_or_shipped(monkeypatch):
 def test_cli_dashboard_runs_streamlit_on_the_app():
     args = build_parser().parse_args(["dashboard", "--results", "gs://b/p", "--port", "9999", "--address", "0.0.0.0"])
     argv = dashboard_argv(args)
-    assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == APP
+    assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == DASHBOARD_SERVER
     assert argv[argv.index("--server.port") + 1] == "9999" and argv[argv.index("--server.address") + 1] == "0.0.0.0"
     assert argv[-3:] == ["--", "--results", "gs://b/p"]
     assert "--" not in dashboard_argv(build_parser().parse_args(["dashboard"]))

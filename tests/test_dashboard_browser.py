@@ -18,7 +18,7 @@ import pytest
 from playwright import sync_api
 
 from conftest import free_port
-from helpers import DASHBOARD_APP as APP
+from helpers import DASHBOARD_SERVER as SERVER
 from helpers import REPO as ROOT
 from stores import CPU_LAB5, H200_LONG, broken, copy_run, generate, shipped, telemetry, write_run
 
@@ -61,10 +61,10 @@ def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 60) -> N
 
 
 def serve(results: Path):
-    """`streamlit run dashboard/app.py` on a free loopback port, headless, no telemetry, on `results`."""
+    """`streamlit run dashboard/serve.py` (app.py, as `attnbench dashboard` serves it) on a free loopback port, headless, no telemetry, on `results`."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true",
+        [sys.executable, "-m", "streamlit", "run", str(SERVER), "--server.headless", "true",
          "--browser.gatherUsageStats", "false", "--server.port", str(port), "--server.address", "127.0.0.1",
          "--", "--results", str(results)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
