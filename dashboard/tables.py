@@ -40,6 +40,7 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
         **rated,  # by the record's own names: the record's headline rates replaced by this timer's
         tflops_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
+        us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")) * 1e6,
         unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
     )
 

@@ -76,6 +76,12 @@ def _share(rate, ceiling):
     return 100 * rate / ceiling
 
 
+def seconds_per_token(seconds, batch, new_tokens):
+    """A decode step's seconds per token it generates: the batch's B x T new tokens (a serving cell's T are the
+    tokens it scores at once, all kept when speculation is right); numbers or pandas columns alike."""
+    return seconds / (batch * new_tokens)
+
+
 def scaling_efficiency(one_device_s, devices, seconds):
     """Strong scaling of a cell split across `devices`: its one-device time over devices x its time (1 is perfect,
     0.5 is half the devices' worth wasted); numbers or pandas Series alike."""

@@ -55,6 +55,10 @@ def test_rates_follow_the_chosen_timer_and_the_runs_measured_peak():
         (recorded.loc[ok, "bytes_min"] / recorded.loc[ok, "wall_median_s"] / 1e9).tolist())
     assert not {"tflop_s", "gb_s", "tflop_per_j"} & set(wall.columns)
     assert device.loc[~ok, "latency_ms"].isna().all()
+    # a decode step's microseconds per generated token: the batch's B x T new tokens
+    tokens = recorded.loc[ok, "batch"] * recorded.loc[ok, "seq_len"]
+    assert wall.loc[ok, "us_per_token"].tolist() == pytest.approx(
+        (recorded.loc[ok, "wall_median_s"] * 1e6 / tokens).tolist())
 
 
 def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape():
