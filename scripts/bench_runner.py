@@ -4,6 +4,7 @@ phase's share of the process, and the GPU's idle time between cells (the gaps be
 
     python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off] [--budget S] [--root CHECKOUT] [--label L]
     python scripts/bench_runner.py --compare RUN_DIR_A RUN_DIR_B     # same cells, same answers, same times?
+    python scripts/bench_runner.py --estimate RUN_DIR... --specs SPEC...  # GPU time of specs from measured cells
 
 Prints markdown tables (for docs/benchmarks.md) and writes DIR/bench-runner-SPEC.json. `make bench-runner` runs it.
 """
@@ -23,7 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.cells import expand  # noqa: E402
+from runner.machine import Device  # noqa: E402
 from runner.record import CellRecord, Window  # noqa: E402
+from runner.registry import VARIANTS, decline, load_all  # noqa: E402
+from runner.run import power_class  # noqa: E402
+from runner.shape import Params  # noqa: E402
+from runner.spec import load_spec  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
 PHASES = ("inputs", "reference", "compile", "tune", "check", "fp8", "settle", "device", "wall", "device_cold")
@@ -124,6 +131,84 @@ def _number(value: float | None, scale: float = 1.0) -> str:
     return "—" if value is None else f"{value * scale:.1f}"
 
 
+def cost_key(worker: str, p: Params) -> tuple[str, str, int]:
+    """What a cell's cost is looked up by: its worker, its pass and its power class (the run's order groups them)."""
+    return worker, p.pass_, power_class(p)
+
+
+def costs(runs: list) -> tuple[dict[tuple, list[float]], list[float]]:
+    """Seconds of each measured cell (a worker ran it: not declined, not lost) by cost_key, and each run's seconds
+    outside its cells (process overhead: the manifest's start to end, less the cells)."""
+    by_key: dict[tuple, list[float]] = {}
+    overheads = []
+    for run in runs:
+        measured = [c for c in run.cells if c.worker is not None and c.status not in ("crashed", "timeout") and
+                    (c.timings or c.compilation or c.correctness)]
+        for cell in measured:
+            by_key.setdefault(cost_key(cell.worker, cell.params), []).append(cell.duration_s)
+        if run.manifest.ended_at:
+            span = _seconds(run.manifest.started_at, run.manifest.ended_at)
+            overheads.append(max(0.0, span - sum(c.duration_s for c in run.cells)))
+    return by_key, overheads
+
+
+def _seconds(start: str, end: str) -> float:
+    import datetime as dt
+
+    return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+
+
+def cost_of(key: tuple, by_key: dict[tuple, list[float]]) -> tuple[float, bool]:
+    """The median measured seconds of cells like this one, and whether it was measured as such: else those of its
+    worker and pass in the nearest power class, else of its worker, else of every cell (an extrapolation)."""
+    if key in by_key:
+        return statistics.median(by_key[key]), True
+    worker, pass_, klass = key
+    near = sorted((abs(k[2] - klass), k) for k in by_key if k[:2] == (worker, pass_))
+    same = [v for k, v in by_key.items() if k[0] == worker] or list(by_key.values())
+    values = by_key[near[0][1]] if near else [s for v in same for s in v]
+    return statistics.median(values), False
+
+
+def estimate(runs: list, specs: list, device: Device) -> list[dict]:
+    """Each spec's GPU time from measured per-cell costs: the cells a worker would measure on `device` (declined
+    ones cost nothing), each at the median of the measured cells of its cost key, plus one process's overhead."""
+    by_key, overheads = costs(runs)
+    overhead = statistics.median(overheads) if overheads else 0.0
+    rows = []
+    for spec in specs:
+        cells = expand(spec)
+        runnable = [c for c in cells if decline(VARIANTS[c.variant], c.params, device) is None]
+        priced = [cost_of(cost_key(VARIANTS[c.variant].worker, c.params), by_key) for c in runnable]
+        rows.append({"spec": spec.name, "cells": len(cells), "measured_cells": len(runnable),
+                     "cells_s": sum(s for s, _ in priced), "overhead_s": overhead,
+                     "extrapolated": sum(1 for _, exact in priced if not exact)})
+    return rows
+
+
+def estimate_table(rows: list[dict]) -> str:
+    head = ["spec", "cells", "cells a worker measures", "of them priced from another class", "cells s", "process s",
+            "total min"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        total = r["cells_s"] + r["overhead_s"]
+        lines.append(f"| {r['spec']} | {r['cells']} | {r['measured_cells']} | {r['extrapolated']} | "
+                     f"{r['cells_s']:.0f} | {r['overhead_s']:.0f} | {total / 60:.1f} |")
+    total = sum(r["cells_s"] + r["overhead_s"] for r in rows)
+    lines.append(f"| all | {sum(r['cells'] for r in rows)} | {sum(r['measured_cells'] for r in rows)} | "
+                 f"{sum(r['extrapolated'] for r in rows)} | {sum(r['cells_s'] for r in rows):.0f} | "
+                 f"{sum(r['overhead_s'] for r in rows):.0f} | {total / 60:.1f} |")
+    return "\n".join(lines)
+
+
+def run_device(run) -> Device:
+    """The device a run measured on, from its manifest: what the variants' requirements are checked against."""
+    machine = run.manifest.machine
+    memory = machine.gpu.memory_total_mib << 20 if machine.gpu and machine.gpu.memory_total_mib else None
+    capability = float(machine.compute_capability) if machine.compute_capability else None
+    return Device(machine.platform, machine.device_kind, capability, memory, machine.device_count)
+
+
 def _headline(cell: CellRecord):
     return next((t for t in cell.timings if t.timer == cell.timer), None)
 
@@ -159,9 +244,19 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="run the runner of this checkout (a 'before')")
     parser.add_argument("--label", default="", help="put in the run ids and the JSON's name (e.g. before, after)")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_A", "RUN_B"))
+    parser.add_argument("--estimate", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="price --specs from these runs' measured cells (on the device of the first run)")
+    parser.add_argument("--specs", nargs="+", type=Path, default=[], metavar="SPEC")
     args = parser.parse_args()
     if args.compare:
         print(compare(*args.compare))
+        return
+    if args.estimate:
+        runs = [read_run(path) for path in args.estimate]
+        specs = [load_spec(path, set(load_all())) for path in args.specs]
+        rows = estimate(runs, specs, run_device(runs[0]))
+        print(json.dumps(rows, indent=2), file=sys.stderr)
+        print(estimate_table(rows))
         return
     name = args.spec.stem + (f"-{args.label}" if args.label else "")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())

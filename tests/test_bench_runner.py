@@ -51,3 +51,30 @@ def test_the_profile_table_has_a_row_per_run_with_each_share(bench):
     rows = [{"run_id": "lab5-warm", "process_s": 4.0, "gpu": gpu, "shares": {"device": 0.25, "outside cells": 0.5}}]
     table = bench.profile(rows)
     assert "| lab5-warm | 4.0 | 1.5 | 1.0 | 0.5 | 500.0 | 500.0 | 1.0 | 25.0 | 50.0 |" in table
+
+
+def test_a_specs_gpu_time_is_priced_from_measured_cells_of_its_worker_pass_and_power_class(bench, tmp_path):
+    """Each cell a worker would measure costs the median of the measured cells of its key; declined cells cost
+    nothing; a key never measured takes the nearest class of its worker and pass, and is counted as such."""
+    from helpers import spec_data
+    from runner.cells import expand
+    from runner.machine import Device
+    from runner.registry import load_all
+    from runner.spec import parse_spec
+    from test_results import manifest, write_run
+
+    experiment = {"name": "e", "variants": ["xla", "naive", "cudnn"], "sweep": {"seq_len": [64, 4096, 16]}}
+    spec = parse_spec(spec_data(experiment, defaults={"pass": "fwd"}), set(load_all()))
+    shape = {c.params.seq_len: c.params for c in expand(spec)}
+    assert bench.power_class(shape[16]) < bench.power_class(shape[64]) < bench.power_class(shape[4096])
+    measured = [record(name, params=shape[64], duration_s=s, worker="jax")
+                for name, s in (("xla", 0.2), ("naive", 0.4))]
+    measured += [record("xla", params=shape[4096], duration_s=2.0, worker="jax"),
+                 record("cudnn", "skipped", params=shape[4096], duration_s=0.0)]  # declined: no worker, no cost
+    run = bench.read_run(write_run(tmp_path, measured, manifest()))  # 60 s long, 2.6 s of it in cells
+    [row] = bench.estimate([run], [spec], Device("cpu", "cpu", None))
+    assert row["cells"] == 9 and row["measured_cells"] == 6  # cudnn declines on a CPU
+    assert row["extrapolated"] == 2  # T = 16: no cell of its class ran; its nearest class is T = 64's
+    assert row["cells_s"] == pytest.approx(2 * (0.3 + 2.0 + 0.3))
+    assert row["overhead_s"] == pytest.approx(60 - 2.6)
+    assert "| all | 9 | 6 | 2 | 5 | 57 | 1.0 |" in bench.estimate_table([row])
