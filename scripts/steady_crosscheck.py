@@ -1,11 +1,13 @@
 """The runner's steady and burst numbers against an independent direct protocol (tests/direct_protocol.py), on a GPU.
 
-    python scripts/steady_crosscheck.py OUT.json [--rows VARIANT:PASS:T:POLICY,...]
+    python scripts/steady_crosscheck.py OUT.json [--rows VARIANT:PASS:T:POLICY,...] [--carried]
 
 Default rows: cudnn and cudnn_fp8 forward at T = 4k, 8k, 16k, 32k under both policies, and cudnn forward+backward
 at 8k and 32k; burst rows first, while the GPU is still cool. Writes a list of rows (runner_tflops, direct_tflops,
 their ratio, within_3pct, the record's power state) to OUT.json; docs/evidence/steady-crosscheck-<date>.json.
-Run it with PYTHONPATH at an older checkout to see how that runner's protocol fares.
+Run it with PYTHONPATH at an older checkout to see how that runner's protocol fares. --carried: each steady row's
+cell is measured twice in a row by one Measurer and the second is compared, its stream continuing the first's load
+as cells do in a run (its record's power.carried_s and note say whether it did).
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--rows")
+    parser.add_argument("--carried", action="store_true", help="steady rows measured after the same cell")
     args = parser.parse_args()
     from crosscheck import crosscheck, idle
 
     idle_state, done = idle(), []
     start = time.perf_counter()
     for variant, pass_, seq_len, policy in rows(args.rows):
-        row = crosscheck(variant, policy, idle_state, seq_len=seq_len, **{"pass": pass_})
+        carried = args.carried and policy == "steady"
+        row = crosscheck(variant, policy, idle_state, carried, seq_len=seq_len, **{"pass": pass_})
         row["within_3pct"] = abs(row["ratio"] - 1) < 0.03
         done.append(row)
         print(f"[{time.perf_counter() - start:6.1f}s] {variant} {pass_} T={seq_len} {policy}: runner "
               f"{row['runner_tflops']:.0f} direct {row['direct_tflops']:.0f} TFLOP/s ({row['ratio']:.3f}) "
-              f"{row['power'].get('rule') if row['power'] else ''} load {row['power'].get('load_s') if row['power'] else ''}",
+              f"{row['power'].get('rule') if row['power'] else ''} load {row['power'].get('load_s') if row['power'] else ''}"
+              f"{' carried ' + str(row['power'].get('carried_s')) if carried and row['power'] else ''}",
               flush=True)
         args.out.write_text(json.dumps(done, indent=1))
     bad = [r for r in done if not r["within_3pct"]]

@@ -58,10 +58,14 @@ def timed_call(variant: str, p):
     return jax.jit(fn), args
 
 
-def crosscheck(variant: str, policy: str, idle_state: power.Idle | None, **shape) -> dict:
-    """The runner's TFLOP/s for one cell and the direct protocol's for the same call."""
+def crosscheck(variant: str, policy: str, idle_state: power.Idle | None, carried: bool = False, **shape) -> dict:
+    """The runner's TFLOP/s for one cell and the direct protocol's for the same call. `carried`: the runner measures
+    the same cell just before, so that this one's stream continues that load (runner.sampling.Carry), as in a run."""
     p = params(**{**ANCHOR, **shape})
-    record = measurer([DeviceTimer()], idle_state, power=policy).measure(Cell("anchor", variant, p))
+    runner = measurer([DeviceTimer()], idle_state, power=policy)
+    if carried:
+        runner.measure(Cell("carrier", variant, p))
+    record = runner.measure(Cell("anchor", variant, p))
     assert record.status == "ok", record.reason
     fn, args = timed_call(variant, p)
     direct = metrics.flops(p) / direct_protocol.call_seconds(fn, args, policy) / 1e12

@@ -75,6 +75,14 @@ def test_device_tflops_match_an_independent_direct_measurement(variant, policy, 
     assert abs(row["ratio"] - 1) < 0.03, row
 
 
+@pytest.mark.parametrize("seq_len", [8192, 16384])
+def test_a_steady_cell_that_carries_the_cap_of_the_cell_before_matches_the_direct_measurement(seq_len):
+    """The carried capped verdict (judged after 1 s of its own load, not 1.5 s) samples the same steady state."""
+    row = crosscheck("cudnn", "steady", IDLE, carried=True, seq_len=seq_len)
+    assert abs(row["ratio"] - 1) < 0.03, row
+    assert row["power"]["carried_s"] > 0, row  # its stream continued the load of the cell before
+
+
 def test_telemetry_power_and_energy_are_recorded():
     record = measure("cudnn", **ANCHOR)
     t = record.telemetry
