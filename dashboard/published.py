@@ -13,16 +13,19 @@ SERIES_COLOUR = "#222222"  # black stars: no variant's colour
 
 
 def matched(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
-    """The cells with a published figure at their shape: their columns plus published_ms, published_tflops and
-    published (the series' name); FP8 figures for variants that promise FP8."""
+    """The cells with a published figure at their shape: their columns plus published_ms, published_tflops,
+    published_gbps (the cell's FLOPs and bytes over the published time) and published (the series' name); FP8
+    figures for variants that promise FP8."""
     rows = []
     for index, row in candidates(cells).iterrows():
         for figure in published.lookup(row[SHAPE].to_dict(), row["variant"] in fp8_variants):
             rated = metrics.rates(row["flops"], row["bytes_min"], figure.median_s)
             rows.append({"index": index, "published_ms": figure.median_s * 1e3, "published": figure.source,
-                         "published_fp8": figure.fp8, "published_tflops": rated["tflops"]})
+                         "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
+                         "published_gbps": rated["gbps"]})
     if not rows:
-        return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflops=[])
+        return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflops=[],
+                                     published_gbps=[])
     extra = pd.DataFrame(rows).set_index("index")
     return cells.join(extra, how="inner")
 
@@ -37,8 +40,8 @@ def candidates(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[str]) -> go.Figure:
-    """Add the published figures at these cells' shapes to a chart of y (latency_ms or tflops) along x."""
-    column = {"latency_ms": "published_ms", "tflops": "published_tflops"}.get(y)
+    """Add the published figures at these cells' shapes to a chart of y (latency_ms, tflops or gbps) along x."""
+    column = {"latency_ms": "published_ms", "tflops": "published_tflops", "gbps": "published_gbps"}.get(y)
     found = matched(cells, fp8_variants) if column else pd.DataFrame()
     if found.empty:
         return fig

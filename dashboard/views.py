@@ -259,12 +259,16 @@ def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
         plot(fig, f"power-{name}")
 
 
+RATES = {"TFLOP/s": "tflops", "GB/s": "gbps", "TFLOP/J": "tflops_per_j"}  # the Throughput tab's rates
+
+
 @guarded
 def throughput(snap: data.Snapshot, sel: Selection) -> None:
-    rate = st.segmented_control("Rate", ["TFLOP/s", "TFLOP/J"], key="rate", bind="query-params", default="TFLOP/s",
-                                help="TFLOP/J: FLOPs per joule of GPU energy (mean power × kernel time), from the "
+    rate = st.segmented_control("Rate", list(RATES), key="rate", bind="query-params", default="TFLOP/s",
+                                help="GB/s: the bytes a call must move (a decode's KV cache once) per second. "
+                                     "TFLOP/J: FLOPs per joule of GPU energy (mean power × kernel time), from the "
                                      "record's telemetry")
-    y = "tflops_per_j" if rate == "TFLOP/J" else "tflops"
+    y = RATES.get(rate, "tflops")
     ok = tables.measured(sel.cells)
     shown = ok[ok[y].notna()]
     if shown.empty:

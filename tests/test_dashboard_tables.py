@@ -179,3 +179,29 @@ def test_a_published_figure_is_rated_as_the_cells_are():
     found = published.matched(rated(H200_LONG), set())
     assert len(found) and found["published_tflops"].tolist() == pytest.approx(
         (found["flops"] / (found["published_ms"] / 1e3) / 1e12).tolist())
+
+
+def test_a_decode_cell_at_a_published_shape_draws_the_published_gbps():
+    """A dense serving cell at decode_sweep's B1 / KV 2k shape: the published figure rated by the cell's own bytes,
+    drawn on a GB/s chart (the Throughput tab's GB/s rate)."""
+    import plotly.graph_objects as go
+
+    from dashboard import published
+    from runner import metrics
+    from helpers import params
+
+    cells = rated(H200_LONG)
+    cells = cells[cells["status"] == "ok"].head(1).copy()
+    p = params(batch=1, seq_len=1, kv_seq_len=2048, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True,
+               kv_lengths="equal")
+    for name, value in p.as_dict().items():
+        cells[name] = [value]
+    cells["bytes_min"] = metrics.bytes_min(p)
+    found = published.matched(cells, set())
+    assert found["published_gbps"].tolist() == pytest.approx([1309.3], rel=1e-3)  # the file's gbps
+    fig = published.draw(go.Figure(), cells, "kv_seq_len", "gbps", set())
+    assert [t.name for t in fig.data] == ["published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"]
+    assert list(fig.data[0].y) == pytest.approx([1309.3], rel=1e-3)
+    from dashboard import views
+
+    assert views.RATES["GB/s"] == "gbps"
