@@ -474,7 +474,7 @@ def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
     rows = table_rows(result.out.replace("┃", "│"))
     here = {row["variant"]: row["here"] for row in rows}
     legacy = {row["variant"] for row in rows if row["what it is"].startswith("legacy (jax 0.11 deprecated")}
-    assert legacy == {"pallas_triton", "pallas_mgpu", "pallas_decode"}
+    assert legacy == {"pallas_triton", "pallas_mgpu", "pallas_decode", "pallas_paged"}
     assert set(here) == set(load_all())
     portable = {"naive", "xla", "auto", "ring", "xla_cp", "xla_paged"}
     assert {name for name, verdict in here.items() if verdict == "yes"} == portable

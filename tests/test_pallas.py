@@ -290,7 +290,8 @@ def test_each_pallas_variant_is_legacy_and_its_manifest_entry_says_so(name):
 
 
 def test_no_other_variant_is_legacy():
-    assert {name for name, v in VARIANTS.items() if v.legacy} == {"pallas_triton", "pallas_mgpu", "pallas_decode"}
+    assert {name for name, v in VARIANTS.items() if v.legacy} == {"pallas_triton", "pallas_mgpu", "pallas_decode",
+                                                                   "pallas_paged"}
 
 
 @pytest.mark.parametrize("name, module", [("pallas_triton", "attention"), ("pallas_decode", "decode_attention"),

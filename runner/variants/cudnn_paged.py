@@ -1,0 +1,125 @@
+"""cuDNN paged attention through JAX's private cuDNN path (cuDNN >= 9.5's paged SDPA, vLLM's page tables).
+
+JAX exposes it only in a private module: `jax._src.cudnn.fused_attention_stablehlo.paged_attention(query, key,
+value, q_seqlen, kv_seqlen, page_table_k, page_table_v, bias=None, mask=None, fp8_params=None, *, scale,
+mask_type, seed, dropout_rate, qkv_layout, sliding_window_length, use_fp8, return_residual)`, the same in jax
+0.10.2 and jax main of August 2026 (0.11.1 dev). Everything that touches it lives here, imported only when a cell
+needs it; `_missing` says why it cannot run when the function or its page-table arguments are gone.
+
+What its source says, and the rules that follow:
+- query (B, T, N, H) in BTNH; key and value are page pools (num_blocks, block_size, K, H): GQA natively, the
+  page size any block_size; the page tables are (B, 1, blocks_per_batch, 1) int32, and its layout check insists
+  that num_blocks == B x blocks_per_batch: the pool is padded with unreferenced pages to B x max pages (untimed,
+  memory only: the kernel reads the pages the table names, up to each request's kv_seqlen);
+- bf16 / fp16 (fp8 raises "Paged attention doesn't support fp8 for now"); head_dim a multiple of 8, at most 256 on
+  Hopper and 128 before (its flash-attention check); forward only (no paged backward);
+- its masks are jax's MaskType: PADDING masks keys past each request's kv_seqlen (used here), CAUSAL is top-left
+  (query i sees keys j <= i). A serving cell's causal mask is aligned to each request's end: at T = 1 that is no
+  mask at all, but T > 1 new tokens would need cuDNN's bottom-right causal, which jax does not expose: declined.
+jax's own test of this function (tests/fused_attention_stablehlo_test.py, test_sdpa_paged_attention) compares the
+reference with itself, not with the paged output: the float32 check here is the first that reads the result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+from runner.shape import Params
+from runner.registry import Requires, Skip, Staged, variant
+
+PAGED_ARGUMENTS = {"q_seqlen", "kv_seqlen", "page_table_k", "page_table_v"}
+
+
+def _private():
+    """jax's private cuDNN attention module, or None when this jax has moved or removed it."""
+    try:
+        from jax._src.cudnn import fused_attention_stablehlo
+    except ImportError:
+        return None
+    return fused_attention_stablehlo
+
+
+def _missing() -> str | None:
+    cudnn = _private()
+    if cudnn is None:
+        return "cudnn_paged needs jax._src.cudnn.fused_attention_stablehlo, which this jax does not have"
+    paged = getattr(cudnn, "paged_attention", None)
+    if paged is None or not PAGED_ARGUMENTS <= set(inspect.signature(paged).parameters):
+        return "cudnn_paged needs paged_attention(q_seqlen, kv_seqlen, page_table_k, page_table_v) in jax's " \
+               "private cuDNN module, which this jax does not have"
+    return None
+
+
+def check(p: Params) -> str | None:
+    """Why cudnn_paged declines these params, or None."""
+    if p.page_size is None:
+        return "cudnn_paged reads a paged KV cache: the cell sets no page_size"
+    if p.causal and p.seq_len > 1:
+        return f"jax's cuDNN path has a top-left causal mask only; T={p.seq_len} new tokens need it aligned to " \
+               "each request's end (cuDNN's bottom-right causal, which jax does not expose)"
+    return None
+
+
+def pool_pages(p: Params) -> tuple[int, int]:
+    """(pages a serving cell's pool holds, pages jax's layout check wants: B x max pages)."""
+    from runner import paging
+
+    counts = paging.pages_of(p)
+    return sum(counts), p.batch * max(counts)
+
+
+def prepare(p: Params):
+    """prepare(q, k, v) -> (q, key and value pools padded to B x max pages, the (B, 1, W, 1) table, q_seqlen,
+    kv_seqlen)."""
+    import jax.numpy as jnp
+
+    from runner import paging
+
+    held, wanted = pool_pages(p)
+
+    def staged(q, k, v):
+        cache = paging.pages(p, k, v)
+        pad = ((0, wanted - held), (0, 0), (0, 0), (0, 0))
+        table = cache.table[:, None, :, None]
+        q_seqlen = jnp.full((p.batch,), p.seq_len, jnp.int32)
+        return q, jnp.pad(cache.k_pages, pad), jnp.pad(cache.v_pages, pad), table, q_seqlen, cache.lengths
+
+    return staged
+
+
+def hopper_here() -> bool:
+    """Whether this GPU is Hopper or newer (cuDNN's head_dim limit is 256 there, 128 before)."""
+    import jax
+
+    capability = str(getattr(jax.devices()[0], "compute_capability", "0"))
+    return float(capability) >= 9.0
+
+
+def attend(p: Params):
+    """The timed call: paged_attention with a padding mask over each request's kv_seqlen."""
+    cudnn = _private()
+
+    def paged(q, k_pages, v_pages, table, q_seqlen, kv_seqlen):
+        return cudnn.paged_attention(q, k_pages, v_pages, q_seqlen, kv_seqlen, table, table,
+                                     scale=1 / math.sqrt(p.head_dim), mask_type=cudnn.MaskType.PADDING)
+
+    return paged
+
+
+RULES = (
+    "a paged cell (page_size set); causal only at T = 1 (jax's cuDNN causal mask is top-left)",
+    "head_dim <= 128 before Hopper",
+    "page pool padded with unreferenced pages to B x max pages (jax's layout check), untimed",
+)
+
+
+@variant("cudnn_paged",
+         requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
+                           max_head_dim=256, passes=("fwd",), options=("kv_lengths", "page_size")),
+         backend="cudnn", proves=("__cudnn$fmha",), check=check, rules=RULES, probe=_missing)
+def cudnn_paged(p: Params):
+    """cuDNN paged attention (page tables, per-request kv_seqlen), via jax's private cuDNN API."""
+    if p.head_dim > 128 and not hopper_here():
+        raise Skip(f"cuDNN's flash attention takes head_dim up to 128 before Hopper, not {p.head_dim}")
+    return Staged(prepare(p), attend(p), lambda out: out)
