@@ -19,6 +19,7 @@ load_all()
 H200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
 CPU = Device("cpu", "cpu", None)
 HOPPER = dict(batch=2, seq_len=4096, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
+DECODE = dict(HOPPER, seq_len=1, kv_seq_len=8192, kv_lengths="long_tail")  # a ragged serving batch, one new token
 NAMES = ("tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked", "tokamax_cudnn")
 HAS_TOKAMAX = importlib.util.find_spec("tokamax") is not None
 
@@ -54,6 +55,11 @@ def test_the_flash_kernels_need_a_gpu_and_xla_chunked_does_not(installed):
     ("tokamax_cudnn", {**HOPPER, "head_dim": 64, "v_head_dim": 192}, "here Hv=192"),
     ("tokamax_cudnn", {**HOPPER, "head_dim": 192}, "supports head_dim up to 128"),
     ("tokamax_mosaic", {**HOPPER, "devices": 2}, "does not split the sequence"),
+    ("tokamax_mosaic", {**DECODE, "page_size": 16}, "paged attention (batched_ragged_paged_attention) runs on TPU"),
+    ("tokamax_cudnn", {**DECODE, "page_size": 16}, "runs on TPU only"),
+    ("tokamax_triton", {**DECODE, "seq_len": 4}, "T=4 new tokens need it aligned to each request's end"),
+    ("tokamax_xla_chunked", {**DECODE, "window": 512}, "a serving cell's new tokens stand at each request's end"),
+    ("tokamax_cudnn", {**DECODE, "bias": "alibi"}, "no bias in a serving cell"),
 ])
 def test_each_variant_declines_what_tokamax_cannot_run_and_says_why(installed, name, shape, words):
     reason = decline(VARIANTS[name], params(**shape), H200)
@@ -69,6 +75,8 @@ def test_each_variant_declines_what_tokamax_cannot_run_and_says_why(installed, n
     ("tokamax_xla_chunked", {**HOPPER, "dtype": "float32", "softcap": 50.0, "window": 100}),
     ("tokamax_cudnn", {**HOPPER, "fill": 0.8, "bias": "alibi", "pass": "fwd_bwd"}),
     ("tokamax_cudnn", {**HOPPER, "v_head_dim": 64}),
+    ("tokamax_mosaic", DECODE), ("tokamax_cudnn", DECODE),
+    ("tokamax_xla_chunked", {**DECODE, "seq_len": 4, "causal": False}),
 ])
 def test_each_variant_takes_every_axis_tokamax_takes(installed, name, shape):
     assert decline(VARIANTS[name], params(**shape), H200) is None
@@ -103,6 +111,17 @@ def test_the_cell_reaches_tokamax_as_its_own_arguments(calls):
     assert call.pop("key_value_seq_lengths").tolist() == [1, 21, 43, 64]
     assert call == dict(is_causal=True, local_window_size=(15, 0), logits_soft_cap=20.0,
                         implementation="xla_chunked", bias=None, mask=None)
+
+
+def test_a_ragged_decode_reaches_tokamax_as_its_requests_lengths_without_a_mask(calls):
+    from runner import paging
+
+    _call("tokamax_mosaic", **dict(DECODE, batch=4, kv_seq_len=64, heads=4, kv_heads=2, head_dim=16))
+    (call,) = calls
+    ragged = params(**dict(DECODE, batch=4, kv_seq_len=64))
+    assert call.pop("key_value_seq_lengths").tolist() == paging.lengths(ragged)
+    assert call.pop("query_seq_lengths").tolist() == [1] * 4
+    assert call["is_causal"] is False and call["local_window_size"] is None  # one new token sees its whole request
 
 
 @pytest.mark.parametrize("name, implementation, bias_dtype", [

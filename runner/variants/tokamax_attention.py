@@ -19,6 +19,13 @@ key_value_seq_lengths, local_window_size, logits_soft_cap, implementation=...)`.
   to see what the wrapper costs. It has no soft cap (NotImplementedError); it hands jax a window as a dense mask,
   which jax's cuDNN path adds as a (T, S) bias: another kernel than cudnn's sliding window, so a window is declined;
   Q, K and V are zero-padded to the larger of H and Hv.
+- a serving cell (runner.paging): its requests' KV lengths as key_value_seq_lengths, a ragged (not paged)
+  baseline. tokamax's causal mask and window are top-left, so a window, and T > 1 new tokens with a causal mask
+  (aligned to each request's end), are declined; at T = 1 the token sees its whole request (no mask); no ALiBi
+  there (its bias is built for S keys, not per request). Its kernels are prefill kernels: a single query row fills
+  a block of 64 or more;
+- a paged cache is declined: tokamax 0.0.17's paged attention (batched_ragged_paged_attention) has a TPU kernel
+  (mosaic_tpu) and a jnp reference, no GPU kernel.
 Untuned: each call uses the implementation's heuristic configuration (tokamax logs an autotuning cache miss).
 """
 
@@ -27,13 +34,17 @@ from __future__ import annotations
 import functools
 from types import MappingProxyType
 
+from runner import paging
 from runner.shape import Params
 from runner.registry import Requires, Skip, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
-ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim")
-FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS, **PACKAGE)
+ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths")
+NO_PAGES = MappingProxyType({"page_size": "tokamax 0.0.17's paged attention (batched_ragged_paged_attention) runs on "
+                                          "TPU only (mosaic_tpu, and a jnp reference)"})
+FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS,
+             why_not=NO_PAGES, **PACKAGE)
 CAP_AFTER_BIAS = "tokamax caps the logits after adding the bias, cap * tanh((s + b) / cap); the spec adds ALiBi " \
                  "after the cap"
 
@@ -48,11 +59,26 @@ def probe() -> str | None:
     return None
 
 
+def serving_check(p: Params) -> str | None:
+    """Why every tokamax variant declines this serving cell, or None (or None when it is not one)."""
+    if not paging.serving(p):
+        return None
+    if p.window is not None:
+        return "tokamax's window stands at the query's row from the top left; a serving cell's new tokens stand at " \
+               "each request's end"
+    if p.seq_len > 1 and p.causal:
+        return f"tokamax's causal mask is top-left; a serving cell's T={p.seq_len} new tokens need it aligned to " \
+               "each request's end"
+    if p.bias != "none":
+        return "tokamax's ALiBi bias here is built for S keys, not per request: no bias in a serving cell"
+    return None
+
+
 def check(p: Params) -> str | None:
     """Why every tokamax variant declines these params, or None."""
     if p.bias != "none" and p.softcap is not None:
         return f"{CAP_AFTER_BIAS}: a cell with both would not compute the reference's logits"
-    return None
+    return serving_check(p)
 
 
 def triton_check(p: Params) -> str | None:
@@ -70,7 +96,8 @@ def attention(p: Params, implementation: str):
     from runner.variants.jax_attention import alibi_bias, seq_lengths, window_size
 
     q_lengths, kv_lengths = seq_lengths(p)
-    attend = functools.partial(tokamax.dot_product_attention, is_causal=p.causal, query_seq_lengths=q_lengths,
+    causal = p.causal and not paging.serving(p)  # a serving cell's T = 1 token sees its whole request
+    attend = functools.partial(tokamax.dot_product_attention, is_causal=causal, query_seq_lengths=q_lengths,
                                key_value_seq_lengths=kv_lengths, local_window_size=window_size(p),
                                logits_soft_cap=p.softcap, implementation=implementation)
     if p.bias == "none":
@@ -114,8 +141,8 @@ def tokamax_triton(p: Params):
     return attention(p, "triton")
 
 
-@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, **PACKAGE), backend="xla", check=check,
-         rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
+@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, why_not=NO_PAGES, **PACKAGE), backend="xla",
+         check=check, rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
 def tokamax_xla_chunked(p: Params):
     """tokamax.dot_product_attention(implementation="xla_chunked"): jnp over 512 x 1024 chunks (memory-efficient)."""
     return attention(p, "xla_chunked")
@@ -132,11 +159,12 @@ def cudnn_check(p: Params) -> str | None:
     if p.v_head_dim > 128:
         return f"tokamax pads Q, K and V to the larger head dimension for jax's cuDNN path (at most 128), here " \
                f"Hv={p.v_head_dim}"
-    return None
+    return serving_check(p)
 
 
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
-                 max_head_dim=128, options=("fill", "bias", "v_head_dim"), why_not=CUDNN_WHY_NOT, **PACKAGE)
+                 max_head_dim=128, options=("fill", "bias", "v_head_dim", "kv_lengths"),
+                 why_not=MappingProxyType({**CUDNN_WHY_NOT, **NO_PAGES}), **PACKAGE)
 
 
 @variant("tokamax_cudnn", requires=CUDNN,
