@@ -66,6 +66,19 @@ def unsplit(p: Params) -> Params:
     return p.model_copy(update={"devices": 1}) if p.devices != 1 else p
 
 
+def with_backward(p: Params) -> Params:
+    """The forward+backward twin of a shape: its Q, K and V are the same draws (runner.inputs), and its reference's
+    output is the forward one's."""
+    return p.model_copy(update={"pass_": "fwd_bwd"})
+
+
+def family(p: Params) -> Params:
+    """The shape whose inputs and reference a cell can take: its unsplit forward+backward twin (a forward cell takes
+    the twin's Q, K, V and output when the twin was measured just before)."""
+    shape = unsplit(p)
+    return with_backward(shape) if shape.pass_ == "fwd" else shape
+
+
 def input_bytes(p: Params) -> int:
     """Bytes of Q, K and V."""
     query, key = tensor_bytes(p)

@@ -16,7 +16,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from runner.cells import Cell, unsplit
+from runner.cells import Cell, unsplit, with_backward
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.inputs import Truths, input_shapes, untimed_programs
 from runner.record import Candidate, Tuning
@@ -183,8 +183,8 @@ class Programs:
         self._ready = {key: made for key, made in self._ready.items() if key in batch}
         with watch.phase("compile"):
             lowered, shapes = self._lower(todo, probes)
-            untimed = {prog[0]: prog for p in shapes if not truths.holds(p)
-                       for prog in untimed_programs(p, truths.seed)}
+            own = [p for p in shapes if p.pass_ != "fwd" or with_backward(p) not in shapes]  # else the twin's serve
+            untimed = {prog[0]: prog for p in own if not truths.holds(p) for prog in untimed_programs(p, truths.seed)}
             self._compile_all(lowered, list(untimed.values()))
         return watch.phases
 

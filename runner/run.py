@@ -23,7 +23,7 @@ from rich.console import Console
 
 from runner import metrics
 from runner.assembly import cell_record, ceilings
-from runner.cells import Cell, unsplit
+from runner.cells import Cell, family
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
 from runner.progress import progress_for
@@ -132,19 +132,20 @@ def power_class(p: Params) -> int:
 
 def in_run_order(cells: list[Cell]) -> list[Cell]:
     """Cells grouped by worker (JAX's first: one worker measuring at a time, few switches); within a worker by power
-    class, lightest first, so that cells of a class follow each other and the GPU's load only climbs; within a class
-    a shape's cells together (its inputs and reference are made once, whichever experiments share it), shapes and
-    cells otherwise in the spec's order. Keys, and so resuming, do not depend on the order."""
+    class (of the shape's forward+backward), lightest first, so that cells of a class follow each other and the GPU's
+    load climbs; within a class a shape's cells together, its forward+backward cells just before its forward ones
+    (one set of inputs and reference serves both, whichever experiments they are in: cells.family), shapes and cells
+    otherwise in the spec's order. Keys, and so resuming, do not depend on the order."""
     groups = {group: i for i, group in enumerate(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))}
-    first: dict[Params, int] = {}  # a shape's first position
+    first: dict[Params, int] = {}  # a family's first position
     for i, cell in enumerate(cells):
-        first.setdefault(unsplit(cell.params), i)
+        first.setdefault(family(cell.params), i)
     classes = {shape: power_class(shape) for shape in first}
 
     def place(item: tuple[int, Cell]) -> tuple:
         i, cell = item
-        shape = unsplit(cell.params)
-        return groups[VARIANTS[cell.variant].worker], classes[shape], first[shape], i
+        shape = family(cell.params)
+        return groups[VARIANTS[cell.variant].worker], classes[shape], first[shape], cell.params.pass_ != "fwd_bwd", i
 
     return [cell for _, cell in sorted(enumerate(cells), key=place)]
 

@@ -120,3 +120,17 @@ def test_the_load_a_cells_stream_left_is_handed_to_the_next_cells_timers(measure
     for n in (8, 16):
         assert measurer.measure(Cell("t", "xla", params(seq_len=n))).status == "ok"
     assert seen == [None, Carry("capped", 1.0, 9.0)]
+
+
+def test_a_forward_cell_after_its_forward_backward_twin_takes_its_inputs_and_reference(measurer):
+    """Q, K, V are the same draws in both passes and the twin's reference output is the forward one: none made anew,
+    and the check reads as it does against a reference made for the forward shape alone."""
+    shape = dict(seq_len=12, causal=True, kv_heads=2)
+    twin = measurer.measure(Cell("t", "xla", params(**shape, pass_="fwd_bwd")))
+    forward = measurer.measure(Cell("t", "xla", params(**shape)))
+    assert twin.status == forward.status == "ok" and "reference" in twin.phases
+    assert "inputs" not in forward.phases and "reference" not in forward.phases
+    alone = Measurer(measurer.spec, measurer.timers, "t", measurer.device).measure(Cell("t", "xla", params(**shape)))
+    assert "reference" in alone.phases
+    assert forward.correctness.rel_err == pytest.approx(alone.correctness.rel_err, rel=1e-3)
+    assert forward.correctness.causal_first_changed == alone.correctness.causal_first_changed is True

@@ -144,3 +144,11 @@ def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_ce
     assert ordered == [cells[2], cells[5], cells[4], cells[0], cells[1], cells[3]]
     assert run.in_run_order(list(reversed(cells)))[:2] == [cells[5], cells[2]]  # the spec's order within a shape
     assert sorted(c.key for c in ordered) == sorted(c.key for c in cells)
+
+
+def test_a_shapes_forward_backward_cells_run_just_before_its_forward_ones():
+    """One set of inputs and reference serves both passes (runner.inputs.Truths), whichever experiments hold them."""
+    forward, both = params(seq_len=4096), params(seq_len=4096, pass_="fwd_bwd")
+    cells = [Cell("fwd", "xla", forward), Cell("fwd", "xla", params(seq_len=8192)), Cell("train", "xla", both),
+             Cell("train", "naive", both), Cell("fwd", "naive", forward)]
+    assert run.in_run_order(cells) == [cells[2], cells[3], cells[0], cells[4], cells[1]]
