@@ -1,8 +1,9 @@
 """Attention written out in jnp: the lab's naive variant and the float32 reference share this math.
 
 Every shape axis that changes the result is applied here once, in this order (FlashAttention's): scores scaled by
-1/sqrt(H), soft-capped, ALiBi added, then masked (causal, window, padded keys); a query row with no key left, or a
-padded query row, outputs zeros (as jax.nn.dot_product_attention writes padded rows).
+1/sqrt(H), soft-capped, ALiBi added, then masked (causal, window, padded keys, keys of another packed document); a
+query row with no key left, or a padded query row, outputs zeros (as jax.nn.dot_product_attention writes padded
+rows).
 """
 
 from __future__ import annotations
@@ -64,15 +65,20 @@ def end_aligned(logits: Logits, seq_len: int, kv_seq_len: int, q_offset, kv_leng
     return keep[:, None]
 
 
-def visible(logits: Logits, seq_len: int, kv_seq_len: int, q_offset=0, kv_lengths=None) -> jax.Array | None:
-    """[B or 1, 1, T, S] keys each query row sees, or None when it sees all of them."""
+def visible(logits: Logits, seq_len: int, kv_seq_len: int, q_offset=0, kv_lengths=None,
+            segments: tuple | None = None) -> jax.Array | None:
+    """[B or 1, 1, T, S] keys each query row sees, or None when it sees all of them; `segments` (the query rows' and
+    the keys' document ids, [B, T] and [B, S]) keeps only the keys of a row's own document."""
     if logits.new_tokens is not None:
         return end_aligned(logits, seq_len, kv_seq_len, q_offset, kv_lengths)
-    if not logits.causal and logits.window is None and kv_lengths is None:
+    if not logits.causal and logits.window is None and kv_lengths is None and segments is None:
         return None
     keep = scores_mask(seq_len, kv_seq_len, q_offset, logits.window, logits.causal)[None, None]
     if kv_lengths is not None:
         keep = keep & (jnp.arange(kv_seq_len)[None, None, None, :] < kv_lengths[:, None, None, None])
+    if segments is not None:
+        q_segments, kv_segments = segments
+        keep = keep & (q_segments[:, None, :, None] == kv_segments[:, None, None, :])
     return keep
 
 
@@ -122,22 +128,27 @@ def real_tokens(outputs: tuple, q_lengths, kv_lengths) -> tuple:
     return tuple(out + [zero_padded_rows(x, kv_lengths) for x in outputs[2:]])
 
 
-def naive_attention(q, k, v, causal: bool, logits: Logits | None = None, q_lengths=None, kv_lengths=None):
-    """The lab's from-scratch attention: Q·Kᵀ/√H, softmax, ·V, with the (B, N, T, S) weights in memory."""
+def naive_attention(q, k, v, causal: bool, logits: Logits | None = None, q_lengths=None, kv_lengths=None,
+                    segments=None):
+    """The lab's from-scratch attention: Q·Kᵀ/√H, softmax, ·V, with the (B, N, T, S) weights in memory; `segments`
+    ([B, T] document ids of a packed row) masks attention across documents."""
     # q: [B, T, N, H]; k: [B, S, K, H]; v: [B, S, K, Hv]; KV heads broadcast to N for GQA / MQA
     logits = logits or Logits(causal)
     groups = q.shape[2] // k.shape[2]
     k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
     scores = capped(jnp.einsum("btnh,bsnh->bnts", q, k) / math.sqrt(q.shape[-1]), logits)
-    weights = softmax(scores, visible(logits, q.shape[1], k.shape[1], kv_lengths=kv_lengths),  # [B, N, T, S]
+    packed = None if segments is None else (segments, segments)
+    weights = softmax(scores, visible(logits, q.shape[1], k.shape[1], kv_lengths=kv_lengths, segments=packed),
                       empty_rows=kv_lengths is not None or logits.window is not None)
     return zero_padded_rows(jnp.einsum("bnts,bsnh->btnh", weights, v), q_lengths)
 
 
 def reference_attention(q, k, v, causal: bool, q_offset: int = 0, precision=jax.lax.Precision.HIGHEST,
-                        logits: Logits | None = None, q_lengths=None, kv_lengths=None) -> jax.Array:
+                        logits: Logits | None = None, q_lengths=None, kv_lengths=None, q_segments=None,
+                        kv_segments=None) -> jax.Array:
     """float32, HIGHEST precision (or another matmul precision, for probes), grouped heads without copies; rows
-    start at query q_offset. `logits` (else plain `causal`) and the sequence lengths apply every other axis."""
+    start at query q_offset. `logits` (else plain `causal`), the sequence lengths and the packed rows' document ids
+    (of these query rows, [B, T], and of the keys, [B, S]) apply every other axis."""
     # q: [B, T, N, H] -> [B, T, K, G, H] so each KV head serves its G query heads
     logits = logits or Logits(causal)
     batch, seq_len, heads, head_dim = q.shape
@@ -146,7 +157,8 @@ def reference_attention(q, k, v, causal: bool, q_offset: int = 0, precision=jax.
     k, v = k.astype(jnp.float32), v.astype(jnp.float32)
     scores = jnp.einsum("btkgh,bskh->bkgts", q, k, precision=precision) / math.sqrt(head_dim)
     scores = capped(scores, logits, q_offset)
-    keep = visible(logits, seq_len, k.shape[1], q_offset, kv_lengths)
+    segments = None if q_segments is None else (q_segments, kv_segments)
+    keep = visible(logits, seq_len, k.shape[1], q_offset, kv_lengths, segments)
     empty_rows = kv_lengths is not None or logits.window is not None
     weights = softmax(scores, None if keep is None else keep[:, :, None], empty_rows)
     out = jnp.einsum("bkgts,bskh->btkgh", weights, v, precision=precision)

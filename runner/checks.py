@@ -38,10 +38,22 @@ def rel_err(out, ref) -> float:
     return float(UNTIMED(_errors, out, ref)[1])
 
 
+def _same_bits(a, b):
+    unsigned = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[a.dtype.itemsize]
+    return jnp.array_equal(jax.lax.bitcast_convert_type(a, unsigned), jax.lax.bitcast_convert_type(b, unsigned))
+
+
+def same_bits(outputs: tuple, again: tuple) -> bool:
+    """Whether two calls' outputs (and gradients) are equal bit for bit (NaNs included)."""
+    return all(bool(UNTIMED(_same_bits, a, b)) for a, b in zip(outputs, again, strict=True))
+
+
 def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: float,
-               grad_tolerance: float) -> Correctness:
+               grad_tolerance: float, again: tuple | None = None) -> Correctness:
     """Errors against the float32 reference, and the lab's causal check; outputs is (out[, dq, dk, dv]), compared
-    on the batch's real tokens only (what a library writes at padded positions is undefined)."""
+    on the batch's real tokens only (what a library writes at padded positions is undefined). `again`, a second
+    call's outputs on the same inputs (a deterministic cell's), is compared with them bit for bit."""
+    bitwise = same_bits(outputs, again) if again is not None else None
     outputs = real_tokens(outputs, *masks_lengths(p)) if p.fill < 1 else outputs
     max_abs, rel = (float(x) for x in UNTIMED(_errors, outputs[0], truth.expected[0]))
     grads = None
@@ -60,6 +72,7 @@ def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: 
         grad_tolerance=grad_tolerance if grads else None,
         causal_first_changed=first_changed,
         causal_last_unchanged=last_unchanged,
+        bitwise_repeat=bitwise,
     )
 
 
@@ -72,6 +85,8 @@ def incorrect_reason(c: Correctness) -> str:
         return "; ".join(f"{name} relative error {err:.3g} > tolerance {tol:g}" for name, (err, tol) in bad.items())
     if c.causal_first_changed is False or c.causal_last_unchanged is False:
         return "causal check failed: row 0 must change under the mask and the last row must not"
+    if c.bitwise_repeat is False:
+        return "asked to be deterministic, a second call on the same inputs gave other bits"
     return ""
 
 

@@ -29,6 +29,11 @@ from runner.record import Compilation
 # float32 reference at T = 32k ran 5.2 s a shape with autotuning off alone, 1.2 s so (docs/benchmarks.md)
 UNTIMED_OPTIONS = {"xla_gpu_autotune_level": 0, "xla_gpu_enable_triton_gemm": False}
 XLA_CACHES_DEFAULT = "xla_gpu_per_fusion_autotune_cache_dir"  # JAX's default for a local cache
+# A cell asking for a deterministic backward: XLA's flag, which its cuDNN attention backward reads too (its
+# force_deterministic: xla_gpu_deterministic_ops or xla_gpu_exclude_nondeterministic_ops), and TransformerEngine's
+# variable, which TE-JAX reads while it lowers its fused-attention primitives (FusedAttnHelper)
+DETERMINISTIC_OPTIONS = {"xla_gpu_deterministic_ops": True}
+DETERMINISTIC_ENV = {"NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0"}
 UNTIMED_KEEP = 256  # untimed executables kept (a few per shape; a batch compiled ahead spans many shapes)
 MODULE_NAME = re.compile(r"^module @\S+", re.MULTILINE)
 
@@ -182,14 +187,35 @@ class Lowered:
     lowered: object
     fingerprint: str
     seconds: float
+    options: dict | None = None  # XLA compiler options (a deterministic cell's)
 
 
-def lower_timed(fn: Callable, args: tuple) -> Lowered:
+@contextmanager
+def environment(values: dict[str, str]):
+    """The process environment with `values` set, as it was after."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def lower_timed(fn: Callable, args: tuple, deterministic: bool = False) -> Lowered:
+    """`fn` traced and lowered for `args`; a deterministic cell's with TE's variable set while it lowers, and XLA's
+    determinism flag kept for its compile (in the fingerprint, so no non-deterministic program is shared with it)."""
     import jax
 
     start = time.perf_counter()
-    lowered = jax.jit(fn).lower(*args)
-    return Lowered(lowered, fingerprint(lowered), time.perf_counter() - start)
+    with environment(DETERMINISTIC_ENV if deterministic else {}):
+        lowered = jax.jit(fn).lower(*args)
+    options = DETERMINISTIC_OPTIONS if deterministic else None
+    identity = fingerprint(lowered) + ("-deterministic" if deterministic else "")
+    return Lowered(lowered, identity, time.perf_counter() - start, options)
 
 
 def compile_lowered(item: Lowered, ahead: bool = False) -> Program:
@@ -199,7 +225,7 @@ def compile_lowered(item: Lowered, ahead: bool = False) -> Program:
     _EVENTS.hits = _EVENTS.misses = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        executable = item.lowered.compile()
+        executable = item.lowered.compile(compiler_options=item.options)
     _cache_trouble([str(w.message) for w in caught])
     cached = True if _EVENTS.hits else (False if _EVENTS.misses else None)
     seconds = item.seconds + time.perf_counter() - start
@@ -214,11 +240,12 @@ def shared_program(item: Lowered, shared: dict[str, tuple[str, Program]]) -> Pro
     return Program(program.executable, item.fingerprint, Compilation(seconds=item.seconds, shared_with=owner))
 
 
-def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]]) -> Program:
+def compile_timed(fn: Callable, args: tuple, shared: dict[str, tuple[str, Program]],
+                  deterministic: bool = False) -> Program:
     """Lower and compile `fn` for `args` with XLA's full autotuning, unless a variant in `shared` (fingerprint ->
     (variant, program), one shape's) already compiled the same program: then its executable is reused. The caller
     keeps what it compiled in `shared`, under its variant."""
-    item = lower_timed(fn, args)
+    item = lower_timed(fn, args, deterministic)
     return shared_program(item, shared) or compile_lowered(item)
 
 

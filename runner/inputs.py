@@ -100,10 +100,11 @@ def make_inputs(p: Params, seed: int) -> tuple:
                  for key, shape in zip(keys, input_shapes(p)))
 
 
-def _reference_chunk(q, k, v, dout, q_offset, *lengths, logits: Logits, with_grads: bool):
-    q_lengths, kv_lengths = lengths or (None, None)  # none: no padding
+def _reference_chunk(q, k, v, dout, q_offset, *masking, logits: Logits, with_grads: bool, names: tuple = ()):
+    """One block of query rows; `masking` holds the arrays `names` names (reference_attention's lengths of a padded
+    batch, document ids of packed rows)."""
     attend = functools.partial(reference_attention, causal=logits.causal, q_offset=q_offset, logits=logits,
-                               q_lengths=q_lengths, kv_lengths=kv_lengths)
+                               **dict(zip(names, masking)))
     if not with_grads:
         return (attend(q, k, v),)
     out, vjp = jax.vjp(attend, q, k, v)
@@ -125,15 +126,17 @@ def reference(p: Params, args: tuple) -> tuple:
     q, k, v = args[:3]
     dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
     with_grads = p.pass_ == "fwd_bwd"
-    lengths = masks_lengths(p) if p.fill < 1 or paging.serving(p) else ()
+    names, masking = masking_arrays(p)
     row_bytes = p.batch * p.heads * paging.cache_len(p) * 4 * (3 if with_grads else 1)
     rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
     outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
     for start in range(0, p.seq_len, rows):
         chunk, keys = slice(start, start + rows), _visible_keys(p, min(p.seq_len, start + rows))
         d_chunk = dout[:, chunk] if with_grads else dout
+        chunk_masking = [x[:, chunk] if name == "q_segments" else x[:, :keys] if name == "kv_segments" else x
+                         for name, x in zip(names, masking)]
         parts = UNTIMED(_reference_chunk, q[:, chunk], k[:, :keys], v[:, :keys], d_chunk, jnp.int32(start),
-                        *lengths, logits=Logits.of(p), with_grads=with_grads)
+                        *chunk_masking, logits=Logits.of(p), with_grads=with_grads, names=names)
         outs.append(parts[0])
         if with_grads:
             grads_q.append(parts[1])
@@ -141,6 +144,16 @@ def reference(p: Params, args: tuple) -> tuple:
             grad_k, grad_v = grad_k + jnp.pad(parts[2], pad), grad_v + jnp.pad(parts[3], pad)
     out = jnp.concatenate(outs, axis=1)
     return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
+
+
+def masking_arrays(p: Params) -> tuple[tuple[str, ...], tuple]:
+    """reference_attention's masking arguments for the cell, by name: a padded batch's or a serving cell's lengths,
+    packed rows' document ids (of the queries and of the keys, cut per block of rows), or none."""
+    if p.fill < 1 or paging.serving(p):
+        return ("q_lengths", "kv_lengths"), masks_lengths(p)
+    if (segments := masks.segment_ids(p)) is not None:
+        return ("q_segments", "kv_segments"), (jnp.asarray(segments), jnp.asarray(segments))
+    return (), ()
 
 
 def masks_lengths(p: Params) -> tuple:
@@ -151,9 +164,9 @@ def masks_lengths(p: Params) -> tuple:
 
 
 def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
-    """Plain causal cells (no window, no padding): rows 0 and T-1 of attention without the mask (the same cap and
-    bias), for the lab's first/last row check."""
-    plain = p.window is None and p.fill == 1 and p.bias == "none" and not paging.serving(p)
+    """Plain causal cells (no window, no padding, one document a row): rows 0 and T-1 of attention without the mask
+    (the same cap and bias), for the lab's first/last row check."""
+    plain = p.window is None and p.fill == 1 and p.bias == "none" and not paging.serving(p) and p.documents == 1
     if not (p.causal and p.seq_len >= p.kv_seq_len > 1 and plain):
         return None
     rows = jnp.array([0, p.seq_len - 1])

@@ -9,6 +9,12 @@ of its length real, rounded to whole tokens and at least one: the widest even sp
 stays within (0, 1] (fill 0.5 spreads prompts from one token to the full length, fill 0.8 from 60 % to 100 %), as
 a server's batch of uneven prompts. Queries and keys use the same fractions (of T and of S); a decode cell (T = 1)
 keeps its one query and pads the KV cache.
+
+A packed row (`documents` D > 1, MaxText-style: several documents in one row, no padding) is cut by one
+deterministic rule too: document d of D has the weight D + d (the longest about twice the shortest), the cuts fall
+at round(T x (weights so far) / (all weights)), and row b starts with document b mod D of that cut (each row a
+rotation of the same documents, so rows differ while the work per row is the same). A query sees only the keys of its
+own document, causal (and windowed) within it; queries and keys share the cut, so packing needs S = T.
 """
 
 from __future__ import annotations
@@ -77,16 +83,61 @@ def keys_kept_in_sequence(q_len: int, kv_len: int, causal: bool, window: int | N
     return int(last[some].max() - first[some].min() + 1) if some.any() else 0
 
 
+def document_lengths(length: int, documents: int, row: int = 0) -> list[int]:
+    """Tokens of each document packed in row `row` of `length` tokens (the rule above), in the row's order."""
+    weights = [documents + d for d in range(documents)]
+    total, cuts, so_far = sum(weights), [0], 0
+    for weight in weights:
+        so_far += weight
+        cuts.append(round(length * so_far / total))
+    cut = [end - start for start, end in zip(cuts, cuts[1:])]
+    turn = row % documents
+    return cut[turn:] + cut[:turn]
+
+
+def packed_lengths(p) -> list[list[int]] | None:
+    """Each row's document lengths, or None for one document per row."""
+    if p.documents <= 1:
+        return None
+    return [document_lengths(p.seq_len, p.documents, row) for row in range(p.batch)]
+
+
+def segment_ids(p) -> np.ndarray | None:
+    """[B, T] int32: the document of each token of a packed row (0, 1, ...), or None for one document per row."""
+    packed = packed_lengths(p)
+    if packed is None:
+        return None
+    return np.array([np.repeat(np.arange(len(row)), row) for row in packed], np.int32)
+
+
+def packing_problem(p) -> str | None:
+    """Why these params cannot be packed (every variant declines the cell), or None."""
+    if p.documents <= 1:
+        return None
+    if p.kv_seq_len != p.seq_len:
+        return f"packed rows share one cut for queries and keys: S ({p.kv_seq_len}) must equal T ({p.seq_len})"
+    if p.fill < 1:
+        return "a packed row has no padding: documents > 1 needs fill 1"
+    if p.kv_lengths is not None or p.page_size is not None:
+        return "a packed row is a training row, not a serving batch: documents > 1 needs kv_lengths and page_size null"
+    if 2 * p.documents > p.seq_len:
+        return f"{p.documents} documents need a row of at least {2 * p.documents} tokens (T={p.seq_len})"
+    return None
+
+
 def _per_sequence(p, count, padded) -> int:
     """`count(q_len, kv_len, causal, window, end)` summed over the cell's batch, per sequence where it is `padded`
-    (a serving cell's rows at each sequence's end)."""
+    (a serving cell's rows at each sequence's end), per document where rows are packed."""
+    if (packed := packed_lengths(p)) is not None:
+        return sum(count(n, n, p.causal, p.window) for row in packed for n in row)
     if padded is None:
         return p.batch * count(p.seq_len, p.kv_seq_len, p.causal, p.window)
     return sum(n * count(q, kv, p.causal, p.window, serving(p)) for (q, kv), n in Counter(zip(*padded)).items())
 
 
 def kept_elements(p) -> int:
-    """Score elements the cell's mask keeps over the whole batch: causal, window and padding (per sequence)."""
+    """Score elements the cell's mask keeps over the whole batch: causal, window and padding (per sequence), packed
+    documents (per document: none across a boundary)."""
     return _per_sequence(p, kept_in_sequence, padded_lengths(p))
 
 

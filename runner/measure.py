@@ -182,7 +182,8 @@ class Measurer:
             called = time.perf_counter()
             outputs = run_once(compiled, args)
             ran_s = time.perf_counter() - called
-            made.correctness = check_step(p, outputs, truth, *self.tolerances(variant, p))
+            again = run_once(compiled, args) if p.deterministic else None
+            made.correctness = check_step(p, outputs, truth, *self.tolerances(variant, p), again=again)
         if reason := incorrect_reason(made.correctness):
             made.status = "incorrect"
             made.reason = reason + diagnose.explain(p, outputs[0], truth.args, made.correctness.tolerance)

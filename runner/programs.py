@@ -94,7 +94,7 @@ def compiled_from(program: Program, staged: Staged | None) -> Compiled:
 def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
     """Lower and compile the timed call for the cell's input shapes (or reuse an identical executable)."""
     staged, fn, args = timed_fn(built, p)
-    program = compile_timed(fn, args, shared)
+    program = compile_timed(fn, args, shared, p.deterministic)
     shared.setdefault(program.fingerprint, (name, program))  # a reused program keeps its owner
     return compiled_from(program, staged)
 
@@ -201,7 +201,7 @@ class Programs:
                 if isinstance(built, Tuned):  # its search compiles and times at its turn
                     continue
                 staged, fn, args = timed_fn(built, p)
-                lowered.append((cell, staged, lower_timed(fn, args)))
+                lowered.append((cell, staged, lower_timed(fn, args, p.deterministic)))
             except Exception as error:  # Skip included: recorded at the cell's turn
                 self._ready[cell.key] = error
                 continue

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -48,6 +48,8 @@ class Correctness(Strict):
     grad_tolerance: float | None = None
     causal_first_changed: bool | None = Field(None, description="Causal: row 0 differs from unmasked attention.")
     causal_last_unchanged: bool | None = Field(None, description="Causal: the last row equals unmasked attention.")
+    bitwise_repeat: bool | None = Field(None, description="Cells asking for a deterministic backward: whether a "
+                                        "second call on the same inputs gave the output and gradients bit for bit.")
 
 
 class Fp8Info(Strict):
@@ -541,9 +543,19 @@ def _v8_to_v9(data: dict, kind: str) -> dict:
     return data
 
 
+def _v9_to_v10(data: dict, kind: str) -> dict:
+    """Schema 10: a cell's params name the documents packed in each row (`documents`) and whether its backward was
+    asked to be deterministic (`deterministic`); every earlier cell ran one document a row, with the backward as
+    the libraries chose. Its key is unchanged (quiet axes at their default are left out of keys)."""
+    if kind == "cell" and isinstance(data.get("params"), dict):
+        data["params"].setdefault("documents", 1)
+        data["params"].setdefault("deterministic", False)
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
-              8: _v8_to_v9}
+              8: _v8_to_v9, 9: _v9_to_v10}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
-from runner import shape
+from runner import masks, shape
 from runner.machine import Device
 from runner.record import VariantInfo
 from runner.shape import Params
@@ -105,7 +105,8 @@ class Requires:
 OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias": "ALiBi bias",
            "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim",
            "kv_lengths": "serving batch (per-request KV lengths, causal aligned to each request's end)",
-           "page_size": "paged KV cache"}
+           "page_size": "paged KV cache", "documents": "packed row (documents > 1)",
+           "deterministic": "deterministic backward"}
 
 
 def option_set(params: Params, name: str) -> bool:
@@ -237,12 +238,20 @@ def decline(v: Variant, params: Params, device: Device) -> str | None:
         return f"{v.name} supports head_dim up to {req.max_head_dim}, not {params.head_dim}"
     if params.pass_ not in req.passes:
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
-    if reason := _devices_unmet(v, params, device):
+    if reason := _devices_unmet(v, params, device) or cell_problem(params):
         return reason
     for name in OPTIONS:
         if name not in req.options and option_set(params, name):
             return f"{v.name} declines a {OPTIONS[name]}: {req.why_not.get(name, 'it implements none')}"
     return v.check(params) if v.check else None
+
+
+def cell_problem(params: Params) -> str | None:
+    """Why no variant can run these params (a packed row that cannot be cut, determinism without a backward), or
+    None."""
+    if params.deterministic and params.pass_ != "fwd_bwd":
+        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
+    return masks.packing_problem(params)
 
 
 @dataclass

@@ -94,6 +94,12 @@ AXES = (
     Axis("page_order", PageOrder, "contiguous", "Where a request's pages lie in the page pool: contiguous, or "
          "shuffled by runner.paging's deterministic rule (as a long-running server's allocator leaves them).",
          quiet=True),
+    Axis("documents", size(1 << 16), 1, "Documents packed in each row (MaxText-style packing, segment ids): a query "
+         "sees only keys of its own document (causal within it where causal); their lengths follow "
+         "runner.masks.document_lengths.", "docs", quiet=True),
+    Axis("deterministic", bool, False, "fwd_bwd with a deterministic backward (XLA's xla_gpu_deterministic_ops, "
+         "TE's NVTE_ALLOW_NONDETERMINISTIC_ALGO=0), its gradients checked bit for bit across two calls.",
+         quiet=True),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}

@@ -13,7 +13,13 @@ What jax.nn.dot_product_attention takes (jax 0.10.2's source, the runner image's
 - a serving cell (runner.paging): its requests' KV lengths as `key_value_seq_lengths`; its causal mask is aligned to
   each request's end, which `is_causal` (top-left: `jnp.tril`, cuDNN's CAUSAL) is not, so with T > 1 xla takes it
   as a boolean `mask` and cudnn declines (with T = 1 the new token sees its whole request: no causal mask at all);
-- a paged KV cache is declined: these read one dense K and V.
+- a paged KV cache is declined: these read one dense K and V;
+- a packed row (documents > 1) as a boolean `mask` (B, 1, T, S) of same-document pairs, built from the row's document
+  ids inside the call: XLA fuses it into the logits, while jax's cuDNN path would turn it into a dense (B, 1, T, S)
+  bias (another kernel), so cudnn takes packed rows through jax's private cuDNN API's segment offsets instead
+  (runner/variants/cudnn_packed.py);
+- a deterministic backward asks nothing of the call: the runner compiles the cell with XLA's
+  xla_gpu_deterministic_ops, which XLA's cuDNN attention backward also reads (its force_deterministic).
 """
 
 from __future__ import annotations
@@ -24,25 +30,47 @@ from types import MappingProxyType
 from runner import masks, paging
 from runner.shape import Params
 from runner.registry import Requires, variant
+from runner.variants.cudnn_packed import PACKED_RULES, packed_attention, packed_check
 
 NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"
 SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
 DENSE = "a dense kernel reads one dense K and V, not pages"
-DPA = dict(options=("window", "fill", "bias", "kv_lengths"),
+DPA = dict(options=("window", "fill", "bias", "kv_lengths", "documents", "deterministic"),
            why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V, "page_size": DENSE}))
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, **DPA)
 
 
-@variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths"),
-                                   why_not=MappingProxyType({"page_size": DENSE})), backend="xla")
+@variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths",
+                                             "documents", "deterministic"),
+                                    why_not=MappingProxyType({"page_size": DENSE})), backend="xla")
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
     from runner.attention import Logits, naive_attention
 
     lengths = seq_lengths(p)
-    return functools.partial(naive_attention, causal=p.causal, logits=Logits.of(p), q_lengths=lengths[0],
-                             kv_lengths=lengths[1])
+    attention = functools.partial(naive_attention, causal=p.causal, logits=Logits.of(p), q_lengths=lengths[0],
+                                  kv_lengths=lengths[1])
+    if p.documents == 1:
+        return attention
+
+    def packed(q, k, v):
+        return attention(q, k, v, segments=segment_ids(p))
+
+    return packed
+
+
+def segment_ids(p: Params):
+    """[B, T] int32 document ids of the cell's packed rows, a constant of the call (traced inside it)."""
+    import jax.numpy as jnp
+
+    return jnp.asarray(masks.segment_ids(p))
+
+
+def same_document(p: Params):
+    """(B, 1, T, S) bool: query and key in the same document of a packed row."""
+    ids = segment_ids(p)
+    return (ids[:, :, None] == ids[:, None, :])[:, None]
 
 
 def seq_lengths(p: Params) -> tuple:
@@ -90,12 +118,13 @@ def _dot_product_attention(p: Params, implementation: str | None):
     attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal and not paging.serving(p),
                                   implementation=implementation, query_seq_lengths=q_lengths,
                                   key_value_seq_lengths=kv_lengths, local_window_size=window_size(p))
-    if p.bias == "none":
+    if p.bias == "none" and p.documents == 1:
         return attention
     bias_dtype = jnp.float32 if implementation != "cudnn" else jnp.dtype(p.dtype)  # xla adds it to float32 logits
 
     def attend(q, k, v):
-        return attention(q, k, v, bias=alibi_bias(p, bias_dtype))
+        bias = alibi_bias(p, bias_dtype) if p.bias != "none" else None
+        return attention(q, k, v, bias=bias, mask=same_document(p) if p.documents > 1 else None)
 
     return attend
 
@@ -108,6 +137,8 @@ def xla(p: Params):
 
 def cudnn_check(p: Params) -> str | None:
     """Why the cudnn variant declines these params, or None."""
+    if p.documents > 1:
+        return packed_check(p)
     if p.window is not None and not p.causal:
         return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
                "window\" otherwise)"
@@ -118,9 +149,12 @@ def cudnn_check(p: Params) -> str | None:
 
 
 @variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
-         rules=("a window only with a causal mask", "a serving cell's causal mask or window only with T = 1"))
+         rules=("a window only with a causal mask", "a serving cell's causal mask or window only with T = 1")
+         + PACKED_RULES)
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
+    if p.documents > 1:
+        return packed_attention(p)
     return _dot_product_attention(p, "cudnn")
 
 

@@ -1,0 +1,203 @@
+"""Packed rows (the `documents` axis) and a deterministic backward (the `deterministic` axis): the cut of a row into
+documents (runner/masks.py), the float32 reference and the FLOPs over them, which variants take them (cuDNN through
+jax's private API: runner/variants/cudnn_packed.py), and the bit-for-bit check of a deterministic cell."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from runner import compiler, masks, metrics
+from runner.attention import Logits, reference_attention
+from runner.checks import incorrect_reason, rel_err, same_bits
+from runner.inputs import make_inputs, reference
+from runner.machine import Device
+from runner.record import Correctness, read_cell
+from runner.registry import VARIANTS, decline, load_all
+from runner.variants import cudnn_packed
+from helpers import params
+
+load_all()
+CPU = Device(platform="cpu", kind="cpu", compute_capability=None, memory_bytes=None)
+H200 = Device(platform="gpu", kind="H200", compute_capability=9.0, memory_bytes=None)
+
+
+@pytest.mark.parametrize("length, documents", [(64, 2), (64, 4), (8192, 8), (33, 3), (16, 8), (4096, 7)])
+def test_a_row_is_cut_into_documents_by_the_rule(length, documents):
+    rows = [masks.document_lengths(length, documents, row) for row in range(documents + 1)]
+    for row in rows:
+        assert len(row) == documents and sum(row) == length and min(row) >= 1
+    if length >= 16 * documents:  # weights D..2D-1: the longest about twice the shortest, rounding aside
+        assert max(rows[0]) <= 2.1 * min(rows[0])
+    assert rows[0] == sorted(rows[0]) and rows[1] == rows[0][1:] + rows[0][:1]  # rotated by the row
+    assert rows[documents] == rows[0]  # the rotation comes round
+
+
+def test_the_cut_is_the_documented_one():
+    assert masks.document_lengths(100, 2) == [40, 60]  # weights 2, 3
+    assert masks.document_lengths(100, 2, row=1) == [60, 40]
+    assert masks.document_lengths(22, 4) == [4, 5, 6, 7]  # weights 4, 5, 6, 7 of 22
+    assert masks.document_lengths(10, 4) == [2, 2, 3, 3]  # cuts at round(10 x 4 / 22) = 2, 4, 7
+    ids = masks.segment_ids(params(batch=2, seq_len=10, documents=2))
+    assert ids.tolist() == [[0] * 4 + [1] * 6, [0] * 6 + [1] * 4]
+    assert masks.segment_ids(params(seq_len=10)) is None
+
+
+def _dense_count(p) -> int:
+    """Brute force: the reference's own visibility mask over packed rows, summed."""
+    ids = jnp.asarray(masks.segment_ids(p))
+    from runner.attention import visible
+
+    keep = visible(Logits.of(p), p.seq_len, p.kv_seq_len, segments=(ids, ids))
+    return int(np.broadcast_to(np.asarray(keep)[:, 0], (p.batch, p.seq_len, p.kv_seq_len)).sum())
+
+
+@pytest.mark.parametrize("shape", [dict(documents=2), dict(documents=3, causal=True), dict(batch=3, documents=4,
+                                   causal=True, window=3), dict(documents=4, window=2)])
+def test_flops_count_only_the_pairs_inside_a_document(shape):
+    p = params(seq_len=24, **shape)
+    assert masks.kept_elements(p) == _dense_count(p)
+    one = params(seq_len=24, **{**shape, "documents": 1})
+    assert metrics.flops(p) < metrics.flops(one)
+    assert metrics.bytes_min(p) == metrics.bytes_min(one)  # every token is a query and some query's key
+
+
+def _per_document(p, q, k, v):
+    """Attention of each document alone (plain causal or not, no packing), put back in its place: the definition."""
+    rows = []
+    for b, row in enumerate(masks.packed_lengths(p)):
+        start, parts = 0, []
+        for n in row:
+            cut = slice(start, start + n)
+            parts.append(reference_attention(q[b:b + 1, cut], k[b:b + 1, cut], v[b:b + 1, cut], p.causal,
+                                             logits=Logits.of(p)))
+            start += n
+        rows.append(jnp.concatenate(parts, axis=1))
+    return jnp.concatenate(rows, axis=0)
+
+
+@pytest.mark.parametrize("shape", [dict(causal=True), dict(), dict(causal=True, window=4), dict(bias="alibi",
+                                   causal=True), dict(softcap=1.0)])
+def test_the_reference_over_packed_rows_is_each_document_alone(shape):
+    p = params(batch=2, seq_len=20, heads=4, kv_heads=2, documents=2, **shape)
+    q, k, v = make_inputs(p, 0)
+    expected = _per_document(p, q, k, v) if p.bias == "none" else None
+    out = reference(p, (q, k, v))[0]
+    if expected is not None:
+        assert rel_err(out, expected) < 1e-6
+    assert rel_err(out, reference(params(**{**p.as_dict(), "documents": 1}), (q, k, v))[0]) > 0.05  # it bites
+
+
+def test_the_reference_chunks_over_packed_rows_see_the_whole_row(monkeypatch):
+    from runner import inputs
+
+    p = params(batch=2, seq_len=10, documents=3, causal=True, pass_="fwd_bwd")
+    args = make_inputs(p, 0)
+    whole = reference(p, args)
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
+    for part, full in zip(reference(p, args), whole):
+        assert rel_err(part, full) < 1e-6
+
+
+@pytest.mark.parametrize("name", ["naive", "xla", "auto"])
+def test_the_xla_variants_mask_across_documents(name):
+    p = params(batch=2, seq_len=32, heads=4, kv_heads=2, documents=4, causal=True)
+    args = make_inputs(p, 0)
+    assert decline(VARIANTS[name], p, CPU) is None
+    assert rel_err(jax.jit(VARIANTS[name].build(p))(*args), reference(p, args)[0]) < 1e-5
+
+
+@pytest.mark.parametrize("shape, words", [
+    (dict(seq_len=16, kv_seq_len=32, documents=2), "S (32) must equal T (16)"),
+    (dict(seq_len=16, documents=2, fill=0.5), "needs fill 1"),
+    (dict(seq_len=16, documents=9), "at least 18 tokens"),
+    (dict(deterministic=True), "needs pass fwd_bwd"),
+])
+def test_every_variant_declines_a_packed_or_deterministic_cell_that_cannot_be(shape, words):
+    p = params(**shape)
+    for name in ("naive", "xla"):
+        assert words in decline(VARIANTS[name], p, CPU)
+
+
+@pytest.mark.parametrize("variant, shape, words", [
+    ("pallas_triton", dict(documents=2), "declines a packed row"),
+    ("cudnn_fp8", dict(documents=2), "declines a packed row"),
+    ("pallas_triton", dict(deterministic=True, pass_="fwd_bwd"), "declines a deterministic backward"),
+    ("cudnn", dict(documents=2, bias="alibi"), "built without a bias"),
+])
+def test_variants_without_packing_or_determinism_decline_with_the_reason(variant, shape, words):
+    reason = decline(VARIANTS[variant], params(**{"dtype": "bfloat16", "head_dim": 16, "seq_len": 16, **shape}), H200)
+    assert reason and words in reason
+
+
+def test_cudnn_hands_jax_each_documents_length_and_first_token():
+    p = params(batch=2, seq_len=100, documents=2, causal=True)
+    assert cudnn_packed.segments(p) == ([[40, 60], [60, 40]], [[0, 40, -1], [0, 60, -1]])
+
+
+def test_cudnn_says_why_when_jax_has_no_packed_cudnn_path(monkeypatch):
+    monkeypatch.setattr(cudnn_packed, "_private", lambda: None)
+    assert "fused_attention_stablehlo" in cudnn_packed.missing()
+
+    class Old:
+        class MaskType:
+            CAUSAL = 2
+
+        @staticmethod
+        def dot_product_attention(query, key, value, bias=None, mask=None, q_seqlen=None, kv_seqlen=None):
+            return query
+
+    monkeypatch.setattr(cudnn_packed, "_private", lambda: Old)
+    assert "segment arguments" in cudnn_packed.missing()
+
+
+def test_this_jax_has_the_packed_cudnn_path():
+    assert cudnn_packed.missing() is None
+
+
+def test_a_deterministic_cell_lowers_with_tes_variable_and_compiles_with_xlas_flag():
+    seen = []
+
+    def attend(x):
+        seen.append(os.environ.get("NVTE_ALLOW_NONDETERMINISTIC_ALGO"))
+        return x * 2
+
+    args = (jnp.ones(4),)
+    plain = compiler.lower_timed(attend, args)
+    deterministic = compiler.lower_timed(lambda x: attend(x), args, True)  # traced anew (jit caches a traced fn)
+    assert seen == [None, "0"] and "NVTE_ALLOW_NONDETERMINISTIC_ALGO" not in os.environ
+    assert plain.options is None and deterministic.options == {"xla_gpu_deterministic_ops": True}
+    assert plain.fingerprint != deterministic.fingerprint  # never shares a non-deterministic executable
+    program = compiler.compile_lowered(deterministic)
+    assert float(program.executable(*args)[0]) == 2.0
+
+
+def test_same_bits_tells_a_last_bit_apart():
+    x = jnp.linspace(0, 1, 64, dtype=jnp.bfloat16)
+    nudged = x.at[7].set(jnp.nextafter(x[7], jnp.bfloat16(2)))
+    assert same_bits((x, x * 1), (x, x))
+    assert not same_bits((x, x), (x, nudged))
+    nan = jnp.full(3, jnp.nan)
+    assert same_bits((nan,), (nan,))  # equal bits, though NaN != NaN
+
+
+def test_a_deterministic_cell_whose_bits_move_is_incorrect():
+    close = dict(max_abs_err=0.0, rel_err=0.0, tolerance=1e-3)
+    assert incorrect_reason(Correctness(**close, bitwise_repeat=True)) == ""
+    assert "other bits" in incorrect_reason(Correctness(**close, bitwise_repeat=False))
+
+
+def test_a_cell_written_before_schema_9_reads_as_one_document_and_the_backward_as_it_was():
+    from runner.record import SCHEMA_VERSION
+
+    old = params().as_dict()
+    del old["documents"], old["deterministic"]
+    cell = read_cell({"schema_version": 8, "key": "k", "run_id": "r", "experiment": "e", "variant": "xla",
+                      "params": old, "status": "ok", "started_at": "t", "duration_s": 1.0, "flops": 1,
+                      "bytes_min": 1, "kv_cache_bytes": 1})
+    assert cell.schema_version == SCHEMA_VERSION
+    assert cell.params.documents == 1 and cell.params.deterministic is False
