@@ -201,3 +201,53 @@ def test_a_cell_written_before_schema_9_reads_as_one_document_and_the_backward_a
                       "bytes_min": 1, "kv_cache_bytes": 1})
     assert cell.schema_version == SCHEMA_VERSION
     assert cell.params.documents == 1 and cell.params.deterministic is False
+
+
+@pytest.fixture
+def wobbly():
+    """A test variant whose output moves by a millionth on each call (a host counter): right, but not repeatable."""
+    from runner.attention import naive_attention
+    from runner.registry import variant
+
+    calls = []
+
+    def count(x):
+        calls.append(1)
+        return np.float32(len(calls) * 1e-6)
+
+    @variant("test_wobbly", requires=VARIANTS["naive"].requires)
+    def build(p):
+        def attend(q, k, v):
+            nudge = jax.pure_callback(count, jax.ShapeDtypeStruct((), jnp.float32),
+                                   jax.lax.stop_gradient(q[0, 0, 0, 0]))
+            return naive_attention(q, k, v, causal=p.causal) + jax.lax.stop_gradient(nudge)
+
+        return attend
+
+    try:
+        yield "test_wobbly"
+    finally:
+        VARIANTS.pop("test_wobbly", None)
+
+
+def _measure(name: str, **shape):
+    from helpers import spec_data
+    from runner.cells import Cell
+    from runner.machine import current_device
+    from runner.measure import Measurer
+    from runner.spec import parse_spec
+    from runner.timers import WallTimer
+
+    measurer = Measurer(parse_spec(spec_data(), set(VARIANTS)), [WallTimer()], "test-run", current_device())
+    return measurer.measure(Cell("t", name, params(**shape)))
+
+
+def test_a_deterministic_cell_is_called_twice_and_its_bits_compared(wobbly):
+    shape = dict(causal=True, pass_="fwd_bwd", deterministic=True)
+    steady = _measure("naive", **shape)
+    assert steady.status == "ok", steady.reason
+    assert steady.correctness.bitwise_repeat is True
+    moving = _measure(wobbly, **shape)
+    assert moving.status == "incorrect" and "other bits" in moving.reason, moving.reason
+    assert moving.correctness.bitwise_repeat is False and moving.correctness.rel_err < 1e-4  # close, not the same
+    assert _measure(wobbly, causal=True, pass_="fwd_bwd").status == "ok"  # not asked: not checked
