@@ -16,7 +16,7 @@ from runner.shape import Params
 
 BASE = dict(batch=8, seq_len=1, kv_seq_len=40, heads=4, kv_heads=2, head_dim=8, v_head_dim=8, dtype="float32",
             causal=True, window=None, fill=1.0, bias="none", softcap=None, tp=1, devices=1, kv_spread=0.5,
-            page_order="contiguous", kv_lengths=None, page_size=None)
+            page_order="contiguous", kv_lengths=None, page_size=None, documents=1, deterministic=False)
 
 
 def params(**changes) -> Params:
