@@ -251,3 +251,20 @@ def test_a_deterministic_cell_is_called_twice_and_its_bits_compared(wobbly):
     assert moving.status == "incorrect" and "other bits" in moving.reason, moving.reason
     assert moving.correctness.bitwise_repeat is False and moving.correctness.rel_err < 1e-4  # close, not the same
     assert _measure(wobbly, causal=True, pass_="fwd_bwd").status == "ok"  # not asked: not checked
+
+
+def test_te_packs_rows_by_segment_ids_from_one_and_positions_within_each_document(monkeypatch):
+    import importlib.util
+
+    from runner.variants.transformer_engine import packed_segments
+
+    ids, positions = packed_segments(params(batch=2, seq_len=10, documents=2))
+    assert ids.tolist() == [[1] * 4 + [2] * 6, [1] * 6 + [2] * 4]  # 0 would be padding to TE
+    assert positions.tolist() == [[0, 1, 2, 3, 0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5, 0, 1, 2, 3]]
+    real = importlib.util.find_spec  # TE counts as installed, so the cell rules speak
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "transformer_engine"
+                        else real(name, *a))
+    hopper = dict(dtype="bfloat16", head_dim=16, seq_len=16, documents=2)
+    assert decline(VARIANTS["te"], params(**hopper, pass_="fwd_bwd", deterministic=True), H200) is None
+    assert "built without a bias" in decline(VARIANTS["te"], params(**hopper, bias="alibi"), H200)
+    assert "declines a packed row" in decline(VARIANTS["te_cp_ring"], params(**hopper), H200)

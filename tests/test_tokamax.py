@@ -166,3 +166,72 @@ def test_a_mosaic_backward_cell_on_another_gpu_is_skipped_at_build(monkeypatch):
     monkeypatch.setattr(tokamax_attention, "backward_here", lambda: "no backward on this GPU")
     with pytest.raises(Skip, match="no backward on this GPU"):
         VARIANTS["tokamax_mosaic"].build(params(**HOPPER, pass_="fwd_bwd"))
+
+
+@pytest.fixture
+def private_api(monkeypatch):
+    """Stand-ins for tokamax's private attention modules (api, base): a Mask of per-query key ranges as tokamax
+    defines it (k_start inclusive, k_end exclusive, causal top-left; two masks combine by max / min), and
+    implementations that attend densely under it, so a packed cell's mask can be checked against the reference."""
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    @dataclasses.dataclass(frozen=True)
+    class Mask:
+        k_start: object = None
+        k_end: object = None
+        is_causal: bool = False
+
+        def __and__(self, other):
+            pick = lambda a, b, fn: b if a is None else a if b is None else fn(a, b)  # noqa: E731
+            return Mask(pick(self.k_start, other.k_start, jnp.maximum), pick(self.k_end, other.k_end, jnp.minimum),
+                        self.is_causal or other.is_causal)
+
+        def as_array(self, length):
+            keys, rows = jnp.arange(length)[None, :], jnp.arange(length)[:, None]
+            keep = (keys >= self.k_start[..., None]) & (keys < self.k_end[..., None])  # (B, 1, T, S)
+            return keep & (rows >= keys) if self.is_causal else keep
+
+    def dense(q, k, v, bias=None, mask=None, logits_soft_cap=None):
+        groups = q.shape[2] // k.shape[2]
+        k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
+        scores = jnp.einsum("btnh,bsnh->bnts", q, k) / q.shape[-1] ** 0.5
+        scores = jnp.where(mask.as_array(q.shape[1]), scores, -jnp.inf)
+        return jnp.einsum("bnts,bsnh->btnh", jax.nn.softmax(scores, axis=-1), v)
+
+    api = types.SimpleNamespace(IMPLEMENTATIONS={"mosaic_gpu": dense, "triton": dense, "xla_chunked": dense})
+    base = types.SimpleNamespace(Mask=Mask)
+    for name, module in {"tokamax": types.SimpleNamespace(), "tokamax._src": None, "tokamax._src.ops": None,
+                         "tokamax._src.ops.attention": types.SimpleNamespace(api=api, base=base),
+                         "tokamax._src.ops.attention.api": api, "tokamax._src.ops.attention.base": base}.items():
+        monkeypatch.setitem(sys.modules, name, module or types.SimpleNamespace())
+    return api
+
+
+@pytest.mark.parametrize("name", ["tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked"])
+@pytest.mark.parametrize("shape", [dict(causal=True), dict(), dict(causal=True, window=5)])
+def test_a_packed_row_reaches_tokamax_as_each_querys_document_range(private_api, name, shape):
+    from runner.checks import rel_err
+    from runner.inputs import make_inputs, reference
+
+    p = params(batch=2, seq_len=24, heads=4, kv_heads=2, documents=3, dtype="float32", **shape)
+    args = make_inputs(p, 0)
+    assert rel_err(VARIANTS[name].build(p)(*args), reference(p, args)[0]) < 1e-5
+
+
+def test_packed_rows_say_what_this_tokamax_lacks(private_api, monkeypatch):
+    monkeypatch.delattr(private_api, "IMPLEMENTATIONS")
+    with pytest.raises(tokamax_attention.Skip, match="IMPLEMENTATIONS and a Mask with k_start"):
+        VARIANTS["tokamax_mosaic"].build(params(seq_len=24, documents=3, dtype="bfloat16"))
+
+
+@pytest.mark.parametrize("name, shape, words", [
+    ("tokamax_mosaic", {**HOPPER, "pass": "fwd_bwd", "deterministic": True}, "has no determinism option"),
+    ("tokamax_xla_chunked", {**HOPPER, "pass": "fwd_bwd", "deterministic": True}, "has no determinism option"),
+    ("tokamax_cudnn", {**HOPPER, "documents": 4}, "packs rows through cuDNN's segment offsets"),
+])
+def test_tokamax_declines_determinism_and_its_cudnn_path_packed_rows(installed, name, shape, words):
+    reason = decline(VARIANTS[name], params(**shape), H200)
+    assert reason and words in reason, reason

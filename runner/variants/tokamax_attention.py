@@ -25,7 +25,15 @@ key_value_seq_lengths, local_window_size, logits_soft_cap, implementation=...)`.
   there (its bias is built for S keys, not per request). Its kernels are prefill kernels: a single query row fills
   a block of 64 or more;
 - a paged cache is declined: tokamax 0.0.17's paged attention (batched_ragged_paged_attention) has a TPU kernel
-  (mosaic_tpu) and a jnp reference, no GPU kernel.
+  (mosaic_tpu) and a jnp reference, no GPU kernel;
+- packed rows (documents > 1): the public API takes a mask only as a dense boolean array, which the kernels read block
+  by block without skipping; tokamax's own Mask (_src/ops/attention/base.py) holds per-query key ranges, `k_start`
+  (inclusive) and `k_end` (exclusive) of shape (B, 1, T), which its Mosaic and Triton kernels use to skip whole key
+  blocks ("a mask for two independent causal sequences" is its docstring's example). A packed cell builds that Mask
+  (each query's document's first and past-the-last token, with the causal flag and the window as api.py adds them)
+  and calls the implementation from api.IMPLEMENTATIONS as api.dot_product_attention does: private modules, so
+  `packed_api` checks them and names what is missing;
+- no determinism option (its dot_product_attention has none): a deterministic cell is declined.
 Untuned: each call uses the implementation's heuristic configuration (tokamax logs an autotuning cache miss).
 """
 
@@ -34,17 +42,18 @@ from __future__ import annotations
 import functools
 from types import MappingProxyType
 
-from runner import paging
+from runner import masks, paging
 from runner.shape import Params
 from runner.registry import Requires, Skip, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
-ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths")
-NO_PAGES = MappingProxyType({"page_size": "tokamax 0.0.17's paged attention (batched_ragged_paged_attention) runs on "
-                                          "TPU only (mosaic_tpu, and a jnp reference)"})
+ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths", "documents")
+WHY_NOT = MappingProxyType({"page_size": "tokamax 0.0.17's paged attention (batched_ragged_paged_attention) runs on "
+                                          "TPU only (mosaic_tpu, and a jnp reference)",
+                             "deterministic": "tokamax.dot_product_attention has no determinism option"})
 FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS,
-             why_not=NO_PAGES, **PACKAGE)
+             why_not=WHY_NOT, **PACKAGE)
 CAP_AFTER_BIAS = "tokamax caps the logits after adding the bias, cap * tanh((s + b) / cap); the spec adds ALiBi " \
                  "after the cap"
 
@@ -95,6 +104,8 @@ def attention(p: Params, implementation: str):
 
     from runner.variants.jax_attention import alibi_bias, seq_lengths, window_size
 
+    if p.documents > 1:
+        return packed_attention(p, implementation)
     q_lengths, kv_lengths = seq_lengths(p)
     causal = p.causal and not paging.serving(p)  # a serving cell's T = 1 token sees its whole request
     attend = functools.partial(tokamax.dot_product_attention, is_causal=causal, query_seq_lengths=q_lengths,
@@ -108,6 +119,53 @@ def attention(p: Params, implementation: str):
         return attend(q, k, v, bias=alibi_bias(p, bias_dtype))
 
     return biased
+
+
+def packed_api():
+    """tokamax's private (api, base) modules that a packed cell calls, or Skip naming what this tokamax lacks."""
+    import dataclasses
+
+    try:
+        from tokamax._src.ops.attention import api, base
+    except ImportError as error:
+        raise Skip(f"packed rows on tokamax need its private attention modules: {error}") from None
+    fields = {f.name for f in dataclasses.fields(base.Mask)} if dataclasses.is_dataclass(base.Mask) else set()
+    if not hasattr(api, "IMPLEMENTATIONS") or not {"k_start", "k_end", "is_causal"} <= fields:
+        raise Skip("packed rows on tokamax need api.IMPLEMENTATIONS and a Mask with k_start / k_end, which this "
+                   "tokamax does not have")
+    return api, base
+
+
+def document_ranges(p: Params) -> tuple:
+    """(k_start, k_end), (B, 1, T) int32: the first and past-the-last token of each query's document."""
+    import numpy as np
+
+    ids = masks.segment_ids(p)
+    bounds = [np.cumsum([0] + row) for row in masks.packed_lengths(p)]
+    start = np.stack([bound[row] for bound, row in zip(bounds, ids)])
+    end = np.stack([bound[row + 1] for bound, row in zip(bounds, ids)])
+    return start[:, None].astype(np.int32), end[:, None].astype(np.int32)
+
+
+def packed_attention(p: Params, implementation: str):
+    """attend(q, k, v) over packed rows: the implementation called with tokamax's Mask of each query's document."""
+    import jax.numpy as jnp
+
+    from runner.variants.jax_attention import alibi_bias, window_size
+
+    api, base = packed_api()
+    name = "mosaic_gpu" if implementation == "mosaic" else implementation
+    starts, ends = document_ranges(p)
+
+    def attend(q, k, v):
+        mask = base.Mask(k_start=jnp.asarray(starts), k_end=jnp.asarray(ends), is_causal=p.causal)
+        if (window := window_size(p)) is not None:  # as api.py adds local_window_size
+            rows = jnp.arange(p.seq_len)
+            mask &= base.Mask(k_start=rows - window[0], k_end=rows + window[1] + 1)
+        bias = alibi_bias(p, jnp.float32) if p.bias != "none" else None
+        return api.IMPLEMENTATIONS[name](q, k, v, bias=bias, mask=mask, logits_soft_cap=p.softcap)
+
+    return attend
 
 
 def backward_here() -> str | None:
@@ -141,7 +199,7 @@ def tokamax_triton(p: Params):
     return attention(p, "triton")
 
 
-@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, why_not=NO_PAGES, **PACKAGE), backend="xla",
+@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, why_not=WHY_NOT, **PACKAGE), backend="xla",
          check=check, rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
 def tokamax_xla_chunked(p: Params):
     """tokamax.dot_product_attention(implementation="xla_chunked"): jnp over 512 x 1024 chunks (memory-efficient)."""
@@ -151,7 +209,10 @@ def tokamax_xla_chunked(p: Params):
 CUDNN_WHY_NOT = MappingProxyType({
     "softcap": "tokamax's cuDNN path (jax.nn.dot_product_attention) raises NotImplementedError for a soft cap",
     "window": "tokamax hands jax's cuDNN path a window as a dense mask, added as a (T, S) bias: not the cudnn "
-              "variant's sliding-window kernel"})
+              "variant's sliding-window kernel",
+    "documents": "tokamax hands jax's cuDNN path a packed row as a dense mask, added as a (B, 1, T, S) bias: the "
+                 "cudnn variant packs rows through cuDNN's segment offsets instead",
+    "deterministic": WHY_NOT["deterministic"]})
 
 
 def cudnn_check(p: Params) -> str | None:
@@ -164,7 +225,7 @@ def cudnn_check(p: Params) -> str | None:
 
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, options=("fill", "bias", "v_head_dim", "kv_lengths"),
-                 why_not=MappingProxyType({**CUDNN_WHY_NOT, **NO_PAGES}), **PACKAGE)
+                 why_not=MappingProxyType({**CUDNN_WHY_NOT, **WHY_NOT}), **PACKAGE)
 
 
 @variant("tokamax_cudnn", requires=CUDNN,

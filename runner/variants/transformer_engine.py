@@ -9,11 +9,17 @@ What TE's flax DotProductAttention takes (transformer_engine 2.20.2, the runner 
 batch as a SequenceDescriptor of (query, key/value) lengths with attn_mask_type "padding" / "padding_causal" (no
 dense mask); a bias tensor as "post_scale_bias" (ALiBi, dense (1, N, T, S), built inside the call); V's head
 dimension read from V. It has no logit soft cap (its experimental cuDNN score_mod aside), so softcap is declined.
+A packed row (documents > 1) is TE's sequence packing: qkv_layout "thd_thd_thd" with max_segments_per_seq = D and a
+SequenceDescriptor.from_segment_ids_and_pos of the row's document ids (from 1; 0 would be padding) and each token's
+position in its document, mask "padding_causal" / "padding" (read at TE's main branch, 2.20.0.dev0); a deterministic
+backward is TE's NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, which the runner sets while it lowers the cell.
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
+
+import numpy as np
 
 from runner import masks
 from runner.shape import Params
@@ -35,7 +41,18 @@ def preload() -> None:
 TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine",
           options=("window", "fill", "bias", "v_head_dim"),
           why_not=MappingProxyType({"softcap": "TE's flax DotProductAttention takes no logit soft cap"}))
+ONE_DEVICE = dict(TE, options=TE["options"] + ("documents", "deterministic"))  # packing and determinism: te, te_fp8
 RULES = dict(backend="transformer_engine", proves=("te_fused_attn",), worker=WORKER, preload=preload)
+
+
+def check(p: Params) -> str | None:
+    """Why TE's variants decline these params, or None."""
+    if p.documents > 1 and p.bias != "none":
+        return "TE's packed (THD) path is built without a bias here"
+    return None
+
+
+PACKED_RULES = dict(check=check, rules=("packed rows without ALiBi",))
 
 
 def _attention(p: Params, fp8: bool):
@@ -45,8 +62,10 @@ def _attention(p: Params, fp8: bool):
 
     from runner.variants.jax_attention import window_size
 
-    padded = masks.padded_lengths(p)
-    mask = ("padding_causal" if p.causal else "padding") if padded else ("causal" if p.causal else "no_mask")
+    padded, packed = masks.padded_lengths(p), p.documents > 1
+    padding = padded or packed
+    mask = ("padding_causal" if p.causal else "padding") if padding else ("causal" if p.causal else "no_mask")
+    layout = dict(qkv_layout="thd_thd_thd", max_segments_per_seq=p.documents) if packed else {}
     module = DotProductAttention(
         head_dim=p.head_dim,
         num_attention_heads=p.heads,
@@ -54,6 +73,7 @@ def _attention(p: Params, fp8: bool):
         attn_mask_type=mask,
         transpose_batch_sequence=False,
         window_size=window_size(p),
+        **layout,
     )
     dtype = jnp.dtype(p.dtype)
     q = jnp.zeros((p.batch, p.seq_len, p.heads, p.head_dim), dtype)
@@ -79,6 +99,11 @@ def _extra(p: Params, padded, dtype) -> dict:
     import jax.numpy as jnp
 
     extra = {}
+    if p.documents > 1:
+        from transformer_engine.jax.attention import SequenceDescriptor
+
+        ids, positions = (jnp.asarray(x) for x in packed_segments(p))
+        extra["sequence_descriptor"] = SequenceDescriptor.from_segment_ids_and_pos((ids, ids), (positions, positions))
     if padded:
         from transformer_engine.jax.attention import SequenceDescriptor
 
@@ -91,6 +116,14 @@ def _extra(p: Params, padded, dtype) -> dict:
     return extra
 
 
+def packed_segments(p: Params):
+    """TE's segment ids (each token's document, from 1) and segment positions (its place in that document), [B, T]."""
+    ids = masks.segment_ids(p)
+    starts = np.concatenate([np.zeros((p.batch, 1), bool), ids[:, 1:] != ids[:, :-1]], axis=1)
+    first = np.maximum.accumulate(np.where(starts, np.arange(p.seq_len), 0), axis=1)
+    return ids + 1, (np.arange(p.seq_len) - first).astype(np.int32)
+
+
 def _autocast():
     """The lab's FP8 cell: te.autocast with DelayedScaling(HYBRID, amax history 1024, max)."""
     import transformer_engine.jax as te
@@ -100,13 +133,14 @@ def _autocast():
     return te.autocast(enabled=True, recipe=recipe)
 
 
-@variant("te", requires=Requires(min_compute_capability=8.0, **TE), **RULES)
+@variant("te", requires=Requires(min_compute_capability=8.0, **ONE_DEVICE), **PACKED_RULES, **RULES)
 def te(p: Params):
     """TransformerEngine flax DotProductAttention (fused cuDNN attention through TE)."""
     return _attention(p, fp8=False)
 
 
-@variant("te_fp8", requires=Requires(min_compute_capability=8.9, **TE), fp8_baseline="te", **RULES)
+@variant("te_fp8", requires=Requires(min_compute_capability=8.9, **ONE_DEVICE), fp8_baseline="te", **PACKED_RULES,
+         **RULES)
 def te_fp8(p: Params):
     """The same module under te.autocast(DelayedScaling): the record says whether FP8 reached attention."""
     return _attention(p, fp8=True)
