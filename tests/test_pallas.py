@@ -65,6 +65,7 @@ def test_importing_the_pallas_variants_imports_no_jax():
     ("pallas_decode", {**DECODE, "pass": "fwd_bwd"}, H200, "has no fwd_bwd pass"),
     ("pallas_decode", {**DECODE, "head_dim": 96}, H200, "head_dim a power of two >= 16, not 96"),
     ("pallas_decode", {**DECODE, "kv_seq_len": 48}, H200, "S=48 / k_splits=4 = 12 keys per split"),
+    ("pallas_decode", {**DECODE, "page_size": 16}, H200, "reads one dense cache (pallas_paged is its paged sibling)"),
 ])
 def test_each_variant_declines_what_its_kernel_cannot_run_and_says_why(name, shape, device, words):
     reason = decline(VARIANTS[name], params(**shape), device)
@@ -75,6 +76,8 @@ def test_each_variant_declines_what_its_kernel_cannot_run_and_says_why(name, sha
     ("pallas_mgpu", HOPPER), ("pallas_mgpu", LAB), ("pallas_mgpu", {**LAB, "pass": "fwd_bwd"}),
     ("pallas_triton", HOPPER), ("pallas_triton", {**HOPPER, "pass": "fwd_bwd", "dtype": "bfloat16"}),
     ("pallas_triton", LAB), ("pallas_decode", DECODE), ("pallas_decode", {**DECODE, "kv_seq_len": 1024}),
+    ("pallas_decode", {**DECODE, "kv_lengths": "long_tail", "causal": True}),  # one new token sees its whole request
+    ("pallas_decode", {**DECODE, "kv_seq_len": 48, "kv_lengths": "equal"}),  # its cache padded to the splits
 ])
 def test_each_variant_takes_the_shapes_it_is_for(name, shape):
     assert decline(VARIANTS[name], params(**shape), H200) is None
@@ -161,6 +164,19 @@ def test_decode_layout_scale_and_gqa_match_the_reference_in_interpret_mode():
     assert [a.shape for a in compiled.arguments(inputs)][1] == (2, 2, 64, 16)  # the cache, head-major
     out = run_once(compiled, compiled.arguments(inputs))[0]
     assert out.shape == (2, 1, 4, 16) and _rel_err(out, reference(p, inputs)[0]) < 2e-2
+
+
+def test_decode_reads_a_ragged_batch_to_each_requests_length_in_interpret_mode():
+    p = params(batch=3, seq_len=1, kv_seq_len=40, heads=4, kv_heads=2, head_dim=16, dtype="bfloat16",
+               kv_lengths="long_tail", causal=True)
+    unbatched = functools.partial(pallas_decode.kernel_module().decode_attn_unbatched, interpret=True)
+    config = dict(block_k=16, k_splits=4, num_stages=2)
+    compiled = compile_step("pallas_decode", pallas_decode.tuned(p, unbatched).build(config), p, {})
+    inputs = make_inputs(p, 0)
+    assert inputs[1].shape == (3, 60, 2, 16)  # the longest request of 24, 36 and 60 keys
+    assert [a.shape for a in compiled.arguments(inputs)][1] == (3, 2, 64, 16)  # head-major, padded to 4 x 16 keys
+    out = run_once(compiled, compiled.arguments(inputs))[0]
+    assert out.shape == (3, 1, 4, 16) and _rel_err(out, reference(p, inputs)[0]) < 2e-2
 
 
 def _mgpu_standin(fails=lambda config: False):

@@ -9,7 +9,11 @@ What the kernel's source says (jax 0.10.2 and 0.11.2 alike), and the rules that 
   with its G = N / K query heads (padded to block_h = 16 rows), the KV sequence split k_splits ways, the splits'
   partial softmaxes combined after;
 - softmax scale 1/sqrt(H) (its default, passed explicitly); S must divide by k_splits into splits of at least 16
-  keys, each a multiple of block_k; Triton's blocks are powers of two, so H is one.
+  keys, each a multiple of block_k; Triton's blocks are powers of two, so H is one;
+- a per-sequence `kv_seq_len` bounds each split's loop and masks past it: a ragged serving batch (runner.paging)
+  passes its requests' lengths, its one new token seeing its whole request (causal or not, aligned to the end), and
+  its head-major cache is padded (untimed) to a multiple of k_splits x block_k keys, rows no split reads. A paged
+  cache is pallas_paged's.
 jax 0.11 deprecated this module in favour of tokamax: legacy (pallas_triton.LEGACY).
 """
 
@@ -19,6 +23,9 @@ import functools
 import math
 from typing import Any, Callable
 
+from types import MappingProxyType
+
+from runner import paging
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, Tuned, none_fits, variant
 from runner.variants.pallas_triton import LEGACY, TRITON_CALLS, removed
@@ -29,9 +36,18 @@ MIN_SPLIT = 16  # the kernel asserts S / k_splits >= 16
 CONFIGS = [dict(block_k=block_k, k_splits=splits, num_stages=2) for block_k in (64, 128) for splits in (4, 16, 64)]
 
 
+def cache_keys(p: Params, config: dict[str, Any]) -> int:
+    """Keys of the head-major cache the kernel reads: S, or a serving cell's longest request padded to a multiple of
+    k_splits x block_k (its requests' lengths bound every split)."""
+    if not paging.serving(p):
+        return p.kv_seq_len
+    step = config["k_splits"] * config["block_k"]
+    return -(-paging.cache_len(p) // step) * step
+
+
 def config_problem(p: Params, config: dict[str, Any]) -> str | None:
     """Why this configuration cannot run this shape (the kernel's own asserts), or None."""
-    S, splits = p.kv_seq_len, config["k_splits"]
+    S, splits = cache_keys(p, config), config["k_splits"]
     if S % splits:
         return f"S={S} is not a multiple of k_splits={splits}"
     split = S // splits
@@ -46,7 +62,7 @@ def check(p: Params) -> str | None:
     """Why pallas_decode declines these params, or None."""
     if p.seq_len != 1:
         return f"pallas_decode is decode attention: one query token per sequence (T = 1), not T={p.seq_len}"
-    if p.causal:
+    if p.causal and not paging.serving(p):
         return "pallas_decode attends to the whole KV cache; a causal T = 1 cell (top-left mask) sees key 0 only"
     if p.head_dim < 16 or p.head_dim & (p.head_dim - 1):
         return f"pallas_decode loads whole heads as Triton blocks: head_dim a power of two >= 16, not {p.head_dim}"
@@ -65,24 +81,41 @@ def head_major(q, k, v):
     return q, k.swapaxes(1, 2), v.swapaxes(1, 2)
 
 
+def make_prepare(p: Params, config: dict[str, Any]) -> Callable:
+    """head_major, a serving cell's cache padded to cache_keys (untimed)."""
+    if not paging.serving(p):
+        return head_major
+    import jax.numpy as jnp
+
+    def prepare(q, k, v):
+        pad = ((0, 0), (0, 0), (0, cache_keys(p, config) - k.shape[1]), (0, 0))
+        return q, jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad)
+
+    return prepare
+
+
 def make_attend(p: Params, config: dict[str, Any], unbatched: Callable) -> Callable:
     """attend(q, k, v) on a head-major cache through `unbatched` (decode_attn_unbatched, or a stand-in) with one
     configuration; Skip if it does not fit the shape."""
     if problem := config_problem(p, config):
         raise Skip(problem)
     import jax
+    import jax.numpy as jnp
 
     one_head = functools.partial(
         unbatched, sm_scale=1 / math.sqrt(p.head_dim), block_h=BLOCK_H, block_k=config["block_k"],
         k_splits=config["k_splits"], num_warps=None, num_stages=config["num_stages"], grid=None, debug=False,
         return_residuals=False, normalize_output=True)
     per_batch_and_head = jax.vmap(jax.vmap(one_head))
+    lengths = paging.lengths(p)  # a serving cell's, else None: every sequence S keys
 
     def attend(q, k, v):
         # q: [B, 1, N, H] -> [B, K, G, H]; k, v: [B, K, S, H]
         batch, _, heads, head_dim = q.shape
         grouped = q.reshape(batch, p.kv_heads, heads // p.kv_heads, head_dim)
-        out = per_batch_and_head(grouped, k, v, None, None)  # no start index, no per-sequence length
+        per_sequence = None if lengths is None else jnp.broadcast_to(
+            jnp.asarray(lengths, jnp.int32)[:, None], (batch, p.kv_heads))
+        out = per_batch_and_head(grouped, k, v, None, per_sequence)  # no start index
         return out.reshape(q.shape)
 
     return attend
@@ -90,18 +123,22 @@ def make_attend(p: Params, config: dict[str, Any], unbatched: Callable) -> Calla
 
 def tuned(p: Params, unbatched: Callable) -> Tuned:
     """The configuration search, each configuration a Staged call on the head-major cache."""
-    return Tuned(CONFIGS, lambda config: Staged(head_major, make_attend(p, config, unbatched), lambda out: out))
+    return Tuned(CONFIGS, lambda config: Staged(make_prepare(p, config), make_attend(p, config, unbatched),
+                                                lambda out: out))
 
 
 RULES = (
-    "T = 1 (one query token per sequence), not causal",
+    "T = 1 (one query token per sequence), not causal (top-left) outside a serving cell",
     "head_dim a power of two",
     "KV cache head-major (B, K, S, H): transposed once outside the timed call, as a decode server keeps it",
 )
 
 
+PAGED = MappingProxyType({"page_size": "pallas_decode reads one dense cache (pallas_paged is its paged sibling)"})
+
+
 @variant("pallas_decode", requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"),
-                                            passes=("fwd",)),
+                                            passes=("fwd",), options=("kv_lengths",), why_not=PAGED),
          backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES,
          probe=functools.partial(removed, "decode_attention"), legacy=LEGACY)
 def pallas_decode(p: Params):
