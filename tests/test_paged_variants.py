@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from helpers import params
+from helpers import REPO, params
 from runner import paging
 from runner.inputs import make_inputs, reference
 from runner.machine import Device
@@ -78,6 +78,29 @@ def test_a_dense_variant_declines_a_paged_cell_and_a_paged_one_a_dense_cell_in_o
     assert verdicts[("cudnn_paged", 16)] is None and verdicts[("pallas_paged", 16)] is None
     assert "no page_size" in verdicts[("cudnn_paged", None)] and "no page_size" in verdicts[("pallas_paged", None)]
     assert "paged KV cache" in verdicts[("cudnn", 16)] and verdicts[("cudnn", None)] is None
+
+
+def test_the_serving_specs_kernel_cells_run_on_an_h200_except_those_declined_by_design():
+    from runner.cells import expand
+    from runner.spec import load_spec
+
+    cells = expand(load_spec(REPO / "specs" / "serving.yaml", set(VARIANTS)))
+    assert {c.params.page_size for c in cells if c.experiment == "dense"} == {None}  # dense means dense
+    ran, declined = {}, {}
+    for cell in cells:
+        if cell.variant in ("cudnn_paged", "pallas_paged", "pallas_decode"):
+            reason = decline(VARIANTS[cell.variant], cell.params, H200)
+            ran[cell.variant] = ran.get(cell.variant, 0) + (reason is None)
+            declined.setdefault(cell.variant, set()).update([re.sub(r"T=\d", "T=n", reason)] if reason else [])
+    assert all(ran.values()) and set(ran) == {"cudnn_paged", "pallas_paged", "pallas_decode"}
+    assert declined == {
+        "cudnn_paged": {cudnn_paged.check(params(**dict(LLAMA, page_size=None))),
+                        cudnn_paged.check(params(**dict(LLAMA, seq_len=9, causal=True))).replace("T=9", "T=n")},
+        "pallas_paged": {pallas_paged.check(params(**dict(LLAMA, page_size=None))),
+                         pallas_paged.check(params(**dict(LLAMA, seq_len=9))).replace("T=9", "T=n")},
+        "pallas_decode": {decline(VARIANTS["pallas_decode"], params(**LLAMA), H200),
+                          "pallas_decode is decode attention: one query token per sequence (T = 1), not T=n"},
+    }
 
 
 def _cells(*shapes):
