@@ -23,6 +23,7 @@ from runner.timers import Stopwatch
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
+ROW_DRAW_ELEMENTS = 1 << 32  # a tensor whose flat draw is larger (17 GB of float32) is drawn a row at a time
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,31 @@ def make_inputs(p: Params, seed: int) -> tuple:
 
     Each tensor is cut from a flat float32 draw whose size is a power of two, so shapes share the random-number
     program (threefry compiles in ~0.6 s on a CPU, and a spec has a dozen shapes); the values are those of
-    `jax.random.normal(key, shape)`, because partitionable threefry numbers its draws by flat index."""
+    `jax.random.normal(key, shape)`, because partitionable threefry numbers its draws by flat index. A tensor past
+    ROW_DRAW_ELEMENTS (a serving cell's cache of B128 x 128k) is drawn a row of the batch at a time, row b from
+    `jax.random.fold_in(key, b)`, into its place: its float32 draw would not fit beside the cache."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 4)
-    return tuple(UNTIMED(_cut, UNTIMED(_normal, key, size=draw_size(shape)), shape=shape, dtype=p.dtype)
-                 for key, shape in zip(keys, input_shapes(p)))
+    return tuple(_draw(key, shape, p.dtype) for key, shape in zip(keys, input_shapes(p)))
+
+
+def _rows(shape: tuple) -> bool:
+    """Whether a tensor is drawn a row at a time (its flat draw past ROW_DRAW_ELEMENTS)."""
+    return draw_size(shape) > ROW_DRAW_ELEMENTS and len(shape) > 1
+
+
+def _draw(key, shape: tuple, dtype: str):
+    if not _rows(shape):
+        return UNTIMED(_cut, UNTIMED(_normal, key, size=draw_size(shape)), shape=shape, dtype=dtype)
+    whole = jnp.zeros(shape, jnp.dtype(dtype))
+    for b in range(shape[0]):
+        whole = _put_row(whole, _draw(jax.random.fold_in(key, b), shape[1:], dtype), b)
+    return whole
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _put_row(whole, row, index):
+    """whole[index] = row, in place (whole is donated): the tensor is never held twice."""
+    return jax.lax.dynamic_update_index_in_dim(whole, row, index, 0)
 
 
 def _reference_chunk(q, k, v, dout, q_offset, *masking, logits: Logits, with_grads: bool, names: tuple = ()):
@@ -126,6 +148,8 @@ def reference(p: Params, args: tuple) -> tuple:
     q, k, v = args[:3]
     dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
     with_grads = p.pass_ == "fwd_bwd"
+    if paging.serving(p) and not with_grads:
+        return _serving_reference(p, q, k, v)
     names, masking = masking_arrays(p)
     row_bytes = p.batch * p.heads * paging.cache_len(p) * 4 * (3 if with_grads else 1)
     rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
@@ -154,6 +178,25 @@ def masking_arrays(p: Params) -> tuple[tuple[str, ...], tuple]:
     if (segments := masks.segment_ids(p)) is not None:
         return ("q_segments", "kv_segments"), (jnp.asarray(segments), jnp.asarray(segments))
     return (), ()
+
+
+def requests_per_chunk(p: Params) -> int:
+    """A serving cell's requests per reference chunk: their float32 scores and copies of K and V within
+    REFERENCE_CHUNK_BYTES (at least one)."""
+    per_request = 4 * paging.cache_len(p) * (p.heads * p.seq_len + p.kv_heads * (p.head_dim + p.v_head_dim))
+    return max(1, min(p.batch, REFERENCE_CHUNK_BYTES // per_request))
+
+
+def _serving_reference(p: Params, q, k, v) -> tuple:
+    """A serving cell's float32 output a few requests at a time: a chunk upcasts its own requests' K and V, not the
+    whole cache (at B128 x 128k, 137 GB of float32)."""
+    q_lengths, kv_lengths = masks_lengths(p)
+    step, none = requests_per_chunk(p), jnp.zeros((), jnp.float32)
+    outs = [UNTIMED(_reference_chunk, q[b:b + step], k[b:b + step], v[b:b + step], none, jnp.int32(0),
+                    q_lengths[b:b + step], kv_lengths[b:b + step], logits=Logits.of(p), with_grads=False,
+                    names=("q_lengths", "kv_lengths"))[0]
+            for b in range(0, p.batch, step)]
+    return (jnp.concatenate(outs, axis=0),)
 
 
 def masks_lengths(p: Params) -> tuple:
@@ -190,7 +233,9 @@ def needed_bytes(p: Params) -> int:
     inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
     expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
     chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * paging.cache_len(p) * 4) + 2 * kv * f32
-    draw = 4 * max(draw_size(shape) for shape in input_shapes(p))  # while the inputs are made
+    if paging.serving(p) and p.pass_ == "fwd":  # a chunk of requests: scores, their K and V sliced and in float32
+        chunk = REFERENCE_CHUNK_BYTES + 2 * requests_per_chunk(p) * (kv // p.batch) * (1 + f32)
+    draw = 4 * max(draw_size(shape[1:] if _rows(shape) else shape) for shape in input_shapes(p))  # making inputs
     pool = metrics.kv_cache_bytes(p) if p.page_size else 0  # a paged variant's pages, beside the dense K and V
     return inputs + pool + max(expected + chunk, draw)
 

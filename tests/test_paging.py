@@ -147,3 +147,29 @@ def test_a_run_calls_xla_paged_ok_and_a_wrong_page_table_incorrect(tmp_path):
     assert cells["xla_paged"]["status"] == "ok"
     assert cells["test_wrong_page"]["status"] == "incorrect"
     assert cells["xla"]["status"] == "skipped" and "paged KV cache" in cells["xla"]["reason"]
+
+
+def test_a_serving_reference_a_few_requests_at_a_time_equals_the_whole(monkeypatch):
+    """The reference upcasts one chunk of requests' K and V at a time (B128 x 128k would need 137 GB in float32)."""
+    p = params(batch=7, seq_len=3, kv_lengths="long_tail", page_size=16)
+    args = inputs.make_inputs(p, 0)
+    whole = reference_attention(*args, True, logits=Logits.of(p), kv_lengths=jnp.asarray(paging.lengths(p)))
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 40_000)
+    assert inputs.requests_per_chunk(p) == 3  # chunks of 3, 3 and 1 requests
+    assert float(jnp.max(jnp.abs(inputs.reference(p, args)[0] - whole))) < 1e-6
+
+
+def test_a_cache_too_large_for_one_draw_is_drawn_a_request_at_a_time(monkeypatch):
+    """Past ROW_DRAW_ELEMENTS a tensor's row b is jax.random.normal(fold_in(key, b)) of the row's shape, written in
+    place; smaller tensors keep their normals of the whole shape."""
+    import jax
+
+    p = params(batch=3, kv_seq_len=16, kv_lengths="equal")
+    monkeypatch.setattr(inputs, "ROW_DRAW_ELEMENTS", 256)  # K and V (768 normals) are drawn by rows, Q (96) is not
+    q, k, v = inputs.make_inputs(p, 0)
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    assert np.array_equal(q, jax.random.normal(keys[0], q.shape))
+    for b in range(3):
+        assert np.array_equal(k[b], jax.random.normal(jax.random.fold_in(keys[1], b), k.shape[1:]))
+        assert np.array_equal(v[b], jax.random.normal(jax.random.fold_in(keys[2], b), v.shape[1:]))
+    assert np.array_equal(inputs.make_inputs(p, 0)[1], k)
