@@ -173,3 +173,21 @@ def test_a_cache_too_large_for_one_draw_is_drawn_a_request_at_a_time(monkeypatch
         assert np.array_equal(k[b], jax.random.normal(jax.random.fold_in(keys[1], b), k.shape[1:]))
         assert np.array_equal(v[b], jax.random.normal(jax.random.fold_in(keys[2], b), v.shape[1:]))
     assert np.array_equal(inputs.make_inputs(p, 0)[1], k)
+
+
+@pytest.mark.slow
+def test_serving_specs_cpu_slice_runs_paged_ragged_and_multi_token_decode_ok(tmp_path):
+    """specs/serving.yaml's `cpu` experiment on a CPU: naive, xla and xla_paged agree with the float32 reference on
+    ragged (long_tail) lengths, shuffled pages and 1 and 4 new tokens; only the dense/paged mismatches are skipped."""
+    import json
+
+    from helpers import REPO, attnbench
+
+    done = attnbench("run", REPO / "specs" / "serving.yaml", "--only", "cpu", "--out", tmp_path, "--run-id", "c",
+                     "--compile-cache", "off")
+    assert done.returncode == 0, done.stderr
+    cells = [json.loads(line) for line in (tmp_path / "c" / "cells.jsonl").read_text().splitlines()]
+    ok = {(c["variant"], c["params"]["seq_len"], c["params"]["page_size"]) for c in cells if c["status"] == "ok"}
+    assert ok == {(v, t, p) for t in (1, 4) for v, p in (("xla_paged", 16), ("naive", None), ("xla", None))}
+    assert all(c["status"] == "skipped" for c in cells if (c["variant"], c["params"]["seq_len"],
+                                                            c["params"]["page_size"]) not in ok)

@@ -93,3 +93,18 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     found = matched(cells, {"cudnn_fp8"})
     assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
     assert table(cells, {"cudnn_fp8"})["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
+
+
+@pytest.mark.slow
+def test_show_prints_a_dense_decode_cell_beside_the_published_decode_figure(tmp_path, capsys):
+    """serving.yaml's dense cell at decode_sweep's B1 / KV 2k shape, run by xla on a CPU: `show` prints it beside
+    cuDNN 9.27's published 0.006432 ms."""
+    from helpers import attnbench
+
+    done = attnbench("run", REPO / "specs" / "serving.yaml", "--only", "dense", "--variants", "xla", "--where",
+                     "batch=1", "kv_seq_len=2048", "seq_len=1", "--out", tmp_path, "--run-id", "d",
+                     "--compile-cache", "off")
+    assert done.returncode == 0, done.stderr
+    result = in_process(capsys, "show", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    assert "0.006432" in result.out and "cuDNN 9.27.0 decode" in result.out
