@@ -183,7 +183,8 @@ class Programs:
         self._ready = {key: made for key, made in self._ready.items() if key in batch}
         with watch.phase("compile"):
             lowered, shapes = self._lower(todo, probes)
-            own = [p for p in shapes if p.pass_ != "fwd" or with_backward(p) not in shapes]  # else the twin's serve
+            # a forward shape whose forward+backward twin is in the batch takes the twin's inputs and reference
+            own = [p for p in shapes if p.pass_ != "fwd" or with_backward(p) not in shapes]
             untimed = {prog[0]: prog for p in own if not truths.holds(p) for prog in untimed_programs(p, truths.seed)}
             self._compile_all(lowered, list(untimed.values()))
         return watch.phases
