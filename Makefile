@@ -45,8 +45,12 @@ results-pages: $(INSTALLED)
 test-tools:
 	bash scripts/install-test-tools.sh
 
+# pytest-xdist: TEST_WORKERS processes (TEST_WORKERS=0: one, as `.venv/bin/pytest` runs), each given whole files
+# (--dist loadfile), so a module's fixtures start once; many tests wait on processes, servers and signals, and a
+# second worker fills those waits (docs/benchmarks.md, "The suite on two workers")
+TEST_WORKERS ?= 2
 test: $(INSTALLED) test-tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # GKE (docs/gke.md). Every value defaults to what terraform/ made; each can be given on the line.
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)

@@ -76,3 +76,14 @@ def test_make_docs_serves_the_site_and_make_results_pages_writes_its_pages():
     pages = subprocess.run(["make", "-n", "--old-file=.venv/.installed", "-C", str(REPO), "results-pages"],
                            capture_output=True, text=True, check=True).stdout.splitlines()
     assert ".venv/bin/python scripts/results_pages.py" in pages
+
+
+def test_make_test_runs_the_suite_on_two_workers_each_given_whole_files():
+    def pytest_line(*variables: str) -> str:
+        done = subprocess.run(["make", "-n", "--old-file=.venv/.installed", "-C", str(REPO), "test", *variables],
+                              capture_output=True, text=True, check=True)
+        (line,) = [line for line in done.stdout.splitlines() if "pytest" in line]
+        return line
+
+    assert pytest_line() == ".venv/bin/pytest -n 2 --dist loadfile"
+    assert pytest_line("TEST_WORKERS=0") == ".venv/bin/pytest -n 0 --dist loadfile"  # one process
