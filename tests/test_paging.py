@@ -191,3 +191,21 @@ def test_serving_specs_cpu_slice_runs_paged_ragged_and_multi_token_decode_ok(tmp
     assert ok == {(v, t, p) for t in (1, 4) for v, p in (("xla_paged", 16), ("naive", None), ("xla", None))}
     assert all(c["status"] == "skipped" for c in cells if (c["variant"], c["params"]["seq_len"],
                                                             c["params"]["page_size"]) not in ok)
+
+
+@pytest.mark.parametrize(("new_tokens", "causal", "window"), [(1, True, None), (4, True, None), (1, True, 8),
+                                                              (4, False, 8), (4, False, None)])
+def test_xla_and_xla_paged_agree_with_the_reference_on_serving_masks(new_tokens, causal, window):
+    """jax.nn.dot_product_attention's is_causal and local_window_size are top-left: a serving cell's causal T > 1 and
+    its windows (the last W keys of each request) go as a mask, causal T = 1 as the lengths alone."""
+    from runner.registry import Staged
+    from runner.variants.jax_attention import xla
+    from runner.variants.paged_gather import xla_paged
+
+    p = params(seq_len=new_tokens, causal=causal, window=window, kv_lengths="long_tail", page_size=8,
+               page_order="shuffled")
+    args = inputs.make_inputs(p, 0)
+    expected = inputs.reference(p, args)[0]
+    paged: Staged = xla_paged(p)
+    for out in (xla(p)(*args), paged.attend(*paged.prepare(*args))):
+        assert float(jnp.max(jnp.abs(out - expected))) < 1e-5

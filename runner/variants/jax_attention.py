@@ -13,6 +13,7 @@ What jax.nn.dot_product_attention takes (jax 0.10.2's source, the runner image's
 - a serving cell (runner.paging): its requests' KV lengths as `key_value_seq_lengths`; its causal mask is aligned to
   each request's end, which `is_causal` (top-left: `jnp.tril`, cuDNN's CAUSAL) is not, so with T > 1 xla takes it
   as a boolean `mask` and cudnn declines (with T = 1 the new token sees its whole request: no causal mask at all);
+  a window (`local_window_size`, top-left too) likewise: xla takes a serving cell's as a mask, cudnn declines it;
 - a paged KV cache is declined: these read one dense K and V;
 - a packed row (documents > 1) as a boolean `mask` (B, 1, T, S) of same-document pairs, built from the row's document
   ids inside the call: XLA fuses it into the logits, while jax's cuDNN path would turn it into a dense (B, 1, T, S)
@@ -96,9 +97,10 @@ def alibi_bias(p: Params, dtype):
 
 
 def serving_mask(p: Params):
-    """A serving cell's [B, 1, T, S] keys each new token sees, where `is_causal` cannot say it (causal or a window,
-    T > 1, aligned to each request's end); else None."""
-    if not paging.serving(p) or p.seq_len == 1 or not (p.causal or p.window is not None):
+    """A serving cell's [B, 1, T, S] keys each new token sees, where `is_causal` and `local_window_size` (both
+    top-left) cannot say it: causal with T > 1, or a window (its last W keys), aligned to each request's end; else
+    None (causal at T = 1 sees the whole request: key_value_seq_lengths say it)."""
+    if not paging.serving(p) or (p.window is None and (p.seq_len == 1 or not p.causal)):
         return None
     import jax.numpy as jnp
 
@@ -142,14 +144,14 @@ def cudnn_check(p: Params) -> str | None:
     if p.window is not None and not p.causal:
         return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
                "window\" otherwise)"
-    if paging.serving(p) and p.seq_len > 1 and (p.causal or p.window is not None):
-        return "jax's cuDNN path aligns its causal mask top-left; a serving cell's is aligned to each request's end " \
-               "(T > 1)"
+    if paging.serving(p) and (p.window is not None or (p.causal and p.seq_len > 1)):
+        return "jax's cuDNN path aligns its causal mask and window top-left; a serving cell's are aligned to each " \
+               "request's end (a window, or causal with T > 1)"
     return None
 
 
 @variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
-         rules=("a window only with a causal mask", "a serving cell's causal mask or window only with T = 1")
+         rules=("a window only with a causal mask", "a serving cell: no window, causal only with T = 1")
          + PACKED_RULES)
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
