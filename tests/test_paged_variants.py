@@ -173,6 +173,7 @@ def test_pallas_paged_search_keeps_blocks_of_at_least_a_page_and_16_keys():
         grid = pallas_paged.configs(params(**dict(LLAMA, page_size=page_size)))
         assert {c["pages_per_compute_block"] for c in grid} == per_block
         assert all(c["pages_per_compute_block"] * page_size >= pallas_paged.MIN_KEYS for c in grid)
+        assert {c["num_stages"] for c in grid} == ({1} if page_size == 256 else {2})
 
 
 # --- cuDNN: the staged pool and table, its call emulated as jax documents it, its lowering for CUDA ---------------

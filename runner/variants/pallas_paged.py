@@ -33,9 +33,11 @@ SPLITS = (4, 16, 64)
 
 
 def configs(p: Params) -> list[dict[str, int]]:
-    """Pages per compute block (64 or 128 keys' worth, at least one page) by k_splits; the kernel's 8 warps."""
+    """Pages per compute block (64 or 128 keys' worth, at least one page) by k_splits; the kernel's 8 warps, and two
+    pipeline stages up to 128 keys a block (one past it: pallas_decode's shared-memory bound)."""
     per_block = sorted({max(1, keys // p.page_size) for keys in BLOCK_KEYS})
-    return [dict(pages_per_compute_block=pages, k_splits=splits, num_warps=8, num_stages=2)
+    return [dict(pages_per_compute_block=pages, k_splits=splits, num_warps=8,
+                 num_stages=2 if pages * p.page_size <= max(BLOCK_KEYS) else 1)
             for pages in per_block for splits in SPLITS]
 
 
