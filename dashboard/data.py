@@ -31,8 +31,9 @@ SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
 REMOTE_TTL_S = 300
 STORE_TIMEOUT_S = 20.0  # how long the page waits for a bucket before saying it is unreachable
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
+# the columns views read from every record, for runs with no cell yet
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
-               "order", *shape.NAMES]  # the columns views read from every record, for runs with no cell yet
+               "order", "pct_of_clock_peak", *shape.NAMES]
 RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "power", "started", "git_sha", "planned", "soak",
                "peak_tflops", "bandwidth_gbps"]
 
@@ -79,7 +80,9 @@ class RunCache:
         if cached and cached[0] == digest:
             return cached[1]
         run = assemble(location, {_leaf(name): data for name, data in objects.items()})
-        parsed = ParsedRun(run.manifest, frames.cells(run.cells), frames.soak_points(run.cells), tuple(run.problems))
+        machine = run.manifest.machine if run.manifest else None
+        parsed = ParsedRun(run.manifest, frames.cells(run.cells, machine), frames.soak_points(run.cells),
+                           tuple(run.problems))
         self.parsed[folder] = digest, parsed
         return parsed
 

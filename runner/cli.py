@@ -548,7 +548,7 @@ def cmd_show(args, console: Console) -> int:
         raise UsageError("\n".join(run.problems))
     _warn(run.problems)
     if args.format == "table":
-        print_tables(run.cells, console)
+        print_tables(run.cells, console, run.manifest.machine if run.manifest else None)
         leaderboard_table(run.cells, console, legacy_of([run.manifest]))
         scaling_table(run.cells, console)
         published_table(run.cells, run.manifest, console)

@@ -53,6 +53,29 @@ def kv_cache_bytes(p: Params) -> int:
     return int(2 * sum(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
 
 
+# Dense MMA FLOPs per clock per SM, by compute capability major and data type: cudnn-frontend's table for its
+# peak_mma_tflops column (benchmark/attention_training: 4096 bf16 / fp16 on sm90, 8192 on sm100, 1024 on sm120), and
+# FP8 on sm90 at twice bf16's (its H200 rows: 2141 against 1071 at one clock)
+MMA_PER_CLOCK_PER_SM = {9: {"bfloat16": 4096, "float16": 4096, "fp8": 8192}, 10: {"bfloat16": 8192, "float16": 8192},
+                        12: {"bfloat16": 1024, "float16": 1024}}
+
+
+def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str, sm_mhz: float | None):
+    """The GPU's dense MMA TFLOP/s for `data_type` (bfloat16, float16 or fp8) at this SM clock, as cudnn-frontend
+    computes its peak_mma_tflops (flops per clock per SM x SMs x MHz / 1e6); None where a fact is unknown."""
+    major = int(str(capability).split(".")[0]) if capability else None
+    per_clock = MMA_PER_CLOCK_PER_SM.get(major, {}).get(data_type)
+    if per_clock is None or not sm_count or not sm_mhz or sm_mhz != sm_mhz:  # NaN from a table
+        return None
+    return per_clock * sm_count * sm_mhz / 1e6
+
+
+def clock_peak_share(tflops, capability: str | None, sm_count: int | None, data_type: str, sm_mhz) -> float | None:
+    """100 x tflops / peak_mma_tflops at the cell's sampled SM clock (its median), or None."""
+    peak = peak_mma_tflops(capability, sm_count, data_type, sm_mhz)
+    return None if peak is None or tflops is None or tflops != tflops else 100 * tflops / peak
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The machine's measured ceilings that rates are shares of (None: not measured, as on a CPU)."""

@@ -14,6 +14,13 @@ q_tokens new tokens against a cache of kv_len keys, causal aligned to the end wh
 backend reads a contiguous (dense) K and V (the benchmark's README; the `page_size` column is the config's, for
 FlashInfer), so a row is attnbench's dense serving cell: kv_lengths equal, page_size null, causal. The per-GPU heads
 are the row's (tp 1); only the bfloat16 `cudnn` generation rows without a window are read.
+
+cudnn-frontend's attention_training CSVs (format `cudnn-frontend-training`) hold one row per backend (`cudnn`,
+`flash_attention_4`), data type, mask, shape and pass (`fwd`, or `bwd` with `deterministic_bwd` False or True), and
+`peak_mma_tflops`: the GPU's dense MMA rate for the row's data type at the SM clock the benchmark sampled after
+timing it (flops per clock per SM x SMs x MHz, runner.metrics.peak_mma_tflops). A `fwd` row is a fwd cell; fwd +
+bwd is a fwd_bwd cell, and fwd + the deterministic bwd a fwd_bwd cell with `deterministic` true. Each backend is a
+series of its own (the entry's `series` maps backend -> name); its batch is the row's, so batch 2 never meets batch 1.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ class Figure:
     fp8: bool
     shape: tuple  # (name, value) pairs: the shape as a cell key sees it
     median_s: float
+    peak_tflops: float | None = None  # the publisher's dense MMA rate at the clock it sampled, where it gives one
 
 
 def folder() -> Path:
@@ -101,7 +109,37 @@ def _cudnn_frontend_inference(path: Path, source: str, url: str) -> list[Figure]
     return found
 
 
-FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend, "cudnn-frontend-inference": _cudnn_frontend_inference}
+def _cudnn_frontend_training(path: Path, series: dict, url: str) -> list[Figure]:
+    """cudnn-frontend's attention_training CSV: per backend, data type, mask and shape, a forward figure, a forward +
+    backward one and a forward + deterministic backward one, each with the publisher's peak at its sampled clock."""
+    rows: dict[tuple, dict] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row["success"] != "True" or row["sliding_window_size"] or row["backend"] not in series:
+                continue
+            shape_of = tuple(row[c] for c in ("backend", "data_type", "attn_mask", "batch_size", "q_seqlen",
+                                               "kv_seqlen", "num_q_heads", "num_kv_heads", "head_dim_qk", "head_dim_vo"))
+            rows.setdefault(shape_of, {})[(row["profile_pass"], row["deterministic_bwd"] == "True")] = row
+    found = []
+    for (backend, data_type, mask, *sizes), passes in rows.items():
+        if (forward := passes.get(("fwd", False))) is None:
+            continue
+        batch, seq_len, kv_seq_len, heads, kv_heads, head_dim, v_head_dim = (int(x) for x in sizes)
+        values = dict(batch=batch, seq_len=seq_len, kv_seq_len=kv_seq_len, heads=heads, kv_heads=kv_heads,
+                      head_dim=head_dim, v_head_dim=v_head_dim, dtype="bfloat16", causal=mask == "top_left")
+        fwd_s, fp8 = float(forward["time_ms"]) / 1e3, data_type == "fp8"
+        found.append(Figure(series[backend], url, fp8, key({**values, "pass": "fwd"}), fwd_s,
+                            float(forward["peak_mma_tflops"])))
+        for deterministic in (False, True):
+            if (backward := passes.get(("bwd", deterministic))) is not None:
+                cell = {**values, "pass": "fwd_bwd", "deterministic": deterministic}
+                found.append(Figure(series[backend], url, fp8, key(cell), fwd_s + float(backward["time_ms"]) / 1e3,
+                                    float(backward["peak_mma_tflops"])))
+    return found
+
+
+FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend, "cudnn-frontend-inference": _cudnn_frontend_inference,
+           "cudnn-frontend-training": _cudnn_frontend_training}
 
 
 @cache
@@ -126,16 +164,24 @@ def lookup(values: dict, fp8: bool) -> list[Figure]:
     return figures().get((key(values), fp8), [])
 
 
-def beside(cells, fp8_variants: set[str]) -> list[dict]:
-    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster."""
+def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
+    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; where
+    the publisher gives its peak at the clock it sampled, each side's TFLOP/s (the cell's FLOPs over each time) as a
+    share of its own clock's MMA peak (ours from the run's machine and the cell's median SM clock)."""
+    from runner.frames import clock_peak
+
     rows = []
     for c in cells:
         if c.status != "ok" or not c.median_s:
             continue
         for figure in lookup(c.params.as_dict(), c.variant in fp8_variants):
-            rows.append({"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
-                         "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
-                         "measured / published": c.median_s / figure.median_s, "published": figure.source})
+            row = {"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
+                   "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
+                   "measured / published": c.median_s / figure.median_s}
+            if figure.peak_tflops:
+                row["measured % MMA@clock"] = clock_peak(c, machine)
+                row["published % MMA@clock"] = 100 * c.flops / figure.median_s / 1e12 / figure.peak_tflops
+            rows.append({**row, "published": figure.source})
     return rows
 
 

@@ -53,31 +53,41 @@ COLUMNS: list[tuple[str, bool, Callable[[CellRecord], str]]] = [
 ]
 
 
-def experiment_table(name: str, cells: list[CellRecord]) -> Table:
-    """Shape columns that vary within the experiment, then the measurements; constant ones in the title."""
+def clock_column(machine) -> tuple[str, bool, Callable[[CellRecord], str]]:
+    """% of the GPU's dense MMA rate at each cell's sampled SM clock (runner.frames.clock_peak), for the run's
+    machine."""
+    from runner.frames import clock_peak
+
+    return "% MMA@clock", True, lambda c: _fmt(clock_peak(c, machine), 3)
+
+
+def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
+    """Shape columns that vary within the experiment, then the measurements (given the run's machine, the % of its
+    MMA peak at each cell's clock beside TFLOP/s); constant ones in the title."""
+    columns = COLUMNS[:4] + [clock_column(machine)] + COLUMNS[4:] if machine is not None else COLUMNS
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))
     table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="default")  # left, not padded to the table's width
     for header in ["variant", *(shape.column(k) for k in varying), "status"]:
         table.add_column(header)
-    for header, right, _ in COLUMNS:
+    for header, right, _ in columns:
         table.add_column(header, justify="right" if right else "left")
     for c, values in zip(cells, shapes):
         style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
-        measured = [get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else \
-            ["-"] * (len(COLUMNS) - 1) + [c.reason]
+        measured = [get(c) for _, _, get in columns] if c.status == "ok" or c.correctness else \
+            ["-"] * (len(columns) - 1) + [c.reason]
         measured = [escape(m) for m in measured]  # text, not markup: a note's [clock moved 12%], an extra's [tokamax]
         table.add_row(c.variant, *(str(values[k]) for k in varying), c.status, *measured, style=style)
     return table
 
 
-def print_tables(cells: list[CellRecord], console: Console) -> None:
+def print_tables(cells: list[CellRecord], console: Console, machine=None) -> None:
     by_experiment: dict[str, list[CellRecord]] = {}
     for c in cells:
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
-        console.print(experiment_table(name, group))
+        console.print(experiment_table(name, group, machine))
 
 
 def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = ()) -> Table:
@@ -120,12 +130,14 @@ def published_table(cells: list[CellRecord], manifest, console: Console) -> None
     """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
     from runner import published
 
-    body = published.beside(cells, published.fp8_promised(manifest))
+    body = published.beside(cells, published.fp8_promised(manifest), manifest.machine if manifest else None)
     if not body:
         return
+    header = list(dict.fromkeys(name for row in body for name in row))  # % MMA@clock only where a figure has a peak
     console.print(rich_table("published: measured / published at the same shape (below 1: faster than published)",
-                             list(body[0]), [[_fmt(v) for v in row.values()] for row in body],
-                             right=("measured ms", "published ms", "measured / published")))
+                             header, [[_fmt(row.get(name)) for name in header] for row in body],
+                             right=("measured ms", "published ms", "measured / published", "measured % MMA@clock",
+                                    "published % MMA@clock")))
 
 
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:

@@ -45,7 +45,7 @@ def test_a_cell_matches_only_at_the_very_shape():
     p = dict(**LLAMA, seq_len=8192, causal=True)
     (both,) = published.lookup(params(**p, pass_="fwd_bwd").as_dict(), False)
     assert both.median_s == pytest.approx((1.708 + 5.083) / 1e3)
-    for other in (dict(window=4096), dict(tp=2), dict(fill=0.5), dict(softcap=50.0), dict(batch=2)):
+    for other in (dict(window=4096), dict(tp=2), dict(fill=0.5), dict(softcap=50.0), dict(batch=3), dict(documents=2)):
         assert published.lookup(params(**{**p, **other}).as_dict(), False) == []
 
 
@@ -108,3 +108,72 @@ def test_show_prints_a_dense_decode_cell_beside_the_published_decode_figure(tmp_
     result = in_process(capsys, "show", str(tmp_path / "d"))
     assert result.code == 0, result.err
     assert "0.006432" in result.out and "cuDNN 9.27.0 decode" in result.out
+
+
+TRAINING = "cudnn-frontend-h200-attention-training-llama3.1.csv"
+
+
+def test_the_training_figures_name_their_source_and_each_backend_is_a_series():
+    entry = _entry(TRAINING)
+    assert entry["commit"] in entry["url"] and entry["path"] in entry["url"] and "9.27.0" in entry["versions"]
+    assert set(entry["series"]) == {"cudnn", "flash_attention_4"}
+    rows = list(csv.DictReader(open(REFERENCE / TRAINING)))
+    assert len(rows) == 88 and {r["batch_size"] for r in rows} == {"2"}
+
+
+def test_every_training_row_gives_the_files_tflops_and_its_peak_is_the_mma_rate_at_a_clock():
+    """The file's tflops from attnbench's FLOPs over its time (bwd rows: 2.5 x the forward's FLOPs, so fwd + bwd is
+    attnbench's 3.5), and its peak_mma_tflops is runner.metrics.peak_mma_tflops at one clock for both types."""
+    for row in csv.DictReader(open(REFERENCE / TRAINING)):
+        p = params(batch=2, heads=64, kv_heads=8, head_dim=128, seq_len=int(row["q_seqlen"]),
+                   causal=row["attn_mask"] == "top_left")
+        work = metrics.flops(p) * (2.5 if row["profile_pass"] == "bwd" else 1)
+        rounding = 5e-4 / float(row["time_ms"])
+        assert work / float(row["time_ms"]) / 1e9 == pytest.approx(float(row["tflops"]), rel=2e-3 + rounding)
+        data_type = "fp8" if row["data_type"] == "fp8" else "bfloat16"
+        assert round(metrics.peak_mma_tflops("9.0", 132, data_type, 1980)) == float(row["peak_mma_tflops"])
+
+
+def test_a_training_cell_finds_its_forward_its_backward_and_its_deterministic_backward():
+    shape = dict(batch=2, heads=64, kv_heads=8, head_dim=128, seq_len=16384, causal=True, dtype="bfloat16")
+    series = _entry(TRAINING)["series"]
+    forward = {f.source: f for f in published.lookup(params(**shape).as_dict(), False)}
+    assert forward[series["cudnn"]].median_s == pytest.approx(13.888e-3)
+    assert forward[series["flash_attention_4"]].median_s == pytest.approx(12.527e-3)
+    assert forward[series["cudnn"]].peak_tflops == 1071.0
+    both = {f.source: f for f in published.lookup(params(**shape, pass_="fwd_bwd").as_dict(), False)}
+    assert both[series["cudnn"]].median_s == pytest.approx((13.888 + 40.803) / 1e3)
+    steady = {f.source: f for f in published.lookup(params(**shape, pass_="fwd_bwd", deterministic=True).as_dict(),
+                                                    False)}
+    assert steady[series["cudnn"]].median_s == pytest.approx((13.888 + 48.440) / 1e3)
+    (fp8,) = published.lookup(params(**shape).as_dict(), True)
+    assert fp8.median_s == pytest.approx(8.819e-3) and fp8.peak_tflops == 2141.0
+    assert all("attention_training" not in f.source for f in published.lookup(params(**{**shape, "batch": 1})
+                                                                                 .as_dict(), False))  # batch 1: 9.19.1
+
+
+def test_the_mma_peak_follows_the_clock_and_knows_only_what_it_is_told():
+    assert metrics.peak_mma_tflops("9.0", 132, "bfloat16", 1980) == pytest.approx(1070.5, abs=0.1)
+    assert metrics.peak_mma_tflops("9.0", 132, "bfloat16", 1650) == pytest.approx(4096 * 132 * 1650 / 1e6)
+    assert metrics.peak_mma_tflops("10.0", 148, "bfloat16", 1965) == pytest.approx(8192 * 148 * 1965 / 1e6)
+    for unknown in (("9.0", None, "bfloat16", 1980), ("9.0", 132, "float32", 1980), (None, 132, "bfloat16", 1980),
+                    ("9.0", 132, "bfloat16", None), ("10.0", 148, "fp8", 1965), ("9.0", 132, "bfloat16", float("nan"))):
+        assert metrics.peak_mma_tflops(*unknown) is None
+    assert metrics.clock_peak_share(535.25, "9.0", 132, "bfloat16", 1980) == pytest.approx(50.0, abs=0.01)
+
+
+def test_show_and_the_frames_give_each_cell_its_share_of_the_mma_peak_at_its_own_clock(capsys):
+    from runner import frames
+    from runner.store import read_run
+
+    folder = REPO / "examples" / "results" / "h200" / "hopper-long-burst-20261202"  # with NVML telemetry
+    run = read_run(folder)
+    table = frames.cells(run.cells, run.manifest.machine)
+    for variant, per_clock in (("cudnn", 4096), ("cudnn_fp8", 8192)):  # FP8 reached these cells' programs
+        timed = table[table["sm_clock_median_mhz"].notna() & (table["variant"] == variant)]
+        assert len(timed)
+        expected = 100 * timed["tflops"] / (per_clock * 132 * timed["sm_clock_median_mhz"] / 1e6)
+        assert timed["pct_of_clock_peak"].tolist() == pytest.approx(expected.tolist())
+    assert frames.cells(run.cells)["pct_of_clock_peak"].isna().all()  # no machine, no peak
+    result = in_process(capsys, "show", folder)
+    assert result.code == 0 and "% MMA@clock" in result.out
