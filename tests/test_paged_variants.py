@@ -18,9 +18,9 @@ from runner import paging
 from runner.inputs import make_inputs, reference
 from runner.machine import Device
 from runner.programs import input_avals
-from runner.registry import VARIANTS, Staged, backend_of, decline, load_all
+from runner.registry import VARIANTS, Skip, Staged, backend_of, decline, load_all
 from runner.run import plan
-from runner.variants import cudnn_paged, pallas_paged, pallas_triton
+from runner.variants import cudnn_paged, pallas_paged
 
 load_all()
 H200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
@@ -112,10 +112,19 @@ def _cells(*shapes):
 def test_pallas_paged_is_legacy_and_its_module_gone_is_its_reason(monkeypatch):
     import importlib.util
 
-    assert VARIANTS["pallas_paged"].info().legacy == pallas_triton.LEGACY
+    legacy = VARIANTS["pallas_paged"].info().legacy
+    assert legacy.startswith("jax 0.11 deprecated jax.experimental.pallas.ops.gpu") and "no GPU paged" in legacy
     gone, real = "jax.experimental.pallas.ops.gpu.paged_attention", importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda found, *a: None if found == gone else real(found, *a))
-    assert VARIANTS["pallas_paged"].probe() == f"this jax no longer ships {gone} ({pallas_triton.LEGACY})"
+    assert VARIANTS["pallas_paged"].probe() == f"this jax no longer ships {gone} ({legacy})"
+
+
+def test_cudnn_paged_takes_head_dim_past_128_on_hopper_only(monkeypatch):
+    p = params(**dict(LLAMA, heads=32, kv_heads=32, head_dim=256))
+    with pytest.raises(Skip, match="head_dim up to 128 before Hopper, not 256"):
+        VARIANTS["cudnn_paged"].build(p)  # this CPU is no Hopper
+    monkeypatch.setattr(cudnn_paged, "hopper_here", lambda: True)
+    assert isinstance(VARIANTS["cudnn_paged"].build(p), Staged)
 
 
 def test_cudnn_paged_probe_names_the_private_function_it_needs(monkeypatch):

@@ -24,8 +24,10 @@ from typing import Any, Callable
 
 from runner.shape import Params
 from runner.registry import Requires, Staged, Tuned, variant
-from runner.variants.pallas_triton import LEGACY, TRITON_CALLS, removed
+from runner.variants.pallas_triton import TRITON_CALLS, removed
 
+LEGACY = ("jax 0.11 deprecated jax.experimental.pallas.ops.gpu (July 2026); its replacement, tokamax, has no GPU paged "
+          "attention (0.0.17: TPU only)")
 BLOCK_H = 16  # query rows per program: Triton's dot needs 16
 MIN_KEYS = 16  # keys per compute block: Triton's dot needs 16
 BLOCK_KEYS = (64, 128)  # keys per compute block searched: pallas_decode's block_k range at H = 128
@@ -121,7 +123,7 @@ RULES = (
          requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), passes=("fwd",),
                            options=("kv_lengths", "page_size", "softcap")),
          backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES,
-         probe=functools.partial(removed, "paged_attention"), legacy=LEGACY)
+         probe=functools.partial(removed, "paged_attention", LEGACY), legacy=LEGACY)
 def pallas_paged(p: Params):
     """Pallas Triton paged decode attention (split over the page table); pages per block and k_splits searched."""
     return tuned(p, functools.partial(kernel_module().paged_attention, interpret=False))

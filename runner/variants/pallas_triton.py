@@ -72,14 +72,14 @@ def check(p: Params) -> str | None:
     return none_fits("pallas_triton", [config_problem(p, c) for c in configs(p)])
 
 
-def removed(module: str) -> str | None:
+def removed(module: str, legacy: str = LEGACY) -> str | None:
     """Why a legacy variant cannot run here: this jax no longer ships jax.experimental.pallas.ops.gpu.`module`."""
     name = f"jax.experimental.pallas.ops.gpu.{module}"
     try:
         shipped = importlib.util.find_spec(name) is not None
     except ImportError:  # a parent package is gone too, or fails to import
         shipped = False
-    return None if shipped else f"this jax no longer ships {name} ({LEGACY})"
+    return None if shipped else f"this jax no longer ships {name} ({legacy})"
 
 
 def kernel_module():
