@@ -31,6 +31,7 @@ AXES = {
     **{name: shape.title(name) for name in shape.SIZES},
     "latency_ms": "median latency (ms)", "speedup": "speed-up over the baseline (×)", "tflops": "TFLOP/s",
     "tflops_per_j": "TFLOP per joule", "pct_of_peak": "% of measured bf16 matmul peak",
+    "pct_of_clock_peak": "% of the dense MMA peak at the cell's SM clock",
     "pct_of_bandwidth": "% of measured memory bandwidth", "gbps": "GB/s (Q, K, V, O once)",
     "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
     "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",

@@ -283,9 +283,13 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
     chose where it tuned one."""
     table = pd.DataFrame(leaderboard.rows(standings, legacy))
     tuned = measured(cells)
+    keys = list(zip(tuned["run"], shape_labels(tuned), tuned["variant"]))
+    if "pct_of_clock_peak" in tuned and tuned["pct_of_clock_peak"].notna().any():  # the winner's, at its own clock
+        share = dict(zip(keys, tuned["pct_of_clock_peak"]))
+        table = table.assign(**{"% MMA@clock": [share.get((s.run_id, s.shape, s.winner.variant)) for s in standings]})
     if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
         return table
-    chosen = dict(zip(zip(tuned["run"], shape_labels(tuned), tuned["variant"]), tuned["tuning_config"]))
+    chosen = dict(zip(keys, tuned["tuning_config"]))
     return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant)) for s in standings])
 
 

@@ -308,6 +308,9 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
             plot(charts.peak_lines(fig, cells["pct_of_peak"].max(), 100.0), f"peak-{name}")
         else:
             st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
+        if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():  # own clock
+            fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
+            plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}")
 
 
 def split(cells: pd.DataFrame) -> bool:

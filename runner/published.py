@@ -117,8 +117,9 @@ def _cudnn_frontend_training(path: Path, series: dict, url: str) -> list[Figure]
         for row in csv.DictReader(f):
             if row["success"] != "True" or row["sliding_window_size"] or row["backend"] not in series:
                 continue
-            shape_of = tuple(row[c] for c in ("backend", "data_type", "attn_mask", "batch_size", "q_seqlen",
-                                               "kv_seqlen", "num_q_heads", "num_kv_heads", "head_dim_qk", "head_dim_vo"))
+            columns = ("backend", "data_type", "attn_mask", "batch_size", "q_seqlen", "kv_seqlen", "num_q_heads",
+                       "num_kv_heads", "head_dim_qk", "head_dim_vo")
+            shape_of = tuple(row[c] for c in columns)
             rows.setdefault(shape_of, {})[(row["profile_pass"], row["deterministic_bwd"] == "True")] = row
     found = []
     for (backend, data_type, mask, *sizes), passes in rows.items():

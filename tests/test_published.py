@@ -177,3 +177,17 @@ def test_show_and_the_frames_give_each_cell_its_share_of_the_mma_peak_at_its_own
     assert frames.cells(run.cells)["pct_of_clock_peak"].isna().all()  # no machine, no peak
     result = in_process(capsys, "show", folder)
     assert result.code == 0 and "% MMA@clock" in result.out
+
+
+def test_the_dashboards_leaderboard_gives_the_winners_share_of_the_mma_peak_at_its_clock():
+    import pandas as pd
+
+    from dashboard import tables
+
+    cells = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
+                           "variant": variant, "status": "ok", "latency_ms": ms, "noise": 0.0, "backend": "cudnn",
+                           "pct_of_clock_peak": share} for variant, ms, share in (("cudnn", 1.0, 61.0),
+                                                                                   ("te", 1.5, 40.0))])
+    board = tables.board(cells, tables.standings(cells), {})
+    assert board["fastest"].tolist() == ["cudnn"] and board["% MMA@clock"].tolist() == [61.0]
+    assert "% MMA@clock" not in tables.board(cells.drop(columns="pct_of_clock_peak"), tables.standings(cells), {})
