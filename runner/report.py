@@ -45,6 +45,7 @@ COLUMNS: list[tuple[str, bool, Callable[[CellRecord], str]]] = [
     ("wall ms", True, lambda c: _fmt(_timing_ms(c, "wall"))),  # the median too where wall is the timer (a CPU)
     ("TFLOP/s", True, lambda c: _fmt(c.tflops, 3)),
     ("GB/s", True, lambda c: _fmt(c.gbps, 3)),
+    ("% copy", True, lambda c: _fmt(c.pct_of_bandwidth, 3)),  # of the copy bandwidth measured in the run
     ("SM MHz", True, lambda c: _fmt(c.telemetry.sm_clock_mhz.median if c.telemetry else None)),
     ("temp MiB", True, lambda c: _fmt(c.temp_bytes / 2**20 if c.temp_bytes is not None else None, 3)),
     ("backend", False, lambda c: c.backend or "-"),

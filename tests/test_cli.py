@@ -277,7 +277,7 @@ def test_a_where_that_keeps_no_cell_exits_2_naming_the_values_the_cells_have(spe
     ("tp=", "'tp=': give AXIS=VALUE[,VALUE...], e.g. tp=1 or seq_len=4096,8192"),
     ("tps=1", "'tps=1': no axis 'tps' (axes: batch, seq_len, kv_seq_len, heads, kv_heads, head_dim, v_head_dim, "
               "dtype, causal, pass, window, fill, bias, softcap, tp, devices, kv_lengths, kv_spread, page_size, "
-              "page_order)"),
+              "page_order, documents, deterministic)"),
     ("tp=2.0", "'tp=2.0': '2.0' is not a value of tp"),
     ("fill=0,1", "'fill=0,1': '0' is not a value of fill"),
     ("dtype=fp8", "'dtype=fp8': 'fp8' is not a value of dtype (float32, bfloat16, float16)"),
