@@ -302,6 +302,7 @@ def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     assert manifest["spec_hash"] == load_spec(spec_path, set(load_all())).digest()
     assert manifest["ended_at"] and manifest["started_at"] <= manifest["ended_at"]
     assert manifest["machine"]["platform"] == "cpu" and manifest["machine"]["versions"]["jax"]
+    assert manifest["machine"]["device_count"] == 1  # no cell splits: the worker asks for no fake devices
     assert manifest["cells_planned"] == 10
     lines = (run_dir / CELLS).read_text().splitlines()
     assert len(lines) == 10 and all(isinstance(json.loads(line), dict) for line in lines)

@@ -11,8 +11,10 @@ import dataclasses
 import pytest
 
 from helpers import REPO, attnbench, in_process, params, spec_data, write_spec
-from runner.machine import FAKE_DEVICES_FLAG, Device
+from runner.cells import most_devices
+from runner.machine import Device
 from runner.registry import VARIANTS, decline, load_all
+from runner.spec import load_spec
 from runner.store import read_run
 
 load_all()
@@ -34,7 +36,9 @@ def _run(tmp_path, spec: str, *args, **env):
 
 @pytest.mark.slow
 def test_the_cpu_spec_on_8_fake_devices_is_ok_and_within_tolerance_at_every_split(tmp_path):
-    run = _run(tmp_path, "specs/context-parallel-cpu.yaml", XLA_FLAGS=f"{FAKE_DEVICES_FLAG}=8")
+    """No XLA_FLAGS from outside: the worker asks for the spec's largest split (8) itself, before JAX starts."""
+    run = _run(tmp_path, "specs/context-parallel-cpu.yaml", XLA_FLAGS="")
+    assert run.manifest.machine.device_count == 8
     cells = {(c.experiment, c.variant, c.params.devices): c for c in run.cells}
     assert len(cells) == len(run.cells) == 2 * 4 * len(CP_VARIANTS)
     for (experiment, variant, devices), cell in cells.items():
@@ -51,17 +55,13 @@ def test_the_cpu_spec_on_8_fake_devices_is_ok_and_within_tolerance_at_every_spli
     assert ok == {(v, d) for v in PORTABLE for d in (1, 2, 4, 8)}
 
 
-@pytest.mark.slow
-def test_a_worker_gives_its_cpu_the_devices_the_spec_needs(tmp_path):
-    """No XLA_FLAGS from outside: the worker asks for the spec's largest split itself, before JAX starts."""
-    spec = write_spec(tmp_path / "split.yaml", spec_data(
-        {"name": "ring", "variants": ["ring"], "causal": True, "sweep": {"devices": [2, 4]}}))
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {"XLA_FLAGS": ""}
-    run = _run(out, spec, **env)
-    assert [(c.params.devices, c.status) for c in run.cells] == [(2, "ok"), (4, "ok")]
-    assert run.manifest.machine.device_count == 4
+def test_a_worker_asks_for_the_largest_split_of_any_experiment(tmp_path):
+    """What the worker gives its CPU (the spec test above runs it): the largest `devices`, swept or not."""
+    spec = load_spec(write_spec(tmp_path / "split.yaml", spec_data(
+        {"name": "one", "variants": ["xla"]},
+        {"name": "ring", "variants": ["ring"], "causal": True, "sweep": {"devices": [2, 4]}},
+        {"name": "two", "variants": ["ring"], "devices": 2})), set(VARIANTS))
+    assert most_devices(spec) == 4
 
 
 def test_variants_that_do_not_split_decline_a_split_cell():
