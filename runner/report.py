@@ -184,6 +184,31 @@ def scaling_table(cells: list[CellRecord], console: Console) -> None:
                                  right=("D", "ms", "efficiency", "comm ms", "compute ms")))
 
 
+def determinism_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
+    """Each correct cell that asked for a deterministic backward beside the same variant's cell at the same shape
+    without (in any experiment of the run): the cost of determinism, measured."""
+    def shape_of(c: CellRecord) -> str:
+        return shape.label({**c.params.as_dict(), "deterministic": False})
+
+    plain = {(c.variant, shape_of(c)): c for c in cells if c.status == "ok" and not c.params.deterministic}
+    rows = []
+    for c in cells:
+        if c.status != "ok" or not c.params.deterministic or not c.median_s:
+            continue
+        if (base := plain.get((c.variant, shape_of(c)))) is not None and base.median_s:
+            rows.append({"variant": c.variant, "shape": shape_of(c), "ms": _fmt(base.median_s * 1e3),
+                         "deterministic ms": _fmt(c.median_s * 1e3), "cost": f"{c.median_s / base.median_s - 1:+.1%}",
+                         "bits repeat": str(c.correctness.bitwise_repeat) if c.correctness else "-"})
+    return rows
+
+
+def determinism_table(cells: list[CellRecord], console: Console) -> None:
+    """The cost of a deterministic backward, when the run has cells that asked for one beside cells that did not."""
+    if body := determinism_rows(cells):
+        console.print(rich_table("deterministic backward: its time beside the same cell's without", list(body[0]),
+                                 [list(row.values()) for row in body], right=("ms", "deterministic ms", "cost")))
+
+
 def _part_state(part) -> str:
     if part.finished:
         return "finished"

@@ -268,3 +268,16 @@ def test_te_packs_rows_by_segment_ids_from_one_and_positions_within_each_documen
     assert decline(VARIANTS["te"], params(**hopper, pass_="fwd_bwd", deterministic=True), H200) is None
     assert "built without a bias" in decline(VARIANTS["te"], params(**hopper, bias="alibi"), H200)
     assert "declines a packed row" in decline(VARIANTS["te_cp_ring"], params(**hopper), H200)
+
+
+def test_show_sets_each_deterministic_cell_beside_the_same_cell_without(capsys):
+    from helpers import REPO, in_process
+    from runner.report import determinism_rows
+    from runner.store import read_run
+
+    folder = REPO / "tests" / "fixtures" / "schema10-packed" / "schema10-packed-20261206-000000"
+    rows = determinism_rows(read_run(folder).cells)  # the deterministic experiment's cells, the packed one's without
+    assert [(r["variant"], r["shape"], r["bits repeat"]) for r in rows] == [
+        (name, "B2 T32 N4 K2 H16 float32 causal fwd_bwd docs2", "True") for name in ("naive", "xla")]
+    result = in_process(capsys, "show", folder)
+    assert result.code == 0 and "deterministic backward: its time beside the same cell's without" in result.out
