@@ -130,18 +130,6 @@ def faulty_spec(folder: Path, variant: str, **timing) -> Path:
                                                                                 "budget_s": 0.05, **timing}))
 
 
-def test_full_run_to_gcs(emulator, tiny_spec, tmp_path, capsys):
-    assert main(["run", str(tiny_spec), "--out", OUT, "--run-id", "full", "--spool", str(tmp_path / "spool")]) == 0
-    assert_each_cell_once(emulator, "full", tiny_spec)
-    run = open_store(OUT).read("full")
-    assert run.problems == [] and run.manifest.ended_at is not None and run.manifest.cells_planned == 8
-    assert open_store(OUT).runs() == ["full"]
-    assert open_store(OUT).names("full/cells/") == [] and not emulator.text("runs/full/inflight.json")
-    capsys.readouterr()
-    assert main(["show", "full", "--out", OUT]) == 0
-    assert "8 cells: 8 ok" in capsys.readouterr().out
-
-
 def test_a_killed_pod_loses_at_most_the_cell_in_flight_and_the_last_group_even_with_its_spool(emulator, tmp_path):
     spec, gates = gated_spec(tmp_path, (8, 16, 24, 32)), tmp_path / "gates"
     gates.mkdir()
@@ -317,9 +305,18 @@ def test_killing_the_runner_leaves_no_worker(emulator, tmp_path):
     wait_for(lambda: not any(alive(pid) for pid in workers), timeout_s=10)
 
 
-def test_three_shards_make_the_unsharded_run(emulator, tiny_spec, tmp_path, monkeypatch, capsys):
+def test_a_full_run_to_gcs_and_three_shards_that_make_it(emulator, tiny_spec, tmp_path, monkeypatch, capsys):
+    """The spec run whole, then in three shards (one unsharded run serves both checks)."""
     common = [str(tiny_spec), "--out", OUT, "--spool", str(tmp_path / "spool")]
     assert main(["run", *common, "--run-id", "whole"]) == 0
+    assert_each_cell_once(emulator, "whole", tiny_spec)
+    run = open_store(OUT).read("whole")
+    assert run.problems == [] and run.manifest.ended_at is not None and run.manifest.cells_planned == 8
+    assert open_store(OUT).runs() == ["whole"]
+    assert open_store(OUT).names("whole/cells/") == [] and not emulator.text("runs/whole/inflight.json")
+    capsys.readouterr()
+    assert main(["show", "whole", "--out", OUT]) == 0
+    assert "8 cells: 8 ok" in capsys.readouterr().out
     assert main(["run", *common, "--run-id", "sharded", "--shard", "0/3"]) == 0
     assert main(["run", *common, "--run-id", "sharded", "--shard", "1/3"]) == 0
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "2")  # the third as an Indexed Job's pod
