@@ -185,7 +185,8 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
         while verdict is None:
             stream.push()
             verdict = power.judge(list(recorder.readings), load_start, source.power_limit_w, rules,
-                                  settings.settle_max_s, carried=joined and carry.rule == "capped")
+                                  settings.settle_max_s,
+                                  carried=settings.carry_cap and joined and carry.rule == "capped")
         until = recorder.readings[-1].t
         chunks = stream.chunks_within(verdict.since, until)
         while len(chunks) * per_chunk < need:

@@ -97,6 +97,9 @@ class TimingSettings(_Model):
     light_after_s: Seconds = Field(0.4, le=60, description="steady: a load is judged too light to be capped only after "
                                    "this long under load, with no throttle reason since it began (on an H200 a heavy "
                                    "kernel meets the power cap's reason within 0.2 s; the energy counter lags 0.1 s).")
+    carry_cap: bool = Field(False, description="steady: a stream that starts within 1 s of a capped cell's stream is "
+                            "judged capped on its own readings, without the heavy_after_s wait (off until checked on "
+                            "the H200 against the independent protocol: scripts/steady_crosscheck.py --carried).")
     light_share: float = Field(0.8, gt=0, le=1, description="steady: a load is light when it draws less than this "
                                "share of the power limit (by the energy counter, at its worst-case step error).")
     soak_s: Seconds | None = Field(None, le=3600, description="On a GPU, after its samples run each ok cell back to "

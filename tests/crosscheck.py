@@ -62,7 +62,7 @@ def crosscheck(variant: str, policy: str, idle_state: power.Idle | None, carried
     """The runner's TFLOP/s for one cell and the direct protocol's for the same call. `carried`: the runner measures
     the same cell just before, so that this one's stream continues that load (runner.sampling.Carry), as in a run."""
     p = params(**{**ANCHOR, **shape})
-    runner = measurer([DeviceTimer()], idle_state, power=policy)
+    runner = measurer([DeviceTimer()], idle_state, power=policy, **({"carry_cap": True} if carried else {}))
     if carried:
         runner.measure(Cell("carrier", variant, p))
     record = runner.measure(Cell("anchor", variant, p))

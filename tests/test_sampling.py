@@ -221,7 +221,9 @@ def test_a_stream_that_continues_a_capped_load_is_judged_by_the_caps_own_proof_w
     fresh, _ = in_load(at_the_cap())
     assert fresh.power.rule == "capped" and fresh.power.load_s >= 1.0  # judged at 1.5 s: a cap that may have yet to act
     assert fresh.power.carried_s == 0.0 and fresh.power.gap_s is None
-    carried, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-0.05))
+    off, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-0.05))  # carry_cap unset: the wait, as before
+    assert off.power.load_s >= 1.0 and "carried" not in off.power.note and off.power.carried_s == pytest.approx(4.95)
+    carried, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-0.05), carry_cap=True)
     assert carried.power.rule == "capped" and 0.5 <= carried.power.load_s < 0.6  # judged at 1 s: two windows of cap
     assert "carried from the cell before" in carried.power.note
     assert carried.power.carried_s == pytest.approx(4.95) and carried.power.gap_s == pytest.approx(0.06, abs=0.02)
@@ -232,9 +234,9 @@ def test_a_stream_that_continues_a_capped_load_is_judged_by_the_caps_own_proof_w
 def test_a_carry_after_a_long_gap_or_from_a_light_load_or_without_the_caps_reason_throughout_waits():
     from runner.sampling import CARRY_GAP_S, Carry
 
-    late, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-CARRY_GAP_S - 0.1))
+    late, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-CARRY_GAP_S - 0.1), carry_cap=True)
     assert late.power.load_s >= 1.0 and late.power.carried_s == 0.0 and late.carry.since >= 0.0
-    light, _ = in_load(at_the_cap(), Carry("light", since=-5.0, ended=-0.05))
+    light, _ = in_load(at_the_cap(), Carry("light", since=-5.0, ended=-0.05), carry_cap=True)
     assert light.power.load_s >= 1.0 and light.power.carried_s == pytest.approx(4.95)
-    acting, _ = in_load(at_the_cap(cap_from=0.2), Carry("capped", since=-5.0, ended=-0.05))
+    acting, _ = in_load(at_the_cap(cap_from=0.2), Carry("capped", since=-5.0, ended=-0.05), carry_cap=True)
     assert acting.power.rule == "capped" and acting.power.load_s >= 0.65  # two windows from 0.2 s, each at its cap
