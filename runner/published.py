@@ -6,7 +6,8 @@ of the same shape (every axis, quiet ones included) finds its published counterp
 The folder is $ATTNBENCH_REFERENCE where set (the dashboard's image copies it there), else the checkout's.
 
 cudnn-frontend's sdpa_benchmark_training CSVs (format `cudnn-frontend-sdpa`) time the forward and the backward
-apart; attnbench's fwd_bwd times them as one program, so its published counterpart is fwd_time_ms + bwd_time_ms.
+apart; attnbench's fwd_bwd times them as one program, so its published counterpart is fwd_time_ms + bwd_time_ms
+(a row with `deterministic_bwd` True: the fwd_bwd cell with `deterministic` true).
 Their `fp8` rows are FP8 attention on bfloat16 models: they match the cells of variants that promise FP8.
 
 cudnn-frontend's attention_inference CSVs (format `cudnn-frontend-inference`, decode_sweep's) time one decode step:
@@ -86,10 +87,13 @@ def _cudnn_frontend(path: Path, source: str, url: str) -> list[Figure]:
                           causal=row["attn_mask"] == "top_left",
                           window=int(row["sliding_window_size"]) if row["sliding_window_size"] else None)
             fp8, fwd_ms = row["data_type"] == "fp8", float(row["fwd_time_ms"])
-            found.append(Figure(source, url, fp8, key({**values, "pass": "fwd"}), fwd_ms / 1e3))
+            deterministic = row.get("deterministic_bwd") == "True"
+            if not deterministic:  # a deterministic row's forward is its plain row's again
+                found.append(Figure(source, url, fp8, key({**values, "pass": "fwd"}), fwd_ms / 1e3))
             if row["bwd_time_ms"]:
                 both_s = (fwd_ms + float(row["bwd_time_ms"])) / 1e3
-                found.append(Figure(source, url, fp8, key({**values, "pass": "fwd_bwd"}), both_s))
+                cell = {**values, "pass": "fwd_bwd", "deterministic": deterministic}
+                found.append(Figure(source, url, fp8, key(cell), both_s))
     return found
 
 

@@ -49,6 +49,28 @@ def test_a_cell_matches_only_at_the_very_shape():
         assert published.lookup(params(**{**p, **other}).as_dict(), False) == []
 
 
+def test_a_sdpa_row_with_a_deterministic_backward_meets_only_deterministic_cells(tmp_path, monkeypatch):
+    """sdpa_benchmark_training's CSV says per row whether its backward was deterministic (all False in the shipped
+    file): a True row's fwd + bwd is the deterministic cell's figure, never the plain cell's."""
+    import shutil
+
+    shutil.copytree(REFERENCE, tmp_path, dirs_exist_ok=True)
+    file = tmp_path / "cudnn-frontend-h200-llama3.1.csv"
+    rows = list(csv.DictReader(open(file)))
+    rows[0]["deterministic_bwd"] = "True"
+    with open(file, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    shape = dict(**LLAMA, seq_len=int(rows[0]["q_seqlen"]), causal=rows[0]["attn_mask"] == "top_left")
+    both_s = (float(rows[0]["fwd_time_ms"]) + float(rows[0]["bwd_time_ms"])) / 1e3
+    (steady,) = published.lookup(params(**shape, pass_="fwd_bwd", deterministic=True).as_dict(), False)
+    assert steady.median_s == pytest.approx(both_s)
+    assert published.lookup(params(**shape, pass_="fwd_bwd").as_dict(), False) == []
+    assert published.lookup(params(**shape).as_dict(), False) == []  # its forward: the plain row's, none here
+
+
 def test_every_published_decode_row_gives_the_files_gbps_under_attnbenchs_byte_count():
     """decode_sweep's gbps from attnbench's bytes_min (Q and O of the new tokens, K and V of the cache once) over the
     file's time, at the dense serving cell of the row's shape; a paged or ragged cell has no published figure."""
