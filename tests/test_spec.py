@@ -108,6 +108,12 @@ BAD_SPECS = {
          "experiments[0].bias: a serving cell (kv_lengths set) takes no bias (ALiBi's positions are not aligned to "
          "each request's end)"],
     ),
+    "an experiment's null where the defaults set the axis (it would keep the default's value)": (
+        spec_data(exp(page_size=None, batch=None, window=None), defaults={**spec_data()["defaults"], "page_size": 16}),
+        ["experiments[0].batch: null here keeps the defaults' 1 (an experiment's null is unset); give a value",
+         "experiments[0].page_size: null here keeps the defaults' 16 (an experiment's null is unset); for the value "
+         "null, sweep it: sweep: {page_size: [null]}"],
+    ),
     "a paged cell split across devices": (
         spec_data(exp(sweep={"page_size": [None, 16]}), defaults={**spec_data()["defaults"], "devices": 2}),
         ["defaults.devices: a serving cell (page_size set) takes no devices (a KV cache is not split across devices "
