@@ -8,6 +8,7 @@ import re
 import jax
 import jax.numpy as jnp
 
+from runner import paging
 from runner.attention import real_tokens
 from runner.compiler import UNTIMED
 from runner.inputs import InputsAndReference, masks_lengths
@@ -51,10 +52,11 @@ def same_bits(outputs: tuple, again: tuple) -> bool:
 def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: float,
                grad_tolerance: float, again: tuple | None = None) -> Correctness:
     """Errors against the float32 reference, and the lab's causal check; outputs is (out[, dq, dk, dv]), compared
-    on the batch's real tokens only (what a library writes at padded positions is undefined). `again`, a second
-    call's outputs on the same inputs (a deterministic cell's), is compared with them bit for bit."""
+    on the batch's real tokens only (what a library writes at padded positions, or past a serving cell's request
+    lengths, is undefined). `again`, a second call's outputs on the same inputs (a deterministic cell's), is
+    compared with them bit for bit."""
     bitwise = same_bits(outputs, again) if again is not None else None
-    outputs = real_tokens(outputs, *masks_lengths(p)) if p.fill < 1 else outputs
+    outputs = real_tokens(outputs, *masks_lengths(p)) if p.fill < 1 or paging.serving(p) else outputs
     max_abs, rel = (float(x) for x in UNTIMED(_errors, outputs[0], truth.expected[0]))
     grads = None
     if p.pass_ == "fwd_bwd":

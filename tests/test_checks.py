@@ -47,3 +47,26 @@ def test_every_gradient_is_held_to_the_gradient_tolerance():
 )
 def test_fp8_verdict_never_contradicts_its_evidence(in_hlo, in_kernels, start):
     assert checks.fp8_verdict(in_hlo, in_kernels, "bfloat16", "cudnn", 0.05).startswith(start)
+
+
+@pytest.mark.parametrize("shape", [dict(kv_lengths="long_tail", batch=4, kv_seq_len=32, seq_len=2, causal=True),
+                                   dict(fill=0.5, batch=3, seq_len=16)])
+def test_what_a_kernel_writes_past_each_sequences_keys_is_not_checked(shape):
+    """dK and dV past a request's length (a serving cell's ragged cache) or a padded batch's keys are undefined
+    output, as the padded query rows are: garbage there is no error; garbage within them is."""
+    import jax.numpy as jnp
+
+    from helpers import params
+    from runner import inputs, masks
+
+    p = params(**shape, pass_="fwd_bwd")
+    args = inputs.make_inputs(p, 0)
+    truth = inputs.InputsAndReference(args, inputs.reference(p, args), None)
+    kv_lengths = masks.padded_lengths(p)[1]
+    past = jnp.arange(truth.expected[2].shape[1])[None, :] >= jnp.asarray(kv_lengths)[:, None]
+    garbage = jnp.where(past[:, :, None, None], 1e3, truth.expected[2])
+    outputs = (*truth.expected[:2], garbage, truth.expected[3])
+    assert incorrect_reason(checks.check_step(p, outputs, truth, 1e-3, 1e-3)) == ""
+    within = garbage.at[0, 0].add(1e3)
+    assert "dk relative error" in incorrect_reason(checks.check_step(p, (*outputs[:2], within, outputs[3]), truth,
+                                                                     1e-3, 1e-3))
