@@ -136,6 +136,11 @@ def title(name: str) -> str:
     return words[0].lower() + words[1:]
 
 
+def nullable(axis: Axis) -> bool:
+    """Whether null is a value of the axis (none, derived, or a cell that is not a serving one)."""
+    return axis.default is None
+
+
 def _field(axis: Axis, default: Any, **extra) -> Any:
     alias = {"alias": axis.name} if axis.attr != axis.name else {}
     return Field(default, description=axis.description, **alias, **extra)
@@ -145,11 +150,12 @@ def shape_fields(kind: str) -> dict[str, tuple]:
     """pydantic field definitions for each axis: `defaults` (with defaults), `overrides` (all optional),
     `sweep` (optional non-empty lists) or `params` (all required, derived ones resolved)."""
     if kind == "defaults":
-        return {a.attr: (a.type | None if a.default is None else a.type, _field(a, a.default)) for a in AXES}
-    if kind == "overrides":
-        return {a.attr: (a.type | None, _field(a, None)) for a in AXES}
-    if kind == "sweep":
-        return {a.attr: (list[a.type] | None, _field(a, None, min_length=1)) for a in AXES}
+        return {a.attr: (a.type | None if nullable(a) else a.type, _field(a, a.default)) for a in AXES}
+    if kind == "overrides":  # unset is None (a default pydantic does not check); a null given is a value, taken
+        # only by an axis whose null means something (no window, S = T, a dense cache), refused by the rest
+        return {a.attr: (a.type | None if nullable(a) else a.type, _field(a, None)) for a in AXES}
+    if kind == "sweep":  # a sweep's axis is a list; `page_size: null` there (not [null]) is refused, not dropped
+        return {a.attr: (list[a.type], _field(a, None, min_length=1)) for a in AXES}
     if kind == "params":
         return {a.attr: (a.type, _field(a, ...)) for a in AXES}
     raise ValueError(kind)

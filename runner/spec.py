@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, ValidationError
@@ -67,8 +67,9 @@ class Experiment(Overrides):
     sweep: Sweep = Field(default_factory=Sweep, description="Axis -> values; the cartesian product is swept.")
 
     def overrides(self) -> dict:
-        """The shape fields this experiment sets, by their spec name."""
-        return self.model_dump(include=set(Overrides.model_fields), by_alias=True, exclude_none=True)
+        """The shape fields this experiment sets, by their spec name: a null it gives (`page_size: null`, a dense
+        cache) is set, and overrides the defaults' value."""
+        return self.model_dump(include=set(Overrides.model_fields), by_alias=True, exclude_unset=True)
 
 
 class TimingSettings(_Model):
@@ -236,8 +237,15 @@ def short(value: object) -> str:
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text):,} characters)"
 
 
+SCALAR_TYPES = {"int_type", "float_type", "bool_type", "string_type", "literal_error"}
+
+
 def _message(err: dict) -> str:
     kind, ctx = err["type"], err.get("ctx", {})
+    if err.get("input", "") is None and kind in SCALAR_TYPES:  # a null where null means nothing (a size, a dtype)
+        return "must not be null (leave the key out for its default)"
+    if err.get("input", "") is None and kind == "list_type" and "sweep" in err["loc"]:
+        return "must be a list (got None); a sweep of null alone is [null]"
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
@@ -349,7 +357,6 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         names.add(exp.name)
         if "sweep" in exp.model_fields_set and not exp.sweep.axes():
             problems.append(f"{where}.sweep: must name at least one axis")
-        problems += _null_problems(where, exp, defaults)
         for axis in exp.overrides().keys() & exp.sweep.axes().keys():
             problems.append(f"{where}.{axis}: also swept ({where}.sweep.{axis}); give one or the other")
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
@@ -357,21 +364,6 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         problems += _tp_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _serving_problems(where, defaults, exp.overrides(), exp.sweep.axes())
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
-
-
-def _null_problems(where: str, exp: Experiment, defaults: dict) -> list[str]:
-    """An experiment's `axis: null` reads as unset, so the defaults' value stays: where the defaults set one, the
-    spec did not say what it meant (a sweep's [null] is the value null)."""
-    problems = []
-    for attr in sorted(exp.model_fields_set & set(Overrides.model_fields)):
-        name = Overrides.model_fields[attr].alias or attr
-        if getattr(exp, attr) is None and defaults[name] is not None:
-            axis = shape.BY_NAME[name]
-            nullable = axis.default is None or type(None) in get_args(axis.type)
-            fix = f"for the value null, sweep it: sweep: {{{name}: [null]}}" if nullable else "give a value"
-            problems.append(f"{where}.{name}: null here keeps the defaults' {defaults[name]!r} (an experiment's null "
-                            f"is unset); {fix}")
-    return problems
 
 
 def _head_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:

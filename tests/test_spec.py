@@ -108,11 +108,15 @@ BAD_SPECS = {
          "experiments[0].bias: a serving cell (kv_lengths set) takes no bias (ALiBi's positions are not aligned to "
          "each request's end)"],
     ),
-    "an experiment's null where the defaults set the axis (it would keep the default's value)": (
-        spec_data(exp(page_size=None, batch=None, window=None), defaults={**spec_data()["defaults"], "page_size": 16}),
-        ["experiments[0].batch: null here keeps the defaults' 1 (an experiment's null is unset); give a value",
-         "experiments[0].page_size: null here keeps the defaults' 16 (an experiment's null is unset); for the value "
-         "null, sweep it: sweep: {page_size: [null]}"],
+    "a null where null means nothing": (
+        spec_data(exp(batch=None, dtype=None), defaults={"causal": None}),
+        ["defaults.causal: must not be null (leave the key out for its default)",
+         "experiments[0].batch: must not be null (leave the key out for its default)",
+         "experiments[0].dtype: must not be null (leave the key out for its default)"],
+    ),
+    "a swept axis given as null, not [null]": (
+        spec_data(exp(sweep={"page_size": None, "seq_len": [8]})),
+        ["experiments[0].sweep.page_size: must be a list (got None); a sweep of null alone is [null]"],
     ),
     "a paged cell split across devices": (
         spec_data(exp(sweep={"page_size": [None, 16]}), defaults={**spec_data()["defaults"], "devices": 2}),
@@ -319,6 +323,27 @@ def test_the_new_axes_refuse_bad_values_in_one_line(field, value, message):
     with pytest.raises(SpecError) as caught:
         parse_spec(spec_data(exp(**{field: value})), KNOWN)
     assert caught.value.problems == [f"experiments[0].{field}: {message}"]
+
+
+def test_an_experiments_null_overrides_the_defaults_value():
+    """A null the experiment gives is a value (a dense cache, no window, S = T), not "unset": it once left the
+    defaults' page_size 16, and serving.yaml's dense experiment ran paged cells."""
+    from runner.cells import expand
+
+    defaults = {"seq_len": 8, "kv_seq_len": 64, "page_size": 16, "window": 4, "softcap": 30.0, "kv_lengths": "uniform"}
+    nulls = dict.fromkeys(["kv_seq_len", "page_size", "window", "softcap", "kv_lengths"])
+    spec = parse_spec(spec_data(exp("unset"), exp("nulls", **nulls), defaults=defaults), KNOWN)
+    unset, null = (cell.params for cell in expand(spec))
+    assert (unset.kv_seq_len, unset.page_size, unset.window, unset.softcap, unset.kv_lengths) == (64, 16, 4, 30.0,
+                                                                                                 "uniform")
+    assert (null.kv_seq_len, null.page_size, null.window, null.softcap, null.kv_lengths) == (8, None, None, None, None)
+
+
+def test_serving_specs_dense_experiment_is_dense():
+    from runner.cells import expand
+
+    cells = expand(load_spec(REPO / "specs/serving.yaml", set(load_all())))
+    assert {c.params.page_size for c in cells if c.experiment == "dense"} == {None}
 
 
 def test_a_sweep_may_hold_no_window_beside_windows():
