@@ -258,11 +258,25 @@ def _legacy_order(spec_hash: str, spec_json: str) -> tuple[str, ...]:
     from runner.cells import count, expand
     from runner.spec import Spec
 
+    data = json.loads(spec_json)
+    if isinstance(data, dict) and isinstance(data.get("experiments"), list):
+        data["experiments"] = [_unset_nulls(exp) for exp in data["experiments"]]
     try:
-        spec = Spec.model_validate(json.loads(spec_json))
+        spec = Spec.model_validate(data)
     except ValidationError:
         return ()
     return () if count(spec) > LEGACY_ORDER_CELLS else tuple(c.key for c in expand(spec))
+
+
+def _unset_nulls(experiment: object) -> object:
+    """A stored experiment as its readers then took it: written by model_dump, it holds every field (and sweep
+    axis) it left unset as null, and null then meant unset (today an experiment's null overrides the defaults)."""
+    if not isinstance(experiment, dict):
+        return experiment
+    kept = {name: value for name, value in experiment.items() if value is not None}
+    if isinstance(kept.get("sweep"), dict):
+        kept["sweep"] = {name: values for name, values in kept["sweep"].items() if values is not None}
+    return kept
 
 
 def assemble(location: str, objects: dict[str, bytes]) -> Run:

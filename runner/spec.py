@@ -142,7 +142,11 @@ class Spec(_Model):
 
     def digest(self) -> str:
         """A stable hash of the spec's content."""
-        blob = json.dumps(self.model_dump(mode="json", by_alias=True), sort_keys=True).encode()
+        content = self.model_dump(mode="json", by_alias=True)  # an unset field is null there, as is a null given:
+        nulls = {exp.name: [name for name, value in exp.overrides().items() if value is None] for exp in self.experiments}
+        if nulls := {name: given for name, given in nulls.items() if given}:  # told apart (a spec without keeps its hash)
+            content["nulls_given"] = nulls
+        blob = json.dumps(content, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 

@@ -205,7 +205,10 @@ def test_cells_read_in_the_order_the_run_wrote_without_its_spec(tmp_path):
 def test_a_run_from_before_the_cell_order_reads_in_its_specs_order(tmp_path):
     from helpers import spec_data
 
-    spec = spec_data({"name": "exp", "variants": ["naive", "xla"], "sweep": {"seq_len": [4, 8]}})
+    from runner.spec import Spec
+
+    data = spec_data({"name": "exp", "variants": ["naive", "xla"], "sweep": {"seq_len": [4, 8]}})
+    spec = Spec.model_validate(data).model_dump(mode="json", by_alias=True)  # as run wrote it: each unset field null
     records = [record(v, params=params(seq_len=t)) for t in (8, 4) for v in ("xla", "naive")]
     write_run(tmp_path, records, manifest(spec=spec))  # cell_order absent, as in every run before it was written
     run = read_run(tmp_path / RUN_ID)

@@ -339,6 +339,10 @@ def test_an_experiments_null_overrides_the_defaults_value():
     assert (null.kv_seq_len, null.page_size, null.window, null.softcap, null.kv_lengths) == (8, None, None, None, None)
 
 
+def test_a_null_given_changes_the_digest():
+    assert parse_spec(spec_data(exp(page_size=None)), KNOWN).digest() != parse_spec(spec_data(exp()), KNOWN).digest()
+
+
 def test_serving_specs_dense_experiment_is_dense():
     from runner.cells import expand
 
