@@ -13,13 +13,16 @@ from runner.shape import Params
 
 
 def alternatives(p: Params) -> list[tuple[str, Params]]:
-    """(words, params) for each mistake worth testing: an axis the cell sets dropped, its window one key off."""
+    """(words, params) for each mistake worth testing: an axis the cell sets dropped (a packed row's documents
+    among them), its window one key off."""
     found = []
     if p.window is not None:
         found.append(("the window ignored", {"window": None}))
         found += [(f"a window of {w} keys, not {p.window}", {"window": w}) for w in (p.window + 1, p.window - 1) if w]
     if p.fill < 1:
         found.append(("the padding ignored (every key attended)", {"fill": 1.0}))
+    if p.documents > 1:
+        found.append(("the documents ignored (attention across the whole row)", {"documents": 1}))
     if p.bias != "none":
         found.append(("no ALiBi bias", {"bias": "none"}))
     if p.softcap is not None:

@@ -29,3 +29,13 @@ def test_an_ignored_option_is_named_in_the_reason():
     one_off = reference(params(seq_len=16, causal=True, window=5), args)[0]
     assert "a window of 5 keys, not 4" in diagnose.explain(p, one_off, args, 2e-3)
     assert diagnose.explain(p, reference(p, args)[0] * 2, args, 2e-3) == ""
+
+
+def test_a_packed_row_attended_whole_is_named_in_the_reason():
+    """A library that takes the segment ids and drops them attends across documents: the reason says so."""
+    p = params(seq_len=16, causal=True, documents=3)
+    args = make_inputs(p, 0)
+    assert dict(diagnose.alternatives(p))["the documents ignored (attention across the whole row)"].documents == 1
+    whole_row = reference_attention(*args, causal=True)
+    assert diagnose.explain(p, whole_row, args, 2e-3) == ("; the output matches the float32 reference with the "
+                                                          "documents ignored (attention across the whole row)")
