@@ -20,13 +20,14 @@ from runner.checks import check_step, fp8_step, incorrect_reason, run_once
 from runner.inputs import InputsAndReference, Truths
 from runner.machine import Device
 from runner.metrics import Ceilings
-from runner.programs import Compiled, Programs, compile_step, first_line, tune_step
+from runner.programs import Compiled, Programs, autotune_step, compile_step, first_line, tune_step
 from runner.record import CellRecord, Communication, Correctness, Fp8Info, Tuning, utc_now
-from runner.registry import VARIANTS, Probes, Skip, Tuned, Variant
+from runner.registry import VARIANTS, Autotuned, Probes, Skip, Tuned, Variant
 from runner.sampling import Carry, PowerEnv, Timed, time_step
 from runner.shape import Params
 from runner.spec import Spec
 from runner.timers import Stopwatch, Timer
+from runner.tuning_cache import TuningCache
 
 
 def failure(error: BaseException) -> tuple[str, str]:
@@ -95,6 +96,7 @@ class Measurer:
     programs: Programs = field(init=False)
     probes: Probes = field(default_factory=Probes)
     carry: Carry | None = field(default=None, init=False)  # the load the last steady stream left, for the next
+    tuning_cache: TuningCache | None = None  # where a library's tunings are kept (beside the compile cache)
 
     def __post_init__(self):
         self.truths = Truths(self.spec.seed, self.device.memory_bytes)
@@ -123,17 +125,20 @@ class Measurer:
                 begun.compiled = self.programs.take(cell)
                 with begun.watch.phase("compile"):
                     built = variant.build(cell.params) if begun.compiled is None else None
-                    if built is not None and not isinstance(built, Tuned):
+                    if built is not None and not isinstance(built, (Tuned, Autotuned)):
                         begun.compiled = self.programs.compile_ahead(cell, built)
         except Exception as error:  # Skip included: recorded at the cell's turn
             begun.error = error
         return begun
 
     def program(self, cell: Cell, truth: InputsAndReference) -> tuple[Compiled, Tuning | None, dict[str, float]]:
-        """The cell's timed program, built and compiled now or searched for (Tuned), and the seconds it took."""
+        """The cell's timed program, built and compiled now, searched for (Tuned) or compiled with its library's
+        tuning (Autotuned), and the seconds it took."""
         watch = Stopwatch()
         with watch.phase("compile"):
             built = VARIANTS[cell.variant].build(cell.params)
+        if isinstance(built, Autotuned):
+            return *autotune_step(cell.variant, built, cell.params, self.tuning_cache, watch), watch.phases
         if isinstance(built, Tuned):
             with watch.phase("tune"):
                 return *tune_step(cell.variant, built, cell.params, truth.args, self.timers[0]), watch.phases

@@ -1,5 +1,6 @@
 """The timed program of a cell: a variant built, lowered and compiled for the cell's input shapes (or tuned: each
-of its configurations compiled and briefly timed, the fastest kept), and the cache of programs (`Programs`): those
+of its configurations compiled and briefly timed, the fastest kept; or its library's autotuner run, or its result
+read from the tuning cache, and the call compiled with it), and the cache of programs (`Programs`): those
 a shape's variants share, and those compiled ahead of their cells.
 """
 
@@ -8,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import sys
+import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,9 +23,10 @@ from runner.cells import Cell, unsplit, with_backward
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.inputs import Truths, input_shapes, untimed_programs
 from runner.record import Candidate, Tuning
-from runner.registry import VARIANTS, Probes, Skip, Staged, Tuned, backend_of
+from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of
 from runner.shape import Params
 from runner.timers import Limits, Stopwatch, Timer, sample
+from runner.tuning_cache import TuningCache
 
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
@@ -127,6 +131,51 @@ def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -
     return best[0], Tuning(config=best[2], candidates=candidates)
 
 
+def library_tuning(name: str, tuned: Autotuned, p: Params, fn: Callable, args: tuple,
+                   cache: TuningCache | None) -> tuple[str, Tuning]:
+    """The library's tuning of the timed call for this cell: read from the tuning cache, else run now (and kept
+    there). A kept result this library cannot read is warned about and tuned again."""
+    text = cache.get(name, p) if cache else None
+    if text is not None:
+        try:
+            return text, tuning_of(tuned, text, cached=True)
+        except Exception as error:  # the library's own reader refused it
+            print(f"warning: tuning cache: {name}'s kept result does not read ({first_line(error)}); tuning anew",
+                  file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    text = tuned.tune(fn, args)
+    if cache:
+        cache.put(name, p, text, time.perf_counter() - start)
+    return text, tuning_of(tuned, text, cached=False)
+
+
+def tuning_of(tuned: Autotuned, text: str, cached: bool) -> Tuning:
+    config, candidates = tuned.chosen(text)
+    return Tuning(config=config, candidates=[Candidate(**c) for c in candidates], tuner=tuned.tuner, cached=cached)
+
+
+def autotune_step(name: str, tuned: Autotuned, p: Params, cache: TuningCache | None, watch: Stopwatch
+                  ) -> tuple[Compiled, Tuning]:
+    """The library's tuning (phase `tune`), then the timed call lowered with it in force and compiled (phase
+    `compile`): the chosen kernel configuration is fixed when the call is traced."""
+    staged, fn, args = timed_fn(tuned.attend, p)
+    with watch.phase("tune"):
+        text, tuning = library_tuning(name, tuned, p, fn, args, cache)
+    with watch.phase("compile"):
+        with tuned.apply(text):
+            item = lower_timed(fn, args, p.deterministic)
+        if mismatch := not_in_force(tuning.config, tuned.in_force(item.lowered)):
+            raise RuntimeError(f"{tuned.tuner}'s choice is not what the call was lowered with: {mismatch}")
+        program = compile_lowered(item)
+    return compiled_from(program, staged), tuning
+
+
+def not_in_force(chosen: dict, lowered: dict) -> str:
+    """Each tuned op whose lowered config is not the one chosen, in words ('' when every one is)."""
+    return "; ".join(f"{op}: chose {config}, lowered {lowered.get(op)}" for op, config in chosen.items()
+                     if lowered.get(op) != config)
+
+
 def ahead(compiled: Compiled) -> Compiled:
     """The program marked as compiled ahead of its cell's turn."""
     compilation = compiled.program.compilation.model_copy(update={"ahead": True})
@@ -199,7 +248,7 @@ class Programs:
                 if probes(variant):
                     continue
                 built = variant.build(p)
-                if isinstance(built, Tuned):  # its search compiles and times at its turn
+                if isinstance(built, (Tuned, Autotuned)):  # its search compiles and times at its turn
                     continue
                 staged, fn, args = timed_fn(built, p)
                 lowered.append((cell, staged, lower_timed(fn, args, p.deterministic)))

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -84,8 +84,13 @@ class Candidate(Strict):
 class Tuning(Strict):
     """A variant's configuration search for this shape: the winner and what each candidate took."""
 
-    config: dict[str, Any] = Field(description="The configuration that was timed (the fastest candidate).")
+    config: dict[str, Any] = Field(description="The configuration that was timed (the fastest candidate); a "
+                                   "library's autotuner: its chosen config per tuned op, by op name.")
     candidates: list[Candidate]
+    tuner: str | None = Field(None, description="The library's autotuner that searched (tokamax.autotune); None: "
+                              "attnbench's own search of the variant's configurations.")
+    cached: bool | None = Field(None, description="A library's tuning read from the tuning cache (True) or run in "
+                                "this cell (False); None: attnbench's own search, run every time.")
 
 
 class Span(Strict):
@@ -553,9 +558,17 @@ def _v9_to_v10(data: dict, kind: str) -> dict:
     return data
 
 
+def _v10_to_v11(data: dict, kind: str) -> dict:
+    """Schema 11: a cell's params say whether the library tuned its kernel for the shape first (`tune`); every
+    earlier cell ran the library's untuned defaults. Its key is unchanged (a quiet axis at its default)."""
+    if kind == "cell" and isinstance(data.get("params"), dict):
+        data["params"].setdefault("tune", False)
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
-              8: _v8_to_v9, 9: _v9_to_v10}
+              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

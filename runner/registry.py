@@ -3,8 +3,9 @@
 A variant's build function takes the cell's Params and returns `attend(q, k, v) -> out` with q of shape
 (B, T, N, H) and k, v of shape (B, S, K, H), all in the cell's dtype; the output has q's shape. A variant whose
 timed call takes other inputs (FP8 tensors and their scales) returns a Staged; one with a configuration to
-search returns a Tuned. A variant declines a cell it cannot run, with a reason: statically by its Requires and
-its `check(params)`, or at build time by raising Skip (nvbench's `state.skip`).
+search returns a Tuned; one whose library tunes its own kernels (tokamax.autotune) returns an Autotuned. A
+variant declines a cell it cannot run, with a reason: statically by its Requires and its `check(params)`, or at
+build time by raising Skip (nvbench's `state.skip`).
 
 Importing this module, or any module of runner.variants, imports no GPU library: those load inside the build
 (or preload) functions, so validating a spec or reading results never pays for them.
@@ -54,6 +55,22 @@ class Tuned:
 
     configs: list[dict[str, Any]]
     build: Callable[[dict[str, Any]], Attend | Staged]
+
+
+@dataclass(frozen=True)
+class Autotuned:
+    """A call its library tunes for the cell's shape before it is compiled: `tune(fn, args)` runs the library's
+    autotuner on the timed call `fn` (args: shapes) and returns its result as text (JSON); `apply(text)` is the
+    context the call is lowered in, with that result in force; `chosen(text)` reads it as (config, candidates)
+    for the record; `in_force(lowered)` reads back the config each op was lowered with. The text is what the
+    tuning cache keeps (runner/tuning_cache.py)."""
+
+    attend: Attend | Staged
+    tuner: str  # the autotuner, named in the record: "tokamax.autotune"
+    tune: Callable[[Callable, tuple], str]
+    apply: Callable[[str], Any]  # text -> a context manager
+    chosen: Callable[[str], tuple[dict[str, Any], list[dict[str, Any]]]]  # text -> (config, Candidate fields)
+    in_force: Callable[[Any], dict[str, Any]]  # a lowered call -> the config each tuned op was lowered with
 
 
 def none_fits(name: str, problems: list[str | None]) -> str | None:
@@ -106,7 +123,7 @@ OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias"
            "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim",
            "kv_lengths": "serving batch (per-request KV lengths, causal aligned to each request's end)",
            "page_size": "paged KV cache", "documents": "packed row (documents > 1)",
-           "deterministic": "deterministic backward"}
+           "deterministic": "deterministic backward", "tune": "tuned kernel (tune: true, the library's autotuner)"}
 
 
 def option_set(params: Params, name: str) -> bool:
@@ -118,7 +135,7 @@ def option_set(params: Params, name: str) -> bool:
 @dataclass(frozen=True)
 class Variant:
     name: str
-    build: Callable[[Params], Attend | Staged | Tuned]
+    build: Callable[[Params], Attend | Staged | Tuned | Autotuned]
     requires: Requires
     doc: str
     backend: str | None = None  # what its custom calls prove; None: decided when compiled (auto)
@@ -145,8 +162,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
             rules: tuple[str, ...] = (), worker: str = "jax", preload: Callable[[], None] | None = None,
             probe: Callable[[], str | None] | None = None, legacy: str | None = None):
-    """Register `build(params) -> attend | Staged | Tuned` under `name`, with every rule of the variant:
-    `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
+    """Register `build(params) -> attend | Staged | Tuned | Autotuned` under `name`, with every rule of the
+    variant: `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
     `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces, and
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
 

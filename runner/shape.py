@@ -100,6 +100,9 @@ AXES = (
     Axis("deterministic", bool, False, "fwd_bwd with a deterministic backward (XLA's xla_gpu_deterministic_ops, "
          "TE's NVTE_ALLOW_NONDETERMINISTIC_ALGO=0), its gradients checked bit for bit across two calls.",
          quiet=True),
+    Axis("tune", bool, False, "Tune the library's kernel for the cell's shape before timing (tokamax.autotune; "
+         "the result kept in the tuning cache beside the compile cache); variants without an autotuner decline it.",
+         quiet=True),
 )
 NAMES = tuple(axis.name for axis in AXES)
 BY_NAME = {axis.name: axis for axis in AXES}

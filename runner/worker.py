@@ -27,6 +27,7 @@ from runner.machine import Device
 from runner.power import Idle
 from runner.record import Machine
 from runner.spec import Spec
+from runner.tuning_cache import TuningCache, open_cache
 
 PR_SET_PDEATHSIG = 1
 
@@ -151,12 +152,13 @@ def hello(start: Start) -> tuple[Hello, object | None]:
     lap("compile_cache")
     described, idle = _machine(start, versions), _idle(start)
     lap("machine")
-    measurer = _measurer(start.settings, device, described, idle)
+    measurer = _measurer(start.settings, device, described, idle, open_cache(cache, device.kind, versions))
     lap("measurer")
     return Hello(start.group, versions, device, cache, described, idle, start_s=seconds), measurer
 
 
-def _measurer(settings: Settings, device: Device, described: Machine | None, idle: Idle | None):
+def _measurer(settings: Settings, device: Device, described: Machine | None, idle: Idle | None,
+              tuning: TuningCache | None = None):
     from runner import power
     from runner.assembly import ceilings
     from runner.measure import Measurer
@@ -168,7 +170,8 @@ def _measurer(settings: Settings, device: Device, described: Machine | None, idl
     if on_gpu:  # kernel time is the headline; the host clock beside it; L2-cold samples if asked
         timers = [DeviceTimer(), WallTimer(), *([ColdDeviceTimer()] if settings.spec.timing.cold else [])]
     source, reason = power.open_source(0, on_gpu)
-    return Measurer(settings.spec, timers, settings.run_id, device, ceilings(described), PowerEnv(source, reason, idle))
+    return Measurer(settings.spec, timers, settings.run_id, device, ceilings(described), PowerEnv(source, reason, idle),
+                    tuning_cache=tuning)
 
 
 def _hold(group: str) -> None:

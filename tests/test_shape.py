@@ -52,14 +52,15 @@ def test_tensor_parallel_splits_query_heads_evenly_and_kv_heads_or_replicates_th
 
 def test_a_cells_key_leaves_out_the_new_axes_at_their_defaults():
     """Keys written before schema 6 hashed the nine older axes only (and before 7, no devices, before 9, no serving
-    axes, before 10, no documents nor deterministic); resuming such a run must find its cells."""
+    axes, before 10, no documents nor deterministic, before 11, no tune); resuming such a run must find its cells."""
     import hashlib
 
     p = params()
     old = {k: v for k, v in p.as_dict().items()
            if k not in ("window", "fill", "bias", "softcap", "v_head_dim", "tp", "devices", "kv_lengths", "kv_spread",
-                        "page_size", "page_order", "documents", "deterministic")}
+                        "page_size", "page_order", "documents", "deterministic", "tune")}
     blob = json.dumps({"experiment": "e", "variant": "xla", **old}, sort_keys=True)
     assert shape.cell_key("e", "xla", p) == hashlib.sha256(blob.encode()).hexdigest()[:16]
     assert shape.cell_key("e", "xla", params(window=4)) != shape.cell_key("e", "xla", p)
     assert shape.cell_key("e", "xla", params(documents=2)) != shape.cell_key("e", "xla", p)
+    assert shape.cell_key("e", "xla", params(tune=True)) != shape.cell_key("e", "xla", p)

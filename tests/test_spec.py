@@ -265,7 +265,7 @@ def test_defaults_fill_unset_fields():
         "batch": 4, "seq_len": 128, "kv_seq_len": None, "heads": 8, "kv_heads": None,
         "head_dim": 64, "v_head_dim": None, "dtype": "bfloat16", "causal": False, "pass": "fwd", "window": None,
         "fill": 1.0, "bias": "none", "softcap": None, "tp": 1, "devices": 1, "kv_lengths": None, "kv_spread": 0.5,
-        "page_size": None, "page_order": "contiguous", "documents": 1, "deterministic": False,
+        "page_size": None, "page_order": "contiguous", "documents": 1, "deterministic": False, "tune": False,
     }  # fmt: skip
     assert spec.experiments[0].overrides() == {}
 

@@ -235,3 +235,77 @@ def test_packed_rows_say_what_this_tokamax_lacks(private_api, monkeypatch):
 def test_tokamax_declines_determinism_and_its_cudnn_path_packed_rows(installed, name, shape, words):
     reason = decline(VARIANTS[name], params(**shape), H200)
     assert reason and words in reason, reason
+
+
+@pytest.mark.parametrize("name, words", [
+    ("tokamax_mosaic", None), ("tokamax_triton", None),
+    ("tokamax_xla_chunked", "tokamax's xla_chunked implementation has no configurations to tune"),
+    ("tokamax_cudnn", "tokamax's cudnn implementation has no configurations to tune (its config is NullConfig)"),
+    ("cudnn", "cudnn declines a tuned kernel (tune: true, the library's autotuner): it implements none"),
+])
+def test_tune_is_taken_by_the_kernels_tokamax_can_tune_and_declined_by_the_rest(installed, name, words):
+    reason = decline(VARIANTS[name], params(**HOPPER, tune=True), H200)
+    assert reason == words if words is None else words in reason, reason
+
+
+@pytest.fixture
+def autotuner(monkeypatch):
+    """A stand-in tokamax whose autotune records its call and answers an AutotuningResult-like object: the forward
+    op and its vjp op, each with two configs (pydantic dataclasses, as tokamax's are) and their benchmark data."""
+    import pydantic
+
+    @pydantic.dataclasses.dataclass(frozen=True)
+    class Config:
+        block_q: int
+        block_kv: int
+
+    class Op:
+        def __init__(self, name):
+            self.name = name
+
+    def tuned_op(name, medians):  # (bound arguments, autotuning data) as AutotuningResult.data holds them
+        timings = {config: types.SimpleNamespace(median_evaluation_time_ms=ms) for config, ms in medians.items()}
+        data = types.SimpleNamespace(items=timings.items, fastest_config=min(medians, key=medians.get))
+        return types.SimpleNamespace(op=Op(name)), data
+
+    data = (tuned_op("pallas_mosaic_gpu_flash_attention", {Config(64, 64): 2.0, Config(128, 64): 1.5}),
+            tuned_op("pallas_mosaic_gpu_flash_attention_vjp", {Config(64, 128): 4.0}))
+    made = []
+
+    class Result:
+        def __init__(self, found):
+            self.data = found
+
+        def dumps(self, prune_errors=False):
+            made.append(("dumps", prune_errors))
+            return "json"
+
+        @classmethod
+        def loads(cls, text):
+            assert text == "json"
+            return cls(data)
+
+    def autotune(fn, *args, **options):
+        made.append(("autotune", args, options))
+        return Result(data if args else ())
+
+    stand_in = types.SimpleNamespace(autotune=autotune, AutotuningResult=Result, snake_case_name=lambda op: op.name,
+                                     dot_product_attention=lambda *args, **kwargs: None)
+    monkeypatch.setitem(sys.modules, "tokamax", stand_in)
+    return made
+
+
+def test_a_tuned_cell_asks_tokamax_autotune_for_this_gpus_own_tuning_and_records_each_ops_choice(autotuner):
+    tuned = VARIANTS["tokamax_mosaic"].build(params(**HOPPER, tune=True))
+    assert tuned.tuner == "tokamax.autotune" and not hasattr(VARIANTS["tokamax_mosaic"].build(params(**HOPPER)),
+                                                             "tuner")
+    assert tuned.tune("fn", ("q", "k", "v")) == "json"
+    assert autotuner == [("autotune", ("q", "k", "v"), {"ignore_cache": True, "progress_bar": False}),
+                         ("dumps", True)]
+    config, candidates = tuned.chosen("json")
+    assert config == {"pallas_mosaic_gpu_flash_attention": {"block_q": 128, "block_kv": 64},
+                      "pallas_mosaic_gpu_flash_attention_vjp": {"block_q": 64, "block_kv": 128}}
+    assert [(c["config"]["op"][-3:], c["config"]["block_q"], c["median_s"]) for c in candidates] == [
+        ("ion", 64, 0.002), ("ion", 128, 0.0015), ("vjp", 64, 0.004)]
+    with pytest.raises(RuntimeError, match="tokamax.autotune found no tokamax op to tune in the call"):
+        tuned.tune("fn", ())

@@ -35,6 +35,12 @@ key_value_seq_lengths, local_window_size, logits_soft_cap, implementation=...)`.
   `packed_api` checks them and names what is missing;
 - no determinism option (its dot_product_attention has none): a deterministic cell is declined.
 Untuned: each call uses the implementation's heuristic configuration (tokamax logs an autotuning cache miss).
+Tuned (a cell with `tune: true`, mosaic and triton: the implementations with configurations to search; xla_chunked
+and cudnn have none): `tokamax.autotune(fn, *args, ignore_cache=True)` on the timed call (under fwd_bwd that holds
+the forward op and its vjp op, both tuned) returns an AutotuningResult, which serialises with `dumps()` /
+`AutotuningResult.loads` (JSON) and is applied as a context (`with result:`, an overlay on tokamax's autotuning
+cache) while the call is traced; the chosen config is each op's `fastest_config` (lowest median), and the lowered
+program carries the config each op was lowered with (tokamax's hlo_utils.get_opspecs), checked against the choice.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from types import MappingProxyType
 
 from runner import masks, paging
 from runner.shape import Params
-from runner.registry import Requires, Skip, variant
+from runner.registry import Autotuned, Requires, Skip, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
@@ -52,8 +58,9 @@ ALL_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths", 
 WHY_NOT = MappingProxyType({"page_size": "tokamax 0.0.17's paged attention (batched_ragged_paged_attention) runs on "
                                           "TPU only (mosaic_tpu, and a jnp reference)",
                              "deterministic": "tokamax.dot_product_attention has no determinism option"})
-FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS,
+FLASH = dict(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), options=ALL_OPTIONS + ("tune",),
              why_not=WHY_NOT, **PACKAGE)
+NOTHING_TO_TUNE = "tokamax's {} implementation has no configurations to tune"
 CAP_AFTER_BIAS = "tokamax caps the logits after adding the bias, cap * tanh((s + b) / cap); the spec adds ALiBi " \
                  "after the cap"
 
@@ -168,6 +175,66 @@ def packed_attention(p: Params, implementation: str):
     return attend
 
 
+def config_dict(config) -> dict:
+    """A tokamax config (a pydantic dataclass) as JSON values."""
+    import pydantic
+
+    return pydantic.TypeAdapter(type(config)).dump_python(config, mode="json") if config is not None else {}
+
+
+def op_name(bound, taken: dict) -> str:
+    """The op's snake_case name, numbered where the call holds two of that op."""
+    import tokamax
+
+    name = tokamax.snake_case_name(bound.op)
+    return name if name not in taken else f"{name}#{sum(key.split('#')[0] == name for key in taken) + 1}"
+
+
+def tune(fn, args: tuple) -> str:
+    """tokamax.autotune on the timed call, on this GPU (tokamax's shipped table ignored), as JSON; errors pruned."""
+    import tokamax
+
+    result = tokamax.autotune(fn, *args, ignore_cache=True, progress_bar=False)
+    if not result.data:
+        raise RuntimeError("tokamax.autotune found no tokamax op to tune in the call")
+    return result.dumps(prune_errors=True)
+
+
+def applied(text: str):
+    """The tuning in force while a call is traced: tokamax's AutotuningResult, a context manager."""
+    import tokamax
+
+    return tokamax.AutotuningResult.loads(text)
+
+
+def chosen(text: str) -> tuple[dict, list[dict]]:
+    """(each op's fastest config by op name, every config timed with its median) from autotune's JSON."""
+    import tokamax
+
+    config, candidates = {}, []
+    for bound, data in tokamax.AutotuningResult.loads(text).data:
+        name = op_name(bound, config)
+        config[name] = config_dict(data.fastest_config)
+        candidates += [dict(config={"op": name, **config_dict(tried)}, status="ok",
+                            median_s=timing.median_evaluation_time_ms / 1e3) for tried, timing in data.items()]
+    return config, candidates
+
+
+def in_force(lowered) -> dict:
+    """The config each tokamax op of a lowered call carries (tokamax writes it into the program), by op name."""
+    from tokamax._src import hlo_utils
+
+    found = {}
+    for bound in hlo_utils.get_opspecs(lowered):
+        found[op_name(bound, found)] = config_dict(bound.op.config)
+    return found
+
+
+def tuned(p: Params, attend):
+    """attend, or for a `tune: true` cell the same call tuned by tokamax.autotune for its shape first."""
+    return Autotuned(attend, "tokamax.autotune", tune, applied, chosen, in_force) if p.tune else attend
+
+
 def backward_here() -> str | None:
     """Why this GPU has no tokamax Mosaic backward (its kernels are sm90 and sm100 only), or None."""
     import jax
@@ -186,20 +253,21 @@ RULES = ("Q, K and V cast to bf16 / f16 inside the kernel (no float32 kernel)",
 @variant("tokamax_mosaic", requires=Requires(**FLASH), backend="pallas_mosaic_gpu", proves=("mosaic_gpu",),
          check=check, rules=RULES + ("fwd_bwd on sm90 / sm100 only",), probe=probe)
 def tokamax_mosaic(p: Params):
-    """tokamax.dot_product_attention(implementation="mosaic"): its Pallas Mosaic GPU flash attention, untuned."""
+    """tokamax.dot_product_attention(implementation="mosaic"): its Pallas Mosaic GPU flash attention (tune: tuned)."""
     if p.pass_ == "fwd_bwd" and (reason := backward_here()):
         raise Skip(reason)
-    return attention(p, "mosaic")
+    return tuned(p, attention(p, "mosaic"))
 
 
 @variant("tokamax_triton", requires=Requires(**FLASH), backend="pallas_triton", proves=TRITON_CALLS,
          check=triton_check, rules=RULES + ("no soft cap under fwd_bwd",), probe=probe)
 def tokamax_triton(p: Params):
-    """tokamax.dot_product_attention(implementation="triton"): its Pallas Triton flash attention, untuned."""
-    return attention(p, "triton")
+    """tokamax.dot_product_attention(implementation="triton"): its Pallas Triton flash attention (tune: tuned)."""
+    return tuned(p, attention(p, "triton"))
 
 
-@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, why_not=WHY_NOT, **PACKAGE), backend="xla",
+@variant("tokamax_xla_chunked", requires=Requires(options=ALL_OPTIONS, **PACKAGE, why_not=MappingProxyType(
+            {**WHY_NOT, "tune": NOTHING_TO_TUNE.format("xla_chunked")})), backend="xla",
          check=check, rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
 def tokamax_xla_chunked(p: Params):
     """tokamax.dot_product_attention(implementation="xla_chunked"): jnp over 512 x 1024 chunks (memory-efficient)."""
@@ -225,7 +293,9 @@ def cudnn_check(p: Params) -> str | None:
 
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, options=("fill", "bias", "v_head_dim", "kv_lengths"),
-                 why_not=MappingProxyType({**CUDNN_WHY_NOT, **WHY_NOT}), **PACKAGE)
+                 why_not=MappingProxyType({**CUDNN_WHY_NOT, **WHY_NOT,
+                                           "tune": NOTHING_TO_TUNE.format("cudnn") + " (its config is NullConfig)"}),
+                 **PACKAGE)
 
 
 @variant("tokamax_cudnn", requires=CUDNN,
