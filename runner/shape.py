@@ -113,6 +113,14 @@ SIZES = tuple(axis.name for axis in AXES
               if axis.short and axis.name not in ("fill", "softcap", "devices", "kv_lengths", "kv_spread"))
 
 
+RAGGED = ("uniform", "long_tail", "bimodal")  # the kv_lengths whose spread changes them
+# An axis that changes a cell only beside another: a page order needs pages, a spread ragged lengths. Where the other
+# leaves it nothing to change, the cell reads it at its default, so the dense half of a sweep over page_size with
+# pages shuffled is not labelled, nor keyed, "shuffled" (the spec refuses an experiment where no cell uses it).
+NEEDS = {"page_order": ("page_size", lambda page_size: page_size is not None),
+         "kv_spread": ("kv_lengths", lambda kv_lengths: kv_lengths in RAGGED)}
+
+
 def condition(text: str) -> tuple[str, tuple]:
     """`AXIS=V[,V...]` (run --where) as (axis, values), each value read as YAML reads it and checked as the axis's
     type (`causal=true`, `window=null`, `fill=0.5,1`); a ValueError says what is wrong."""
@@ -172,13 +180,17 @@ def model(name: str, kind: str, base: type, doc: str) -> type:
 
 
 def resolved(shape: dict) -> dict:
-    """Fill each derived axis (S from T, K from N) where unset, and each quiet axis missing at its default."""
+    """Fill each derived axis (S from T, K from N) where unset, and each quiet axis missing at its default; an axis
+    that changes nothing here (NEEDS) at its default."""
     shape = dict(shape)
     for axis in AXES:
         if axis.follows and shape.get(axis.name) is None:
             shape[axis.name] = shape[axis.follows]
         elif axis.quiet and axis.name not in shape:
             shape[axis.name] = axis.default
+    for name, (other, applies) in NEEDS.items():
+        if name in shape and not applies(shape.get(other)):
+            shape[name] = BY_NAME[name].default
     return shape
 
 

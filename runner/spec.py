@@ -352,7 +352,7 @@ def _cross_field_problems(spec: Spec) -> list[str]:
     problems = []
     if spec.timing.min_samples > spec.timing.max_samples:
         problems.append(f"timing.min_samples: must be <= max_samples ({spec.timing.max_samples})")
-    names = set()
+    names, used = set(), set()
     defaults = spec.defaults.model_dump(by_alias=True)
     for i, exp in enumerate(spec.experiments):
         where = f"experiments[{i}]"
@@ -367,6 +367,11 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         problems += _devices_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _tp_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _serving_problems(where, defaults, exp.overrides(), exp.sweep.axes())
+        unused, used_by_some = _unused_problems(where, defaults, exp.overrides(), exp.sweep.axes())
+        problems, used = problems + unused, used | used_by_some
+    for name in shape.NEEDS.keys() - used:  # a defaults' value no cell of the spec uses
+        if defaults[name] != shape.BY_NAME[name].default:
+            problems.append(f"defaults.{name}: {_unused_why(name)}")
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
@@ -429,6 +434,25 @@ def _serving_problems(where: str, defaults: dict, overrides: dict, axes: dict) -
                                                                else f"defaults.{name}")
             problems.append(f"{at}: a serving cell ({serving[0]} set) takes no {name} ({why})")
     return problems
+
+
+def _unused_why(name: str) -> str:
+    other = shape.NEEDS[name][0]
+    needed = "page_size set" if other == "page_size" else f"kv_lengths {', '.join(shape.RAGGED)}"
+    return f"no cell here has {needed}, so {name} would change nothing; drop it or set {other}"
+
+
+def _unused_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> tuple[list[str], set[str]]:
+    """kv_spread or page_order set in the experiment where none of its cells has what it changes (ragged lengths,
+    pages), and the names of those some cell uses."""
+    shape_values = {**defaults, **overrides}
+    problems, used = [], set()
+    for name, (other, applies) in shape.NEEDS.items():
+        if any(applies(value) for value in axes.get(other, [shape_values[other]])):
+            used.add(name)
+        elif name in axes or name in overrides and overrides[name] != shape.BY_NAME[name].default:
+            problems.append(f"{where}.{'sweep.' if name in axes else ''}{name}: {_unused_why(name)}")
+    return problems, used
 
 
 def _tp_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:

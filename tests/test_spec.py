@@ -118,6 +118,16 @@ BAD_SPECS = {
         spec_data(exp(sweep={"page_size": None, "seq_len": [8]})),
         ["experiments[0].sweep.page_size: must be a list (got None); a sweep of null alone is [null]"],
     ),
+    "a page order or spread that no cell uses": (
+        spec_data(exp("a", page_order="shuffled"), exp("b", kv_lengths="equal", sweep={"kv_spread": [0.2, 0.4]}),
+                  defaults={**spec_data()["defaults"], "kv_spread": 0.3}),
+        ["experiments[0].page_order: no cell here has page_size set, so page_order would change nothing; drop it or "
+         "set page_size",
+         "experiments[1].sweep.kv_spread: no cell here has kv_lengths uniform, long_tail, bimodal, so kv_spread would "
+         "change nothing; drop it or set kv_lengths",
+         "defaults.kv_spread: no cell here has kv_lengths uniform, long_tail, bimodal, so kv_spread would change "
+         "nothing; drop it or set kv_lengths"],
+    ),
     "a paged cell split across devices": (
         spec_data(exp(sweep={"page_size": [None, 16]}), defaults={**spec_data()["defaults"], "devices": 2}),
         ["defaults.devices: a serving cell (page_size set) takes no devices (a KV cache is not split across devices "
@@ -337,6 +347,22 @@ def test_an_experiments_null_overrides_the_defaults_value():
     assert (unset.kv_seq_len, unset.page_size, unset.window, unset.softcap, unset.kv_lengths) == (64, 16, 4, 30.0,
                                                                                                  "uniform")
     assert (null.kv_seq_len, null.page_size, null.window, null.softcap, null.kv_lengths) == (8, None, None, None, None)
+
+
+def test_a_page_order_and_spread_apply_to_the_cells_that_have_pages_and_ragged_lengths():
+    """A dense cell of a sweep over page_size with pages shuffled is dense: neither labelled nor keyed "shuffled"
+    (it once was); the same for a spread beside equal lengths. The defaults' spread is used by one experiment."""
+    from runner.cells import expand
+
+    data = spec_data(exp("plain"), exp("serving", page_order="shuffled", sweep={"page_size": [8, None],
+                                                                              "kv_lengths": ["equal", "uniform"]}),
+                     defaults={**spec_data()["defaults"], "kv_spread": 0.25})
+    cells = [c.params for c in expand(parse_spec(data, KNOWN))]
+    assert [(p.page_size, p.kv_lengths, p.page_order, p.kv_spread) for p in cells] == [
+        (None, None, "contiguous", 0.5),
+        (8, "equal", "shuffled", 0.5), (None, "equal", "contiguous", 0.5),
+        (8, "uniform", "shuffled", 0.25), (None, "uniform", "contiguous", 0.25)]
+    assert "shuffled" not in cells[2].label() and "shuffled" in cells[1].label()
 
 
 def test_a_null_given_changes_the_digest():
