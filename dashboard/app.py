@@ -20,6 +20,7 @@ from runner.record import SCHEMA_VERSION
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
 FILTERS.update({axis.name: axis.name for axis in shape.AXES if axis.quiet})  # window, fill, bias, softcap, tp...
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
+RUNS_LISTED = 100  # run ids the Runs list offers, newest first: a long list costs every page load, not only the first
 SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
 BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these in the selection
 TABS = {
@@ -46,6 +47,7 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
                               placeholder="all")
         sha = st.text_input("git sha starts with", key="sha", bind="query-params").strip()
         since = st.date_input("Started on or after", value=None, key="since", bind="query-params")
+        until = st.date_input("Started on or before", value=None, key="until", bind="query-params")
     found = runs
     if gpus:
         found = found[found["gpu"].isin(gpus)]
@@ -55,6 +57,8 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
         found = found[found["git_sha"].fillna("").str.startswith(sha)]
     if since:
         found = found[found["started"].dt.date >= since]
+    if until:
+        found = found[found["started"].dt.date <= until]
     return found
 
 
@@ -64,11 +68,14 @@ def runs_ui(runs: pd.DataFrame) -> list[str]:
     found = find_runs_ui(runs)
     swept = runs.index[~runs["soak"].fillna(False).astype(bool)]  # a run with no manifest yet is no soak
     widgets.choose("run", list((swept if len(swept) else runs.index)[:1]))
-    kept = [r for r in widgets.asked("run") if r in runs.index and r not in found.index]  # chosen before narrowing
-    chosen = widgets.multi(st.sidebar, "Runs", [*found.index, *kept], "run", "is not a run in this store",
+    listed = found.index[:RUNS_LISTED]
+    kept = [r for r in widgets.asked("run") if r in runs.index and r not in listed]  # chosen before narrowing
+    chosen = widgets.multi(st.sidebar, "Runs", [*listed, *kept], "run", "is not a run in this store",
                            help="Run ids, newest first; type to search. Find runs narrows the list.")
     if len(found) < len(runs):
         st.sidebar.caption(f"{len(found)} of {len(runs)} runs match Find runs")
+    if len(found) > RUNS_LISTED:
+        st.sidebar.caption(f"Listing the newest {RUNS_LISTED}: Find runs reaches the others")
     return chosen
 
 

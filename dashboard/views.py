@@ -190,9 +190,13 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
     runs_caption(sel)
     shown = experiments(ok)
     fp8 = set(tables.fp8_variants(snap.manifests))
-    for name, cells in shown:
-        if size_axis(cells):
-            latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
+    first, rest = headline([cells for name, cells in shown if size_axis(cells)], sel)
+    for cells in first:
+        latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
+    if rest and (more := more_experiments(rest)).open:
+        with more:
+            for cells in rest:
+                latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
     unswept = [cells for name, cells in shown if not size_axis(cells)]
     if unswept:
         st.subheader("Experiments that sweep no size")
@@ -200,6 +204,21 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
         with column:
             st.markdown(f"**{cells['experiment'].iloc[0]}** · {tables.fixed_shape(cells)}")
             summary_table(cells, sel, as_markdown)
+
+
+def headline(charted: list[pd.DataFrame], sel: Selection) -> tuple[list[pd.DataFrame], list[pd.DataFrame]]:
+    """The experiments charted at once, and those one click away: the first alone (the headline), unless the
+    Experiment filter chose them. The browser draws every chart it is sent before the first is on screen: a view of
+    nine charts took ~6 s more than one (docs/benchmarks.md)."""
+    if sel.filters.get("experiment"):
+        return charted, []
+    return charted[:1], charted[1:]
+
+
+def more_experiments(rest: list[pd.DataFrame]):
+    """An expander naming the other experiments; its content runs only when it is open (a link opens it: more=true)."""
+    names = ", ".join(cells["experiment"].iloc[0] for cells in rest)
+    return st.expander(f"{len(rest)} more experiment(s): {names}", key="more", bind="query-params")
 
 
 def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, fp8: set[str],

@@ -164,7 +164,7 @@ def test_every_cell_is_in_the_cells_tab_and_failures_are_grouped_by_reason(monke
 
 
 def test_filters_narrow_what_is_drawn(monkeypatch):
-    app = open_app(monkeypatch, run=LAB5)
+    app = open_app(monkeypatch, run=LAB5, more="true")
     before = charts(app)
     app.multiselect(key="experiment").set_value(["seq-len"]).run()
     assert charts(app) == 1 < before
@@ -316,7 +316,7 @@ def test_log_axes_tick_at_1_2_5(monkeypatch):
 
 
 def test_a_variant_has_one_colour_in_every_chart(monkeypatch, tmp_path):
-    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Latency"), LAB5, LAB5_NO_TE)
+    app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Latency", more="true"), LAB5, LAB5_NO_TE)
     seen = {}
     for figure in figures(app):
         for trace in figure["data"]:
@@ -339,7 +339,7 @@ def test_legends_list_variants_and_runs_not_their_product(monkeypatch, tmp_path)
 
 
 def test_chart_titles_name_the_experiment_the_fixed_shape_and_the_timer(monkeypatch):
-    app = open_app(monkeypatch, run=LAB5, timer="wall")
+    app = open_app(monkeypatch, run=LAB5, timer="wall", more="true")
     for figure in figures(app):
         title = figure["layout"].get("title", {})
         assert "latency" in title.get("text", "") and "wall timer" in title.get("subtitle", {}).get("text", "")
@@ -427,12 +427,35 @@ def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, t
 # --- issue 14: scale -------------------------------------------------------------------------------------------------
 
 def test_only_the_open_tab_is_built(monkeypatch):
-    latency = open_app(monkeypatch, run=[LAB5, LONG])
+    latency = open_app(monkeypatch, run=[LAB5, LONG], more="true")
     assert charts(latency) == 6  # seq-len, batch, gqa, te-causal; fwd, fwd-bwd: nothing from the other tabs
     assert not latency.tabs[4].children  # Backends holds nothing until opened
     backends = open_app(monkeypatch, run=[LAB5, LONG], tab="Backends")
     assert {f["layout"]["title"]["text"].split(":")[0] for f in figures(backends)} == {
         "<b>causal", "<b>te-causal", "<b>fp8", "<b>fwd", "<b>fwd-bwd"}
+
+
+def test_latency_charts_the_headline_first_and_the_other_experiments_when_opened(monkeypatch):
+    first = open_app(monkeypatch, run=LAB5)
+    assert [f["layout"]["title"]["text"] for f in figures(first)] == ["<b>seq-len: latency vs T</b>"]
+    assert [e.label for e in first.main.expander] == ["3 more experiment(s): batch, gqa, te-causal"]
+    assert not first.main.expander[0].children  # not built until opened
+    opened = open_app(monkeypatch, run=LAB5, more="true")
+    assert [f["layout"]["title"]["text"] for f in figures(opened)] == [
+        f"<b>{name}: latency vs {axis}</b>" for name, axis in [("seq-len", "T"), ("batch", "B"), ("gqa", "K"),
+                                                              ("te-causal", "T")]]
+    chosen = open_app(monkeypatch, run=LAB5, experiment=["batch", "gqa"])  # the filter's choice is charted at once
+    assert charts(chosen) == 2 and not chosen.main.expander
+
+
+def test_the_runs_list_offers_the_newest_hundred_and_find_runs_reaches_the_others(monkeypatch, tmp_path):
+    runs = generate(tmp_path, 103, 4, templates=(CPU_LAB5,))  # six hours apart from 2026-10-01, newest last
+    app = open_app(monkeypatch, tmp_path)
+    assert app.multiselect(key="run").options == runs[:2:-1]  # the newest 100, newest first
+    assert "Listing the newest 100: Find runs reaches the others" in texts(app.sidebar.caption)
+    assert runs[0] in open_app(monkeypatch, tmp_path, run=runs[0]).multiselect(key="run").options  # a link's run
+    oldest = app.date_input(key="until").set_value(datetime(2026, 10, 1).date()).run()
+    assert oldest.multiselect(key="run").options[:4] == runs[3::-1]
 
 
 def test_the_store_is_read_once_and_shared_not_copied(monkeypatch):
@@ -456,7 +479,7 @@ def test_forty_runs_share_one_environment_table(monkeypatch, tmp_path):
     environments = [d.value for d in app.dataframe if runs[0] in d.value.columns]
     assert len(environments) == 1 and set(runs) <= set(environments[0].columns)
     assert len(app.table) == 0 and len(app.get("plotly_chart")) == 0
-    latency = select(open_app(monkeypatch, tmp_path), *runs)
+    latency = select(open_app(monkeypatch, tmp_path, more="true"), *runs)
     traces = {t["name"] for f in figures(latency) for t in f["data"] if " · " in str(t.get("name"))}
     assert charts(latency) == 2 and len({name.split(" · ")[1] for name in traces}) == 6  # the 6 newest runs
 
@@ -473,7 +496,7 @@ def steady(tmp_path) -> Path:
 
 
 def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_flagged(monkeypatch, steady):
-    plain = open_app(monkeypatch, steady)  # the first view: latency alone, the unstable cell named
+    plain = open_app(monkeypatch, steady, more="true")  # latency alone, the unstable cell named
     assert {f["layout"]["title"]["text"] for f in figures(plain)} == {"<b>fwd: latency vs T</b>",
                                                                       "<b>fwd-bwd: latency vs T</b>"}
     assert "⚠ 1 cell(s) of **fwd** whose SM clock moved more than 2 %" in texts(plain.caption)

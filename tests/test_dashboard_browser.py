@@ -322,3 +322,27 @@ def test_the_compare_tab_flags_a_regression_and_follows_the_threshold(page, url)
                            timeout=60_000)
     settle(page)
     assert "threshold=40" in page.url and metric(page, "Slower beyond noise") == "0"
+
+
+@pytest.fixture(scope="module")
+def url_500(tmp_path_factory):
+    """500 generated runs of 100 cells (the newest a copy of hopper-long grown to nine swept experiments), as
+    scripts/bench_dashboard.py's 500x100 store."""
+    out = tmp_path_factory.mktemp("store-500")
+    generate(out, 500, 100)
+    yield from serve(out)
+
+
+@pytest.mark.slow
+def test_at_500_runs_the_first_view_draws_the_headline_and_the_rest_on_one_click(page, url_500):
+    """Issue 40: the browser draws every chart of a view before the first is on screen; the first view holds one
+    chart, the other eight experiments open under it, and the Runs list offers the newest 100 of 500."""
+    open_view(page, url_500)
+    assert_no_error_text(page)
+    assert chips(page, "run") == ["hopper-long-0499"] and in_open_tab(page, PLOTS) == 1
+    assert "Listing the newest 100" in page.inner_text("[data-testid=stSidebar]")
+    page.locator(".st-key-more summary", has_text="8 more experiment(s)").click()
+    page.wait_for_function(f"document.querySelectorAll('[role=tabpanel]:not([hidden]) {PLOTS}').length > 1",
+                           timeout=60_000)
+    settle(page)
+    assert in_open_tab(page, PLOTS) == 9 and "more=true" in page.url
