@@ -27,11 +27,12 @@ def mma_type(c: CellRecord) -> str:
 
 
 def clock_peak(c: CellRecord, machine: Machine | None) -> float | None:
-    """100 x the cell's TFLOP/s / the MMA peak at the median SM clock NVML read while it was timed, or None."""
-    if machine is None or c.telemetry is None or machine.gpu is None:
+    """100 x the cell's TFLOP/s / the MMA peak at the median SM clock NVML read while it was timed, or None; a cell
+    split across D GPUs (its FLOPs are the whole call's) against D such peaks."""
+    if machine is None or c.telemetry is None or machine.gpu is None or c.tflops is None:
         return None
-    return metrics.clock_peak_share(c.tflops, machine.compute_capability, machine.gpu.sm_count, mma_type(c),
-                                    c.telemetry.sm_clock_mhz.median)
+    return metrics.clock_peak_share(c.tflops / c.params.devices, machine.compute_capability, machine.gpu.sm_count,
+                                    mma_type(c), c.telemetry.sm_clock_mhz.median)
 
 
 def soak_points(records: list[CellRecord]) -> pd.DataFrame:
