@@ -389,3 +389,16 @@ def test_the_smoke_spec_says_which_variants_it_covers():
     covered = {v for e in spec.experiments for v in e.variants}
     named = {v for v in load_all() if f"{v}," in spec.description or f" {v} " in spec.description}
     assert named == covered, f"the description names {sorted(named)}, the experiments run {sorted(covered)}"
+
+
+def test_tune_is_true_or_false_an_experiments_option_or_an_axis_and_a_cells_key_tells_tuned_from_not(tmp_path):
+    from runner.cells import expand
+
+    path = write_spec(tmp_path / "s.yaml", spec_data(exp(tune="maybe", sweep={"tune": [True, 2]})))
+    with pytest.raises(SpecError) as caught:
+        load_spec(path, KNOWN)
+    assert caught.value.problems == ["experiments[0].tune: must be true or false (got 'maybe')",
+                                     "experiments[0].sweep.tune[1]: must be true or false (got 2)"]
+    spec = parse_spec(spec_data(exp(sweep={"tune": [False, True]}), exp("b", tune=True)), KNOWN)
+    cells = expand(spec)
+    assert [c.params.tune for c in cells] == [False, True, True] and len({c.key for c in cells}) == 3
