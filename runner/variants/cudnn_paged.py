@@ -3,8 +3,9 @@
 JAX exposes it only in a private module: `jax._src.cudnn.fused_attention_stablehlo.paged_attention(query, key,
 value, q_seqlen, kv_seqlen, page_table_k, page_table_v, bias=None, mask=None, fp8_params=None, *, scale,
 mask_type, seed, dropout_rate, qkv_layout, sliding_window_length, use_fp8, return_residual)`, the same in jax
-0.10.2 and jax main of August 2026 (0.11.1 dev). Everything that touches it lives here, imported only when a cell
-needs it; `_missing` says why it cannot run when the function or its page-table arguments are gone.
+0.10.2 and jax main of August 2026 (0.11.1 dev). Everything that touches it lives here (the module's import:
+cudnn_fp8.py's), imported only when a cell needs it; `_missing` says why it cannot run when the function or its
+page-table arguments are gone.
 
 What its source says, and the rules that follow:
 - query (B, T, N, H) in BTNH; key and value are page pools (num_blocks, block_size, K, H): GQA natively, the
@@ -27,17 +28,9 @@ import math
 
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, variant
+from runner.variants.cudnn_fp8 import _private
 
 PAGED_ARGUMENTS = {"q_seqlen", "kv_seqlen", "page_table_k", "page_table_v"}
-
-
-def _private():
-    """jax's private cuDNN attention module, or None when this jax has moved or removed it."""
-    try:
-        from jax._src.cudnn import fused_attention_stablehlo
-    except ImportError:
-        return None
-    return fused_attention_stablehlo
 
 
 def _missing() -> str | None:
