@@ -31,6 +31,10 @@ RUN_ELSEWHERE = {
     "cp terraform/terraform.tfvars.example": ("tests/test_terraform.py", "terraform.tfvars.example"),
     # the cuda12 extra's packages are the runner image's pin list, installed and imported by this test
     ".venv/bin/pip install -e '.[cuda12]'": ("tests/test_runner_image.py", 'extras["cuda12"]'),
+    # the training and serving specs' cells as an H200 would plan them (a CPU would run their large shapes for hours)
+    ".venv/bin/attnbench run specs/training.yaml": ("tests/test_packed.py", "def test_the_training_spec_runs_cudnn"),
+    ".venv/bin/attnbench run specs/serving.yaml": ("tests/test_paged_variants.py",
+                                                   "def test_the_serving_specs_kernel_cells_run_on_an_h200"),
     "git clone": (".ci/run", "a clean clone"),
     "rm -rf results build/spool && time make demo": ("tests/test_docs.py", "def test_the_demo_and_what_follows"),
     "time make demo": ("tests/test_docs.py", "def test_the_demo_and_what_follows"),

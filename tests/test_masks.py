@@ -143,7 +143,7 @@ def test_variants_decline_the_options_they_do_not_implement(variant, shape, word
 
 def test_te_declares_every_option_but_the_soft_cap():
     requires = VARIANTS["te"].requires
-    assert set(requires.options) == {"window", "fill", "bias", "v_head_dim"}
+    assert set(requires.options) == {"window", "fill", "bias", "v_head_dim", "documents", "deterministic"}
     assert "no logit soft cap" in requires.why_not["softcap"]
 
 

@@ -281,3 +281,21 @@ def test_show_sets_each_deterministic_cell_beside_the_same_cell_without(capsys):
         (name, "B2 T32 N4 K2 H16 float32 causal fwd_bwd docs2", "True") for name in ("naive", "xla")]
     result = in_process(capsys, "show", folder)
     assert result.code == 0 and "deterministic backward: its time beside the same cell's without" in result.out
+
+
+def test_the_training_spec_runs_cudnn_in_each_experiment_it_lists_it_in_on_an_h200_and_declines_only_by_rule():
+    """specs/training.yaml as the README runs it on an H200: cuDNN takes every cell of each experiment that lists it
+    but the soft-capped ones (jax's API has no cap), and the other variants' declines are their package's absence
+    here or a stated rule, never an unknown option."""
+    from helpers import REPO
+    from runner.cells import expand
+    from runner.spec import load_spec
+
+    cells = expand(load_spec(REPO / "specs" / "training.yaml", set(VARIANTS)))
+    cudnn = [c for c in cells if c.variant == "cudnn"]
+    assert {c.experiment for c in cudnn} >= {"fwd", "fwd-bwd", "packed", "deterministic", "packed-small", "axes"}
+    assert all((decline(VARIANTS["cudnn"], c.params, H200) is None) == (c.params.softcap is None) for c in cudnn)
+    assert any(c.params.documents > 1 for c in cudnn) and any(c.params.deterministic for c in cudnn)
+    for c in cells:
+        reason = decline(VARIANTS[c.variant], c.params, H200) or ""
+        assert "implements none" not in reason, (c.label(), reason)  # every option a variant is given, it declares
