@@ -191,12 +191,12 @@ def test_a_deterministic_cell_whose_bits_move_is_incorrect():
     assert "other bits" in incorrect_reason(Correctness(**close, bitwise_repeat=False))
 
 
-def test_a_cell_written_before_schema_9_reads_as_one_document_and_the_backward_as_it_was():
+def test_a_cell_written_before_schema_10_reads_as_one_document_and_the_backward_as_it_was():
     from runner.record import SCHEMA_VERSION
 
     old = params().as_dict()
-    del old["documents"], old["deterministic"]
-    cell = read_cell({"schema_version": 8, "key": "k", "run_id": "r", "experiment": "e", "variant": "xla",
+    del old["documents"], old["deterministic"], old["tune"]  # as schema 9 wrote a cell's params
+    cell = read_cell({"schema_version": 9, "key": "k", "run_id": "r", "experiment": "e", "variant": "xla",
                       "params": old, "status": "ok", "started_at": "t", "duration_s": 1.0, "flops": 1,
                       "bytes_min": 1, "kv_cache_bytes": 1})
     assert cell.schema_version == SCHEMA_VERSION
