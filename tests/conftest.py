@@ -115,6 +115,28 @@ def tiny_spec(tmp_path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def registry_as_it_was():
+    """What a test registers (its own variant, or a file through $ATTNBENCH_VARIANTS, with its backend and module) is
+    gone after it, so a later test's load_all() lists what a user's would; runner.variants' own stay (imported once,
+    they would not register again)."""
+    from runner import registry
+
+    variants, backends, broken = set(registry.VARIANTS), set(registry.BACKENDS), dict(registry.BROKEN)
+    modules = set(sys.modules)
+    yield
+    for name in set(registry.VARIANTS) - variants:
+        if not registry.VARIANTS[name].build.__module__.startswith("runner.variants."):
+            del registry.VARIANTS[name]
+    used = {v.backend for v in registry.VARIANTS.values()}
+    for backend in set(registry.BACKENDS) - backends - used:
+        del registry.BACKENDS[backend]
+    registry.BROKEN.clear()
+    registry.BROKEN.update(broken)
+    for module in [m for m in sys.modules if m.startswith("attnbench_variants_") and m not in modules]:
+        del sys.modules[module]
+
+
+@pytest.fixture(autouse=True)
 def no_job_environment(monkeypatch, tmp_path_factory):
     """Tests choose run ids, shards and spools themselves, even when they run inside a Kubernetes Job, and keep
     their caches (spools, compiled programs) out of the user's: one cache folder for the whole session."""

@@ -150,10 +150,7 @@ def blocked(monkeypatch):
     """tests/variants/blocked.py registered as a user's variant file is, through $ATTNBENCH_VARIANTS."""
     monkeypatch.setenv(VARIANTS_ENV, str(BLOCKED.parent))
     load_all()
-    yield VARIANTS["test_blocked"]
-    VARIANTS.pop("test_blocked", None)
-    BACKENDS.pop("test_host", None)
-    sys.modules.pop("attnbench_variants_blocked", None)
+    return VARIANTS["test_blocked"]  # conftest's registry_as_it_was unregisters it and tests/variants' others after
 
 
 def test_a_variant_file_outside_the_package_registers_with_its_rules(blocked):
@@ -221,3 +218,10 @@ def test_loading_every_variant_imports_no_gpu_library():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'flax', 'transformer_engine')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_no_variant_a_test_registered_outlives_it():
+    """Run after the tests above that load tests/variants (file order): the site's variant table lists load_all(),
+    and a test variant left registered once failed tests/test_docs.py after this file."""
+    assert sorted(n for n, v in load_all().items() if not v.build.__module__.startswith("runner.variants.")) == []
+    assert not [m for m in sys.modules if m.startswith("attnbench_variants_")] and "test_host" not in BACKENDS
