@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runner import metrics, shape
+from runner import metrics, paging, shape
 from runner.cells import unsplit
 from runner.record import CellRecord
 from runner.spool import Totals
@@ -54,6 +54,17 @@ COLUMNS: list[tuple[str, bool, Callable[[CellRecord], str]]] = [
 ]
 
 
+def _us_per_token(c: CellRecord) -> float | None:
+    """A serving cell's time per generated token (its B x T new tokens), in microseconds."""
+    if not c.median_s or not paging.serving(c.params):
+        return None
+    return metrics.seconds_per_token(c.median_s, c.params.batch, c.params.seq_len) * 1e6
+
+
+# Beside % copy where an experiment holds serving cells: what a decode step costs each token it generates
+TOKEN_COLUMN = ("µs/token", True, lambda c: _fmt(_us_per_token(c), 3))
+
+
 def clock_column(machine) -> tuple[str, bool, Callable[[CellRecord], str]]:
     """% of the GPU's dense MMA rate at each cell's sampled SM clock (runner.frames.clock_peak), for the run's
     machine."""
@@ -66,6 +77,9 @@ def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
     """Shape columns that vary within the experiment, then the measurements (given the run's machine, the % of its
     MMA peak at each cell's clock beside TFLOP/s); constant ones in the title."""
     columns = COLUMNS[:4] + [clock_column(machine)] + COLUMNS[4:] if machine is not None else COLUMNS
+    if any(paging.serving(c.params) for c in cells):
+        at = next(i for i, (header, _, _) in enumerate(columns) if header == "% copy") + 1
+        columns = columns[:at] + [TOKEN_COLUMN] + columns[at:]
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))

@@ -83,3 +83,16 @@ def test_export_parquet_of_forward_cells_only(tmp_path):
 def test_a_pipe_or_a_line_break_in_a_value_stays_in_its_cell():
     lines = markdown_table(["experiment", "ms"], [["a | b\nc", 1.5]]).splitlines()
     assert lines == ["| experiment | ms |", "|---|---|", "| a \\| b c | 1.5 |"]
+
+
+def test_show_prints_microseconds_per_generated_token_for_serving_cells_only():
+    """B8 x T2 new tokens in 0.8 ms: 50 µs a token, beside % copy; a prefill experiment has no such column."""
+    decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16)
+    serving = record(params=decode).model_copy(update=dict(experiment="decode", median_s=8e-4))
+    console = Console(record=True, width=400)
+    print_tables([serving, some_records()[0]], console)
+    decode_table, prefill_table = console.export_text().split("\nexp ")
+    header = [h.strip() for h in next(line for line in decode_table.splitlines() if "% copy" in line).split("┃")]
+    row = [v.strip() for v in next(line for line in decode_table.splitlines() if "│ xla " in line).split("│")]
+    assert header.index("µs/token") == header.index("% copy") + 1 and dict(zip(header, row))["µs/token"] == "50"
+    assert "µs/token" not in prefill_table
