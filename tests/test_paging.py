@@ -16,7 +16,7 @@ from runner.shape import Params
 
 BASE = dict(batch=8, seq_len=1, kv_seq_len=40, heads=4, kv_heads=2, head_dim=8, v_head_dim=8, dtype="float32",
             causal=True, window=None, fill=1.0, bias="none", softcap=None, tp=1, devices=1, kv_spread=0.5,
-            page_order="contiguous", kv_lengths=None, page_size=None, documents=1, deterministic=False)
+            page_order="contiguous", kv_lengths=None, page_size=None, documents=1, deterministic=False, tune=False)
 
 
 def params(**changes) -> Params:
@@ -199,7 +199,7 @@ def test_xla_and_xla_paged_agree_with_the_reference_on_serving_masks(new_tokens,
     """jax.nn.dot_product_attention's is_causal and local_window_size are top-left: a serving cell's causal T > 1 and
     its windows (the last W keys of each request) go as a mask, causal T = 1 as the lengths alone."""
     from runner.registry import Staged
-    from runner.variants.jax_attention import xla
+    from runner.variants.jax_attention import auto, naive, xla
     from runner.variants.paged_gather import xla_paged
 
     p = params(seq_len=new_tokens, causal=causal, window=window, kv_lengths="long_tail", page_size=8,
@@ -207,5 +207,24 @@ def test_xla_and_xla_paged_agree_with_the_reference_on_serving_masks(new_tokens,
     args = inputs.make_inputs(p, 0)
     expected = inputs.reference(p, args)[0]
     paged: Staged = xla_paged(p)
-    for out in (xla(p)(*args), paged.attend(*paged.prepare(*args))):
+    for out in (xla(p)(*args), auto(p)(*args), naive(p)(*args), paged.attend(*paged.prepare(*args))):
         assert float(jnp.max(jnp.abs(out - expected))) < 1e-5
+
+
+@pytest.mark.parametrize("page_size", [16, None])
+@pytest.mark.parametrize("new_tokens", [1, 4])
+def test_a_serving_window_is_taken_only_by_the_variants_checked_applying_it_end_aligned(new_tokens, page_size):
+    """jax's local_window_size is top-left: in a serving cell it kept a request's first W keys, not its last (xla
+    at T = 1, dd26135). On an H200 every kernel, the paged ones first (cudnn_paged, pallas_paged, xla_paged), declines
+    a serving window, but the three the test above checks against the reference at T 1 and 4 (naive, xla, auto:
+    the window as an end-aligned mask); a kernel that starts taking one must join that check."""
+    from runner.machine import Device
+    from runner.registry import VARIANTS, decline, load_all
+
+    h200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
+    p = params(batch=32, seq_len=new_tokens, kv_seq_len=8192, heads=64, kv_heads=8, head_dim=128, v_head_dim=128,
+               dtype="bfloat16", window=128, kv_lengths="long_tail", page_size=page_size)
+    takes = {name for name, v in load_all().items() if decline(v, p, h200) is None}
+    assert takes == ({"naive", "xla", "auto"} if page_size is None else set())
+    assert all("sliding window" in decline(VARIANTS[name], p, h200) for name in ("cudnn_paged", "pallas_paged",
+                                                                                  "xla_paged"))
