@@ -33,18 +33,26 @@ class Device:
         return f"{self.kind} (compute capability {self.compute_capability:.1f})"
 
 
+def capability() -> float | None:
+    """The first JAX device's compute capability (9.0 on Hopper), or None off NVIDIA GPUs; read afresh each call."""
+    import jax
+
+    found = getattr(jax.devices()[0], "compute_capability", None)
+    return float(found) if found else None
+
+
 @functools.cache
 def current_device() -> Device:
     """The first JAX device."""
     import jax
 
     device = jax.devices()[0]
-    capability = getattr(device, "compute_capability", None)
+    found = capability()
     try:
         memory = (device.memory_stats() or {}).get("bytes_limit")
     except Exception:  # a backend without memory stats (the CPU's)
         memory = None
-    return Device(device.platform, device.device_kind, float(capability) if capability else None, memory,
+    return Device(device.platform, device.device_kind, found, memory,
                   len(jax.devices()))
 
 

@@ -16,6 +16,7 @@ import inspect
 import math
 
 from runner import masks
+from runner.machine import capability
 from runner.registry import Skip
 from runner.shape import Params
 from runner.variants.cudnn_fp8 import _private
@@ -54,11 +55,8 @@ def segments(p: Params) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def _hopper_here() -> str | None:
-    import jax
-
-    capability = str(getattr(jax.devices()[0], "compute_capability", ""))
-    if capability and int(capability.split(".")[0]) < 9:
-        return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {capability}"
+    if (found := capability()) is not None and found < 9:
+        return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {found:.1f}"
     return None
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import math
 
+from runner.machine import capability
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, variant
 from runner.variants.cudnn_fp8 import _private
@@ -83,10 +84,7 @@ def prepare(p: Params):
 
 def hopper_here() -> bool:
     """Whether this GPU is Hopper or newer (cuDNN's head_dim limit is 256 there, 128 before)."""
-    import jax
-
-    capability = str(getattr(jax.devices()[0], "compute_capability", "0"))
-    return float(capability) >= 9.0
+    return (capability() or 0.0) >= 9.0
 
 
 def attend(p: Params):

@@ -49,6 +49,7 @@ import functools
 from types import MappingProxyType
 
 from runner import masks, paging
+from runner.machine import capability
 from runner.shape import Params
 from runner.registry import Autotuned, Requires, Skip, variant
 from runner.variants.pallas_triton import TRITON_CALLS
@@ -237,12 +238,8 @@ def tuned(p: Params, attend):
 
 def backward_here() -> str | None:
     """Why this GPU has no tokamax Mosaic backward (its kernels are sm90 and sm100 only), or None."""
-    import jax
-
-    capability = str(getattr(jax.devices()[0], "compute_capability", ""))
-    if capability and capability.split(".")[0] not in ("9", "10"):
-        return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability " \
-               f"{capability}"
+    if (found := capability()) is not None and int(found) not in (9, 10):
+        return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability {found:.1f}"
     return None
 
 
