@@ -36,10 +36,11 @@ class Logits:
         return cls(p.causal, p.window, p.softcap, slopes, p.seq_len if serving(p) else None)
 
 
-def scores_mask(seq_len: int, kv_seq_len: int, q_offset: int = 0, window: int | None = None,
+def scores_mask(seq_len: int, kv_seq_len: int, q_offset=0, window: int | None = None,
                 causal: bool = True) -> jax.Array:
     """Keys visible to query rows q_offset.. : causal keeps j <= i (top-left aligned); a window of W keeps
-    i - W < j (causal) or |i - j| < W (not causal)."""
+    i - W < j (causal) or |i - j| < W (not causal). A q_offset of shape [B, 1, 1] (each request's own) gives
+    [B, T, S]."""
     rows = jnp.arange(seq_len)[:, None] + q_offset
     cols = jnp.arange(kv_seq_len)[None, :]
     keep = cols <= rows if causal else jnp.ones((seq_len, kv_seq_len), bool)
@@ -50,30 +51,17 @@ def scores_mask(seq_len: int, kv_seq_len: int, q_offset: int = 0, window: int | 
     return keep
 
 
-def end_aligned(logits: Logits, seq_len: int, kv_seq_len: int, q_offset, kv_lengths) -> jax.Array:
-    """[B, 1, T, S] keys a serving cell's new tokens see: row i of request b stands at position len_b - T + i, sees
-    keys up to it (causal) and none past len_b; a window of W keeps the W keys up to it (causal) or within W of it."""
-    cols = jnp.arange(kv_seq_len)[None, None, :]
-    rows = jnp.arange(seq_len)[None, :, None] + q_offset + (kv_lengths - logits.new_tokens)[:, None, None]
-    keep = cols < kv_lengths[:, None, None]
-    if logits.causal:
-        keep &= cols <= rows
-    if logits.window is not None:
-        keep &= cols > rows - logits.window
-        if not logits.causal:
-            keep &= cols < rows + logits.window
-    return keep[:, None]
-
-
 def visible(logits: Logits, seq_len: int, kv_seq_len: int, q_offset=0, kv_lengths=None,
             segments: tuple | None = None) -> jax.Array | None:
     """[B or 1, 1, T, S] keys each query row sees, or None when it sees all of them; `segments` (the query rows' and
-    the keys' document ids, [B, T] and [B, S]) keeps only the keys of a row's own document."""
+    the keys' document ids, [B, T] and [B, S]) keeps only the keys of a row's own document. A serving cell's rows
+    are aligned to each request's end: row i of request b stands at position len_b - T + i."""
     if logits.new_tokens is not None:
-        return end_aligned(logits, seq_len, kv_seq_len, q_offset, kv_lengths)
-    if not logits.causal and logits.window is None and kv_lengths is None and segments is None:
+        q_offset = q_offset + (kv_lengths - logits.new_tokens)[:, None, None]
+    elif not logits.causal and logits.window is None and kv_lengths is None and segments is None:
         return None
-    keep = scores_mask(seq_len, kv_seq_len, q_offset, logits.window, logits.causal)[None, None]
+    keep = scores_mask(seq_len, kv_seq_len, q_offset, logits.window, logits.causal)
+    keep = keep[:, None] if keep.ndim == 3 else keep[None, None]
     if kv_lengths is not None:
         keep = keep & (jnp.arange(kv_seq_len)[None, None, None, :] < kv_lengths[:, None, None, None])
     if segments is not None:
