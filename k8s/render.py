@@ -180,12 +180,12 @@ def write(objects: list[dict], path: Path) -> None:
 def _cells(spec: Path) -> int | None:
     """The spec's cell count as the runner plans it, or None where the spec does not load (the run says why)."""
     sys.path.insert(0, str(K8S.parent))
-    from runner.cells import count
+    from runner.cells import expand
     from runner.registry import load_all
     from runner.spec import SpecError, load_spec
 
-    try:
-        return count(load_spec(spec, set(load_all())))
+    try:  # expanded, not cells.count: sweep points a serving axis resolves alike are one cell
+        return len(expand(load_spec(spec, set(load_all()))))
     except SpecError:
         return None
 

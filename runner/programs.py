@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import sys
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,7 +25,7 @@ from runner.record import Candidate, Tuning
 from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of
 from runner.shape import Params
 from runner.timers import Limits, Stopwatch, Timer, sample
-from runner.tuning_cache import TuningCache
+from runner.tuning_cache import TuningCache, warn
 
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
@@ -140,8 +139,7 @@ def library_tuning(name: str, tuned: Autotuned, p: Params, fn: Callable, args: t
         try:
             return text, tuning_of(tuned, text, cached=True)
         except Exception as error:  # the library's own reader refused it
-            print(f"warning: tuning cache: {name}'s kept result does not read ({first_line(error)}); tuning anew",
-                  file=sys.stderr, flush=True)
+            warn(f"{name}'s kept result does not read ({first_line(error)}); tuning anew")
     start = time.perf_counter()
     text = tuned.tune(fn, args)
     if cache:

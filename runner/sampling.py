@@ -182,11 +182,11 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
         stream.push()
         load_start, verdict = stream.start, None
         joined = carry is not None and carry.joins(load_start)
+        carried_cap = settings.carry_cap and joined and carry.rule == "capped"
         while verdict is None:
             stream.push()
             verdict = power.judge(list(recorder.readings), load_start, source.power_limit_w, rules,
-                                  settings.settle_max_s,
-                                  carried=settings.carry_cap and joined and carry.rule == "capped")
+                                  settings.settle_max_s, carried=carried_cap)
         until = recorder.readings[-1].t
         chunks = stream.chunks_within(verdict.since, until)
         while len(chunks) * per_chunk < need:

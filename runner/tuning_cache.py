@@ -26,7 +26,7 @@ FORMAT = 1  # the entry's layout; an entry of another is foreign
 VERSIONED = ("tokamax", "jax", "jaxlib", "cuda_runtime", "cudnn")
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"warning: tuning cache: {message}", file=sys.stderr, flush=True)
 
 
@@ -61,7 +61,7 @@ class TuningCache:
         try:
             data = self.store.get(name)
         except Exception as error:  # a store out of reach: tune without it
-            _warn(f"{self.location}: {name} could not be read ({type(error).__name__}: {error}); tuning anew")
+            warn(f"{self.location}: {name} could not be read ({type(error).__name__}: {error}); tuning anew")
             return None
         return None if data is None else self._read(name, data, self.identity(variant, params))
 
@@ -71,11 +71,11 @@ class TuningCache:
             result = entry["result"]
             mismatch = [key for key, value in identity.items() if entry.get(key) != value]
         except (ValueError, TypeError, KeyError) as error:
-            _warn(f"{self.location}/{name} is not a tuning entry ({type(error).__name__}: {error}); tuning anew")
+            warn(f"{self.location}/{name} is not a tuning entry ({type(error).__name__}: {error}); tuning anew")
             return None
         if mismatch or not isinstance(result, str):
             what = ", ".join(f"{key} {entry.get(key)!r}" for key in mismatch) or "a result that is not text"
-            _warn(f"{self.location}/{name} is another's entry ({what}); tuning anew")
+            warn(f"{self.location}/{name} is another's entry ({what}); tuning anew")
             return None
         return result
 
@@ -86,7 +86,7 @@ class TuningCache:
         try:
             self.store.put(name, json.dumps(entry, indent=1).encode())
         except Exception as error:  # the tuning still serves this cell
-            _warn(f"{self.location}: {name} could not be written ({type(error).__name__}: {error}); not kept")
+            warn(f"{self.location}: {name} could not be written ({type(error).__name__}: {error}); not kept")
 
 
 def open_cache(location: str, gpu: str, versions: dict[str, str]) -> TuningCache | None:

@@ -43,7 +43,6 @@ def test_runs_without_load_windows_say_so_rather_than_zero(bench):
 def test_phase_shares_add_up_to_the_whole_process(bench):
     parts = bench.shares({"compile": 2.0, "device": 3.0}, in_cells_s=6.0, process_s=10.0)
     assert parts == pytest.approx({"compile": 0.2, "device": 0.3, "cells, other": 0.1, "outside cells": 0.4})
-    assert sum(parts.values()) == pytest.approx(1.0)
 
 
 def test_the_profile_table_has_a_row_per_run_with_each_share(bench):
