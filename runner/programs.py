@@ -131,10 +131,10 @@ def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -
 
 
 def library_tuning(name: str, tuned: Autotuned, p: Params, fn: Callable, args: tuple,
-                   cache: TuningCache | None) -> tuple[str, Tuning]:
-    """The library's tuning of the timed call for this cell: read from the tuning cache, else run now (and kept
-    there). A kept result this library cannot read is warned about and tuned again."""
-    text = cache.get(name, p) if cache else None
+                   cache: TuningCache | None, fresh: bool = False) -> tuple[str, Tuning]:
+    """The library's tuning of the timed call for this cell: read from the tuning cache (unless `fresh`), else run
+    now (and kept there). A kept result this library cannot read is warned about and tuned again."""
+    text = cache.get(name, p) if cache and not fresh else None
     if text is not None:
         try:
             return text, tuning_of(tuned, text, cached=True)
@@ -157,13 +157,18 @@ def autotune_step(name: str, tuned: Autotuned, p: Params, cache: TuningCache | N
     """The library's tuning (phase `tune`), then the timed call lowered with it in force and compiled (phase
     `compile`): the chosen kernel configuration is fixed when the call is traced."""
     staged, fn, args = timed_fn(tuned.attend, p)
-    with watch.phase("tune"):
-        text, tuning = library_tuning(name, tuned, p, fn, args, cache)
-    with watch.phase("compile"):
-        with tuned.apply(text):
-            item = lower_timed(fn, args, p.deterministic)
-        if mismatch := not_in_force(tuning.config, tuned.in_force(item.lowered)):
+    for fresh in (False, True):  # a kept result the call no longer lowers with is tuned anew once, and replaced
+        with watch.phase("tune"):
+            text, tuning = library_tuning(name, tuned, p, fn, args, cache, fresh)
+        with watch.phase("compile"):
+            with tuned.apply(text):
+                item = lower_timed(fn, args, p.deterministic)
+        if not (mismatch := not_in_force(tuning.config, tuned.in_force(item.lowered))):
+            break
+        if not tuning.cached:
             raise RuntimeError(f"{tuned.tuner}'s choice is not what the call was lowered with: {mismatch}")
+        warn(f"{name}'s kept result is not what the call lowers with ({mismatch}); tuning anew")
+    with watch.phase("compile"):
         program = compile_lowered(item)
     return compiled_from(program, staged), tuning
 

@@ -114,3 +114,15 @@ def test_a_call_not_lowered_with_the_chosen_config_fails_the_cell():
                                            r"\{'block_q': 64\}, lowered \{'block_q': 128\}"):
         programs.autotune_step("xla", self_tuned([], {"block_q": 64}, lowered={"block_q": 128}), params(tune=True),
                                None, Stopwatch())
+
+
+def test_a_kept_tuning_the_call_no_longer_lowers_with_is_tuned_again_and_replaced(tmp_path, capsys):
+    """A kept choice a newer library ignores would otherwise fail the cell on every run that reads it."""
+    p, tried = params(tune=True), []
+    cache = TuningCache(str(tmp_path), "NVIDIA H200", {"tokamax": "0.0.17"})
+    cache.put("xla", p, '{"block_q": 32}', 1.0)
+    _, tuning = programs.autotune_step("xla", self_tuned(tried, {"block_q": 64}, lowered={"block_q": 64}), p, cache,
+                                       Stopwatch())
+    assert len(tried) == 1 and tuning.cached is False and tuning.config == {"op": {"block_q": 64}}
+    assert "xla's kept result is not what the call lowers with (op: chose {'block_q': 32}" in capsys.readouterr().err
+    assert cache.get("xla", p) == '{"block_q": 64}'
