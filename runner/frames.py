@@ -14,25 +14,14 @@ SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "medi
 
 def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataFrame:
     """One row per cell (CellRecord.row), `order` its place in the list (the run's order), and given the run's
-    machine, `pct_of_clock_peak`: its TFLOP/s as a share of the GPU's dense MMA rate at its sampled SM clock."""
+    machine, `clock_peak_tflops` (its GPUs' dense MMA rate at its sampled SM clock, runner.metrics) and
+    `pct_of_clock_peak`: its headline TFLOP/s as a share of it."""
     rows = pd.DataFrame([c.row() for c in records])
     if not len(rows):
         return rows
-    return rows.assign(order=range(len(rows)), pct_of_clock_peak=[clock_peak(c, machine) for c in records])
-
-
-def mma_type(c: CellRecord) -> str:
-    """The data type a cell's matmuls ran in: fp8 where FP8 reached the compiled program, else its dtype."""
-    return "fp8" if c.fp8 and c.fp8.in_hlo else c.params.dtype
-
-
-def clock_peak(c: CellRecord, machine: Machine | None) -> float | None:
-    """100 x the cell's TFLOP/s / the MMA peak at the median SM clock NVML read while it was timed, or None; a cell
-    split across D GPUs (its FLOPs are the whole call's) against D such peaks."""
-    if machine is None or c.telemetry is None or machine.gpu is None or c.tflops is None:
-        return None
-    return metrics.clock_peak_share(c.tflops / c.params.devices, machine.compute_capability, machine.gpu.sm_count,
-                                    mma_type(c), c.telemetry.sm_clock_mhz.median)
+    peaks = [metrics.clock_peak_tflops(c, machine) for c in records]
+    return rows.assign(order=range(len(rows)), clock_peak_tflops=peaks,
+                       pct_of_clock_peak=[metrics.clock_peak_share(c.tflops, p) for c, p in zip(records, peaks)])
 
 
 def soak_points(records: list[CellRecord]) -> pd.DataFrame:

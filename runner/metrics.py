@@ -70,10 +70,33 @@ def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str
     return per_clock * sm_count * sm_mhz / 1e6
 
 
-def clock_peak_share(tflops, capability: str | None, sm_count: int | None, data_type: str, sm_mhz) -> float | None:
-    """100 x tflops / peak_mma_tflops at the cell's sampled SM clock (its median), or None."""
-    peak = peak_mma_tflops(capability, sm_count, data_type, sm_mhz)
-    return None if peak is None or tflops is None or tflops != tflops else 100 * tflops / peak
+def mma_type(c) -> str:
+    """The data type a cell record's matmuls ran in: fp8 where FP8 reached the compiled program, else its dtype."""
+    return "fp8" if c.fp8 and c.fp8.in_hlo else c.params.dtype
+
+
+def clock_peak_tflops(c, machine) -> float | None:
+    """The dense MMA TFLOP/s of the GPUs a cell record ran on at the median SM clock NVML read while it was timed
+    (the run's `machine` gives the capability and SMs): D such peaks for a cell split across D GPUs, whose FLOPs are
+    the whole call's; None without telemetry or the machine's facts."""
+    if machine is None or machine.gpu is None or c.telemetry is None:
+        return None
+    peak = peak_mma_tflops(machine.compute_capability, machine.gpu.sm_count, mma_type(c),
+                           c.telemetry.sm_clock_mhz.median)
+    return None if peak is None else peak * c.params.devices
+
+
+def clock_peak_share(tflops, peak):
+    """100 x tflops / an MMA peak at the cell's clock (clock_peak_tflops, or a publisher's): numbers or pandas
+    columns alike, None (NaN in a column) where either is unknown."""
+    if tflops is None or (isinstance(tflops, float) and tflops != tflops):  # NaN from a table
+        return None
+    return _share(tflops, peak)
+
+
+def clock_peak(c, machine) -> float | None:
+    """A cell record's headline TFLOP/s as a share of its GPUs' MMA peak at its clock (clock_peak_tflops), or None."""
+    return clock_peak_share(c.tflops, clock_peak_tflops(c, machine))
 
 
 @dataclass(frozen=True)

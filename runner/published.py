@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from runner import shape
+from runner import metrics, shape
 
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
 CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -173,8 +173,6 @@ def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
     """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; where
     the publisher gives its peak at the clock it sampled, each side's TFLOP/s (the cell's FLOPs over each time) as a
     share of its own clock's MMA peak (ours from the run's machine and the cell's median SM clock)."""
-    from runner.frames import clock_peak
-
     rows = []
     for c in cells:
         if c.status != "ok" or not c.median_s:
@@ -184,8 +182,9 @@ def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
                    "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
                    "measured / published": c.median_s / figure.median_s}
             if figure.peak_tflops:
-                row["measured % MMA@clock"] = clock_peak(c, machine)
-                row["published % MMA@clock"] = 100 * c.flops / figure.median_s / 1e12 / figure.peak_tflops
+                row["measured % MMA@clock"] = metrics.clock_peak(c, machine)
+                published_tflops = metrics.rates(c.flops, c.bytes_min, figure.median_s)["tflops"]
+                row["published % MMA@clock"] = metrics.clock_peak_share(published_tflops, figure.peak_tflops)
             rows.append({**row, "published": figure.source})
     return rows
 

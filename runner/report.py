@@ -66,11 +66,9 @@ TOKEN_COLUMN = ("µs/token", True, lambda c: _fmt(_us_per_token(c), 3))
 
 
 def clock_column(machine) -> tuple[str, bool, Callable[[CellRecord], str]]:
-    """% of the GPU's dense MMA rate at each cell's sampled SM clock (runner.frames.clock_peak), for the run's
+    """% of the GPU's dense MMA rate at each cell's sampled SM clock (runner.metrics.clock_peak), for the run's
     machine."""
-    from runner.frames import clock_peak
-
-    return "% MMA@clock", True, lambda c: _fmt(clock_peak(c, machine), 3)
+    return "% MMA@clock", True, lambda c: _fmt(metrics.clock_peak(c, machine), 3)
 
 
 def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:

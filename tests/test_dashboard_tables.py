@@ -61,6 +61,19 @@ def test_rates_follow_the_chosen_timer_and_the_runs_measured_peak():
         (recorded.loc[ok, "wall_median_s"] * 1e6 / tokens).tolist())
 
 
+def test_the_share_of_the_mma_peak_at_the_clock_follows_the_chosen_timer():
+    """% MMA@clock is the chosen timer's TFLOP/s over the cell's MMA peak at its clock, as every other rate is."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    recorded = snap.cells(("hopper-long-burst-20261202",))  # with NVML telemetry
+    timed = recorded["clock_peak_tflops"].notna() & recorded["wall_median_s"].notna()
+    assert timed.any()
+    device, wall = (tables.with_rates(recorded, snap.runs, timer)[timed] for timer in ("device", "wall"))
+    assert device["pct_of_clock_peak"].tolist() == pytest.approx(recorded.loc[timed, "pct_of_clock_peak"].tolist())
+    assert wall["pct_of_clock_peak"].tolist() == pytest.approx(
+        (100 * wall["tflops"] / recorded.loc[timed, "clock_peak_tflops"]).tolist())
+    assert (wall["pct_of_clock_peak"] < device["pct_of_clock_peak"]).all()  # a wall time holds the dispatch too
+
+
 def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape():
     cells = rated(H200_LAB5, H200_LAB5_NO_TE)
     seq = cells[(cells["experiment"] == "seq-len") & (cells["seq_len"] == 1024)].set_index(["run", "variant"])

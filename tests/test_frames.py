@@ -43,10 +43,10 @@ def test_a_row_holds_no_json_to_decode_again():
 def test_a_split_cells_share_of_the_mma_peak_at_its_clock_is_of_all_its_gpus():
     """A cell split across D GPUs does the whole call's FLOPs on D of them: its share is of D peaks, not one."""
     from runner.store import read_run
-    from stores import SHIPPED
 
     run = read_run(SHIPPED / "h200" / "hopper-long-burst-20261202")  # with NVML telemetry
     one = next(c for c in run.cells if c.telemetry and c.tflops and c.variant == "cudnn")
     split = one.model_copy(update={"params": one.params.model_copy(update={"devices": 2})})
-    alone, across = frames.clock_peak(one, run.manifest.machine), frames.clock_peak(split, run.manifest.machine)
-    assert alone and across == alone / 2
+    table = frames.cells([one, split], run.manifest.machine)
+    assert table["clock_peak_tflops"][1] == 2 * table["clock_peak_tflops"][0]
+    assert table["pct_of_clock_peak"][0] and table["pct_of_clock_peak"][1] == table["pct_of_clock_peak"][0] / 2

@@ -181,7 +181,9 @@ def test_the_mma_peak_follows_the_clock_and_knows_only_what_it_is_told():
     for unknown in (("9.0", None, "bfloat16", 1980), ("9.0", 132, "float32", 1980), (None, 132, "bfloat16", 1980),
                     ("9.0", 132, "bfloat16", None), ("10.0", 148, "fp8", 1965), ("9.0", 132, "bfloat16", float("nan"))):
         assert metrics.peak_mma_tflops(*unknown) is None
-    assert metrics.clock_peak_share(535.25, "9.0", 132, "bfloat16", 1980) == pytest.approx(50.0, abs=0.01)
+    assert metrics.clock_peak_share(535.25, metrics.peak_mma_tflops("9.0", 132, "bfloat16", 1980)) == pytest.approx(
+        50.0, abs=0.01)
+    assert metrics.clock_peak_share(535.25, None) is None and metrics.clock_peak_share(float("nan"), 1070.5) is None
 
 
 def test_show_and_the_frames_give_each_cell_its_share_of_the_mma_peak_at_its_own_clock(capsys):
