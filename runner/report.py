@@ -71,13 +71,20 @@ def clock_column(machine) -> tuple[str, bool, Callable[[CellRecord], str]]:
     return "% MMA@clock", True, lambda c: _fmt(metrics.clock_peak(c, machine), 3)
 
 
+def _after(header: str, column: tuple, columns: list[tuple]) -> list[tuple]:
+    """`columns` with `column` put right after the one named `header`: where an optional column goes."""
+    at = next(i for i, (name, _, _) in enumerate(columns) if name == header) + 1
+    return columns[:at] + [column] + columns[at:]
+
+
 def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
     """Shape columns that vary within the experiment, then the measurements (given the run's machine, the % of its
     MMA peak at each cell's clock beside TFLOP/s); constant ones in the title."""
-    columns = COLUMNS[:4] + [clock_column(machine)] + COLUMNS[4:] if machine is not None else COLUMNS
+    columns = COLUMNS
+    if machine is not None:
+        columns = _after("TFLOP/s", clock_column(machine), columns)
     if any(paging.serving(c.params) for c in cells):
-        at = next(i for i, (header, _, _) in enumerate(columns) if header == "% copy") + 1
-        columns = columns[:at] + [TOKEN_COLUMN] + columns[at:]
+        columns = _after("% copy", TOKEN_COLUMN, columns)
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))

@@ -96,3 +96,16 @@ def test_show_prints_microseconds_per_generated_token_for_serving_cells_only():
     row = [v.strip() for v in next(line for line in decode_table.splitlines() if "│ xla " in line).split("│")]
     assert header.index("µs/token") == header.index("% copy") + 1 and dict(zip(header, row))["µs/token"] == "50"
     assert "µs/token" not in prefill_table
+
+
+def test_an_optional_column_goes_after_the_one_it_belongs_beside_wherever_that_stands(monkeypatch):
+    """% MMA@clock follows TFLOP/s and µs/token follows % copy by name, not by a count of the columns before them."""
+    from runner import report
+
+    run = shipped(H200_LONG)
+    decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16)
+    serving = run.cells[0].model_copy(update=dict(params=decode))
+    monkeypatch.setattr(report, "COLUMNS", [("first", False, lambda c: "x"), *report.COLUMNS])
+    header = [column.header for column in report.experiment_table("e", [serving], run.manifest.machine).columns]
+    assert header.index("% MMA@clock") == header.index("TFLOP/s") + 1
+    assert header.index("µs/token") == header.index("% copy") + 1
