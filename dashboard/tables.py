@@ -28,7 +28,8 @@ def _column(cells: pd.DataFrame, name: str) -> pd.Series:
 
 def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd.DataFrame:
     """Latency (median, q1, q3 in ms), noise, TFLOP/s, GB/s, their % of the run's measured ceilings and the TFLOP/s'
-    % of the MMA peak at each cell's clock, by `timer` (NaN where a cell has no such timing); sizes in MiB."""
+    % of the MMA peak at each cell's clock, by `timer` (NaN where a cell has no such timing); a serving cell's µs
+    per generated token; sizes in MiB."""
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
@@ -41,7 +42,8 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
         pct_of_clock_peak=metrics.clock_peak_share(rated["tflops"], _column(cells, "clock_peak_tflops")),
         tflops_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
-        us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")) * 1e6,
+        us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")).where(
+            _column(cells, "serving").eq(1)) * 1e6,  # a serving cell's, per new token
         unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
     )
 

@@ -311,7 +311,8 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
 
 def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]) -> None:
     """Rate of one experiment (with published figures at its shapes) beside its share of the measured ceiling
-    (matmul peak, or bandwidth for decode)."""
+    (matmul peak, or bandwidth for decode); under the share, TFLOP/s' % of the MMA peak at each cell's clock, or
+    beside GB/s a serving experiment's µs per generated token."""
     name = cells["experiment"].iloc[0]
     rate, share = st.columns(2)
     with rate:
@@ -330,6 +331,8 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
         if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():  # own clock
             fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
             plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}")
+        if y == "gbps" and cells["us_per_token"].notna().any():  # a decode step's cost to each token it makes
+            plot(figure(cells, sel, "us_per_token", "µs per generated token"), f"token-{name}")
 
 
 def split(cells: pd.DataFrame) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from runner import metrics, shape
+from runner import metrics, paging, shape
 from runner.record import CellRecord, Machine
 
 SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "median_s", "sm_clock_mhz", "power_w",
@@ -13,14 +13,15 @@ SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "medi
 
 
 def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataFrame:
-    """One row per cell (CellRecord.row), `order` its place in the list (the run's order), and given the run's
-    machine, `clock_peak_tflops` (its GPUs' dense MMA rate at its sampled SM clock, runner.metrics) and
+    """One row per cell (CellRecord.row), `order` its place in the list (the run's order), `serving` whether it is
+    a serving cell (runner.paging), and given the run's machine, `clock_peak_tflops` (its GPUs' dense MMA rate at its sampled SM clock, runner.metrics) and
     `pct_of_clock_peak`: its headline TFLOP/s as a share of it."""
     rows = pd.DataFrame([c.row() for c in records])
     if not len(rows):
         return rows
     peaks = [metrics.clock_peak_tflops(c, machine) for c in records]
-    return rows.assign(order=range(len(rows)), clock_peak_tflops=peaks,
+    return rows.assign(order=range(len(rows)), serving=[paging.serving(c.params) for c in records],
+                       clock_peak_tflops=peaks,
                        pct_of_clock_peak=[metrics.clock_peak_share(c.tflops, p) for c, p in zip(records, peaks)])
 
 

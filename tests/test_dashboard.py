@@ -540,6 +540,21 @@ def test_a_split_experiment_draws_rate_and_efficiency_against_the_devices(monkey
     assert {t.get("name") for t in rate["data"]} >= {f"ring · {run}", f"xla_cp · {run}"}
 
 
+SERVING = Path(__file__).with_name("fixtures") / "schema9-serving"  # a CPU run of ragged decode cells, T 1 and 4
+
+
+def test_a_serving_experiment_draws_microseconds_per_generated_token_beside_its_bandwidth(monkeypatch):
+    """A decode step's time over the batch's B x T new tokens, by the chosen timer, beside GB/s only."""
+    app = open_app(monkeypatch, SERVING, tab="Throughput", rate="GB/s")
+    assert not app.exception and not app.error and titled(app, "ragged: GB/s")
+    (run,) = LocalStore(SERVING).runs()
+    cells = [c for c in LocalStore(SERVING).read(run).cells if c.status == "ok" and c.variant == "xla"]
+    drawn = next(t for t in titled(app, "ragged: µs per generated token vs T")["data"] if t.get("name") == f"xla · {run}")
+    assert drawn["y"] == pytest.approx([c.median_s * 1e6 / (c.params.batch * c.params.seq_len) for c in cells])
+    app.segmented_control(key="rate").set_value("TFLOP/s").run()
+    assert not [f for f in figures(app) if "per generated token" in f["layout"]["title"]["text"]]
+
+
 def test_runs_without_telemetry_say_they_have_no_energy(monkeypatch):
     app = open_app(monkeypatch, run=LONG, tab="Throughput", rate="TFLOP/J")
     assert "No cell of the selection records energy" in texts(app.info) and charts(app) == 0

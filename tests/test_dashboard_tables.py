@@ -55,10 +55,7 @@ def test_rates_follow_the_chosen_timer_and_the_runs_measured_peak():
         (recorded.loc[ok, "bytes_min"] / recorded.loc[ok, "wall_median_s"] / 1e9).tolist())
     assert not {"tflop_s", "gb_s", "tflop_per_j"} & set(wall.columns)
     assert device.loc[~ok, "latency_ms"].isna().all()
-    # a decode step's microseconds per generated token: the batch's B x T new tokens
-    tokens = recorded.loc[ok, "batch"] * recorded.loc[ok, "seq_len"]
-    assert wall.loc[ok, "us_per_token"].tolist() == pytest.approx(
-        (recorded.loc[ok, "wall_median_s"] * 1e6 / tokens).tolist())
+    assert wall["us_per_token"].isna().all()  # no serving cell: no time per generated token
 
 
 def test_the_share_of_the_mma_peak_at_the_clock_follows_the_chosen_timer():
