@@ -6,9 +6,11 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
+from typing import Iterator
 
 from runner import shape
 from runner.metrics import ITEMSIZE, tensor_bytes
+from runner.registry import cell_problem
 from runner.shape import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
@@ -86,8 +88,9 @@ def input_bytes(p: Params) -> int:
 
 
 def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
-    """Why the sweep cannot run anywhere, without expanding it: more cells than `max_cells` (else the spec's), or
-    a cell whose inputs alone no GPU holds."""
+    """Why the sweep cannot run anywhere: more cells than `max_cells` (else the spec's, counted without expanding),
+    a cell whose inputs alone no GPU holds, or an experiment no cell of which any variant can run (a spec that
+    clashes only at some sweep points runs the rest, those declined with the reason)."""
     problems = []
     cells, limit = count(spec), max_cells or spec.max_cells
     if cells > limit:
@@ -100,17 +103,32 @@ def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
         if (size := input_bytes(params)) > MAX_INPUT_BYTES:
             problems.append(f"experiments[{i}]: cell {exp.name} {params.label()} needs {size / 2**40:,.1f} TiB for "
                             f"Q, K and V alone; no GPU holds {MAX_INPUT_BYTES >> 40} TiB")
+        if cells <= limit and (reason := declined_throughout(spec, exp)):
+            problems.append(f"experiments[{i}]: no variant can run any cell of {exp.name}: {reason}")
     return problems
+
+
+def points(spec: Spec, exp: Experiment) -> Iterator[Params]:
+    """The experiment's sweep points, in order (a value repeated in a sweep gives the same point again)."""
+    base = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
+    axes = exp.sweep.axes()
+    for values in itertools.product(*axes.values()):
+        yield resolve({**base, **dict(zip(axes, values))})
+
+
+def declined_throughout(spec: Spec, exp: Experiment) -> str | None:
+    """The first point's reason when no variant can run any point of the experiment (registry.cell_problem), else
+    None; stops at the first point that can run."""
+    first = None
+    for params in points(spec, exp):
+        if (reason := cell_problem(params)) is None:
+            return None
+        first = first or reason
+    return first
 
 
 def expand(spec: Spec) -> list[Cell]:
     """Every cell of the spec, in run order: experiments, then sweep points, then variants."""
-    cells = []
-    defaults = spec.defaults.model_dump(by_alias=True)
-    for exp in spec.experiments:
-        base = {**defaults, **exp.overrides()}
-        axes = exp.sweep.axes()
-        for values in itertools.product(*axes.values()):
-            params = resolve({**base, **dict(zip(axes, values))})
-            cells += [Cell(exp.name, variant, params) for variant in exp.variants]
+    cells = [Cell(exp.name, variant, params) for exp in spec.experiments for params in points(spec, exp)
+             for variant in exp.variants]
     return list(dict.fromkeys(cells))  # a value repeated in a sweep is one cell

@@ -40,6 +40,23 @@ def serving(p) -> bool:
     return p.kv_lengths is not None or p.page_size is not None
 
 
+# What a serving cell cannot be combined with, and why
+NOT_SERVING = {"fill": (lambda p: p.fill < 1, "a padded batch is a second rule of ragged lengths"),
+               "bias": (lambda p: p.bias != "none", "ALiBi's positions are not aligned to each request's end"),
+               "devices": (lambda p: p.devices > 1, "a KV cache is not split across devices here")}
+
+
+def serving_problem(p) -> str | None:
+    """Why these params cannot be a serving cell (every variant declines the cell), or None."""
+    if not serving(p):
+        return None
+    given = "kv_lengths" if p.kv_lengths is not None else "page_size"
+    for name, (clashes, why) in NOT_SERVING.items():
+        if clashes(p):
+            return f"a serving cell ({given} set) takes no {name} ({why})"
+    return None
+
+
 def _quantiles(batch: int) -> list[float]:
     return [(b + 0.5) / batch for b in range(batch)]
 

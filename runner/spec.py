@@ -366,7 +366,6 @@ def _cross_field_problems(spec: Spec) -> list[str]:
         problems += _head_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _devices_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems += _tp_problems(where, defaults, exp.overrides(), exp.sweep.axes())
-        problems += _serving_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         unused, used_by_some = _unused_problems(where, defaults, exp.overrides(), exp.sweep.axes())
         problems, used = problems + unused, used | used_by_some
     for name in shape.NEEDS.keys() - used:  # a defaults' value no cell of the spec uses
@@ -413,26 +412,6 @@ def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -
                 if length is not None and length % devices:
                     problems.append(f"{at}: {name} ({length}) must be a multiple of devices ({devices}), each "
                                     f"holding an equal slice of the sequence")
-    return problems
-
-
-# What a serving cell (kv_lengths or page_size set, runner.paging) cannot be combined with, and why
-NOT_SERVING = {"fill": (lambda fill: fill < 1, "a padded batch is a second rule of ragged lengths"),
-               "bias": (lambda bias: bias != "none", "ALiBi's positions are not aligned to each request's end"),
-               "devices": (lambda devices: devices > 1, "a KV cache is not split across devices here")}
-
-
-def _serving_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
-    """A serving cell's axes that clash with fill, bias or devices, named where they are set."""
-    shape_values = {**defaults, **overrides}
-    values = {name: axes.get(name, [shape_values[name]]) for name in ("kv_lengths", "page_size", *NOT_SERVING)}
-    serving = [name for name in ("kv_lengths", "page_size") if any(v is not None for v in values[name])]
-    problems = []
-    for name, (clashes, why) in NOT_SERVING.items():
-        if serving and any(clashes(value) for value in values[name]):
-            at = f"{where}.sweep.{name}" if name in axes else (f"{where}.{name}" if name in overrides
-                                                               else f"defaults.{name}")
-            problems.append(f"{at}: a serving cell ({serving[0]} set) takes no {name} ({why})")
     return problems
 
 

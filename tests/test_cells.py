@@ -8,9 +8,13 @@ import pytest
 
 from helpers import params, spec_data
 from runner.cells import Cell, count, expand, largest, limits, resolve
+from runner.machine import Device
+from runner.registry import VARIANTS, cell_problem, decline, load_all
 from runner.spec import parse_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}
+CPU = Device(platform="cpu", kind="cpu", compute_capability=None)
+load_all()
 
 
 def cells_of(*experiments: dict, **top) -> list[Cell]:
@@ -157,3 +161,57 @@ def test_limits_take_sweeps_with_null_and_the_fewest_tp_shards():
                                  "sweep": {"window": [None, 4], "softcap": [None, 2.0], "tp": [4, 1, 2]}}), KNOWN)
     assert limits(spec) == []
     assert largest(spec, spec.experiments[0]).heads == 8  # tp 1: all the model's heads on one GPU
+
+
+def test_a_sweep_that_clashes_at_some_points_runs_the_others_and_declines_those_with_the_reason():
+    """One per-cell rule (registry.cell_problem): a serving cell with ALiBi is declined whatever its variant, the
+    same sweep's cells without run."""
+    spec = parse_spec(spec_data({"name": "a", "variants": ["naive", "xla"], "kv_lengths": "equal",
+                                 "sweep": {"bias": ["none", "alibi"]}}), KNOWN)
+    assert limits(spec) == []
+    alibi = "a serving cell (kv_lengths set) takes no bias (ALiBi's positions are not aligned to each request's end)"
+    reasons = {(c.variant, c.params.bias): decline(VARIANTS[c.variant], c.params, CPU) for c in expand(spec)}
+    assert reasons == {("naive", "none"): None, ("xla", "none"): None, ("naive", "alibi"): alibi,
+                       ("xla", "alibi"): alibi}
+
+
+@pytest.mark.parametrize("shape, reason", [
+    (dict(kv_lengths="uniform", fill=0.5), "a serving cell (kv_lengths set) takes no fill (a padded batch is a second "
+     "rule of ragged lengths)"),
+    (dict(page_size=16, bias="alibi"), "a serving cell (page_size set) takes no bias (ALiBi's positions are not "
+     "aligned to each request's end)"),
+    (dict(kv_lengths="equal", page_size=16, devices=2), "a serving cell (kv_lengths set) takes no devices (a KV cache "
+     "is not split across devices here)"),
+    (dict(fill=0.5, bias="alibi", devices=2), None),  # not a serving cell: each is fine
+    (dict(kv_lengths="equal"), None),
+])
+def test_a_serving_cell_takes_no_fill_bias_or_devices(shape, reason):
+    assert cell_problem(params(seq_len=8, **shape)) == reason
+
+
+def test_an_experiment_no_cell_of_which_can_run_is_refused_in_one_line():
+    """Every point clashes (bias alibi at fill 0.5 and at 1): the spec fails fast, the first point's reason named."""
+    spec = parse_spec(spec_data({"name": "a", "variants": ["xla"]},
+                                {"name": "b", "variants": ["xla"], "kv_lengths": "uniform", "bias": "alibi",
+                                 "sweep": {"fill": [0.5, 1.0]}}), KNOWN)
+    assert limits(spec) == ["experiments[1]: no variant can run any cell of b: a serving cell (kv_lengths set) takes "
+                            "no fill (a padded batch is a second rule of ragged lengths)"]
+
+
+def test_every_cell_declined_for_packing_or_determinism_is_refused_too():
+    spec = parse_spec(spec_data({"name": "d", "variants": ["xla"], "deterministic": True},
+                                {"name": "p", "variants": ["xla"], "documents": 2, "sweep": {"fill": [0.5, 0.8]}}),
+                      KNOWN)
+    assert limits(spec) == [
+        "experiments[0]: no variant can run any cell of d: deterministic asks for a deterministic backward: it needs "
+        "pass fwd_bwd",
+        "experiments[1]: no variant can run any cell of p: a packed row has no padding: documents > 1 needs fill 1"]
+
+
+def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
+    import runner.cells as cells
+
+    seen = []
+    monkeypatch.setattr(cells, "cell_problem", lambda p: seen.append(p) or None)
+    spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [8, 16, 32, 64]}}), KNOWN)
+    assert limits(spec) == [] and len(seen) == 1

@@ -96,6 +96,15 @@ def test_run_of_a_bad_spec_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_run_of_an_experiment_no_variant_can_run_exits_2_with_one_line(tmp_path, capsys):
+    bad = spec_data({"name": "a", "variants": ["xla"], "page_size": 16, "bias": "alibi"})
+    result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
+    assert (result.code, result.errors) == (2, [
+        "error: experiments[0]: no variant can run any cell of a: a serving cell (page_size set) takes no bias "
+        "(ALiBi's positions are not aligned to each request's end)"])
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_spec_exits_2(tmp_path, capsys):
     path = tmp_path / "nowhere.yaml"
     result = in_process(capsys, "run", path, "--out", tmp_path)

@@ -101,13 +101,6 @@ BAD_SPECS = {
         spec_data(exp(seq_len=64, sweep={"seq_len": [8, 16]})),
         ["experiments[0].seq_len: also swept (experiments[0].sweep.seq_len); give one or the other"],
     ),
-    "a serving cell padded, with ALiBi": (
-        spec_data(exp(kv_lengths="uniform", bias="alibi", sweep={"fill": [0.5, 1.0]})),
-        ["experiments[0].sweep.fill: a serving cell (kv_lengths set) takes no fill (a padded batch is a second rule "
-         "of ragged lengths)",
-         "experiments[0].bias: a serving cell (kv_lengths set) takes no bias (ALiBi's positions are not aligned to "
-         "each request's end)"],
-    ),
     "a null where null means nothing": (
         spec_data(exp(batch=None, dtype=None), defaults={"causal": None}),
         ["defaults.causal: must not be null (leave the key out for its default)",
@@ -127,11 +120,6 @@ BAD_SPECS = {
          "change nothing; drop it or set kv_lengths",
          "defaults.kv_spread: no cell here has kv_lengths uniform, long_tail, bimodal, so kv_spread would change "
          "nothing; drop it or set kv_lengths"],
-    ),
-    "a paged cell split across devices": (
-        spec_data(exp(sweep={"page_size": [None, 16]}), defaults={**spec_data()["defaults"], "devices": 2}),
-        ["defaults.devices: a serving cell (page_size set) takes no devices (a KV cache is not split across devices "
-         "here)"],
     ),
 }
 

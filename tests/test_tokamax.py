@@ -59,7 +59,7 @@ def test_the_flash_kernels_need_a_gpu_and_xla_chunked_does_not(installed):
     ("tokamax_cudnn", {**DECODE, "page_size": 16}, "runs on TPU only"),
     ("tokamax_triton", {**DECODE, "seq_len": 4}, "T=4 new tokens need it aligned to each request's end"),
     ("tokamax_xla_chunked", {**DECODE, "window": 512}, "a serving cell's new tokens stand at each request's end"),
-    ("tokamax_cudnn", {**DECODE, "bias": "alibi"}, "no bias in a serving cell"),
+    ("tokamax_cudnn", {**DECODE, "bias": "alibi"}, "a serving cell (kv_lengths set) takes no bias"),
 ])
 def test_each_variant_declines_what_tokamax_cannot_run_and_says_why(installed, name, shape, words):
     reason = decline(VARIANTS[name], params(**shape), H200)
