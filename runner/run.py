@@ -130,6 +130,12 @@ def power_class(p: Params) -> int:
     return int(math.log10(max(1, metrics.flops(p))))
 
 
+def run_class(p: Params) -> int:
+    """The power class a cell is run in: its family's (cells.family), so a forward cell runs beside its
+    forward+backward twin, in the twin's class."""
+    return power_class(family(p))
+
+
 def in_run_order(cells: list[Cell]) -> list[Cell]:
     """Cells grouped by worker (JAX's first: one worker measuring at a time, few switches); within a worker by power
     class (of the shape's forward+backward), lightest first, so that cells of a class follow each other and the GPU's
@@ -140,7 +146,7 @@ def in_run_order(cells: list[Cell]) -> list[Cell]:
     first: dict[Params, int] = {}  # a family's first position
     for i, cell in enumerate(cells):
         first.setdefault(family(cell.params), i)
-    classes = {shape: power_class(shape) for shape in first}
+    classes = {shape: run_class(shape) for shape in first}  # once a family: a family's own family is itself
 
     def place(item: tuple[int, Cell]) -> tuple:
         i, cell = item

@@ -24,11 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.cells import expand  # noqa: E402
+from runner.cells import Cell, expand  # noqa: E402
 from runner.machine import Device  # noqa: E402
 from runner.record import CellRecord, Window  # noqa: E402
-from runner.registry import VARIANTS, decline, load_all  # noqa: E402
-from runner.run import power_class  # noqa: E402
+from runner.registry import load_all  # noqa: E402
+from runner.run import in_run_order, plan, run_class  # noqa: E402
 from runner.shape import Params  # noqa: E402
 from runner.spec import load_spec  # noqa: E402
 from runner.store import read_run  # noqa: E402
@@ -132,8 +132,15 @@ def _number(value: float | None, scale: float = 1.0) -> str:
 
 
 def cost_key(worker: str, p: Params) -> tuple[str, str, int]:
-    """What a cell's cost is looked up by: its worker, its pass and its power class (the run's order groups them)."""
-    return worker, p.pass_, power_class(p)
+    """What a cell's cost is looked up by: its worker, its pass and the power class the run groups it in."""
+    return worker, p.pass_, run_class(p)
+
+
+def run_keys(cells: list[Cell], device: Device) -> list[tuple[str, str, int]]:
+    """The cost key of each cell a worker would measure on `device`, in the run's own order and by its own plan
+    (runner.run: the worker, the decline verdict and the class are the run's)."""
+    work = plan(in_run_order(cells), device)
+    return [cost_key(work.groups[i], work.cells[i].params) for i, reason in enumerate(work.declined) if reason is None]
 
 
 def costs(runs: list) -> tuple[dict[tuple, list[float]], list[float]]:
@@ -178,9 +185,9 @@ def estimate(runs: list, specs: list, device: Device) -> list[dict]:
     rows = []
     for spec in specs:
         cells = expand(spec)
-        runnable = [c for c in cells if decline(VARIANTS[c.variant], c.params, device) is None]
-        priced = [cost_of(cost_key(VARIANTS[c.variant].worker, c.params), by_key) for c in runnable]
-        rows.append({"spec": spec.name, "cells": len(cells), "measured_cells": len(runnable),
+        keys = run_keys(cells, device)
+        priced = [cost_of(key, by_key) for key in keys]
+        rows.append({"spec": spec.name, "cells": len(cells), "measured_cells": len(keys),
                      "cells_s": sum(s for s, _ in priced), "overhead_s": overhead,
                      "extrapolated": sum(1 for _, exact in priced if not exact)})
     return rows

@@ -65,7 +65,7 @@ def test_a_specs_gpu_time_is_priced_from_measured_cells_of_its_worker_pass_and_p
     experiment = {"name": "e", "variants": ["xla", "naive", "cudnn"], "sweep": {"seq_len": [64, 4096, 16]}}
     spec = parse_spec(spec_data(experiment, defaults={"pass": "fwd"}), set(load_all()))
     shape = {c.params.seq_len: c.params for c in expand(spec)}
-    assert bench.power_class(shape[16]) < bench.power_class(shape[64]) < bench.power_class(shape[4096])
+    assert bench.run_class(shape[16]) < bench.run_class(shape[64]) < bench.run_class(shape[4096])
     measured = [record(name, params=shape[64], duration_s=s, worker="jax")
                 for name, s in (("xla", 0.2), ("naive", 0.4))]
     measured += [record("xla", params=shape[4096], duration_s=2.0, worker="jax"),
@@ -77,3 +77,24 @@ def test_a_specs_gpu_time_is_priced_from_measured_cells_of_its_worker_pass_and_p
     assert row["cells_s"] == pytest.approx(2 * (0.3 + 2.0 + 0.3))
     assert row["overhead_s"] == pytest.approx(60 - 2.6)
     assert "| all | 9 | 6 | 2 | 5 | 57 | 1.0 |" in bench.estimate_table([row])
+
+
+def test_the_estimate_prices_cells_in_the_run_order_and_power_classes_of_the_run(bench):
+    """One owner: the estimate's cells are runner.run's plan in in_run_order, each priced in the class the run groups
+    it in (its forward+backward twin's: a forward cell at T = 64 is class 5 on its own FLOPs, 6 beside its twin)."""
+    from helpers import spec_data
+    from runner import run
+    from runner.cells import expand
+    from runner.machine import Device
+    from runner.registry import load_all
+    from runner.spec import parse_spec
+
+    spec = parse_spec(spec_data({"name": "fwd", "variants": ["xla", "cudnn"], "sweep": {"seq_len": [128, 64]}},
+                                {"name": "train", "variants": ["xla"], "pass": "fwd_bwd", "seq_len": 64},
+                                defaults={**spec_data()["defaults"], "pass": "fwd"}), set(load_all()))
+    cpu, cells = Device("cpu", "cpu", None), expand(spec)
+    short = next(c.params for c in cells if c.params.seq_len == 64 and c.params.pass_ == "fwd")
+    assert run.power_class(short) == 5 and run.run_class(short) == 6
+    ordered = [c for c in run.in_run_order(cells) if c.variant != "cudnn"]  # cudnn declines on a CPU
+    assert bench.run_keys(cells, cpu) == [("jax", c.params.pass_, 6) for c in ordered]
+    assert [c.params.pass_ for c in ordered] == ["fwd", "fwd_bwd", "fwd"]  # T = 128, then T = 64's twin first
