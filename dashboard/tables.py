@@ -34,7 +34,7 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
     rated = metrics.rates(_column(cells, "flops"), _column(cells, "bytes_min"), seconds,
-                          metrics.Ceilings(peak, bandwidth))
+                          metrics.Ceilings(peak, bandwidth), _column(cells, "devices").fillna(1))
     return cells.assign(
         latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
         q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),

@@ -33,7 +33,7 @@ def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, sta
         status=status, reason=reason, started_at=started_at, duration_s=duration_s,
         timer=headline.timer if headline else None, median_s=seconds,
         flops=work, bytes_min=traffic, kv_cache_bytes=metrics.kv_cache_bytes(p),
-        **(metrics.rates(work, traffic, seconds, ceilings) if seconds else {}),
+        **(metrics.rates(work, traffic, seconds, ceilings, p.devices) if seconds else {}),
         **metrics.energy(p, seconds, watts), **fields,
     )
 

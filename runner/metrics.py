@@ -107,19 +107,21 @@ class Ceilings:
     bandwidth_gbps: float | None = None  # device-memory copy (either may be a pandas column: one run's per row)
 
 
-def rates(work, traffic, seconds, ceilings: Ceilings = Ceilings()) -> dict:
-    """TFLOP/s, GB/s and their share of the ceilings for `work` FLOPs and `traffic` bytes in `seconds`: numbers or
-    pandas columns alike, so a record, a soak's points and the dashboard's tables (by any timer) rate alike."""
+def rates(work, traffic, seconds, ceilings: Ceilings = Ceilings(), devices=1) -> dict:
+    """TFLOP/s, GB/s and their share of the ceilings for `work` FLOPs and `traffic` bytes in `seconds`, of a call on
+    `devices` GPUs (a split cell's work and traffic are the whole call's: shares of that many GPUs' ceilings): numbers
+    or pandas columns alike, so a record, a soak's points and the dashboard's tables (by any timer) rate alike."""
     tflops, gbps = work / seconds / 1e12, traffic / seconds / 1e9
-    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, ceilings.peak_tflops),
-            "pct_of_bandwidth": _share(gbps, ceilings.bandwidth_gbps)}
+    return {"tflops": tflops, "gbps": gbps, "pct_of_peak": _share(tflops, ceilings.peak_tflops, devices),
+            "pct_of_bandwidth": _share(gbps, ceilings.bandwidth_gbps, devices)}
 
 
-def _share(rate, ceiling):
-    """100 x rate / ceiling; None without a ceiling (a column of ceilings gives NaN where one is missing)."""
+def _share(rate, ceiling, devices=1):
+    """100 x rate / (devices x ceiling); None without a ceiling (a column of ceilings gives NaN where one is
+    missing)."""
     if ceiling is None or (isinstance(ceiling, (int, float)) and not ceiling):
         return None
-    return 100 * rate / ceiling
+    return 100 * rate / (ceiling * devices)
 
 
 def seconds_per_token(seconds, batch, new_tokens):

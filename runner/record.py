@@ -16,7 +16,7 @@ from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -217,8 +217,10 @@ class CellRecord(Strict):
     kv_cache_bytes: int = Field(description="Bytes of K and V: 2*B*S*K*H*itemsize.")
     tflops: float | None = None
     gbps: float | None = None
-    pct_of_peak: float | None = Field(None, description="tflops as % of the machine's measured matmul ceiling.")
-    pct_of_bandwidth: float | None = Field(None, description="gbps as % of the machine's measured copy bandwidth.")
+    pct_of_peak: float | None = Field(None, description="tflops as % of the machine's measured matmul ceiling (a "
+                                      "cell split across D GPUs: of D such ceilings, since schema 12).")
+    pct_of_bandwidth: float | None = Field(None, description="gbps as % of the machine's measured copy bandwidth (a "
+                                           "cell split across D GPUs: of D such ceilings, since schema 12).")
     temp_bytes: int | None = Field(None, description="compiled.memory_analysis().temp_size_in_bytes.")
     custom_calls: list[str] = Field(default_factory=list, description="HLO custom-call targets of the executable.")
     backend: str | None = Field(None, description="What the compiled program runs, proved by its custom calls: "
@@ -566,9 +568,24 @@ def _v10_to_v11(data: dict, kind: str) -> dict:
     return data
 
 
+def _v11_to_v12(data: dict, kind: str) -> dict:
+    """Schema 12: a cell split across D GPUs (params.devices) has pct_of_peak and pct_of_bandwidth as shares of D
+    GPUs' measured ceilings, as its TFLOP/s and GB/s are the whole call's (D GPUs' work over one wall time). Before,
+    they were shares of one GPU's ceilings, and read up to D x 100 %; the step divides both by D, so an old split
+    cell reads what a new one of the same rates would. A cell on one GPU, or without a share, is left as it was."""
+    params = data.get("params") if kind == "cell" else None
+    devices = params.get("devices", 1) if isinstance(params, dict) else 1
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices <= 1:
+        return data
+    for name in ("pct_of_peak", "pct_of_bandwidth"):
+        if isinstance(data.get(name), (int, float)) and not isinstance(data[name], bool):
+            data[name] /= devices
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
-              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11}
+              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

@@ -34,6 +34,16 @@ def test_a_cell_split_across_devices_is_rated_by_the_wall_clock():
     assert (record.timer, record.median_s, record.pct_of_peak) == ("wall", 2e-3, None)
 
 
+def test_a_split_cells_shares_are_of_all_its_devices_ceilings():
+    """Its TFLOP/s and GB/s are the whole call's, done on D GPUs: shares of D ceilings, never up to D x 100 %."""
+    one, split = (Cell("e", "ring", params(seq_len=64, devices=d)) for d in (1, 4))
+    alone, across = (cell_record(cell, "r", "2026-01-01T00:00:00+00:00", 1.0, "ok", ceilings=Ceilings(100.0, 2000.0),
+                                 timings=[timing("wall", 1e-3)]) for cell in (one, split))
+    assert across.tflops == pytest.approx(alone.tflops) and across.gbps == pytest.approx(alone.gbps)
+    assert across.pct_of_peak == pytest.approx(alone.pct_of_peak / 4)
+    assert across.pct_of_bandwidth == pytest.approx(alone.pct_of_bandwidth / 4)
+
+
 def test_a_cell_without_timings_has_counts_and_no_rates():
     record = cell_record(Cell("e", "xla", params()), "r", "2026-01-01T00:00:00+00:00", 0.1, "skipped", "declined")
     assert record.flops > 0 and record.tflops is None and record.gbps is None and record.energy_j is None

@@ -8,6 +8,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from helpers import REPO
 from dashboard import charts, data, tables
 from runner.results import CELLS, MANIFEST, assemble
 from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files
@@ -69,6 +70,20 @@ def test_the_share_of_the_mma_peak_at_the_clock_follows_the_chosen_timer():
     assert wall["pct_of_clock_peak"].tolist() == pytest.approx(
         (100 * wall["tflops"] / recorded.loc[timed, "clock_peak_tflops"]).tolist())
     assert (wall["pct_of_clock_peak"] < device["pct_of_clock_peak"]).all()  # a wall time holds the dispatch too
+
+
+@pytest.mark.parametrize("schema", [11, 12])
+def test_a_split_cells_shares_by_any_timer_are_of_all_its_devices_ceilings(schema):
+    """As the record has them (schema 12, or 11 read through its step): a split cell's rates over D ceilings."""
+    fixture = REPO / "tests" / "fixtures" / f"schema{schema}-split"
+    snap = data.snapshot(str(fixture), data.RunCache())
+    recorded = snap.cells(tuple(snap.runs.index))
+    wall = tables.with_rates(recorded, snap.runs, "wall")
+    assert recorded["devices"].max() == 4 and recorded["pct_of_peak"].notna().all()
+    assert wall["pct_of_peak"].tolist() == pytest.approx(recorded["pct_of_peak"].tolist())
+    assert wall["pct_of_bandwidth"].tolist() == pytest.approx(recorded["pct_of_bandwidth"].tolist())
+    peak = recorded["run"].map(snap.runs["peak_tflops"])
+    assert wall["pct_of_peak"].tolist() == pytest.approx((100 * wall["tflops"] / (peak * recorded["devices"])).tolist())
 
 
 def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape():

@@ -272,6 +272,26 @@ def test_a_change_to_todays_byte_count_rewrites_no_old_record(monkeypatch):
     assert [read_cell(c).model_dump() for c in old] == before
 
 
+SPLIT = Path(__file__).with_name("fixtures") / "schema11-split" / "schema11-split-20261206-000000"  # by ff526d7
+
+
+def test_the_v11_to_v12_step_makes_a_split_cells_shares_of_all_its_devices_ceilings():
+    """Schema 11 rated a cell split across D devices against one device's ceilings; read now, its shares are of D,
+    what today's runner writes for the same rates (runner.metrics), and a one-device cell reads as it was written."""
+    written = {cell["key"]: cell for cell in lines(SPLIT / CELLS)}
+    run = read_run(SPLIT)
+    machine = run.manifest.machine
+    assert {c.params.devices for c in run.cells} == {1, 2, 4} and all(c["pct_of_peak"] for c in written.values())
+    for c in run.cells:
+        old, devices = written[c.key], c.params.devices
+        assert (c.pct_of_peak, c.pct_of_bandwidth) == pytest.approx(
+            (old["pct_of_peak"] / devices, old["pct_of_bandwidth"] / devices))
+        today = metrics.rates(c.flops, c.bytes_min, c.median_s,
+                              metrics.Ceilings(machine.matmul_peak_tflops, machine.memory_bandwidth_gbps), devices)
+        assert (c.pct_of_peak, c.pct_of_bandwidth) == pytest.approx((today["pct_of_peak"], today["pct_of_bandwidth"]))
+        assert (c.tflops, c.gbps) == (old["tflops"], old["gbps"])  # the rates themselves were right
+
+
 FIXTURES = SCHEMA1.parent.parent  # runs written by old attnbench code, each at the commit its spec's description names
 WRITTEN_BY_OLD_CODE = sorted(p.parent for p in FIXTURES.rglob("manifest*.json"))
 
