@@ -102,12 +102,31 @@ def packed_lengths(p) -> list[list[int]] | None:
     return [document_lengths(p.seq_len, p.documents, row) for row in range(p.batch)]
 
 
-def segment_ids(p) -> np.ndarray | None:
-    """[B, T] int32: the document of each token of a packed row (0, 1, ...), or None for one document per row."""
+def document_bounds(p) -> np.ndarray | None:
+    """[B, D + 1] int32: where each packed row's documents start, then the row's end (T): document d of row b holds
+    tokens bounds[b, d] up to, not including, bounds[b, d + 1]; None for one document per row. Every form a library
+    takes a packed row in (lengths, offsets, ids, ranges, positions) is converted from these."""
     packed = packed_lengths(p)
     if packed is None:
         return None
-    return np.array([np.repeat(np.arange(len(row)), row) for row in packed], np.int32)
+    return np.array([np.cumsum([0] + row) for row in packed], np.int32)
+
+
+def segment_ids(p) -> np.ndarray | None:
+    """[B, T] int32: the document of each token of a packed row (0, 1, ...), or None for one document per row."""
+    bounds = document_bounds(p)
+    if bounds is None:
+        return None
+    return np.array([np.repeat(np.arange(len(row) - 1), np.diff(row)) for row in bounds], np.int32)
+
+
+def document_spans(p) -> tuple[np.ndarray, np.ndarray] | None:
+    """([B, T], [B, T]) int32: the first and the past-the-last token of each token's document, or None for one
+    document per row: the keys a query of a packed row may see lie in [first, end)."""
+    bounds, ids = document_bounds(p), segment_ids(p)
+    if bounds is None:
+        return None
+    return np.take_along_axis(bounds, ids, axis=1), np.take_along_axis(bounds, ids + 1, axis=1)
 
 
 def packing_problem(p) -> str | None:

@@ -139,6 +139,41 @@ def test_cudnn_hands_jax_each_documents_length_and_first_token():
     assert cudnn_packed.segments(p) == ([[40, 60], [60, 40]], [[0, 40, -1], [0, 60, -1]])
 
 
+def _kept_inside(first, end) -> np.ndarray:
+    """[B, T, S] bool: key s kept for query t when first[b, t] <= s < end[b, t]."""
+    keys = np.arange(first.shape[1])
+    return (keys >= np.asarray(first)[..., None]) & (keys < np.asarray(end)[..., None])
+
+
+@pytest.mark.parametrize("batch, seq_len, documents", [(2, 10, 2), (3, 24, 4), (5, 33, 3), (2, 16, 8), (1, 7, 3)])
+def test_each_librarys_form_of_a_packed_row_cuts_where_the_reference_mask_does(batch, seq_len, documents):
+    from runner.attention import visible
+    from runner.variants.tokamax_attention import document_ranges
+    from runner.variants.transformer_engine import packed_segments
+
+    p = params(batch=batch, seq_len=seq_len, documents=documents)
+    bounds = masks.document_bounds(p)
+    assert (bounds[:, 0] == 0).all() and (bounds[:, -1] == seq_len).all()
+    assert np.diff(bounds).tolist() == masks.packed_lengths(p)  # the cut rule's lengths
+    ids = jnp.asarray(masks.segment_ids(p))
+    reference_mask = np.broadcast_to(np.asarray(visible(Logits.of(p), seq_len, seq_len, segments=(ids, ids)))[:, 0],
+                                     (batch, seq_len, seq_len))
+    assert (_kept_inside(*masks.document_spans(p)) == reference_mask).all()
+    lengths, offsets = cudnn_packed.segments(p)  # cuDNN: each document's length and first token, -1 after
+    assert all(row[-1] == -1 and len(row) == documents + 1 for row in offsets)
+    starts = [np.repeat(row[:-1], n) for row, n in zip(offsets, lengths)]
+    ends = [np.repeat(np.add(row[:-1], n), n) for row, n in zip(offsets, lengths)]
+    assert (_kept_inside(np.stack(starts), np.stack(ends)) == reference_mask).all()
+    k_start, k_end = document_ranges(p)  # tokamax: each query's [k_start, k_end), (B, 1, T)
+    assert k_start.shape == (batch, 1, seq_len) and k_start.dtype == np.int32
+    assert (_kept_inside(k_start[:, 0], k_end[:, 0]) == reference_mask).all()
+    te_ids, positions = packed_segments(p)  # TE: ids from 1, each token's place in its document
+    assert te_ids.min() == 1 and ((te_ids[:, :, None] == te_ids[:, None, :]) == reference_mask).all()
+    first = np.arange(seq_len) - positions
+    assert (_kept_inside(first, first + 1) <= reference_mask).all()  # its first token is in its document
+    assert all(not reference_mask[b, t, f - 1] for b, t in np.ndindex(batch, seq_len) if (f := first[b, t]) > 0)
+
+
 def test_cudnn_says_why_when_jax_has_no_packed_cudnn_path(monkeypatch):
     monkeypatch.setattr(cudnn_packed, "_private", lambda: None)
     assert "fused_attention_stablehlo" in cudnn_packed.missing()

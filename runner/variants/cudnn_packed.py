@@ -15,6 +15,8 @@ from __future__ import annotations
 import inspect
 import math
 
+import numpy as np
+
 from runner import masks
 from runner.machine import capability
 from runner.registry import Skip
@@ -48,10 +50,9 @@ def packed_check(p: Params) -> str | None:
 
 def segments(p: Params) -> tuple[list[list[int]], list[list[int]]]:
     """(lengths [B, D], offsets [B, D + 1]) of the cell's packed rows as jax's private cuDNN API takes them: each
-    document's length, and each document's first token with -1 after the last."""
-    lengths = masks.packed_lengths(p)
-    offsets = [[sum(row[:d]) for d in range(len(row))] + [-1] for row in lengths]
-    return lengths, offsets
+    document's length, and each document's first token with -1 after the last (masks.document_bounds)."""
+    bounds = masks.document_bounds(p)
+    return np.diff(bounds).tolist(), [row[:-1] + [-1] for row in bounds.tolist()]
 
 
 def _hopper_here() -> str | None:

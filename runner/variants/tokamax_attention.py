@@ -143,14 +143,10 @@ def packed_api():
 
 
 def document_ranges(p: Params) -> tuple:
-    """(k_start, k_end), (B, 1, T) int32: the first and past-the-last token of each query's document."""
-    import numpy as np
-
-    ids = masks.segment_ids(p)
-    bounds = [np.cumsum([0] + row) for row in masks.packed_lengths(p)]
-    start = np.stack([bound[row] for bound, row in zip(bounds, ids)])
-    end = np.stack([bound[row + 1] for bound, row in zip(bounds, ids)])
-    return start[:, None].astype(np.int32), end[:, None].astype(np.int32)
+    """(k_start, k_end), (B, 1, T) int32: the first and past-the-last token of each query's document
+    (masks.document_spans)."""
+    first, end = masks.document_spans(p)
+    return first[:, None], end[:, None]
 
 
 def packed_attention(p: Params, implementation: str):

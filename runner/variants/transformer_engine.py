@@ -117,11 +117,10 @@ def _extra(p: Params, padded, dtype) -> dict:
 
 
 def packed_segments(p: Params):
-    """TE's segment ids (each token's document, from 1) and segment positions (its place in that document), [B, T]."""
-    ids = masks.segment_ids(p)
-    starts = np.concatenate([np.zeros((p.batch, 1), bool), ids[:, 1:] != ids[:, :-1]], axis=1)
-    first = np.maximum.accumulate(np.where(starts, np.arange(p.seq_len), 0), axis=1)
-    return ids + 1, (np.arange(p.seq_len) - first).astype(np.int32)
+    """TE's segment ids (each token's document, from 1) and segment positions (its place in that document), [B, T]:
+    masks.segment_ids and masks.document_spans' first token."""
+    first, _ = masks.document_spans(p)
+    return masks.segment_ids(p) + 1, (np.arange(p.seq_len) - first).astype(np.int32)
 
 
 def _autocast():
