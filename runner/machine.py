@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import math
 import os
 import socket
 import subprocess
@@ -39,6 +40,16 @@ def capability() -> float | None:
 
     found = getattr(jax.devices()[0], "compute_capability", None)
     return float(found) if found else None
+
+
+HOPPER = 9.0  # sm90: the H100 and H200
+
+
+def capability_outside(lowest: float, past: float = math.inf) -> float | None:
+    """This NVIDIA GPU's compute capability where it lies outside [lowest, past) (a kernel written for other GPUs),
+    else None: inside, or no NVIDIA GPU here (the variant's Requires decline those)."""
+    found = capability()
+    return found if found is not None and not lowest <= found < past else None
 
 
 @functools.cache

@@ -69,3 +69,19 @@ def test_the_versions_name_tokamax_where_it_is_installed(monkeypatch):
     installed = {"jax": "0.11.2", "tokamax": "0.0.17"}
     monkeypatch.setattr(machine, "package_version", installed.get)
     assert versions() == installed  # packages that are not installed are left out
+
+
+@pytest.mark.parametrize("found, lowest, past, outside", [
+    ("8.0", 9.0, float("inf"), 8.0), ("8.9", 9.0, float("inf"), 8.9), ("9.0", 9.0, float("inf"), None),
+    ("12.0", 9.0, float("inf"), None), ("9.0", 9.0, 10.0, None), ("10.0", 9.0, 10.0, 10.0),
+    ("10.3", 9.0, 11.0, None), ("12.0", 9.0, 11.0, 12.0), (None, 9.0, float("inf"), None)])
+def test_capability_outside_names_a_gpu_outside_the_range_and_nothing_off_nvidia_gpus(monkeypatch, found, lowest,
+                                                                                        past, outside):
+    import types
+
+    import jax
+
+    device = types.SimpleNamespace(compute_capability=found) if found else types.SimpleNamespace()
+    monkeypatch.setattr(jax, "devices", lambda: [device])
+    assert machine.capability() == (float(found) if found else None)
+    assert machine.capability_outside(lowest, past) == outside

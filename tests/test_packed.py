@@ -190,6 +190,17 @@ def test_cudnn_says_why_when_jax_has_no_packed_cudnn_path(monkeypatch):
     assert "segment arguments" in cudnn_packed.missing()
 
 
+@pytest.mark.parametrize("capability, packs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", True),
+                                                ("12.0", True), (None, True)])
+def test_cudnn_packs_rows_on_hopper_or_newer_only(monkeypatch, capability, packs):
+    import types
+
+    device = types.SimpleNamespace(compute_capability=capability) if capability else types.SimpleNamespace()
+    monkeypatch.setattr(jax, "devices", lambda: [device])
+    assert cudnn_packed._hopper_here() == (None if packs else "jax's cuDNN path packs rows on Hopper or newer only; "
+                                           f"this GPU has compute capability {capability}")
+
+
 def test_this_jax_has_the_packed_cudnn_path():
     assert cudnn_packed.missing() is None
 

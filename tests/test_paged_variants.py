@@ -121,12 +121,18 @@ def test_pallas_paged_is_legacy_and_its_module_gone_is_its_reason(monkeypatch):
     assert VARIANTS["pallas_paged"].probe() == f"this jax no longer ships {gone} ({legacy})"
 
 
-def test_cudnn_paged_takes_head_dim_past_128_on_hopper_only(monkeypatch):
-    p = params(**dict(LLAMA, heads=32, kv_heads=32, head_dim=256))
-    with pytest.raises(Skip, match="head_dim up to 128 before Hopper, not 256"):
-        VARIANTS["cudnn_paged"].build(p)  # this CPU is no Hopper
-    monkeypatch.setattr(cudnn_paged, "hopper_here", lambda: True)
-    assert isinstance(VARIANTS["cudnn_paged"].build(p), Staged)
+@pytest.mark.parametrize("capability", ["8.0", "8.9", "9.0", "10.0"])
+def test_cudnn_paged_takes_head_dim_past_128_on_hopper_only(monkeypatch, capability):
+    import types
+
+    monkeypatch.setattr(jax, "devices", lambda: [types.SimpleNamespace(compute_capability=capability)])
+    wide, narrow = (params(**dict(LLAMA, heads=32, kv_heads=32, head_dim=h)) for h in (256, 128))
+    assert isinstance(VARIANTS["cudnn_paged"].build(narrow), Staged)
+    if float(capability) >= 9.0:
+        assert isinstance(VARIANTS["cudnn_paged"].build(wide), Staged)
+        return
+    with pytest.raises(Skip, match="^cuDNN's flash attention takes head_dim up to 128 before Hopper, not 256$"):
+        VARIANTS["cudnn_paged"].build(wide)
 
 
 def test_cudnn_paged_probe_names_the_private_function_it_needs(monkeypatch):

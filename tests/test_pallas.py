@@ -321,6 +321,15 @@ def test_a_legacy_variant_whose_module_jax_removed_declines_with_that_reason(mon
     assert VARIANTS[name].probe() == f"this jax no longer ships {gone} ({pallas_triton.LEGACY})"
 
 
+@pytest.mark.parametrize("capability, runs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", False),
+                                               ("12.0", False), (None, True)])
+def test_mgpu_runs_on_hopper_only(monkeypatch, capability, runs):
+    device = types.SimpleNamespace(compute_capability=capability) if capability else types.SimpleNamespace()
+    monkeypatch.setattr(jax, "devices", lambda: [device])
+    assert pallas_mgpu.hopper_only() == (None if runs else "attention_mgpu is written for Hopper (wgmma, sm_90a); "
+                                         f"this GPU has compute capability {capability}")
+
+
 def test_a_jax_without_the_whole_package_is_the_same_reason(monkeypatch):
     import importlib.util
 

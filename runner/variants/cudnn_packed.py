@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from runner import masks
-from runner.machine import capability
+from runner.machine import HOPPER, capability_outside
 from runner.registry import Skip
 from runner.shape import Params
 from runner.variants.cudnn_fp8 import _private
@@ -56,7 +56,7 @@ def segments(p: Params) -> tuple[list[list[int]], list[list[int]]]:
 
 
 def _hopper_here() -> str | None:
-    if (found := capability()) is not None and found < 9:
+    if found := capability_outside(HOPPER):
         return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {found:.1f}"
     return None
 

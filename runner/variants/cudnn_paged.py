@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import math
 
-from runner.machine import capability
+from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, variant
 from runner.variants.cudnn_fp8 import _private
@@ -82,11 +82,6 @@ def prepare(p: Params):
     return staged
 
 
-def hopper_here() -> bool:
-    """Whether this GPU is Hopper or newer (cuDNN's head_dim limit is 256 there, 128 before)."""
-    return (capability() or 0.0) >= 9.0
-
-
 def attend(p: Params):
     """The timed call: paged_attention with a padding mask over each request's kv_seqlen."""
     cudnn = _private()
@@ -111,6 +106,6 @@ RULES = (
          backend="cudnn", proves=("__cudnn$fmha",), check=check, rules=RULES, probe=_missing)
 def cudnn_paged(p: Params):
     """cuDNN paged attention (page tables, per-request kv_seqlen), via jax's private cuDNN API."""
-    if p.head_dim > 128 and not hopper_here():
+    if p.head_dim > 128 and capability_outside(HOPPER):  # cuDNN's head_dim limit: 256 on Hopper, 128 before
         raise Skip(f"cuDNN's flash attention takes head_dim up to 128 before Hopper, not {p.head_dim}")
     return Staged(prepare(p), attend(p), lambda out: out)

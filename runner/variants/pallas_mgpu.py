@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
 from runner.variants.pallas_triton import LEGACY, removed
@@ -70,11 +71,8 @@ def check(p: Params) -> str | None:
 
 def hopper_only() -> str | None:
     """Why this GPU cannot run the kernel (it is written for sm_90a), or None."""
-    import jax
-
-    capability = str(getattr(jax.devices()[0], "compute_capability", ""))
-    if capability and not capability.startswith("9"):
-        return f"attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute capability {capability}"
+    if found := capability_outside(HOPPER, 10.0):
+        return f"attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute capability {found:.1f}"
     return None
 
 

@@ -49,7 +49,7 @@ import functools
 from types import MappingProxyType
 
 from runner import masks, paging
-from runner.machine import capability
+from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
 from runner.registry import Autotuned, Requires, Skip, variant
 from runner.variants.pallas_triton import TRITON_CALLS
@@ -232,7 +232,7 @@ def tuned(p: Params, attend):
 
 def backward_here() -> str | None:
     """Why this GPU has no tokamax Mosaic backward (its kernels are sm90 and sm100 only), or None."""
-    if (found := capability()) is not None and int(found) not in (9, 10):
+    if found := capability_outside(HOPPER, 11.0):  # sm90 up to sm10x
         return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability {found:.1f}"
     return None
 
