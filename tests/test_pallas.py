@@ -95,6 +95,15 @@ def test_the_specs_pallas_cells_run_on_an_h200_except_those_declined_by_design()
     }
 
 
+@pytest.mark.parametrize("head_dim, whole", [(8, False), (16, True), (24, False), (64, True), (96, False),
+                                             (128, True), (256, True)])
+def test_the_triton_decode_kernels_load_whole_heads_of_a_power_of_two_at_least_16(head_dim, whole):
+    for name, shape in (("pallas_decode", DECODE), ("pallas_paged", dict(DECODE, page_size=16))):
+        reason = VARIANTS[name].check(params(**{**shape, "head_dim": head_dim}))
+        assert reason == (None if whole else f"{name} loads whole heads as Triton blocks: head_dim a power of two >= "
+                          f"16, not {head_dim}")
+
+
 def test_manifest_words_carry_the_gqa_repeat_and_the_scale():
     triton, mgpu, decode = (VARIANTS[n].info().requires for n in ("pallas_triton", "pallas_mgpu", "pallas_decode"))
     assert any("repeated to the query heads" in rule for rule in triton)

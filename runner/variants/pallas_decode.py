@@ -28,9 +28,9 @@ from types import MappingProxyType
 from runner import paging
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, Tuned, none_fits, variant
-from runner.variants.pallas_triton import LEGACY, TRITON_CALLS, removed
+from runner.variants.pallas_triton import LEGACY, MIN_BLOCK, TRITON_CALLS, removed, whole_heads
 
-BLOCK_H = 16  # query rows per program: Triton's dot needs 16
+BLOCK_H = MIN_BLOCK  # query rows per program: the fewest Triton's dot takes
 MIN_SPLIT = 16  # the kernel asserts S / k_splits >= 16
 # block_k 256 at H=128 would need 2 x 128 KiB of K/V stages in shared memory: past the 227 KiB of a Hopper SM
 CONFIGS = [dict(block_k=block_k, k_splits=splits, num_stages=2) for block_k in (64, 128) for splits in (4, 16, 64)]
@@ -64,8 +64,8 @@ def check(p: Params) -> str | None:
         return f"pallas_decode is decode attention: one query token per sequence (T = 1), not T={p.seq_len}"
     if p.causal and not paging.serving(p):
         return "pallas_decode attends to the whole KV cache; a causal T = 1 cell (top-left mask) sees key 0 only"
-    if p.head_dim < 16 or p.head_dim & (p.head_dim - 1):
-        return f"pallas_decode loads whole heads as Triton blocks: head_dim a power of two >= 16, not {p.head_dim}"
+    if problem := whole_heads("pallas_decode", p.head_dim):
+        return problem
     return none_fits("pallas_decode", [config_problem(p, c) for c in CONFIGS])
 
 

@@ -24,12 +24,12 @@ from typing import Any, Callable
 
 from runner.shape import Params
 from runner.registry import Requires, Staged, Tuned, variant
-from runner.variants.pallas_triton import TRITON_CALLS, removed
+from runner.variants.pallas_triton import MIN_BLOCK, TRITON_CALLS, power_of_two, removed, whole_heads
 
 LEGACY = ("jax 0.11 deprecated jax.experimental.pallas.ops.gpu (July 2026); its replacement, tokamax, has no GPU paged "
           "attention (0.0.17: TPU only)")
-BLOCK_H = 16  # query rows per program: Triton's dot needs 16
-MIN_KEYS = 16  # keys per compute block: Triton's dot needs 16
+BLOCK_H = MIN_BLOCK  # query rows per program: the fewest Triton's dot takes
+MIN_KEYS = MIN_BLOCK  # keys per compute block: the same
 BLOCK_KEYS = (64, 128)  # keys per compute block searched: pallas_decode's block_k range at H = 128
 SPLITS = (4, 16, 64)
 
@@ -43,19 +43,15 @@ def configs(p: Params) -> list[dict[str, int]]:
             for pages in per_block for splits in SPLITS]
 
 
-def _power_of_two(n: int) -> bool:
-    return n > 0 and not n & (n - 1)
-
-
 def check(p: Params) -> str | None:
     """Why pallas_paged declines these params, or None."""
     if p.page_size is None:
         return "pallas_paged reads a paged KV cache: the cell sets no page_size"
     if p.seq_len != 1:
         return f"pallas_paged takes one query token per request (q is [B, N, H]), not T={p.seq_len}"
-    if p.head_dim < 16 or not _power_of_two(p.head_dim):
-        return f"pallas_paged loads whole heads as Triton blocks: head_dim a power of two >= 16, not {p.head_dim}"
-    if not _power_of_two(p.page_size):
+    if problem := whole_heads("pallas_paged", p.head_dim):
+        return problem
+    if not power_of_two(p.page_size):
         return f"pallas_paged loads whole pages as Triton blocks: page_size a power of two, not {p.page_size}"
     return None
 

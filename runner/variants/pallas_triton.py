@@ -72,6 +72,18 @@ def check(p: Params) -> str | None:
     return none_fits("pallas_triton", [config_problem(p, c) for c in configs(p)])
 
 
+def power_of_two(n: int) -> bool:
+    return n > 0 and not n & (n - 1)
+
+
+def whole_heads(name: str, head_dim: int) -> str | None:
+    """Why `name`, a Triton kernel that loads whole heads as blocks, declines this head_dim, or None: Triton's blocks
+    are powers of two, of at least MIN_BLOCK rows."""
+    if head_dim < MIN_BLOCK or not power_of_two(head_dim):
+        return f"{name} loads whole heads as Triton blocks: head_dim a power of two >= {MIN_BLOCK}, not {head_dim}"
+    return None
+
+
 def removed(module: str, legacy: str = LEGACY) -> str | None:
     """Why a legacy variant cannot run here: this jax no longer ships jax.experimental.pallas.ops.gpu.`module`."""
     name = f"jax.experimental.pallas.ops.gpu.{module}"
