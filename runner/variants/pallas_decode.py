@@ -88,8 +88,9 @@ def make_prepare(p: Params, config: dict[str, Any]) -> Callable:
     import jax.numpy as jnp
 
     def prepare(q, k, v):
-        pad = ((0, 0), (0, 0), (0, cache_keys(p, config) - k.shape[1]), (0, 0))
-        return q, jnp.pad(k.swapaxes(1, 2), pad), jnp.pad(v.swapaxes(1, 2), pad)
+        q, k, v = head_major(q, k, v)
+        pad = ((0, 0), (0, 0), (0, cache_keys(p, config) - k.shape[2]), (0, 0))
+        return q, jnp.pad(k, pad), jnp.pad(v, pad)
 
     return prepare
 
