@@ -374,6 +374,14 @@ def _cross_field_problems(spec: Spec) -> list[str]:
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
+def _set_at(where: str, name: str, overrides: dict, axes: dict, index: int | None = None) -> str:
+    """Where an experiment's value of an axis is set: its sweep (at `index`, if given), its overrides, else the
+    defaults."""
+    if name in axes:
+        return f"{where}.sweep.{name}" + (f"[{index}]" if index is not None else "")
+    return f"{where}.{name}" if name in overrides else f"defaults.{name}"
+
+
 def _head_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
     shape = {**defaults, **overrides}
     heads_values = axes.get("heads", [shape["heads"]])
@@ -405,8 +413,7 @@ def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -
     shape = {**defaults, **overrides}
     problems = []
     for k, devices in enumerate(axes.get("devices", [shape["devices"]])):
-        at = f"{where}.sweep.devices[{k}]" if "devices" in axes else (
-            f"{where}.devices" if "devices" in overrides else "defaults.devices")
+        at = _set_at(where, "devices", overrides, axes, k)
         for name in ("seq_len", "kv_seq_len"):
             for length in axes.get(name, [shape[name]]):
                 if length is not None and length % devices:
@@ -430,7 +437,7 @@ def _unused_problems(where: str, defaults: dict, overrides: dict, axes: dict) ->
         if any(applies(value) for value in axes.get(other, [shape_values[other]])):
             used.add(name)
         elif name in axes or name in overrides and overrides[name] != shape.BY_NAME[name].default:
-            problems.append(f"{where}.{'sweep.' if name in axes else ''}{name}: {_unused_why(name)}")
+            problems.append(f"{_set_at(where, name, overrides, axes)}: {_unused_why(name)}")
     return problems, used
 
 
@@ -438,11 +445,10 @@ def _tp_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> lis
     """Each (heads, kv_heads, tp) the experiment makes that tp cannot shard, at the tp it sets (or the defaults')."""
     shape_values = {**defaults, **overrides}
     values = {name: axes.get(name, [shape_values[name]]) for name in ("heads", "kv_heads", "tp")}
-    at = f"{where}.sweep.tp" if "tp" in axes else (f"{where}.tp" if "tp" in overrides else "defaults.tp")
     problems = []
     for heads in values["heads"]:
         for kv_heads in values["kv_heads"]:
             for i, tp in enumerate(values["tp"]):
                 if problem := shape.tp_problem(heads, heads if kv_heads is None else kv_heads, tp):
-                    problems.append(f"{at}{f'[{i}]' if 'tp' in axes else ''}: {problem}")
+                    problems.append(f"{_set_at(where, 'tp', overrides, axes, i)}: {problem}")
     return problems
