@@ -293,7 +293,7 @@ def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machin
     return Manifest(
         run_id=spool.run_id,
         name=spec.name,
-        spec=spec.model_dump(mode="json", by_alias=True),
+        spec=spec.content(),
         spec_hash=spec.digest(),
         started_at=previous.started_at if previous else utc_now(),
         machine=machine,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -140,14 +141,94 @@ class Spec(_Model):
     tolerances: Tolerances = Field(default_factory=Tolerances, description="Correctness tolerances.")
     experiments: list[Experiment] = Field(min_length=1, description="The experiments, run in order.")
 
-    def digest(self) -> str:
-        """A stable hash of the spec's content."""
-        content = self.model_dump(mode="json", by_alias=True)  # an unset field is null there, as is a null given:
-        nulls = {exp.name: [name for name, value in exp.overrides().items() if value is None] for exp in self.experiments}
-        if nulls := {name: given for name, given in nulls.items() if given}:  # told apart (a spec without keeps its hash)
+    def content(self) -> dict:
+        """What the spec says, as stored in a run's manifest: every setting with the value it runs with (a reader with
+        other defaults needs them written out), each experiment's overrides and sweep with null where unset (as
+        model_dump writes them), and `nulls_given`, only where an experiment gives a null, naming those nulls (a
+        given null overrides the defaults' value; an unset field inherits it)."""
+        content = self.model_dump(mode="json", by_alias=True)
+        nulls = {exp.name: [name for name, value in exp.overrides().items() if value is None]
+                 for exp in self.experiments}
+        if nulls := {name: given for name, given in nulls.items() if given}:  # a spec without keeps its hash
             content["nulls_given"] = nulls
-        blob = json.dumps(content, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return content
+
+    def digest(self) -> str:
+        """A hash of the spec's content: it keys a run's resume, and changes with every field attnbench adds (runs
+        are matched across versions by `identity`)."""
+        return hashlib.sha256(json.dumps(self.content(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def identity(self) -> str:
+        """The spec's comparable identity (see `identity`)."""
+        return identity(self.content())
+
+
+# What a spec says that does not change what its cells measure: prose, where compiled programs are kept, a bound on
+# its size, and the digest's record of given nulls (read beside the experiments they belong to).
+UNMEASURED = {"description", "compile_cache", "max_cells", "nulls_given"}
+SECTIONS = {"defaults": Shape, "timing": TimingSettings, "tolerances": Tolerances}
+APART = {("timing", "power")}  # matched and named on its own beside the identity (runner.compare.power_policy)
+
+
+def identity(content: dict) -> str:
+    """A hash of what a stored spec (Spec.content's form: a manifest's `spec`, of any attnbench version) measures:
+    its name, each setting that differs from today's default (but the power policy, matched on its own), and each
+    experiment's name, variants, sweep and the overrides it gives that differ from the spec's defaults; no prose. A
+    field attnbench adds later is absent from older runs and at its default in newer ones: left out of both, so an
+    upgrade keeps the identity (docs/regressions.md says what it gets wrong)."""
+    normal = content
+    if isinstance(content, dict):
+        normal = {key: _section(key, value) for key, value in content.items()
+                  if key not in UNMEASURED and key != "experiments" and not _at_default(Spec, key, value)}
+        normal["experiments"] = _experiments(content)
+    return hashlib.sha256(json.dumps(normal, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _defaults(model: type[BaseModel]) -> dict:
+    """A model's fields by their spec name, each with its default (absent where it has none)."""
+    return {field.alias or name: field.get_default(call_default_factory=True)
+            for name, field in model.model_fields.items() if not field.is_required()}
+
+
+def _at_default(model: type[BaseModel], key: str, value: object) -> bool:
+    defaults = _defaults(model)
+    return key in defaults and not isinstance(defaults[key], BaseModel) and value == defaults[key]
+
+
+def _section(key: str, value: object) -> object:
+    """A section of settings (defaults, timing, tolerances) without the ones at today's default."""
+    if key not in SECTIONS or not isinstance(value, dict):
+        return value
+    return {name: setting for name, setting in value.items()
+            if (key, name) not in APART and not _at_default(SECTIONS[key], name, setting)}
+
+
+def _experiments(content: dict) -> object:
+    """Each experiment as what it measures: name, variants, sweep axes given, overrides given (a null only where
+    `nulls_given` names it; before 2026-12-06 09:27 no run recorded one) that differ from the spec's defaults."""
+    experiments, nulls = content.get("experiments"), content.get("nulls_given") or {}
+    if not isinstance(experiments, list):
+        return experiments
+    defaults = content.get("defaults") if isinstance(content.get("defaults"), dict) else {}
+    shape_values = {**_defaults(Shape), **defaults}
+    found = []
+    for exp in experiments:
+        if not isinstance(exp, dict):
+            found.append(exp)
+            continue
+        given = nulls.get(exp.get("name"), []) if isinstance(nulls, dict) else []
+        kept = {}
+        for key, value in exp.items():
+            if key in shape.BY_NAME:
+                if (value is not None or key in given) and value != shape_values.get(key):
+                    kept[key] = value
+            elif key == "sweep" and isinstance(value, dict):
+                kept[key] = {axis: values for axis, values in value.items() if values is not None}
+            elif key not in UNMEASURED and not _at_default(Experiment, key, value):
+                kept[key] = value
+        found.append(kept)
+    return found
 
 
 class _Beyond(yaml.MarkedYAMLError):

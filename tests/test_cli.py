@@ -306,7 +306,7 @@ def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     assert (run_dir / MANIFEST).is_file() and (run_dir / CELLS).is_file()
     manifest = json.loads((run_dir / MANIFEST).read_text())
     assert manifest["run_id"] == RUN_ID and manifest["name"] == "test"
-    assert manifest["spec"] == load_spec(spec_path, set(load_all())).model_dump(mode="json", by_alias=True)
+    assert manifest["spec"] == load_spec(spec_path, set(load_all())).content()
     assert manifest["spec_hash"] == load_spec(spec_path, set(load_all())).digest()
     assert manifest["ended_at"] and manifest["started_at"] <= manifest["ended_at"]
     assert manifest["machine"]["platform"] == "cpu" and manifest["machine"]["versions"]["jax"]

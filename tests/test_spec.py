@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 
 import pytest
 
 from runner.cli import main
 from runner.registry import load_all
-from runner.spec import Spec, SpecError, load_spec, parse_spec
-from helpers import REPO, spec_data, write_spec
+from runner.spec import Spec, SpecError, identity, load_spec, parse_spec
+from helpers import REPO, TINY, spec_data, write_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}  # fixed, so messages do not change when variants are added
 
@@ -390,3 +392,83 @@ def test_tune_is_true_or_false_an_experiments_option_or_an_axis_and_a_cells_key_
     spec = parse_spec(spec_data(exp(sweep={"tune": [False, True]}), exp("b", tune=True)), KNOWN)
     cells = expand(spec)
     assert [c.params.tune for c in cells] == [False, True, True] and len({c.key for c in cells}) == 3
+
+
+# --- what a spec says (content), its hash (resume) and its identity (comparison across attnbench versions) ----------
+
+def _hash_as_written(spec: Spec) -> str:
+    """The spec hash as runs wrote it since 2026-12-06 09:27 (model_dump, plus the nulls an experiment gives), frozen
+    here: a resumed run must find its own hash, and results written before must read as they did."""
+    dumped = spec.model_dump(mode="json", by_alias=True)
+    nulls = {e.name: [name for name, value in e.overrides().items() if value is None] for e in spec.experiments}
+    if nulls := {name: given for name, given in nulls.items() if given}:
+        dumped["nulls_given"] = nulls
+    return hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "specs").glob("*.yaml")))
+def test_the_digest_is_the_hash_runs_wrote_over_the_content_manifests_store(name):
+    spec = load_spec(REPO / "specs" / f"{name}.yaml", set(load_all()))
+    assert spec.digest() == _hash_as_written(spec)
+    assert spec.digest() == hashlib.sha256(json.dumps(spec.content(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_the_content_tells_a_null_given_from_an_unset_field():
+    spec = parse_spec(spec_data(exp("dense", window=None), exp("b"), defaults={**TINY, "window": 4}), KNOWN)
+    content = spec.content()
+    assert content["nulls_given"] == {"dense": ["window"]}
+    assert content["experiments"][0]["window"] is None and content["experiments"][1]["window"] is None
+    assert spec.digest() == _hash_as_written(spec)
+    assert "nulls_given" not in parse_spec(spec_data(), KNOWN).content()
+
+
+def lab5() -> Spec:
+    return load_spec(REPO / "specs" / "lab5.yaml", set(load_all()))
+
+
+def test_the_identity_survives_a_field_added_at_its_default():
+    """lab5 as an attnbench before `tune` and `carry_cap` stored it: another spec hash, the same identity."""
+    content = lab5().content()
+    older = copy.deepcopy(content)
+    del older["defaults"]["tune"], older["timing"]["carry_cap"]
+    for experiment in older["experiments"]:
+        del experiment["tune"], experiment["sweep"]["tune"]
+    assert identity(older) == lab5().identity() == identity(content)
+    assert hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()[:16] != lab5().digest()
+
+
+CHANGES = {
+    "a sweep": lambda c: c["experiments"][2]["sweep"].update(seq_len=[64, 128]),
+    "a timing setting": lambda c: c["timing"].update(budget_s=3.0),
+    "a default shape": lambda c: c["defaults"].update(heads=16),
+    "a variant": lambda c: c["experiments"][0]["variants"].append("te"),
+    "an override": lambda c: c["experiments"][3].update(seq_len=512),
+    "a new override": lambda c: c["experiments"][0].update(causal=True),
+    "the seed": lambda c: c.update(seed=1),
+    "a tolerance": lambda c: c["tolerances"].update(bfloat16=0.05),
+    "a field today's attnbench does not know": lambda c: c["timing"].update(retired=1),
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_spec_that_measures_otherwise_has_another_identity(change):
+    content = lab5().content()
+    CHANGES[change](content)
+    assert identity(content) != lab5().identity()
+
+
+def test_prose_and_settings_at_their_default_leave_the_identity():
+    content = lab5().content()
+    content["description"] = content["experiments"][0]["description"] = "reworded"
+    content.update(compile_cache="off", max_cells=10)
+    content["experiments"][4]["dtype"] = "bfloat16"  # given, and equal to the defaults' value
+    assert identity(content) == lab5().identity()
+
+
+def test_a_null_given_over_a_default_is_another_identity_and_over_none_is_not():
+    windowed = {**TINY, "window": 4}
+    inherits = parse_spec(spec_data(exp("e"), defaults=windowed), KNOWN)
+    dense = parse_spec(spec_data(exp("e", window=None), defaults=windowed), KNOWN)
+    assert dense.identity() != inherits.identity()
+    plain, given = parse_spec(spec_data(exp("e")), KNOWN), parse_spec(spec_data(exp("e", window=None)), KNOWN)
+    assert given.identity() == plain.identity() and given.digest() != plain.digest()
