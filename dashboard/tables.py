@@ -206,7 +206,7 @@ def series(runs: pd.DataFrame) -> pd.Series:
 
 
 def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str]) -> str | None:
-    """The run to compare `key` with: the first of `others` of its series (spec hash, GPU, power policy, timer),
+    """The run to compare `key` with: the first of `others` of its series (spec identity, GPU, power policy, timer),
     else its predecessor, else the first of `others` of its spec name and GPU, else the first of `others`."""
     run = manifests[key]
     known = [o for o in others if run and manifests[o]]

@@ -82,7 +82,7 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(report.markdown_table(["run", "spec", "GPU", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
-    st.markdown("**Against the previous run of the same spec hash, GPU, power policy and timer** (over the cells "
+    st.markdown("**Against the previous run of the same spec identity, GPU, power policy and timer** (over the cells "
                 f"both hold; beyond both runs' noise and {100 * comparison.DEFAULT_THRESHOLD:g} %, as `attnbench "
                 "compare --against previous`)\n\n" + "\n".join(moves))
 

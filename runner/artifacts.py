@@ -69,7 +69,7 @@ def summary(reports: list[Report]) -> str:
     for r in reports:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{report.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
-                     else "No earlier run of this spec hash, GPU, power policy and timer to compare with.")
+                     else "No earlier run of this spec identity, GPU, power policy and timer to compare with.")
         contested = [s for s in leaderboard(r.run.cells) if s.variants > 1]
         if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
@@ -120,7 +120,8 @@ def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
 def verdict_html(found) -> str:
     """Against the previous run, in one line: the verdict, or that there is no run to compare with."""
     if found is None:
-        return "<p class='verdict'>No earlier run of this spec hash, GPU, power policy and timer to compare with.</p>"
+        return ("<p class='verdict'>No earlier run of this spec identity, GPU, power policy and timer to compare "
+                "with.</p>")
     return (f"<p class='verdict{' regressed' if found.regressed else ''}'>Against "
             f"{_e(found.a.run_id)}: {_e(report.verdict(found))}</p>")
 

@@ -141,7 +141,8 @@ def _compare_parser(sub) -> None:
     compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix (default: results, "
                          "or B's parent folder for --against previous)")
     compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
-                         "hash, GPU, power policy and timer in --out (the dashboard's previous run)")
+                         "identity (what it measures, kept across attnbench versions), GPU, power policy and timer in "
+                         "--out (the dashboard's previous run)")
     compare.add_argument("--threshold", type=THRESHOLD, default=5.0, metavar="PERCENT",
                          help=f"slower or faster only beyond this and both runs' noise, {THRESHOLD.range} "
                          "(default: 5)")
@@ -582,7 +583,8 @@ def _compared(args) -> tuple:
 
 def _previous_of(b, out: str | None):
     """The run before B in `out`, else in B's parent folder (a folder) or results/: the last earlier run of its spec
-    hash, GPU, power policy and timer (the dashboard's rule, runner.compare.previous_run); None when there is none."""
+    identity, GPU, power policy and timer (the dashboard's rule, runner.compare.previous_run); None when there is
+    none."""
     from runner.compare import previous_run
 
     store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT))
@@ -624,8 +626,8 @@ def cmd_compare(args, console: Console) -> int:
     a, b = _compared(args)
     if a is None:
         m = b.manifest
-        print(f"no earlier run of {m.name} on {compare.gpu_name(m)} than {b.run_id} with its spec hash, power policy "
-              f"({compare.power_policy(m) or 'none'}) and timer: nothing to compare with", file=sys.stderr)
+        print(f"no earlier run of {m.name} on {compare.gpu_name(m)} than {b.run_id} with its spec identity, power "
+              f"policy ({compare.power_policy(m) or 'none'}) and timer: nothing to compare with", file=sys.stderr)
         _gate_report(args.report, b, None)
         return EXIT_OK
     if problems := _not_comparable(a, b, args.allow_different_gpu, args.allow_policy_change):

@@ -6,8 +6,9 @@ median passes the threshold (asv's --factor, as a percentage) and the gap exceed
 interquartile range of that cell); anything less is within noise.
 
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
-the last earlier run of the same spec hash, GPU, power policy and timer; and the facts that change what a time means
-(power policy, library and driver versions, the GPU's power limit, the spec) are named beside every verdict.
+the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
+attnbench versions), GPU, power policy and timer; and the facts that change what a time means (power policy, library,
+driver and attnbench versions, the GPU's power limit, the spec identity) are named beside every verdict.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pandas as pd
 
 from runner import shape
 from runner.record import Manifest
+from runner.spec import identity
 
 SHAPE = list(shape.NAMES)
 DEFAULT_THRESHOLD = 0.05  # B / A beyond 1.05 (or below 1 / 1.05) before a cell is slower (faster)
@@ -30,9 +32,9 @@ VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
-MATERIAL = {"power policy", "spec hash", "gpu driver", "gpu power_limit_w"}
+MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w"}
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine"}  # in `version X` and `worker W X` facts
-IDENTITY = {"run id", "started", "ended", "git sha", "command", "gpu temperature_c", "gpu sm_clock_mhz",
+IDENTITY = {"run id", "started", "ended", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
 
 
@@ -154,8 +156,9 @@ def facts(m: Manifest | None) -> dict[str, str]:
         return {}
     gpu = m.machine.gpu.model_dump(exclude_none=True) if m.machine.gpu else {}
     found = {
-        "run id": m.run_id, "spec": m.name, "spec hash": m.spec_hash, "started": m.started_at, "ended": m.ended_at,
-        "git sha": m.git_sha, "cells planned": m.cells_planned, "shard": m.shard, "host": m.machine.host,
+        "run id": m.run_id, "spec": m.name, "spec identity": spec_identity(m), "spec hash": m.spec_hash,
+        "started": m.started_at, "ended": m.ended_at, "attnbench": m.git_sha, "cells planned": m.cells_planned,
+        "shard": m.shard, "host": m.machine.host,
         "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
         "compute capability": m.machine.compute_capability, "power policy": power_policy(m),
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
@@ -191,8 +194,9 @@ def differences(a: Manifest | None, b: Manifest | None) -> pd.DataFrame:
 
 
 def material(fact: str) -> bool:
-    """A fact whose difference changes what a time means: power policy, spec hash, driver, power limit, and the
-    versions of jax, jaxlib, cuDNN and TransformerEngine (the run's or a worker's)."""
+    """A fact whose difference changes what a time means: power policy, spec identity, attnbench's version (its git
+    sha), driver, power limit, and the versions of jax, jaxlib, cuDNN and TransformerEngine (the run's or a
+    worker's)."""
     library = fact.rpartition(" ")[2]
     return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
 
@@ -215,22 +219,30 @@ def headline_timer(manifest: Manifest) -> str:
     return "device" if manifest.machine.compute_capability else "wall"
 
 
+def spec_identity(manifest: Manifest) -> str:
+    """What the run's spec measures, as a hash that an attnbench upgrade keeps (runner.spec.identity), computed from
+    the stored spec on read; its spec hash where the manifest holds no spec to read."""
+    return identity(manifest.spec) if isinstance(manifest.spec, dict) else manifest.spec_hash
+
+
 def series_key(manifest: Manifest) -> tuple[str, str, str | None, str]:
-    """(spec hash, GPU, power policy, timer): runs that agree on all four measure like with like."""
-    return manifest.spec_hash, gpu_name(manifest), power_policy(manifest), headline_timer(manifest)
+    """(spec identity, GPU, power policy, timer): runs that agree on all four measure like with like."""
+    return spec_identity(manifest), gpu_name(manifest), power_policy(manifest), headline_timer(manifest)
 
 
 def same_series(a: Manifest, b: Manifest) -> bool:
-    """Runs of the same spec hash, GPU, power policy and timer: the runs one can take as each other's previous."""
+    """Runs of the same spec identity, GPU, power policy and timer: the runs one can take as each other's previous."""
     return series_key(a) == series_key(b)
 
 
 def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
-    """The run of the same spec hash, GPU, power policy and timer that started last before `key`, if any."""
+    """The run of the same spec identity, GPU, power policy and timer that started last before `key`, if any."""
     run = manifests[key]
     if run is None:
         return None
-    earlier = [(started(m), k) for k, m in manifests.items() if m and same_series(m, run) and started(m) < started(run)]
+    series = series_key(run)
+    earlier = [(started(m), k) for k, m in manifests.items()
+               if m and started(m) < started(run) and series_key(m) == series]
     return max(earlier, key=lambda found: found[0])[1] if earlier else None
 
 

@@ -15,7 +15,7 @@ from helpers import REPO, in_process
 from stores import H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
-LAB5_TE = "lab5-20261202-110556"  # no earlier run of its spec hash in the folder
+LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder: lab5-20261202-104743 (the same spec identity)
 HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-cold-20261203-023241
 BEFORE = "lab5-night-before"  # LAB5_TE a day earlier, its first three ok cells twice as fast (nights below)
 # What a 3,000-cell run's report may weigh: its page (every cell in a table, at most artifacts.MAX_CHARTS charts
@@ -49,7 +49,8 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
         (HOPPER, "fwd"), (HOPPER, "fwd-bwd")])
     assert page.count("<figure class='chart'") == len(figures) == page.count("src='data:image/png;base64,")
     assert not re.search(r"""(src|href)=['"](?!data:|#)""", page), "the page refers to nothing outside itself"
-    assert "No earlier run of this spec hash, GPU, power policy and timer to compare with." in page  # LAB5_TE's
+    assert "Against lab5-20261202-104743: REGRESSION: 13 cell(s) slower" in page  # LAB5_TE's, of another spec hash
+    assert "· differs: version cudnn 9.19.0 → 9.14.0; version transformer_engine — → 2.20.2" in page
     assert "REGRESSION: 1 cell(s) slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
     hopper = page[page.index(f"<section id='{HOPPER}'>"):]  # its verdict first, then its charts, then the detail
     assert hopper.index("REGRESSION") < hopper.index("<figure") < hopper.index("<caption>Slower (regressions)")
@@ -65,7 +66,7 @@ def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
     shutil.copytree(H200 / HOPPER, store / HOPPER)
     done = report(capsys, tmp_path, HOPPER, out=store)
     assert done.code == 0, done.err
-    assert "No earlier run of this spec hash, GPU, power policy and timer" in (
+    assert "No earlier run of this spec identity, GPU, power policy and timer" in (
         tmp_path / "report" / "index.html").read_text()
 
 

@@ -16,7 +16,8 @@ from helpers import REPO, in_process
 from runner import compare, frames
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
-from stores import H200_LAB5, H200_LAB5_NO_TE, SHIPPED, broken, copy_run, shipped, write_run
+from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, H200_LONG_TE_FAILED, SHIPPED, broken, copy_run,
+                    shipped, write_run)
 
 TEMPLATE = "h200/lab5-warm-20261203-023042"  # 75 ok cells, device timer, noise at most 4.6 %
 DECODE = "h200/decode-20261202"  # another spec on the same GPU: no cell in common with lab5
@@ -247,8 +248,8 @@ def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp
     b = copied(tmp_path, "lab5-first", DAY)
     done = in_process(capsys, "compare", b, "--against", "previous")
     assert (done.code, done.out) == (0, "")
-    assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec hash, power policy "
-                           "(steady) and timer: nothing to compare with"]
+    assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power "
+                           "policy (steady) and timer: nothing to compare with"]
 
 
 def test_runs_in_a_bucket_by_run_id(capsys, tmp_path, emulator):
@@ -311,12 +312,16 @@ def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():
     assert found["seconds settle"] == "8.6" and found["worker transformer_engine start s"] == "0.4"
 
 
-def test_previous_run_follows_spec_hash_gpu_and_date():
+def test_previous_run_follows_spec_identity_gpu_power_policy_and_date():
     manifests = {f.rpartition("/")[2]: shipped(f).manifest for f in (
-        H200_LAB5, H200_LAB5_NO_TE, "cpu/lab5-20261202-104832", "h200/lab5-warm-20261202-182308", TEMPLATE)}
+        H200_LAB5, H200_LAB5_NO_TE, "cpu/lab5-20261202-104832", "h200/lab5-warm-20261202-182308", TEMPLATE,
+        H200_LONG, H200_LONG_TE_FAILED)}
     assert compare.previous_run(manifests, "lab5-warm-20261203-023042") == "lab5-warm-20261202-182308"
-    assert compare.previous_run(manifests, "lab5-20261202-110556") is None  # lab5 of another spec hash
+    # another spec hash (tolerances.gradient_factor came in between, at its default), the same spec identity
+    assert compare.previous_run(manifests, "lab5-20261202-110556") == "lab5-20261202-104743"
     assert compare.previous_run(manifests, "lab5-20261202-104743") is None  # the CPU lab5 run is another GPU
+    assert compare.previous_run(manifests, "lab5-warm-20261202-182308") is None  # 110556's power policy: none
+    assert compare.previous_run(manifests, "hopper-long-20261202-110136") is None  # 105336 sampled for longer
 
 
 def test_the_headline_timer_is_the_one_most_cells_report():
@@ -337,3 +342,48 @@ def test_compare_needs_no_jax(tmp_path):
     *report, imported = done.stdout.splitlines()
     assert (done.returncode, imported) == (1, "[]"), done.stderr[-2000:]
     assert json.loads("\n".join(report))["regressed"] is True
+
+
+# --- runs of one spec across attnbench upgrades ----------------------------------------------------------------------
+
+LAB5_RUNS = (CPU_LAB5, H200_LAB5_NO_TE, H200_LAB5, "h200/lab5-cold-20261202-182308", TEMPLATE)
+
+
+def lab5_today():
+    from runner.registry import load_all
+    from runner.spec import load_spec
+
+    return load_spec(REPO / "specs" / "lab5.yaml", set(load_all()))
+
+
+def test_lab5s_shipped_runs_of_three_attnbench_versions_share_one_spec_identity():
+    """lab5 run on 12-02 (two attnbench versions), on 12-02/12-03 (a third) and lab5.yaml as today's attnbench runs
+    it: four spec hashes, the same cells, one identity; hopper-long's two runs of other timing settings: two."""
+    from runner.cells import expand
+
+    runs, today = [shipped(f) for f in LAB5_RUNS], lab5_today()
+    assert len({run.manifest.spec_hash for run in runs} | {today.digest()}) == 4
+    assert all({c.key for c in run.cells} == {c.key for c in expand(today)} for run in runs)
+    assert {compare.spec_identity(run.manifest) for run in runs} == {today.identity()}
+    longer, shorter = (shipped(f).manifest for f in (H200_LONG_TE_FAILED, H200_LONG))
+    assert compare.spec_identity(longer) != compare.spec_identity(shorter)
+    assert compare.differences(longer, shorter).set_index("fact").loc["spec identity"].tolist() == [
+        compare.spec_identity(longer), compare.spec_identity(shorter)]
+    assert compare.material("spec identity") and not compare.material("spec hash")
+
+
+def test_previous_finds_the_run_before_an_upgrade_and_names_attnbench_beside_the_verdict(capsys, tmp_path):
+    """Last night's lab5 ran on an older attnbench (its spec hash 368e31dd…); tonight's, on today's, has another spec
+    hash and the same identity: it is the previous run, and the attnbench version stands beside the verdict."""
+    copied(tmp_path, "lab5-night-1", DAY - dt.timedelta(days=1))
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-night-2", DAY, git_sha="0ld")
+    write_run(tmp_path / "results" / "lab5-night-2", manifest, cells)
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-night-3", DAY + dt.timedelta(days=1), git_sha="n3w")
+    today = lab5_today()
+    manifest = manifest.model_copy(update={"spec": today.content(), "spec_hash": today.digest()})
+    write_run(tmp_path / "results" / "lab5-night-3", manifest, cells)
+    code, found = report(capsys, "lab5-night-3", "--against", "previous", "--out", tmp_path / "results")
+    assert code == 0 and found["a"]["run_id"] == "lab5-night-2"
+    assert found["material_differences"] == [{"fact": "attnbench", "a": "0ld", "b": "n3w"}]
+    assert found["verdict"].endswith(" · differs: attnbench 0ld → n3w")
+    assert {"fact": "spec hash", "a": "368e31dd7f4dae7f", "b": today.digest()} in found["environment"]

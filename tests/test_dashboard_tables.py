@@ -136,8 +136,8 @@ def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
 def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     snap = data.snapshot(str(SHIPPED), data.RunCache())
     runs = snap.runs
-    assert tables.comparable(snap.manifests, "lab5-20261202-110556", []) is None  # 104743 is of another spec hash
-    assert tables.comparable(snap.manifests, "lab5-20261202-110556", ["decode-20261202", "lab5-warm-20261203-023042"]
+    assert tables.comparable(snap.manifests, "lab5-20261202-110556", []) == "lab5-20261202-104743"  # its spec identity
+    assert tables.comparable(snap.manifests, "lab5-20261202-104743", ["decode-20261202", "lab5-warm-20261203-023042"]
                              ) == "lab5-warm-20261203-023042"  # the first selected of its spec name and GPU
     assert tables.comparable(snap.manifests, "lab5-warm-20261203-023042", []) == "lab5-cold-20261203-023042"
     assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]

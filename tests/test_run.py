@@ -152,3 +152,19 @@ def test_a_shapes_forward_backward_cells_run_just_before_its_forward_ones():
     cells = [Cell("fwd", "xla", forward), Cell("fwd", "xla", params(seq_len=8192)), Cell("train", "xla", both),
              Cell("train", "naive", both), Cell("fwd", "naive", forward)]
     assert run.in_run_order(cells) == [cells[2], cells[3], cells[0], cells[4], cells[1]]
+
+
+def test_the_manifest_stores_the_specs_content_and_reads_back_its_identity(tmp_path):
+    """A null an experiment gives (a dense cache where the defaults page it) is stored as given: read back, the run
+    has the identity of the spec it ran, not of one whose experiment inherits the pages."""
+    from helpers import TINY, spec_data
+    from runner.compare import spec_identity
+    from runner.record import Machine
+    from runner.spec import parse_spec
+
+    experiments = [{"name": "dense", "variants": ["xla"], "window": None}, {"name": "b", "variants": ["xla"]}]
+    spec = parse_spec(spec_data(*experiments, defaults={**TINY, "window": 4}), {"xla"})
+    machine = Machine(host="h", platform="cpu", device_kind="cpu", device_count=1)
+    manifest = run.new_manifest(spec, Spool(LocalStore(tmp_path), "r", None), 2, [], machine, "off", [])
+    assert manifest.spec == spec.content() and manifest.spec["nulls_given"] == {"dense": ["window"]}
+    assert manifest.spec_hash == spec.digest() and spec_identity(manifest) == spec.identity()
