@@ -40,6 +40,13 @@ def serving(p) -> bool:
     return p.kv_lengths is not None or p.page_size is not None
 
 
+def end_aligned_mask(p) -> bool:
+    """Whether the cell is a serving cell whose mask no top-left one says (jax's is_causal and local_window_size,
+    cuDNN's CAUSAL, tokamax's): a window (each request's last W keys), or causal with T > 1 new tokens. At T = 1 a
+    causal new token sees its whole request, which the requests' KV lengths alone say."""
+    return serving(p) and (p.window is not None or (p.causal and p.seq_len > 1))
+
+
 # What a serving cell cannot be combined with, and why
 NOT_SERVING = {"fill": (lambda p: p.fill < 1, "a padded batch is a second rule of ragged lengths"),
                "bias": (lambda p: p.bias != "none", "ALiBi's positions are not aligned to each request's end"),

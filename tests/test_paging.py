@@ -193,6 +193,15 @@ def test_serving_specs_cpu_slice_runs_paged_ragged_and_multi_token_decode_ok(tmp
                                                             c["params"]["page_size"]) not in ok)
 
 
+@pytest.mark.parametrize("changes, aligned", [
+    (dict(kv_lengths="long_tail"), False),  # causal at T = 1: the token sees its whole request
+    (dict(kv_lengths="long_tail", seq_len=4), True), (dict(kv_lengths="long_tail", seq_len=4, causal=False), False),
+    (dict(kv_lengths="long_tail", window=8), True), (dict(page_size=8, seq_len=4, causal=False, window=8), True),
+    (dict(page_size=8, seq_len=4), True), (dict(seq_len=4, window=2), False)])  # the last: no serving cell
+def test_a_serving_cell_needs_an_end_aligned_mask_for_a_window_or_causal_new_tokens(changes, aligned):
+    assert paging.end_aligned_mask(params(**changes)) is aligned
+
+
 @pytest.mark.parametrize(("new_tokens", "causal", "window"), [(1, True, None), (4, True, None), (1, True, 8),
                                                               (4, False, 8), (4, False, None)])
 def test_xla_and_xla_paged_agree_with_the_reference_on_serving_masks(new_tokens, causal, window):

@@ -100,7 +100,7 @@ def serving_mask(p: Params):
     """A serving cell's [B, 1, T, S] keys each new token sees, where `is_causal` and `local_window_size` (both
     top-left) cannot say it: causal with T > 1, or a window (its last W keys), aligned to each request's end; else
     None (causal at T = 1 sees the whole request: key_value_seq_lengths say it)."""
-    if not paging.serving(p) or (p.window is None and (p.seq_len == 1 or not p.causal)):
+    if not paging.end_aligned_mask(p):
         return None
     import jax.numpy as jnp
 
@@ -144,7 +144,7 @@ def cudnn_check(p: Params) -> str | None:
     if p.window is not None and not p.causal:
         return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
                "window\" otherwise)"
-    if paging.serving(p) and (p.window is not None or (p.causal and p.seq_len > 1)):
+    if paging.end_aligned_mask(p):
         return "jax's cuDNN path aligns its causal mask and window top-left; a serving cell's are aligned to each " \
                "request's end (a window, or causal with T > 1)"
     return None
