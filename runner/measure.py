@@ -20,9 +20,9 @@ from runner.checks import check_step, fp8_step, incorrect_reason, run_once
 from runner.inputs import InputsAndReference, Truths
 from runner.machine import Device
 from runner.metrics import Ceilings
-from runner.programs import Compiled, Programs, autotune_step, compile_step, first_line, tune_step
+from runner.programs import Compiled, Programs, autotune_step, compile_step, tune_step
 from runner.record import CellRecord, Communication, Correctness, Fp8Info, Tuning, utc_now
-from runner.registry import VARIANTS, Autotuned, Probes, Skip, Tuned, Variant
+from runner.registry import VARIANTS, Autotuned, Probes, Skip, Tuned, Variant, first_line
 from runner.sampling import Carry, PowerEnv, Timed, time_step
 from runner.shape import Params
 from runner.spec import Spec

@@ -22,7 +22,7 @@ from runner.cells import Cell, unsplit, with_backward
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.inputs import Truths, input_shapes, untimed_programs
 from runner.record import Candidate, Tuning
-from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of
+from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of, first_line
 from runner.shape import Params
 from runner.timers import Limits, Stopwatch, Timer, sample
 from runner.tuning_cache import TuningCache, warn
@@ -100,10 +100,6 @@ def compile_step(name: str, built, p: Params, shared: dict) -> Compiled:
     program = compile_timed(fn, args, shared, p.deterministic)
     shared.setdefault(program.fingerprint, (name, program))  # a reused program keeps its owner
     return compiled_from(program, staged)
-
-
-def first_line(error: BaseException) -> str:
-    return f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:500]
 
 
 def tune_step(name: str, tuned: Tuned, p: Params, inputs: tuple, timer: Timer) -> tuple[Compiled, Tuning]:

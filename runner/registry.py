@@ -31,6 +31,11 @@ from runner.shape import Params
 Attend = Callable  # (q, k, v) -> out
 
 
+def first_line(error: BaseException, limit: int = 500) -> str:
+    """An error as a reason shows it: `Type: message`, its first line, at most `limit` characters."""
+    return f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:limit]
+
+
 class Skip(Exception):
     """Raised by a variant's build (or a worker's preload): this cell cannot run here, for the reason given."""
 

@@ -51,7 +51,7 @@ from types import MappingProxyType
 from runner import masks, paging
 from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
-from runner.registry import Autotuned, Requires, Skip, variant
+from runner.registry import Autotuned, Requires, Skip, first_line, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
@@ -71,8 +71,7 @@ def probe() -> str | None:
     try:
         import tokamax  # noqa: F401
     except Exception as error:  # ImportError for a missing dependency, or whatever its import raises
-        first = f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:300]
-        return f"tokamax does not import here: {first}"
+        return f"tokamax does not import here: {first_line(error, 300)}"
     return None
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from runner import masks
 from runner.shape import Params
-from runner.registry import Requires, Skip, variant
+from runner.registry import Requires, Skip, first_line, variant
 
 WORKER = "transformer_engine"
 
@@ -34,8 +34,7 @@ def preload() -> None:
         import transformer_engine.jax  # noqa: F401
         import transformer_engine.jax.flax  # noqa: F401
     except Exception as error:  # ImportError, OSError, RuntimeError('curand shared object not found'), ...
-        first = f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:300]
-        raise Skip(f"TransformerEngine does not load here: {first}") from None
+        raise Skip(f"TransformerEngine does not load here: {first_line(error, 300)}") from None
 
 
 TE = dict(gpu=True, dtypes=("bfloat16", "float16"), head_dim_multiple=8, package="transformer_engine",
