@@ -1,7 +1,8 @@
 """The inputs and float32 reference of a shape: what every variant of the shape is given and checked against.
 
-Seeded normal Q, K, V (and dO) in the cell's dtype, and the float32 output (and gradients) computed a block of
-query rows at a time; both are untimed programs (compiler.UNTIMED), compiled once per shape.
+Seeded normal Q, K, V (and dO) in the cell's dtype, and the float32 output (and gradients) computed a chunk of
+requests and query rows at a time (chunk_shape, the one rule that also sizes the memory a shape needs); both are
+untimed programs (compiler.UNTIMED), compiled once per shape.
 """
 
 from __future__ import annotations
@@ -143,16 +144,23 @@ def _visible_keys(p: Params, end: int) -> int:
 
 
 def reference(p: Params, args: tuple) -> tuple:
-    """float32 output (and gradients), computed a block of query rows at a time to bound memory; under a causal
-    mask a block skips the keys no row of it can see (about a third of the work at long T)."""
-    q, k, v = args[:3]
-    dout = args[3] if len(args) > 3 else jnp.zeros((), jnp.float32)
-    with_grads = p.pass_ == "fwd_bwd"
-    if paging.serving(p) and not with_grads:
-        return _serving_reference(p, q, k, v)
+    """float32 output (and gradients), a chunk of requests and query rows at a time (chunk_shape) to bound memory:
+    a chunk upcasts only its own requests' K and V, and under a causal mask skips the keys no row of it can see
+    (about a third of the work at long T)."""
+    requests, rows = chunk_shape(p)
     names, masking = masking_arrays(p)
-    row_bytes = p.batch * p.heads * paging.cache_len(p) * 4 * (3 if with_grads else 1)
-    rows = max(1, min(p.seq_len, REFERENCE_CHUNK_BYTES // row_bytes))
+    blocks = []
+    for b in range(0, p.batch, requests):  # a slice of the whole batch is the array itself, not a copy
+        batch = slice(b, b + requests)
+        blocks.append(_reference_rows(p, [x[batch] for x in args], names, [x[batch] for x in masking], rows))
+    return blocks[0] if len(blocks) == 1 else tuple(jnp.concatenate(parts) for parts in zip(*blocks))
+
+
+def _reference_rows(p: Params, args: list, names: tuple, masking: list, rows: int) -> tuple:
+    """One block of requests' float32 output (and gradients), `rows` query rows at a time."""
+    q, k, v = args[:3]
+    with_grads = p.pass_ == "fwd_bwd"
+    dout = args[3] if with_grads else jnp.zeros((), jnp.float32)
     outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
     for start in range(0, p.seq_len, rows):
         chunk, keys = slice(start, start + rows), _visible_keys(p, min(p.seq_len, start + rows))
@@ -170,6 +178,31 @@ def reference(p: Params, args: tuple) -> tuple:
     return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
 
 
+def _request_bytes(p: Params) -> tuple[int, int]:
+    """What one request adds to a reference chunk: each of its query rows' float32 scores (x3 under fwd_bwd: the
+    probabilities and their gradient beside them), and once its K and V, sliced in the cell's dtype and upcast to
+    float32 (and their float32 gradients under fwd_bwd)."""
+    keys, grads = paging.cache_len(p), p.pass_ == "fwd_bwd"
+    row = 4 * p.heads * keys * (3 if grads else 1)
+    kv = keys * p.kv_heads * (p.head_dim + p.v_head_dim) * (metrics.ITEMSIZE[p.dtype] + 4 * (2 if grads else 1))
+    return row, kv
+
+
+def chunk_shape(p: Params) -> tuple[int, int]:
+    """(requests, query rows) of a reference chunk, the one sizing rule of every cell: as many whole requests as fit
+    REFERENCE_CHUNK_BYTES (_request_bytes), else one request and as many of its rows as fit (at least one)."""
+    row, kv = _request_bytes(p)
+    if (whole := p.seq_len * row + kv) <= REFERENCE_CHUNK_BYTES:
+        return min(p.batch, REFERENCE_CHUNK_BYTES // whole), p.seq_len
+    return 1, max(1, min(p.seq_len, (REFERENCE_CHUNK_BYTES - kv) // row))
+
+
+def chunk_bytes(p: Params) -> int:
+    """Device memory of one reference chunk (chunk_shape), beyond the inputs and the results."""
+    (requests, rows), (row, kv) = chunk_shape(p), _request_bytes(p)
+    return requests * (rows * row + kv)
+
+
 def masking_arrays(p: Params) -> tuple[tuple[str, ...], tuple]:
     """reference_attention's masking arguments for the cell, by name: a padded batch's or a serving cell's lengths,
     packed rows' document ids (of the queries and of the keys, cut per block of rows), or none."""
@@ -178,25 +211,6 @@ def masking_arrays(p: Params) -> tuple[tuple[str, ...], tuple]:
     if (segments := masks.segment_ids(p)) is not None:
         return ("q_segments", "kv_segments"), (jnp.asarray(segments), jnp.asarray(segments))
     return (), ()
-
-
-def requests_per_chunk(p: Params) -> int:
-    """A serving cell's requests per reference chunk: their float32 scores and copies of K and V within
-    REFERENCE_CHUNK_BYTES (at least one)."""
-    per_request = 4 * paging.cache_len(p) * (p.heads * p.seq_len + p.kv_heads * (p.head_dim + p.v_head_dim))
-    return max(1, min(p.batch, REFERENCE_CHUNK_BYTES // per_request))
-
-
-def _serving_reference(p: Params, q, k, v) -> tuple:
-    """A serving cell's float32 output a few requests at a time: a chunk upcasts its own requests' K and V, not the
-    whole cache (at B128 x 128k, 137 GB of float32)."""
-    q_lengths, kv_lengths = masks_lengths(p)
-    step, none = requests_per_chunk(p), jnp.zeros((), jnp.float32)
-    outs = [UNTIMED(_reference_chunk, q[b:b + step], k[b:b + step], v[b:b + step], none, jnp.int32(0),
-                    q_lengths[b:b + step], kv_lengths[b:b + step], logits=Logits.of(p), with_grads=False,
-                    names=("q_lengths", "kv_lengths"))[0]
-            for b in range(0, p.batch, step)]
-    return (jnp.concatenate(outs, axis=0),)
 
 
 def masks_lengths(p: Params) -> tuple:
@@ -226,18 +240,15 @@ def size_text(count: int) -> str:
 
 
 def needed_bytes(p: Params) -> int:
-    """Device memory for a shape's inputs and float32 reference: the inputs, then the larger of the float32 results
-    with one reference chunk (its scores plus the float32 copies of K and V it makes) and the inputs' flat draw."""
+    """Device memory for a shape's inputs and float32 reference: the inputs (and a paged variant's pool beside them),
+    then the larger of the float32 results with one reference chunk (chunk_bytes) and the inputs' flat draw."""
     q, kv = metrics.tensor_bytes(p)
     f32 = 4 // metrics.ITEMSIZE[p.dtype]
     inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
     expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
-    chunk = min(REFERENCE_CHUNK_BYTES, p.batch * p.heads * p.seq_len * paging.cache_len(p) * 4) + 2 * kv * f32
-    if paging.serving(p) and p.pass_ == "fwd":  # a chunk of requests: scores, their K and V sliced and in float32
-        chunk = REFERENCE_CHUNK_BYTES + 2 * requests_per_chunk(p) * (kv // p.batch) * (1 + f32)
     draw = 4 * max(draw_size(shape[1:] if _rows(shape) else shape) for shape in input_shapes(p))  # making inputs
     pool = metrics.kv_cache_bytes(p) if p.page_size else 0  # a paged variant's pages, beside the dense K and V
-    return inputs + pool + max(expected + chunk, draw)
+    return inputs + pool + max(expected + chunk_bytes(p), draw)
 
 
 def untimed_programs(p: Params, seed: int) -> list[tuple]:

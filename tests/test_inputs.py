@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import params
-from runner import inputs
+from runner import inputs, paging
 from runner.attention import reference_attention
 from runner.compiler import Untimed
 from runner.inputs import Truths, make_inputs, reference, unmasked_rows, untimed_programs
@@ -24,13 +24,15 @@ def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
     p = params(batch=2, seq_len=10, kv_heads=kv_heads, causal=True, pass_=pass_)
     args = random_inputs(p, 6)
     whole = inputs.reference(p, args)
-    row_bytes = p.batch * p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * row_bytes)  # chunks of 3, 3, 3 and 1 rows
+    row_bytes = p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)  # one request's row of scores
+    kv_bytes = p.kv_seq_len * kv_heads * 2 * p.head_dim * (4 + 4 * (2 if pass_ == "fwd_bwd" else 1))
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * row_bytes + kv_bytes)
+    assert inputs.chunk_shape(p) == (1, 3)  # each request in chunks of 3, 3, 3 and 1 rows
     calls = []
     untimed = inputs.UNTIMED
     monkeypatch.setattr(inputs, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
     chunked = inputs.reference(p, args)
-    assert calls == [inputs._reference_chunk] * 4  # it really chunked
+    assert calls == [inputs._reference_chunk] * 8  # it really chunked
     assert len(chunked) == len(whole) == (4 if pass_ == "fwd_bwd" else 1)
     for part, full in zip(chunked, whole):
         assert part.shape == full.shape and part.dtype == jnp.float32
@@ -107,10 +109,54 @@ def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(mon
     p = params(seq_len=40, kv_heads=2, causal=True, pass_=pass_)
     args = make_inputs(p, 0)
     whole = reference(p, args)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if pass_ == "fwd_bwd" else 1))
+    grads = pass_ == "fwd_bwd"
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if grads else 1)  # 7 rows' scores
+                        + 40 * 2 * 16 * (4 + 4 * (2 if grads else 1)))  # and K and V, sliced and in float32
+    assert inputs.chunk_shape(p) == (1, 7)
     assert [inputs._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
     blocks = reference(p, args)
     assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))
+
+
+GiB = 1 << 30  # REFERENCE_CHUNK_BYTES is 2 GiB
+
+
+def test_a_dense_training_cells_memory_is_its_inputs_results_and_one_chunk_of_rows():
+    """B2 T8k, 64/8 heads, H128, bf16, fwd_bwd: a request's 8192 rows of scores do not fit 2 GiB, so a chunk is one
+    request's K and V (sliced, in float32, their float32 gradients) and as many rows as fit beside them."""
+    p = params(batch=2, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True,
+               pass_="fwd_bwd")
+    q, kv = 2 * 8192 * 64 * 128 * 2, 2 * 8192 * 8 * 128 * 2  # Q (and O, dO) and K (and V), bf16
+    row, request_kv = 4 * 64 * 8192 * 3, 8192 * 8 * 256 * (2 + 4 + 4)  # f32 scores x3; K and V bf16, f32, f32 grads
+    assert inputs.chunk_shape(p) == (1, (2 * GiB - request_kv) // row) == (1, 314)
+    assert inputs.chunk_bytes(p) == 314 * row + request_kv == 2_143_289_344
+    expected = 2 * (2 * q + 2 * kv)  # out, dQ, dK, dV in float32
+    assert inputs.needed_bytes(p) == (2 * q + 2 * kv) + expected + 2_143_289_344 == 3_955_228_672
+
+
+def test_a_ragged_paged_decode_cells_memory_holds_its_pool_and_a_chunk_of_whole_requests():
+    """B64 decode against long_tail lengths around 8k (the longest 24,078), 16-token pages: a chunk is 7 whole
+    requests; the pool of 32,796 pages sits beside the dense cache; the flat draw of K (2^31 normals) is the peak."""
+    p = params(batch=64, seq_len=1, kv_seq_len=8192, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16",
+               kv_lengths="long_tail", page_size=16)
+    assert paging.cache_len(p) == 24_078 and sum(paging.pages_of(p)) == 32_796
+    q, kv = 64 * 32 * 128 * 2, 64 * 24_078 * 8 * 128 * 2
+    request = 4 * 32 * 24_078 + 24_078 * 8 * 256 * (2 + 4)  # one row of f32 scores; K and V bf16 and f32
+    assert inputs.chunk_shape(p) == (2 * GiB // request, 1) == (7, 1)
+    assert inputs.chunk_bytes(p) == 7 * request == 2_092_667_136
+    pool, draw = 2 * 32_796 * 16 * 8 * 128 * 2, 4 * 2**31  # K's 1.58e9 normals drawn as 2^31
+    assert inputs.needed_bytes(p) == q + 2 * kv + pool + max(2 * q + 7 * request, draw) == 17_051_680_768
+
+
+def test_a_packed_cells_memory_is_a_dense_cells_of_its_shape():
+    """B4 T4k, 4 documents a row, fwd: the same bytes as the dense shape (the document ids are a few KiB); one
+    request's rows fill a chunk, so it takes 4000 of its 4096 rows."""
+    p = params(batch=4, seq_len=4096, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True, documents=4)
+    q, kv = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
+    row, request_kv = 4 * 32 * 4096, 4096 * 8 * 256 * (2 + 4)
+    assert inputs.chunk_shape(p) == (1, 4000) and inputs.chunk_bytes(p) == 4000 * row + request_kv == 2 * GiB
+    assert inputs.needed_bytes(p) == q + 2 * kv + 2 * q + 2 * GiB == 2_617_245_696
+    assert inputs.needed_bytes(p) == inputs.needed_bytes(p.model_copy(update={"documents": 1}))
 
 
 def test_truths_makes_a_shapes_inputs_once_and_says_what_it_spent():

@@ -154,9 +154,25 @@ def test_a_serving_reference_a_few_requests_at_a_time_equals_the_whole(monkeypat
     p = params(batch=7, seq_len=3, kv_lengths="long_tail", page_size=16)
     args = inputs.make_inputs(p, 0)
     whole = reference_attention(*args, True, logits=Logits.of(p), kv_lengths=jnp.asarray(paging.lengths(p)))
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 40_000)
-    assert inputs.requests_per_chunk(p) == 3  # chunks of 3, 3 and 1 requests
+    per_request = paging.cache_len(p) * (4 * 4 * 3 + 2 * 16 * (4 + 4))  # N 4 x T 3 rows of float32 scores; K 2 x
+    # (H + Hv) 16 of K and V sliced and in float32
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * per_request)
+    assert inputs.chunk_shape(p) == (3, 3)  # chunks of 3, 3 and 1 requests, all 3 rows of each
     assert float(jnp.max(jnp.abs(inputs.reference(p, args)[0] - whole))) < 1e-6
+
+
+def test_a_serving_backward_reference_a_few_requests_at_a_time_equals_the_whole(monkeypatch):
+    """fwd_bwd takes the same chunks of requests (and of their rows): gradients and all, as one chunk gives them."""
+    p = params(batch=5, seq_len=4, kv_lengths="long_tail", **{"pass": "fwd_bwd"})
+    args = inputs.make_inputs(p, 0)
+    whole = inputs.reference(p, args)
+    assert inputs.chunk_shape(p) == (5, 4)
+    per_row, kv = 4 * 4 * paging.cache_len(p) * 3, paging.cache_len(p) * 2 * 16 * (4 + 8)  # scores x3; K, V, grads
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * per_row + kv)
+    assert inputs.chunk_shape(p) == (1, 3)  # each request in rows 0-2, then 3
+    for part, full in zip(inputs.reference(p, args), whole, strict=True):
+        assert part.shape == full.shape
+        np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-6)
 
 
 def test_a_cache_too_large_for_one_draw_is_drawn_a_request_at_a_time(monkeypatch):
