@@ -22,7 +22,7 @@ import streamlit as st
 
 from runner import frames, shape
 from runner.record import Manifest
-from runner.compare import gpu_name, power_policy
+from runner.compare import gpu_name, power_policy, spec_identity
 from runner.results import assemble
 from runner.store import Store, open_store
 
@@ -34,7 +34,7 @@ COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessio
 # the columns views read from every record, for runs with no cell yet
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", "pct_of_clock_peak", *shape.NAMES]
-RUN_COLUMNS = ["run", "run_id", "folder", "spec", "gpu", "power", "started", "git_sha", "planned", "soak",
+RUN_COLUMNS = ["run", "run_id", "folder", "spec", "identity", "gpu", "power", "started", "git_sha", "planned", "soak",
                "peak_tflops", "bandwidth_gbps"]
 
 
@@ -164,8 +164,8 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     if m is None:
         return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": None}
     return {
-        "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "gpu": gpu_name(m), "power": power_policy(m),
-        "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,
+        "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "identity": spec_identity(m),
+        "gpu": gpu_name(m), "power": power_policy(m), "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,
         "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "peak_tflops": m.machine.matmul_peak_tflops,
         "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }

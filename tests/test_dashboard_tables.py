@@ -140,7 +140,9 @@ def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     assert tables.comparable(snap.manifests, "lab5-20261202-104743", ["decode-20261202", "lab5-warm-20261203-023042"]
                              ) == "lab5-warm-20261203-023042"  # the first selected of its spec name and GPU
     assert tables.comparable(snap.manifests, "lab5-warm-20261203-023042", []) == "lab5-cold-20261203-023042"
-    assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]
+    assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]  # 2 hashes
+    long = [keys for label, keys in tables.series(runs).items() if label.startswith("hopper-long · NVIDIA H200 · spec")]
+    assert sorted(long) == [["hopper-long-20261202-105336"], ["hopper-long-20261202-110136"]]  # 2 identities
     assert "lab5-warm-20261203-023042" in tables.series(runs)["lab5 · NVIDIA H200 · steady"]
     burst, steady = (tables.series(runs)[f"llama3.1-70b · NVIDIA H200 · {p}"] for p in ("burst", "steady"))
     assert "llama3.1-70b-20261206-burst" in burst and not set(burst) & set(steady)  # holds as runs are shipped
