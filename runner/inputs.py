@@ -22,7 +22,7 @@ from runner.registry import Skip
 from runner.shape import Params
 from runner.timers import Stopwatch
 
-REFERENCE_CHUNK_BYTES = 2 << 30  # float32 scores of one reference chunk
+REFERENCE_CHUNK_BYTES = 2 << 30  # one reference chunk: its float32 scores and its requests' K and V (chunk_shape)
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
 ROW_DRAW_ELEMENTS = 1 << 32  # a tensor whose flat draw is larger (17 GB of float32) is drawn a row at a time
 
