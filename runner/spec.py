@@ -206,7 +206,7 @@ def _section(key: str, value: object) -> object:
 
 def _experiments(content: dict) -> object:
     """Each experiment as what it measures: name, variants, sweep axes given, overrides given (a null only where
-    `nulls_given` names it; before 2026-12-06 09:27 no run recorded one) that differ from the spec's defaults."""
+    `nulls_given` names it: no manifest before 2026-12-06 says) that differ from the spec's defaults."""
     experiments, nulls = content.get("experiments"), content.get("nulls_given") or {}
     if not isinstance(experiments, list):
         return experiments
