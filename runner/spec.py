@@ -477,16 +477,11 @@ def _head_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> l
 
 
 def _head_path(where: str, overrides: dict, axes: dict, i: int, j: int) -> str:
-    """Where the clashing pair is set: the experiment's kv_heads, else its heads, else the defaults."""
-    if "kv_heads" in axes:
-        return f"{where}.sweep.kv_heads[{j}]"
-    if "kv_heads" in overrides:
-        return f"{where}.kv_heads"
-    if "heads" in axes:
-        return f"{where}.sweep.heads[{i}]"
-    if "heads" in overrides:
-        return f"{where}.heads"
-    return "defaults.kv_heads"
+    """Where the clashing pair is set: the experiment's kv_heads, else its heads, else the defaults' kv_heads."""
+    given = axes.keys() | overrides.keys()
+    if "heads" in given and "kv_heads" not in given:
+        return _set_at(where, "heads", overrides, axes, i)
+    return _set_at(where, "kv_heads", overrides, axes, j)
 
 
 def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:

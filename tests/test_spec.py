@@ -60,6 +60,10 @@ BAD_SPECS = {
         spec_data(exp(kv_heads=4, sweep={"heads": [8, 6]})),
         ["experiments[0].kv_heads: heads (6) must be a multiple of kv_heads (4)"],
     ),
+    "swept heads against default kv_heads": (
+        spec_data(exp(sweep={"heads": [8, 6]}), defaults={"heads": 8, "kv_heads": 4}),
+        ["experiments[0].sweep.heads[1]: heads (6) must be a multiple of kv_heads (4)"],
+    ),
     "heads override against default kv_heads": (
         spec_data(exp(heads=6), defaults={"heads": 8, "kv_heads": 4}),
         ["experiments[0].heads: heads (6) must be a multiple of kv_heads (4)"],
