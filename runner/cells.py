@@ -8,13 +8,20 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from runner import shape
+from runner import masks, paging, shape
 from runner.metrics import ITEMSIZE, tensor_bytes
-from runner.registry import cell_problem
 from runner.shape import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
 MAX_INPUT_BYTES = 1 << 40  # no GPU holds 1 TiB: a cell whose inputs alone need more is a typo, refused up front
+
+
+def cell_problem(params: Params) -> str | None:
+    """Why no variant can run these params (determinism without a backward, a packed row that cannot be cut, a
+    serving cell with what it cannot take), or None: the one rule of a cell declined whatever its variant."""
+    if params.deterministic and params.pass_ != "fwd_bwd":
+        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
+    return masks.packing_problem(params) or paging.serving_problem(params)
 
 
 @dataclass(frozen=True)
@@ -117,7 +124,7 @@ def points(spec: Spec, exp: Experiment) -> Iterator[Params]:
 
 
 def declined_throughout(spec: Spec, exp: Experiment) -> str | None:
-    """The first point's reason when no variant can run any point of the experiment (registry.cell_problem), else
+    """The first point's reason when no variant can run any point of the experiment (cell_problem), else
     None; stops at the first point that can run."""
     first = None
     for params in points(spec, exp):

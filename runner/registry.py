@@ -23,7 +23,8 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
-from runner import masks, paging, shape
+from runner import shape
+from runner.cells import cell_problem
 from runner.machine import Device
 from runner.record import VariantInfo
 from runner.shape import Params
@@ -266,14 +267,6 @@ def decline(v: Variant, params: Params, device: Device) -> str | None:
         if name not in req.options and option_set(params, name):
             return f"{v.name} declines a {OPTIONS[name]}: {req.why_not.get(name, 'it implements none')}"
     return v.check(params) if v.check else None
-
-
-def cell_problem(params: Params) -> str | None:
-    """Why no variant can run these params (determinism without a backward, a packed row that cannot be cut, a
-    serving cell with what it cannot take), or None: the one rule of a cell declined whatever its variant."""
-    if params.deterministic and params.pass_ != "fwd_bwd":
-        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
-    return masks.packing_problem(params) or paging.serving_problem(params)
 
 
 @dataclass
