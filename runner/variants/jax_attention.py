@@ -89,6 +89,12 @@ def window_size(p: Params) -> tuple[int, int] | None:
     return (p.window - 1, 0) if p.causal else (p.window - 1, p.window - 1)
 
 
+def top_left_causal(p: Params) -> bool:
+    """`is_causal` for a top-left causal mask (jax's, tokamax's): the cell's, but never a serving cell's, whose causal
+    T = 1 token sees its whole request (its KV lengths say so) and whose T > 1 goes as a mask or is declined."""
+    return p.causal and not paging.serving(p)
+
+
 def alibi_bias(p: Params, dtype):
     """(1, N, T, S) ALiBi bias of the cell's shard, traced (so built inside the call that uses it)."""
     from runner.attention import Logits, alibi
@@ -117,7 +123,7 @@ def _dot_product_attention(p: Params, implementation: str | None):
     q_lengths, kv_lengths = seq_lengths(p)
     if (mask := serving_mask(p)) is not None:
         return functools.partial(jax.nn.dot_product_attention, implementation=implementation, mask=mask)
-    attention = functools.partial(jax.nn.dot_product_attention, is_causal=p.causal and not paging.serving(p),
+    attention = functools.partial(jax.nn.dot_product_attention, is_causal=top_left_causal(p),
                                   implementation=implementation, query_seq_lengths=q_lengths,
                                   key_value_seq_lengths=kv_lengths, local_window_size=window_size(p))
     if p.bias == "none" and p.documents == 1:

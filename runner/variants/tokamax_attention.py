@@ -105,13 +105,12 @@ def attention(p: Params, implementation: str):
     import jax.numpy as jnp
     import tokamax
 
-    from runner.variants.jax_attention import alibi_bias, seq_lengths, window_size
+    from runner.variants.jax_attention import alibi_bias, seq_lengths, top_left_causal, window_size
 
     if p.documents > 1:
         return packed_attention(p, implementation)
     q_lengths, kv_lengths = seq_lengths(p)
-    causal = p.causal and not paging.serving(p)  # a serving cell's T = 1 token sees its whole request
-    attend = functools.partial(tokamax.dot_product_attention, is_causal=causal, query_seq_lengths=q_lengths,
+    attend = functools.partial(tokamax.dot_product_attention, is_causal=top_left_causal(p), query_seq_lengths=q_lengths,
                                key_value_seq_lengths=kv_lengths, local_window_size=window_size(p),
                                logits_soft_cap=p.softcap, implementation=implementation)
     if p.bias == "none":
