@@ -38,13 +38,20 @@ def _mesh(p: Params):
     return Mesh(np.array(jax.devices()[: p.devices]), (AXIS,))
 
 
+def _split(p: Params):
+    """The sharding of a [B, T, N, H] tensor split along T across the cell's mesh: [B, T/D, N, H] on each device."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    return NamedSharding(_mesh(p), PartitionSpec(None, AXIS, None, None))
+
+
 def _placed(p: Params, attend, reorder=None, restore=None) -> Staged:
     """attend on inputs sharded along the sequence (reordered first, where a strategy balances the causal mask),
     its outputs restored to sequence order and gathered on the first device afterwards."""
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+    from jax.sharding import SingleDeviceSharding
 
-    split = NamedSharding(_mesh(p), PartitionSpec(None, AXIS, None, None))  # [B, T/D, N, H] on each device
+    split = _split(p)
     reorder, restore = reorder or (lambda x: x), restore or (lambda x: x)
     prepare = jax.jit(lambda *inputs: tuple(reorder(x) for x in inputs), out_shardings=split)
     restored = jax.jit(lambda outputs: jax.tree.map(restore, outputs))
@@ -121,13 +128,12 @@ def ring_attention(q, k, v, causal: bool, devices: int, communicate: bool = True
 def ring(p: Params):
     """From scratch: ring attention in shard_map, K/V blocks passed with ppermute, merged by an online softmax."""
     import jax
-    from jax.sharding import PartitionSpec
 
-    spec = PartitionSpec(None, AXIS, None, None)
+    split = _split(p)
 
     def sharded(communicate: bool):
         local = functools.partial(ring_attention, causal=p.causal, devices=p.devices, communicate=communicate)
-        return jax.shard_map(local, mesh=_mesh(p), in_specs=(spec, spec, spec), out_specs=spec)
+        return jax.shard_map(local, mesh=split.mesh, in_specs=(split.spec,) * 3, out_specs=split.spec)
 
     return dataclasses.replace(_placed(p, sharded(True)), twin=sharded(False))
 
@@ -136,9 +142,8 @@ def ring(p: Params):
 def xla_cp(p: Params):
     """jax.nn.dot_product_attention on sequence-sharded inputs: XLA partitions it (the record says what ran)."""
     import jax
-    from jax.sharding import NamedSharding, PartitionSpec
 
-    split = NamedSharding(_mesh(p), PartitionSpec(None, AXIS, None, None))
+    split = _split(p)
 
     def attend(q, k, v):
         out = jax.nn.dot_product_attention(q, k, v, is_causal=p.causal)
