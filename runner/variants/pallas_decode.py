@@ -33,7 +33,9 @@ from runner.variants.pallas_triton import LEGACY, MIN_BLOCK, TRITON_CALLS, remov
 BLOCK_H = MIN_BLOCK  # query rows per program: the fewest Triton's dot takes
 MIN_SPLIT = 16  # the kernel asserts S / k_splits >= 16
 # block_k 256 at H=128 would need 2 x 128 KiB of K/V stages in shared memory: past the 227 KiB of a Hopper SM
-CONFIGS = [dict(block_k=block_k, k_splits=splits, num_stages=2) for block_k in (64, 128) for splits in (4, 16, 64)]
+BLOCK_K = (64, 128)
+SPLITS = (4, 16, 64)
+CONFIGS = [dict(block_k=block_k, k_splits=splits, num_stages=2) for block_k in BLOCK_K for splits in SPLITS]
 
 
 def cache_keys(p: Params, config: dict[str, Any]) -> int:

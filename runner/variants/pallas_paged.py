@@ -24,22 +24,21 @@ from typing import Any, Callable
 
 from runner.shape import Params
 from runner.registry import Requires, Staged, Tuned, variant
+from runner.variants.pallas_decode import BLOCK_K, SPLITS  # its search: keys per block, and k_splits
 from runner.variants.pallas_triton import MIN_BLOCK, TRITON_CALLS, power_of_two, removed, whole_heads
 
 LEGACY = ("jax 0.11 deprecated jax.experimental.pallas.ops.gpu (July 2026); its replacement, tokamax, has no GPU paged "
           "attention (0.0.17: TPU only)")
 BLOCK_H = MIN_BLOCK  # query rows per program: the fewest Triton's dot takes
 MIN_KEYS = MIN_BLOCK  # keys per compute block: the same
-BLOCK_KEYS = (64, 128)  # keys per compute block searched: pallas_decode's block_k range at H = 128
-SPLITS = (4, 16, 64)
 
 
 def configs(p: Params) -> list[dict[str, int]]:
     """Pages per compute block (64 or 128 keys' worth, at least one page) by k_splits; the kernel's 8 warps, and two
     pipeline stages up to 128 keys a block (one past it: pallas_decode's shared-memory bound)."""
-    per_block = sorted({max(1, keys // p.page_size) for keys in BLOCK_KEYS})
+    per_block = sorted({max(1, keys // p.page_size) for keys in BLOCK_K})
     return [dict(pages_per_compute_block=pages, k_splits=splits, num_warps=8,
-                 num_stages=2 if pages * p.page_size <= max(BLOCK_KEYS) else 1)
+                 num_stages=2 if pages * p.page_size <= max(BLOCK_K) else 1)
             for pages in per_block for splits in SPLITS]
 
 
