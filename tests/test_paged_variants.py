@@ -139,6 +139,9 @@ def test_cudnn_paged_probe_names_the_private_function_it_needs(monkeypatch):
     assert VARIANTS["cudnn_paged"].probe() is None  # jax 0.10.2 here, as 0.11 on the GPU machine, has it
     monkeypatch.delattr(cudnn_paged._private(), "paged_attention")
     assert "needs paged_attention(q_seqlen, kv_seqlen, page_table_k, page_table_v)" in VARIANTS["cudnn_paged"].probe()
+    monkeypatch.setattr(cudnn_paged, "_private", lambda: None)  # a jax that moved the module
+    assert VARIANTS["cudnn_paged"].probe() == "cudnn_paged needs jax._src.cudnn.fused_attention_stablehlo, which " \
+                                              "this jax does not have"
 
 
 # --- the Pallas kernel in interpret mode, against the float32 reference -------------------------------------------

@@ -7,6 +7,7 @@ says why it cannot run when the module or its FP8 arguments are gone.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import math
 
@@ -14,21 +15,21 @@ from runner.shape import Params
 from runner.registry import Requires, Staged, variant
 
 E4M3_MAX = 448.0  # largest finite float8_e4m3fn
+PRIVATE = "jax._src.cudnn.fused_attention_stablehlo"  # jax's private cuDNN attention (fp8, paged, packed rows)
 
 
 def _private():
     """jax's private cuDNN attention module, or None when this jax has moved or removed it."""
     try:
-        from jax._src.cudnn import fused_attention_stablehlo
+        return importlib.import_module(PRIVATE)
     except ImportError:
         return None
-    return fused_attention_stablehlo
 
 
 def _missing() -> str | None:
     cudnn = _private()
     if cudnn is None:
-        return "cudnn_fp8 needs jax._src.cudnn.fused_attention_stablehlo, which this jax does not have"
+        return f"cudnn_fp8 needs {PRIVATE}, which this jax does not have"
     parameters = inspect.signature(cudnn.dot_product_attention).parameters
     if not {"use_fp8", "fp8_params"} <= set(parameters) or not hasattr(cudnn, "fp8_params_keys"):
         return "cudnn_fp8 needs the FP8 arguments of jax's private cuDNN attention, which this jax does not have"

@@ -21,7 +21,7 @@ from runner import masks
 from runner.machine import HOPPER, capability_outside
 from runner.registry import Skip
 from runner.shape import Params
-from runner.variants.cudnn_fp8 import _private
+from runner.variants.cudnn_fp8 import PRIVATE, _private
 
 PACKED_RULES = ("packed rows (documents > 1) through jax's private cuDNN API: Hopper or newer, no ALiBi",)
 SEGMENT_ARGUMENTS = {"q_seqlen", "kv_seqlen", "q_offsets", "kv_offsets", "sliding_window_length"}
@@ -31,7 +31,7 @@ def missing() -> str | None:
     """Why this jax cannot hand cuDNN a packed row (its private module or the segment arguments are gone), or None."""
     cudnn = _private()
     if cudnn is None:
-        return "packed rows on cuDNN need jax._src.cudnn.fused_attention_stablehlo, which this jax does not have"
+        return f"packed rows on cuDNN need {PRIVATE}, which this jax does not have"
     parameters = set(inspect.signature(cudnn.dot_product_attention).parameters)
     if not SEGMENT_ARGUMENTS <= parameters or not hasattr(cudnn.MaskType, "PADDING_CAUSAL"):
         return "packed rows on cuDNN need the segment arguments (q_offsets, kv_offsets) of jax's private cuDNN " \

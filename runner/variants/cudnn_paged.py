@@ -29,7 +29,7 @@ import math
 from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
 from runner.registry import Requires, Skip, Staged, variant
-from runner.variants.cudnn_fp8 import _private
+from runner.variants.cudnn_fp8 import PRIVATE, _private
 
 PAGED_ARGUMENTS = {"q_seqlen", "kv_seqlen", "page_table_k", "page_table_v"}
 
@@ -37,7 +37,7 @@ PAGED_ARGUMENTS = {"q_seqlen", "kv_seqlen", "page_table_k", "page_table_v"}
 def _missing() -> str | None:
     cudnn = _private()
     if cudnn is None:
-        return "cudnn_paged needs jax._src.cudnn.fused_attention_stablehlo, which this jax does not have"
+        return f"cudnn_paged needs {PRIVATE}, which this jax does not have"
     paged = getattr(cudnn, "paged_attention", None)
     if paged is None or not PAGED_ARGUMENTS <= set(inspect.signature(paged).parameters):
         return "cudnn_paged needs paged_attention(q_seqlen, kv_seqlen, page_table_k, page_table_v) in jax's " \
