@@ -70,8 +70,7 @@ def most_devices(spec: Spec) -> int:
 
 
 def unsplit(p: Params) -> Params:
-    """The shape whose inputs and float32 reference a cell shares, and whose one-device cell its scaling is
-    measured against: the cell's, whatever devices it is split across."""
+    """The shape whose one-device cell a split cell's scaling is measured against: the cell's, on one device."""
     return p.model_copy(update={"devices": 1}) if p.devices != 1 else p
 
 
@@ -81,11 +80,35 @@ def with_backward(p: Params) -> Params:
     return p.model_copy(update={"pass_": "fwd_bwd"})
 
 
+# Axes that change neither a cell's inputs nor its float32 reference, only how its call runs: the devices it is split
+# across, a deterministic backward, a tuned kernel, and a serving cell's pages (built from the dense K and V of its
+# requests' lengths, which page_size does not change: a paged cell with no kv_lengths reads them as equal)
+HOW_IT_RUNS = {shape.BY_NAME[name].attr: shape.BY_NAME[name].default
+               for name in ("devices", "deterministic", "tune", "page_size", "page_order")}
+
+
+def reference_shape(p: Params) -> Params:
+    """The shape whose inputs and float32 reference a cell is given: its own with HOW_IT_RUNS at their defaults, and
+    tp at 1 but under ALiBi (the cell's heads are one GPU's already; only ALiBi's slopes are the model's)."""
+    return _plain(p)
+
+
 def family(p: Params) -> Params:
-    """The shape whose inputs and reference a cell can take: its unsplit forward+backward twin (a forward cell takes
-    the twin's Q, K, V and output when the twin was measured just before)."""
-    shape = unsplit(p)
-    return with_backward(shape) if shape.pass_ == "fwd" else shape
+    """The shape whose inputs and reference a cell can take: its reference shape's forward+backward twin (a forward
+    cell takes the twin's Q, K, V and output when the twin was measured just before). The cells of one family are
+    run together and on one shard."""
+    return _plain(p, pass_="fwd_bwd")
+
+
+def _plain(p: Params, **update) -> Params:
+    """reference_shape(p) with `update` too; p itself when that changes nothing (a run asks for every cell's)."""
+    update |= HOW_IT_RUNS
+    if p.page_size is not None and p.kv_lengths is None:
+        update["kv_lengths"] = "equal"
+    if p.bias == "none":
+        update["tp"] = 1
+    changed = {name: value for name, value in update.items() if getattr(p, name) != value}
+    return p.model_copy(update=changed) if changed else p
 
 
 def input_bytes(p: Params) -> int:

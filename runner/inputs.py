@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from runner import masks, metrics, paging
 from runner.attention import Logits, reference_attention
-from runner.cells import unsplit, with_backward
+from runner.cells import family, reference_shape, unsplit
 from runner.compiler import UNTIMED
 from runner.registry import Skip
 from runner.shape import Params
@@ -38,35 +38,38 @@ class InputsAndReference:
 
 @dataclass
 class Truths:
-    """The inputs and reference of the shape measured last: a shape's variants run one after another, so each shape's
-    are made once, and the previous shape's arrays are freed before the next one's are made. A forward shape whose
-    forward+backward twin is held takes the twin's Q, K, V and output (the run orders the twin first)."""
+    """The inputs and reference of the shape measured last: a family's cells run one after another (runner.run), so
+    each reference shape's are made once (cells.reference_shape: a deterministic, tuned, split or paged cell takes
+    those of its plain twin), and the previous shape's arrays are freed before the next one's are made. A forward
+    shape whose forward+backward twin is held takes the twin's Q, K, V and output (the run orders the twin first)."""
 
     seed: int
-    memory_bytes: int | None  # the device's; a shape whose inputs and reference need more is skipped
+    memory_bytes: int | None  # the device's; a cell whose inputs and reference need more is skipped
     last: tuple[Params, InputsAndReference] | None = None
 
     def holds(self, p: Params) -> bool:
-        """Whether the shape's inputs and reference are made already (a split shape's are its unsplit one's)."""
-        p = unsplit(p)
-        return self.last is not None and (self.last[0] == p or (p.pass_ == "fwd" and self.last[0] == with_backward(p)))
+        """Whether the cell's inputs and reference are made already: its reference shape's, or its twin's."""
+        return self.last is not None and self.last[0] in (reference_shape(p), family(p))
 
     def get(self, p: Params) -> tuple[InputsAndReference, dict[str, float]]:
-        """The shape's inputs and float32 results, and the seconds this call spent making them (none when held)."""
-        watch, p = Stopwatch(), unsplit(p)  # a shape split across 1 or 8 devices has the same inputs and reference
-        if self.holds(p) and self.last[0] != p:  # the forward pass of the held forward+backward shape
+        """The cell's inputs and float32 results, and the seconds this call spent making them (none when held)."""
+        needed = needed_bytes(unsplit(p))  # the cell's own: a paged cell's pool lies beside its family's inputs
+        if self.memory_bytes and needed > self.memory_bytes:
+            raise Skip(f"inputs and float32 reference need {size_text(needed)}; the device has "
+                       f"{size_text(self.memory_bytes)}")
+        watch, shape = Stopwatch(), reference_shape(p)
+        held = self.last[0] if self.last else None
+        if held != shape and held == family(p):  # the forward pass of the held forward+backward shape
             twin = self.last[1]
             return InputsAndReference(twin.args[:3], twin.expected[:1], twin.unmasked_rows), watch.phases
-        if not self.holds(p):
+        if held != shape:
             self.last = None  # free the previous shape's arrays first
-            if self.memory_bytes and (needed := needed_bytes(p)) > self.memory_bytes:
-                raise Skip(f"inputs and float32 reference need {size_text(needed)}; the device has "
-                           f"{size_text(self.memory_bytes)}")
             with watch.phase("inputs"):
-                args = jax.block_until_ready(make_inputs(p, self.seed))
+                args = jax.block_until_ready(make_inputs(shape, self.seed))
             with watch.phase("reference"):
-                truth = InputsAndReference(args, jax.block_until_ready(reference(p, args)), unmasked_rows(p, args))
-            self.last = (p, truth)
+                truth = InputsAndReference(args, jax.block_until_ready(reference(shape, args)),
+                                           unmasked_rows(shape, args))
+            self.last = (shape, truth)
         return self.last[1], watch.phases
 
 

@@ -18,7 +18,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from runner.cells import Cell, unsplit, with_backward
+from runner.cells import Cell, reference_shape, with_backward
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
 from runner.inputs import Truths, input_shapes, untimed_programs
 from runner.record import Candidate, Tuning
@@ -254,7 +254,7 @@ class Programs:
             except Exception as error:  # Skip included: recorded at the cell's turn
                 self._ready[cell.key] = error
                 continue
-            shapes.setdefault(unsplit(p), None)
+            shapes.setdefault(reference_shape(p), None)
         return lowered, shapes
 
     def _compile_all(self, lowered: list[tuple], untimed: list[tuple]) -> None:

@@ -140,21 +140,22 @@ def run_class(p: Params) -> int:
 def in_run_order(cells: list[Cell]) -> list[Cell]:
     """Cells grouped by worker (JAX's first: one worker measuring at a time, few switches); within a worker by power
     class (of the shape's forward+backward), lightest first, so that cells of a class follow each other and the GPU's
-    load climbs; within a class a shape's cells together, its forward+backward cells just before its forward ones
-    (one set of inputs and reference serves both, whichever experiments they are in: cells.family), shapes and cells
-    otherwise in the spec's order. Keys, and so resuming, do not depend on the order."""
+    load climbs; within a class a family's cells together (one set of inputs and reference serves them, whichever
+    experiments they are in, deterministic or not, paged or dense: cells.family), its forward+backward cells just
+    before its forward ones, families and cells otherwise in the spec's order. Keys, and so resuming, do not depend
+    on the order."""
     groups = {group: i for i, group in enumerate(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))}
+    families = [family(cell.params) for cell in cells]
     first: dict[Params, int] = {}  # a family's first position
-    for i, cell in enumerate(cells):
-        first.setdefault(family(cell.params), i)
+    for i, shape in enumerate(families):
+        first.setdefault(shape, i)
     classes = {shape: run_class(shape) for shape in first}  # once a family: a family's own family is itself
 
-    def place(item: tuple[int, Cell]) -> tuple:
-        i, cell = item
-        shape = family(cell.params)
+    def place(i: int) -> tuple:
+        cell, shape = cells[i], families[i]
         return groups[VARIANTS[cell.variant].worker], classes[shape], first[shape], cell.params.pass_ != "fwd_bwd", i
 
-    return [cell for _, cell in sorted(enumerate(cells), key=place)]
+    return [cells[i] for i in sorted(range(len(cells)), key=place)]
 
 
 def _attempt(ctx: Context, cell: Cell) -> int:

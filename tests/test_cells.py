@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from helpers import params, spec_data
-from runner.cells import Cell, count, expand, largest, limits, resolve
+from runner.cells import Cell, count, expand, family, largest, limits, reference_shape, resolve
 from runner.machine import Device
 from runner.cells import cell_problem
 from runner.registry import VARIANTS, decline, load_all
@@ -216,3 +216,48 @@ def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     monkeypatch.setattr(cells, "cell_problem", lambda p: seen.append(p) or None)
     spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [8, 16, 32, 64]}}), KNOWN)
     assert limits(spec) == [] and len(seen) == 1
+
+
+# --- families: the cells that share one set of inputs and float32 reference --------------------------------------
+
+PLAIN = dict(seq_len=16, heads=4, kv_heads=2, causal=True, pass_="fwd_bwd")
+SERVING = dict(seq_len=2, kv_seq_len=16, heads=4, kv_heads=2, causal=True)
+
+
+@pytest.mark.parametrize("how, plain", [
+    (dict(deterministic=True), {}),
+    (dict(tune=True), {}),
+    (dict(devices=2), {}),
+    (dict(pass_="fwd", devices=4), {}),  # a split forward cell takes its unsplit twin's
+    (dict(heads=8, kv_heads=4, tp=2), {}),  # one GPU's heads either way: only ALiBi's slopes are the model's
+])  # fmt: skip
+def test_what_changes_only_how_the_call_runs_leaves_a_cell_in_its_plain_twins_family(how, plain):
+    p, twin = params(**{**PLAIN, **how}), params(**{**PLAIN, **plain})
+    assert p != twin and family(p) == family(twin) == twin
+    assert family(family(p)) == family(p) and reference_shape(reference_shape(p)) == reference_shape(p)
+
+
+@pytest.mark.parametrize("paged", [dict(page_size=4), dict(page_size=8, page_order="shuffled"),
+                                   dict(page_size=4, kv_lengths="equal")])
+def test_a_paged_cell_is_in_its_dense_twins_family(paged):
+    """The pages are built from the dense K and V of the requests' lengths (a paged cell without kv_lengths reads them
+    as equal): the same inputs and reference (tests/test_inputs.py proves it)."""
+    dense = params(**SERVING, kv_lengths="equal")
+    assert family(params(**SERVING, **paged)) == family(dense)
+    ragged = params(**SERVING, kv_lengths="bimodal", page_size=4)
+    assert family(ragged) == family(params(**SERVING, kv_lengths="bimodal")) != family(dense)
+
+
+@pytest.mark.parametrize("change", [dict(seq_len=8), dict(kv_seq_len=32), dict(batch=2), dict(heads=8),
+                                    dict(kv_heads=1), dict(head_dim=16), dict(v_head_dim=4), dict(dtype="bfloat16"),
+                                    dict(causal=False), dict(window=4), dict(fill=0.5), dict(bias="alibi"),
+                                    dict(softcap=5.0), dict(documents=2)])
+def test_what_changes_the_inputs_or_the_reference_makes_another_family(change):
+    assert family(params(**{**PLAIN, **change})) != family(params(**PLAIN))
+
+
+def test_under_alibi_tp_makes_another_family():
+    """ALiBi's slopes are the model's heads' (runner.attention.Logits.of): one GPU's 4 heads of 8 are not 4 of 4."""
+    shard = params(**{**PLAIN, "bias": "alibi", "tp": 2, "heads": 8, "kv_heads": 4})
+    whole = params(**PLAIN, bias="alibi")
+    assert (shard.heads, shard.kv_heads) == (whole.heads, whole.kv_heads) and family(shard) != family(whole)

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import params
 from runner import inputs, paging
+from runner.cells import reference_shape
 from runner.attention import reference_attention
 from runner.compiler import Untimed
 from runner.inputs import Truths, make_inputs, reference, unmasked_rows, untimed_programs
@@ -175,3 +176,50 @@ def test_truths_skips_a_shape_whose_inputs_and_reference_outgrow_the_device():
     with pytest.raises(Skip, match=r"^inputs and float32 reference need .* MiB; the device has 1.0 MiB$"):
         truths.get(params(seq_len=256))
     assert truths.last is None
+
+
+@pytest.mark.parametrize("shape", [
+    dict(deterministic=True, pass_="fwd_bwd", causal=True), dict(tune=True, causal=True), dict(devices=2, causal=True),
+    dict(heads=8, kv_heads=4, tp=2, causal=True), dict(heads=8, kv_heads=4, tp=2, bias="alibi"),
+    dict(seq_len=2, kv_seq_len=16, causal=True, page_size=4),
+    dict(batch=4, seq_len=2, kv_seq_len=16, kv_lengths="long_tail", kv_spread=0.8, page_size=4,
+         page_order="shuffled", causal=True, pass_="fwd_bwd"),
+    dict(window=3, causal=True), dict(fill=0.5), dict(softcap=2.0), dict(documents=2, causal=True),
+    dict(v_head_dim=4, pass_="fwd_bwd"),
+])  # fmt: skip
+def test_a_cell_is_given_exactly_its_reference_shapes_inputs_and_reference(shape):
+    """Each quiet axis away from its default: the inputs, reference and unmasked rows made for the cell's reference
+    shape (what Truths holds for its whole family) are those of the cell itself, bit for bit."""
+    p = params(**{"batch": 2, **shape})
+    plain = reference_shape(p)
+    made = [make_inputs(x, 0) for x in (p, plain)]
+    for mine, theirs in [made, [reference(x, args) for x, args in zip((p, plain), made)]]:
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine, theirs):
+            np.testing.assert_array_equal(a, b)
+    rows = [unmasked_rows(x, args) for x, args in zip((p, plain), made)]
+    assert (rows[0] is None) == (rows[1] is None)
+    if rows[0] is not None:
+        np.testing.assert_array_equal(*rows)
+
+
+def test_truths_hands_a_deterministic_or_paged_cell_its_plain_twins_arrays():
+    truths = Truths(seed=0, memory_bytes=None)
+    plain, phases = truths.get(params(causal=True, pass_="fwd_bwd"))
+    assert set(phases) == {"inputs", "reference"}
+    again, phases = truths.get(params(causal=True, pass_="fwd_bwd", deterministic=True))
+    assert again is plain and phases == {}
+    dense, _ = truths.get(params(seq_len=2, kv_seq_len=16, causal=True, kv_lengths="equal"))
+    paged, phases = truths.get(params(seq_len=2, kv_seq_len=16, causal=True, page_size=4, page_order="shuffled"))
+    assert paged is dense and phases == {}
+
+
+def test_truths_skips_a_paged_cell_whose_pool_outgrows_the_device_though_its_dense_twins_arrays_are_held():
+    dense, paged = (params(seq_len=1, kv_seq_len=4096, heads=8, kv_lengths="equal", page_size=size)
+                    for size in (None, 16))
+    memory = (inputs.needed_bytes(dense) + inputs.needed_bytes(paged)) // 2
+    truths = Truths(seed=0, memory_bytes=memory)
+    held, _ = truths.get(dense)
+    with pytest.raises(Skip, match=r"^inputs and float32 reference need "):
+        truths.get(paged)
+    assert truths.last[1] is held  # kept for the family's next cell

@@ -134,3 +134,25 @@ def test_a_forward_cell_after_its_forward_backward_twin_takes_its_inputs_and_ref
     assert "reference" in alone.phases
     assert forward.correctness.rel_err == pytest.approx(alone.correctness.rel_err, rel=1e-3)
     assert forward.correctness.causal_first_changed == alone.correctness.causal_first_changed is True
+
+
+def test_a_familys_cells_run_together_and_compute_one_reference(measurer, monkeypatch):
+    """A deterministic cell and its plain twin (one shape, one seed), a paged cell and its dense twin, from other
+    experiments and spread through the spec: the run order puts each family together, and each family's reference is
+    computed once (counted, not timed)."""
+    from runner import inputs
+    from runner.run import in_run_order
+
+    computed, real = [], inputs.reference
+    monkeypatch.setattr(inputs, "reference", lambda p, args: computed.append(p) or real(p, args))
+    train, serve = dict(seq_len=12, causal=True, pass_="fwd_bwd"), dict(seq_len=2, kv_seq_len=16, causal=True)
+    cells = [Cell("plain", "xla", params(**train)), Cell("dense", "xla", params(**serve, kv_lengths="equal")),
+             Cell("other", "xla", params(seq_len=16)), Cell("det", "naive", params(**train, deterministic=True)),
+             Cell("paged", "xla_paged", params(**serve, page_size=4))]
+    ordered = in_run_order(cells)
+    assert ordered == [cells[0], cells[3], cells[1], cells[4], cells[2]]
+    records = [measurer.measure(c) for c in ordered]
+    assert [r.status for r in records] == ["ok"] * 5, [r.reason for r in records]
+    assert [r.params.deterministic for r in records[:2]] == [False, True] and records[1].correctness.bitwise_repeat
+    assert len(computed) == 3  # one per family, not one per cell
+    assert ["reference" in r.phases for r in records] == [True, False, True, False, True]
