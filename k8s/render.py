@@ -177,17 +177,20 @@ def write(objects: list[dict], path: Path) -> None:
     path.write_text(yaml.safe_dump_all(objects, sort_keys=False))
 
 
-def _cells(spec: Path) -> int | None:
-    """The spec's cell count as the runner plans it, or None where the spec does not load (the run says why)."""
+def _cells(spec: Path) -> tuple[int, int] | None:
+    """The spec's cells as the runner plans them and their families (a shard takes whole ones: runner.shard.assign),
+    or None where the spec does not load (the run says why)."""
     sys.path.insert(0, str(K8S.parent))
     from runner.cells import expand
     from runner.registry import load_all
+    from runner.shard import families
     from runner.spec import SpecError, load_spec
 
     try:  # expanded, not cells.count: sweep points a serving axis resolves alike are one cell
-        return len(expand(load_spec(spec, set(load_all()))))
+        cells = expand(load_spec(spec, set(load_all())))
     except SpecError:
         return None
+    return len(cells), len(families(cells))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -215,9 +218,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     problems = []
     if not 1 <= args.shards <= JOB_MAX:
         problems.append(f"--shards must be from 1 to {JOB_MAX:,} (got {args.shards:,})")
-    elif args.shards > 1 and args.spec.is_file() and (cells := _cells(args.spec)) is not None and args.shards > cells:
-        problems.append(f"--shards: {args.shards:,} shards for the spec's {cells:,} cells; use at most {cells:,} "
-                        "(each shard is a GPU pod, and a pod with no cell refuses to start)")
+    elif args.shards > 1 and args.spec.is_file() and (found := _cells(args.spec)) and args.shards > found[1]:
+        cells, families = found
+        problems.append(f"--shards: {args.shards:,} shards for the spec's {cells:,} cells in {families:,} "
+                        f"famil{'y' if families == 1 else 'ies'} (the cells that share one set of inputs and reference "
+                        f"run on one shard); use at most {families:,} (each shard is a GPU pod, and a pod with no cell "
+                        "refuses to start)")
     if not (K8S / "overlays" / args.gpu).is_dir():
         known = ", ".join(sorted(p.name for p in (K8S / "overlays").iterdir()))
         problems.append(f"--gpu: no overlay {args.gpu!r} (known: {known})")

@@ -265,18 +265,24 @@ def _value(value) -> str:
     return str(value)
 
 
-def _shard(text: str | None, cells: int):
-    """--shard i/n, else the Indexed Job's, else None (the whole run); never more shards than cells."""
-    from runner.shard import MAX_SHARDS, parse_shard, shard_from_env
+def _shard(text: str | None, cells: list):
+    """--shard i/n, else the Indexed Job's, else None (the whole run); never more shards than families (a shard takes
+    whole ones: runner.shard.assign), so none is empty."""
+    from runner.shard import MAX_SHARDS, families, parse_shard, shard_from_env
 
     where = "--shard" if text else "JOB_COMPLETION_INDEX/JOB_COMPLETIONS"
     try:
         shard = parse_shard(text, MAX_SHARDS) if text else shard_from_env(most=MAX_SHARDS)
     except ValueError as error:
         raise UsageError(f"{where}: {error}") from None
-    if shard and shard.count > cells:
-        raise UsageError(f"{where}: {shard.count:,} shards for {cells:,} cells; use at most {cells:,}")
+    if shard and shard.count > (most := len(families(cells))):
+        raise UsageError(f"{where}: {shard.count:,} shards for {len(cells):,} cells in {_families(most)} (the cells "
+                         f"that share one set of inputs and reference run on one shard); use at most {most:,}")
     return shard
+
+
+def _families(count: int) -> str:
+    return f"{count:,} family" if count == 1 else f"{count:,} families"
 
 
 def _run_id(run_id: str) -> str:
@@ -414,7 +420,7 @@ def _run(args, console: Console, head=None) -> int:
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     every = _select(spec, args.only, args.variants, args.where)
-    shard = _shard(args.shard, len(every))
+    shard = _shard(args.shard, every)
     cells = select(every, shard) if shard else every
     ready = _preflight(args, spec, shard)
     _say_unreachable(ready)

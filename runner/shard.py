@@ -1,4 +1,5 @@
-"""Shards: a deterministic share of a run's cells for one of n nodes, balanced by estimated cost (FLOPs)."""
+"""Shards: a deterministic share of a run's cells for one of n nodes, whole families (the cells that share one set of
+inputs and float32 reference: cells.family) balanced by estimated cost (FLOPs)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from runner.cells import Cell
+from runner.cells import Cell, family
 from runner.metrics import flops
+from runner.shape import Params
 from runner.spec import short
 
-MAX_SHARDS = 100_000  # more nodes than any one Job runs; a run is bounded further by its cell count
+MAX_SHARDS = 100_000  # more nodes than any one Job runs; a run is bounded further by its families (assign)
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,26 @@ def shard_from_env(environ: Mapping[str, str] = os.environ, most: int | None = N
     return parse_shard(f"{index}/{count}", most)
 
 
+def families(cells: list[Cell]) -> list[list[Cell]]:
+    """The cells grouped by family, in the order of each family's first cell."""
+    grouped: dict[Params, list[Cell]] = {}
+    for cell in cells:
+        grouped.setdefault(family(cell.params), []).append(cell)
+    return list(grouped.values())
+
+
 def assign(cells: list[Cell], count: int) -> dict[str, int]:
-    """Cell key -> shard index: costliest first (ties by key), each to the least loaded shard."""
-    loads = [(0, index) for index in range(count)]  # (FLOPs so far, shard index): a heap
+    """Cell key -> shard index: whole families, costliest first (their FLOPs summed; ties by their smallest key),
+    each to the least loaded shard (ties to the one holding fewest families, then the lowest index), so a family's
+    inputs and reference are made on one node and the same cells give the same shares in any order."""
+    costed = sorted((-sum(flops(c.params) for c in group), min(c.key for c in group), group)
+                    for group in families(cells))  # keys are unique: the group is never compared
+    loads = [(0, 0, index) for index in range(count)]  # (FLOPs so far, families so far, shard index): a heap
     owner = {}
-    for cell in sorted(cells, key=lambda c: (-flops(c.params), c.key)):
-        load, index = heapq.heappop(loads)
-        owner[cell.key] = index
-        heapq.heappush(loads, (load + flops(cell.params), index))
+    for cost, _, group in costed:
+        load, held, index = heapq.heappop(loads)
+        owner.update((cell.key, index) for cell in group)
+        heapq.heappush(loads, (load - cost, held + 1, index))
     return owner
 
 

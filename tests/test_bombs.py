@@ -140,9 +140,10 @@ def test_max_cells_has_a_ceiling(tmp_path, capsys):
     ("0/10000000000", "--shard: shard '0/10000000000': at most 100,000 shards"),
     ("0/1" + "0" * 5000, "--shard: shard '0/1000000000000000000000000000000000000… (5,005 characters): at most "
                          "100,000 shards"),
-    ("3/5", "--shard: 5 shards for 4 cells; use at most 4"),
+    ("1/3", "--shard: 3 shards for 4 cells in 2 families (the cells that share one set of inputs and reference run "
+            "on one shard); use at most 2"),
 ])  # fmt: skip
-def test_shards_are_bounded_by_the_cells(tmp_path, capsys, shard, line):
+def test_shards_are_bounded_by_the_families(tmp_path, capsys, shard, line):
     path = write_spec(tmp_path / "four.yaml", spec_data(FOUR_CELLS))
     refused(in_process(capsys, "run", path, "--dry-run", "--shard", shard, measure=True), line)  # 0/1e10 was minutes
 

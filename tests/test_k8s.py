@@ -23,6 +23,7 @@ from helpers import REPO
 from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
 from runner.registry import load_all
 from runner.cells import expand as cells_of
+from runner.shard import families
 from runner.spec import load_spec, parse_spec
 
 K8S = REPO / "k8s"
@@ -393,11 +394,15 @@ def test_render_refuses_bad_input(tmp_path):
     assert done.returncode == 2
     for problem in ("--shards must be from 1 to 100,000", "no overlay 'tpu'", "must be a gs:// URI"):
         assert problem in done.stderr
-    cells = len(cells_of(load_spec(REPO / "specs/smoke.yaml", set(load_all()))))
-    many = render_py("--spec", "specs/smoke.yaml", "--shards", str(cells + 1), "--results", RESULTS, "--image", IMAGE,
+    cells = cells_of(load_spec(REPO / "specs/smoke.yaml", set(load_all())))
+    most = len(families(cells))  # a shard takes whole families (runner.shard.assign)
+    assert 1 < most < len(cells)
+    many = render_py("--spec", "specs/smoke.yaml", "--shards", str(most + 1), "--results", RESULTS, "--image", IMAGE,
                      "--out", str(tmp_path))
-    assert many.returncode == 2 and f"{cells + 1} shards for the spec's {cells} cells; use at most {cells}" in many.stderr
-    assert render_py("--spec", "specs/smoke.yaml", "--shards", str(cells), "--results", RESULTS, "--image", IMAGE,
+    assert many.returncode == 2 and (f"{most + 1} shards for the spec's {len(cells)} cells in {most} families (the "
+                                     f"cells that share one set of inputs and reference run on one shard); use at "
+                                     f"most {most}") in many.stderr
+    assert render_py("--spec", "specs/smoke.yaml", "--shards", str(most), "--results", RESULTS, "--image", IMAGE,
                      "--out", str(tmp_path)).returncode == 0
     huge = render_py("--spec", "specs/lab5.yaml", "--shards", "100001", "--results", RESULTS, "--image", IMAGE,
                      "--out", str(tmp_path))
@@ -513,12 +518,13 @@ def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
     assert apply.returncode == 2 and "--apply nightly needs --nightly" in apply.stderr
 
 
-def test_render_counts_the_cells_a_spec_expands_to_not_its_sweep_points(tmp_path):
-    """A dense cell reads page_order at its default, so page_size [null, 16] x page_order [2 values] is 3 cells, not
-    4: a fourth shard would be a GPU pod with no cell."""
+def test_render_counts_the_families_a_spec_expands_to_not_its_sweep_points(tmp_path):
+    """page_size [null, 16] x page_order [2 values] is 3 cells (a dense cell reads page_order at its default) of one
+    family (the pages are built from the dense cache: one set of inputs and reference), so one shard: a second would
+    be a GPU pod with no cell."""
     spec = tmp_path / "s.yaml"
     spec.write_text(yaml.safe_dump({"name": "x", "defaults": {"seq_len": 1, "kv_seq_len": 64, "kv_lengths": "equal"},
                                     "experiments": [{"name": "e", "variants": ["xla"], "sweep": {
                                         "page_size": [None, 16], "page_order": ["contiguous", "shuffled"]}}]}))
-    four = render_py("--spec", str(spec), "--shards", "4", "--results", RESULTS, "--image", IMAGE, "--out", str(tmp_path))
-    assert four.returncode == 2 and "4 shards for the spec's 3 cells" in four.stderr
+    two = render_py("--spec", str(spec), "--shards", "2", "--results", RESULTS, "--image", IMAGE, "--out", str(tmp_path))
+    assert two.returncode == 2 and "2 shards for the spec's 3 cells in 1 family " in two.stderr

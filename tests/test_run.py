@@ -168,3 +168,37 @@ def test_the_manifest_stores_the_specs_content_and_reads_back_its_identity(tmp_p
     manifest = run.new_manifest(spec, Spool(LocalStore(tmp_path), "r", None), 2, [], machine, "off", [])
     assert manifest.spec == spec.content() and manifest.spec["nulls_given"] == {"dense": ["window"]}
     assert manifest.spec_hash == spec.digest() and spec_identity(manifest) == spec.identity()
+
+
+def test_a_sharded_run_resumed_under_another_share_measures_each_cell_once(tmp_path, counted):
+    """Shard 0 of 2 finished under the cell-by-cell share of attnbench before families; the run resumed under
+    today's (runner.shard.assign): each shard skips what any part stored and measures the rest of its new share, so
+    every cell is stored once. Declined cells (odd seq_len) need no worker."""
+    import heapq
+
+    from runner.metrics import flops
+    from runner.shard import Shard, select
+
+    cells = [Cell(e, counted, params(seq_len=n, pass_=e)) for n in (33, 35, 37, 39) for e in ("fwd", "fwd_bwd")]
+    loads, before = [(0, 0), (0, 1)], {}  # the old rule: cell by cell, costliest first, to the least loaded shard
+    for cell in sorted(cells, key=lambda c: (-flops(c.params), c.key)):
+        load, index = heapq.heappop(loads)
+        before[cell.key] = index
+        heapq.heappush(loads, (load + flops(cell.params), index))
+    now = {c.key: i for i in range(2) for c in select(cells, Shard(i, 2))}
+    assert {k for k, i in before.items() if i == 0} - {k for k, i in now.items() if i == 0}  # a moved cell
+
+    def part(shard: Shard, share: list[Cell]) -> list[str]:
+        store = LocalStore(tmp_path / "out")
+        uploader = Uploader(Spool(spool_store(tmp_path / f"spool-{shard.index}", store), "r", str(shard)), store, 30.0)
+        ctx = run.Context(None, uploader.spool, uploader, None, current_device(), Ceilings(), None, 60.0,
+                          threading.Event())
+        done = run.first_pull(uploader, store)
+        assert run.measure_all(ctx, share, done, Console(file=open("/dev/null", "w"))) and uploader.close()
+        return [c.key for c in share if c.key not in done]
+
+    old = part(Shard(0, 2), [c for c in cells if before[c.key] == 0])
+    measured = [part(shard, select(cells, shard)) for shard in (Shard(0, 2), Shard(1, 2))]
+    assert sorted(old + measured[0] + measured[1]) == sorted(c.key for c in cells)  # none twice
+    stored = LocalStore(tmp_path / "out").read("r")  # (no manifests: measure_all alone writes none)
+    assert sorted(c.key for part in stored.parts for c in part.cells) == sorted(c.key for c in cells)
