@@ -10,6 +10,9 @@ import sys
 from contextlib import asynccontextmanager
 
 import streamlit as st
+from starlette.middleware import Middleware
+
+from dashboard.preload import PreloadPlotly
 
 APP = "app.py"  # beside this file
 
@@ -30,4 +33,4 @@ async def prepared(app: st.App):
     yield
 
 
-app = st.App(APP, lifespan=prepared)
+app = st.App(APP, lifespan=prepared, middleware=[Middleware(PreloadPlotly)])

@@ -714,6 +714,55 @@ def test_the_server_imports_the_page_and_reads_the_store_before_it_answers(monke
     assert len(data.load(str(tmp_path)).runs) == 3 and read == [str(tmp_path)]  # the session's load: from the cache
 
 
+def served(app, path: str) -> tuple[dict[bytes, bytes], bytes]:
+    """An ASGI app's answer to GET `path`: its headers and body."""
+    messages = []
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "root_path": "",
+             "query_string": b"", "headers": [], "scheme": "http", "http_version": "1.1"}
+
+    async def receive():  # the client never leaves (a static file's response listens for that until it is sent)
+        await asyncio.Event().wait()
+
+    async def send(message):
+        messages.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return dict(messages[0]["headers"]), b"".join(m.get("body", b"") for m in messages[1:])
+
+
+def test_the_served_page_imports_streamlits_own_plotly_chunk_at_the_url_streamlit_imports_it(monkeypatch):
+    """dashboard/preload.py around Streamlit's own static files: the page names a chunk that exists and holds plotly.js,
+    by the URL Streamlit's entry script imports it (beside itself), so the browser evaluates it once."""
+    from streamlit import file_util
+    from streamlit.web.server.starlette.starlette_static_routes import create_streamlit_static_handler
+
+    from dashboard.preload import PreloadPlotly
+
+    static = Path(file_util.get_static_dir())
+    app = PreloadPlotly(create_streamlit_static_handler(str(static), None))
+    headers, page = served(app, "/")
+    chunk = re.search(r'import\("\./(static/js/PlotlyChart\.[^"/]+\.js)"\)', page.decode()).group(1)
+    assert f'<link rel="modulepreload" crossorigin href="./{chunk}">'.encode() in page
+    assert b"window.Plotly=" in (static / chunk).read_bytes()
+    entry = re.search(r'<script type="module" crossorigin src="\./(static/js/[^"]+)"', page.decode()).group(1)
+    assert f"import(`./{Path(chunk).name}`)" in (static / entry).read_text()  # the frontend's own import, same folder
+    assert int(headers[b"content-length"]) == len(page) and b"etag" not in headers
+    assert served(app, f"/{chunk}")[1] == (static / chunk).read_bytes()  # scripts go out as they are
+
+
+def test_without_a_plotly_chunk_the_page_is_served_unchanged_and_the_log_says_so(tmp_path, caplog):
+    from streamlit.web.server.starlette.starlette_static_routes import create_streamlit_static_handler
+
+    from dashboard.preload import PreloadPlotly
+
+    (tmp_path / "index.html").write_text("<html><head><title>Streamlit</title></head><body></body></html>")
+    (tmp_path / "manifest.json").write_text(json.dumps({"index.html": {"file": "static/js/index.js", "isEntry": True}}))
+    app = PreloadPlotly(create_streamlit_static_handler(str(tmp_path), None), static=tmp_path)
+    assert served(app, "/")[1] == (tmp_path / "index.html").read_bytes()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"no PlotlyChart chunk in {tmp_path}/manifest.json: pages are served without plotly.js preloaded"]
+
+
 def test_results_uri_from_argv_env_or_shipped(monkeypatch):
     monkeypatch.delenv(data.RESULTS_ENV, raising=False)
     assert data.results_uri([]) == str(data.SHIPPED_RESULTS)

@@ -300,6 +300,31 @@ def test_a_history_of_fifty_runs_stays_readable(page, url, run, experiment, axis
     screenshot(page, f"history-fifty-runs-{axis.replace(' ', '-')}")
 
 
+# Counts every evaluation of plotly.js (its last act sets window.Plotly)
+PLOTLY_SETS = """window.plotlySets = 0;
+Object.defineProperty(window, 'Plotly', {configurable: true, get() { return window.plotlyModule; },
+                                         set(value) { window.plotlySets += 1; window.plotlyModule = value; }});"""
+RESOURCE = "name => performance.getEntriesByType('resource').filter(e => e.name.includes(name)).map(e => e.startTime)"
+
+
+def test_plotly_js_is_asked_for_before_the_session_starts_and_evaluated_once(page, url):
+    """dashboard/preload.py: the page asks for Streamlit's plotly chunk with its own code, before it asks for the
+    session (host-config), and the frontend's own import of it finds the same module."""
+    page.add_init_script(PLOTLY_SETS)
+    open_view(page, url)
+    plotly, session = page.evaluate(RESOURCE, "/PlotlyChart."), page.evaluate(RESOURCE, "/_stcore/host-config")
+    assert len(plotly) == 1 and plotly[0] < session[0]
+    assert page.evaluate("window.plotlySets") == 1 and in_open_tab(page, PLOTS) >= 1
+
+
+def test_a_view_without_charts_has_plotly_js_evaluated_all_the_same(page, url):
+    """The import runs once the page has asked for its script run, whether a chart comes or not."""
+    page.add_init_script(PLOTLY_SETS)
+    open_view(page, url + "/?tab=Runs")
+    assert page.locator(PLOTS).count() == 0
+    page.wait_for_function("window.plotlySets === 1", timeout=30_000)
+
+
 def metric(page, label: str) -> str:
     return page.locator("[data-testid=stMetric]", has_text=label).locator("[data-testid=stMetricValue]").inner_text()
 
