@@ -12,10 +12,13 @@ repetition, on a freshly started server:
 - server RSS after all of that, and its peak (VmHWM);
 - 200 runs: History opened (it reads a series' 80 runs); then every run selected, until fully drawn (the
   memory figures include all of it); stores of more runs (500x100) measure the first chart, the toggle and memory;
-- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart;
+- for scale, streamlit's own floor on this machine: the first chart of an app that draws only one tiny chart
+  (`floor`), and the same app served with the dashboard's preloading of plotly.js (`floor-preloaded`: an st.App
+  with dashboard/preload.py's middleware, as dashboard/serve.py has);
 - where a first chart's seconds go (`parts`): the websocket's first message (the page's code loaded and the session
-  opened), plotly.js asked for (the first chart's element arrived: Streamlit loads plotly's 4.7 MB on demand) and
-  loaded, and the longest main-thread task (plotly.js evaluated and the page drawn around it).
+  opened), plotly.js asked for (Streamlit loads plotly's 4.7 MB chunk when the first chart's element arrives; the
+  dashboard's page asks for it at once) and loaded, plotly.js evaluated (when it set `window.Plotly`, the end of its
+  one main-thread task) and the longest main-thread task.
 
 A first chart and its parts are read on one clock, the page's (seconds after its navigation started): the first chart
 is when the page's first plot drew its svg, as the browser saw it. The toggle and the views fully drawn are timed on
@@ -70,6 +73,13 @@ import streamlit as st
 st.title("attnbench results")
 st.tabs(["Latency"])[0].plotly_chart(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])), theme=None)
 """
+FLOOR_PRELOADED = """import streamlit as st
+from starlette.middleware import Middleware
+
+from dashboard.preload import PreloadPlotly
+
+app = st.App("floor_app.py", middleware=[Middleware(PreloadPlotly)])
+"""
 
 
 @contextlib.contextmanager
@@ -101,8 +111,9 @@ def memory_mib(pid: int) -> tuple[float, float]:
 LONG_TASKS = """window.longTasks = [];
 new PerformanceObserver(list => list.getEntries().forEach(e => window.longTasks.push(e.duration)))
   .observe({type: 'longtask', buffered: true});"""
-# The page's own clock (performance.now(): milliseconds since navigation started) at its websocket's first message
-# and at its first chart's first drawn element, so that every part of a first chart is read on one clock
+# The page's own clock (performance.now(): milliseconds since navigation started) at its websocket's first message,
+# when plotly.js has been evaluated (its last act sets window.Plotly) and at its first chart's first drawn element, so
+# that every part of a first chart is read on one clock
 CLOCKS = """window.clocks = {};
 const NativeWebSocket = window.WebSocket;
 window.WebSocket = class extends NativeWebSocket {
@@ -111,6 +122,10 @@ window.WebSocket = class extends NativeWebSocket {
     this.addEventListener('message', () => { window.clocks.message ??= performance.now(); }, {once: true});
   }
 };
+Object.defineProperty(window, 'Plotly', {configurable: true, set(value) {
+  window.clocks.plotly = performance.now();
+  Object.defineProperty(window, 'Plotly', {value, writable: true, configurable: true});
+}});
 new MutationObserver((_, observer) => {
   if (document.querySelector('.js-plotly-plot .main-svg')) {
     window.clocks.chart = performance.now();
@@ -121,7 +136,7 @@ PLOTLY_JS = """() => performance.getEntriesByType('resource').find(e => /PlotlyC
 
 
 PARTS = [f"{part} (cold)" for part in ("websocket's first message", "plotly.js asked for", "plotly.js loaded",
-                                       "longest task")]
+                                       "plotly.js evaluated", "longest task")]
 METHOD = ("first chart: seconds from navigation start to the first chart's drawn svg, on the page's clock "
           "(performance.now()), as are its parts; the timer toggle and the views fully drawn: Python's clock around "
           "the browser's actions")
@@ -136,6 +151,7 @@ def first_chart(page, url: str) -> dict[str, float]:
     clocks, plotly = page.evaluate("window.clocks"), page.evaluate(PLOTLY_JS)
     parts = {"first chart": clocks["chart"] / 1000, "websocket's first message": clocks["message"] / 1000,
              "plotly.js asked for": plotly["startTime"] / 1000, "plotly.js loaded": plotly["responseEnd"] / 1000,
+             "plotly.js evaluated": clocks["plotly"] / 1000,
              "longest task": max(page.evaluate("window.longTasks"), default=0) / 1000}
     drawn(page)
     return parts
@@ -215,14 +231,14 @@ def import_seconds(times: int = 7) -> list[float]:
 
 
 def store(spec: str, root: Path) -> tuple[Path, dict[str, str] | None]:
-    """'shipped', 'NxM' or 'floor': the results folder (floor: the app) and the extra views to time there (floor:
-    None)."""
+    """'shipped', 'NxM', 'floor' or 'floor-preloaded': the results folder (a floor: the app) and the extra views to
+    time there (a floor: None)."""
     if spec == "shipped":
         return SHIPPED, {}
-    if spec == "floor":
-        app = root / "floor_app.py"
-        app.write_text(FLOOR_APP)
-        return app, None
+    if spec.startswith("floor"):
+        (root / "floor_app.py").write_text(FLOOR_APP)
+        (root / "floor_preloaded.py").write_text(FLOOR_PRELOADED)
+        return root / {"floor": "floor_app.py", "floor-preloaded": "floor_preloaded.py"}[spec], None
     runs, cells = map(int, spec.split("x"))
     out = root / spec
     ids = generate(out, runs, cells)
@@ -243,7 +259,8 @@ def cell(values: list[float], mib: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stores", nargs="+", default=["floor", "shipped", "40x400", "200x400", "500x100"],
-                        help="floor (a one-chart app, for scale), shipped (examples/results) or RUNSxCELLS")
+                        help="floor (a one-chart app, for scale), floor-preloaded (the same served with "
+                             "dashboard/preload.py), shipped (examples/results) or RUNSxCELLS")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--import-only", action="store_true")
     parser.add_argument("--app", type=Path, default=REPO / "dashboard" / "serve.py",
