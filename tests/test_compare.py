@@ -188,6 +188,20 @@ def test_previous_skips_a_run_of_another_power_policy(capsys, tmp_path):
     assert compare.previous_run(manifests, "lab5-burst-nearer") is None
 
 
+def test_previous_skips_a_run_timed_by_another_timer():
+    """A run on an H200's host whose JAX fell back to the CPU (NVML still names the GPU; JAX gives no compute
+    capability) reports the wall timer: it is neither the previous run of a run the device timer timed nor theirs."""
+    template = shipped(TEMPLATE)
+    before, now, fell_back = (copy_run(template, run_id, DAY + dt.timedelta(days=day))[0]
+                              for run_id, day in (("lab5-before", -2), ("lab5-now", 0), ("lab5-on-cpu", -1)))
+    on_cpu = fell_back.machine.model_copy(update={"compute_capability": None})
+    fell_back = fell_back.model_copy(update={"machine": on_cpu})
+    manifests = {m.run_id: m for m in (before, fell_back, now)}
+    assert compare.gpu_name(fell_back) == compare.gpu_name(now) and compare.headline_timer(fell_back) == "wall"
+    assert compare.previous_run(manifests, "lab5-now") == "lab5-before"
+    assert compare.previous_run(manifests, "lab5-on-cpu") is None
+
+
 # --- what else is bad input ------------------------------------------------------------------------------------
 
 def test_runs_of_different_gpus_are_refused_unless_allowed(capsys):
