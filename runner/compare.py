@@ -30,10 +30,10 @@ DEFAULT_THRESHOLD = 0.05  # B / A beyond 1.05 (or below 1 / 1.05) before a cell 
 TIMER_ORDER = ["device", "wall", "device_cold"]
 VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
-# Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
 MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w"}
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine"}  # in `version X` and `worker W X` facts
+# Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 IDENTITY = {"run id", "started", "ended", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
 
