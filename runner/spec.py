@@ -174,12 +174,13 @@ def identity(content: dict) -> str:
     """A hash of what a stored spec (Spec.content's form: a manifest's `spec`, of any attnbench version) measures:
     its name, each setting that differs from today's default (but the power policy, matched on its own), and each
     experiment's name, variants, sweep and the overrides it gives that differ from the spec's defaults; no prose. A
-    field attnbench adds later is absent from older runs and at its default in newer ones: left out of both, so an
-    upgrade keeps the identity (docs/regressions.md says what it gets wrong)."""
+    field attnbench adds later (a setting, or a section of them) is absent from older runs and at its default in newer
+    ones: left out of both, so an upgrade keeps the identity (docs/regressions.md says what it gets wrong)."""
     normal = content
     if isinstance(content, dict):
         normal = {key: _section(key, value) for key, value in content.items()
                   if key not in UNMEASURED and key != "experiments" and not _at_default(Spec, key, value)}
+        normal = {key: value for key, value in normal.items() if not (key in SECTIONS and value == {})}  # as absent
         normal["experiments"] = _experiments(content)
     return hashlib.sha256(json.dumps(normal, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -10,7 +10,7 @@ import pytest
 
 from runner.cli import main
 from runner.registry import load_all
-from runner.spec import Spec, SpecError, identity, load_spec, parse_spec
+from runner.spec import SECTIONS, Spec, SpecError, identity, load_spec, parse_spec
 from helpers import REPO, TINY, spec_data, write_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}  # fixed, so messages do not change when variants are added
@@ -440,6 +440,15 @@ def test_the_identity_survives_a_field_added_at_its_default():
     assert identity(older) == lab5().identity() == identity(content)
     assert hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()[:16] != lab5().digest()
 
+
+@pytest.mark.parametrize("section", ["defaults", "timing", "tolerances"])
+def test_the_identity_survives_a_section_added_with_every_setting_at_its_default(section):
+    """A spec stored before attnbench had a section reads as one whose section is all at today's defaults, as a
+    setting added later does."""
+    content = lab5().content()
+    content[section] = SECTIONS[section]().model_dump(mode="json", by_alias=True)
+    older = {key: value for key, value in content.items() if key != section}
+    assert identity(older) == identity(content)
 
 CHANGES = {
     "a sweep": lambda c: c["experiments"][2]["sweep"].update(seq_len=[64, 128]),
