@@ -232,7 +232,7 @@ def spec_identity(manifest: Manifest) -> str:
     if not isinstance(spec, dict):
         return manifest.spec_hash
     known = _IDENTITIES.get(id(spec))
-    if known is None or known[0] is not spec:
+    if known is None:  # an id held here is its spec's alone: the entry holds the spec
         if len(_IDENTITIES) >= IDENTITIES_KEPT:
             _IDENTITIES.clear()
         known = _IDENTITIES[id(spec)] = spec, identity(spec)
