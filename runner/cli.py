@@ -402,18 +402,6 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
-    if args.dry_run:
-        return _run(args, console)
-    from runner.launch import launch
-
-    head = launch(hold="jax")  # the run's first worker imports JAX while this process reads the spec and the store
-    try:
-        return _run(args, console, head)
-    finally:
-        head.kill()  # the run stopped it already, or never got to it
-
-
-def _run(args, console: Console, head=None) -> int:
     from runner.run import Options, execute
     from runner.shard import select
 
@@ -431,7 +419,7 @@ def _run(args, console: Console, head=None) -> int:
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
     with spool, _store_errors():
-        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every], head)
+        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location, console)
     return _run_exit(outcome, spool, location)
 

@@ -341,10 +341,9 @@ class WorkerInfo(Strict):
     variants: list[str] = Field(default_factory=list)
     error: str | None = Field(None, description="Why the worker's libraries could not be loaded.")
     start_s: dict[str, float] = Field(default_factory=dict, description="Seconds of each step of the worker's "
-                                      "start (hold, libraries, backend, compile_cache, machine: the ceilings "
-                                      "measured, measurer), outside every cell; `hold`: a spare's libraries and JAX "
-                                      "imported before its start, while another worker measured or, for the run's "
-                                      "first worker, while the supervisor read the spec and the store.")
+                                      "start (libraries, backend, compile_cache, machine: the ceilings measured, "
+                                      "measurer), outside every cell; a spare's libraries loaded while another "
+                                      "worker measured.")
 
 
 class Manifest(Strict):

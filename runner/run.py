@@ -24,7 +24,6 @@ from rich.console import Console
 from runner import metrics
 from runner.assembly import cell_record, ceilings
 from runner.cells import Cell, family
-from runner.launch import Launched
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
 from runner.progress import progress_for
@@ -322,17 +321,16 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
-            options: Options, order: list[str] | None = None, head: Launched | None = None) -> Outcome:
+            options: Options, order: list[str] | None = None) -> Outcome:
     """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
-    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'. `head`: the
-    JAX worker, launched before the spec was read (runner/launch.py); the run starts it, or one of its own."""
+    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
     uploader = Uploader(spool, store, options.flush_every_s)
     done = first_pull(uploader, store)
     closed = _closed(uploader, spec, cells)
     resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
                   key=lambda m: m.get("attempts", 1), default=None)
     with TERMINATION.flagging() as stop:
-        pool = Pool(Settings(spec, spool.run_id, options.compile_cache), stop, WORKER_START_S, head)
+        pool = Pool(Settings(spec, spool.run_id, options.compile_cache), stop, WORKER_START_S)
         uploader.start()
         finished = False
         try:

@@ -5,15 +5,16 @@ wait beside it as a spare, its libraries loaded, until its turn.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
+from multiprocessing.connection import Connection
 from pathlib import Path
 
-from runner.launch import Launched, launch
 from runner.worker import Hello, Job, Settings, Start
 
 POLL_S = 0.2  # how often a wait looks at the stop flag
@@ -55,18 +56,28 @@ def _signal_name(number: int) -> str:
 class Worker:
     """One `python -m runner.worker` process and the two pipes to it; its stderr is passed on and its tail kept."""
 
-    def __init__(self, start: Start | Launched, stop: threading.Event, timeout_s: float):
-        """Start the process with `start` (waiting for its hello), or take a launched spare that loads its libraries
-        and waits for `begin`."""
-        launched = start if isinstance(start, Launched) else launch()
-        self.group = launched.hold if isinstance(start, Launched) else start.group
+    def __init__(self, start: Start | str, stop: threading.Event, timeout_s: float):
+        """Start the process with `start` (waiting for its hello), or with a group's name: a spare that loads its
+        libraries and waits for `begin`."""
+        self.group = start if isinstance(start, str) else start.group
         self.stop_event = stop
-        self.process, self.outbox, self.inbox = launched.process, launched.outbox, launched.inbox
+        to_worker, from_worker = os.pipe(), os.pipe()
+        # not `-m runner.worker`: its classes would pickle as __main__'s
+        command = [sys.executable, "-c", "import sys; from runner.worker import main; main(sys.argv[1:])",
+                   str(to_worker[0]), str(from_worker[1])]
+        self.process = subprocess.Popen(command, pass_fds=(to_worker[0], from_worker[1]), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        os.close(to_worker[0])
+        os.close(from_worker[1])
+        self.outbox = Connection(to_worker[1], readable=False)
+        self.inbox = Connection(from_worker[0], writable=False)
         self.tail: deque[str] = deque(maxlen=20)
         threading.Thread(target=self._pass_on_stderr, name=f"attnbench-{self.group}-stderr", daemon=True).start()
         self.oom_before = oom_kills()
         self.hello: Hello | None = None
-        if not isinstance(start, Launched):
+        if isinstance(start, str):
+            self.outbox.send(("hold", start))
+        else:
             self.begin(start, timeout_s)
 
     def begin(self, start: Start, timeout_s: float) -> None:
@@ -146,11 +157,10 @@ class Pool:
     """The run's workers by library set, one measuring at a time (a spare of the next group may wait); a dead one
     is replaced when next needed. The first worker started describes the machine; every later one is given it."""
 
-    def __init__(self, settings: Settings, stop: threading.Event, start_timeout_s: float, head: Launched | None = None):
-        """`head`: a worker launched holding its group before the run began (runner/launch.py), taken as the spare."""
+    def __init__(self, settings: Settings, stop: threading.Event, start_timeout_s: float):
         self.settings, self.stop_event, self.start_timeout_s = settings, stop, start_timeout_s
         self.current: Worker | None = None
-        self.spare: Worker | None = Worker(head, stop, start_timeout_s) if head else None
+        self.spare: Worker | None = None
         self.hellos: dict[str, Hello] = {}  # each group's first hello: its libraries and start, for the manifest
         self.first: Hello | None = None  # the describing worker's: the machine, its idle state, the device
 
@@ -186,7 +196,7 @@ class Pool:
             return
         if self.spare:
             self.spare.kill()
-        self.spare = Worker(launch(group), self.stop_event, self.start_timeout_s)
+        self.spare = Worker(group, self.stop_event, self.start_timeout_s)
 
     def lose(self) -> None:
         """Forget the current worker after it died or was killed."""

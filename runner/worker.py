@@ -126,10 +126,9 @@ def _idle(start: Start) -> Idle | None:
     return Idle(facts.temperature_c, facts.power_w) if facts else None
 
 
-def hello(start: Start, held_s: float | None = None) -> tuple[Hello, object | None]:
-    """Load the group's libraries, then JAX; the Hello and the Measurer (None when the libraries failed). `held_s`:
-    the seconds a spare spent loading them before its start (start_s's `hold`)."""
-    clock, seconds = time.perf_counter(), ({} if held_s is None else {"hold": held_s})
+def hello(start: Start) -> tuple[Hello, object | None]:
+    """Load the group's libraries, then JAX; the Hello and the Measurer (None when the libraries failed)."""
+    clock, seconds = time.perf_counter(), {}
 
     def lap(name: str) -> None:
         nonlocal clock
@@ -194,18 +193,15 @@ def answer(measurer, job: Job, begun=None) -> str:
 def serve(inbox: Connection, outbox: Connection) -> None:
     """Answer the supervisor until it says stop or goes away."""
     verb, start = inbox.recv()
-    held_s = None
     if verb == "hold":
-        clock = time.perf_counter()
         _hold(start)
-        held_s = time.perf_counter() - clock
         try:
             verb, start = inbox.recv()
         except EOFError:
             return
         if verb != "start":
             return
-    greeting, measurer = hello(start, held_s)
+    greeting, measurer = hello(start)
     outbox.send(("ready", greeting))
     begun = None
     while True:

@@ -525,52 +525,6 @@ def test_schema_prints_json_schema(capsys):
     assert schema["title"] == "Spec" and {"name", "experiments"} <= set(schema["required"])
 
 
-# --- the first worker's head start ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """Each worker the command line launches ahead of its run (runner/launch.py), and, per read of the spec, how many
-    it had launched by then."""
-    import runner.cli
-    import runner.launch
-
-    launched, read = [], []
-    launch, load = runner.launch.launch, runner.cli._load
-    monkeypatch.setattr(runner.launch, "launch", lambda hold=None: launched.append(launch(hold)) or launched[-1])
-    monkeypatch.setattr(runner.cli, "_load", lambda *args: read.append(len(launched)) or load(*args))
-    yield launched, read
-    for head in launched:
-        head.kill()
-
-
-def test_a_run_launches_its_first_worker_before_it_reads_the_spec_and_ends_it_when_refused(tmp_path, capsys,
-                                                                                           launches):
-    launched, read = launches
-    bad = spec_data({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [0]}})
-    result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
-    assert result.code == 2 and result.errors == ["error: experiments[0].sweep.seq_len[0]: must be > 0"]
-    assert read == [1] and launched[0].hold == "jax"
-    assert launched[0].process.poll() is not None  # no worker outlives a refused run
-
-
-def test_a_dry_run_launches_no_worker(spec_path, tmp_path, capsys, launches):
-    launched, read = launches
-    assert in_process(capsys, "run", spec_path, "--dry-run", "--out", tmp_path / "out").code == 0
-    assert read == [0] and launched == []
-
-
-def test_the_run_measures_with_the_worker_it_launched_ahead(tmp_path, capsys, launches):
-    launched, _ = launches
-    spec = write_spec(tmp_path / "one.yaml", spec_data({"name": "one", "variants": ["naive"]},
-                                                       timing={"min_samples": 2, "max_samples": 3, "budget_s": 0.05}))
-    result = in_process(capsys, "run", spec, "--out", tmp_path / "out", "--run-id", "head", "--spool",
-                        tmp_path / "spool")
-    assert result.code == 0, result.err
-    assert launched[0].process.returncode == 0  # stopped by the run when it ended, not killed unused
-    assert "hold" in read_run(tmp_path / "out" / "head").manifest.workers["jax"].start_s
-
-
 # --- a run killed mid-way -----------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ class FakeMeasurer:
 def run_worker(monkeypatch, measurer, jobs: list[Job]) -> list:
     """Serve the jobs, then stop; what the worker sent back."""
     hello = Hello("jax", {}, current_device(), error=None if measurer else "libraries failed: ImportError: te")
-    monkeypatch.setattr(worker, "hello", lambda start, held_s=None: (hello, measurer))
+    monkeypatch.setattr(worker, "hello", lambda start: (hello, measurer))
     inbox, to_worker = Pipe(duplex=False)  # (reader, writer)
     from_worker, outbox = Pipe(duplex=False)
     for message in [("start", None), *(("measure", job) for job in jobs), ("stop", None)]:
@@ -54,15 +54,3 @@ def test_each_job_gets_its_records_line_and_the_next_cell_is_begun_for_it(monkey
 def test_a_worker_whose_libraries_failed_sends_no_record_and_ends_when_asked_for_one(monkeypatch):
     sent = run_worker(monkeypatch, None, [Job(Cell("e", "te", params()))])
     assert [verb for verb, _ in sent] == ["ready"] and sent[0][1].error.startswith("libraries failed")
-
-
-def test_a_spare_counts_the_seconds_it_held_before_its_start(monkeypatch):
-    greeted = []
-    monkeypatch.setattr(worker, "_hold", lambda group: greeted.append(("held", group)))
-    monkeypatch.setattr(worker, "hello", lambda start, held_s=None: greeted.append(("hello", held_s)) or (None, None))
-    inbox, to_worker = Pipe(duplex=False)
-    from_worker, outbox = Pipe(duplex=False)
-    for message in [("hold", "jax"), ("start", None), ("stop", None)]:
-        to_worker.send(message)
-    serve(inbox, outbox)
-    assert greeted[0] == ("held", "jax") and greeted[1][0] == "hello" and greeted[1][1] >= 0.0
