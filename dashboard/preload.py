@@ -1,9 +1,10 @@
 """plotly.js evaluated while the browser waits for the server: an ASGI middleware that adds to the page's HTML
-Streamlit's own PlotlyChart chunk (4.7 MB, plotly.js inside), fetched at once and imported as soon as the page has asked the server
-for its script run. Streamlit loads that chunk only once a chart's element has arrived, then evaluates plotly.js in
-one main-thread task before it draws; here that task runs while the server runs the script. The URL is the one
-Streamlit's frontend imports (`./PlotlyChart.<hash>.js` beside its entry script, static/js/), so the browser's module
-map holds one module, evaluated once, and the frontend's own import finds it ready. Measured in docs/benchmarks.md."""
+Streamlit's own PlotlyChart chunk (4.7 MB, plotly.js inside), fetched at once and imported as soon as the page has
+asked the server for its script run. Streamlit loads that chunk only once a chart's element has arrived, then evaluates
+plotly.js in one main-thread task before it draws; here that task runs while the server runs the script. The URL is
+the one Streamlit's frontend imports (`./PlotlyChart.<hash>.js` beside its entry script, static/js/), so the browser's
+module map holds one module, evaluated once, and the frontend's own import finds it ready. Measured in
+docs/benchmarks.md."""
 
 from __future__ import annotations
 
