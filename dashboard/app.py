@@ -80,11 +80,14 @@ def runs_ui(runs: pd.DataFrame) -> list[str]:
 
 
 def filters_ui(cells: pd.DataFrame) -> dict[str, list]:
-    """Column -> chosen values; an empty choice means every value."""
+    """Column -> chosen values; an empty choice means every value. A column of fewer than two values in the selected
+    runs has no filter unless the link or the user chose one: it could narrow nothing, and each filter costs the
+    browser time before the first chart (of the shipped runs' 19 columns, 15 hold one value or none)."""
     st.sidebar.subheader("Cells")
-    return {column: widgets.multi(st.sidebar, label, sorted(cells[column].dropna().unique().tolist()), column,
-                                  "is in none of the selected runs", placeholder="all")
-            for column, label in FILTERS.items() if column in cells}
+    values = {column: sorted(cells[column].dropna().unique().tolist()) for column in FILTERS if column in cells}
+    return {column: widgets.multi(st.sidebar, FILTERS[column], options, column, "is in none of the selected runs",
+                                  placeholder="all")
+            for column, options in values.items() if len(options) > 1 or widgets.asked(column)}
 
 
 def timer_ui(cells: pd.DataFrame) -> str | None:

@@ -172,6 +172,14 @@ def test_filters_narrow_what_is_drawn(monkeypatch):
     assert {t["name"] for t in figures(app)[0]["data"] if t.get("showlegend")} == {"xla"}
 
 
+def test_a_column_of_one_value_has_no_filter_unless_a_link_chose_it(monkeypatch):
+    keys = {w.key for w in open_app(monkeypatch, run=LAB5).sidebar.multiselect}
+    assert {"experiment", "variant"} <= keys and "pass" not in keys  # LAB5 times the forward pass only
+    chosen = open_app(monkeypatch, run=LAB5, **{"pass": "bwd"})
+    assert chosen.multiselect(key="pass").value == ["bwd"]
+    assert "Pass: bwd is in none of the selected runs" in [w.value for w in chosen.sidebar.warning]
+
+
 def test_the_view_is_read_from_the_query_parameters(monkeypatch):
     app = open_app(monkeypatch, run=LAB5, experiment=["gqa", "batch"], causal="False", timer="wall", tab="Cells")
     assert app.multiselect(key="experiment").value == ["gqa", "batch"]
