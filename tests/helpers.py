@@ -3,6 +3,7 @@ exit code, output, time and memory) or in a subprocess."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -143,3 +144,13 @@ def alive(pid: int) -> bool:
         return False
     status = Path(f"/proc/{pid}/status").read_text() if Path(f"/proc/{pid}/status").exists() else ""
     return "State:\tZ" not in status  # a zombie has exited, its parent just has not reaped it
+
+
+def script(path: str):
+    """A repository script (e.g. scripts/bench_runner.py) as a module, registered under its name so its dataclasses
+    resolve their annotations."""
+    file = REPO / path
+    spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = sys.modules[file.stem] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

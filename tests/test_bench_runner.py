@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from helpers import script
 from runner.record import Window
 from test_results import record
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_runner.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_runner", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return script("scripts/bench_runner.py")
 
 
 def loaded(start: float, end: float):

@@ -4,7 +4,6 @@ what their command writes now, and every command the README and Getting started 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, environment
+from helpers import REPO, environment, script
 
 README = REPO / "README.md"
 GETTING_STARTED = REPO / "docs" / "getting-started.md"
@@ -62,16 +61,8 @@ def site(tmp_path: Path) -> subprocess.CompletedProcess:
                           env=environment(NO_MKDOCS_2_WARNING="1"))
 
 
-def script(name: str):
-    """scripts/NAME.py as a module (registered, so its dataclasses resolve their annotations)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def hooks():
-    return script("docs_hooks")
+    return script("scripts/docs_hooks.py")
 
 
 # --- the site ------------------------------------------------------------------------------------------------------
@@ -123,7 +114,7 @@ def test_the_variant_reference_says_what_each_declines():
 # --- the results pages ---------------------------------------------------------------------------------------------
 
 def results_pages():
-    return script("results_pages")
+    return script("scripts/results_pages.py")
 
 
 @pytest.mark.slow

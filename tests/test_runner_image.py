@@ -11,7 +11,6 @@ kernels, cached in .venv-tools/te-jax on its inputs) and imported through the sa
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from deploy_tools import stages
-from helpers import REPO
+from helpers import REPO, script
 
 RUNNER_VENV = REPO / ".venv-tools" / "runner-image"
 PINS = REPO / "docker" / "runner-requirements.txt"
@@ -105,9 +104,7 @@ def test_the_pin_list_installs_every_runtime_requirement_of_attnbench():
 
 
 def test_the_pin_list_holds_what_lock_runner_chose():
-    spec = importlib.util.spec_from_file_location("lock_runner", REPO / "docker" / "lock_runner.py")
-    lock_runner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(lock_runner)
+    lock_runner = script("docker/lock_runner.py")
     locked = pins()
     for choice in lock_runner.CHOSEN:
         name, version = choice.split("==")
