@@ -30,7 +30,6 @@ from runner.variants.pallas_triton import MIN_BLOCK, TRITON_CALLS, power_of_two,
 LEGACY = ("jax 0.11 deprecated jax.experimental.pallas.ops.gpu (July 2026); its replacement, tokamax, has no GPU paged "
           "attention (0.0.17: TPU only)")
 BLOCK_H = MIN_BLOCK  # query rows per program: the fewest Triton's dot takes
-MIN_KEYS = MIN_BLOCK  # keys per compute block: the same
 
 
 def configs(p: Params) -> list[dict[str, int]]:

@@ -78,7 +78,7 @@ def probe() -> str | None:
 def serving_check(p: Params) -> str | None:
     """Why every tokamax variant declines this serving cell, or None (or None when it is not one)."""
     if not paging.end_aligned_mask(p):
-        return None  # a serving cell's bias is declined for every variant (cells.cell_problem)
+        return None  # its mask is one a top-left mask states (no window; causal only at T = 1)
     if p.window is not None:
         return "tokamax's window stands at the query's row from the top left; a serving cell's new tokens stand at " \
                "each request's end"
