@@ -154,3 +154,13 @@ def script(path: str):
     module = sys.modules[file.stem] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def fake_gpu(monkeypatch, capability: str | None) -> None:
+    """jax.devices() answers one device of this compute capability (None: a device that reports none, as a CPU)."""
+    import types
+
+    import jax
+
+    device = types.SimpleNamespace(compute_capability=capability) if capability else types.SimpleNamespace()
+    monkeypatch.setattr(jax, "devices", lambda: [device])

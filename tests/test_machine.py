@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from helpers import fake_gpu
 from runner import gpu, machine
 from runner.machine import current_device, describe, versions
 from runner.record import GpuFacts
@@ -77,11 +78,6 @@ def test_the_versions_name_tokamax_where_it_is_installed(monkeypatch):
     ("10.3", 9.0, 11.0, None), ("12.0", 9.0, 11.0, 12.0), (None, 9.0, float("inf"), None)])
 def test_capability_outside_names_a_gpu_outside_the_range_and_nothing_off_nvidia_gpus(monkeypatch, found, lowest,
                                                                                         past, outside):
-    import types
-
-    import jax
-
-    device = types.SimpleNamespace(compute_capability=found) if found else types.SimpleNamespace()
-    monkeypatch.setattr(jax, "devices", lambda: [device])
+    fake_gpu(monkeypatch, found)
     assert machine.capability() == (float(found) if found else None)
     assert machine.capability_outside(lowest, past) == outside

@@ -19,7 +19,7 @@ from runner.machine import Device
 from runner.record import Correctness, read_cell
 from runner.registry import VARIANTS, decline, load_all
 from runner.variants import cudnn_packed
-from helpers import params
+from helpers import fake_gpu, params
 
 load_all()
 CPU = Device(platform="cpu", kind="cpu", compute_capability=None, memory_bytes=None)
@@ -193,10 +193,7 @@ def test_cudnn_says_why_when_jax_has_no_packed_cudnn_path(monkeypatch):
 @pytest.mark.parametrize("capability, packs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", True),
                                                 ("12.0", True), (None, True)])
 def test_cudnn_packs_rows_on_hopper_or_newer_only(monkeypatch, capability, packs):
-    import types
-
-    device = types.SimpleNamespace(compute_capability=capability) if capability else types.SimpleNamespace()
-    monkeypatch.setattr(jax, "devices", lambda: [device])
+    fake_gpu(monkeypatch, capability)
     assert cudnn_packed._hopper_here() == (None if packs else "jax's cuDNN path packs rows on Hopper or newer only; "
                                            f"this GPU has compute capability {capability}")
 

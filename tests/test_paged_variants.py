@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from helpers import REPO, params
+from helpers import REPO, fake_gpu, params
 from runner import paging
 from runner.inputs import make_inputs, reference
 from runner.machine import Device
@@ -124,9 +124,7 @@ def test_pallas_paged_is_legacy_and_its_module_gone_is_its_reason(monkeypatch):
 
 @pytest.mark.parametrize("capability", ["8.0", "8.9", "9.0", "10.0"])
 def test_cudnn_paged_takes_head_dim_past_128_on_hopper_only(monkeypatch, capability):
-    import types
-
-    monkeypatch.setattr(jax, "devices", lambda: [types.SimpleNamespace(compute_capability=capability)])
+    fake_gpu(monkeypatch, capability)
     wide, narrow = (params(**dict(LLAMA, heads=32, kv_heads=32, head_dim=h)) for h in (256, 128))
     assert isinstance(VARIANTS["cudnn_paged"].build(narrow), Staged)
     if float(capability) >= 9.0:

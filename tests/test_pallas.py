@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from helpers import REPO, params
+from helpers import REPO, fake_gpu, params
 from runner.cells import expand
 from runner.machine import Device
 from runner.checks import run_once
@@ -333,8 +333,7 @@ def test_a_legacy_variant_whose_module_jax_removed_declines_with_that_reason(mon
 @pytest.mark.parametrize("capability, runs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", False),
                                                ("12.0", False), (None, True)])
 def test_mgpu_runs_on_hopper_only(monkeypatch, capability, runs):
-    device = types.SimpleNamespace(compute_capability=capability) if capability else types.SimpleNamespace()
-    monkeypatch.setattr(jax, "devices", lambda: [device])
+    fake_gpu(monkeypatch, capability)
     assert pallas_mgpu.hopper_only() == (None if runs else "attention_mgpu is written for Hopper (wgmma, sm_90a); "
                                          f"this GPU has compute capability {capability}")
 

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from helpers import params
+from helpers import fake_gpu, params
 from runner.machine import Device
 from runner.registry import VARIANTS, decline, load_all, unmet
 from runner.variants import tokamax_attention
@@ -139,9 +139,7 @@ def test_alibi_reaches_tokamax_as_a_bias_of_each_head(calls, name, implementatio
 @pytest.mark.parametrize("capability, runs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", True),
                                                ("12.0", False)])
 def test_the_mosaic_backward_runs_on_sm90_and_sm100_only(monkeypatch, capability, runs):
-    import jax
-
-    monkeypatch.setattr(jax, "devices", lambda: [types.SimpleNamespace(compute_capability=capability)])
+    fake_gpu(monkeypatch, capability)
     assert tokamax_attention.backward_here() == (None if runs else "tokamax's Mosaic GPU backward runs on sm90 and "
                                                  f"sm100 only; this GPU has compute capability {capability}")
 
