@@ -25,7 +25,7 @@ from runner.record import Candidate, Tuning
 from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of, first_line
 from runner.shape import Params
 from runner.timers import Limits, Stopwatch, Timer, sample
-from runner.tuning_cache import TuningCache, warn
+from runner.tuning_cache import TuningCache
 
 CUSTOM_CALL = re.compile(r'custom_call_target="([^"]+)"')
 TUNE_LIMITS = Limits(warmup=1, min_samples=3, max_samples=5, target_noise=1.0, budget_s=0.5)
@@ -135,7 +135,7 @@ def library_tuning(name: str, tuned: Autotuned, p: Params, fn: Callable, args: t
         try:
             return text, tuning_of(tuned, text, cached=True)
         except Exception as error:  # the library's own reader refused it
-            warn(f"{name}'s kept result does not read ({first_line(error)}); tuning anew")
+            cache.kept.warn(f"{name}'s kept result does not read ({first_line(error)})")
     start = time.perf_counter()
     text = tuned.tune(fn, args)
     if cache:
@@ -163,7 +163,7 @@ def autotune_step(name: str, tuned: Autotuned, p: Params, cache: TuningCache | N
             break
         if not tuning.cached:
             raise RuntimeError(f"{tuned.tuner}'s choice is not what the call was lowered with: {mismatch}")
-        warn(f"{name}'s kept result is not what the call lowers with ({mismatch}); tuning anew")
+        cache.kept.warn(f"{name}'s kept result is not what the call lowers with ({mismatch})")
     with watch.phase("compile"):
         program = compile_lowered(item)
     return compiled_from(program, staged), tuning
