@@ -122,6 +122,10 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      "compile_cache, else ~/.cache/attnbench/jax)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
+    run.add_argument("--measure-ceilings", action="store_true",
+                     help="measure the GPU's matmul and copy ceilings at the start even where ones measured recently "
+                     "on the same GPU, driver, versions, power limit and clock caps are kept beside the compile cache "
+                     "(default: reuse those; docs/timing.md)")
     run.add_argument("--budget", type=BUDGET, metavar="SECONDS",
                      help=f"sampling budget per cell and timer, {BUDGET.range}, overriding the spec's timing.budget_s "
                      "(and capping wall_budget_s): a quick look, such as `make demo` on a CPU")
@@ -417,7 +421,8 @@ def cmd_run(args, console: Console) -> int:
     spool = _open_spool(ready.spool_root, ready.store, ready.run_id, shard)
     location = ready.store.location(ready.run_id)
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
-    options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on")
+    options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
+                      args.measure_ceilings)
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location, console)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from runner import shape
-from runner.record import Manifest
+from runner.record import CeilingsOrigin, Manifest
 from runner.spec import identity
 
 SHAPE = list(shape.NAMES)
@@ -150,6 +150,11 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+def _measured(origin: CeilingsOrigin | None) -> str | None:
+    """The start that measured a run's ceilings (the same in every run that reused them)."""
+    return None if origin is None else f"{origin.run_id} at {origin.measured_at}"
+
+
 def facts(m: Manifest | None) -> dict[str, str]:
     """Where and how a run ran, as text: machine, GPU, versions, power policy, workers, spec and times."""
     if m is None:
@@ -163,6 +168,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "compute capability": m.machine.compute_capability, "power policy": power_policy(m),
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
+        "ceilings measured": _measured(m.machine.ceilings_origin),
         **{f"gpu {k}": v for k, v in gpu.items()},
         **{f"version {k}": v for k, v in m.machine.versions.items()},
         **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},

@@ -17,9 +17,13 @@ SMI_FIELDS = {
     "temperature_c": "temperature.gpu",
     "power_w": "power.draw",
     "power_limit_w": "power.limit",
+    "uuid": "uuid",
+    "sm_clock_app_mhz": "clocks.applications.graphics",
+    "mem_clock_app_mhz": "clocks.applications.memory",
 }
 SMI_TYPES = {"memory_total_mib": int, "sm_clock_mhz": int, "sm_clock_max_mhz": int, "mem_clock_mhz": int,
-             "temperature_c": int, "power_w": float, "power_limit_w": float}  # nvidia-smi prints text
+             "temperature_c": int, "power_w": float, "power_limit_w": float, "sm_clock_app_mhz": int,
+             "mem_clock_app_mhz": int}  # nvidia-smi prints text
 
 
 def cuda_dotted(version: int) -> str:
@@ -37,6 +41,14 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _supported(read):
+    """A reading that some GPUs refuse (NVML's NotSupported for application clocks): None there."""
+    try:
+        return read()
+    except Exception:
+        return None
+
+
 def _nvml_facts(index: int) -> GpuFacts:
     import pynvml  # nvidia-ml-py
 
@@ -45,12 +57,16 @@ def _nvml_facts(index: int) -> GpuFacts:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         return GpuFacts(
             name=_text(pynvml.nvmlDeviceGetName(handle)),
+            uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
             memory_total_mib=pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20,
             driver=_text(pynvml.nvmlSystemGetDriverVersion()),
             cuda_driver=cuda_dotted(pynvml.nvmlSystemGetCudaDriverVersion()),
             sm_clock_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
             sm_clock_max_mhz=pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
             mem_clock_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            sm_clock_app_mhz=_supported(lambda: pynvml.nvmlDeviceGetApplicationsClock(handle, pynvml.NVML_CLOCK_SM)),
+            mem_clock_app_mhz=_supported(lambda: pynvml.nvmlDeviceGetApplicationsClock(handle,
+                                                                                       pynvml.NVML_CLOCK_MEM)),
             temperature_c=pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
             power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
             power_limit_w=pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,

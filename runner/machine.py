@@ -13,7 +13,7 @@ import socket
 import subprocess
 from dataclasses import dataclass
 
-from runner.record import GpuFacts, Machine
+from runner.record import CeilingsOrigin, GpuFacts, Machine
 
 PACKAGES = ("jax", "jaxlib", "flax", "pydantic", "numpy", "tokamax")
 
@@ -108,7 +108,8 @@ def git_sha() -> str | None:
 
 
 def describe(device: Device, device_count: int, found_versions: dict[str, str], gpu: GpuFacts | None = None,
-             matmul_peak_tflops: float | None = None, memory_bandwidth_gbps: float | None = None) -> Machine:
+             matmul_peak_tflops: float | None = None, memory_bandwidth_gbps: float | None = None,
+             ceilings_origin: CeilingsOrigin | None = None) -> Machine:
     """The machine record for a run's manifest."""
     return Machine(
         host=socket.gethostname(),
@@ -120,4 +121,5 @@ def describe(device: Device, device_count: int, found_versions: dict[str, str], 
         gpu=gpu,
         matmul_peak_tflops=matmul_peak_tflops,
         memory_bandwidth_gbps=memory_bandwidth_gbps,
+        ceilings_origin=ceilings_origin,
     )

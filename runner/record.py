@@ -16,7 +16,7 @@ from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -293,6 +293,7 @@ class GpuFacts(Strict):
     """NVML (or nvidia-smi) readings of one GPU at a moment."""
 
     name: str | None = None
+    uuid: str | None = Field(None, description="NVML's GPU-… id of this very GPU; None before 2026-12-06.")
     memory_total_mib: int | None = None
     driver: str | None = None
     cuda_driver: str | None = None
@@ -300,10 +301,24 @@ class GpuFacts(Strict):
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
     mem_clock_mhz: int | None = None
+    sm_clock_app_mhz: int | None = Field(None, description="The SM application clock in force (a cap set with "
+                                         "`nvidia-smi -ac`); None where the GPU has none, or before 2026-12-06.")
+    mem_clock_app_mhz: int | None = Field(None, description="The memory application clock in force.")
     temperature_c: int | None = None
     power_w: float | None = None
     power_limit_w: float | None = None
     source: str | None = Field(None, description="nvml or nvidia-smi.")
+
+
+class CeilingsOrigin(Strict):
+    """Where a run's ceilings (matmul_peak_tflops, memory_bandwidth_gbps) came from."""
+
+    reused: bool = Field(description="Read from those kept beside the compile cache, measured by an earlier start on "
+                         "the same GPU and key (runner/ceilings_cache.py); False: measured at this run's start.")
+    run_id: str = Field(description="The run whose start measured them: this one, or the earlier one reused.")
+    measured_at: str = Field(description="When they were measured (UTC).")
+    note: str = Field("", description="Why they were measured (none kept for the key, too old, --measure-ceilings, "
+                      "no compile cache), or how old the reused ones are.")
 
 
 class Machine(Strict):
@@ -319,6 +334,8 @@ class Machine(Strict):
     matmul_peak_tflops: float | None = Field(None, description="Measured bf16 matmul ceiling on this device.")
     memory_bandwidth_gbps: float | None = Field(None, description="Measured device-memory copy bandwidth "
                                                 "(read + write bytes of a large copy over its kernel time).")
+    ceilings_origin: CeilingsOrigin | None = Field(None, description="Where the two ceilings came from: measured at "
+                                                   "this run's start or reused, and when; None without ceilings.")
 
 
 class VariantInfo(Strict):
@@ -341,7 +358,7 @@ class WorkerInfo(Strict):
     variants: list[str] = Field(default_factory=list)
     error: str | None = Field(None, description="Why the worker's libraries could not be loaded.")
     start_s: dict[str, float] = Field(default_factory=dict, description="Seconds of each step of the worker's "
-                                      "start (libraries, backend, compile_cache, machine: the ceilings measured, "
+                                      "start (libraries, backend, compile_cache, machine: the ceilings measured or read, "
                                       "measurer), outside every cell; a spare's libraries loaded while another "
                                       "worker measured.")
 
@@ -583,9 +600,24 @@ def _v11_to_v12(data: dict, kind: str) -> dict:
     return data
 
 
+def _v12_to_v13(data: dict, kind: str) -> dict:
+    """Schema 13: a machine's ceilings may be reused, measured at an earlier run's start on the same GPU and key, and
+    the machine says where they came from (`ceilings_origin`). Before, every run measured its own at its start, so a
+    manifest with a ceiling reads as measured in its own run at its start time (a resumed run's were measured when
+    it resumed, a time schema 12 did not keep). Cells change not."""
+    machine = data.get("machine") if kind == "manifest" else None
+    if not isinstance(machine, dict) or machine.get("ceilings_origin") is not None:
+        return data
+    if machine.get("matmul_peak_tflops") is not None or machine.get("memory_bandwidth_gbps") is not None:
+        machine["ceilings_origin"] = {"reused": False, "run_id": data.get("run_id"), "measured_at":
+                                      data.get("started_at"), "note": "measured at the run's start (schema 12 and "
+                                      "before measured them at every start)"}
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
-              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12}
+              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12, 12: _v12_to_v13}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

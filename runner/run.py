@@ -60,6 +60,7 @@ class Options:
     flush_every_s: float = 30.0
     compile_cache: str | None = None
     compile_ahead: bool = True
+    measure_ceilings: bool = False  # measure the machine's ceilings even where ones kept for it could be reused
 
 
 @dataclass
@@ -330,7 +331,7 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
     resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
                   key=lambda m: m.get("attempts", 1), default=None)
     with TERMINATION.flagging() as stop:
-        pool = Pool(Settings(spec, spool.run_id, options.compile_cache), stop, WORKER_START_S)
+        pool = Pool(Settings(spec, spool.run_id, options.compile_cache, options.measure_ceilings), stop, WORKER_START_S)
         uploader.start()
         finished = False
         try:

@@ -39,6 +39,7 @@ class Settings:
     spec: Spec
     run_id: str
     compile_cache: str | None  # a folder, gs://... or 'off'; None: the default
+    measure_ceilings: bool = False  # measure the machine's ceilings even where ones kept for its key could be reused
 
 
 @dataclass(frozen=True)
@@ -101,19 +102,23 @@ def _preload(group: str) -> str | None:
     return None
 
 
-def _machine(start: Start, versions: dict) -> Machine | None:
-    """The machine record with measured ceilings, when this worker is asked to describe it."""
+def _machine(start: Start, versions: dict, cache: str) -> Machine | None:
+    """The machine record with its ceilings (kept beside the compile cache in use, `cache`, or measured now), when
+    this worker is asked to describe it."""
     if not start.describe:
         return start.machine
     import jax
 
-    from runner import gpu, machine
+    from runner import ceilings_cache, gpu, machine
 
     device = machine.current_device()
     if device.compute_capability is None:
         return machine.describe(device, jax.device_count(), versions)
-    return machine.describe(device, jax.device_count(), versions, gpu.facts(), gpu.matmul_peak_tflops(),
-                            gpu.memory_bandwidth_gbps())
+    facts = gpu.facts()
+    found, origin = ceilings_cache.ceilings(cache, facts, versions, start.settings.run_id,
+                                            start.settings.measure_ceilings)
+    return machine.describe(device, jax.device_count(), versions, facts, found.peak_tflops, found.bandwidth_gbps,
+                            origin)
 
 
 def _idle(start: Start) -> Idle | None:
@@ -150,7 +155,7 @@ def hello(start: Start) -> tuple[Hello, object | None]:
         return Hello(start.group, versions, device, error=error, start_s=seconds), None
     cache = compiler.configure_cache(start.settings.compile_cache)
     lap("compile_cache")
-    described, idle = _machine(start, versions), _idle(start)
+    described, idle = _machine(start, versions, cache), _idle(start)
     lap("machine")
     measurer = _measurer(start.settings, device, described, idle, open_cache(cache, device.kind, versions))
     lap("measurer")

@@ -401,3 +401,16 @@ def test_previous_finds_the_run_before_an_upgrade_and_names_attnbench_beside_the
     assert found["material_differences"] == [{"fact": "attnbench", "a": "0ld", "b": "n3w"}]
     assert found["verdict"].endswith(" · differs: attnbench 0ld → n3w")
     assert {"fact": "spec hash", "a": "368e31dd7f4dae7f", "b": today.digest()} in found["environment"]
+
+
+def test_runs_that_share_one_measurement_of_the_ceilings_do_not_differ_in_it():
+    """A run that reused another's ceilings names the start that measured them, as that run does; a run that measured
+    its own differs there (its ceilings are another measurement)."""
+    a = shipped(H200_LAB5).manifest
+    reused = a.machine.ceilings_origin.model_copy(update={"reused": True})
+    b = a.model_copy(update={"run_id": "later", "machine": a.machine.model_copy(update={"ceilings_origin": reused})})
+    assert compare.facts(b)["ceilings measured"] == f"{a.run_id} at {a.started_at}"
+    assert "ceilings measured" not in compare.differences(a, b)["fact"].tolist()
+    own = reused.model_copy(update={"reused": False, "run_id": "later"})
+    c = a.model_copy(update={"run_id": "later", "machine": a.machine.model_copy(update={"ceilings_origin": own})})
+    assert "ceilings measured" in compare.differences(a, c)["fact"].tolist()

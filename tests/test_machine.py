@@ -23,11 +23,12 @@ def test_cudnn_versions(version, text):
 
 
 def test_nvidia_smi_readings_take_nvml_types(monkeypatch):
-    printed = "NVIDIA L4, 23034, 570.86.15, [N/A], 2040, 6251, 41, 27.31, 72.00\n"
+    printed = "NVIDIA L4, 23034, 570.86.15, [N/A], 2040, 6251, 41, 27.31, 72.00, GPU-0a1b, 2040, [N/A]\n"
     monkeypatch.setattr(gpu.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, printed, ""))
     assert gpu._smi_facts(0) == GpuFacts(
         name="NVIDIA L4", memory_total_mib=23034, driver="570.86.15", sm_clock_mhz=None, sm_clock_max_mhz=2040,
-        mem_clock_mhz=6251, temperature_c=41, power_w=27.31, power_limit_w=72.0, source="nvidia-smi",
+        mem_clock_mhz=6251, temperature_c=41, power_w=27.31, power_limit_w=72.0, uuid="GPU-0a1b", sm_clock_app_mhz=2040,
+        mem_clock_app_mhz=None, source="nvidia-smi",
     )
 
 

@@ -322,3 +322,36 @@ def test_a_run_written_by_old_code_reads_through_the_chain_under_its_keys(folder
                for c in run.cells]
     assert [c.bytes_min for c in run.cells] == counted
 
+
+
+def test_the_v12_to_v13_step_says_every_older_runs_ceilings_were_measured_at_its_own_start():
+    """Before schema 13 every run measured its ceilings at its start: an older manifest with a ceiling (the H200 runs
+    shipped, a CPU given its own) reads as measured in its own run at its start time; one without (a CPU) has no
+    origin; cells are untouched."""
+    folders = [p.parent for p in SHIPPED.rglob("manifest*.json")] + [SPLIT.parent.parent / "schema12-split" /
+                                                                      "schema12-split-20261206-000000"]
+    gpu_runs = 0
+    for folder in folders:
+        written = json.loads(next(folder.glob("manifest*.json")).read_text())
+        if written["schema_version"] >= 13:
+            continue
+        machine = read_manifest(written).machine
+        if written["machine"].get("matmul_peak_tflops") is None:
+            assert machine.ceilings_origin is None
+            continue
+        gpu_runs += machine.platform == "gpu"
+        origin = machine.ceilings_origin
+        assert (origin.reused, origin.run_id, origin.measured_at) == (False, written["run_id"], written["started_at"])
+        assert machine.matmul_peak_tflops == written["machine"]["matmul_peak_tflops"]
+    assert gpu_runs > 10
+    cell = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 12}
+    assert read_cell(cell).model_dump(exclude={"schema_version"}) == read_cell(
+        cell | {"schema_version": SCHEMA_VERSION}).model_dump(exclude={"schema_version"})
+
+
+def test_the_v12_to_v13_step_keeps_an_origin_already_given():
+    """A manifest that already says where its ceilings came from (written at 13, relabelled) keeps what it says."""
+    written = json.loads(manifest().model_dump_json(by_alias=True)) | {"schema_version": 12}
+    written["machine"] |= {"matmul_peak_tflops": 700.0, "ceilings_origin": {"reused": True, "run_id": "earlier",
+                                                                            "measured_at": "2026-12-01T00:00:00+00:00"}}
+    assert read_manifest(written).machine.ceilings_origin.run_id == "earlier"

@@ -1,0 +1,196 @@
+"""runner/ceilings_cache.py: the machine's ceilings measured once per GPU and key, kept beside the compile cache and
+reused by a later run's start (runner.worker._machine), measured afresh when a key part differs, when they are too
+old, when --measure-ceilings asks, or when the kept entry cannot be read. A stand-in H200 (helpers.fake_gpu, NVML's
+facts and the two measurements replaced) describes the machine on a CPU."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from helpers import fake_gpu, in_process, spec_data, write_spec
+from runner import assembly, ceilings_cache, gpu, machine, run, worker
+from runner.ceilings_cache import FOLDER, MAX_AGE_DAYS
+from runner.machine import Device
+from runner.record import GpuFacts
+from runner.spec import parse_spec
+from runner.supervisor import Stopped
+
+FACTS = GpuFacts(name="NVIDIA H200", uuid="GPU-5f1c0d2e-0000-4000-8000-000000000001", memory_total_mib=143771,
+                 driver="570.195.03", cuda_driver="12.8", sm_count=132, sm_clock_mhz=345, sm_clock_max_mhz=1980,
+                 mem_clock_mhz=3201, sm_clock_app_mhz=1980, mem_clock_app_mhz=3201, temperature_c=31, power_w=75.2,
+                 power_limit_w=700.0, source="nvml")
+VERSIONS = {"jax": "0.11.2", "jaxlib": "0.11.2", "cuda_runtime": "12.9", "cudnn": "9.19.1", "flax": "0.12.0"}
+
+
+class H200:
+    """The stand-in GPU: its NVML facts now (`facts`), and each measurement of the ceilings it was asked for."""
+
+    def __init__(self, monkeypatch):
+        self.facts, self.measured = FACTS, 0
+        fake_gpu(monkeypatch, "9.0")
+        monkeypatch.setattr(machine, "current_device", lambda: Device("gpu", "NVIDIA H200", 9.0))
+        monkeypatch.setattr(gpu, "facts", lambda: self.facts)
+        monkeypatch.setattr(gpu, "matmul_peak_tflops", self._matmul)
+        monkeypatch.setattr(gpu, "memory_bandwidth_gbps", lambda: 4285.0 + self.measured)
+
+    def _matmul(self) -> float:
+        self.measured += 1
+        return 700.0 + self.measured / 7  # each measurement its own digits
+
+    def start(self, cache, run_id: str, versions: dict = VERSIONS, afresh: bool = False):
+        """The machine record the run's first worker makes."""
+        settings = worker.Settings(parse_spec(spec_data(), {"xla"}), run_id, str(cache), afresh)
+        return worker._machine(worker.Start("jax", settings, describe=True), versions, str(cache))
+
+
+@pytest.fixture
+def h200(monkeypatch) -> H200:
+    return H200(monkeypatch)
+
+
+def test_a_second_run_on_the_same_key_reuses_the_first_runs_ceilings(h200, tmp_path):
+    first = h200.start(tmp_path, "first")
+    assert h200.measured == 1 and first.matmul_peak_tflops == 700.0 + 1 / 7 and first.memory_bandwidth_gbps == 4286.0
+    assert not first.ceilings_origin.reused and first.ceilings_origin.run_id == "first"
+    assert first.ceilings_origin.note == "measured: none kept for this key"
+    second = h200.start(tmp_path, "second")
+    assert h200.measured == 1  # nothing measured at the second start
+    assert (second.matmul_peak_tflops, second.memory_bandwidth_gbps) == (first.matmul_peak_tflops,
+                                                                         first.memory_bandwidth_gbps)
+    assert second.ceilings_origin.reused and second.ceilings_origin.run_id == "first"
+    assert second.ceilings_origin.measured_at == first.ceilings_origin.measured_at
+    assert assembly.ceilings(second) == assembly.ceilings(first)  # rates are shares of the same ceilings
+    assert [p.name.startswith(f"{FACTS.uuid}-") for p in (tmp_path / FOLDER).iterdir()] == [True]
+
+
+@pytest.mark.parametrize("change", [
+    {"driver": "580.65.06"}, {"power_limit_w": 600.0}, {"sm_clock_app_mhz": 1500}, {"mem_clock_app_mhz": 2619},
+    {"sm_clock_max_mhz": 1755}, {"uuid": "GPU-5f1c0d2e-0000-4000-8000-000000000002"}, {"name": "NVIDIA H100"}])
+def test_a_changed_gpu_driver_power_limit_or_clock_cap_measures_them_afresh(h200, tmp_path, change):
+    h200.start(tmp_path, "first")
+    h200.facts = FACTS.model_copy(update=change)
+    second = h200.start(tmp_path, "second")
+    assert h200.measured == 2 and not second.ceilings_origin.reused and second.ceilings_origin.run_id == "second"
+    h200.facts = FACTS
+    assert h200.start(tmp_path, "third").ceilings_origin.run_id == "first"  # the first key's entry is kept
+
+
+@pytest.mark.parametrize("library", ["jax", "jaxlib", "cuda_runtime", "cudnn"])
+def test_a_changed_library_measures_them_afresh(h200, tmp_path, library):
+    h200.start(tmp_path, "first")
+    assert not h200.start(tmp_path, "second", VERSIONS | {library: "other"}).ceilings_origin.reused
+    assert h200.measured == 2
+
+
+def test_readings_that_change_no_ceiling_keep_the_key(h200, tmp_path):
+    """The temperature, power and clocks of the moment, and a library the measurements do not run, are no key."""
+    h200.start(tmp_path, "first")
+    h200.facts = FACTS.model_copy(update={"temperature_c": 45, "power_w": 120.0, "sm_clock_mhz": 1980})
+    assert h200.start(tmp_path, "second", VERSIONS | {"flax": "0.13.0", "tokamax": "0.0.18"}).ceilings_origin.reused
+    assert h200.measured == 1
+
+
+def test_measure_ceilings_measures_them_afresh_and_keeps_the_new_ones(h200, tmp_path):
+    h200.start(tmp_path, "first")
+    again = h200.start(tmp_path, "second", afresh=True)
+    assert h200.measured == 2 and not again.ceilings_origin.reused
+    assert "--measure-ceilings" in again.ceilings_origin.note
+    third = h200.start(tmp_path, "third")
+    assert third.ceilings_origin.run_id == "second" and third.matmul_peak_tflops == again.matmul_peak_tflops
+
+
+def _age(tmp_path, days: float) -> None:
+    """Make the kept entry `days` old."""
+    [path] = (tmp_path / FOLDER).iterdir()
+    entry = json.loads(path.read_text())
+    entry["measured_at"] = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days)).isoformat(timespec="seconds")
+    path.write_text(json.dumps(entry))
+
+
+def test_ceilings_older_than_the_age_limit_are_measured_afresh(h200, tmp_path):
+    h200.start(tmp_path, "first")
+    _age(tmp_path, MAX_AGE_DAYS - 0.5)
+    young = h200.start(tmp_path, "second")
+    assert young.ceilings_origin.reused
+    assert young.ceilings_origin.note == f"reused: kept {MAX_AGE_DAYS - 0.5:.1f} days ago for this key"
+    _age(tmp_path, MAX_AGE_DAYS + 0.5)
+    old = h200.start(tmp_path, "third")
+    assert h200.measured == 2 and not old.ceilings_origin.reused
+    assert old.ceilings_origin.note == f"measured: those kept are {MAX_AGE_DAYS + 0.5:.1f} days old, more than 7"
+
+
+@pytest.mark.parametrize("corrupt", [
+    b'{"format": 1, "matmul_peak_tfl', b"\xff\xfe not text", b"[1, 2]", b'"a string"',
+    lambda entry: {k: v for k, v in entry.items() if k != "memory_bandwidth_gbps"},
+    lambda entry: entry | {"matmul_peak_tflops": "fast"}, lambda entry: entry | {"memory_bandwidth_gbps": -1.0},
+    lambda entry: entry | {"measured_at": "yesterday"}, lambda entry: entry | {"measured_at": "2026-12-06T10:00:00"},
+    lambda entry: entry | {"uuid": "GPU-another"}])
+def test_a_corrupt_entry_is_one_warning_line_and_measured_afresh(h200, tmp_path, capsys, corrupt):
+    h200.start(tmp_path, "first")
+    [path] = (tmp_path / FOLDER).iterdir()
+    entry = corrupt if isinstance(corrupt, bytes) else json.dumps(corrupt(json.loads(path.read_text()))).encode()
+    path.write_bytes(entry)
+    capsys.readouterr()
+    second = h200.start(tmp_path, "second")
+    warning = capsys.readouterr().err
+    assert h200.measured == 2 and not second.ceilings_origin.reused
+    assert warning.count("\n") == 1 and warning.startswith(f"warning: ceilings cache: {tmp_path}/")
+    assert warning.endswith("; measuring them afresh\n") and "Traceback" not in warning
+    assert h200.start(tmp_path, "third").ceilings_origin.run_id == "second"  # the entry is written anew
+
+
+def test_a_store_that_cannot_be_read_is_warned_about_and_measured(h200, tmp_path, capsys):
+    (tmp_path / "file").write_text("not a folder")
+    described = h200.start(tmp_path / "file" / "jax", "first")
+    assert not described.ceilings_origin.reused and described.matmul_peak_tflops
+    assert "could not be written" in capsys.readouterr().err
+
+
+def test_without_a_compile_cache_or_a_uuid_they_are_measured_at_every_start(h200, tmp_path):
+    assert h200.start("off", "first").ceilings_origin.note == "measured: the compile cache is off, so none are kept"
+    assert not h200.start("off", "second").ceilings_origin.reused and h200.measured == 2
+    h200.facts = FACTS.model_copy(update={"uuid": None})
+    assert not h200.start(tmp_path, "third").ceilings_origin.reused
+    assert not h200.start(tmp_path, "fourth").ceilings_origin.reused and h200.measured == 4
+    assert not (tmp_path / FOLDER).exists()
+
+
+def test_a_cpu_has_no_ceilings_and_no_origin(tmp_path):
+    settings = worker.Settings(parse_spec(spec_data(), {"xla"}), "cpu-run", str(tmp_path))
+    described = worker._machine(worker.Start("jax", settings, describe=True), VERSIONS, str(tmp_path))
+    assert described.matmul_peak_tflops is None and described.ceilings_origin is None
+
+
+def test_the_key_names_what_can_change_the_ceilings():
+    key = ceilings_cache.key(FACTS, VERSIONS)
+    assert key["uuid"] == FACTS.uuid and key["power_limit_w"] == 700.0 and key["timer"] == "device"
+    assert key["versions"] == {"jax": "0.11.2", "jaxlib": "0.11.2", "cuda_runtime": "12.9", "cudnn": "9.19.1"}
+    assert ceilings_cache.key(None, VERSIONS) is None
+
+
+@pytest.mark.parametrize("flag", [[], ["--measure-ceilings"]])
+def test_the_flag_reaches_the_runs_workers(tmp_path, capsys, monkeypatch, flag):
+    """`run --measure-ceilings` is in the Settings every worker of the run is started with."""
+    given = []
+
+    class Pool:
+        def __init__(self, settings, stop, start_timeout_s):
+            given.append(settings)
+            self.stop_event = stop
+
+        def worker(self, group):
+            raise Stopped
+
+        def close(self):
+            pass
+
+        kill = close
+
+    monkeypatch.setattr(run, "Pool", Pool)
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    in_process(capsys, "run", spec, "--out", tmp_path / "out", "--spool", tmp_path / "spool", "--run-id", "r",
+               *flag)
+    assert [s.measure_ceilings for s in given] == [bool(flag)]
