@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -30,6 +31,31 @@ def test_nvidia_smi_readings_take_nvml_types(monkeypatch):
         mem_clock_mhz=6251, temperature_c=41, power_w=27.31, power_limit_w=72.0, uuid="GPU-0a1b", sm_clock_app_mhz=2040,
         mem_clock_app_mhz=None, source="nvidia-smi",
     )
+
+
+@pytest.mark.parametrize("app_clocks", [True, False])
+def test_nvml_readings_name_this_gpus_uuid_and_its_application_clocks(monkeypatch, app_clocks):
+    """The ceilings' key reads them (runner/ceilings_cache.py); a GPU that refuses application clocks (NVML's
+    NotSupported) has None there and its other readings still."""
+    import types
+
+    def applications(handle, clock):
+        if not app_clocks:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return {"sm": 1980, "mem": 3201}[clock]
+
+    nvml = types.SimpleNamespace(
+        NVML_CLOCK_SM="sm", NVML_CLOCK_MEM="mem", NVML_TEMPERATURE_GPU=0, nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: b"NVIDIA H200",
+        nvmlDeviceGetUUID=lambda h: "GPU-5f1c", nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(total=2**37),
+        nvmlSystemGetDriverVersion=lambda: "570.195.03", nvmlSystemGetCudaDriverVersion=lambda: 12080,
+        nvmlDeviceGetClockInfo=lambda h, c: 345, nvmlDeviceGetMaxClockInfo=lambda h, c: 1980,
+        nvmlDeviceGetApplicationsClock=applications, nvmlDeviceGetTemperature=lambda h, t: 31,
+        nvmlDeviceGetPowerUsage=lambda h: 75200, nvmlDeviceGetEnforcedPowerLimit=lambda h: 700000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    found = gpu.readings()
+    assert (found.source, found.uuid, found.power_limit_w, found.sm_clock_max_mhz) == ("nvml", "GPU-5f1c", 700.0, 1980)
+    assert (found.sm_clock_app_mhz, found.mem_clock_app_mhz) == ((1980, 3201) if app_clocks else (None, None))
 
 
 def test_no_nvml_and_no_nvidia_smi_is_no_readings(monkeypatch):
