@@ -63,8 +63,16 @@ def summary(out: Path, run_id: str, process: Window) -> dict:
     return {"run_id": run_id, "process_s": seconds, "cells": len(cells), "per_cell_s": seconds / len(cells),
             "in_cells_s": in_cells, "worker_start_s": starts,
             "phases": phases, "phases_s": measured, "shares": shares(phases, in_cells, seconds),
-            "gpu": gpu_idle(cells, process),
+            "gpu": gpu_idle(cells, process), "machine": machine_step(run.manifest),
             "cached": cached, "shared": shared, "statuses": _counts(c.status for c in cells)}
+
+
+def machine_step(manifest) -> str:
+    """The seconds the run's workers spent describing the machine at their start (its ceilings measured, or reused
+    from those kept beside the compile cache) and which it was."""
+    seconds = sum(w.start_s.get("machine", 0.0) for w in manifest.workers.values())
+    origin = manifest.machine.ceilings_origin
+    return f"{seconds:.1f}" + ("" if origin is None else " reused" if origin.reused else " measured")
 
 
 def shares(phases: dict[str, float], in_cells_s: float, process_s: float) -> dict[str, float]:
@@ -98,13 +106,13 @@ def _counts(values) -> dict:
 def table(rows: list[dict]) -> str:
     """One row per run: whole process, per cell, and the phase totals."""
     shown = [p for p in PHASES if any(p in r["phases"] for r in rows)]
-    head = ["run", "process s", "cells", "s / cell", "outside cells s", "workers starting s", "cached", "shared",
-            *(f"{p} s" for p in shown)]
+    head = ["run", "process s", "cells", "s / cell", "outside cells s", "workers starting s", "machine s (ceilings)",
+            "cached", "shared", *(f"{p} s" for p in shown)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         starts = ", ".join(f"{group} {s:.1f}" for group, s in r.get("worker_start_s", {}).items()) or "—"
         values = [r["run_id"], f"{r['process_s']:.1f}", str(r["cells"]), f"{r['per_cell_s']:.2f}",
-                  f"{r['process_s'] - r['in_cells_s']:.1f}", starts, str(r["cached"]),
+                  f"{r['process_s'] - r['in_cells_s']:.1f}", starts, r.get("machine", "—"), str(r["cached"]),
                   str(r["shared"]), *(f"{r['phases'].get(p, 0):.1f}" for p in shown)]
         lines.append("| " + " | ".join(values) + " |")
     return "\n".join(lines)

@@ -91,3 +91,20 @@ def test_the_estimate_prices_cells_in_the_run_order_and_power_classes_of_the_run
     ordered = [c for c in run.in_run_order(cells) if c.variant != "cudnn"]  # cudnn declines on a CPU
     assert bench.run_keys(cells, cpu) == [("jax", c.params.pass_, 6) for c in ordered]
     assert [c.params.pass_ for c in ordered] == ["fwd", "fwd_bwd", "fwd"]  # T = 128, then T = 64's twin first
+
+
+def test_the_machine_step_says_its_seconds_and_whether_the_ceilings_were_measured_or_reused(bench):
+    from runner.record import CeilingsOrigin, Machine, WorkerInfo
+    from test_results import manifest
+
+    def run(reused: bool | None):
+        origin = None if reused is None else CeilingsOrigin(reused=reused, run_id="a", measured_at="2026-12-06T00:00:00")
+        machine = Machine(host="h", platform="gpu", device_kind="NVIDIA H200", device_count=1, ceilings_origin=origin)
+        workers = {"jax": WorkerInfo(start_s={"backend": 1.0, "machine": 4.04 if not reused else 0.02}),
+                   "transformer_engine": WorkerInfo(start_s={"backend": 1.0})}
+        return manifest(machine=machine, workers=workers)
+
+    assert [bench.machine_step(run(r)) for r in (False, True, None)] == ["4.0 measured", "0.0 reused", "4.0"]
+    row = {"run_id": "warm", "process_s": 9.0, "cells": 3, "per_cell_s": 3.0, "in_cells_s": 6.0, "cached": 3,
+           "shared": 0, "phases": {}, "worker_start_s": {"jax": 1.0}, "machine": "0.0 reused"}
+    assert "| warm | 9.0 | 3 | 3.00 | 3.0 | jax 1.0 | 0.0 reused | 3 | 0 |" in bench.table([row])
