@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from conftest import BUCKET
 from helpers import fake_gpu, in_process, spec_data, write_spec
 from runner import assembly, ceilings_cache, gpu, machine, run, worker
 from runner.ceilings_cache import FOLDER, MAX_AGE_DAYS
@@ -140,6 +141,14 @@ def test_a_corrupt_entry_is_one_warning_line_and_measured_afresh(h200, tmp_path,
     assert warning.count("\n") == 1 and warning.startswith(f"warning: ceilings cache: {tmp_path}/")
     assert warning.endswith("; measuring them afresh\n") and "Traceback" not in warning
     assert h200.start(tmp_path, "third").ceilings_origin.run_id == "second"  # the entry is written anew
+
+
+def test_the_ceilings_travel_in_the_bucket_as_the_compile_cache_does(h200, emulator):
+    location = f"gs://{BUCKET}/nightly-jax-cache"  # k8s/render.py's compile cache beside gs://…/nightly
+    first = h200.start(location, "first")
+    [name] = [b.name for b in emulator.bucket().list_blobs(prefix=f"nightly-jax-cache/{FOLDER}/")]
+    assert json.loads(emulator.text(name))["matmul_peak_tflops"] == first.matmul_peak_tflops
+    assert h200.start(location, "second").ceilings_origin.run_id == "first" and h200.measured == 1  # the next pod
 
 
 def test_a_store_that_cannot_be_read_is_warned_about_and_measured(h200, tmp_path, capsys):
