@@ -14,6 +14,7 @@ or the bucket for a Job; a corrupt one is warned about in one line and measured 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from typing import Callable
 
 from runner.kept import Kept, digest
@@ -80,21 +81,28 @@ def ceilings(location: str, gpu: GpuFacts | None, versions: dict[str, str], run_
 
 
 def _reusable(entry: dict, kept: Kept, where: str) -> tuple[tuple[Ceilings, CeilingsOrigin] | None, str]:
-    """A kept entry's ceilings and origin if it holds two positive ceilings measured at most MAX_AGE_DAYS ago; else
-    None and why they are measured afresh."""
-    peak, bandwidth = entry["matmul_peak_tflops"], entry["memory_bandwidth_gbps"]
-    try:
-        age = dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(entry["measured_at"])
-        usable = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (peak, bandwidth))
-    except (TypeError, ValueError) as error:
-        usable, age = False, error
-    if not usable:
+    """A kept entry's ceilings and origin if it holds two finite positive ceilings measured at most MAX_AGE_DAYS ago;
+    else None and why they are measured afresh."""
+    peak, bandwidth, when = entry["matmul_peak_tflops"], entry["memory_bandwidth_gbps"], entry["measured_at"]
+    days = _days_since(when)
+    if days is None or not all(_positive(value) for value in (peak, bandwidth)):
         kept.warn(f"{kept.location}/{where} is not a ceilings entry (ceilings {peak!r}, {bandwidth!r}, measured at "
-                  f"{entry['measured_at']!r})")
+                  f"{when!r})")
         return None, "measured: the kept entry could not be read"
-    days = age.total_seconds() / 86400
     if days > MAX_AGE_DAYS:
         return None, f"measured: those kept are {days:.1f} days old, more than {MAX_AGE_DAYS:g}"
-    origin = CeilingsOrigin(reused=True, run_id=str(entry["run_id"]), measured_at=entry["measured_at"],
+    origin = CeilingsOrigin(reused=True, run_id=str(entry["run_id"]), measured_at=when,
                             note=f"reused: kept {days:.1f} days ago for this key")
     return (Ceilings(peak, bandwidth), origin), ""
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _days_since(when) -> float | None:
+    """Days from an ISO 8601 time with its zone to now; None for anything else."""
+    try:
+        return (dt.datetime.now(dt.timezone.utc) - dt.datetime.fromisoformat(when)).total_seconds() / 86400
+    except (TypeError, ValueError):  # not text, not a time, or a time without its zone
+        return None

@@ -331,7 +331,8 @@ class Machine(Strict):
     compute_capability: str | None = None
     versions: dict[str, str] = Field(default_factory=dict, description="jax, jaxlib, flax, cuda, cudnn, te, ...")
     gpu: GpuFacts | None = Field(None, description="NVML facts at the start: name, memory, SMs, driver, clocks.")
-    matmul_peak_tflops: float | None = Field(None, description="Measured bf16 matmul ceiling on this device.")
+    matmul_peak_tflops: float | None = Field(None, description="Measured bf16 matmul ceiling on this device (at "
+                                             "this run's start or an earlier one's: ceilings_origin).")
     memory_bandwidth_gbps: float | None = Field(None, description="Measured device-memory copy bandwidth "
                                                 "(read + write bytes of a large copy over its kernel time).")
     ceilings_origin: CeilingsOrigin | None = Field(None, description="Where the two ceilings came from: measured at "
@@ -358,8 +359,8 @@ class WorkerInfo(Strict):
     variants: list[str] = Field(default_factory=list)
     error: str | None = Field(None, description="Why the worker's libraries could not be loaded.")
     start_s: dict[str, float] = Field(default_factory=dict, description="Seconds of each step of the worker's "
-                                      "start (libraries, backend, compile_cache, machine: the ceilings measured or read, "
-                                      "measurer), outside every cell; a spare's libraries loaded while another "
+                                      "start (libraries, backend, compile_cache, machine: the ceilings measured or "
+                                      "read, measurer), outside every cell; a spare's libraries loaded while another "
                                       "worker measured.")
 
 
@@ -604,7 +605,7 @@ def _v12_to_v13(data: dict, kind: str) -> dict:
     """Schema 13: a machine's ceilings may be reused, measured at an earlier run's start on the same GPU and key, and
     the machine says where they came from (`ceilings_origin`). Before, every run measured its own at its start, so a
     manifest with a ceiling reads as measured in its own run at its start time (a resumed run's were measured when
-    it resumed, a time schema 12 did not keep). Cells change not."""
+    it resumed, a time schema 12 did not keep). Cells are unchanged."""
     machine = data.get("machine") if kind == "manifest" else None
     if not isinstance(machine, dict) or machine.get("ceilings_origin") is not None:
         return data

@@ -98,7 +98,8 @@ def test_the_machine_step_says_its_seconds_and_whether_the_ceilings_were_measure
     from test_results import manifest
 
     def run(reused: bool | None):
-        origin = None if reused is None else CeilingsOrigin(reused=reused, run_id="a", measured_at="2026-12-06T00:00:00")
+        origin = CeilingsOrigin(reused=reused, run_id="a", measured_at="2026-12-06T00:00:00") if reused is not None \
+            else None
         machine = Machine(host="h", platform="gpu", device_kind="NVIDIA H200", device_count=1, ceilings_origin=origin)
         workers = {"jax": WorkerInfo(start_s={"backend": 1.0, "machine": 4.04 if not reused else 0.02}),
                    "transformer_engine": WorkerInfo(start_s={"backend": 1.0})}

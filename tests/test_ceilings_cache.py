@@ -127,6 +127,8 @@ def test_ceilings_older_than_the_age_limit_are_measured_afresh(h200, tmp_path):
     b'{"format": 1, "matmul_peak_tfl', b"\xff\xfe not text", b"[1, 2]", b'"a string"',
     lambda entry: {k: v for k, v in entry.items() if k != "memory_bandwidth_gbps"},
     lambda entry: entry | {"matmul_peak_tflops": "fast"}, lambda entry: entry | {"memory_bandwidth_gbps": -1.0},
+    lambda entry: entry | {"matmul_peak_tflops": float("inf")},
+    lambda entry: entry | {"matmul_peak_tflops": float("nan")},
     lambda entry: entry | {"measured_at": "yesterday"}, lambda entry: entry | {"measured_at": "2026-12-06T10:00:00"},
     lambda entry: entry | {"uuid": "GPU-another"}])
 def test_a_corrupt_entry_is_one_warning_line_and_measured_afresh(h200, tmp_path, capsys, corrupt):
