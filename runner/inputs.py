@@ -146,25 +146,36 @@ def _visible_keys(p: Params, end: int) -> int:
     return min(p.kv_seq_len, -(-end // bucket) * bucket)
 
 
+def empty_results(p: Params, args: tuple) -> tuple:
+    """Zeros to write the reference into: out in float32 (and under fwd_bwd dq, dk, dv, as jax.vjp gives them: in
+    the dtype of q, k and v)."""
+    q, k, v = args[:3]
+    out = jnp.zeros(q.shape[:3] + (v.shape[3],), jnp.float32)
+    return (out, *(jnp.zeros(x.shape, x.dtype) for x in (q, k, v))) if p.pass_ == "fwd_bwd" else (out,)
+
+
 def reference(p: Params, args: tuple) -> tuple:
-    """float32 output (and gradients), a chunk of requests and query rows at a time (chunk_shape) to bound memory:
-    a chunk upcasts only its own requests' K and V, and under a causal mask skips the keys no row of it can see
-    (about a third of the work at long T)."""
+    """float32 output (and gradients: empty_results), a chunk of requests and query rows at a time (chunk_shape) to
+    bound memory: a chunk upcasts only its own requests' K and V, and under a causal mask skips the keys no row of
+    it can see (about a third of the work at long T). Each chunk's results are written into their place in the
+    whole results, made first, so that the results are held once (needed_bytes)."""
     requests, rows = chunk_shape(p)
     names, masking = masking_arrays(p)
-    blocks = []
+    expected = empty_results(p, args)
     for b in range(0, p.batch, requests):  # a slice of the whole batch is the array itself, not a copy
         batch = slice(b, b + requests)
-        blocks.append(_reference_rows(p, [x[batch] for x in args], names, [x[batch] for x in masking], rows))
-    return blocks[0] if len(blocks) == 1 else tuple(jnp.concatenate(parts) for parts in zip(*blocks))
+        expected = _reference_rows(p, expected, b, [x[batch] for x in args], names, [x[batch] for x in masking],
+                                   rows)
+    return expected
 
 
-def _reference_rows(p: Params, args: list, names: tuple, masking: list, rows: int) -> tuple:
-    """One block of requests' float32 output (and gradients), `rows` query rows at a time."""
+def _reference_rows(p: Params, expected: tuple, first: int, args: list, names: tuple, masking: list,
+                    rows: int) -> tuple:
+    """The results with one block of requests' (from request `first`) float32 output (and gradients) written in,
+    `rows` query rows at a time; `expected` is donated."""
     q, k, v = args[:3]
     with_grads = p.pass_ == "fwd_bwd"
     dout = args[3] if with_grads else jnp.zeros((), jnp.float32)
-    outs, grads_q, grad_k, grad_v = [], [], 0.0, 0.0
     for start in range(0, p.seq_len, rows):
         chunk, keys = slice(start, start + rows), _visible_keys(p, min(p.seq_len, start + rows))
         d_chunk = dout[:, chunk] if with_grads else dout
@@ -172,13 +183,22 @@ def _reference_rows(p: Params, args: list, names: tuple, masking: list, rows: in
                          for name, x in zip(names, masking)]
         parts = UNTIMED(_reference_chunk, q[:, chunk], k[:, :keys], v[:, :keys], d_chunk, jnp.int32(start),
                         *chunk_masking, logits=Logits.of(p), with_grads=with_grads, names=names)
-        outs.append(parts[0])
-        if with_grads:
-            grads_q.append(parts[1])
-            pad = ((0, 0), (0, k.shape[1] - keys), (0, 0), (0, 0))
-            grad_k, grad_v = grad_k + jnp.pad(parts[2], pad), grad_v + jnp.pad(parts[3], pad)
-    out = jnp.concatenate(outs, axis=1)
-    return (out, jnp.concatenate(grads_q, axis=1), grad_k, grad_v) if with_grads else (out,)
+        expected = _write_chunk(expected, parts, first, start)
+    return expected
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _write_chunk(expected: tuple, parts: tuple, first: int, start: int) -> tuple:
+    """expected with a chunk's parts in place (expected is donated: the results are never held twice): its output
+    (and dq) at its requests and rows; its dk and dv, over its visible keys, added to its requests' (padded with
+    zeros to all keys, as the sum the results were once made by)."""
+    placed = [jax.lax.dynamic_update_slice(whole, part, (first, start, 0, 0))
+              for whole, part in zip(expected[:2], parts[:2])]
+    for whole, part in zip(expected[2:], parts[2:]):
+        held = jax.lax.dynamic_slice_in_dim(whole, first, part.shape[0], 0)
+        pad = ((0, 0), (0, whole.shape[1] - part.shape[1]), (0, 0), (0, 0))
+        placed.append(jax.lax.dynamic_update_slice_in_dim(whole, held + jnp.pad(part, pad), first, 0))
+    return tuple(placed)
 
 
 def _request_bytes(p: Params) -> tuple[int, int]:

@@ -4,6 +4,7 @@ they compile, and Truths, which makes them once per shape."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import params
-from runner import inputs, paging
+from runner import inputs, metrics, paging
 from runner.cells import reference_shape
 from runner.attention import reference_attention
 from runner.compiler import Untimed
@@ -117,6 +118,38 @@ def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(mon
     assert [inputs._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
     blocks = reference(p, args)
     assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))
+
+
+def _resident_bytes(field: str) -> int:
+    """This process's resident memory from /proc/self/status: VmRSS now, or VmHWM, its peak since it was reset."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) << 10
+
+
+def test_the_reference_holds_its_results_once_as_needed_bytes_counts(monkeypatch):
+    """The reference's peak memory, measured: this process's resident peak (reset just before) above the inputs,
+    with the reference in 10-request chunks (13 of them) of B128 T64 float32 fwd_bwd (results 256 MiB) on the CPU, each chunk run
+    when dispatched (JAX's CPU dispatch is otherwise asynchronous: chunks queued ahead hold their memory at once).
+    Results gathered from the chunks and then joined were held twice at the end: 512 MiB and more."""
+    p = params(batch=128, seq_len=64, heads=16, head_dim=128, pass_="fwd_bwd")
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 40 << 20)
+    assert inputs.chunk_shape(p) == (10, 64)
+    args = jax.block_until_ready(make_inputs(p, 0))
+    asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    try:
+        del_after_compiling = jax.block_until_ready(reference(p, args))  # compiled: its programs' memory aside
+        del del_after_compiling
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+        before = _resident_bytes("VmRSS")
+        results = jax.block_until_ready(reference(p, args))
+        peak = _resident_bytes("VmHWM") - before
+    finally:
+        jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)
+    q, kv = metrics.tensor_bytes(p)
+    assert sum(x.nbytes for x in results) == 2 * q + 2 * kv == 256 << 20
+    assert peak <= inputs.needed_bytes(p) - sum(x.nbytes for x in args) == (256 << 20) + inputs.chunk_bytes(p)
 
 
 GiB = 1 << 30  # REFERENCE_CHUNK_BYTES is 2 GiB
