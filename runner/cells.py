@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from runner import masks, paging, shape
-from runner.metrics import ITEMSIZE, tensor_bytes
+from runner.metrics import ITEMSIZE, flops, tensor_bytes
 from runner.shape import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
@@ -98,6 +98,18 @@ def family(p: Params) -> Params:
     cell takes the twin's Q, K, V and output when the twin was measured just before). The cells of one family are
     run together and on one shard."""
     return _plain(p, pass_="fwd_bwd")
+
+
+def power_class(p: Params) -> int:
+    """How hard a cell's call is expected to drive the GPU, before it runs: the decade of its FLOPs per call (more work
+    per call keeps the GPU busier between launches and nearer its power cap)."""
+    return int(math.log10(max(1, flops(p))))
+
+
+def run_class(p: Params) -> int:
+    """The power class a cell is run in: its family's, so a forward cell runs beside its forward+backward twin, in
+    the twin's class (runner.run.in_run_order)."""
+    return power_class(family(p))
 
 
 def _plain(p: Params, **update) -> Params:

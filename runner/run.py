@@ -13,7 +13,6 @@ import bisect
 import dataclasses
 import datetime as dt
 import itertools
-import math
 import sys
 import threading
 import time
@@ -21,9 +20,8 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from runner import metrics
 from runner.assembly import cell_record, ceilings
-from runner.cells import Cell, family
+from runner.cells import Cell, family, run_class
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
 from runner.progress import progress_for
@@ -123,18 +121,6 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
               file=sys.stderr, flush=True)
         done = set()
     return done | uploader.spool.keys()
-
-
-def power_class(p: Params) -> int:
-    """How hard a cell's call is expected to drive the GPU, before it runs: the decade of its FLOPs per call (more work
-    per call keeps the GPU busier between launches and nearer its power cap)."""
-    return int(math.log10(max(1, metrics.flops(p))))
-
-
-def run_class(p: Params) -> int:
-    """The power class a cell is run in: its family's (cells.family), so a forward cell runs beside its
-    forward+backward twin, in the twin's class."""
-    return power_class(family(p))
 
 
 def in_run_order(cells: list[Cell]) -> list[Cell]:

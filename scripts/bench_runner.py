@@ -5,6 +5,7 @@ phase's share of the process, and the GPU's idle time between cells (the gaps be
     python scripts/bench_runner.py specs/lab5.yaml [--out DIR] [--ahead-off] [--budget S] [--root CHECKOUT] [--label L]
     python scripts/bench_runner.py --compare RUN_DIR_A RUN_DIR_B     # same cells, same answers, same times?
     python scripts/bench_runner.py --estimate RUN_DIR... --specs SPEC...  # GPU time of specs from measured cells
+    python scripts/bench_runner.py --prices RUN_DIR...  # their cost table (runner.cost.H200: what shards are priced by)
 
 Prints markdown tables (for docs/benchmarks.md) and writes DIR/bench-runner-SPEC.json. `make bench-runner` runs it.
 """
@@ -25,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner.cells import Cell, expand  # noqa: E402
+from runner.cost import Key, cost_key, measured, medians, price  # noqa: E402
 from runner.machine import Device  # noqa: E402
 from runner.record import CellRecord, Window  # noqa: E402
 from runner.registry import load_all  # noqa: E402
-from runner.run import in_run_order, plan, run_class  # noqa: E402
-from runner.shape import Params  # noqa: E402
+from runner.run import in_run_order, plan  # noqa: E402
 from runner.spec import load_spec  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
@@ -139,32 +140,17 @@ def _number(value: float | None, scale: float = 1.0) -> str:
     return "—" if value is None else f"{value * scale:.1f}"
 
 
-def cost_key(worker: str, p: Params) -> tuple[str, str, int]:
-    """What a cell's cost is looked up by: its worker, its pass and the power class the run groups it in."""
-    return worker, p.pass_, run_class(p)
-
-
-def run_keys(cells: list[Cell], device: Device) -> list[tuple[str, str, int]]:
+def run_keys(cells: list[Cell], device: Device) -> list[Key]:
     """The cost key of each cell a worker would measure on `device`, in the run's own order and by its own plan
     (runner.run: the worker, the decline verdict and the class are the run's)."""
     work = plan(in_run_order(cells), device)
     return [cost_key(work.groups[i], work.cells[i].params) for i, reason in enumerate(work.declined) if reason is None]
 
 
-def costs(runs: list) -> tuple[dict[tuple, list[float]], list[float]]:
-    """Seconds of each measured cell (a worker ran it: not declined, not lost) by cost_key, and each run's seconds
-    outside its cells (process overhead: the manifest's start to end, less the cells)."""
-    by_key: dict[tuple, list[float]] = {}
-    overheads = []
-    for run in runs:
-        measured = [c for c in run.cells if c.worker is not None and c.status not in ("crashed", "timeout") and
-                    (c.timings or c.compilation or c.correctness)]
-        for cell in measured:
-            by_key.setdefault(cost_key(cell.worker, cell.params), []).append(cell.duration_s)
-        if run.manifest.ended_at:
-            span = _seconds(run.manifest.started_at, run.manifest.ended_at)
-            overheads.append(max(0.0, span - sum(c.duration_s for c in run.cells)))
-    return by_key, overheads
+def overheads(runs: list) -> list[float]:
+    """Each ended run's seconds outside its cells (process overhead: the manifest's start to end, less the cells)."""
+    return [max(0.0, _seconds(run.manifest.started_at, run.manifest.ended_at) - sum(c.duration_s for c in run.cells))
+            for run in runs if run.manifest.ended_at]
 
 
 def _seconds(start: str, end: str) -> float:
@@ -173,28 +159,17 @@ def _seconds(start: str, end: str) -> float:
     return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
 
 
-def cost_of(key: tuple, by_key: dict[tuple, list[float]]) -> tuple[float, bool]:
-    """The median measured seconds of cells like this one, and whether it was measured as such: else those of its
-    worker and pass in the nearest power class, else of its worker, else of every cell (an extrapolation)."""
-    if key in by_key:
-        return statistics.median(by_key[key]), True
-    worker, pass_, klass = key
-    near = sorted((abs(k[2] - klass), k) for k in by_key if k[:2] == (worker, pass_))
-    same = [v for k, v in by_key.items() if k[0] == worker] or list(by_key.values())
-    values = by_key[near[0][1]] if near else [s for v in same for s in v]
-    return statistics.median(values), False
-
-
 def estimate(runs: list, specs: list, device: Device) -> list[dict]:
     """Each spec's GPU time from measured per-cell costs: the cells a worker would measure on `device` (declined
     ones cost nothing), each at the median of the measured cells of its cost key, plus one process's overhead."""
-    by_key, overheads = costs(runs)
-    overhead = statistics.median(overheads) if overheads else 0.0
+    table = medians(measured(runs))
+    spent = overheads(runs)
+    overhead = statistics.median(spent) if spent else 0.0
     rows = []
     for spec in specs:
         cells = expand(spec)
         keys = run_keys(cells, device)
-        priced = [cost_of(key, by_key) for key in keys]
+        priced = [price(key, table) for key in keys]
         rows.append({"spec": spec.name, "cells": len(cells), "measured_cells": len(keys),
                      "cells_s": sum(s for s, _ in priced), "overhead_s": overhead,
                      "extrapolated": sum(1 for _, exact in priced if not exact)})
@@ -214,6 +189,11 @@ def estimate_table(rows: list[dict]) -> str:
                  f"{sum(r['extrapolated'] for r in rows)} | {sum(r['cells_s'] for r in rows):.0f} | "
                  f"{sum(r['overhead_s'] for r in rows):.0f} | {total / 60:.1f} |")
     return "\n".join(lines)
+
+
+def prices_literal(table: dict[Key, float]) -> str:
+    """A cost table as runner.cost.H200 is written: one key a line."""
+    return "\n".join(["{", *(f"    {key!r}: {seconds!r}," for key, seconds in table.items()), "}"])
 
 
 def run_device(run) -> Device:
@@ -262,9 +242,14 @@ def main() -> None:
     parser.add_argument("--estimate", nargs="+", type=Path, metavar="RUN_DIR",
                         help="price --specs from these runs' measured cells (on the device of the first run)")
     parser.add_argument("--specs", nargs="+", type=Path, default=[], metavar="SPEC")
+    parser.add_argument("--prices", nargs="+", type=Path, metavar="RUN_DIR",
+                        help="print the cost table of these runs' measured cells (runner.cost.H200 is one)")
     args = parser.parse_args()
     if args.compare:
         print(compare(*args.compare))
+        return
+    if args.prices:
+        print(prices_literal(medians(measured(read_run(path) for path in args.prices))))
         return
     if args.estimate:
         runs = [read_run(path) for path in args.estimate]

@@ -52,13 +52,14 @@ def test_a_specs_gpu_time_is_priced_from_measured_cells_of_its_worker_pass_and_p
     from runner.cells import expand
     from runner.machine import Device
     from runner.registry import load_all
+    from runner.cells import run_class
     from runner.spec import parse_spec
     from test_results import manifest, write_run
 
     experiment = {"name": "e", "variants": ["xla", "naive", "cudnn"], "sweep": {"seq_len": [64, 4096, 16]}}
     spec = parse_spec(spec_data(experiment, defaults={"pass": "fwd"}), set(load_all()))
     shape = {c.params.seq_len: c.params for c in expand(spec)}
-    assert bench.run_class(shape[16]) < bench.run_class(shape[64]) < bench.run_class(shape[4096])
+    assert run_class(shape[16]) < run_class(shape[64]) < run_class(shape[4096])
     measured = [record(name, params=shape[64], duration_s=s, worker="jax")
                 for name, s in (("xla", 0.2), ("naive", 0.4))]
     measured += [record("xla", params=shape[4096], duration_s=2.0, worker="jax"),
@@ -77,7 +78,7 @@ def test_the_estimate_prices_cells_in_the_run_order_and_power_classes_of_the_run
     it in (its forward+backward twin's: a forward cell at T = 64 is class 5 on its own FLOPs, 6 beside its twin)."""
     from helpers import spec_data
     from runner import run
-    from runner.cells import expand
+    from runner.cells import expand, power_class, run_class
     from runner.machine import Device
     from runner.registry import load_all
     from runner.spec import parse_spec
@@ -87,7 +88,7 @@ def test_the_estimate_prices_cells_in_the_run_order_and_power_classes_of_the_run
                                 defaults={**spec_data()["defaults"], "pass": "fwd"}), set(load_all()))
     cpu, cells = Device("cpu", "cpu", None), expand(spec)
     short = next(c.params for c in cells if c.params.seq_len == 64 and c.params.pass_ == "fwd")
-    assert run.power_class(short) == 5 and run.run_class(short) == 6
+    assert power_class(short) == 5 and run_class(short) == 6
     ordered = [c for c in run.in_run_order(cells) if c.variant != "cudnn"]  # cudnn declines on a CPU
     assert bench.run_keys(cells, cpu) == [("jax", c.params.pass_, 6) for c in ordered]
     assert [c.params.pass_ for c in ordered] == ["fwd", "fwd_bwd", "fwd"]  # T = 128, then T = 64's twin first

@@ -12,7 +12,7 @@ from rich.console import Console
 import test_results
 from helpers import params
 from runner import run
-from runner.cells import Cell
+from runner.cells import Cell, power_class
 from runner.machine import current_device
 from runner.metrics import Ceilings
 from runner.shape import Params
@@ -139,7 +139,7 @@ def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_ce
     long, short = params(seq_len=4096), params(seq_len=64)
     cells = [Cell("a", "xla", long), Cell("a", "naive", long), Cell("a", "xla", short),
              Cell("b", "cudnn", long), Cell("b", "xla", params(seq_len=80)), Cell("b", "naive", short)]
-    assert run.power_class(short) == run.power_class(params(seq_len=80)) < run.power_class(long)
+    assert power_class(short) == power_class(params(seq_len=80)) < power_class(long)
     ordered = run.in_run_order(cells)
     assert ordered == [cells[2], cells[5], cells[4], cells[0], cells[1], cells[3]]
     assert run.in_run_order(list(reversed(cells)))[:2] == [cells[5], cells[2]]  # the spec's order within a shape
