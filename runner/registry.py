@@ -250,8 +250,16 @@ def unmet(v: Variant, device: Device) -> str | None:
 
 def decline(v: Variant, params: Params, device: Device) -> str | None:
     """Why `v` declines this cell here, or None when it can run it (a build may still raise Skip)."""
-    if reason := unmet(v, device):
-        return reason
+    return unmet(v, device) or _declined_by_rules(v, params, device)
+
+
+def static_decline(v: Variant, params: Params) -> str | None:
+    """Why `v` declines this cell on any device (the cell breaks a rule of the variant's), or None."""
+    return _declined_by_rules(v, params, None)
+
+
+def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str | None:
+    """decline's rules past the device's own (unmet); with no device, those the cell's params break anywhere."""
     req = v.requires
     if req.dtypes and params.dtype not in req.dtypes:
         return f"{v.name} runs {' / '.join(req.dtypes)} only, not {params.dtype}"
@@ -281,11 +289,11 @@ class Probes:
         return self.found[v.name]
 
 
-def _devices_unmet(v: Variant, params: Params, device: Device) -> str | None:
-    """Why the cell's `devices` cannot be had: the variant runs on fewer, or this worker sees fewer."""
+def _devices_unmet(v: Variant, params: Params, device: Device | None) -> str | None:
+    """Why the cell's `devices` cannot be had: the variant runs on fewer, or this worker (if any) sees fewer."""
     if params.devices > v.requires.max_devices:
         most = "one device" if v.requires.max_devices == 1 else f"at most {v.requires.max_devices} devices"
         return f"{v.name} runs on {most}, not {params.devices} (it does not split the sequence)"
-    if params.devices > device.count:
+    if device and params.devices > device.count:
         return f"the cell needs {params.devices} devices; this worker sees {device.count} {device.platform} device(s)"
     return None

@@ -1,5 +1,5 @@
 """Shards: a deterministic share of a run's cells for one of n nodes, whole families (the cells that share one set of
-inputs and float32 reference: cells.family) balanced by estimated cost (FLOPs)."""
+inputs and float32 reference: cells.family) balanced by what their cells cost in GPU seconds (runner.cost)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runner.cells import Cell, family
-from runner.metrics import flops
+from runner.cost import H200, Key, cost_key, price
+from runner.registry import VARIANTS, static_decline
 from runner.shape import Params
 from runner.spec import short
 
@@ -55,13 +56,20 @@ def families(cells: list[Cell]) -> list[list[Cell]]:
     return list(grouped.values())
 
 
-def assign(cells: list[Cell], count: int) -> dict[str, int]:
-    """Cell key -> shard index: whole families, costliest first (their FLOPs summed; ties by their smallest key),
-    each to the least loaded shard (ties to the one holding fewest families, then the lowest index), so a family's
-    inputs and reference are made on one node and the same cells give the same shares in any order."""
-    costed = sorted((-sum(flops(c.params) for c in group), min(c.key for c in group), group)
+def cell_ms(cell: Cell, table: dict[Key, float] = H200) -> int:
+    """What a cell costs, in whole milliseconds (sums that no order of the cells can change): its cost key's price
+    in `table`, or nothing where its variant declines it on any device (its params break the variant's rules)."""
+    v = VARIANTS[cell.variant]
+    return 0 if static_decline(v, cell.params) else round(1000 * price(cost_key(v.worker, cell.params), table)[0])
+
+
+def assign(cells: list[Cell], count: int, table: dict[Key, float] = H200) -> dict[str, int]:
+    """Cell key -> shard index: whole families, costliest first (their cells' cell_ms summed; ties by their smallest
+    key), each to the least loaded shard (ties to the one holding fewest families, then the lowest index), so a
+    family's inputs and reference are made on one node and the same cells give the same shares in any order."""
+    costed = sorted((-sum(cell_ms(c, table) for c in group), min(c.key for c in group), group)
                     for group in families(cells))  # keys are unique: the group is never compared
-    loads = [(0, 0, index) for index in range(count)]  # (FLOPs so far, families so far, shard index): a heap
+    loads = [(0, 0, index) for index in range(count)]  # (milliseconds so far, families so far, shard index): a heap
     owner = {}
     for cost, _, group in costed:
         load, held, index = heapq.heappop(loads)
