@@ -7,6 +7,7 @@ checkout, once before and once after a change, then compare the two files byte f
 """
 import sys
 sys.path.insert(0, "tests")
+sys.path.insert(0, ".")
 import numpy as np
 from helpers import params
 from runner import inputs
