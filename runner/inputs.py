@@ -133,7 +133,7 @@ def _reference_chunk(q, k, v, dout, q_offset, *masking, logits: Logits, with_gra
                                **dict(zip(names, masking)))
     if not with_grads:
         return (attend(q, k, v),)
-    out, vjp = jax.vjp(attend, q, k, v)
+    out, vjp = jax.vjp(attend, *(x.astype(jnp.float32) for x in (q, k, v)))  # float32 gradients (empty_results)
     return (out, *vjp(dout.astype(jnp.float32)))
 
 
@@ -147,11 +147,12 @@ def _visible_keys(p: Params, end: int) -> int:
 
 
 def empty_results(p: Params, args: tuple) -> tuple:
-    """Zeros to write the reference into: out in float32 (and under fwd_bwd dq, dk, dv, as jax.vjp gives them: in
-    the dtype of q, k and v)."""
+    """float32 zeros to write the reference into: out (and under fwd_bwd dq, dk, dv). The gradients are float32
+    whatever the cell's dtype: dk and dv are sums over every block of query rows (565 blocks at T 32k), and a sum
+    kept in bfloat16 would round at each block."""
     q, k, v = args[:3]
     out = jnp.zeros(q.shape[:3] + (v.shape[3],), jnp.float32)
-    return (out, *(jnp.zeros(x.shape, x.dtype) for x in (q, k, v))) if p.pass_ == "fwd_bwd" else (out,)
+    return (out, *(jnp.zeros(x.shape, jnp.float32) for x in (q, k, v))) if p.pass_ == "fwd_bwd" else (out,)
 
 
 def reference(p: Params, args: tuple) -> tuple:

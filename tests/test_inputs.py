@@ -44,16 +44,32 @@ def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
         np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-6)
 
 
-def test_reference_gradients_are_the_vjp_of_attention():
-    p = params(kv_heads=2, causal=True, pass_="fwd_bwd")
-    q, k, v, dout = random_inputs(p, 7)
+def test_bfloat16_gradients_are_summed_over_row_blocks_in_float32(monkeypatch):
+    """dk and dv are sums over every block of query rows: kept in bfloat16 they would round at each block (565 at T
+    32k); the reference keeps them in float32, equal to the unchunked float32 vjp of the same inputs."""
+    p = params(seq_len=64, kv_heads=1, causal=True, pass_="fwd_bwd", dtype="bfloat16")
+    args = random_inputs(p, 8)
+    whole = inputs.reference(p, args)
+    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)
+    assert inputs.chunk_shape(p) == (1, 1)  # one query row at a time: 64 blocks summed into dk and dv
+    for part, full in zip(inputs.reference(p, args), whole):
+        assert part.dtype == full.dtype == jnp.float32
+        np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_reference_gradients_are_the_vjp_of_attention(dtype):
+    p = params(kv_heads=2, causal=True, pass_="fwd_bwd", dtype=dtype)
+    q, k, v, dout = (x.astype(jnp.float32) for x in random_inputs(p, 7))  # the cell's values, in float32
 
     @jax.jit
     def out_and_grads(q, k, v, dout):
         out, vjp = jax.vjp(functools.partial(reference_attention, causal=True), q, k, v)
         return (out, *vjp(dout.astype(jnp.float32)))
 
-    for got, want in zip(inputs.reference(p, (q, k, v, dout)), out_and_grads(q, k, v, dout)):
+    cell = tuple(x.astype(p.dtype) for x in (q, k, v, dout))
+    for got, want in zip(inputs.reference(p, cell), out_and_grads(q, k, v, dout)):
+        assert got.dtype == jnp.float32
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
