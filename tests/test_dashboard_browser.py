@@ -228,6 +228,28 @@ def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, ur
     again.close()
 
 
+def legend(page) -> set[str]:
+    """The open tab's charts' legend entries, as drawn."""
+    return set(page.evaluate(f"[...document.querySelectorAll('[role=tabpanel]:not([hidden]) {PLOTS} text.legendtext')]"
+                             ".map(t => t.textContent)"))
+
+
+def test_a_filter_chosen_in_the_sidebar_redraws_the_chart_with_it(page, url):
+    """A filter chosen in the sidebar, as a person chooses it (typed, Enter), redraws the chart with it and goes into
+    the URL."""
+    open_view(page, f"{url}/?run=lab5-20261202-110556")
+    assert {"naive", "xla", "cudnn"} <= legend(page)
+    box = page.locator(".st-key-variant input")
+    box.fill("xla")
+    box.press("Enter")
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.legendtext')].every(t => t.textContent !== "
+                           "'cudnn')", timeout=60_000)
+    settle(page)
+    assert chips(page, "variant") == ["xla"] and "variant=xla" in page.url
+    assert legend(page) & {"naive", "xla", "cudnn"} == {"xla"}
+    assert_no_error_text(page)
+
+
 def test_the_telemetry_view_draws_clock_power_and_tflop_per_joule(page, url):
     open_view(page, f"{url}/?run={STEADY}&clock=true")
     assert {"fwd: latency vs T", "fwd: SM clock vs T", "fwd: power vs T"} <= set(chart_texts(page, "gtitle"))
