@@ -19,6 +19,7 @@ from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
 FILTERS.update({axis.name: axis.name for axis in shape.AXES if axis.quiet})  # window, fill, bias, softcap, tp...
+FIND = ("gpu", "spec", "sha", "since", "until")  # Find runs' widgets
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
 RUNS_LISTED = 100  # run ids the Runs list offers, newest first: a long list costs every page load, not only the first
 SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
@@ -39,8 +40,15 @@ def source_ui(snap: data.Snapshot) -> None:
 
 
 def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
-    """Narrow the run list by GPU, spec, git sha and start date (empty: no narrowing)."""
-    with st.sidebar.expander("Find runs (GPU, spec, sha, date)"):
+    """Narrow the run list by GPU, spec, git sha and start date (empty: no narrowing) while Find runs is open. Its
+    widgets are built only then: the browser draws every widget it is sent before the first chart, open or not; a
+    link that narrows opens it."""
+    if any(value for key in FIND for value in widgets.asked(key)):
+        widgets.choose("find", True)
+    finder = st.sidebar.expander("Find runs (GPU, spec, sha, date)", key="find", bind="query-params")
+    if not finder.open:
+        return runs
+    with finder:
         gpus = widgets.multi(st, "GPU", sorted(runs["gpu"].dropna().unique()), "gpu", "ran no run here",
                              placeholder="all")
         specs = widgets.multi(st, "Spec", sorted(runs["spec"].dropna().unique()), "spec", "ran no run here",

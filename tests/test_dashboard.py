@@ -462,8 +462,20 @@ def test_the_runs_list_offers_the_newest_hundred_and_find_runs_reaches_the_other
     assert app.multiselect(key="run").options == runs[:2:-1]  # the newest 100, newest first
     assert "Listing the newest 100: Find runs reaches the others" in texts(app.sidebar.caption)
     assert runs[0] in open_app(monkeypatch, tmp_path, run=runs[0]).multiselect(key="run").options  # a link's run
-    oldest = app.date_input(key="until").set_value(datetime(2026, 10, 1).date()).run()
+    finding = open_app(monkeypatch, tmp_path, find="true")
+    oldest = finding.date_input(key="until").set_value(datetime(2026, 10, 1).date()).run()
     assert oldest.multiselect(key="run").options[:4] == runs[3::-1]
+
+
+def test_find_runs_builds_its_widgets_only_when_open_and_a_link_that_narrows_opens_it(monkeypatch):
+    """Five widgets fewer for the browser to draw before the first chart while Find runs is closed."""
+    closed = open_app(monkeypatch)
+    assert not closed.date_input and not closed.text_input and {"gpu", "spec"}.isdisjoint(
+        w.key for w in closed.sidebar.multiselect)
+    narrowed = open_app(monkeypatch, gpu="cpu")
+    assert narrowed.multiselect(key="gpu").value == ["cpu"] and len(narrowed.date_input) == 2
+    newest = closed.multiselect(key="run").value  # chosen before narrowing, so kept
+    assert narrowed.multiselect(key="run").options == ["lab5-20261202-104832", *newest]
 
 
 def test_the_store_is_read_once_and_shared_not_copied(monkeypatch):
