@@ -2,7 +2,8 @@
 cell's rates are shares of, kept beside the compile cache and reused by a later run on the same key instead of
 measured at every start (1.8-5.4 s of an H200 worker's start, before the first cell).
 
-The key is what can change them: the GPU (its name and NVML uuid), the driver, the power limit and the clock caps in
+The key is what can change them: the GPU (its name and NVML uuid, and the SMs CUDA gives this process: a MIG
+instance of it has fewer, under the same uuid), the driver, the power limit and the clock caps in
 force (the maximum SM clock and the application clocks), the libraries that compile and run the two measurements
 (jax, jaxlib, the CUDA runtime and cuDNN jaxlib loaded), the timer that times them, and FORMAT (the way they are
 measured). Any part that differs is another key, so they are measured afresh; so are kept ones older than
@@ -37,7 +38,7 @@ def key(gpu: GpuFacts | None, versions: dict[str, str]) -> dict | None:
     """What can change the ceilings; None without the GPU's uuid."""
     if gpu is None or not gpu.uuid:
         return None
-    return {"format": FORMAT, "gpu": gpu.name, "uuid": gpu.uuid, "driver": gpu.driver,
+    return {"format": FORMAT, "gpu": gpu.name, "uuid": gpu.uuid, "sm_count": gpu.sm_count, "driver": gpu.driver,
             "power_limit_w": gpu.power_limit_w, "sm_clock_max_mhz": gpu.sm_clock_max_mhz,
             "sm_clock_app_mhz": gpu.sm_clock_app_mhz, "mem_clock_app_mhz": gpu.mem_clock_app_mhz, "timer": TIMER,
             "versions": {name: versions.get(name) for name in VERSIONED}}

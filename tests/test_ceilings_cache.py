@@ -69,8 +69,10 @@ def test_a_second_run_on_the_same_key_reuses_the_first_runs_ceilings(h200, tmp_p
 
 @pytest.mark.parametrize("change", [
     {"driver": "580.65.06"}, {"power_limit_w": 600.0}, {"sm_clock_app_mhz": 1500}, {"mem_clock_app_mhz": 2619},
-    {"sm_clock_max_mhz": 1755}, {"uuid": "GPU-5f1c0d2e-0000-4000-8000-000000000002"}, {"name": "NVIDIA H100"}])
+    {"sm_clock_max_mhz": 1755}, {"sm_count": 60}, {"uuid": "GPU-5f1c0d2e-0000-4000-8000-000000000002"},
+    {"name": "NVIDIA H100"}])
 def test_a_changed_gpu_driver_power_limit_or_clock_cap_measures_them_afresh(h200, tmp_path, change):
+    """sm_count: a MIG instance of the GPU reads the whole GPU's uuid in NVML, but CUDA gives it fewer SMs."""
     h200.start(tmp_path, "first")
     h200.facts = FACTS.model_copy(update=change)
     second = h200.start(tmp_path, "second")
