@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from runner.cells import Cell, family
 from runner.cost import H200, Key, cost_key, price
-from runner.registry import VARIANTS, static_decline
 from runner.shape import Params
 from runner.spec import short
 
@@ -59,6 +58,8 @@ def families(cells: list[Cell]) -> list[list[Cell]]:
 def cell_ms(cell: Cell, table: dict[Key, float] = H200) -> int:
     """What a cell costs, in whole milliseconds (sums that no order of the cells can change): its cost key's price
     in `table`, or nothing where its variant declines it on any device (its params break the variant's rules)."""
+    from runner.registry import VARIANTS, static_decline  # here: `compare` and `runs` parse shards without it
+
     v = VARIANTS[cell.variant]
     return 0 if static_decline(v, cell.params) else round(1000 * price(cost_key(v.worker, cell.params), table)[0])
 
