@@ -155,7 +155,8 @@ def hello(start: Start) -> tuple[Hello, object | None]:
         return Hello(start.group, versions, device, error=error, start_s=seconds), None
     cache = compiler.configure_cache(start.settings.compile_cache)
     lap("compile_cache")
-    described, idle = _machine(start, versions, cache), _idle(start)
+    idle = _idle(start)  # before the ceilings' seconds of full load (whether or not they are measured here)
+    described = _machine(start, versions, cache)
     lap("machine")
     measurer = _measurer(start.settings, device, described, idle, open_cache(cache, device.kind, versions))
     lap("measurer")

@@ -207,3 +207,20 @@ def test_the_flag_reaches_the_runs_workers(tmp_path, capsys, monkeypatch, flag):
     in_process(capsys, "run", spec, "--out", tmp_path / "out", "--spool", tmp_path / "spool", "--run-id", "r",
                *flag)
     assert [s.measure_ceilings for s in given] == [bool(flag)]
+
+
+def test_the_gpus_idle_state_is_read_before_its_ceilings_are_measured(h200, tmp_path, monkeypatch):
+    """burst waits to get back to the GPU's state before the run (power.Idle, docs/timing.md). Read after the ceilings'
+    seconds of full load, it was a warmer GPU's in a run that measured them than in one that reused them."""
+    from runner import compiler, power
+
+    def readings(index: int = 0) -> GpuFacts:  # each measurement leaves the GPU warmer and drawing more
+        return FACTS.model_copy(update={"temperature_c": 31 + 9 * h200.measured, "power_w": 75.2 + 300 * h200.measured})
+
+    monkeypatch.setattr(gpu, "readings", readings)
+    monkeypatch.setattr(compiler, "configure_cache", lambda location: location)  # JAX's own cache left as it is
+    monkeypatch.setattr(worker, "_measurer", lambda *args: None)
+    settings = worker.Settings(parse_spec(spec_data(), {"xla"}), "first", str(tmp_path))
+    hello, _ = worker.hello(worker.Start("jax", settings, describe=True))
+    assert h200.measured == 1 and hello.machine.ceilings_origin.run_id == "first"
+    assert hello.idle == power.Idle(31, 75.2)
