@@ -16,6 +16,8 @@ Names that look alike, each one job:
 - report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader.
 - compare.py: two runs compared cell by cell (pure); report.py prints the comparison; cli.py holds every command,
   `compare` too (its arguments, which runs, what must hold, its exit codes).
+- kept.py: entries kept beside the compile cache for later runs, of tuning_cache.py (a library's tunings) and
+  ceilings_cache.py (the machine's ceilings, which gpu.py measures; machine.py describes the rest of the machine).
 - published.py: other benchmarks' published figures, matched to our cells by shape; dashboard/published.py draws
   them on the dashboard's charts.
 """
