@@ -3,6 +3,7 @@ ceilings a cell's rates are compared with (bf16 matmul TFLOP/s, device-memory co
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 from runner.record import GpuFacts
@@ -49,12 +50,34 @@ def _supported(read):
         return None
 
 
+def nvml_id(index: int = 0) -> int | str:
+    """NVML's name (an index, or a uuid) for the GPU that CUDA, and so JAX, numbers `index` in this process. NVML sees
+    every GPU of the host whatever CUDA_VISIBLE_DEVICES says, so under `CUDA_VISIBLE_DEVICES=3` JAX's GPU 0 is NVML's
+    GPU 3: read at index 0, the clocks, power and throttle the steady rule waits on, and the uuid the ceilings are
+    kept under, would be another GPU's. The list's entries are indices or uuids; an index assumes CUDA numbers the
+    GPUs in NVML's (PCI) order, true where they are all one model, else with CUDA_DEVICE_ORDER=PCI_BUS_ID."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [entry.strip() for entry in (visible or "").split(",")]
+    if not visible or index >= len(entries):
+        return index
+    entry = entries[index]
+    return int(entry) if entry.isdigit() else entry
+
+
+def nvml_handle(pynvml, index: int = 0):
+    """NVML's handle of the GPU CUDA numbers `index` in this process (nvml_id)."""
+    found = nvml_id(index)
+    if isinstance(found, int):
+        return pynvml.nvmlDeviceGetHandleByIndex(found)
+    return pynvml.nvmlDeviceGetHandleByUUID(found)
+
+
 def _nvml_facts(index: int) -> GpuFacts:
     import pynvml  # nvidia-ml-py
 
     pynvml.nvmlInit()
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(pynvml, index)
         return GpuFacts(
             name=_text(pynvml.nvmlDeviceGetName(handle)),
             uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
@@ -79,7 +102,7 @@ def _nvml_facts(index: int) -> GpuFacts:
 def _smi_facts(index: int) -> GpuFacts:
     query = ",".join(SMI_FIELDS.values())
     out = subprocess.run(
-        ["nvidia-smi", f"--id={index}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+        ["nvidia-smi", f"--id={nvml_id(index)}", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
         capture_output=True, text=True, timeout=20, check=True,
     ).stdout
     values = dict(zip(SMI_FIELDS, (v.strip() for v in out.strip().split(","))))

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from runner import gpu
 from runner.record import PowerState, Span, Telemetry
 
 # NVML's clock event (throttle) reason bits, in words
@@ -79,7 +80,7 @@ class NvmlSource:
 
         self.nvml = pynvml
         pynvml.nvmlInit()
-        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.handle = gpu.nvml_handle(pynvml, index)  # this process's GPU `index`, under CUDA_VISIBLE_DEVICES too
         self.reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
         self.power_limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000

@@ -108,3 +108,40 @@ def test_capability_outside_names_a_gpu_outside_the_range_and_nothing_off_nvidia
     fake_gpu(monkeypatch, found)
     assert machine.capability() == (float(found) if found else None)
     assert machine.capability_outside(lowest, past) == outside
+
+
+@pytest.mark.parametrize("visible, index, found", [
+    (None, 0, 0), ("", 0, 0), ("3", 0, 3), ("2,5", 1, 5), ("2, 5", 1, 5), ("GPU-5f1c,1", 0, "GPU-5f1c"),
+    ("3", 1, 1),  # past the list: CUDA sees no such GPU; left as asked
+])
+def test_nvml_names_the_gpu_cuda_numbers_under_cuda_visible_devices(monkeypatch, visible, index, found):
+    """NVML sees every GPU of the host: JAX's GPU 0 under CUDA_VISIBLE_DEVICES=3 is NVML's GPU 3, for the facts
+    (the ceilings' uuid), nvidia-smi and the power telemetry alike."""
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert gpu.nvml_id(index) == found
+
+
+def test_telemetry_and_facts_read_the_gpu_cuda_visible_devices_names(monkeypatch):
+    import types
+
+    from runner import power
+
+    asked = []
+    nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: asked.append(("index", i)) or i,
+        nvmlDeviceGetHandleByUUID=lambda u: asked.append(("uuid", u)) or u,
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: 700000, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,GPU-5f1c")
+    power.NvmlSource(0)
+    power.NvmlSource(1)
+    assert asked == [("index", 3), ("uuid", "GPU-5f1c")]
+    printed = []
+    monkeypatch.setattr(gpu.subprocess, "run", lambda argv, **k: printed.append(argv[1]) or subprocess.CompletedProcess(
+        argv, 0, ", ".join(["x"] * len(gpu.SMI_FIELDS)) + "\n", ""))
+    gpu._smi_facts(0)
+    assert printed == ["--id=3"]
