@@ -611,8 +611,9 @@ def _v12_to_v13(data: dict, kind: str) -> dict:
         return data
     if machine.get("matmul_peak_tflops") is not None or machine.get("memory_bandwidth_gbps") is not None:
         machine["ceilings_origin"] = {"reused": False, "run_id": data.get("run_id"), "measured_at":
-                                      data.get("started_at"), "note": "measured at the run's start (schema 12 and "
-                                      "before measured them at every start)"}
+                                      data.get("started_at"), "note": "measured at the run's start, or at its "
+                                      "resume for a resumed run (schema 12 and before measured them at every start and "
+                                      "kept no time of a resume: measured_at is the run's start)"}
     return data
 
 
