@@ -184,12 +184,20 @@ def momentary(fact: str) -> bool:
     return fact in IDENTITY or fact.startswith("seconds ") or fact.endswith(" start s")
 
 
+def reused_ceilings(manifests: Mapping[str, Manifest | None]) -> bool:
+    """Whether a run among these reused kept ceilings: where none did, each run measured its own, and their
+    `ceilings measured` differ as any two starts do (noise, its values beside it), not in their environment."""
+    return any(m.machine.ceilings_origin.reused for m in manifests.values() if m and m.machine.ceilings_origin)
+
+
 def environments(manifests: Mapping[str, Manifest | None]) -> pd.DataFrame:
     """Runs side by side, one column each, a row per fact; `differs` marks environment facts (not the run's
     identity, times or momentary readings) that are not the same in every run, and those rows come first."""
     columns = {key: facts(m) for key, m in manifests.items()}
     table = pd.DataFrame(columns).fillna("—")
     differs = (table.nunique(axis=1) > 1) & ~table.index.map(momentary).astype(bool)
+    if not reused_ceilings(manifests):
+        differs &= table.index != "ceilings measured"
     return table.assign(differs=differs).sort_values("differs", ascending=False, kind="stable")
 
 

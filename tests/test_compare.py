@@ -403,14 +403,36 @@ def test_previous_finds_the_run_before_an_upgrade_and_names_attnbench_beside_the
     assert {"fact": "spec hash", "a": "368e31dd7f4dae7f", "b": today.digest()} in found["environment"]
 
 
+def _with_ceilings(manifest, run_id: str, measured_by: str, reused: bool):
+    """`manifest` as run `run_id`, its ceilings measured by `measured_by`'s start (reused, or its own)."""
+    origin = manifest.machine.ceilings_origin.model_copy(update={"reused": reused, "run_id": measured_by,
+                                                                 "measured_at": f"{measured_by}'s start"})
+    return manifest.model_copy(update={"run_id": run_id,
+                                       "machine": manifest.machine.model_copy(update={"ceilings_origin": origin})})
+
+
 def test_runs_that_share_one_measurement_of_the_ceilings_do_not_differ_in_it():
-    """A run that reused another's ceilings names the start that measured them, as that run does; a run that measured
-    its own differs there (its ceilings are another measurement)."""
+    """A run that reused another's ceilings names the start that measured them, as that run does."""
     a = shipped(H200_LAB5).manifest
     reused = a.machine.ceilings_origin.model_copy(update={"reused": True})
     b = a.model_copy(update={"run_id": "later", "machine": a.machine.model_copy(update={"ceilings_origin": reused})})
     assert compare.facts(b)["ceilings measured"] == f"{a.run_id} at {a.started_at}"
     assert "ceilings measured" not in compare.differences(a, b)["fact"].tolist()
-    own = reused.model_copy(update={"reused": False, "run_id": "later"})
-    c = a.model_copy(update={"run_id": "later", "machine": a.machine.model_copy(update={"ceilings_origin": own})})
-    assert "ceilings measured" in compare.differences(a, c)["fact"].tolist()
+
+
+@pytest.mark.parametrize("a_by, a_reused, b_by, b_reused, told", [
+    ("a", False, "b", False, False),  # each measured its own: two starts' noise, no difference of environment
+    ("a", False, "older", True, True),  # one measured now, one reused another start's
+    ("first", True, "second", True, True),  # reused from different entries
+    ("first", True, "first", True, False),  # reused from one entry
+])
+def test_ceilings_measured_differs_only_where_a_run_reused_them(a_by, a_reused, b_by, b_reused, told):
+    """Two runs that each measured their own ceilings differ in `ceilings measured` as any two starts do: that is no
+    difference of environment. It is one where a run reused kept ones, measured by another start than the other's;
+    the ceilings' values stay beside it, as the runs' own facts."""
+    run = shipped(H200_LAB5).manifest
+    a, b = _with_ceilings(run, "a", a_by, a_reused), _with_ceilings(run, "b", b_by, b_reused)
+    assert ("ceilings measured" in compare.differences(a, b)["fact"].tolist()) is told
+    table = compare.environments({"a": a, "b": b})
+    assert table.loc["ceilings measured", "differs"] == told
+    assert table.loc["matmul peak (TFLOP/s)", "a"] == str(round(run.machine.matmul_peak_tflops, 1))
