@@ -36,8 +36,9 @@ class Kept:
 
         return open_store(self.location)
 
-    def warn(self, message: str) -> None:
-        print(f"warning: {self.what} cache: {message}; {self.anew}", file=sys.stderr, flush=True)
+    def warn(self, message: str, then: str | None = None) -> None:
+        """One line on stderr: what is wrong, and what the worker does instead (`anew`, unless `then` says)."""
+        print(f"warning: {self.what} cache: {message}; {then or self.anew}", file=sys.stderr, flush=True)
 
     def get(self, name: str, identity: dict, needed: tuple[str, ...]) -> dict | None:
         """The entry at `name` made for `identity`, holding the fields `needed`; None: none kept, or one that cannot

@@ -318,7 +318,8 @@ class CeilingsOrigin(Strict):
     run_id: str = Field(description="The run whose start measured them: this one, or the earlier one reused.")
     measured_at: str = Field(description="When they were measured (UTC).")
     note: str = Field("", description="Why they were measured (none kept for the key, too old, --measure-ceilings, "
-                      "no compile cache), or how old the reused ones are.")
+                      "no compile cache), or how old the reused ones are; after '; not kept: ', why ceilings measured "
+                      "here were not kept for later runs (not plausible: docs/timing.md).")
 
 
 class Machine(Strict):

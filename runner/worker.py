@@ -116,7 +116,8 @@ def _machine(start: Start, versions: dict, cache: str) -> Machine | None:
         return machine.describe(device, jax.device_count(), versions)
     facts = gpu.facts()
     found, origin = ceilings_cache.ceilings(cache, facts, versions, start.settings.run_id,
-                                            start.settings.measure_ceilings)
+                                            start.settings.measure_ceilings, capability=device.compute_capability,
+                                            xla_flags=os.environ.get("XLA_FLAGS", ""))
     return machine.describe(device, jax.device_count(), versions, facts, found.peak_tflops, found.bandwidth_gbps,
                             origin)
 

@@ -30,16 +30,17 @@ class H200:
     """The stand-in GPU: its NVML facts now (`facts`), and each measurement of the ceilings it was asked for."""
 
     def __init__(self, monkeypatch):
-        self.facts, self.measured = FACTS, 0
+        self.facts, self.measured, self.peak, self.copy = FACTS, 0, 700.0, 4285.0
+        self.capability = 9.0
         fake_gpu(monkeypatch, "9.0")
-        monkeypatch.setattr(machine, "current_device", lambda: Device("gpu", "NVIDIA H200", 9.0))
+        monkeypatch.setattr(machine, "current_device", lambda: Device("gpu", "NVIDIA H200", self.capability))
         monkeypatch.setattr(gpu, "facts", lambda: self.facts)
         monkeypatch.setattr(gpu, "matmul_peak_tflops", self._matmul)
-        monkeypatch.setattr(gpu, "memory_bandwidth_gbps", lambda: 4285.0 + self.measured)
+        monkeypatch.setattr(gpu, "memory_bandwidth_gbps", lambda: self.copy + self.measured)
 
     def _matmul(self) -> float:
         self.measured += 1
-        return 700.0 + self.measured / 7  # each measurement its own digits
+        return self.peak + self.measured / 7  # each measurement its own digits
 
     def start(self, cache, run_id: str, versions: dict = VERSIONS, afresh: bool = False):
         """The machine record the run's first worker makes."""
@@ -224,3 +225,101 @@ def test_the_gpus_idle_state_is_read_before_its_ceilings_are_measured(h200, tmp_
     hello, _ = worker.hello(worker.Start("jax", settings, describe=True))
     assert h200.measured == 1 and hello.machine.ceilings_origin.run_id == "first"
     assert hello.idle == power.Idle(31, 75.2)
+
+
+H200_MMA = 4096 * 132 * 1980 / 1e6  # dense bf16 TFLOP/s at its maximum SM clock (runner.metrics.peak_mma_tflops)
+
+
+def _kept(tmp_path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (tmp_path / FOLDER).glob("*.json")]
+
+
+def test_a_matmul_reading_under_half_the_gpus_mma_rate_serves_its_run_and_is_not_kept(h200, tmp_path, capsys):
+    """A GPU time-shared with another pod reads about half its matmul: kept, it would spoil a week of runs."""
+    h200.peak = 0.49 * H200_MMA
+    low = h200.start(tmp_path, "shared")
+    assert low.matmul_peak_tflops == h200.peak + 1 / 7 and not low.ceilings_origin.reused  # this run rates against it
+    assert low.ceilings_origin.note == ("measured: none kept for this key; not kept: matmul 525 TFLOP/s is under 50% "
+                                        "of the GPU's dense bf16 rate at its clock cap (1071 TFLOP/s)")
+    warning = capsys.readouterr().err
+    assert warning == (f"warning: ceilings cache: {tmp_path}: these are not kept: matmul 525 TFLOP/s is under 50% of "
+                       "the GPU's dense bf16 rate at its clock cap (1071 TFLOP/s); this run rates against them\n")
+    assert _kept(tmp_path) == []
+    h200.peak = 0.51 * H200_MMA
+    assert not h200.start(tmp_path, "alone").ceilings_origin.reused and h200.measured == 2
+    assert h200.start(tmp_path, "next").ceilings_origin.run_id == "alone"
+
+
+def test_the_mma_rate_is_at_the_application_clock_where_one_is_set(h200, tmp_path):
+    """A GPU held to 1500 MHz application clocks (nvidia-smi -ac) runs its matmul at most at 1500 MHz."""
+    h200.peak = 0.45 * H200_MMA  # 59 % of the rate at 1500 MHz
+    h200.facts = FACTS.model_copy(update={"sm_clock_app_mhz": 1500})
+    assert "not kept" not in h200.start(tmp_path, "capped").ceilings_origin.note and len(_kept(tmp_path)) == 1
+    h200.facts = FACTS
+    assert "not kept" in h200.start(tmp_path, "uncapped").ceilings_origin.note
+
+
+@pytest.mark.parametrize("unknown", [{"capability": 8.9}, {"facts": FACTS.model_copy(update={"sm_count": None})},
+                                     {"facts": FACTS.model_copy(update={"sm_clock_max_mhz": None,
+                                                                        "sm_clock_app_mhz": None})}])
+def test_without_an_expected_rate_any_reading_is_kept_as_before(h200, tmp_path, unknown):
+    """No MMA rate for the GPU (an L4's sm89 is not in runner.metrics' table; no SM count or clock): nothing to hold
+    the first reading to, so it is kept, as before the rule."""
+    for attribute, value in unknown.items():
+        setattr(h200, attribute, value)
+    h200.peak = 1.0
+    assert h200.start(tmp_path, "first").ceilings_origin.note == "measured: none kept for this key"
+    assert h200.start(tmp_path, "second").ceilings_origin.reused
+
+
+def test_a_kept_entry_under_the_floor_is_not_reused(h200, tmp_path, capsys):
+    """An entry kept before the rule (or by hand) whose matmul is implausible is measured afresh and replaced."""
+    h200.start(tmp_path, "first")
+    [path] = (tmp_path / FOLDER).iterdir()
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"matmul_peak_tflops": 400.0}))
+    capsys.readouterr()
+    second = h200.start(tmp_path, "second")
+    assert not second.ceilings_origin.reused and h200.measured == 2
+    assert second.ceilings_origin.note.startswith("measured: those kept are not plausible (matmul 400 TFLOP/s is under")
+    warning = capsys.readouterr().err
+    assert warning.count("\n") == 1 and "is not plausible (matmul 400 TFLOP/s" in warning
+    assert h200.start(tmp_path, "third").ceilings_origin.run_id == "second"
+
+
+@pytest.mark.parametrize("reading, told", [({"peak": 0.85 * 700}, "matmul 595 TFLOP/s is under 90% of the 700 "
+                                            "TFLOP/s kept for this key before"),
+                                           ({"copy": 0.85 * 4285}, "copy 3644 GB/s is under 90% of the 4286 GB/s kept "
+                                            "for this key before")])
+def test_a_renewal_under_the_entry_it_replaces_is_not_kept(h200, tmp_path, reading, told):
+    """A week on, the new reading replaces the old only if each ceiling is at least 90 % of it: a GPU's readings
+    spread a few percent, a hot neighbour or a time-shared GPU more. --measure-ceilings replaces it whatever it was."""
+    h200.start(tmp_path, "first")
+    _age(tmp_path, MAX_AGE_DAYS + 1)
+    for attribute, value in reading.items():
+        setattr(h200, attribute, value)
+    renewed = h200.start(tmp_path, "renewal")
+    assert renewed.ceilings_origin.note.endswith(f"; not kept: {told}")
+    assert [entry["run_id"] for entry in _kept(tmp_path)] == ["first"]
+    assert "not kept" not in h200.start(tmp_path, "asked", afresh=True).ceilings_origin.note
+    assert [entry["run_id"] for entry in _kept(tmp_path)] == ["asked"]
+
+
+def test_the_key_holds_the_xla_flags_that_can_change_a_kernel(h200, tmp_path, monkeypatch):
+    """Normalised: the fake devices runner.machine adds for a spec's split, the CPU backend's flags and dumps are no
+    part of it; the order flags are given in is none, and a flag given twice counts as XLA reads it (the last)."""
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false --xla_gpu_autotune_level=2")
+    h200.start(tmp_path, "first")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_autotune_level=4 --xla_dump_to=/tmp/x --xla_gpu_autotune_level=2 "
+                       "--xla_force_host_platform_device_count=8 --xla_cpu_use_thunk_runtime=false "
+                       "--xla_gpu_dump_llvmir --xla_gpu_enable_triton_gemm=false")
+    assert h200.start(tmp_path, "same").ceilings_origin.run_id == "first"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_triton_gemm=false")
+    assert not h200.start(tmp_path, "other").ceilings_origin.reused and h200.measured == 2
+    monkeypatch.delenv("XLA_FLAGS")
+    assert not h200.start(tmp_path, "none").ceilings_origin.reused and h200.measured == 3
+
+
+def test_kernel_flags_are_sorted_and_keep_each_flags_last_setting():
+    assert ceilings_cache.kernel_flags("") == []
+    assert ceilings_cache.kernel_flags("--xla_gpu_b=1 --xla_dump_to=d --xla_gpu_a --xla_gpu_b=2") == [
+        "--xla_gpu_a", "--xla_gpu_b=2"]
