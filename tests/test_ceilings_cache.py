@@ -1,7 +1,8 @@
 """runner/ceilings_cache.py: the machine's ceilings measured once per GPU and key, kept beside the compile cache and
 reused by a later run's start (runner.worker._machine), measured afresh when a key part differs, when they are too
-old, when --measure-ceilings asks, or when the kept entry cannot be read. A stand-in H200 (helpers.fake_gpu, NVML's
-facts and the two measurements replaced) describes the machine on a CPU."""
+old, when --measure-ceilings asks, or when the kept entry cannot be read; neither kept nor reused when they are not
+plausible (under half the GPU's MMA rate, or a renewal under 90 % of the entry it replaces). A stand-in H200
+(helpers.fake_gpu, NVML's facts and the two measurements replaced) describes the machine on a CPU."""
 
 from __future__ import annotations
 
@@ -182,6 +183,8 @@ def test_the_key_names_what_can_change_the_ceilings():
     key = ceilings_cache.key(FACTS, VERSIONS)
     assert key["uuid"] == FACTS.uuid and key["power_limit_w"] == 700.0 and key["timer"] == "device"
     assert key["versions"] == {"jax": "0.11.2", "jaxlib": "0.11.2", "cuda_runtime": "12.9", "cudnn": "9.19.1"}
+    assert key["xla_flags"] == [] and ceilings_cache.key(FACTS, VERSIONS, "--xla_gpu_x=1")["xla_flags"] == [
+        "--xla_gpu_x=1"]
     assert ceilings_cache.key(None, VERSIONS) is None
 
 
