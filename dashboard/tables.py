@@ -286,14 +286,11 @@ def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
 # --- leaderboard -------------------------------------------------------------------------------------------------
 
 def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: dict[str, str]) -> pd.DataFrame:
-    """The leaderboard's rows as a table (legacy variants named so), with the configuration the winner's search
-    chose where it tuned one."""
+    """The leaderboard's rows as a table (legacy variants named so, the winner's % of the MMA peak at its clock where
+    known), with the configuration the winner's search chose where it tuned one."""
     table = pd.DataFrame(leaderboard.rows(standings, legacy))
     tuned = measured(cells)
     keys = list(zip(tuned["run"], shape_labels(tuned), tuned["variant"]))
-    if "pct_of_clock_peak" in tuned and tuned["pct_of_clock_peak"].notna().any():  # the winner's, at its own clock
-        share = dict(zip(keys, tuned["pct_of_clock_peak"]))
-        table = table.assign(**{"% MMA@clock": [share.get((s.run_id, s.shape, s.winner.variant)) for s in standings]})
     if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
         return table
     chosen = dict(zip(keys, tuned["tuning_config"]))
@@ -303,8 +300,10 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape."""
     ok = measured(cells)
-    times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend)
-             for run, label, variant, ms, noise, backend in zip(
+    shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
+    times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend,
+                              share if share == share else None)
+             for run, label, variant, ms, noise, backend, share in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
-                 ok["backend"].where(ok["backend"].notna(), None))]
+                 ok["backend"].where(ok["backend"].notna(), None), shares)]
     return leaderboard.rank(times)

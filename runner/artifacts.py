@@ -70,7 +70,8 @@ def summary(reports: list[Report]) -> str:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{report.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
                      else "No earlier run of this spec identity, GPU, power policy and timer to compare with.")
-        contested = [s for s in leaderboard(r.run.cells) if s.variants > 1]
+        machine = r.run.manifest.machine if r.run.manifest else None
+        contested = [s for s in leaderboard(r.run.cells, machine=machine) if s.variants > 1]
         if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
@@ -104,7 +105,8 @@ def section(r: Report, images: dict[str, bytes]) -> str:
              "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", verdict_html(r.comparison)]
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
-    parts += [leaderboard_html(run.cells, legacy_of([run.manifest])), comparison_html(r.comparison),
+    machine = run.manifest.machine if run.manifest else None
+    parts += [leaderboard_html(run.cells, legacy_of([run.manifest]), machine), comparison_html(r.comparison),
               "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),
               "</section>"]
     return "\n".join(parts)
@@ -145,8 +147,8 @@ def figure_html(chart: figures.Chart, png: bytes) -> str:
             f"{_e(', '.join(chart.runs))}</figcaption></figure>")
 
 
-def leaderboard_html(cells: list[CellRecord], legacy: dict[str, str]) -> str:
-    contested = [s for s in leaderboard(cells) if s.variants > 1]
+def leaderboard_html(cells: list[CellRecord], legacy: dict[str, str], machine=None) -> str:
+    contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
     body = rows(contested, legacy)
     if not body:
         return ""

@@ -560,15 +560,18 @@ def cmd_show(args, console: Console) -> int:
         raise UsageError("\n".join(run.problems))
     _warn(run.problems)
     if args.format == "table":
-        print_tables(run.cells, console, run.manifest.machine if run.manifest else None)
-        leaderboard_table(run.cells, console, legacy_of([run.manifest]))
+        machine = run.manifest.machine if run.manifest else None
+        print_tables(run.cells, console, machine)
+        leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
         scaling_table(run.cells, console)
         determinism_table(run.cells, console)
         published_table(run.cells, run.manifest, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":
-        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells), legacy_of([run.manifest])) + "\n")
+        machine = run.manifest.machine if run.manifest else None
+        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells, machine=machine), legacy_of([run.manifest]))
+                         + "\n")
         return EXIT_OK
     if args.format == "parquet" and args.output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")

@@ -30,6 +30,7 @@ class Time:
     seconds: float
     noise: float
     backend: str | None = None
+    clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock sampled while it ran, if known
 
 
 @dataclass(frozen=True)
@@ -62,14 +63,20 @@ class Standing:
         return gap > self.winner.noise and gap > self.runner_up.noise
 
 
-def time_of(cell: CellRecord, timer: str | None = None) -> Time | None:
-    """A correct cell's time by `timer` (default: the record's headline timer); None if it has none."""
+def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
+    """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
+    peak at the cell's clock where the run's `machine` and the cell's telemetry give it; None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
     if summary is None:
         return None
-    return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend)
+    from runner import metrics  # here: it imports numpy, which the board's other callers never need
+
+    tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
+    share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine))
+    return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
+                share)
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:
@@ -88,9 +95,10 @@ def rank(times: Iterable[Time]) -> list[Standing]:
     return standings
 
 
-def leaderboard(cells: Iterable[CellRecord], timer: str | None = None) -> list[Standing]:
-    """The standings of these cells, by `timer` (default: each record's headline timer)."""
-    return rank(t for t in (time_of(c, timer) for c in cells) if t is not None)
+def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, machine=None) -> list[Standing]:
+    """The standings of these cells, by `timer` (default: each record's headline timer); with the run's `machine`,
+    each time's share of the MMA peak at its clock."""
+    return rank(t for t in (time_of(c, timer, machine) for c in cells) if t is not None)
 
 
 def _percent(fraction: float | None) -> str:
@@ -114,11 +122,18 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown; a legacy variant is named so."""
+    """One text row per shape, for a table or markdown; a legacy variant is named so; the winner's % of the MMA peak
+    at its clock where any winner has one."""
+    clocked = any(s.winner.clock_peak is not None for s in standings)
     return [{
         "shape": s.shape, "fastest": _named(s.winner.variant, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",
         "next": _named(s.runner_up.variant, legacy) if s.runner_up else "—",
         "margin": _percent(s.margin) + ("" if s.decisive or s.runner_up is None else " (within noise)"),
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),
+        **({"% MMA@clock": _share(s.winner.clock_peak)} if clocked else {}),
     } for s in standings]
+
+
+def _share(percent: float | None) -> str:
+    return "—" if percent is None or percent != percent else f"{percent:.3g}"  # NaN: a table's unknown

@@ -131,17 +131,18 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 
 def leaderboard_table(cells: list[CellRecord], console: Console,
-                      legacy: Mapping[str, str] = MappingProxyType({})) -> None:
-    """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto;
-    under it, what deprecated each legacy variant it names."""
+                      legacy: Mapping[str, str] = MappingProxyType({}), machine=None) -> None:
+    """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto, and
+    with the run's `machine` its % of the MMA peak at its clock; under it, what deprecated each legacy variant it
+    names."""
     from runner.leaderboard import leaderboard, legacy_notes, rows
 
-    contested = [s for s in leaderboard(cells) if s.variants > 1]
+    contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
     if not contested:
         return
     body = rows(contested, legacy)
     console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
-                             [list(row.values()) for row in body], right=("ms", "variants")))
+                             [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock")))
     for note in legacy_notes(contested, legacy):
         console.print(escape(note), highlight=False)
 

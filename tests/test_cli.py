@@ -565,8 +565,8 @@ def test_show_prints_the_leaderboard_of_the_committed_kernel_shootout(capsys):
     kernels = REPO / "examples" / "results" / "h200" / "kernels-20261202"
     board = in_process(capsys, "show", kernels, "--format", "leaderboard")
     lines = board.out.splitlines()
-    assert board.code == 0 and lines[0] == "| shape | fastest | ms | next | margin | auto | variants |"
-    assert "| B1 T8192 N64 K8 H128 float16 causal fwd | pallas_mgpu | 1.871 | cudnn | +6% | — | 3 |" in lines
+    assert board.code == 0 and lines[0] == "| shape | fastest | ms | next | margin | auto | variants | % MMA@clock |"
+    assert "| B1 T8192 N64 K8 H128 float16 causal fwd | pallas_mgpu | 1.871 | cudnn | +6% | — | 3 | 63 |" in lines
     table = in_process(capsys, "show", kernels)
     assert table.code == 0 and "leaderboard: the fastest correct variant per shape" in table.out
 

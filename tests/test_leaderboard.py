@@ -109,3 +109,26 @@ def test_legacy_is_what_the_runs_manifests_say():
     assert leaderboard.legacy_of([old, None]) == {}  # runs before the label say nothing of it
     today = old.model_copy(update={"variants": {**old.variants, "pallas_triton": VARIANTS["pallas_triton"].info()}})
     assert leaderboard.legacy_of([today]) == {"pallas_triton": VARIANTS["pallas_triton"].legacy}
+
+
+def test_each_winner_carries_its_share_of_the_mma_peak_at_its_own_clock(capsys):
+    """With the run's machine, the board gives the winner's TFLOP/s (by the timer ranked) over the GPU's MMA rate at
+    the SM clock NVML read while that cell ran, the figure `show`'s cell tables give it (runner.metrics.clock_peak);
+    without the machine there is no such column."""
+    from helpers import REPO, in_process
+    from runner import metrics
+    from runner.store import read_run
+
+    folder = REPO / "examples" / "results" / "h200" / "hopper-long-burst-20261202"  # with NVML telemetry
+    run = read_run(folder)
+    board = leaderboard.leaderboard(run.cells, machine=run.manifest.machine)
+    cells = {(c.variant, c.params.label()): c for c in run.cells}
+    for standing in board:
+        cell = cells[standing.winner.variant, standing.shape]
+        assert standing.winner.clock_peak == pytest.approx(metrics.clock_peak(cell, run.manifest.machine))
+    assert all(s.winner.clock_peak for s in board)
+    (first, *_) = leaderboard.rows(board)
+    assert first["% MMA@clock"] == f"{board[0].winner.clock_peak:.3g}"
+    assert "% MMA@clock" not in leaderboard.rows(leaderboard.leaderboard(run.cells))[0]
+    result = in_process(capsys, "show", folder, "--format", "leaderboard")
+    assert result.code == 0 and "| variants | % MMA@clock |" in result.out.splitlines()[0]
