@@ -22,10 +22,10 @@ def matched(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
             rated = metrics.rates(row["flops"], row["bytes_min"], figure.median_s)
             rows.append({"index": index, "published_ms": figure.median_s * 1e3, "published": figure.source,
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
-                         "published_gbps": rated["gbps"]})
+                         "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—"})
     if not rows:
         return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflops=[],
-                                     published_gbps=[])
+                                     published_gbps=[], published_cudnn=[])
     extra = pd.DataFrame(rows).set_index("index")
     return cells.join(extra, how="inner")
 
@@ -56,13 +56,17 @@ def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[
     return fig
 
 
-def table(cells: pd.DataFrame, fp8_variants: set[str]) -> pd.DataFrame:
-    """Measured beside published, a row per matching cell: below 1, faster than the published figure."""
+def table(cells: pd.DataFrame, fp8_variants: set[str], machines: dict) -> pd.DataFrame:
+    """Measured beside published, a row per matching cell: below 1, faster than the published figure; the cuDNN each
+    side ran (ours from each run's machine, `machines`: run -> machine, where the cell's backend is cuDNN's)."""
     found = matched(cells, fp8_variants)
     if found.empty:
         return found
+    backends = found["backend"].where(found["backend"].notna(), None)
+    ours = [published.cudnn_ran(backend, machines.get(run)) or "—" for run, backend in zip(found["run"], backends)]
     return pd.DataFrame({
         "run": found["run"], "experiment": found["experiment"], "variant": found["variant"],
         "shape": shape_labels(found), "measured ms": found["latency_ms"], "published ms": found["published_ms"],
-        "measured / published": found["latency_ms"] / found["published_ms"], "published": found["published"],
+        "measured / published": found["latency_ms"] / found["published_ms"], "our cuDNN": ours,
+        "published cuDNN": found["published_cudnn"], "published": found["published"],
     })

@@ -51,6 +51,24 @@ class Figure:
     shape: tuple  # (name, value) pairs: the shape as a cell key sees it
     median_s: float
     peak_tflops: float | None = None  # the publisher's dense MMA rate at the clock it sampled, where it gives one
+    cudnn: str | None = None  # the cuDNN the publisher's figure ran ("9.27.0"), None where it ran none (FA4)
+
+
+CUDNN_BACKENDS = ("cudnn", "transformer_engine")  # our backends whose attention kernel is cuDNN's (TE's fused attention)
+
+
+def dotted(backend_version: str) -> str:
+    """cuDNN's version number as its CSVs give it (91901, or 92700.000) in dots: 9.19.1, 9.27.0."""
+    number = int(float(backend_version))
+    return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
+
+
+def cudnn_ran(backend: str | None, machine) -> str | None:
+    """The cuDNN our cell ran: the run's cuDNN version (its machine's versions) where the cell's backend is cuDNN's
+    attention, else None."""
+    if backend not in CUDNN_BACKENDS or machine is None:
+        return None
+    return machine.versions.get("cudnn")
 
 
 def folder() -> Path:
@@ -88,12 +106,13 @@ def _cudnn_frontend(path: Path, source: str, url: str) -> list[Figure]:
                           window=int(row["sliding_window_size"]) if row["sliding_window_size"] else None)
             fp8, fwd_ms = row["data_type"] == "fp8", float(row["fwd_time_ms"])
             deterministic = row.get("deterministic_bwd") == "True"
+            cudnn = dotted(row["cudnn_backend_version"]) if row["backend"] == "cudnn" else None
             if not deterministic:  # a deterministic row's forward is its plain row's again
-                found.append(Figure(source, url, fp8, key({**values, "pass": "fwd"}), fwd_ms / 1e3))
+                found.append(Figure(source, url, fp8, key({**values, "pass": "fwd"}), fwd_ms / 1e3, cudnn=cudnn))
             if row["bwd_time_ms"]:
                 both_s = (fwd_ms + float(row["bwd_time_ms"])) / 1e3
                 cell = {**values, "pass": "fwd_bwd", "deterministic": deterministic}
-                found.append(Figure(source, url, fp8, key(cell), both_s))
+                found.append(Figure(source, url, fp8, key(cell), both_s, cudnn=cudnn))
     return found
 
 
@@ -109,7 +128,8 @@ def _cudnn_frontend_inference(path: Path, source: str, url: str) -> list[Figure]
                           heads=int(row["num_q_heads"]), kv_heads=int(row["num_kv_heads"]),
                           head_dim=int(row["head_dim_qk"]), v_head_dim=int(row["head_dim_vo"]), dtype="bfloat16",
                           causal=True, kv_lengths="equal", page_size=None)
-            found.append(Figure(source, url, False, key({**values, "pass": "fwd"}), float(row["time_ms"]) / 1e3))
+            found.append(Figure(source, url, False, key({**values, "pass": "fwd"}), float(row["time_ms"]) / 1e3,
+                                cudnn=row["backend_detail"].split()[-1]))  # "cudnn 9.27.0"
     return found
 
 
@@ -133,13 +153,14 @@ def _cudnn_frontend_training(path: Path, series: dict, url: str) -> list[Figure]
         values = dict(batch=batch, seq_len=seq_len, kv_seq_len=kv_seq_len, heads=heads, kv_heads=kv_heads,
                       head_dim=head_dim, v_head_dim=v_head_dim, dtype="bfloat16", causal=mask == "top_left")
         fwd_s, fp8 = float(forward["time_ms"]) / 1e3, data_type == "fp8"
+        cudnn = dotted(forward["cudnn_backend_version"]) if backend == "cudnn" else None  # FA4's row runs none
         found.append(Figure(series[backend], url, fp8, key({**values, "pass": "fwd"}), fwd_s,
-                            float(forward["peak_mma_tflops"])))
+                            float(forward["peak_mma_tflops"]), cudnn))
         for deterministic in (False, True):
             if (backward := passes.get(("bwd", deterministic))) is not None:
                 cell = {**values, "pass": "fwd_bwd", "deterministic": deterministic}
                 found.append(Figure(series[backend], url, fp8, key(cell), fwd_s + float(backward["time_ms"]) / 1e3,
-                                    float(backward["peak_mma_tflops"])))
+                                    float(backward["peak_mma_tflops"]), cudnn))
     return found
 
 
@@ -170,9 +191,10 @@ def lookup(values: dict, fp8: bool) -> list[Figure]:
 
 
 def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
-    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; where
-    the publisher gives its peak at the clock it sampled, each side's TFLOP/s (the cell's FLOPs over each time) as a
-    share of its own clock's MMA peak (ours from the run's machine and the cell's median SM clock)."""
+    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; the
+    cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
+    side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA peak (ours from the run's
+    machine and the cell's median SM clock)."""
     rows = []
     for c in cells:
         if c.status != "ok" or not c.median_s:
@@ -180,7 +202,8 @@ def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
         for figure in lookup(c.params.as_dict(), c.variant in fp8_variants):
             row = {"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
                    "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
-                   "measured / published": c.median_s / figure.median_s}
+                   "measured / published": c.median_s / figure.median_s,
+                   "our cuDNN": cudnn_ran(c.backend, machine) or "—", "published cuDNN": figure.cudnn or "—"}
             if figure.peak_tflops:
                 row["measured % MMA@clock"] = metrics.clock_peak(c, machine)
                 published_tflops = metrics.rates(c.flops, c.bytes_min, figure.median_s)["tflops"]
