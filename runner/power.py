@@ -302,6 +302,22 @@ def judge(history: list[Reading], load_start: float, limit_w: float | None, rule
     return None
 
 
+def revoked(verdict: Verdict, history: list[Reading], load_start: float) -> bool:
+    """A light verdict that a throttle reason seen since the load began contradicts: something did pull the clock."""
+    return verdict.rule == "light" and any(r.throttle & ~0x1 for r in history if r.t >= load_start)
+
+
+def not_light(verdict: Verdict, telemetry: Telemetry) -> Verdict:
+    """A light verdict whose samples' telemetry lists a throttle reason: unsettled, saying both, never "light" beside
+    a reason (the readings that judged it came before the samples)."""
+    reasons = [r for r in telemetry.throttle if r != "idle"]
+    if verdict.rule != "light" or not reasons:
+        return verdict
+    drawn = verdict.note[verdict.note.find("(") + 1:verdict.note.find(",")]
+    return Verdict("unsettled", verdict.since, f"not light while sampled: its samples' telemetry saw "
+                   f"{', '.join(reasons)}; judged light ({drawn}) from the readings before them; sampled anyway")
+
+
 def settle(run_calls: Callable[[], None], source: Source, max_s: float, rules: Rules = Rules()) -> PowerState:
     """steady for a timer that cannot sample inside the load (the wall clock syncs every call): run the call back to
     back until `judge` gives the state, at most max_s. The samples that follow come after a host gap."""

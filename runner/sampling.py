@@ -168,10 +168,10 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
                    pace_s: float | None, clock: Callable[[], float] = time.monotonic, recorder=None,
                    carry: Carry | None = None) -> InLoad:
     """steady: one CUPTI session around one unbroken stream of back-to-back calls. The stream runs until the GPU's
-    readings reach a steady state (power.judge); the samples are the calls that ran wholly inside the window over
-    which the state held, at least the spec's min_samples (FLOOR_SAMPLES for calls too slow for the budget), the
-    stream going on until there are that many. The telemetry is of the same window. `carry`: the load the previous
-    cell left; a stream that continues one at the power cap is judged without waiting for the cap to act."""
+    readings reach a steady state (power.judge; a light one that a throttle reason then contradicts is judged
+    again); the samples are the calls that ran wholly inside the window over which the state held, the stream going
+    on until there are enough (`_enough`). The telemetry is of the same window. `carry`: the load the previous cell
+    left; a stream that continues one at the power cap is judged without waiting for the cap to act."""
     rules = power.Rules.of(settings)
     per_chunk = calls_per_chunk(pace_s)
     slow = pace_s is not None and pace_s * settings.min_samples > settings.budget_s
@@ -183,16 +183,19 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
         load_start, verdict = stream.start, None
         joined = carry is not None and carry.joins(load_start)
         carried_cap = settings.carry_cap and joined and carry.rule == "capped"
-        while verdict is None:
+        while True:
             stream.push()
-            verdict = power.judge(list(recorder.readings), load_start, source.power_limit_w, rules,
-                                  settings.settle_max_s, carried=carried_cap)
-        until = recorder.readings[-1].t
-        chunks = stream.chunks_within(verdict.since, until)
-        while len(chunks) * per_chunk < need:
-            stream.push()
-            until = stream.ends[-1]
+            readings = list(recorder.readings)
+            if verdict is not None and not power.revoked(verdict, readings, load_start):
+                until = stream.ends[-1]
+            elif verdict := power.judge(readings, load_start, source.power_limit_w, rules, settings.settle_max_s,
+                                        carried=carried_cap):
+                until = readings[-1].t
+            else:
+                continue
             chunks = stream.chunks_within(verdict.since, until)
+            if _enough(stream, chunks, need, settings):
+                break
         stream.drain()
     seconds, kernels = per_call_seconds(session.timings, stream.dispatched)
     kernel_s = [ms / 1e3 for _, ms in session.timings[-len(kernels):]]  # the last call's, kernel by kernel
@@ -200,6 +203,7 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
     begin, end = stream.chunk_start(chunks[0]), stream.ends[chunks[-1]]
     readings = _window(recorder.readings, begin, end)
     telemetry = power.summarise(readings, source.power_limit_w)
+    verdict = power.not_light(verdict, telemetry)
     state = PowerState(
         policy="steady", settled=verdict.settled, wait_s=begin - load_start, note=verdict.note, rule=verdict.rule,
         sampled_in_load=True, load_s=begin - load_start, sample_s=end - begin,
@@ -211,6 +215,21 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
     left = Carry(verdict.rule, carry.since if joined else load_start, stream.ends[-1])
     return InLoad(Sampled(summary, kernels, stream.ends[-1] - load_start, kernel_s), state, telemetry,
                   begin - load_start, left)
+
+
+def _enough(stream: Stream, chunks: list[int], need: int, settings: TimingSettings) -> bool:
+    """The steady window holds enough calls: at least `need` (the floor, however long they take), then until their
+    noise meets target_noise or they reach max_samples or span budget_s. CUPTI gives the calls' own times only when
+    its session ends, so the noise here is the chunks' on the host's clock (a chunk of calls 50 ms or longer is one
+    call; a shorter call's chunk averages several, and its window holds dozens); the record's `converged` is the
+    calls' own."""
+    calls = len(chunks) * stream.per_chunk
+    if calls < need:
+        return False
+    if calls >= settings.max_samples or stream.ends[chunks[-1]] - stream.chunk_start(chunks[0]) >= settings.budget_s:
+        return True
+    seconds = [stream.ends[i] - stream.chunk_start(i) for i in chunks]
+    return len(seconds) >= FLOOR_SAMPLES and summarise("chunks", seconds, settings.target_noise).converged
 
 
 def soak(timer, fn: Callable, args: tuple, source: power.Source, seconds: float, pace_s: float | None,

@@ -75,7 +75,7 @@ def capping(after_s: float = 0.6, throttle_from: float = 0.15):
 
 def in_load(source: Script, carry=None, **timing):
     timer = ScriptedTimer(source)
-    settings = TimingSettings(min_samples=10, budget_s=2.0, **timing)
+    settings = TimingSettings(**{"min_samples": 10, "budget_s": 2.0} | timing)
     made = sample_in_load(timer, timer.call, (), source, settings, pace_s=CALL_S, clock=lambda: source.t,
                           recorder=Polled(source), carry=carry)
     return made, timer
@@ -240,3 +240,75 @@ def test_a_carry_after_a_long_gap_or_from_a_light_load_or_without_the_caps_reaso
     assert light.power.load_s >= 1.0 and light.power.carried_s == pytest.approx(4.95)
     acting, _ = in_load(at_the_cap(cap_from=0.2), Carry("capped", since=-5.0, ended=-0.05), carry_cap=True)
     assert acting.power.rule == "capped" and acting.power.load_s >= 0.65  # two windows from 0.2 s, each at its cap
+
+
+class Paced:
+    """A device timer whose calls take scripted seconds each (`seconds(i)` for the i-th): waiting on a call moves the
+    script's time on by its seconds, as a GPU finishes the calls queued before, and the session reports each call's
+    time."""
+
+    name = "device"
+
+    def __init__(self, source: Script, seconds):
+        self.source, self.seconds, self.taken = source, seconds, []
+
+    def call(self, *args):
+        self.taken.append(self.seconds(len(self.taken)))
+        return Done(self.source, self.taken[-1])
+
+    def session(self):
+        timer = self
+
+        class Session:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.timings = [("attention", 1e3 * s) for s in timer.taken]
+
+        return Session()
+
+
+class Done:
+    """A call's output: the host that waits on it sees the GPU's time move on by the call's seconds."""
+
+    def __init__(self, source: Script, seconds: float):
+        self.source, self.seconds = source, seconds
+
+    def block_until_ready(self):
+        self.source.t += self.seconds
+        return self
+
+
+def paced(seconds, **timing):
+    """A steady cell of 0.1 s calls (a chunk is one call) on a GPU at its cap, its clock held."""
+    held = Script(sm=lambda t: 1700.0, throttle=lambda t: 0x4, drawn=lambda t: 690.0, step=0.01)
+    timer = Paced(held, seconds)
+    made = sample_in_load(timer, timer.call, (), held, TimingSettings(**timing), pace_s=0.1, clock=lambda: held.t,
+                          recorder=Polled(held))
+    return made.sampled.summary, made.power
+
+
+def test_a_steady_cell_streams_on_past_min_samples_until_its_noise_meets_the_target():
+    settling = lambda i: 0.1 + (0.04 if i < 25 and i % 2 else 0.0)  # noisy for its first 25 calls, then steady
+    summary, state = paced(settling, min_samples=10, budget_s=6.0)
+    assert summary.converged and summary.noise <= 0.05 and summary.samples >= 30  # min_samples alone: 10, noise 0.4
+    assert state.rule == "held" and state.sample_s < 6.0
+
+
+def test_a_steady_cell_that_never_meets_its_noise_stops_at_the_budget_or_the_cap_and_says_so():
+    noisy = lambda i: 0.1 + 0.04 * (i % 2)
+    summary, state = paced(noisy, min_samples=5, budget_s=1.0)
+    assert not summary.converged and 1.0 <= state.sample_s < 1.3 and 5 <= summary.samples <= 10
+    summary, _ = paced(noisy, min_samples=3, max_samples=6, budget_s=100.0)
+    assert not summary.converged and summary.samples == 6
+    summary, state = paced(lambda i: 0.3, min_samples=10, budget_s=0.1)  # the floor: 3 calls past the budget
+    assert summary.samples == 3 and state.sample_s > 0.1
+
+
+def test_a_light_verdict_that_a_throttle_reason_contradicts_is_judged_again():
+    capped_late = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, throttle=lambda t: 0x4 if t > 0.45 else 0,
+                         step=0.01)  # judged light at 0.4 s; the cap's reason from 0.45 s
+    made, _ = in_load(capped_late, min_samples=1500, max_samples=2000)  # its stream runs on past the reason
+    assert made.power.rule == "held" and not made.power.note.startswith("light")
+    assert made.telemetry.throttle == ["power cap"]
