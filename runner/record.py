@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import re
 from typing import Any, Literal
 
 from pydantic import Field
 
 from runner.shape import READING, Params, Strict
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -618,9 +619,32 @@ def _v12_to_v13(data: dict, kind: str) -> dict:
     return data
 
 
+def _v13_to_v14(data: dict, kind: str) -> dict:
+    """Schema 14: no steady cell pairs a "light" or "no throttle" note with a throttle reason. Before, a load was
+    judged light from the readings that came before its samples, and the samples' telemetry could then list the
+    power cap (two schema-3 H200 cells shipped so: hopper-long-cold-20261203-023241's te, kernels-20261202's
+    pallas_mgpu). Such a cell keeps its reasons, and its note says what is true: the load was not light while it
+    sampled, which an old runner judged it from earlier readings (their watts kept); its settling is not known to have
+    held (settled False, a light rule unsettled). The words are this step's own, frozen; "idle" is no reason."""
+    state, telemetry = (data.get("power"), data.get("telemetry")) if kind == "cell" else (None, None)
+    if not isinstance(state, dict) or not isinstance(telemetry, dict) or state.get("policy") != "steady":
+        return data
+    reasons = [r for r in telemetry.get("throttle") or [] if r != "idle"]
+    note = state.get("note") or ""
+    if reasons and ("light" in note or "no throttle" in note):
+        drawn = re.search(r"\d+ W of \d+ W", note)
+        state["note"] = (f"not light while sampled: its samples' telemetry saw {', '.join(reasons)}; a runner before "
+                         f"schema 14 judged the load light{f' ({drawn[0]})' if drawn else ''} from readings before them")
+        state["settled"] = False
+        if state.get("rule") == "light":
+            state["rule"] = "unsettled"
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
-              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12, 12: _v12_to_v13}
+              8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12, 12: _v12_to_v13,
+              13: _v13_to_v14}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

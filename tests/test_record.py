@@ -355,3 +355,49 @@ def test_the_v12_to_v13_step_keeps_an_origin_already_given():
     written["machine"] |= {"matmul_peak_tflops": 700.0, "ceilings_origin": {"reused": True, "run_id": "earlier",
                                                                             "measured_at": "2026-12-01T00:00:00+00:00"}}
     assert read_manifest(written).machine.ceilings_origin.run_id == "earlier"
+
+
+def claims_light_beside_a_reason(cell: CellRecord) -> bool:
+    """A steady cell whose note says its load was light (a light verdict's words come first) or saw no throttle, while
+    its telemetry lists a reason."""
+    state, telemetry = cell.power, cell.telemetry
+    if state is None or state.policy != "steady" or telemetry is None:
+        return False
+    reasons = [r for r in telemetry.throttle if r != "idle"]  # "idle" is no reason
+    return bool(reasons) and (state.note.startswith("light load") or "no throttle" in state.note)
+
+
+def test_no_shipped_steady_record_reads_as_light_beside_a_throttle_reason():
+    """Every record committed (examples/results, docs/evidence, tests/fixtures), read as a reader reads it: none says
+    its load was light, or saw no throttle, beside a throttle reason (issue 42); the two schema-3 cells that did
+    read through the 13->14 step, their reasons and old note kept."""
+    files = [p for folder in (SHIPPED, EVIDENCE, FIXTURES) for p in sorted(folder.rglob("cells*.jsonl"))]
+    cells = [(path, cell) for path in files for cell in lines(path)]
+    assert len(cells) > 5000
+    assert [(p.parent.name, c["variant"]) for p, c in cells if claims_light_beside_a_reason(read_cell(c))] == []
+    written = {(p.parent.name, c["variant"]): c for p, c in cells if c["schema_version"] < 14 and
+               "light" in (c.get("power") or {}).get("note", "") and "power cap" in c["telemetry"]["throttle"]}
+    assert sorted(written) == [("hopper-long-cold-20261203-023241", "te"), ("kernels-20261202", "pallas_mgpu")]
+    for old in written.values():
+        cell = read_cell(old)
+        assert cell.telemetry.throttle == old["telemetry"]["throttle"] and cell.power.settled is False
+        watts = old["power"]["note"].split("(")[1].split(",")[0]  # "210 W of 700 W": what the old runner read
+        assert cell.power.note == (f"not light while sampled: its samples' telemetry saw power cap; a runner before "
+                                   f"schema 14 judged the load light ({watts}) from readings before them")
+
+
+def test_the_v13_to_v14_step_leaves_a_true_note_alone():
+    """A light load with no reason, a capped one with the cap, a burst: as they were written."""
+    base = json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": 13}
+    telemetry = {"source": "nvml", "samples": 3, "sm_clock_mhz": {"min": 1.0, "median": 1.0, "max": 1.0},
+                 "clock_spread": 0.0}
+    for note, reasons, policy in [("light load (200 W of 700 W, no throttle reason since the load began)", ["idle"],
+                                   "steady"), ("at the power cap (690 W drawn)", ["power cap"], "steady"),
+                                  ("light load", ["power cap"], "burst")]:
+        cell = base | {"power": {"policy": policy, "settled": True, "note": note, "rule": "light"},
+                       "telemetry": telemetry | {"throttle": reasons}}
+        assert read_cell(cell).power.model_dump() == read_cell(cell | {"schema_version": 14}).power.model_dump()
+    light = base | {"power": {"policy": "steady", "settled": True, "note": "light load", "rule": "light"},
+                    "telemetry": telemetry | {"throttle": ["idle", "thermal (software)"]}}
+    state = read_cell(light).power
+    assert (state.settled, state.rule) == (False, "unsettled") and "saw thermal (software);" in state.note
