@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import metrics, published
-from dashboard.tables import SHAPE, shape_labels
+from dashboard.tables import SHAPE, case, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
 
@@ -40,19 +40,24 @@ def candidates(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[str]) -> go.Figure:
-    """Add the published figures at these cells' shapes to a chart of y (latency_ms, tflops or gbps) along x."""
+    """Add the published figures at these cells' shapes to a chart of y (latency_ms, tflops or gbps) along x: a line
+    per series and per case of the chart's own lines (decode_sweep's KV lengths and new tokens along the batch), one
+    legend entry per series."""
     column = {"latency_ms": "published_ms", "tflops": "published_tflops", "gbps": "published_gbps"}.get(y)
     found = matched(cells, fp8_variants) if column else pd.DataFrame()
     if found.empty:
         return fig
+    found = found.assign(case=case(found, line_axes(cells, x)))
     for (name, fp8), series in found.groupby(["published", "published_fp8"], sort=False):
-        points = series.drop_duplicates(x).sort_values(x)
         label = f"{name}{' (FP8)' if fp8 else ''}"
-        fig.add_trace(go.Scatter(
-            x=points[x], y=points[column], mode="lines+markers", name=label, legend="legend",
-            line={"color": SERIES_COLOUR, "dash": "dot" if fp8 else "dash", "width": 1},
-            marker={"symbol": "star", "size": 10, "color": SERIES_COLOUR},
-            hovertemplate=f"{label}<br>{x} %{{x}}<br>%{{y:.4g}}<extra></extra>"))
+        for index, (line, points) in enumerate(series.groupby("case", sort=False)):
+            points = points.drop_duplicates(x).sort_values(x)  # every variant and run at a shape: one figure
+            fig.add_trace(go.Scatter(
+                x=points[x], y=points[column], mode="lines+markers", name=label, legend="legend",
+                legendgroup=label, showlegend=index == 0,
+                line={"color": SERIES_COLOUR, "dash": "dot" if fp8 else "dash", "width": 1},
+                marker={"symbol": "star", "size": 10, "color": SERIES_COLOUR},
+                hovertemplate=f"{label}{f' · {line}' if line else ''}<br>{x} %{{x}}<br>%{{y:.4g}}<extra></extra>"))
     return fig
 
 

@@ -69,6 +69,20 @@ def swept(cells: pd.DataFrame) -> list[str]:
     return [a for a in varying if not (follows.get(a) in varying and cells[a].equals(cells[follows[a]]))]
 
 
+def line_axes(cells: pd.DataFrame, x: str) -> list[str]:
+    """The swept axes other than x that vary at one size of x: a chart along x draws a line per case of them, so
+    cells of different masks (or KV lengths, new tokens) never share a line."""
+    at_size = cells.groupby(["variant", "run", x])
+    return [a for a in swept(cells) if a != x and at_size[a].nunique(dropna=False).max() > 1]
+
+
+def case(cells: pd.DataFrame, axes: list[str]) -> pd.Series:
+    """A category per cell from the given axes ('bfloat16', 'causal', 'not causal', 'S2048 T1')."""
+    parts = [cells[a].map(lambda v, a=a: (a if v else f"not {a}") if isinstance(v, bool) else
+                          f"{shape.BY_NAME[a].short}{v}") for a in axes]
+    return pd.concat(parts, axis=1).agg(" ".join, axis=1) if parts else pd.Series("", index=cells.index)
+
+
 def fixed_shape(cells: pd.DataFrame) -> str:
     """The label of the axes that every cell shares: what a chart's title says is held fixed."""
     first = cells.iloc[0][SHAPE].to_dict()

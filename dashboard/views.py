@@ -135,13 +135,6 @@ def drawn(cells: pd.DataFrame, sel: Selection) -> pd.DataFrame:
     return cells[cells["run"].isin(sel.style.runs)]
 
 
-def _case(cells: pd.DataFrame, axes: list[str]) -> pd.Series:
-    """A category per cell from the swept axes that are not sizes ('bfloat16', 'causal', 'not causal')."""
-    parts = [cells[a].map(lambda v, a=a: (a if v else f"not {a}") if isinstance(v, bool) else
-                          f"{shape.BY_NAME[a].short}{v}") for a in axes]
-    return pd.concat(parts, axis=1).agg(" ".join, axis=1) if parts else pd.Series("", index=cells.index)
-
-
 def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool = True, low: str | None = None,
            high: str | None = None, bars: str = "q1–q3", timed: bool = True):
     """y of one experiment's cells: lines along its swept size, else bars per swept case; the title names the
@@ -152,13 +145,12 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     title = f"{cells['experiment'].iloc[0]}: {what}"
     axes = tables.swept(cells)
     if x:  # a line per case of the other axes that vary at one size: cells of different masks never on one line
-        at_size = cells.groupby(["variant", "run", x])
-        others = [a for a in axes if a != x and at_size[a].nunique(dropna=False).max() > 1]
-        return charts.lines(cells.assign(case=_case(cells, others)), x, y, sel.style,
+        others = tables.line_axes(cells, x)
+        return charts.lines(cells.assign(case=tables.case(cells, others)), x, y, sel.style,
                             f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high,
                             by="case" if others else None)
     # one shape only (a filter, or runs that ran one size): its bars stand under that shape, not an empty category
-    case = _case(cells, axes) if axes else pd.Series(tables.fixed_shape(cells), index=cells.index)
+    case = tables.case(cells, axes) if axes else pd.Series(tables.fixed_shape(cells), index=cells.index)
     fig = charts.bars(cells.assign(case=case).sort_values("order"), "case", y, sel.style, title, subtitle, log_y,
                       low, high)
     return fig.update_xaxes(title=", ".join(axes) or "shape")

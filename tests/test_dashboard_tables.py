@@ -232,3 +232,33 @@ def test_a_decode_cell_at_a_published_shape_draws_the_published_gbps():
     from dashboard import views
 
     assert views.RATES["GB/s"] == "gbps"
+
+
+def test_the_decode_sweep_grid_draws_every_published_line_at_every_batch():
+    """Dense cells on decode_sweep's whole grid (B 1-128 x KV 2k-128k x T 1 and 8): the chart along B draws a line
+    per KV length and T, and so does the published series, each line the file's gbps at its own KV and T (so
+    4,504 GB/s at B128 / KV 128k / T1), not one line of whichever KV came first."""
+    import csv
+
+    import plotly.graph_objects as go
+
+    from dashboard import published, views
+    from runner import metrics
+    from helpers import params
+
+    rows = list(csv.DictReader(open(REPO / "docs" / "reference" / "cudnn-frontend-h200-decode-sweep-llama3.1.csv")))
+    grid = [params(batch=int(r["batch_size"]), seq_len=int(r["q_tokens"]), kv_seq_len=int(r["kv_len"]), heads=64,
+                   kv_heads=8, head_dim=128, dtype="bfloat16", causal=True, kv_lengths="equal") for r in rows]
+    cells = pd.DataFrame([{**p.as_dict(), "run": "r", "experiment": "dense", "variant": v, "flops": metrics.flops(p),
+                           "bytes_min": metrics.bytes_min(p), "latency_ms": 1.0} for p in grid for v in ("xla", "cudnn")])
+    x = views.size_axis(cells)
+    assert x == "batch" and set(tables.line_axes(cells, x)) == {"seq_len", "kv_seq_len"}
+    fig = published.draw(go.Figure(), cells, x, "gbps", set())
+    drawn = {(t.hovertemplate.split("<br>")[0], b): y for t in fig.data for b, y in zip(t.x, t.y)}
+    series = "published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"
+    expected = {(f"{series} · T{r['q_tokens']} S{r['kv_len']}", int(r["batch_size"])): float(r["gbps"]) for r in rows}
+    assert drawn.keys() == expected.keys()
+    assert [drawn[k] for k in expected] == pytest.approx(list(expected.values()), rel=2e-3)
+    assert len(fig.data) == 8 and all(len(t.x) == 4 for t in fig.data)
+    assert [t.showlegend for t in fig.data] == [True] + [False] * 7  # one legend entry for the series
+    assert drawn[(f"{series} · T1 S131072", 128)] == pytest.approx(4504, rel=1e-3)
