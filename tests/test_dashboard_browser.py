@@ -3,6 +3,7 @@ links in docs/dashboard.md, every tab on the shipped runs (a screenshot of each 
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shutil
@@ -276,6 +277,47 @@ def test_published_figures_are_drawn_beside_the_measured_ones(page, url):
     assert in_open_tab(page, TABLES) >= 2
     assert_no_error_text(page)
     screenshot(page, "published-leaderboard")
+
+
+SERVING = ROOT / "tests" / "fixtures" / "serving-cpu"  # README.md there: how the real runner made it on a CPU
+SERVING_RUN = "serving-cpu-20261206"
+DECODE_SWEEP = ROOT / "docs" / "reference" / "cudnn-frontend-h200-decode-sweep-llama3.1.csv"
+TRACES = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidden]) .js-plotly-plot')].map(p => ({
+  title: p.layout.title.text, traces: p._fullData.map(t => ({name: t.name, hover: t.hovertemplate || '',
+                                                             x: Array.from(t.x || []), y: Array.from(t.y || [])}))}))"""
+
+
+@pytest.fixture(scope="module")
+def url_serving(tmp_path_factory):
+    """The serving fixture alone: serving.yaml's dense (xla) and paged (xla_paged) cells at decode_sweep's shapes,
+    B 1 and 8 x KV 2k and 8k x T 1 and 8, run on a CPU."""
+    yield from serve(shutil.copytree(SERVING, tmp_path_factory.mktemp("store-serving") / "results"))
+
+
+def test_the_decode_view_draws_gbps_by_kv_length_and_batch_beside_the_published_decode_sweep(page, url_serving):
+    """Issue 38: the Throughput tab's GB/s along the batch, a line per KV length and new tokens for each variant,
+    and on the dense experiment cudnn-frontend's decode_sweep beside them, each line the file's GB/s at its own KV
+    length and T; the paged experiment has no published figure (the published cudnn reads a dense cache)."""
+    open_view(page, f"{url_serving}/?run={SERVING_RUN}&tab=Throughput&rate=GB%2Fs")
+    assert_no_error_text(page)
+    charts_by_title = {re.sub("<[^>]+>", "", c["title"].split("<br>")[0]): c["traces"] for c in page.evaluate(TRACES)}
+    dense, paged = charts_by_title["dense: GB/s (Q, K, V, O once) vs B"], charts_by_title[
+        "decode-sweep: GB/s (Q, K, V, O once) vs B"]
+    cases = [f"T{t} S{s}" for t in (1, 8) for s in (2048, 8192)]
+    for traces, variant in ((dense, "xla"), (paged, "xla_paged")):
+        ours = {t["name"] for t in traces if t["name"].startswith(f"{variant} · ")}
+        assert ours == {f"{variant} · {SERVING_RUN} · {case}" for case in cases}, ours
+    series = "published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"
+    drawn = {(t["hover"].split("<br>")[0], x): y for t in dense if t["name"] == series for x, y in zip(t["x"], t["y"])}
+    rows = [r for r in csv.DictReader(open(DECODE_SWEEP)) if r["batch_size"] in ("1", "8") and r["kv_len"] in
+            ("2048", "8192")]
+    expected = {(f"{series} · T{r['q_tokens']} S{r['kv_len']}", int(r["batch_size"])): float(r["gbps"]) for r in rows}
+    assert drawn.keys() == expected.keys()
+    assert [drawn[k] for k in expected] == pytest.approx(list(expected.values()), rel=2e-3)
+    assert not any(t["name"] == series for t in paged)
+    legends = page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => t.textContent)")
+    assert legends.count(series) == 1, legends
+    screenshot(page, "decode-throughput")
 
 
 OVERLAPS = """() => {
