@@ -229,6 +229,53 @@ def determinism_table(cells: list[CellRecord], console: Console) -> None:
                                  [list(row.values()) for row in body], right=("ms", "deterministic ms", "cost")))
 
 
+# What a serving cell adds over a plainer one at an otherwise equal shape: (the cost's name, whether the cell has
+# it, the plainer cell's axes, what that cell is called). Paging is set beside the fastest dense cell of any variant
+# (a paged kernel declines a dense cache), the rest beside the same variant's cell.
+SERVING_COSTS = (
+    ("paging", lambda p: p.page_size is not None, {"page_size": None, "page_order": "contiguous"}, "dense"),
+    ("shuffled pages", lambda p: p.page_order == "shuffled", {"page_order": "contiguous"}, "contiguous"),
+    ("ragged lengths", lambda p: p.kv_lengths not in (None, "equal"), {"kv_lengths": "equal"}, "equal lengths"),
+    ("new tokens", lambda p: p.seq_len > 1, {"seq_len": 1}, "T1"),
+)
+
+
+def _serving_shape(values: dict) -> str:
+    """A serving cell's shape as text, a paged cell's lengths unset read as equal (as runner.paging reads them)."""
+    return shape.label({**values, "kv_lengths": values["kv_lengths"] or "equal"})
+
+
+def serving_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
+    """Each correct serving cell beside the cell without its paging, its page shuffling, its ragged lengths or its
+    T > 1 new tokens, at an otherwise equal shape (in any experiment of the run): the cost of each, measured."""
+    ok = [c for c in cells if c.status == "ok" and c.median_s and paging.serving(c.params)]
+    at = {}
+    for c in ok:
+        at.setdefault(_serving_shape(c.params.as_dict()), []).append(c)
+    rows = []
+    for cost, has, plainer, called in SERVING_COSTS:
+        for c in (c for c in ok if has(c.params)):
+            same = at.get(_serving_shape({**c.params.as_dict(), **plainer}), [])
+            same = [b for b in same if b.variant == c.variant] if cost != "paging" else same
+            if base := min(same, key=lambda b: b.median_s, default=None):
+                rows.append(_cost_row(cost, c, base, called))
+    return rows
+
+
+def _cost_row(cost: str, c: CellRecord, base: CellRecord, called: str) -> dict[str, str]:
+    return {"cost of": cost, "variant": c.variant, "shape": c.params.label(), "beside": f"{base.variant}, {called}",
+            "ms": _fmt(c.median_s * 1e3), "beside ms": _fmt(base.median_s * 1e3),
+            "cost": f"{c.median_s / base.median_s - 1:+.1%}"}
+
+
+def serving_table(cells: list[CellRecord], console: Console) -> None:
+    """The cost of paging, shuffled pages, ragged lengths and new tokens, when the run has the cells to show it."""
+    if body := serving_rows(cells):
+        console.print(rich_table("serving: each cell beside the same shape without its paging, shuffling, ragged "
+                                 "lengths or new tokens", list(body[0]), [list(row.values()) for row in body],
+                                 right=("ms", "beside ms", "cost")))
+
+
 def _part_state(part) -> str:
     if part.finished:
         return "finished"

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from helpers import params
 from runner.frames import cells as frame
-from runner.report import export, markdown, markdown_table, print_tables, summary_line
+from runner.report import export, markdown, markdown_table, print_tables, serving_rows, summary_line
 from stores import H200_LONG, shipped
 from test_results import record, some_records
 
@@ -109,3 +109,42 @@ def test_an_optional_column_goes_after_the_one_it_belongs_beside_wherever_that_s
     header = [column.header for column in report.experiment_table("e", [serving], run.manifest.machine).columns]
     assert header.index("% MMA@clock") == header.index("TFLOP/s") + 1
     assert header.index("µs/token") == header.index("% copy") + 1
+
+
+def test_show_sets_each_serving_cell_beside_the_same_shape_without_its_paging_shuffling_raggedness_or_new_tokens():
+    """Paging beside the fastest dense cell of any variant (cudnn's 0.8 ms, not xla's 1 ms), the rest beside the same
+    variant's cell, in any experiment, a row per cost in turn; a paged cell with its lengths unset reads as equal; a
+    cell whose plainer one did not run, or ran not ok, has no row; a cell that is no serving cell has none either."""
+    def cell(variant: str, ms: float, experiment: str = "serve", status: str = "ok", **shape):
+        p = params(batch=4, seq_len=shape.pop("seq_len", 1), kv_seq_len=256, causal=True, **shape)
+        return record(variant, status, params=p).model_copy(update=dict(experiment=experiment, median_s=ms / 1e3))
+
+    equal = dict(kv_lengths="equal")
+    cells = [cell("xla", 1.0, **equal), cell("cudnn", 0.8, "dense", **equal), cell("xla_paged", 1.5, page_size=16),
+             cell("xla_paged", 1.8, page_size=16, page_order="shuffled", kv_lengths="equal"),
+             cell("xla", 1.2, kv_lengths="uniform"), cell("xla", 2.0, seq_len=4, **equal),
+             cell("xla", 9.0, seq_len=4, kv_lengths="bimodal"),  # no bimodal T1, no ok T4 equal of cudnn
+             cell("cudnn", 0.5, status="failed", seq_len=4, **equal), cell("xla", 3.0, seq_len=2, kv_lengths=None)]
+    rows = [(r["cost of"], r["variant"], r["shape"], r["beside"], r["cost"]) for r in serving_rows(cells)]
+    base = "B4 T1 S256 N4 H8 float32 causal fwd"
+    assert rows == [
+        ("paging", "xla_paged", f"{base} P16", "cudnn, dense", "+87.5%"),
+        ("paging", "xla_paged", f"{base} kv-equal P16 shuffled", "cudnn, dense", "+125.0%"),
+        ("shuffled pages", "xla_paged", f"{base} kv-equal P16 shuffled", "xla_paged, contiguous", "+20.0%"),
+        ("ragged lengths", "xla", f"{base} kv-uniform", "xla, equal lengths", "+20.0%"),
+        ("ragged lengths", "xla", f"{base.replace('T1', 'T4')} kv-bimodal", "xla, equal lengths", "+350.0%"),
+        ("new tokens", "xla", f"{base.replace('T1', 'T4')} kv-equal", "xla, T1", "+100.0%"),
+    ], rows
+
+
+def test_show_prints_the_cost_of_paging_and_new_tokens_of_the_cpu_serving_fixture(capsys):
+    """tests/fixtures/serving-cpu: xla_paged beside xla at each of B 1/8 x KV 2k/8k x T 1/8, T 8 beside T 1."""
+    from helpers import REPO, in_process
+    from runner.store import read_run
+
+    folder = REPO / "tests" / "fixtures" / "serving-cpu" / "serving-cpu-20261206"
+    rows = serving_rows(read_run(folder).cells)
+    assert sorted((r["cost of"], r["variant"]) for r in rows) == sorted(
+        [("paging", "xla_paged")] * 8 + [("new tokens", "xla")] * 4 + [("new tokens", "xla_paged")] * 4)
+    result = in_process(capsys, "show", folder)
+    assert result.code == 0 and "serving: each cell beside the same shape without its paging" in result.out
