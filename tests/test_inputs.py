@@ -17,7 +17,7 @@ import pytest
 from helpers import REPO, params
 from runner import inputs, metrics, paging
 from runner.cells import reference_shape
-from runner.attention import reference_attention
+from runner.attention import naive_attention, real_tokens, reference_attention
 from runner.compiler import Untimed
 from runner.inputs import Truths, make_inputs, reference, unmasked_rows, untimed_programs
 from runner.registry import Skip
@@ -294,3 +294,18 @@ def test_truths_skips_a_paged_cell_whose_pool_outgrows_the_device_though_its_den
     with pytest.raises(Skip, match=r"^inputs and float32 reference need "):
         truths.get(paged)
     assert truths.last[1] is held  # kept for the family's next cell
+
+
+def test_a_padded_cells_cotangent_is_zero_at_its_padded_query_rows_so_what_a_library_writes_there_moves_no_gradient():
+    p = params(batch=3, seq_len=8, kv_heads=2, causal=True, pass_="fwd_bwd", fill=0.6, dtype="float32")
+    q, k, v, dout = make_inputs(p, seed=0)
+    q_lengths, kv_lengths = inputs.masks_lengths(p)
+    real = np.arange(p.seq_len)[None, :] < np.asarray(q_lengths)[:, None]
+    assert not real.all()
+    assert not np.asarray(dout)[~real].any() and np.count_nonzero(np.asarray(dout)[real]) > 0.9 * dout[real].size
+    # a library that attends at padded query rows (tokamax's kernels do): its dk and dv are still the reference's
+    out, vjp = jax.vjp(lambda q, k, v: naive_attention(q, k, v, True, kv_lengths=kv_lengths), q, k, v)
+    got = real_tokens((out, *vjp(dout)), q_lengths, kv_lengths)
+    want = real_tokens(inputs.reference(p, (q, k, v, dout)), q_lengths, kv_lengths)
+    for name, g, w in zip(("out", "dq", "dk", "dv"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg=name)
