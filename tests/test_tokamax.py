@@ -20,7 +20,8 @@ H200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
 CPU = Device("cpu", "cpu", None)
 HOPPER = dict(batch=2, seq_len=4096, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
 DECODE = dict(HOPPER, seq_len=1, kv_seq_len=8192, kv_lengths="long_tail")  # a ragged serving batch, one new token
-NAMES = ("tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked", "tokamax_cudnn")
+NAMES = ("tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked", "tokamax_cudnn", "tokamax_triton_fp8",
+         "tokamax_mosaic_fp8")
 HAS_TOKAMAX = importlib.util.find_spec("tokamax") is not None
 
 
@@ -307,3 +308,69 @@ def test_a_tuned_cell_asks_tokamax_autotune_for_this_gpus_own_tuning_and_records
         ("ion", 64, 0.002), ("ion", 128, 0.0015), ("vjp", 64, 0.004)]
     with pytest.raises(RuntimeError, match="tokamax.autotune found no tokamax op to tune in the call"):
         tuned.tune("fn", ())
+
+
+ADA = Device("gpu", "NVIDIA L40S", 8.9, 48 << 30)
+AMPERE = Device("gpu", "NVIDIA A100", 8.0, 80 << 30)
+
+
+@pytest.mark.parametrize("name, device, shape, words", [
+    ("tokamax_triton_fp8", CPU, HOPPER, "tokamax_triton_fp8 needs an NVIDIA GPU with compute capability ≥ 8.9"),
+    ("tokamax_triton_fp8", AMPERE, HOPPER, "compute capability ≥ 8.9"),
+    ("tokamax_triton_fp8", H200, {**HOPPER, "pass": "fwd_bwd"}, "has no fwd_bwd pass (it supports fwd)"),
+    ("tokamax_triton_fp8", H200, {**HOPPER, "dtype": "float16"}, "runs bfloat16 only, not float16"),
+    ("tokamax_triton_fp8", H200, {**HOPPER, "documents": 4}, "declines a packed row (documents > 1)"),
+    ("tokamax_triton_fp8", H200, {**HOPPER, "bias": "alibi", "softcap": 30.0}, "tokamax caps the logits after"),
+    ("tokamax_mosaic_fp8", CPU, HOPPER, "tokamax_mosaic_fp8 needs an NVIDIA GPU"),
+    ("tokamax_mosaic_fp8", H200, HOPPER, "dequantizes a quantized Q, K and V to bf16 before its kernel"),
+    ("tokamax_mosaic_fp8", H200, {**HOPPER, "seq_len": 512, "causal": False}, "not FP8 attention"),
+])
+def test_fp8_through_qwix_runs_on_tokamaxs_triton_kernel_only_and_says_why_not_elsewhere(installed, name, device,
+                                                                                          shape, words):
+    reason = decline(VARIANTS[name], params(**shape), device)
+    assert reason and words in reason, reason
+
+
+@pytest.mark.parametrize("shape", [HOPPER, {**HOPPER, "window": 512, "fill": 0.5, "softcap": 30.0},
+                                   {**HOPPER, "head_dim": 192, "v_head_dim": 128, "bias": "alibi"}])
+def test_tokamax_triton_fp8_takes_the_forward_axes_its_kernel_reads(installed, shape):
+    assert decline(VARIANTS["tokamax_triton_fp8"], params(**shape), H200) is None
+    assert decline(VARIANTS["tokamax_triton_fp8"], params(**shape), ADA) is None
+    assert VARIANTS["tokamax_triton_fp8"].fp8_baseline == "tokamax_triton"
+
+
+def test_the_mosaic_fp8_build_raises_the_same_reason_its_rule_gives():
+    from runner.registry import Skip
+
+    with pytest.raises(Skip, match="dequantizes a quantized Q, K and V"):
+        VARIANTS["tokamax_mosaic_fp8"].build(params(**HOPPER))
+
+
+def test_tokamax_triton_fp8_quantises_each_input_to_e4m3_with_one_absmax_scale_before_the_timed_call(calls,
+                                                                                                      monkeypatch):
+    """prepare (untimed) hands each of Q, K and V to qwix.quantize as e4m3 with no channelwise or tiled axes (one
+    scale for the whole tensor); the timed call gives tokamax those QArrays with implementation="triton"; finish
+    casts the output to the cell's dtype."""
+    import jax.numpy as jnp
+
+    from runner.inputs import make_inputs
+    from runner.registry import Staged
+
+    quantised = []
+
+    def quantize(x, qtype, **how):
+        quantised.append((x, jnp.dtype(qtype), how))
+        return types.SimpleNamespace(qvalue=x.astype(qtype), scale=jnp.ones((1,) * x.ndim, x.dtype))
+
+    monkeypatch.setitem(sys.modules, "qwix", types.SimpleNamespace(quantize=quantize))
+    p = params(batch=1, seq_len=32, heads=4, kv_heads=2, head_dim=16, dtype="bfloat16", causal=True, window=8)
+    staged = VARIANTS["tokamax_triton_fp8"].build(p)
+    assert isinstance(staged, Staged)
+    q, k, v = make_inputs(p, seed=0)[:3]
+    arrays = staged.prepare(q, k, v)
+    assert [(x is given, dtype, how) for (x, dtype, how), given in zip(quantised, (q, k, v))] == [
+        (True, jnp.dtype(jnp.float8_e4m3fn), {})] * 3
+    out = staged.attend(*arrays)  # the stand-in tokamax returns its query: the QArray of q
+    (call,) = calls
+    assert out is arrays[0] and call["implementation"] == "triton" and call["local_window_size"] == (7, 0)
+    assert staged.finish(jnp.zeros(3, jnp.float32)).dtype == jnp.bfloat16

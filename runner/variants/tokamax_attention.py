@@ -34,6 +34,12 @@ key_value_seq_lengths, local_window_size, logits_soft_cap, implementation=...)`.
   and calls the implementation from api.IMPLEMENTATIONS as api.dot_product_attention does: private modules, so
   `packed_api` checks them and names what is missing;
 - no determinism option (its dot_product_attention has none): a deterministic cell is declined.
+- FP8 (qwix): the api takes a qwix.QArray for q, k and v. Triton's kernel reads the QArray's values and scales
+  inside (pallas_triton.py: _rescale; with one scale per row of Q and of K, which a per-tensor scale is, Q·Kᵀ runs on
+  the e4m3 values and the product is scaled after, quantize_qk_dot): tokamax_triton_fp8 quantises Q, K and V
+  (untimed) with qwix.quantize(x, float8_e4m3fn), one absmax scale per tensor as cudnn_fp8 does, forward only, its
+  baseline tokamax_triton. Mosaic's prepare_inputs dequantizes before the kernel ("TODO: Support in-kernel
+  dequantization"), so tokamax_mosaic_fp8 declines every cell with that reason.
 Untuned: each call uses the implementation's heuristic configuration (tokamax logs an autotuning cache miss).
 Tuned (a cell with `tune: true`, mosaic and triton: the implementations with configurations to search; xla_chunked
 and cudnn have none): `tokamax.autotune(fn, *args, ignore_cache=True)` on the timed call (under fwd_bwd that holds
@@ -51,7 +57,7 @@ from types import MappingProxyType
 from runner import masks, paging
 from runner.machine import HOPPER, capability_outside
 from runner.shape import Params
-from runner.registry import Autotuned, Requires, Skip, first_line, variant
+from runner.registry import Autotuned, Requires, Skip, Staged, first_line, variant
 from runner.variants.pallas_triton import TRITON_CALLS
 
 PACKAGE = dict(package="tokamax", install="pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= 0.11.1)")
@@ -291,3 +297,51 @@ CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "floa
 def tokamax_cudnn(p: Params):
     """tokamax.dot_product_attention(implementation="cudnn"): the cudnn variant's kernel through tokamax's wrapper."""
     return attention(p, "cudnn")
+
+
+# FP8 through qwix (the module's docstring): V is rescaled in Triton's kernel to the scales' dtype (bf16) before P·V.
+FP8_OPTIONS = ("window", "fill", "bias", "softcap", "v_head_dim")
+MOSAIC_DEQUANTIZES = "tokamax 0.0.17's Mosaic GPU path dequantizes a quantized Q, K and V to bf16 before its kernel " \
+                     "(pallas_mosaic_gpu_common.prepare_inputs, a TODO for in-kernel dequantization): it would time " \
+                     "bf16 attention behind a dequantize, not FP8 attention"
+
+
+def quantised(x):
+    """x as a qwix QArray: e4m3 values and one absmax scale for the whole tensor (scale = amax / 448, bf16)."""
+    import jax.numpy as jnp
+    import qwix
+
+    return qwix.quantize(x, jnp.float8_e4m3fn)
+
+
+@variant("tokamax_triton_fp8", requires=Requires(gpu=True, min_compute_capability=8.9, dtypes=("bfloat16",),
+                                                 passes=("fwd",), options=FP8_OPTIONS, why_not=WHY_NOT, **PACKAGE),
+         backend="pallas_triton", proves=TRITON_CALLS, fp8_baseline="tokamax_triton", check=check,
+         rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
+def tokamax_triton_fp8(p: Params):
+    """tokamax's Triton kernel on qwix QArrays: Q, K, V in e4m3 with per-tensor absmax scales; forward only."""
+    import jax.numpy as jnp
+
+    attend = attention(p, "triton")
+
+    def prepare(q, k, v):
+        return quantised(q), quantised(k), quantised(v)
+
+    def finish(out):
+        return out.astype(jnp.dtype(p.dtype))
+
+    return Staged(prepare, attend, finish)
+
+
+def mosaic_fp8_check(p: Params) -> str | None:
+    """tokamax_mosaic_fp8 declines every cell: its kernel would not read FP8."""
+    return MOSAIC_DEQUANTIZES
+
+
+@variant("tokamax_mosaic_fp8", requires=Requires(gpu=True, min_compute_capability=9.0, dtypes=("bfloat16",),
+                                                 passes=("fwd",), **PACKAGE),
+         backend="pallas_mosaic_gpu", fp8_baseline="tokamax_mosaic", check=mosaic_fp8_check,
+         rules=("declines every cell: tokamax's Mosaic GPU path dequantizes FP8 before its kernel",), probe=probe)
+def tokamax_mosaic_fp8(p: Params):
+    """tokamax's Mosaic GPU kernel on qwix QArrays: declined, tokamax dequantizes them before the kernel."""
+    raise Skip(MOSAIC_DEQUANTIZES)
