@@ -342,3 +342,69 @@ def test_the_training_spec_runs_cudnn_in_each_experiment_it_lists_it_in_on_an_h2
     for c in cells:
         reason = decline(VARIANTS[c.variant], c.params, H200) or ""
         assert "implements none" not in reason, (c.label(), reason)  # every option a variant is given, it declares
+
+
+def test_the_training_spec_tunes_mosaic_and_triton_at_every_length_and_runs_fp8_through_tritons_kernel(monkeypatch):
+    """specs/training.yaml's `tuned` experiment: tokamax's Mosaic and Triton kernels, tune true, 4k-32k, forward and
+    forward + backward, the same shapes as the untuned cells of fwd and fwd-bwd; its `fp8` experiment: the FP8
+    variants beside their bf16 baselines' fwd cells, tokamax's Mosaic declining with its reason. On an H200 with
+    tokamax installed (counted so here), nothing in either declines but that."""
+    import importlib.util
+
+    from helpers import REPO
+    from runner.cells import expand
+    from runner.spec import load_spec
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name in ("tokamax",
+                        "transformer_engine") else real(name, *a))
+    cells = expand(load_spec(REPO / "specs" / "training.yaml", set(VARIANTS)))
+    lengths = [4096, 8192, 16384, 32768]
+    tuned = [c for c in cells if c.experiment == "tuned"]
+    assert sorted((c.variant, c.params.seq_len, c.params.pass_) for c in tuned) == sorted(
+        (v, t, p) for v in ("tokamax_mosaic", "tokamax_triton") for t in lengths for p in ("fwd", "fwd_bwd"))
+    assert all(c.params.tune and decline(VARIANTS[c.variant], c.params, H200) is None for c in tuned)
+    untuned = {(c.variant, c.params) for c in cells if c.experiment in ("fwd", "fwd-bwd")}
+    assert all((c.variant, c.params.model_copy(update={"tune": False})) in untuned for c in tuned)  # beside untuned
+    fp8 = [c for c in cells if c.experiment == "fp8"]
+    assert {c.params.seq_len for c in fp8} == set(lengths) and all(c.params.pass_ == "fwd" for c in fp8)
+    for c in fp8:
+        reason = decline(VARIANTS[c.variant], c.params, H200)
+        assert (reason is None) == (c.variant != "tokamax_mosaic_fp8"), (c.label(), reason)
+        baseline = VARIANTS[c.variant].fp8_baseline
+        assert any(b.variant == baseline and b.params == c.params for b in cells if b.experiment == "fwd"), baseline
+
+
+@pytest.mark.slow
+def test_the_training_specs_small_experiments_run_ok_on_a_cpu_through_every_new_axis(tmp_path):
+    """specs/training.yaml's small experiments on a CPU: naive, xla and tokamax's xla_chunked (where tokamax installs:
+    Python >= 3.12) agree with the float32 reference through a window, a padded batch, ALiBi, a soft cap, MLA's
+    narrower V, packed rows and a deterministic backward (bit for bit); its FP8 cells are recorded skipped, each with
+    the reason (a GPU)."""
+    import importlib.util
+    import json
+
+    from helpers import REPO, attnbench
+
+    small = ["axes", "logits", "mla", "packed-small", "deterministic-small"]
+    done = attnbench("run", REPO / "specs" / "training.yaml", "--only", *small, "fp8", "--variants", "naive", "xla",
+                     "tokamax_xla_chunked", "tokamax_triton_fp8", "tokamax_mosaic_fp8", "--budget", "0.05", "--out",
+                     tmp_path, "--run-id", "t", "--compile-cache", "off", timeout=900)
+    assert done.returncode == 0, done.stderr
+    cells = [json.loads(line) for line in (tmp_path / "t" / "cells.jsonl").read_text().splitlines()]
+    runs = {"naive", "xla"} | ({"tokamax_xla_chunked"} if importlib.util.find_spec("tokamax") else set())
+    ran = [c for c in cells if c["variant"] in runs]
+    assert {c["experiment"] for c in ran} == set(small)
+    assert all(c["status"] == "ok" for c in ran), [(c["variant"], c["params"], c["reason"]) for c in ran
+                                                   if c["status"] != "ok"]
+    axes = {name: {c["params"][name] for c in ran} for name in ("window", "fill", "bias", "softcap", "v_head_dim",
+                                                                    "documents", "deterministic", "pass")}
+    assert axes == {"window": {None, 128}, "fill": {1.0, 0.6}, "bias": {"none", "alibi"}, "softcap": {None, 1.0},
+                    "v_head_dim": {64, 128}, "documents": {1, 2, 4, 8}, "deterministic": {False, True},
+                    "pass": {"fwd", "fwd_bwd"}}
+    assert all(c["correctness"]["bitwise_repeat"] for c in ran if c["params"]["deterministic"])
+    others = [c for c in cells if c["variant"] not in runs]
+    assert others and all(c["status"] == "skipped" and c["reason"] for c in others)
+    fp8 = [c for c in others if c["experiment"] == "fp8"]
+    assert {c["variant"] for c in fp8} == {"tokamax_triton_fp8", "tokamax_mosaic_fp8"}
+    assert all("needs an NVIDIA GPU" in c["reason"] for c in fp8)
