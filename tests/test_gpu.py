@@ -156,3 +156,61 @@ def test_cudnn_fp8_is_correct_at_h64_in_a_run_that_also_measures_te(tmp_path):
     assert cells["cudnn_fp8"].status == "ok", cells["cudnn_fp8"].reason
     assert cells["cudnn_fp8"].worker == "jax"
 
+
+
+# Issue 37's training cells, small: each asserts the record is ok and names what ran (the lead runs them with -m gpu).
+TRAINING_SMALL = dict(batch=2, seq_len=1024, heads=8, kv_heads=2, head_dim=128, dtype="bfloat16", causal=True)
+needs_tokamax = pytest.mark.skipif(importlib.util.find_spec("tokamax") is None, reason="needs tokamax")
+
+
+@needs_tokamax
+@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
+@pytest.mark.parametrize("variant, backend", [("tokamax_mosaic", "pallas_mosaic_gpu"),
+                                              ("tokamax_triton", "pallas_triton")])
+def test_tokamax_kernels_run_forward_and_backward_and_their_custom_calls_prove_it(variant, backend, pass_):
+    record = measure(variant, **TRAINING_SMALL, **{"pass": pass_})
+    assert record.status == "ok", record.reason
+    assert record.backend == backend, (record.backend, record.custom_calls)
+    assert record.kernels, "CUPTI named no kernel"
+    if pass_ == "fwd_bwd":
+        assert set(record.correctness.grad_rel_err) == {"dq", "dk", "dv"}
+
+
+@needs_tokamax
+def test_tokamax_packed_rows_run_on_its_kernels():
+    for variant in ("tokamax_mosaic", "tokamax_triton"):
+        record = measure(variant, **TRAINING_SMALL, documents=4)
+        assert record.status == "ok", (variant, record.reason)
+
+
+@needs_tokamax
+def test_a_tuned_tokamax_cell_records_what_tokamax_autotune_chose():
+    record = measure("tokamax_triton", **TRAINING_SMALL, tune=True)
+    assert record.status == "ok", record.reason
+    assert record.tuning.tuner == "tokamax.autotune" and record.tuning.config, record.tuning
+    assert record.backend == "pallas_triton"
+
+
+@needs_tokamax
+def test_tokamax_triton_fp8_runs_e4m3_through_qwix_and_is_compared_with_its_bf16_baseline():
+    if current_device().compute_capability < 8.9:
+        pytest.skip("needs compute capability 8.9")
+    record = measure("tokamax_triton_fp8", **TRAINING_SMALL)
+    assert record.status == "ok", record.reason
+    assert record.backend == "pallas_triton" and record.fp8.baseline == "tokamax_triton"
+    assert record.fp8.in_hlo, record.fp8  # e4m3 reached the compiled program (the Triton kernel's name says no dtype)
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
+def test_packed_rows_run_on_cudnn_through_its_segment_offsets(pass_):
+    if current_device().compute_capability < 9.0:
+        pytest.skip("packed rows on cuDNN need Hopper")
+    record = measure("cudnn", **TRAINING_SMALL, documents=4, **{"pass": pass_})
+    assert record.status == "ok", record.reason
+    assert record.backend == "cudnn" and any(c.startswith("__cudnn$fmha") for c in record.custom_calls)
+
+
+def test_a_deterministic_cudnn_backward_repeats_bit_for_bit():
+    record = measure("cudnn", **TRAINING_SMALL, deterministic=True, **{"pass": "fwd_bwd"})
+    assert record.status == "ok", record.reason
+    assert record.backend == "cudnn" and record.correctness.bitwise_repeat is True
