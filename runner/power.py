@@ -307,15 +307,16 @@ def revoked(verdict: Verdict, history: list[Reading], load_start: float) -> bool
     return verdict.rule == "light" and any(r.throttle & ~0x1 for r in history if r.t >= load_start)
 
 
-def not_light(verdict: Verdict, telemetry: Telemetry) -> Verdict:
-    """A light verdict whose samples' telemetry lists a throttle reason: unsettled, saying both, never "light" beside
-    a reason (the readings that judged it came before the samples)."""
+def not_light(state: PowerState, telemetry: Telemetry) -> PowerState:
+    """A steady state judged light whose samples' telemetry lists a throttle reason: unsettled, saying both, never
+    "light" beside a reason (the readings that judged it came before the samples)."""
     reasons = [r for r in telemetry.throttle if r != "idle"]
-    if verdict.rule != "light" or not reasons:
-        return verdict
-    drawn = verdict.note[verdict.note.find("(") + 1:verdict.note.find(",")]
-    return Verdict("unsettled", verdict.since, f"not light while sampled: its samples' telemetry saw "
-                   f"{', '.join(reasons)}; judged light ({drawn}) from the readings before them; sampled anyway")
+    if state.rule != "light" or not reasons:
+        return state
+    drawn = state.note[state.note.find("(") + 1:state.note.find(",")]
+    return state.model_copy(update={"rule": "unsettled", "settled": False, "note": (
+        f"not light while sampled: its samples' telemetry saw {', '.join(reasons)}; judged light ({drawn}) from the "
+        f"readings before them; sampled anyway")})
 
 
 def settle(run_calls: Callable[[], None], source: Source, max_s: float, rules: Rules = Rules()) -> PowerState:

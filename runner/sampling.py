@@ -203,16 +203,15 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
     begin, end = stream.chunk_start(chunks[0]), stream.ends[chunks[-1]]
     readings = _window(recorder.readings, begin, end)
     telemetry = power.summarise(readings, source.power_limit_w)
-    verdict = power.not_light(verdict, telemetry)
-    state = PowerState(
+    state = power.not_light(PowerState(
         policy="steady", settled=verdict.settled, wait_s=begin - load_start, note=verdict.note, rule=verdict.rule,
         sampled_in_load=True, load_s=begin - load_start, sample_s=end - begin,
         busy=min(1.0, sum(seconds) / max(stream.ends[-1] - load_start, 1e-9)),
         temperature_c=readings[0].temperature_c if readings else None,
         carried_s=carry.ended - carry.since if joined else 0.0,
-        gap_s=load_start - carry.ended if carry is not None else None)
+        gap_s=load_start - carry.ended if carry is not None else None), telemetry)
     summary = summarise(timer.name, timed, settings.target_noise)
-    left = Carry(verdict.rule, carry.since if joined else load_start, stream.ends[-1])
+    left = Carry(state.rule, carry.since if joined else load_start, stream.ends[-1])
     return InLoad(Sampled(summary, kernels, stream.ends[-1] - load_start, kernel_s), state, telemetry,
                   begin - load_start, left)
 
@@ -326,8 +325,8 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
                     sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
                 telemetry = power.summarise(recorder.readings, env.source.power_limit_w)
                 span = recorder.readings[-1].t - recorder.readings[0].t
-                state = state.model_copy(update={"sample_s": span,
-                                                 "temperature_c": recorder.readings[0].temperature_c})
+                state = power.not_light(state.model_copy(update={
+                    "sample_s": span, "temperature_c": recorder.readings[0].temperature_c}), telemetry)
             else:
                 sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
     load = Window(start=loaded, end=time.time())

@@ -245,16 +245,17 @@ def test_energy_takes_the_counter_else_nvml_only_after_a_second_of_steady_calls(
     assert mean_power_w(long, PowerState(policy="burst", settled=True, wait_s=3.0)) == pytest.approx(650.0)
 
 
-def test_a_light_verdict_beside_a_throttle_reason_in_its_samples_reads_unsettled_and_says_both():
+def test_a_light_state_beside_a_throttle_reason_in_its_samples_reads_unsettled_and_says_both():
     """The readings that judged a load light come before its samples; where the samples' telemetry then lists a
     reason, the record never says light beside it (issue 42)."""
-    light = power.Verdict("light", 0.15, "light load (200 W of 700 W, no throttle reason since the load began)")
+    light = power.PowerState(policy="steady", settled=True, rule="light", wait_s=0.4,
+                             note="light load (200 W of 700 W, no throttle reason since the load began)")
     span = power.Span(min=1980.0, median=1980.0, max=1980.0)
     seen = power.Telemetry(source="nvml", samples=3, sm_clock_mhz=span, clock_spread=0.0, throttle=["power cap"])
-    verdict = power.not_light(light, seen)
-    assert (verdict.rule, verdict.settled, verdict.since) == ("unsettled", False, 0.15)
-    assert verdict.note == ("not light while sampled: its samples' telemetry saw power cap; judged light (200 W of "
-                            "700 W) from the readings before them; sampled anyway")
+    state = power.not_light(light, seen)
+    assert (state.rule, state.settled, state.wait_s) == ("unsettled", False, 0.4)
+    assert state.note == ("not light while sampled: its samples' telemetry saw power cap; judged light (200 W of "
+                          "700 W) from the readings before them; sampled anyway")
     idle = seen.model_copy(update={"throttle": ["idle"]})
-    capped = power.Verdict("capped", 1.0, "at the power cap (690 W drawn)")
+    capped = light.model_copy(update={"rule": "capped", "note": "at the power cap (690 W drawn)"})
     assert power.not_light(light, idle) == light and power.not_light(capped, seen) == capped

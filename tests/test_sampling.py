@@ -312,3 +312,40 @@ def test_a_light_verdict_that_a_throttle_reason_contradicts_is_judged_again():
     made, _ = in_load(capped_late, min_samples=1500, max_samples=2000)  # its stream runs on past the reason
     assert made.power.rule == "held" and not made.power.note.startswith("light")
     assert made.telemetry.throttle == ["power cap"]
+
+
+def test_a_headline_sampled_after_a_light_settling_never_reads_light_beside_the_cap_it_met():
+    """The wall clock cannot sample inside the load: it samples after power.settle, whose light verdict came from
+    the readings before (how two schema-3 H200 cells came to say "light load ... no throttle" beside the cap)."""
+    import time
+
+    from runner.sampling import PowerEnv, time_step
+    from runner.timers import WallTimer
+
+    capped_after = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, throttle=lambda t: 0x4 if t > 0.52 else 0,
+                          step=0.05)  # light by 0.5 s of settling, the cap from the next reading: the samples'
+    settings = TimingSettings(warmup=0, min_samples=3, max_samples=3, budget_s=5.0)
+    timed = time_step([WallTimer()], lambda: time.sleep(0.005) or jnp.zeros(()), (), settings, PowerEnv(capped_after))
+    assert timed.telemetry.throttle == ["power cap"] and not timed.power.sampled_in_load
+    assert timed.power.rule == "unsettled" and timed.power.note.startswith("not light while sampled")
+
+
+def test_a_light_stream_whose_samples_telemetry_shows_a_reason_reads_unsettled():
+    """The recorder's thread may append a reading the stream's last look did not see: where that reading, inside the
+    samples' window, first shows the cap (here at 0.42 s, just after the light verdict), there is nothing left to
+    judge again by, and the cell says so."""
+
+    class Lagging(Polled):  # each look misses the newest reading
+        @property
+        def readings(self):
+            self._readings.append(self.source.read())
+            return self._readings[:-1]
+
+    light = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, throttle=lambda t: 0x4 if t > 0.42 else 0,
+                   step=0.01)
+    timer = ScriptedTimer(light)
+    made = sample_in_load(timer, timer.call, (), light, TimingSettings(min_samples=10), pace_s=CALL_S,
+                          clock=lambda: light.t, recorder=Lagging(light))
+    assert made.telemetry.throttle == ["power cap"] and made.power.rule == "unsettled" and not made.power.settled
+    assert made.power.note.startswith("not light while sampled: its samples' telemetry saw power cap; judged light")
+    assert made.carry.rule == "unsettled"  # the next cell carries no light load
