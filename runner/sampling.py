@@ -219,9 +219,9 @@ def sample_in_load(timer, fn: Callable, args: tuple, source: power.Source, setti
 def _enough(stream: Stream, chunks: list[int], need: int, settings: TimingSettings) -> bool:
     """The steady window holds enough calls: at least `need` (the floor, however long they take), then until their
     noise meets target_noise or they reach max_samples or span budget_s. CUPTI gives the calls' own times only when
-    its session ends, so the noise here is the chunks' on the host's clock (a chunk of calls 50 ms or longer is one
-    call; a shorter call's chunk averages several, and its window holds dozens); the record's `converged` is the
-    calls' own."""
+    its session ends, so the noise here is the chunks' on the host's clock, over FLOOR_SAMPLES chunks at least (a
+    chunk of calls 50 ms or longer is one call; a shorter call's chunk averages several, and its window holds
+    dozens); the record's `converged` is the calls' own."""
     calls = len(chunks) * stream.per_chunk
     if calls < need:
         return False
