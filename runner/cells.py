@@ -81,10 +81,9 @@ def with_backward(p: Params) -> Params:
 
 
 # Axes that change neither a cell's inputs nor its float32 reference, only how its call runs: the devices it is split
-# across, a deterministic backward, a tuned kernel, and a serving cell's pages (built from the dense K and V of its
-# requests' lengths, which page_size does not change: a paged cell with no kv_lengths reads them as equal)
-HOW_IT_RUNS = {shape.BY_NAME[name].attr: shape.BY_NAME[name].default
-               for name in ("devices", "deterministic", "tune", "page_size", "page_order")}
+# across, a deterministic backward, a tuned kernel. (A paged cell's K and V are its page pools, drawn as they are:
+# runner.inputs; a paged cell with no kv_lengths reads them as equal.)
+HOW_IT_RUNS = {shape.BY_NAME[name].attr: shape.BY_NAME[name].default for name in ("devices", "deterministic", "tune")}
 
 
 def reference_shape(p: Params) -> Params:

@@ -1,8 +1,8 @@
 """The inputs and float32 reference of a shape: what every variant of the shape is given and checked against.
 
-Seeded normal Q, K, V (and dO) in the cell's dtype, and the float32 output (and gradients) computed a chunk of
-requests and query rows at a time (chunk_shape, the one rule that also sizes the memory a shape needs); both are
-untimed programs (compiler.UNTIMED), compiled once per shape.
+Seeded normal Q, K, V (and dO) in the cell's dtype (a paged cell's K and V are its page pools, runner.paging), and
+the float32 output (and gradients) computed a chunk of requests and query rows at a time (chunk_shape, the one rule
+that also sizes the memory a shape needs); both are untimed programs (compiler.UNTIMED), compiled once per shape.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from runner.timers import Stopwatch
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # one reference chunk: its float32 scores and its requests' K and V (chunk_shape)
 KEY_BUCKETS = 4  # causal reference chunks see 1/4, 2/4, 3/4 or all of the keys
-ROW_DRAW_ELEMENTS = 1 << 32  # a tensor whose flat draw is larger (17 GB of float32) is drawn a row at a time
+ROW_DRAW_ELEMENTS = 1 << 32  # a tensor whose flat draw is larger (17 GB of float32) is drawn by rows
+ROW_BLOCK_ELEMENTS = 1 << 27  # rows drawn together (512 MiB of float32): a B128 x 128k cache's one request, 8192 pages
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ class InputsAndReference:
 @dataclass
 class Truths:
     """The inputs and reference of the shape measured last: a family's cells run one after another (runner.run), so
-    each reference shape's are made once (cells.reference_shape: a deterministic, tuned, split or paged cell takes
-    those of its plain twin), and the previous shape's arrays are freed before the next one's are made. A forward
+    each reference shape's are made once (cells.reference_shape: a deterministic, tuned or split cell takes those of
+    its plain twin), and the previous shape's arrays are freed before the next one's are made. A forward
     shape whose forward+backward twin is held takes the twin's Q, K, V and output (the run orders the twin first)."""
 
     seed: int
@@ -53,10 +54,8 @@ class Truths:
 
     def get(self, p: Params) -> tuple[InputsAndReference, dict[str, float]]:
         """The cell's inputs and float32 results, and the seconds this call spent making them (none when held)."""
-        needed = needed_bytes(unsplit(p))  # the cell's own: a paged cell's pool lies beside its family's inputs
-        if self.memory_bytes and needed > self.memory_bytes:
-            raise Skip(f"inputs and float32 reference need {size_text(needed)}; the device has "
-                       f"{size_text(self.memory_bytes)}")
+        if reason := too_large(unsplit(p), self.memory_bytes):
+            raise Skip(reason)
         watch, shape = Stopwatch(), reference_shape(p)
         held = self.last[0] if self.last else None
         if held != shape and held == family(p):  # the forward pass of the held forward+backward shape
@@ -73,12 +72,20 @@ class Truths:
         return self.last[1], watch.phases
 
 
+def too_large(p: Params, memory_bytes: int | None) -> str | None:
+    """Why a device of `memory_bytes` cannot hold the cell's inputs and float32 reference (needed_bytes), or None."""
+    needed = needed_bytes(p)
+    if memory_bytes and needed > memory_bytes:
+        return f"inputs and float32 reference need {size_text(needed)}; the device has {size_text(memory_bytes)}"
+    return None
+
+
 def input_shapes(p: Params) -> list[tuple[int, ...]]:
     """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide; a serving cell's K and V hold its longest
-    request (runner.paging.cache_len)."""
+    request (runner.paging.cache_len), a paged cell's are its page pools (runner.paging.pool_shapes)."""
     q, k = (p.batch, p.seq_len, p.heads, p.head_dim), (p.batch, paging.cache_len(p), p.kv_heads, p.head_dim)
-    v, out = k[:3] + (p.v_head_dim,), q[:3] + (p.v_head_dim,)
-    return [q, k, v] + ([out] if p.pass_ == "fwd_bwd" else [])
+    kv = paging.pool_shapes(p) if p.page_size else [k, k[:3] + (p.v_head_dim,)]
+    return [q, *kv] + ([q[:3] + (p.v_head_dim,)] if p.pass_ == "fwd_bwd" else [])
 
 
 def draw_size(shape: tuple) -> int:
@@ -100,8 +107,9 @@ def make_inputs(p: Params, seed: int) -> tuple:
     Each tensor is cut from a flat float32 draw whose size is a power of two, so shapes share the random-number
     program (threefry compiles in ~0.6 s on a CPU, and a spec has a dozen shapes); the values are those of
     `jax.random.normal(key, shape)`, because partitionable threefry numbers its draws by flat index. A tensor past
-    ROW_DRAW_ELEMENTS (a serving cell's cache of B128 x 128k) is drawn a row of the batch at a time, row b from
-    `jax.random.fold_in(key, b)`, into its place: its float32 draw would not fit beside the cache."""
+    ROW_DRAW_ELEMENTS (a serving cell's cache of B128 x 128k, its pool of a million pages) is drawn by rows, row b
+    (a request, a page) from `jax.random.fold_in(key, b)`, ROW_BLOCK_ELEMENTS' worth of rows at a time, into its
+    place: its float32 draw would not fit beside the cache."""
     keys = jax.random.split(jax.random.PRNGKey(seed), 4)
     args = tuple(_draw(key, shape, p.dtype) for key, shape in zip(keys, input_shapes(p)))
     if len(args) == 4 and masks.padded_lengths(p) is not None:
@@ -113,23 +121,42 @@ def make_inputs(p: Params, seed: int) -> tuple:
 
 
 def _rows(shape: tuple) -> bool:
-    """Whether a tensor is drawn a row at a time (its flat draw past ROW_DRAW_ELEMENTS)."""
+    """Whether a tensor is drawn by rows (its flat draw past ROW_DRAW_ELEMENTS)."""
     return draw_size(shape) > ROW_DRAW_ELEMENTS and len(shape) > 1
+
+
+def rows_per_draw(shape: tuple) -> int:
+    """Rows of a tensor drawn by rows that one program draws: ROW_BLOCK_ELEMENTS' worth, at least one."""
+    return max(1, ROW_BLOCK_ELEMENTS // draw_size(shape[1:]))
+
+
+def draw_bytes(shape: tuple, dtype: str) -> int:
+    """Device memory a tensor's draw takes beyond the tensor: its flat float32 draw, or one block of rows' float32
+    draws and their cut in the dtype."""
+    if not _rows(shape):
+        return 4 * draw_size(shape)
+    return rows_per_draw(shape) * draw_size(shape[1:]) * (4 + metrics.ITEMSIZE[dtype])
 
 
 def _draw(key, shape: tuple, dtype: str):
     if not _rows(shape):
         return UNTIMED(_cut, UNTIMED(_normal, key, size=draw_size(shape)), shape=shape, dtype=dtype)
-    whole = jnp.zeros(shape, jnp.dtype(dtype))
-    for b in range(shape[0]):
-        whole = _put_row(whole, _draw(jax.random.fold_in(key, b), shape[1:], dtype), b)
+    whole, step = jnp.zeros(shape, jnp.dtype(dtype)), rows_per_draw(shape)
+    for first in range(0, shape[0], step):
+        rows = jnp.arange(first, min(shape[0], first + step))
+        whole = _put_rows(whole, UNTIMED(_row_draws, key, rows, shape=shape[1:], dtype=dtype), first)
     return whole
 
 
+def _row_draws(key, rows, shape: tuple, dtype: str):
+    """Rows `rows` of a tensor drawn by rows: row b is jax.random.normal(fold_in(key, b), shape)."""
+    return jax.vmap(lambda b: _cut(_normal(jax.random.fold_in(key, b), draw_size(shape)), shape, dtype))(rows)
+
+
 @functools.partial(jax.jit, donate_argnums=0)
-def _put_row(whole, row, index):
-    """whole[index] = row, in place (whole is donated): the tensor is never held twice."""
-    return jax.lax.dynamic_update_index_in_dim(whole, row, index, 0)
+def _put_rows(whole, rows, first):
+    """whole[first:first + len(rows)] = rows, in place (whole is donated): the tensor is never held twice."""
+    return jax.lax.dynamic_update_slice_in_dim(whole, rows, first, 0)
 
 
 def _reference_chunk(q, k, v, dout, q_offset, *masking, logits: Logits, with_grads: bool, names: tuple = ()):
@@ -171,9 +198,24 @@ def reference(p: Params, args: tuple) -> tuple:
     expected = empty_results(p, args)
     for b in range(0, p.batch, requests):  # a slice of the whole batch is the array itself, not a copy
         batch = slice(b, b + requests)
-        expected = _reference_rows(p, expected, b, [x[batch] for x in args], names, [x[batch] for x in masking],
+        expected = _reference_rows(p, expected, b, _requests(p, args, batch), names, [x[batch] for x in masking],
                                    rows)
     return expected
+
+
+def _requests(p: Params, args: tuple, batch: slice) -> list:
+    """Q, K and V (and dO) of a slice of the batch's requests; a paged cell's K and V are gathered from its pools
+    through the table, each request's longest keys' worth (the keys past its length are masked)."""
+    if not p.page_size:
+        return [x[batch] for x in args]
+    table = jnp.asarray(paging.table(p)[batch], jnp.int32)
+    pages = [UNTIMED(_gather, pool, table, keys=paging.cache_len(p)) for pool in args[1:3]]
+    return [args[0][batch], *pages, *(x[batch] for x in args[3:])]
+
+
+def _gather(pool, table, keys: int):
+    """The first `keys` keys (or values) of the requests whose table rows are `table`."""
+    return paging.gathered(pool, table)[:, :keys]
 
 
 def _reference_rows(p: Params, expected: tuple, first: int, args: list, names: tuple, masking: list,
@@ -210,11 +252,13 @@ def _write_chunk(expected: tuple, parts: tuple, first: int, start: int) -> tuple
 
 def _request_bytes(p: Params) -> tuple[int, int]:
     """What one request adds to a reference chunk: each of its query rows' float32 scores (x3 under fwd_bwd: the
-    probabilities and their gradient beside them), and once its K and V, sliced in the cell's dtype and upcast to
-    float32 (and their float32 gradients under fwd_bwd)."""
+    probabilities and their gradient beside them), and once its K and V, sliced (a paged cell's gathered, whole pages
+    of the longest request's) in the cell's dtype and upcast to float32 (and their float32 gradients under
+    fwd_bwd)."""
     keys, grads = paging.cache_len(p), p.pass_ == "fwd_bwd"
+    gathered = max(paging.pages_of(p)) * p.page_size if p.page_size else keys
     row = 4 * p.heads * keys * (3 if grads else 1)
-    kv = keys * p.kv_heads * (p.head_dim + p.v_head_dim) * (metrics.ITEMSIZE[p.dtype] + 4 * (2 if grads else 1))
+    kv = gathered * p.kv_heads * (p.head_dim + p.v_head_dim) * (metrics.ITEMSIZE[p.dtype] + 4 * (2 if grads else 1))
     return row, kv
 
 
@@ -270,15 +314,16 @@ def size_text(count: int) -> str:
 
 
 def needed_bytes(p: Params) -> int:
-    """Device memory for a shape's inputs and float32 reference: the inputs (and a paged variant's pool beside them),
-    then the larger of the float32 results with one reference chunk (chunk_bytes) and the inputs' flat draw."""
+    """Device memory for a shape's inputs and float32 reference: the inputs (a paged cell's pools in place of a dense
+    K and V), then the larger of the float32 results with one reference chunk (chunk_bytes) and an input's draw
+    (draw_bytes)."""
     q, kv = metrics.tensor_bytes(p)
     f32 = 4 // metrics.ITEMSIZE[p.dtype]
-    inputs = 2 * q + 2 * kv if p.pass_ == "fwd_bwd" else q + 2 * kv
+    cache = metrics.kv_cache_bytes(p)  # K and V, or the pools
+    inputs = 2 * q + cache if p.pass_ == "fwd_bwd" else q + cache
     expected = (2 * q + 2 * kv) * f32 if p.pass_ == "fwd_bwd" else q * f32
-    draw = 4 * max(draw_size(shape[1:] if _rows(shape) else shape) for shape in input_shapes(p))  # making inputs
-    pool = metrics.kv_cache_bytes(p) if p.page_size else 0  # a paged variant's pages, beside the dense K and V
-    return inputs + pool + max(expected + chunk_bytes(p), draw)
+    draw = max(draw_bytes(shape, p.dtype) for shape in input_shapes(p))  # making inputs
+    return inputs + max(expected + chunk_bytes(p), draw)
 
 
 def untimed_programs(p: Params, seed: int) -> list[tuple]:

@@ -1,4 +1,4 @@
-"""Serving cells: each request's KV length (a ragged batch) and the paged KV cache built from a dense one.
+"""Serving cells: each request's KV length (a ragged batch) and the paged KV cache (its pool and table).
 
 A cell is a serving cell when it sets `kv_lengths` or `page_size`. Its batch is B requests, each with `len_b` keys
 in the cache (the T new tokens' own keys included, as they are appended before attention), and its causal mask is
@@ -15,8 +15,8 @@ Lengths (plain numbers, so metrics count bytes without JAX): with the mean m = S
     bimodal     len_b = m (1 - s) for three requests of four, m (1 + 3 s) for every fourth (b % 4 == 3)
 
 each rounded to whole tokens and at least T (each new token sees at least itself). The mean is m up to rounding
-(for bimodal, when B is a multiple of 4). The dense cache a variant is given is (B, max len_b, K, H), its rows past
-len_b random like the rest (a kernel that reads them is caught by the check).
+(for bimodal, when B is a multiple of 4). A dense serving cell's cache is (B, max len_b, K, H), its rows past len_b
+random like the rest (a kernel that reads them is caught by the check).
 
 Pages: request b holds ceil(len_b / P) pages of P tokens, numbered in request order (request 0's first); the pool
 holds exactly the batch's pages (the sum, not B x the longest). `contiguous` keeps logical page i at pool slot i;
@@ -24,6 +24,11 @@ holds exactly the batch's pages (the sum, not B x the longest). `contiguous` kee
 coprime to pages: consecutive pages of a request land far apart and spread evenly over the pool, as a long-running
 server's allocator leaves them after many requests came and went. The table is (B, max pages) int32; a request's
 entries past its own pages are 0 (a real slot: a kernel must not read them, and the length masks them).
+
+A paged cell is given the pool itself, drawn as it is (runner.inputs): no dense K and V are ever made beside it (at
+B128 x 128k each is 68.7 GB). The float32 reference reads the pool as a kernel should, a chunk of requests at a time:
+their pages gathered through the table, the keys past each request's length masked (a partly filled last page's tail
+is random, like the slots past a request's pages that the table's padding names).
 """
 
 from __future__ import annotations
@@ -61,6 +66,9 @@ def serving_problem(p) -> str | None:
     for name, (clashes, why) in NOT_SERVING.items():
         if clashes(p):
             return f"a serving cell ({given} set) takes no {name} ({why})"
+    if p.page_size is not None and p.pass_ == "fwd_bwd":
+        return "a paged cell (page_size set) is forward only: its K and V are a page pool, which no backward here " \
+               "differentiates"
     return None
 
 
@@ -137,33 +145,24 @@ class Paged:
     lengths: Any  # (B,) int32: keys of each request
 
 
-def pages(p, k, v) -> Paged:
-    """The cell's paged cache holding the dense k, v (B, cache_len, K, H): request b's tokens j*P .. j*P + P - 1 in
-    the slot table[b][j]; a partly filled last page's tail holds the dense cache's rows past len_b, or zeros past
-    cache_len."""
+def pool_shapes(p) -> list[tuple[int, ...]]:
+    """The K and V pools of a paged cell: (pages of the batch, P, K, H) and (..., Hv)."""
+    held = (sum(pages_of(p)), p.page_size, p.kv_heads)
+    return [held + (p.head_dim,), held + (p.v_head_dim,)]
+
+
+def cache(p, k_pages, v_pages) -> Paged:
+    """The cell's paged cache over the pools a paged cell is given: its table and its requests' lengths beside them."""
     import jax.numpy as jnp
-    import numpy as np
 
-    rows, size = table(p), p.page_size
-    counts = pages_of(p)
-    owner = np.zeros((sum(counts), 2), np.int32)  # slot -> (request, page of it)
-    for b, count in enumerate(counts):
-        owner[rows[b][:count]] = [(b, j) for j in range(count)]
-    width = len(rows[0]) * size
-
-    def pool(x):
-        padded = jnp.pad(x, ((0, 0), (0, width - x.shape[1]), (0, 0), (0, 0)))
-        blocks = padded.reshape(x.shape[0], len(rows[0]), size, *x.shape[2:])
-        return blocks[owner[:, 0], owner[:, 1]]
-
-    return Paged(pool(k), pool(v), jnp.asarray(rows, jnp.int32), jnp.asarray(lengths(p), jnp.int32))
+    return Paged(k_pages, v_pages, jnp.asarray(table(p), jnp.int32), jnp.asarray(lengths(p), jnp.int32))
 
 
 def gather(paged: Paged):
     """The dense (B, max_pages * P, K, H) K and V that the table points at: what a paged kernel reads."""
-    batch, width = paged.table.shape
+    return gathered(paged.k_pages, paged.table), gathered(paged.v_pages, paged.table)
 
-    def dense(pool):
-        return pool[paged.table].reshape(batch, width * pool.shape[1], *pool.shape[2:])
 
-    return dense(paged.k_pages), dense(paged.v_pages)
+def gathered(pool, rows):
+    """The (R, W * P, K, H) keys (or values) that R rows of the table (R, W) point at in the pool."""
+    return pool[rows].reshape(rows.shape[0], rows.shape[1] * pool.shape[1], *pool.shape[2:])

@@ -183,10 +183,12 @@ def test_a_sweep_that_clashes_at_some_points_runs_the_others_and_declines_those_
      "aligned to each request's end)"),
     (dict(kv_lengths="equal", page_size=16, devices=2), "a serving cell (kv_lengths set) takes no devices (a KV cache "
      "is not split across devices here)"),
+    (dict(page_size=16, pass_="fwd_bwd"), "a paged cell (page_size set) is forward only: its K and V are a page "
+     "pool, which no backward here differentiates"),
     (dict(fill=0.5, bias="alibi", devices=2), None),  # not a serving cell: each is fine
-    (dict(kv_lengths="equal"), None),
+    (dict(kv_lengths="equal"), None), (dict(kv_lengths="equal", pass_="fwd_bwd"), None),
 ])
-def test_a_serving_cell_takes_no_fill_bias_or_devices(shape, reason):
+def test_a_serving_cell_takes_no_fill_bias_or_devices_and_a_paged_one_no_backward(shape, reason):
     assert cell_problem(params(seq_len=8, **shape)) == reason
 
 
@@ -237,15 +239,15 @@ def test_what_changes_only_how_the_call_runs_leaves_a_cell_in_its_plain_twins_fa
     assert family(family(p)) == family(p) and reference_shape(reference_shape(p)) == reference_shape(p)
 
 
-@pytest.mark.parametrize("paged", [dict(page_size=4), dict(page_size=8, page_order="shuffled"),
-                                   dict(page_size=4, kv_lengths="equal")])
-def test_a_paged_cell_is_in_its_dense_twins_family(paged):
-    """The pages are built from the dense K and V of the requests' lengths (a paged cell without kv_lengths reads them
-    as equal): the same inputs and reference (tests/test_inputs.py proves it)."""
-    dense = params(**SERVING, kv_lengths="equal")
-    assert family(params(**SERVING, **paged)) == family(dense)
-    ragged = params(**SERVING, kv_lengths="bimodal", page_size=4)
-    assert family(ragged) == family(params(**SERVING, kv_lengths="bimodal")) != family(dense)
+def test_a_paged_cell_is_a_family_of_its_own_pool():
+    """A paged cell's K and V are its page pool, drawn as it is (no dense cache beside it, runner.inputs): another
+    family than its dense twin's, and than another page size's or order's; without kv_lengths it reads them as
+    equal, the same inputs (tests/test_inputs.py proves it)."""
+    paged = params(**SERVING, kv_lengths="equal", page_size=4)
+    assert family(params(**SERVING, page_size=4)) == family(paged)
+    others = [params(**SERVING, kv_lengths="equal"), params(**SERVING, kv_lengths="equal", page_size=8),
+              params(**SERVING, kv_lengths="equal", page_size=4, page_order="shuffled")]
+    assert all(family(other) != family(paged) for other in others)
 
 
 @pytest.mark.parametrize("change", [dict(seq_len=8), dict(kv_seq_len=32), dict(batch=2), dict(heads=8),

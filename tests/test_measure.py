@@ -137,8 +137,8 @@ def test_a_forward_cell_after_its_forward_backward_twin_takes_its_inputs_and_ref
 
 
 def test_a_familys_cells_run_together_and_compute_one_reference(measurer, monkeypatch):
-    """A deterministic cell and its plain twin (one shape, one seed), a paged cell and its dense twin, from other
-    experiments and spread through the spec: the run order puts each family together, and each family's reference is
+    """A deterministic cell and its plain twin (one shape, one seed), a paged cell and its twin that names its equal
+    lengths (one pool), from other experiments and spread through the spec: the run order puts each family together, and each family's reference is
     computed once (counted, not timed)."""
     from runner import inputs
     from runner.run import in_run_order
@@ -146,7 +146,7 @@ def test_a_familys_cells_run_together_and_compute_one_reference(measurer, monkey
     computed, real = [], inputs.reference
     monkeypatch.setattr(inputs, "reference", lambda p, args: computed.append(p) or real(p, args))
     train, serve = dict(seq_len=12, causal=True, pass_="fwd_bwd"), dict(seq_len=2, kv_seq_len=16, causal=True)
-    cells = [Cell("plain", "xla", params(**train)), Cell("dense", "xla", params(**serve, kv_lengths="equal")),
+    cells = [Cell("plain", "xla", params(**train)), Cell("equal", "xla_paged", params(**serve, page_size=4, kv_lengths="equal")),
              Cell("other", "xla", params(seq_len=16)), Cell("det", "naive", params(**train, deterministic=True)),
              Cell("paged", "xla_paged", params(**serve, page_size=4))]
     ordered = in_run_order(cells)

@@ -163,7 +163,7 @@ def _pallas_out(p, inputs, table=lambda t: t):
 def test_pallas_paged_reads_a_ragged_shuffled_gqa_cache_as_the_reference_does():
     p = params(**TINY)
     inputs = make_inputs(p, 0)
-    assert paging.lengths(p) == [24, 36, 60] and inputs[1].shape == (3, 60, 2, 16)
+    assert paging.lengths(p) == [24, 36, 60] and inputs[1].shape == (3 + 5 + 8, 8, 2, 16)  # the pool's pages
     out = _pallas_out(p, inputs)
     assert out.shape == (3, 1, 4, 16) and _rel_err(out, reference(p, inputs)[0]) < 1e-2
 
@@ -247,3 +247,17 @@ def test_cudnn_paged_lowers_for_cuda_to_a_paged_fmha_custom_call_that_proves_cud
     assert calls == ["__cudnn$fmhaSoftmax"] and backend_of(calls) == "cudnn"
     config = text[text.index("cudnn_fmha_backend_config"):]
     assert '\\22is_paged_attention\\22: true' in config and '\\22mask_type\\22: \\22PADDING\\22' in config
+
+
+@pytest.mark.parametrize("name", ["cudnn_paged", "xla_paged"])
+def test_a_paged_variant_stages_the_cells_pools_as_they_are_held_not_a_copy(name):
+    """At equal lengths cuDNN's pool needs no padding pages, and xla_paged gathers inside its timed call: each hands
+    the pools the cell holds to its call (Compiled.arguments runs prepare untimed), so the B128 x 128k cell holds its
+    68.7 GB pool once."""
+    from runner.compiler import UNTIMED
+
+    p = params(**dict(TINY, kv_lengths="equal"))
+    inputs = make_inputs(p, 0)
+    staged = VARIANTS[name].build(p)
+    made = UNTIMED(staged.prepare, *inputs)
+    assert made[1] is inputs[1] and made[2] is inputs[2]

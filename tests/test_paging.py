@@ -53,20 +53,38 @@ def test_the_pool_holds_the_batchs_pages_not_b_times_the_longest():
     assert metrics.kv_cache_bytes(p) == 2 * sum(counts) * 16 * 2 * 8 * 4
 
 
+def _dense(p, pool):
+    """Each request's keys (or values), its pages taken from their pool slots one by one (runner.paging's rule)."""
+    where, first, rows = paging.slots(p), 0, []
+    for count in paging.pages_of(p):
+        rows.append(np.concatenate([np.asarray(pool[where[first + j]]) for j in range(count)]))
+        first += count
+    return rows
+
+
 @pytest.mark.parametrize("order", ["contiguous", "shuffled"])
-def test_the_table_through_the_pool_gives_back_each_requests_tokens(order):
-    p = params(kv_lengths="uniform", page_size=4, page_order=order)
-    q, k, v = inputs.make_inputs(p, 0)
-    paged = paging.pages(p, k, v)
-    assert paged.k_pages.shape == (sum(paging.pages_of(p)), 4, 2, 8) and paged.table.dtype == jnp.int32
+def test_a_paged_cell_is_given_its_pool_and_the_table_reads_each_requests_pages_from_it(order):
+    """No dense K and V beside the pool: the pool is the cell's input (drawn as it is), and the table gathers each
+    request's pages from it in order."""
+    p = params(kv_lengths="uniform", page_size=4, page_order=order, v_head_dim=6)
+    q, k_pages, v_pages = inputs.make_inputs(p, 0)
+    assert k_pages.shape == (sum(paging.pages_of(p)), 4, 2, 8) and v_pages.shape == k_pages.shape[:3] + (6,)
+    paged = paging.cache(p, k_pages, v_pages)
+    assert paged.table.dtype == jnp.int32 and paged.lengths.tolist() == paging.lengths(p)
     dense_k, dense_v = paging.gather(paged)
-    for b, length in enumerate(paging.lengths(p)):
-        assert bool(jnp.all(dense_k[b, :length] == k[b, :length])) and bool(jnp.all(dense_v[b, :length] == v[b, :length]))
+    for b, (keys, values) in enumerate(zip(_dense(p, k_pages), _dense(p, v_pages))):
+        assert np.array_equal(dense_k[b, :len(keys)], keys) and np.array_equal(dense_v[b, :len(values)], values)
     slots = sorted(paging.slots(p))
     assert slots == list(range(len(slots)))  # a permutation of the pool
     if order == "shuffled":
         steps = np.diff(np.asarray(paging.slots(p)))
         assert not np.all(steps == 1) and len(set(steps.tolist())) <= 2  # scattered by one stride, mod the pool
+
+
+def _padded(rows):
+    """Requests' keys of different lengths as one (B, longest, K, H) array, zeros past each."""
+    longest = max(len(row) for row in rows)
+    return np.stack([np.pad(row, ((0, longest - len(row)), (0, 0), (0, 0))) for row in rows])
 
 
 def _by_hand(q, k, v, lengths, new_tokens):
@@ -90,19 +108,20 @@ def test_the_reference_aligns_causal_to_each_requests_end_and_masks_past_its_len
     p = params(seq_len=new_tokens, kv_lengths="long_tail", page_size=16, page_order="shuffled")
     args = inputs.make_inputs(p, 0)
     expected = inputs.reference(p, args)[0]
-    assert np.allclose(expected, _by_hand(*args, paging.lengths(p), new_tokens), atol=1e-5)
-    top_left = reference_attention(*args, causal=True, kv_lengths=jnp.asarray(paging.lengths(p)))
+    q, k, v = args[0], *(_padded(_dense(p, pool)) for pool in args[1:])  # the pages read one by one, by hand
+    assert np.allclose(expected, _by_hand(q, k, v, paging.lengths(p), new_tokens), atol=1e-5)
+    top_left = reference_attention(q, k, v, causal=True, kv_lengths=jnp.asarray(paging.lengths(p)))
     assert new_tokens == 1 or not np.allclose(expected, top_left, atol=1e-3)  # prefill's mask is another answer
 
 
 def test_a_kernel_that_reads_a_wrong_page_is_incorrect():
-    """The reference reads the dense cache; a kernel that reads another request's page for request 0's first one
-    attends over other keys, and the check calls it incorrect. (A request's own pages read in another order are
-    the same keys: attention cannot tell, except where the mask cuts a page.)"""
+    """The reference reads the pool through the cell's table (runner.paging's rule); a kernel that reads another
+    request's page for request 0's first one attends over other keys, and the check calls it incorrect. (A request's
+    own pages read in another order are the same keys: attention cannot tell, except where the mask cuts a page.)"""
     p = params(seq_len=2, kv_lengths="uniform", page_size=4, page_order="shuffled")
     args = inputs.make_inputs(p, 0)
     truth = inputs.InputsAndReference(args, inputs.reference(p, args), None)
-    paged = paging.pages(p, args[1], args[2])
+    paged = paging.cache(p, args[1], args[2])
 
     def read(table):
         k, v = paging.gather(replace(paged, table=table))
@@ -150,12 +169,15 @@ def test_a_run_calls_xla_paged_ok_and_a_wrong_page_table_incorrect(tmp_path):
 
 
 def test_a_serving_reference_a_few_requests_at_a_time_equals_the_whole(monkeypatch):
-    """The reference upcasts one chunk of requests' K and V at a time (B128 x 128k would need 137 GB in float32)."""
+    """The reference gathers and upcasts one chunk of requests' K and V at a time (B128 x 128k would need 137 GB in
+    float32), whole pages of the longest request's for each."""
     p = params(batch=7, seq_len=3, kv_lengths="long_tail", page_size=16)
     args = inputs.make_inputs(p, 0)
-    whole = reference_attention(*args, True, logits=Logits.of(p), kv_lengths=jnp.asarray(paging.lengths(p)))
-    per_request = paging.cache_len(p) * (4 * 4 * 3 + 2 * 16 * (4 + 4))  # N 4 x T 3 rows of float32 scores; K 2 x
-    # (H + Hv) 16 of K and V sliced and in float32
+    k, v = paging.gather(paging.cache(p, *args[1:]))
+    whole = reference_attention(args[0], k, v, True, logits=Logits.of(p), kv_lengths=jnp.asarray(paging.lengths(p)))
+    keys = max(paging.pages_of(p)) * 16
+    per_request = 4 * 4 * 3 * paging.cache_len(p) + keys * 2 * 16 * (4 + 4)  # N 4 x T 3 rows of float32 scores; K 2
+    # x (H + Hv) 16 of K and V gathered and in float32
     monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * per_request)
     assert inputs.chunk_shape(p) == (3, 3)  # chunks of 3, 3 and 1 requests, all 3 rows of each
     assert float(jnp.max(jnp.abs(inputs.reference(p, args)[0] - whole))) < 1e-6
@@ -229,11 +251,14 @@ def test_xla_and_xla_paged_agree_with_the_reference_on_serving_masks(new_tokens,
 
     p = params(seq_len=new_tokens, causal=causal, window=window, kv_lengths="long_tail", page_size=8,
                page_order="shuffled")
-    args = inputs.make_inputs(p, 0)
-    expected = inputs.reference(p, args)[0]
-    paged: Staged = xla_paged(p)
-    for out in (xla(p)(*args), auto(p)(*args), naive(p)(*args), paged.attend(*paged.prepare(*args))):
+    dense = p.model_copy(update={"page_size": None})
+    args, pools = inputs.make_inputs(dense, 0), inputs.make_inputs(p, 0)
+    expected = inputs.reference(dense, args)[0]
+    for out in (xla(dense)(*args), auto(dense)(*args), naive(dense)(*args)):
         assert float(jnp.max(jnp.abs(out - expected))) < 1e-5
+    paged: Staged = xla_paged(p)
+    out = paged.attend(*paged.prepare(*pools))
+    assert float(jnp.max(jnp.abs(out - inputs.reference(p, pools)[0]))) < 1e-5
 
 
 @pytest.mark.parametrize("page_size", [16, None])

@@ -27,9 +27,9 @@ def xla_paged(p: Params):
 
     mask = serving_mask(p)
 
-    def prepare(q, k, v):
-        paged = paging.pages(p, k, v)
-        return q, paged.k_pages, paged.v_pages, paged.table, paged.lengths
+    def prepare(q, k_pages, v_pages):
+        paged = paging.cache(p, k_pages, v_pages)
+        return q, k_pages, v_pages, paged.table, paged.lengths
 
     def attend(q, k_pages, v_pages, table, lengths):
         k, v = paging.gather(paging.Paged(k_pages, v_pages, table, lengths))

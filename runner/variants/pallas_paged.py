@@ -68,13 +68,14 @@ def padded_width(width: int, config: dict[str, Any]) -> int:
 
 
 def make_prepare(p: Params, config: dict[str, Any]) -> Callable:
-    """prepare(q, k, v) -> (q / sqrt(H) [B, N, H], k_pages, v_pages [K, pages, P, H], table [B, W'], lengths)."""
+    """prepare(q, k_pages, v_pages) -> (q / sqrt(H) [B, N, H], k_pages, v_pages [K, pages, P, H], table [B, W'],
+    lengths)."""
     import jax.numpy as jnp
 
     from runner import paging
 
-    def prepare(q, k, v):
-        cache = paging.pages(p, k, v)
+    def prepare(q, k_pages, v_pages):
+        cache = paging.cache(p, k_pages, v_pages)
         width = cache.table.shape[1]
         table = jnp.pad(cache.table, ((0, 0), (0, padded_width(width, config) - width)))
         scaled = (q[:, 0].astype(jnp.float32) / math.sqrt(p.head_dim)).astype(q.dtype)
