@@ -1,6 +1,7 @@
 """The paged decode kernels on an NVIDIA GPU (the project's H200): cudnn_paged, pallas_paged and pallas_decode on a
 ragged batch each compile, prove their backend by their custom call and match the float32 reference on a serving
-cell with pages scattered over the pool. Skipped cleanly without a GPU; none of this has run until it runs there."""
+cell with pages scattered over the pool; tokamax's kernels on DeepSeek V3's absorbed MLA decode. Skipped cleanly
+without a GPU (or, for tokamax's, without tokamax); none of this has run until it runs there."""
 
 from __future__ import annotations
 
@@ -40,3 +41,14 @@ def test_pallas_paged_searches_and_reads_a_shuffled_ragged_cache_as_the_referenc
 def test_pallas_decode_reads_a_ragged_batch_to_each_requests_length():
     record = measure("pallas_decode", **SERVING)
     assert_proven_and_correct(record, "pallas_triton", "__gpu$xla.gpu.triton")
+
+
+# DeepSeek V3's MLA decode with its up-projections absorbed: 128 query heads, one latent KV head, Q and K 576, V 512
+MLA = dict(SERVING, heads=128, kv_heads=1, head_dim=576, v_head_dim=512)
+
+
+@pytest.mark.parametrize("name", ["tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked"])
+def test_tokamax_reads_a_ragged_mla_decode_batch_as_the_reference_does(name):
+    """The variants that declare V narrower than K (tests/test_paged_variants.py: every paged kernel declines it)."""
+    record = measure(name, **MLA)
+    assert record.status == "ok", record.reason

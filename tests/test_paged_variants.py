@@ -96,10 +96,12 @@ def test_the_serving_specs_kernel_cells_run_on_an_h200_except_those_declined_by_
     assert all(ran.values()) and set(ran) == {"cudnn_paged", "pallas_paged", "pallas_decode"}
     assert declined == {  # the reasons as a user reads them, written out (not asked of the rules under test)
         "cudnn_paged": {"cudnn_paged reads a paged KV cache: the cell sets no page_size",
+                        "cudnn_paged supports head_dim up to 256, not 576",
                         "jax's cuDNN path has a top-left causal mask only; T=n new tokens need it aligned to each "
                         "request's end (cuDNN's bottom-right causal, which jax does not expose)"},
         "pallas_paged": {"pallas_paged reads a paged KV cache: the cell sets no page_size",
-                         "pallas_paged takes one query token per request (q is [B, N, H]), not T=n"},
+                         "pallas_paged takes one query token per request (q is [B, N, H]), not T=n",
+                         "pallas_paged declines a V head dimension other than head_dim: it implements none"},
         "pallas_decode": {"pallas_decode declines a paged KV cache: pallas_decode reads one dense cache (pallas_paged "
                           "is its paged sibling)",
                           "pallas_decode is decode attention: one query token per sequence (T = 1), not T=n"},
@@ -261,3 +263,39 @@ def test_a_paged_variant_stages_the_cells_pools_as_they_are_held_not_a_copy(name
     staged = VARIANTS[name].build(p)
     made = UNTIMED(staged.prepare, *inputs)
     assert made[1] is inputs[1] and made[2] is inputs[2]
+
+
+MLA_TAKERS = ("tokamax_mosaic", "tokamax_triton", "tokamax_xla_chunked")  # V narrower than K, kv_lengths, GPU kernels
+NARROW_V = "declines a V head dimension other than head_dim"
+
+
+@pytest.mark.parametrize("path, experiment, cells", [("specs/serving.yaml", "mla", 72),
+                                                     ("specs/models/deepseek-v3.yaml", "serve", 36)])
+def test_mla_decode_runs_on_the_variants_that_take_v_narrower_than_k_and_the_paged_kernels_say_why_not(
+        path, experiment, cells):
+    """DeepSeek V3's absorbed MLA decode (128 query heads, one latent KV head, Q and K 576, V 512): tokamax's kernels
+    take its dense or ragged cells at T = 1 (their causal is top-left: T > 1 declined), naive its dense ones; no
+    paged kernel takes it, each for its reason (tokamax's package is absent here: its rules are read without the
+    device's)."""
+    from runner.cells import expand
+    from runner.registry import static_decline
+    from runner.spec import load_spec
+
+    mla = [c for c in expand(load_spec(REPO / path, set(VARIANTS))) if c.experiment == experiment]
+    assert len(mla) == cells and {(c.params.heads, c.params.kv_heads, c.params.head_dim, c.params.v_head_dim)
+                                  for c in mla} == {(128, 1, 576, 512)}
+    runs, why = set(), {}
+    for cell in mla:
+        tokamax = cell.variant.startswith("tokamax_")
+        reason = (static_decline if tokamax else functools.partial(decline, device=H200))(VARIANTS[cell.variant],
+                                                                                          cell.params)
+        if reason is None:
+            runs.add((cell.variant, cell.params.seq_len, cell.params.page_size))
+        else:
+            why.setdefault(cell.variant, set()).add(re.sub(r"T=\d", "T=n", reason))
+    dense = {(name, 1, None) for name in MLA_TAKERS}
+    assert runs == (dense if experiment == "mla" else dense | {("naive", t, None) for t in (1, 4)})
+    assert why["cudnn_paged"] == {"cudnn_paged supports head_dim up to 256, not 576"}
+    assert all(NARROW_V in reason for name in ("pallas_paged", "xla_paged") for reason in why[name])
+    assert all("TPU only" in reason or "causal mask is top-left; a serving cell's T=n" in reason
+               for name in MLA_TAKERS for reason in why[name])
