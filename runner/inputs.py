@@ -80,6 +80,16 @@ def too_large(p: Params, memory_bytes: int | None) -> str | None:
     return None
 
 
+def copy_too_large(p: Params, copy: str, copy_bytes: int, memory_bytes: int | None) -> str | None:
+    """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V (`copy_bytes`) beside the
+    cell's inputs and reference (needed_bytes: what the cell holds while it runs, and more), or None."""
+    needed = needed_bytes(p) + copy_bytes
+    if memory_bytes and needed > memory_bytes:
+        return f"{copy} ({size_text(copy_bytes)}) beside the cell's inputs and float32 reference needs " \
+               f"{size_text(needed)}; the device has {size_text(memory_bytes)}"
+    return None
+
+
 def input_shapes(p: Params) -> list[tuple[int, ...]]:
     """q, k, v (and dO under fwd_bwd); V and dO are v_head_dim wide; a serving cell's K and V hold its longest
     request (runner.paging.cache_len), a paged cell's are its page pools (runner.paging.pool_shapes)."""

@@ -53,6 +53,11 @@ def kv_cache_bytes(p: Params) -> int:
     return int(2 * sum(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
 
 
+def gathered_bytes(p: Params) -> int:
+    """A paged cell's K and V gathered through the table into a dense copy: B x max pages x P keys each."""
+    return int(2 * p.batch * max(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
+
+
 # Dense MMA FLOPs per clock per SM, by compute capability major and data type: cudnn-frontend's table for its
 # peak_mma_tflops column (benchmark/attention_training: 4096 bf16 / fp16 on sm90, 8192 on sm100, 1024 on sm120), and
 # FP8 on sm90 at twice bf16's (its H200 rows: 2141 against 1071 at one clock)

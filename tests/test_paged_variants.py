@@ -299,3 +299,26 @@ def test_mla_decode_runs_on_the_variants_that_take_v_narrower_than_k_and_the_pag
     assert all(NARROW_V in reason for name in ("pallas_paged", "xla_paged") for reason in why[name])
     assert all("TPU only" in reason or "causal mask is top-left; a serving cell's T=n" in reason
                for name in MLA_TAKERS for reason in why[name])
+
+
+# cudnn-frontend's published 4,504 GB/s: B128, KV 128k, Llama 3.1's heads, page 16, bf16, one new token
+GOAL = dict(LLAMA, batch=128, kv_seq_len=131072, causal=True, kv_lengths="equal")
+H200_JAX = Device("gpu", "NVIDIA H200", 9.0, int(0.75 * (141 << 30)))  # JAX's bytes_limit: 75 % of 141 GiB
+
+
+def test_at_the_goal_shape_cudnn_paged_builds_and_the_variants_that_copy_the_pool_are_skipped_with_the_sizes(
+        monkeypatch):
+    """The cell holds its 68.7 GB pool once (tests/test_inputs.py); cudnn_paged reads it as held, while pallas_paged's
+    head-major copy and xla_paged's gathered copy would need as much again: skipped before they run out of memory.
+    Half the batch fits beside them."""
+    from runner import machine
+
+    monkeypatch.setattr(machine, "current_device", lambda: H200_JAX)
+    goal = params(**GOAL)
+    assert isinstance(VARIANTS["cudnn_paged"].build(goal), Staged)
+    for name, copy in (("pallas_paged", "pallas_paged's head-major copy of the pool (64.0 GiB)"),
+                       ("xla_paged", "xla_paged's gathered K and V (64.0 GiB)")):
+        with pytest.raises(Skip, match=re.escape(copy) + r" beside the cell's inputs and float32 reference needs "
+                                        r"129\.5 GiB; the device has 105\.8 GiB$"):
+            VARIANTS[name].build(goal)
+        assert VARIANTS[name].build(params(**dict(GOAL, batch=64)))

@@ -1,7 +1,8 @@
 """The paged baseline any JAX backend runs: gather each request's pages through the table, then dense attention.
 
 What a serving stack without a paged kernel does (and what a paged kernel must beat): the gather is inside the
-timed call, so the cell pays for reading the pages once and writing the dense copy attention then reads.
+timed call, so the cell pays for reading the pages once and writing the dense copy attention then reads; where the
+device cannot hold that copy beside the cell's pool (B128 x 128k on an H200), the cell is skipped with the sizes.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from runner import paging
-from runner.registry import Requires, Staged, variant
+from runner.registry import Requires, Skip, Staged, variant
 from runner.shape import Params
 from runner.variants.jax_attention import NO_CAP, SAME_V
 
@@ -23,8 +24,13 @@ def xla_paged(p: Params):
     import jax
     import jax.numpy as jnp
 
+    from runner import machine, metrics
+    from runner.inputs import copy_too_large
     from runner.variants.jax_attention import serving_mask
 
+    if reason := copy_too_large(p, "xla_paged's gathered K and V", metrics.gathered_bytes(p),
+                                machine.current_device().memory_bytes):
+        raise Skip(reason)
     mask = serving_mask(p)
 
     def prepare(q, k_pages, v_pages):

@@ -23,7 +23,7 @@ import math
 from typing import Any, Callable
 
 from runner.shape import Params
-from runner.registry import Requires, Staged, Tuned, variant
+from runner.registry import Requires, Skip, Staged, Tuned, variant
 from runner.variants.pallas_decode import BLOCK_K, SPLITS  # its search: keys per block, and k_splits
 from runner.variants.pallas_triton import MIN_BLOCK, TRITON_CALLS, power_of_two, removed, whole_heads
 
@@ -110,7 +110,7 @@ RULES = (
     "a paged cell (page_size set), T = 1",
     "head_dim and page_size powers of two",
     "page pool head-major (K, pages, P, H), Q pre-scaled by 1/sqrt(H), table padded to the search's multiple: "
-    "all untimed",
+    "all untimed; skipped where the device cannot hold that copy of the pool beside the cell's",
 )
 
 
@@ -121,4 +121,10 @@ RULES = (
          probe=functools.partial(removed, "paged_attention", LEGACY), legacy=LEGACY)
 def pallas_paged(p: Params):
     """Pallas Triton paged decode attention (split over the page table); pages per block and k_splits searched."""
+    from runner import machine, metrics
+    from runner.inputs import copy_too_large
+
+    if reason := copy_too_large(p, "pallas_paged's head-major copy of the pool", metrics.kv_cache_bytes(p),
+                                machine.current_device().memory_bytes):
+        raise Skip(reason)
     return tuned(p, functools.partial(kernel_module().paged_attention, interpret=False))
