@@ -61,14 +61,16 @@ def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, fp8_variants: set[
     return fig
 
 
-def table(cells: pd.DataFrame, fp8_variants: set[str], machines: dict) -> pd.DataFrame:
+def table(cells: pd.DataFrame, fp8_variants: set[str], manifests: dict) -> pd.DataFrame:
     """Measured beside published, a row per matching cell: below 1, faster than the published figure; the cuDNN each
-    side ran (ours from each run's machine, `machines`: run -> machine, where the cell's backend is cuDNN's)."""
+    side ran (ours from each run's manifest, `manifests`: run -> manifest, where the cell's backend is cuDNN's:
+    published.cudnn_ran)."""
     found = matched(cells, fp8_variants)
     if found.empty:
         return found
     backends = found["backend"].where(found["backend"].notna(), None)
-    ours = [published.cudnn_ran(backend, machines.get(run)) or "—" for run, backend in zip(found["run"], backends)]
+    ours = [published.cudnn_ran(variant, backend, manifests.get(run)) or "—"
+            for run, variant, backend in zip(found["run"], found["variant"], backends)]
     return pd.DataFrame({
         "run": found["run"], "experiment": found["experiment"], "variant": found["variant"],
         "shape": shape_labels(found), "measured ms": found["latency_ms"], "published ms": found["published_ms"],

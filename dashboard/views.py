@@ -482,8 +482,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
                 st.caption(note)
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
-    machines = {run: m.machine for run, m in snap.manifests.items() if m}
-    beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)), machines)
+    beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)), snap.manifests)
     if not beside.empty:
         st.subheader("Beside published figures")
         st.caption("Each measured cell at the shape of a published figure (docs/reference/): measured / published "

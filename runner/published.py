@@ -63,12 +63,14 @@ def dotted(backend_version: str) -> str:
     return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
 
 
-def cudnn_ran(backend: str | None, machine) -> str | None:
-    """The cuDNN our cell ran: the run's cuDNN version (its machine's versions) where the cell's backend is cuDNN's
-    attention, else None."""
-    if backend not in CUDNN_BACKENDS or machine is None:
+def cudnn_ran(variant: str, backend: str | None, manifest) -> str | None:
+    """The cuDNN our cell ran, where its backend is cuDNN's attention: that of the worker that ran its variant (TE's
+    worker loads its own cuDNN: 9.14.0 beside jax's 9.19.0 in the shipped H200 runs), else the run's machine's (runs
+    before the manifest listed its workers); None elsewhere."""
+    if backend not in CUDNN_BACKENDS or manifest is None:
         return None
-    return machine.versions.get("cudnn")
+    worker = next((w for w in manifest.workers.values() if variant in w.variants), None)
+    return (worker and worker.versions.get("cudnn")) or manifest.machine.versions.get("cudnn")
 
 
 def folder() -> Path:
@@ -190,12 +192,12 @@ def lookup(values: dict, fp8: bool) -> list[Figure]:
     return figures().get((key(values), fp8), [])
 
 
-def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
+def beside(cells, fp8_variants: set[str], manifest=None) -> list[dict]:
     """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; the
     cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
     side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA peak (ours from the run's
     machine and the cell's median SM clock)."""
-    rows = []
+    machine, rows = manifest.machine if manifest else None, []
     for c in cells:
         if c.status != "ok" or not c.median_s:
             continue
@@ -203,7 +205,7 @@ def beside(cells, fp8_variants: set[str], machine=None) -> list[dict]:
             row = {"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
                    "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
                    "measured / published": c.median_s / figure.median_s,
-                   "our cuDNN": cudnn_ran(c.backend, machine) or "—", "published cuDNN": figure.cudnn or "—"}
+                   "our cuDNN": cudnn_ran(c.variant, c.backend, manifest) or "—", "published cuDNN": figure.cudnn or "—"}
             if figure.peak_tflops:
                 row["measured % MMA@clock"] = metrics.clock_peak(c, machine)
                 published_tflops = metrics.rates(c.flops, c.bytes_min, figure.median_s)["tflops"]

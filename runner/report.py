@@ -151,7 +151,7 @@ def published_table(cells: list[CellRecord], manifest, console: Console) -> None
     """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
     from runner import published
 
-    body = published.beside(cells, published.fp8_promised(manifest), manifest.machine if manifest else None)
+    body = published.beside(cells, published.fp8_promised(manifest), manifest)
     if not body:
         return
     header = list(dict.fromkeys(name for row in body for name in row))  # % MMA@clock only where a figure has a peak

@@ -824,3 +824,12 @@ def test_an_experiment_named_with_a_pipe_stays_in_its_cell_of_the_regressions():
     lines = views.regressions_markdown(worst).splitlines()
     assert lines[2].startswith("| prefill \\| decode | xla | T 8 | 1.50× | [r-1 → r-2](?")
     assert lines[2].replace("\\|", "").count("|") == lines[0].count("|")
+
+
+def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cudnn_its_worker_ran(monkeypatch):
+    """hopper-long-warm-20261203-023241's jax worker loaded cuDNN 9.19.0 and its TE worker 9.14.0: each cell says its
+    own worker's (runner.published.cudnn_ran, from each run's manifest)."""
+    app = open_app(monkeypatch, run="hopper-long-warm-20261203-023241", tab="Leaderboard")
+    beside = table(app, "our cuDNN")
+    assert set(zip(beside["variant"], beside["our cuDNN"])) == {("cudnn", "9.19.0"), ("cudnn_fp8", "9.19.0"),
+                                                                ("te", "9.14.0")}

@@ -119,27 +119,36 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
 
 
 def test_the_overlay_says_which_cudnn_each_side_ran():
-    """Ours: the run's cuDNN (its machine's versions) where the cell's backend is cuDNN's attention, "—" where it ran
-    none; the publisher's: its CSV's cudnn_backend_version (91901: 9.19.1), "—" for FlashAttention-4's rows."""
+    """Ours: the cuDNN of the worker that ran the cell's variant (the run's machine's where the manifest lists no
+    workers) where the cell's backend is cuDNN's attention, "—" where it ran none; the publisher's: its CSV's
+    cudnn_backend_version (91901: 9.19.1), "—" for FlashAttention-4's rows."""
     import pandas as pd
 
     from dashboard import published as dashboard_published
     from runner.store import read_run
 
-    run = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136")  # cuDNN 9.14.0 here
+    run = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136")  # cuDNN 9.14.0, no workers
     cells = [c if c.variant != "te" else c.model_copy(update={"backend": "pallas_triton"}) for c in run.cells]
-    rows = published.beside(cells, published.fp8_promised(run.manifest), run.manifest.machine)
+    rows = published.beside(cells, published.fp8_promised(run.manifest), run.manifest)
     sides = {(r["variant"], r["our cuDNN"], r["published cuDNN"]) for r in rows}
     assert sides == {("cudnn", "9.14.0", "9.19.1"), ("cudnn_fp8", "9.14.0", "9.19.1"), ("te", "—", "9.19.1")}
-    assert all(r["our cuDNN"] == "—" for r in published.beside(run.cells, set(), None))  # no machine, no version
+    assert all(r["our cuDNN"] == "—" for r in published.beside(run.cells, set(), None))  # no manifest, no version
+    # TE's worker loads its own cuDNN: 9.14.0 here, beside the jax worker's (and the machine's) 9.19.0
+    two = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-warm-20261203-023241")
+    assert {w: info.versions["cudnn"] for w, info in two.manifest.workers.items()} == {
+        "jax": "9.19.0", "transformer_engine": "9.14.0"}
+    rows = published.beside(two.cells, published.fp8_promised(two.manifest), two.manifest)
+    assert {(r["variant"], r["our cuDNN"]) for r in rows} == {("cudnn", "9.19.0"), ("cudnn_fp8", "9.19.0"),
+                                                            ("te", "9.14.0")}
     training = {f.source.split(":")[1].split()[0]: f.cudnn for f in published.lookup(params(**{**LLAMA, "batch": 2},
                 seq_len=16384, causal=True).as_dict(), False)}
     assert training == {"cuDNN": "9.27.0", "FlashAttention-4": None}
     frame = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
-                           "variant": "cudnn", "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": backend}
-                          for backend in ("cudnn", "xla")])
-    shown = dashboard_published.table(frame, set(), {"r": run.manifest.machine})
-    assert shown[["our cuDNN", "published cuDNN"]].values.tolist() == [["9.14.0", "9.19.1"], ["—", "9.19.1"]]
+                           "variant": variant, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": backend}
+                          for variant, backend in (("cudnn", "cudnn"), ("xla", "xla"), ("te", "transformer_engine"))])
+    shown = dashboard_published.table(frame, set(), {"r": two.manifest})
+    assert shown[["variant", "our cuDNN", "published cuDNN"]].values.tolist() == [
+        ["cudnn", "9.19.0", "9.19.1"], ["xla", "—", "9.19.1"], ["te", "9.14.0", "9.19.1"]]
 
 
 @pytest.mark.slow
