@@ -203,6 +203,11 @@ def drawn_w(history: list[Reading], window_s: float) -> float | None:
     return watts if seconds > 0 and seconds >= window_s / 2 else None
 
 
+def _reason_since(history: list[Reading], load_start: float) -> bool:
+    """A throttle reason in a reading since the load began ("idle" is no reason): what no light load may have."""
+    return any(r.throttle & ~0x1 for r in history if r.t >= load_start)
+
+
 def _light(history: list[Reading], load_start: float, limit_w: float | None, rules: Rules) -> float | None:
     """The watts drawn when a load that has run for rules.light_after_s is far below the power limit with no
     throttle reason since it began (nothing can pull the clock down), else None.
@@ -215,7 +220,7 @@ def _light(history: list[Reading], load_start: float, limit_w: float | None, rul
     a second, which a light verdict may never have seen."""
     if limit_w is None or not history or history[-1].t - load_start < rules.light_after_s:
         return None
-    if any(r.throttle & ~0x1 for r in history if r.t >= load_start):  # "idle" is no reason
+    if _reason_since(history, load_start):
         return None
     watts, seconds = _counted([r for r in history if r.t >= load_start + LIGHT_RAMP_S], rules.light_after_s)
     if seconds <= ENERGY_STEP_S:
@@ -304,7 +309,7 @@ def judge(history: list[Reading], load_start: float, limit_w: float | None, rule
 
 def revoked(verdict: Verdict, history: list[Reading], load_start: float) -> bool:
     """A light verdict that a throttle reason seen since the load began contradicts: something did pull the clock."""
-    return verdict.rule == "light" and any(r.throttle & ~0x1 for r in history if r.t >= load_start)
+    return verdict.rule == "light" and _reason_since(history, load_start)
 
 
 def not_light(state: PowerState, telemetry: Telemetry) -> PowerState:

@@ -94,6 +94,18 @@ def test_a_light_load_is_judged_once_it_has_run_long_enough_to_show_its_power():
     assert state.note.startswith("light load (180 W of 700 W, no throttle reason since the load began")
 
 
+def test_the_idle_bit_is_no_throttle_reason_for_a_light_load_nor_revokes_one():
+    """NVML sets "idle" (0x1) between a light load's short kernels: nothing pulls the clock, so the load is still
+    light, and a light verdict stands; the power cap's reason beside it rules light out."""
+    between_calls = Script(sm=lambda t: 1980.0, power_w=lambda t: 100.0, drawn=lambda t: 180.0, throttle=lambda t: 0x1)
+    state = power.settle(lambda: None, between_calls, max_s=10)
+    assert state.rule == "light" and state.note.startswith("light load (180 W of 700 W")
+    history = [Reading(t, 1980.0, 2619.0, 100.0, 60.0, 0x1, None) for t in (0.1, 0.2)]
+    light = power.Verdict("light", 0.15)
+    assert not power.revoked(light, history, 0.0)
+    assert power.revoked(light, history + [Reading(0.3, 1980.0, 2619.0, 100.0, 60.0, 0x1 | 0x4, None)], 0.0)
+
+
 def test_a_heavy_call_is_not_judged_light_while_the_energy_counter_lags_it():
     # the H200 at T=8k from idle (docs/evidence/probe-stream-20261203.json): the counter read 187 W over the first
     # 0.1 s, the power cap's reason came within 0.2 s; the cold hopper-long run had called this "light load (292 W)"
