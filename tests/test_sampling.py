@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from runner import power
-from runner.sampling import Stream, per_call_seconds, sample_in_load, soak
+from runner.sampling import Stream, _enough, per_call_seconds, sample_in_load, soak
 from runner.spec import TimingSettings
 from test_power import Script
 
@@ -349,3 +349,15 @@ def test_a_light_stream_whose_samples_telemetry_shows_a_reason_reads_unsettled()
     assert made.telemetry.throttle == ["power cap"] and made.power.rule == "unsettled" and not made.power.settled
     assert made.power.note.startswith("not light while sampled: its samples' telemetry saw power cap; judged light")
     assert made.carry.rule == "unsettled"  # the next cell carries no light load
+
+
+def test_the_chunks_noise_stops_a_stream_only_over_three_chunks_at_least():
+    """One chunk's noise is none (IQR 0 of one value): a window of short calls that holds min_samples in one chunk
+    streams on until FLOOR_SAMPLES chunks show their spread, then stops where they meet target_noise."""
+    stream = Stream(None, (), per_chunk=20)
+    stream.start, stream.ends = 0.0, [0.05, 0.10, 0.15]
+    settings = TimingSettings(min_samples=10, budget_s=2.0)
+    assert not _enough(stream, [0], 10, settings) and not _enough(stream, [0, 1], 10, settings)
+    assert _enough(stream, [0, 1, 2], 10, settings)
+    stream.ends = [0.05, 0.15, 0.20]  # a chunk twice as long: IQR/median 0.5
+    assert not _enough(stream, [0, 1, 2], 10, settings)
