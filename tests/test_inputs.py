@@ -326,6 +326,15 @@ def test_truths_hands_a_deterministic_cell_its_plain_twins_arrays_and_a_paged_ce
     assert paged.args[1].shape == (4, 4, 4, 8) and dense.args[1].shape == (1, 16, 4, 8)  # pool, dense cache
 
 
+@pytest.mark.parametrize("shape", [dict(seq_len=8, kv_seq_len=16), dict(seq_len=16, kv_seq_len=8)])
+def test_the_cotangent_is_zeroed_by_the_query_lengths_where_the_keys_are_padded_otherwise(shape):
+    """T != S: the query rows' lengths (2, 5, 8 of 8 at fill 0.6) are not the keys' (3, 10, 16 of 16)."""
+    p = params(batch=3, kv_heads=2, pass_="fwd_bwd", fill=0.6, dtype="float32", **shape)
+    dout = np.asarray(make_inputs(p, seed=0)[3])
+    real = np.arange(p.seq_len)[None, :] < np.asarray(inputs.masks_lengths(p)[0])[:, None]
+    assert not dout[~real].any() and np.count_nonzero(dout[real]) > 0.9 * dout[real].size
+
+
 def test_a_padded_cells_cotangent_is_zero_at_its_padded_query_rows_so_what_a_library_writes_there_moves_no_gradient():
     p = params(batch=3, seq_len=8, kv_heads=2, causal=True, pass_="fwd_bwd", fill=0.6, dtype="float32")
     q, k, v, dout = make_inputs(p, seed=0)
