@@ -100,7 +100,8 @@ def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str
             f"(output differs from {baseline} by {diff:.3g})"
         )
     if in_kernels is False:
-        return "f8 types in the compiled program, but no kernel that ran is an f8 kernel"
+        return ("f8 types in the compiled program, but no kernel name that ran says f8 (cuDNN's names carry their "
+                "data type; a Pallas kernel's, as tokamax_triton_fp8's, do not)")
     return "FP8 attention: f8 types in the compiled program" + (" and an f8 kernel ran" if in_kernels else "")
 
 
