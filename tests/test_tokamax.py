@@ -171,22 +171,31 @@ def test_a_mosaic_backward_cell_on_another_gpu_is_skipped_at_build(monkeypatch):
 def private_api(monkeypatch):
     """Stand-ins for tokamax's private attention modules (api, base): a Mask of per-query key ranges as tokamax
     defines it (k_start inclusive, k_end exclusive, causal top-left; two masks combine by max / min), and
-    implementations that attend densely under it, so a packed cell's mask can be checked against the reference."""
+    implementations that attend densely under it, so a packed cell's mask can be checked against the reference.
+    As in tokamax 0.0.17, is_causal is an argument and a property, not a dataclass field (its field is causal_mask)."""
     import dataclasses
 
     import jax
     import jax.numpy as jnp
 
-    @dataclasses.dataclass(frozen=True)
+    @dataclasses.dataclass(frozen=True, init=False)
     class Mask:
         k_start: object = None
         k_end: object = None
-        is_causal: bool = False
+        causal_mask: bool = False
+
+        def __init__(self, *, k_start=None, k_end=None, is_causal=False):
+            for name, value in dict(k_start=k_start, k_end=k_end, causal_mask=is_causal).items():
+                object.__setattr__(self, name, value)
+
+        @property
+        def is_causal(self) -> bool:
+            return self.causal_mask
 
         def __and__(self, other):
             pick = lambda a, b, fn: b if a is None else a if b is None else fn(a, b)  # noqa: E731
-            return Mask(pick(self.k_start, other.k_start, jnp.maximum), pick(self.k_end, other.k_end, jnp.minimum),
-                        self.is_causal or other.is_causal)
+            return Mask(k_start=pick(self.k_start, other.k_start, jnp.maximum),
+                        k_end=pick(self.k_end, other.k_end, jnp.minimum), is_causal=self.is_causal or other.is_causal)
 
         def as_array(self, length):
             keys, rows = jnp.arange(length)[None, :], jnp.arange(length)[:, None]

@@ -131,14 +131,15 @@ def attention(p: Params, implementation: str):
 
 def packed_api():
     """tokamax's private (api, base) modules that a packed cell calls, or Skip naming what this tokamax lacks."""
-    import dataclasses
+    import inspect
 
     try:
         from tokamax._src.ops.attention import api, base
     except ImportError as error:
         raise Skip(f"packed rows on tokamax need its private attention modules: {error}") from None
-    fields = {f.name for f in dataclasses.fields(base.Mask)} if dataclasses.is_dataclass(base.Mask) else set()
-    if not hasattr(api, "IMPLEMENTATIONS") or not {"k_start", "k_end", "is_causal"} <= fields:
+    # what Mask(...) takes, not its dataclass fields: 0.0.17 keeps is_causal as a causal_mask field and a property
+    takes = set(inspect.signature(base.Mask).parameters)
+    if not hasattr(api, "IMPLEMENTATIONS") or not {"k_start", "k_end", "is_causal"} <= takes:
         raise Skip("packed rows on tokamax need api.IMPLEMENTATIONS and a Mask with k_start / k_end, which this "
                    "tokamax does not have")
     return api, base
