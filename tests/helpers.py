@@ -131,6 +131,18 @@ def in_process(capsys, *args, measure: bool = False) -> Outcome:
     return Outcome(code, captured.out, captured.err, seconds, peak / 2**20)
 
 
+def table_rows(out: str) -> list[dict[str, str]]:
+    """A rich table's rows by header; a cell wrapped onto the next lines is joined back."""
+    lines = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith(("│", "┃"))]
+    header, rows = lines[0], []
+    for cells in lines[1:]:
+        if cells[0]:
+            rows.append(dict(zip(header, cells)))
+        else:
+            rows[-1] = {k: f"{v} {c}".strip() for (k, v), c in zip(rows[-1].items(), cells)}
+    return rows
+
+
 def children(pid: int) -> list[int]:
     """The process ids whose parent is `pid`."""
     found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from helpers import REPO, attnbench, command, environment, in_process, spec_data, write_spec
+from helpers import REPO, attnbench, command, environment, in_process, spec_data, table_rows, write_spec
 from runner.cells import expand
 from runner.registry import load_all
 from runner.results import CELLS, MANIFEST
@@ -463,18 +463,6 @@ def test_piped_output_is_not_padded(capsys):
 
 
 # --- list, env, schema --------------------------------------------------------------------------------
-
-
-def table_rows(out: str) -> list[dict[str, str]]:
-    """A rich table's rows by header; a cell wrapped onto the next lines is joined back."""
-    lines = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if line.startswith(("│", "┃"))]
-    header, rows = lines[0], []
-    for cells in lines[1:]:
-        if cells[0]:
-            rows.append(dict(zip(header, cells)))
-        else:
-            rows[-1] = {k: f"{v} {c}".strip() for (k, v), c in zip(rows[-1].items(), cells)}
-    return rows
 
 
 def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
