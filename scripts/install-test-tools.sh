@@ -58,3 +58,34 @@ if [ "$(cat "$RUNNER_VENV/.installed" 2>/dev/null)" != "$RUNNER_STAMP" ]; then
     "$RUNNER_VENV/bin/pip" install -q --no-cache-dir -r "$RUNNER_PINS"
     echo "$RUNNER_STAMP" > "$RUNNER_VENV/.installed"
 fi
+
+# tokamax's CPU-runnable variant (tests/test_tokamax_cpu.py): tokamax 0.0.17 needs Python >= 3.12 and jax >= 0.11.1,
+# .venv is the project's floor (3.11), so `.[jax,tokamax]` goes into a venv of its own, from the first Python >= 3.12
+# found: $ATTNBENCH_PYTHON312, python3.12 or python3.13 on PATH, or one of pyenv's versions (pyenv's shim for a
+# version it has but does not activate is on PATH and fails, hence the check that each one runs). Not editable: the
+# test runs the checkout's code (`python -m runner` from the checkout), the venv only brings its dependencies. Rebuilt
+# only when its inputs change (scripts/tokamax_venv_inputs.py: the interpreter's version and pyproject's requirements).
+TOKAMAX_VENV="$ROOT/.venv-tools/tokamax"
+tokamax_python() {
+    local candidate pyenv_versions="${PYENV_ROOT:-$HOME/.pyenv}/versions"
+    for candidate in ${ATTNBENCH_PYTHON312:-} python3.12 python3.13 "$pyenv_versions"/3.1[2-9]*/bin/python3; do
+        if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then
+            echo "$candidate"
+            return
+        fi
+    done
+}
+TOKAMAX_PYTHON="$(tokamax_python)"
+if [ -z "$TOKAMAX_PYTHON" ]; then
+    echo "install-test-tools: no Python >= 3.12 here (python3.12, python3.13, pyenv's, or ATTNBENCH_PYTHON312=/path):" \
+         "$TOKAMAX_VENV not built, so tests/test_tokamax_cpu.py will fail" >&2
+else
+    TOKAMAX_INPUTS="$("$TOKAMAX_PYTHON" "$ROOT/scripts/tokamax_venv_inputs.py")"
+    if [ ! -f "$TOKAMAX_VENV/.installed" ] || [ "$(cat "$TOKAMAX_VENV/.installed")" != "$TOKAMAX_INPUTS" ]; then
+        rm -rf "$TOKAMAX_VENV"
+        "$TOKAMAX_PYTHON" -m venv "$TOKAMAX_VENV"
+        "$TOKAMAX_VENV/bin/pip" install -q --upgrade pip
+        "$TOKAMAX_VENV/bin/pip" install -q "$ROOT[jax,tokamax]"
+        echo "$TOKAMAX_INPUTS" > "$TOKAMAX_VENV/.installed"
+    fi
+fi

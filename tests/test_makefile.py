@@ -34,9 +34,11 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
     assert "see it: make dashboard" in lines[-1]
 
 
-def install_test_tools(tmp_path, **env: str) -> list[str]:
+def install_test_tools(tmp_path, python312: str = "", **env: str) -> tuple[list[str], str]:
     """Run scripts/install-test-tools.sh from a copy of the checkout's layout with every installer stubbed (each
-    records its call), its other tools' stamps current; the installers' calls."""
+    records its call), its other tools' stamps current; the installers' calls, and what it said on stderr.
+    `python312`: the version a stand-in python3.12 answers (the line scripts/tokamax_venv_inputs.py prints from it);
+    empty, python3.12 and python3.13 fail to run, as pyenv's shims of versions it does not activate do."""
     root = tmp_path / "root"
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "scripts" / "install-test-tools.sh", root / "scripts")
@@ -52,21 +54,47 @@ def install_test_tools(tmp_path, **env: str) -> list[str]:
         (stubs / name).write_text(f'#!/bin/sh\necho "$(basename "$0") $*" >> {calls}\ncase "$1 $2" in\n'
                                   '"-m venv") mkdir -p "$3/bin"; cp "$0" "$3/bin/pip";;\n'
                                   '"install --prefix") mkdir -p "$3";;\nesac\n')
-        (stubs / name).chmod(0o755)
+    (stubs / "python3.12").write_text(f'#!/bin/sh\n[ -n "$STUB_PYTHON312" ] || exit 127\ncase "$1" in\n'
+                                      '-c) exit 0;;\n'  # the version check: >= 3.12
+                                      f'-m) echo "python3.12 $*" >> {calls}; mkdir -p "$3/bin"; '
+                                      f'cp {stubs / "python3"} "$3/bin/pip";;\n'
+                                      '*) echo "{\\"python\\": \\"$STUB_PYTHON312\\"}";;\nesac\n')
+    (stubs / "python3.13").write_text("#!/bin/sh\nexit 127\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
     path = f"{stubs}{os.pathsep}{os.environ['PATH']}"
-    subprocess.run(["bash", str(root / "scripts" / "install-test-tools.sh")], check=True, capture_output=True,
-                   env={"PATH": path, "HOME": str(tmp_path), **env})
-    return calls.read_text().splitlines() if calls.exists() else []
+    done = subprocess.run(["bash", str(root / "scripts" / "install-test-tools.sh")], check=True, capture_output=True,
+                          text=True, env={"PATH": path, "HOME": str(tmp_path), "STUB_PYTHON312": python312, **env})
+    return (calls.read_text().splitlines() if calls.exists() else []), done.stderr
 
 
 def test_install_test_tools_installs_chromium_only_where_none_is_there(tmp_path):
-    named = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
+    named, _ = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
     assert not [c for c in named if c.startswith("apt-get")] and any(c.startswith("npm install") for c in named)
-    unnamed = [c for c in install_test_tools(tmp_path / "unnamed") if c.startswith("apt-get")]
+    unnamed = [c for c in install_test_tools(tmp_path / "unnamed")[0] if c.startswith("apt-get")]
     system = os.access("/usr/bin/chromium", os.X_OK)  # Debian's, where this machine has it
     assert unnamed == ([] if system else ["apt-get update -q", "apt-get install -y -q --no-install-recommends chromium"])
-    again = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
+    again, _ = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
     assert again == named  # its stamps were fresh: only the recorded calls of the first run
+
+
+def test_install_test_tools_builds_the_tokamax_venv_from_a_python_312_again_only_when_its_inputs_change(tmp_path):
+    venv = tmp_path / "root" / ".venv-tools" / "tokamax"
+    built = [f"python3.12 -m venv {venv}", "pip install -q --upgrade pip",
+             f"pip install -q {tmp_path / 'root'}[jax,tokamax]"]
+    first, said = install_test_tools(tmp_path, python312="3.12.1")
+    assert first[-3:] == built and first.count(built[0]) == 1 and said == ""  # the script's last step
+    assert (venv / ".installed").read_text() == '{"python": "3.12.1"}\n'
+    assert install_test_tools(tmp_path, python312="3.12.1")[0] == first  # its stamp was fresh: nothing new
+    assert install_test_tools(tmp_path, python312="3.12.2")[0] == first + built  # another interpreter: rebuilt
+
+
+def test_without_a_python_312_install_test_tools_says_so_in_one_line_and_installs_the_rest(tmp_path):
+    calls, said = install_test_tools(tmp_path)
+    assert said.splitlines() == [f"install-test-tools: no Python >= 3.12 here (python3.12, python3.13, pyenv's, or "
+                                 f"ATTNBENCH_PYTHON312=/path): {tmp_path}/root/.venv-tools/tokamax not built, so "
+                                 "tests/test_tokamax_cpu.py will fail"]
+    assert any(c.startswith("npm install") for c in calls) and not (tmp_path / "root/.venv-tools/tokamax").exists()
 
 
 def test_make_docs_serves_the_site_and_make_results_pages_writes_its_pages():
