@@ -519,12 +519,19 @@ def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
 
 
 def test_render_counts_the_families_a_spec_expands_to_not_its_sweep_points(tmp_path):
-    """page_size [null, 16] x page_order [2 values] is 3 cells (a dense cell reads page_order at its default) of one
-    family (the pages are built from the dense cache: one set of inputs and reference), so one shard: a second would
-    be a GPU pod with no cell."""
+    """pass [fwd, fwd_bwd] x window [null, 8] is 4 cells in 2 families (a forward cell takes its forward+backward
+    twin's inputs and reference), so two shards: a third would be a GPU pod with no cell. A paged cell is a family of
+    its own (its pools are drawn as they are, not from its dense twin's cache)."""
     spec = tmp_path / "s.yaml"
-    spec.write_text(yaml.safe_dump({"name": "x", "defaults": {"seq_len": 1, "kv_seq_len": 64, "kv_lengths": "equal"},
-                                    "experiments": [{"name": "e", "variants": ["xla"], "sweep": {
-                                        "page_size": [None, 16], "page_order": ["contiguous", "shuffled"]}}]}))
-    two = render_py("--spec", str(spec), "--shards", "2", "--results", RESULTS, "--image", IMAGE, "--out", str(tmp_path))
-    assert two.returncode == 2 and "2 shards for the spec's 3 cells in 1 family " in two.stderr
+    spec.write_text(yaml.safe_dump({"name": "x", "defaults": {"seq_len": 64, "causal": True}, "experiments": [
+        {"name": "e", "variants": ["xla"], "sweep": {"pass": ["fwd", "fwd_bwd"], "window": [None, 8]}}]}))
+    three = render_py("--spec", str(spec), "--shards", "3", "--results", RESULTS, "--image", IMAGE, "--out", str(tmp_path))
+    assert three.returncode == 2 and "3 shards for the spec's 4 cells in 2 families " in three.stderr
+    assert render_py("--spec", str(spec), "--shards", "2", "--results", RESULTS, "--image", IMAGE,
+                     "--out", str(tmp_path)).returncode == 0
+    paged = tmp_path / "p.yaml"
+    paged.write_text(yaml.safe_dump({"name": "p", "defaults": {"seq_len": 1, "kv_seq_len": 64, "kv_lengths": "equal"},
+                                     "experiments": [{"name": "e", "variants": ["xla"], "sweep": {
+                                         "page_size": [None, 16], "page_order": ["contiguous", "shuffled"]}}]}))
+    four = render_py("--spec", str(paged), "--shards", "4", "--results", RESULTS, "--image", IMAGE, "--out", str(tmp_path))
+    assert four.returncode == 2 and "4 shards for the spec's 3 cells in 3 families " in four.stderr
