@@ -318,10 +318,9 @@ def not_light(state: PowerState, telemetry: Telemetry) -> PowerState:
     reasons = [r for r in telemetry.throttle if r != "idle"]
     if state.rule != "light" or not reasons:
         return state
-    drawn = state.note[state.note.find("(") + 1:state.note.find(",")]
     return state.model_copy(update={"rule": "unsettled", "settled": False, "note": (
-        f"not light while sampled: its samples' telemetry saw {', '.join(reasons)}; judged light ({drawn}) from the "
-        f"readings before them; sampled anyway")})
+        f"not light while sampled: its samples' telemetry saw {', '.join(reasons)}; sampled anyway after the readings "
+        f"before them read {state.note}")})
 
 
 def settle(run_calls: Callable[[], None], source: Source, max_s: float, rules: Rules = Rules()) -> PowerState:

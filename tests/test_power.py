@@ -266,8 +266,9 @@ def test_a_light_state_beside_a_throttle_reason_in_its_samples_reads_unsettled_a
     seen = power.Telemetry(source="nvml", samples=3, sm_clock_mhz=span, clock_spread=0.0, throttle=["power cap"])
     state = power.not_light(light, seen)
     assert (state.rule, state.settled, state.wait_s) == ("unsettled", False, 0.4)
-    assert state.note == ("not light while sampled: its samples' telemetry saw power cap; judged light (200 W of "
-                          "700 W) from the readings before them; sampled anyway")
+    assert state.note == ("not light while sampled: its samples' telemetry saw power cap; sampled anyway after the "
+                          "readings before them read light load (200 W of 700 W, no throttle reason since the load "
+                          "began)")
     idle = seen.model_copy(update={"throttle": ["idle"]})
     capped = light.model_copy(update={"rule": "capped", "note": "at the power cap (690 W drawn)"})
     assert power.not_light(light, idle) == light and power.not_light(capped, seen) == capped

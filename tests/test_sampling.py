@@ -347,7 +347,8 @@ def test_a_light_stream_whose_samples_telemetry_shows_a_reason_reads_unsettled()
     made = sample_in_load(timer, timer.call, (), light, TimingSettings(min_samples=10), pace_s=CALL_S,
                           clock=lambda: light.t, recorder=Lagging(light))
     assert made.telemetry.throttle == ["power cap"] and made.power.rule == "unsettled" and not made.power.settled
-    assert made.power.note.startswith("not light while sampled: its samples' telemetry saw power cap; judged light")
+    assert made.power.note.startswith("not light while sampled: its samples' telemetry saw power cap; sampled "
+                                      "anyway after the readings before them read light load")
     assert made.carry.rule == "unsettled"  # the next cell carries no light load
 
 
