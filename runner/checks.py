@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from runner import paging
 from runner.attention import real_tokens
 from runner.compiler import UNTIMED
-from runner.inputs import InputsAndReference, masks_lengths
+from runner.inputs import InputsAndReference, cotangent, masks_lengths
 from runner.programs import Compiled
 from runner.record import Correctness, Fp8Info
 from runner.shape import Params
@@ -70,6 +70,7 @@ def check_step(p: Params, outputs: tuple, truth: InputsAndReference, tolerance: 
         max_abs_err=max_abs,
         rel_err=rel,
         grad_rel_err=grads,
+        cotangent=cotangent(p),
         tolerance=tolerance,
         grad_tolerance=grad_tolerance if grads else None,
         causal_first_changed=first_changed,

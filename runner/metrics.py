@@ -22,7 +22,8 @@ def flops(p: Params) -> int:
 
 def _row_bytes(p: Params) -> tuple[float, float]:
     """Bytes of one token's row of a query-shaped tensor (Q, O) and of a key-shaped one (K, V), at the mean of Q/K's
-    and V/O's head dimensions (they differ under MLA)."""
+    and V/O's head dimensions (they differ under MLA). Every count below takes such rows in pairs of one of each width
+    (Q and O, dO and dQ, K and V, dK and dV), so its sum is exact under MLA too; one tensor's size is not."""
     width = ITEMSIZE[p.dtype] * (p.head_dim + p.v_head_dim) / 2
     return p.heads * width, p.kv_heads * width
 

@@ -45,6 +45,10 @@ class Correctness(Strict):
     max_abs_err: float
     rel_err: float = Field(description="||out - ref|| / ||ref|| for the output.")
     grad_rel_err: dict[str, float] | None = Field(None, description="Same for dq, dk, dv under fwd_bwd.")
+    cotangent: str | None = Field(None, description="fwd_bwd: the output cotangent dO the gradients were taken with: "
+                                  "'normal' (seeded normals), or 'normal, zero at padded query rows' for a padded batch "
+                                  "(runner.inputs.cotangent). None: not recorded (before 2026-12-06; the manifest's git_sha "
+                                  "tells: from 44c74fc a padded cell's dO was already zero there, before it normal).")
     tolerance: float
     grad_tolerance: float | None = None
     causal_first_changed: bool | None = Field(None, description="Causal: row 0 differs from unmasked attention.")

@@ -67,7 +67,10 @@ def test_what_a_kernel_writes_past_each_sequences_keys_is_not_checked(shape):
     past = jnp.arange(truth.expected[2].shape[1])[None, :] >= jnp.asarray(kv_lengths)[:, None]
     garbage = jnp.where(past[:, :, None, None], 1e3, truth.expected[2])
     outputs = (*truth.expected[:2], garbage, truth.expected[3])
-    assert incorrect_reason(checks.check_step(p, outputs, truth, 1e-3, 1e-3)) == ""
+    correct = checks.check_step(p, outputs, truth, 1e-3, 1e-3)
+    assert incorrect_reason(correct) == ""
+    # the record names the cotangent its gradients were taken with: zero at a padded batch's padded query rows
+    assert correct.cotangent == ("normal" if "kv_lengths" in shape else "normal, zero at padded query rows")
     within = garbage.at[0, 0].add(1e3)
     assert "dk relative error" in incorrect_reason(checks.check_step(p, (*outputs[:2], within, outputs[3]), truth,
                                                                      1e-3, 1e-3))

@@ -342,6 +342,9 @@ def test_a_padded_cells_cotangent_is_zero_at_its_padded_query_rows_so_what_a_lib
     real = np.arange(p.seq_len)[None, :] < np.asarray(q_lengths)[:, None]
     assert not real.all()
     assert not np.asarray(dout)[~real].any() and np.count_nonzero(np.asarray(dout)[real]) > 0.9 * dout[real].size
+    assert inputs.cotangent(p) == "normal, zero at padded query rows"  # and the record says so (test_checks)
+    assert inputs.cotangent(params(batch=3, seq_len=8, pass_="fwd_bwd")) == "normal"
+    assert inputs.cotangent(params(batch=3, seq_len=8, fill=0.6)) is None  # forward: no cotangent
     # a library that attends at padded query rows (tokamax's kernels do): its dk and dv are still the reference's
     out, vjp = jax.vjp(lambda q, k, v: naive_attention(q, k, v, True, kv_lengths=kv_lengths), q, k, v)
     got = real_tokens((out, *vjp(dout)), q_lengths, kv_lengths)
