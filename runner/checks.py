@@ -107,9 +107,10 @@ def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str
 
 
 def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: Compiled,
-             kernels: list[str]) -> Fp8Info:
+             kernels: list[str], matmuls: tuple[str, ...] = ("qk", "pv")) -> Fp8Info:
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the baseline's output
-    (`baseline_out`, the baseline variant's output on the same inputs)."""
+    (`baseline_out`, the baseline variant's output on the same inputs); `matmuls`, those the variant runs on f8
+    values, recorded where one is not (its MMA peak mixes the two rates, runner.metrics.mma_peak_tflops)."""
     in_hlo = bool(FP8_TYPE.search(compiled.hlo))
     in_kernels = any(FP8_KERNEL.search(k) for k in kernels) if kernels else None
     diff = rel_err(outputs[0], baseline_out.astype(jnp.float32))
@@ -118,5 +119,6 @@ def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: C
         in_hlo=in_hlo,
         in_kernels=in_kernels,
         rel_err_vs_bf16=diff,
+        matmuls=None if set(matmuls) == {"qk", "pv"} else list(matmuls),
         verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, baseline, diff),
     )

@@ -202,7 +202,7 @@ class Measurer:
         if variant.fp8_baseline:
             with watch.phase("fp8"):
                 made.fp8 = fp8_step(variant.fp8_baseline, p, outputs, self.baseline(variant, p, truth), compiled,
-                                    made.timed.kernels if made.timed else [])
+                                    made.timed.kernels if made.timed else [], variant.fp8_matmuls)
         if p.devices > 1 and made.timed is not None:
             with watch.phase("communication"):
                 made.split = communication.communication_step(p, compiled, made.timed, self.timers, args,

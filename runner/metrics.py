@@ -76,19 +76,34 @@ def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str
     return per_clock * sm_count * sm_mhz / 1e6
 
 
-def mma_type(c) -> str:
-    """The data type a cell record's matmuls ran in: fp8 where FP8 reached the compiled program, else its dtype."""
-    return "fp8" if c.fp8 and c.fp8.in_hlo else c.params.dtype
+FP8_MATMULS = ("qk", "pv")  # Q·Kᵀ and P·V: what an FP8 variant runs on f8 values unless it says otherwise
+
+
+def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: float | None) -> float | None:
+    """The dense MMA TFLOP/s a cell record's matmuls could reach at this clock: its dtype's, or where FP8 reached the
+    compiled program, FP8's for the matmuls its variant runs on f8 values (`c.fp8.matmuls`) and its dtype's for the
+    rest, the two rates weighted by each matmul's share of the FLOPs (Q·Kᵀ's head_dim, P·V's v_head_dim), as time
+    adds: tokamax_triton_fp8's P·V reads V rescaled to bf16, so its peak is 4/3 of bf16's on an H200, not twice."""
+    if not (c.fp8 and c.fp8.in_hlo):
+        return peak_mma_tflops(capability, sm_count, c.params.dtype, sm_mhz)
+    in_fp8 = FP8_MATMULS if c.fp8.matmuls is None else c.fp8.matmuls
+    widths = {"qk": c.params.head_dim, "pv": c.params.v_head_dim}
+    seconds = 0.0  # per TFLOP
+    for matmul, width in widths.items():
+        peak = peak_mma_tflops(capability, sm_count, "fp8" if matmul in in_fp8 else c.params.dtype, sm_mhz)
+        if peak is None:
+            return None
+        seconds += width / sum(widths.values()) / peak
+    return 1 / seconds
 
 
 def clock_peak_tflops(c, machine) -> float | None:
     """The dense MMA TFLOP/s of the GPUs a cell record ran on at the median SM clock NVML read while it was timed
-    (the run's `machine` gives the capability and SMs): D such peaks for a cell split across D GPUs, whose FLOPs are
-    the whole call's; None without telemetry or the machine's facts."""
+    (the run's `machine` gives the capability and SMs; mma_peak_tflops the data types): D such peaks for a cell split
+    across D GPUs, whose FLOPs are the whole call's; None without telemetry or the machine's facts."""
     if machine is None or machine.gpu is None or c.telemetry is None:
         return None
-    peak = peak_mma_tflops(machine.compute_capability, machine.gpu.sm_count, mma_type(c),
-                           c.telemetry.sm_clock_mhz.median)
+    peak = mma_peak_tflops(c, machine.compute_capability, machine.gpu.sm_count, c.telemetry.sm_clock_mhz.median)
     return None if peak is None else peak * c.params.devices
 
 

@@ -64,6 +64,9 @@ class Fp8Info(Strict):
     in_hlo: bool = Field(description="Whether any f8 type appears in the compiled program.")
     in_kernels: bool | None = Field(None, description="Whether a kernel name that ran says f8/fp8/e4m3.")
     rel_err_vs_bf16: float | None = Field(None, description="||out - out_bf16|| / ||out_bf16|| on the same inputs.")
+    matmuls: list[str] | None = Field(None, description="The matmuls the variant runs on f8 values: 'qk' (Q·Kᵀ), "
+                                      "'pv' (P·V); what its % of the MMA peak is set against (runner.metrics). None: "
+                                      "both, as every FP8 variant before tokamax_triton_fp8 (cudnn_fp8, te_fp8) does.")
     verdict: str = Field(description="One sentence a person can read.")
 
 

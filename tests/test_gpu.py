@@ -199,6 +199,7 @@ def test_tokamax_triton_fp8_runs_e4m3_through_qwix_and_is_compared_with_its_bf16
     assert record.status == "ok", record.reason
     assert record.backend == "pallas_triton" and record.fp8.baseline == "tokamax_triton"
     assert record.fp8.in_hlo, record.fp8  # e4m3 reached the compiled program (the Triton kernel's name says no dtype)
+    assert record.fp8.matmuls == ["qk"]  # its P·V runs in bf16: its MMA peak is set so (runner.metrics)
 
 
 @pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])

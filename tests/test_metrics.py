@@ -134,3 +134,24 @@ def test_energy_is_mean_power_times_kernel_time_and_work_per_joule_follows():
     assert energy["tflops_per_j"] == pytest.approx(metrics.flops(p) / 1e12 / 2.0)
     assert metrics.energy(p, 8e-3, 250.0)["energy_j"] == pytest.approx(2.0)  # power and time trade one for one
     assert metrics.energy(p, None, 500.0) == {} and metrics.energy(p, 2e-3, None) == {}
+
+
+def test_an_fp8_cells_mma_peak_is_fp8s_for_the_matmuls_it_runs_in_fp8_and_its_dtypes_for_the_rest():
+    """cudnn_fp8 runs Q·Kᵀ and P·V on f8 values: twice bf16's peak on an H200. tokamax_triton_fp8 runs only Q·Kᵀ so
+    (its kernel rescales V to bf16 before P·V): half its FLOPs at each rate, as time adds, 4/3 of bf16's. A cell whose
+    program holds no f8 type ran in its dtype, whatever its variant promised."""
+    from stores import SHIPPED
+    from runner.store import read_run
+
+    run = read_run(SHIPPED / "h200" / "hopper-long-burst-20261202")
+    machine = run.manifest.machine
+    fp8 = next(c for c in run.cells if c.fp8 and c.fp8.in_hlo and c.telemetry)
+    bf16 = metrics.peak_mma_tflops(machine.compute_capability, machine.gpu.sm_count, "bfloat16",
+                                   fp8.telemetry.sm_clock_mhz.median)
+    assert fp8.fp8.matmuls is None and metrics.clock_peak_tflops(fp8, machine) == pytest.approx(2 * bf16)
+    qk_only = fp8.model_copy(update={"fp8": fp8.fp8.model_copy(update={"matmuls": ["qk"]})})
+    assert metrics.clock_peak_tflops(qk_only, machine) == pytest.approx(4 / 3 * bf16)
+    mla = qk_only.model_copy(update={"params": fp8.params.model_copy(update={"head_dim": 192, "v_head_dim": 128})})
+    assert metrics.clock_peak_tflops(mla, machine) == pytest.approx(1 / (0.6 / (2 * bf16) + 0.4 / bf16))
+    not_fp8 = fp8.model_copy(update={"fp8": fp8.fp8.model_copy(update={"in_hlo": False})})
+    assert metrics.clock_peak_tflops(not_fp8, machine) == pytest.approx(bf16)

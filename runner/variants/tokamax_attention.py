@@ -318,9 +318,10 @@ def quantised(x):
 @variant("tokamax_triton_fp8", requires=Requires(gpu=True, min_compute_capability=8.9, dtypes=("bfloat16",),
                                                  passes=("fwd",), options=FP8_OPTIONS, why_not=WHY_NOT, **PACKAGE),
          backend="pallas_triton", proves=TRITON_CALLS, fp8_baseline="tokamax_triton", check=check,
-         rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
+         rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe, fp8_matmuls=("qk",))
 def tokamax_triton_fp8(p: Params):
-    """tokamax's Triton kernel on qwix QArrays: Q, K, V in e4m3 with per-tensor absmax scales; forward only."""
+    """tokamax's Triton kernel on qwix QArrays: Q, K, V in e4m3 with per-tensor absmax scales, Q·Kᵀ on the e4m3
+    values, P·V in bf16 (the kernel rescales V first); forward only."""
     import jax.numpy as jnp
 
     attend = attention(p, "triton")
