@@ -320,8 +320,9 @@ def quantised(x):
          backend="pallas_triton", proves=TRITON_CALLS, fp8_baseline="tokamax_triton", check=check,
          rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe, fp8_matmuls=("qk",))
 def tokamax_triton_fp8(p: Params):
-    """tokamax's Triton kernel on qwix QArrays: Q, K, V in e4m3 with per-tensor absmax scales, Q·Kᵀ on the e4m3
-    values, P·V in bf16 (the kernel rescales V first); forward only."""
+    """tokamax's Triton kernel on qwix QArrays (e4m3, per-tensor scales): Q·Kᵀ in FP8, P·V in bf16; forward only.
+
+    The kernel rescales V to bf16 before P·V (pallas_triton.py's _rescale), so its MMA peak mixes the two rates."""
     import jax.numpy as jnp
 
     attend = attention(p, "triton")
