@@ -31,8 +31,8 @@ AXES = {
     **{name: shape.title(name) for name in shape.SIZES},
     "latency_ms": "median latency (ms)", "speedup": "speed-up over the baseline (×)", "tflops": "TFLOP/s",
     "tflops_per_j": "TFLOP per joule", "pct_of_peak": "% of measured bf16 matmul peak",
-    "pct_of_clock_peak": "% of the dense MMA peak at the cell's SM clock",
-    "pct_of_bandwidth": "% of measured memory bandwidth", "gbps": "GB/s (Q, K, V, O once)",
+    "pct_of_clock_peak": "% of MMA peak at its SM clock",
+    "pct_of_bandwidth": "% of measured bandwidth", "gbps": "GB/s (Q, K, V, O once)",
     "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
     "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",
     "us_per_token": "µs per generated token (B × T new)", "devices": "devices the sequence is split across", "efficiency": "scaling efficiency: t(1) / (D × t(D))",
@@ -91,13 +91,74 @@ def _x_sizes(fig: go.Figure, values: pd.Series) -> None:
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Figure:
-    return fig.update_layout(
+    fig.update_layout(
         title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
-        height=HEIGHT, margin={"l": 60, "r": 20, "t": 70, "b": 125}, **PLAIN, xaxis=AXIS, yaxis=AXIS,
-        xaxis_title=AXES.get(x, x), yaxis_title=AXES.get(y, y), hovermode="closest",
-        # under the x axis title, so the plot keeps its width whatever the number of variants and runs
-        legend={"orientation": "h", "y": -0.27, "yanchor": "top", "x": 0, "title": {"text": "variant "}},
-        legend2={"orientation": "h", "y": -0.39, "yanchor": "top", "x": 0, "title": {"text": "run "}},
+        **PLAIN, xaxis=AXIS, yaxis=AXIS, xaxis_title=AXES.get(x, x), yaxis_title=AXES.get(y, y), hovermode="closest",
+        legend={"orientation": "h", "title": {"text": "variant "}}, legend2={"orientation": "h", "title": {"text": "run "}},
+    )
+    return fit_legends(fig)
+
+
+# The two legends sit under the x axis title, so the plot keeps its width whatever the number of variants and runs,
+# and the figure grows by their rows, so the plot keeps its height too and charts side by side stay level. Their rows
+# are counted for the narrowest column a chart is drawn in (two columns beside the sidebar at 1280 px: about 460 px)
+# at a wide letter's width, so that a long legend wraps into rows it was given rather than over the next legend.
+# An entry too long for a row of its own is broken after a comma or before a bracket (a published series' name) and
+# takes two rows.
+PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, LEGEND_WIDTH_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 440, 7.0, 46
+
+
+def _entry_px(name: str) -> float:
+    return ENTRY_PX + CHAR_PX * max(len(line) for line in name.split("<br>"))
+
+
+def legend_name(name: str, width: float = LEGEND_WIDTH_PX) -> str:
+    """`name` as its legend entry shows it: on two lines (broken at the last ', ' or ' (' that lets the first fit)
+    where one line would run past `width` pixels."""
+    if "<br>" in name or _entry_px(name) <= width:
+        return name
+    fits = [i for i, (a, b) in enumerate(zip(name, name[1:])) if (a, b) in ((",", " "), (" ", "("))
+            and _entry_px(name[:i + 1]) <= width]
+    if not fits:
+        return name
+    cut = fits[-1] + 1
+    return name[:cut].rstrip() + "<br>" + name[cut:].lstrip()
+
+
+def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) -> int:
+    """The rows a horizontal legend of these entries (legend_name's) wraps into at `width` pixels: its title, then
+    each entry (its line sample and gap, ENTRY_PX, and its longest line), packed left to right."""
+    rows, used = 1, CHAR_PX * len(title)
+    for name in names:
+        entry, lines = _entry_px(name), name.count("<br>") + 1
+        if used + entry > width and used > 0:
+            rows, used = rows + 1, 0.0
+        rows += lines - 1
+        used = entry if lines > 1 else used + entry
+    return rows
+
+
+def fit_legends(fig: go.Figure) -> go.Figure:
+    """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) the rows their entries
+    need under the x axis, and make the figure that much taller (call it once every trace is in)."""
+    entries: dict[str, list[str]] = {"legend": [], "legend2": []}
+    shown = {trace.name for trace in fig.data if trace.showlegend is not False and trace.name is not None}
+    for trace in fig.data:  # every trace of a series shown, so that its name stays one
+        if trace.name in shown:
+            trace.name = legend_name(trace.name)
+            names = entries.setdefault(trace.legend or "legend", [])
+            if trace.showlegend is not False and trace.name not in names:
+                names.append(trace.name)
+    rows = {key: legend_rows(fig.layout[key].title.text or "", names) if names else 0
+            for key, names in entries.items() if key in ("legend", "legend2")}
+    below = AXIS_PX + ROW_PX * rows["legend"] + (ROW_PX * rows["legend2"] + 6 if rows["legend2"] else 0) + 12
+    height = TOP_PX + PLOT_PX + below
+    return fig.update_layout(  # legend positions in pixels from the figure's bottom ('container'), as the margin is
+        height=height, margin={"l": 60, "r": 20, "t": TOP_PX, "b": below},
+        legend={"yref": "container", "y": (below - AXIS_PX) / height, "yanchor": "top", "xref": "container",
+                "x": 0.0, "xanchor": "left"},
+        legend2={"yref": "container", "y": (ROW_PX * rows["legend2"] + 12) / height, "yanchor": "top",
+                 "xref": "container", "x": 0.0, "xanchor": "left"},
     )
 
 

@@ -52,7 +52,9 @@ def link(**params) -> str:
 
 def plot(fig, key: str) -> None:
     """A figure as charts.py drew it: streamlit's theme would restyle it (and drops legend entries of grouped
-    traces), so it is off."""
+    traces), so it is off; its legends are given the rows their entries need (entries may have come since)."""
+    if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":  # charts.py's
+        charts.fit_legends(fig)
     st.plotly_chart(fig, key=key, theme=None, config={"displaylogo": False})
 
 

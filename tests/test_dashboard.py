@@ -833,3 +833,22 @@ def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cud
     beside = table(app, "our cuDNN")
     assert set(zip(beside["variant"], beside["our cuDNN"])) == {("cudnn", "9.19.0"), ("cudnn_fp8", "9.19.0"),
                                                                 ("te", "9.14.0")}
+
+
+def test_a_legend_is_given_the_rows_its_entries_wrap_into_and_a_long_name_two_lines():
+    import plotly.graph_objects as go
+
+    from dashboard import charts
+
+    published = "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0), NVIDIA H200 (FP8)"
+    assert charts.legend_name(published) == "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0),<br>NVIDIA H200 (FP8)"
+    assert charts.legend_name("cudnn") == "cudnn"
+    assert charts.legend_rows("variant ", ["cudnn", "te", "xla"]) == 1
+    assert charts.legend_rows("variant ", ["cudnn", "te", "pallas_triton", "xla", "cudnn_fp8", "te_fp8"]) == 2
+    assert charts.legend_rows("variant ", ["xla", charts.legend_name(published)]) == 3  # its own row, two lines
+    fig = charts.fit_legends(go.Figure([go.Scatter(name=n, legend="legend") for n in ("a", published)]
+                                       + [go.Scatter(name=published, showlegend=False)]).update_layout(
+        legend={"title": {"text": "variant "}}, legend2={"title": {"text": "run "}}))
+    assert {t.name for t in fig.data} == {"a", charts.legend_name(published)}  # a series keeps one name
+    assert fig.layout.height == charts.TOP_PX + charts.PLOT_PX + fig.layout.margin.b  # the plot keeps its height
+    assert fig.layout.margin.b == charts.AXIS_PX + 3 * charts.ROW_PX + 12

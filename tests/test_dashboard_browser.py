@@ -229,6 +229,10 @@ def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, ur
     again.close()
 
 
+LEGEND_TEXTS = (f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => "
+                "[...t.querySelectorAll('tspan.line')].map(l => l.textContent).join(' ') || t.textContent)")
+
+
 def legend(page) -> set[str]:
     """The open tab's charts' legend entries, as drawn."""
     return set(page.evaluate(f"[...document.querySelectorAll('[role=tabpanel]:not([hidden]) {PLOTS} text.legendtext')]"
@@ -268,7 +272,7 @@ def test_published_figures_are_drawn_beside_the_measured_ones(page, url):
     series = "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0), NVIDIA H200"
     for tab in ("Latency", "Throughput"):
         open_view(page, f"{url}/?run={run}&tab={tab}")
-        legends = page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => t.textContent)")
+        legends = page.evaluate(LEGEND_TEXTS)  # a long name's two lines read as one
         assert series in legends and f"{series} (FP8)" in legends, (tab, legends)
         assert_no_error_text(page)
         screenshot(page, f"published-{tab.lower()}")
@@ -283,7 +287,7 @@ SERVING = ROOT / "tests" / "fixtures" / "serving-cpu"  # README.md there: how th
 SERVING_RUN = "serving-cpu-20261206"
 DECODE_SWEEP = ROOT / "docs" / "reference" / "cudnn-frontend-h200-decode-sweep-llama3.1.csv"
 TRACES = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidden]) .js-plotly-plot')].map(p => ({
-  title: p.layout.title.text, traces: p._fullData.map(t => ({name: t.name, hover: t.hovertemplate || '',
+  title: p.layout.title.text, traces: p._fullData.map(t => ({name: (t.name || '').replaceAll('<br>', ' '), hover: t.hovertemplate || '',
                                                              x: Array.from(t.x || []), y: Array.from(t.y || [])}))}))"""
 
 
@@ -315,7 +319,7 @@ def test_the_decode_view_draws_gbps_by_kv_length_and_batch_beside_the_published_
     assert drawn.keys() == expected.keys()
     assert [drawn[k] for k in expected] == pytest.approx(list(expected.values()), rel=2e-3)
     assert not any(t["name"] == series for t in paged)
-    legends = page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => t.textContent)")
+    legends = page.evaluate(LEGEND_TEXTS)
     assert legends.count(series) == 1, legends
     screenshot(page, "decode-throughput")
 
@@ -349,6 +353,27 @@ def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, 
     assert "geometric mean of the cells every run holds" in " ".join(chart_texts(page, "gtitle"))
     assert overlapping_text(page) == []
     screenshot(page, "history-llama3.1-70b")
+
+
+OUTSIDE = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidden]) .js-plotly-plot')].flatMap(plot => {
+  const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+  return [...plot.querySelectorAll('text')].filter(t => t.textContent.trim()).filter(t => {
+    const r = t.getBoundingClientRect();
+    return r.width > 0 && (r.right > svg.right + 1 || r.left < svg.left - 1 || r.bottom > svg.bottom + 1);
+  }).map(t => t.textContent);
+})"""
+
+
+def test_long_legends_wrap_into_rows_of_their_own_in_a_narrow_column(page, url):
+    """Three llama3.1-70b runs, three variants, the clock-unstable ring and both published series beside a table
+    (the narrowest column a chart gets): the variants' legend wraps into the rows the figure was given, a published
+    series' long name onto two lines, and no legend runs into the runs' legend below it or out of the chart."""
+    runs = "&".join(f"run=llama3.1-70b-{r}" for r in ("20261206-tefp8", "20261204-padded", "20261204-xla"))
+    open_view(page, f"{url}/?{runs}&tab=Latency")
+    assert_no_error_text(page)
+    assert overlapping_text(page) == []
+    assert page.evaluate(OUTSIDE) == []
+    screenshot(page, "latency-long-legends")
 
 
 @pytest.mark.parametrize("run, experiment, axis", [("hopper-long-0049", "fwd", "date"),
