@@ -63,8 +63,8 @@ def files(reports: list[Report]) -> dict[str, bytes]:
 # --- markdown --------------------------------------------------------------------------------------------------------
 
 def summary(reports: list[Report]) -> str:
-    """The report in markdown: per run its facts, the verdict against the previous run, the leaderboard and the
-    figures (as links to the PNG files beside it)."""
+    """The report in markdown: per run its facts, the verdict against the previous run, the leaderboard, the tables
+    beside it (report.beside_tables) and the figures (as links to the PNG files beside it)."""
     parts = ["# attnbench report"]
     for r in reports:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
@@ -74,6 +74,8 @@ def summary(reports: list[Report]) -> str:
         contested = [s for s in leaderboard(r.run.cells, machine=machine) if s.variants > 1]
         if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
+        for t in report.beside_tables(r.run.cells, r.run.manifest):
+            parts += [f"### {t.title[0].upper()}{t.title[1:]}", report.markdown_table(t.header, t.body())]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
     return "\n\n".join(parts) + "\n"
 
@@ -98,7 +100,8 @@ def page(reports: list[Report], images: dict[str, bytes]) -> str:
 
 
 def section(r: Report, images: dict[str, bytes]) -> str:
-    """A run in the order a reader needs it: its facts and verdict, its charts, the leaderboard, then the
+    """A run in the order a reader needs it: its facts and verdict, its charts, the leaderboard and the tables beside
+    it (scaling, the costs of determinism and of serving's axes, published figures: report.beside_tables), then the
     comparison's detail and every cell."""
     run = r.run
     parts = [f"<section id='{_e(run.run_id)}'><h2>{_e(run.run_id)}</h2>",
@@ -106,7 +109,10 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
     machine = run.manifest.machine if run.manifest else None
-    parts += [leaderboard_html(run.cells, legacy_of([run.manifest]), machine), comparison_html(r.comparison),
+    parts += [leaderboard_html(run.cells, legacy_of([run.manifest]), machine),
+              *(table_html(t.title[0].upper() + t.title[1:], t.header, t.body())
+                for t in report.beside_tables(run.cells, run.manifest)),
+              comparison_html(r.comparison),
               "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),
               "</section>"]
     return "\n".join(parts)

@@ -552,8 +552,7 @@ def _shown_run(args):
 
 def cmd_show(args, console: Console) -> int:
     from runner.leaderboard import leaderboard, legacy_of
-    from runner.report import (determinism_table, export, leaderboard_markdown, leaderboard_table, print_tables,
-                               published_table, scaling_table, serving_table, summary_line)
+    from runner.report import export, leaderboard_markdown, leaderboard_table, print_beside, print_tables, summary_line
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -563,10 +562,7 @@ def cmd_show(args, console: Console) -> int:
         machine = run.manifest.machine if run.manifest else None
         print_tables(run.cells, console, machine)
         leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
-        scaling_table(run.cells, console)
-        determinism_table(run.cells, console)
-        serving_table(run.cells, console)
-        published_table(run.cells, run.manifest, console)
+        print_beside(run.cells, run.manifest, console)
         console.print(summary_line(run.cells))
         return EXIT_OK
     if args.format == "leaderboard":

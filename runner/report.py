@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -147,20 +148,6 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
         console.print(escape(note), highlight=False)
 
 
-def published_table(cells: list[CellRecord], manifest, console: Console) -> None:
-    """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
-    from runner import published
-
-    body = published.beside(cells, published.fp8_promised(manifest), manifest)
-    if not body:
-        return
-    header = list(dict.fromkeys(name for row in body for name in row))  # % MMA@clock only where a figure has a peak
-    console.print(rich_table("published: measured / published at the same shape (below 1: faster than published)",
-                             header, [[_fmt(row.get(name)) for name in header] for row in body],
-                             right=("measured ms", "published ms", "measured / published", "measured % MMA@clock",
-                                    "published % MMA@clock")))
-
-
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
     """runner.leaderboard's standings as a markdown table, each legacy variant it names said under it; "" when there
     are none."""
@@ -196,14 +183,6 @@ def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
     return rows
 
 
-def scaling_table(cells: list[CellRecord], console: Console) -> None:
-    """The scaling of the variants that split a cell across devices, when the run has any."""
-    if body := scaling_rows(cells):
-        console.print(rich_table("scaling: t(1) / (D x t(D)) against the variant's one-device cell", list(body[0]),
-                                 [list(row.values()) for row in body],
-                                 right=("D", "ms", "efficiency", "comm ms", "compute ms")))
-
-
 def determinism_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
     """Each correct cell that asked for a deterministic backward beside the same variant's cell at the same shape
     without (in any experiment of the run): the cost of determinism, measured."""
@@ -220,13 +199,6 @@ def determinism_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
                          "deterministic ms": _fmt(c.median_s * 1e3), "cost": f"{c.median_s / base.median_s - 1:+.1%}",
                          "bits repeat": str(c.correctness.bitwise_repeat) if c.correctness else "-"})
     return rows
-
-
-def determinism_table(cells: list[CellRecord], console: Console) -> None:
-    """The cost of a deterministic backward, when the run has cells that asked for one beside cells that did not."""
-    if body := determinism_rows(cells):
-        console.print(rich_table("deterministic backward: its time beside the same cell's without", list(body[0]),
-                                 [list(row.values()) for row in body], right=("ms", "deterministic ms", "cost")))
 
 
 # What a serving cell adds over a plainer one at an otherwise equal shape: (the cost's name, whether the cell has
@@ -268,12 +240,51 @@ def _cost_row(cost: str, c: CellRecord, base: CellRecord, called: str) -> dict[s
             "cost": f"{c.median_s / base.median_s - 1:+.1%}"}
 
 
-def serving_table(cells: list[CellRecord], console: Console) -> None:
-    """The cost of paging, shuffled pages, ragged lengths and new tokens, when the run has the cells to show it."""
-    if body := serving_rows(cells):
-        console.print(rich_table("serving: each cell beside the same shape without its paging, shuffling, ragged "
-                                 "lengths or new tokens", list(body[0]), [list(row.values()) for row in body],
-                                 right=("ms", "beside ms", "cost")))
+@dataclass(frozen=True)
+class Beside:
+    """A table a run gets beside its cells and leaderboard, where it holds the cells for it."""
+
+    title: str
+    rows: list[dict[str, str]]
+    right: tuple[str, ...]  # its numeric columns
+
+    @property
+    def header(self) -> list[str]:
+        return list(dict.fromkeys(name for row in self.rows for name in row))  # a column only some rows have, too
+
+    def body(self) -> list[list[str]]:
+        return [[row.get(name, "-") for name in self.header] for row in self.rows]
+
+
+def published_rows(cells: list[CellRecord], manifest) -> list[dict[str, str]]:
+    """Each measured cell beside the published figure at its shape (runner/published.py), if any."""
+    from runner import published
+
+    return [{name: _fmt(value) for name, value in row.items()}
+            for row in published.beside(cells, published.fp8_promised(manifest), manifest)]
+
+
+def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
+    """The tables `show`, `attnbench report` (its page and summary.md) give a run beside its cells and leaderboard:
+    scaling across devices, the cost of a deterministic backward, of paging, shuffled pages, ragged lengths and new
+    tokens, and the published figures at its shapes; each only where the run holds the cells for it."""
+    tables = [
+        Beside("scaling: t(1) / (D x t(D)) against the variant's one-device cell", scaling_rows(cells),
+               ("D", "ms", "efficiency", "comm ms", "compute ms")),
+        Beside("deterministic backward: its time beside the same cell's without", determinism_rows(cells),
+               ("ms", "deterministic ms", "cost")),
+        Beside("serving: each cell beside the same shape without its paging, shuffling, ragged lengths or new tokens",
+               serving_rows(cells), ("ms", "beside ms", "cost")),
+        Beside("published: measured / published at the same shape (below 1: faster than published)",
+               published_rows(cells, manifest), ("measured ms", "published ms", "measured / published",
+                                                 "measured % MMA@clock", "published % MMA@clock")),
+    ]
+    return [t for t in tables if t.rows]
+
+
+def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:
+    for t in beside_tables(cells, manifest):
+        console.print(rich_table(t.title, t.header, t.body(), right=t.right))
 
 
 def _part_state(part) -> str:

@@ -61,6 +61,27 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
     assert f"report: {tmp_path / 'report' / 'index.html'}" in done.err
 
 
+def test_the_report_gives_a_run_the_tables_show_gives_it_beside_its_cells(capsys, tmp_path):
+    """The published figures at hopper-long's shapes and the CPU serving fixture's cost of paging and new tokens (and
+    decode_sweep's figures at its dense cells' shapes), on the page and in summary.md, under the run they belong to (runner.report.beside_tables, as `show`)."""
+    serving = REPO / "tests" / "fixtures" / "serving-cpu" / "serving-cpu-20261206"
+    done = report(capsys, tmp_path, H200 / HOPPER, serving)
+    assert done.code == 0, done.err
+    page = (tmp_path / "report" / "index.html").read_text()
+    sections = {m[1]: m[2] for m in re.finditer(r"<section id='([^']+)'>(.*?)</section>", page, re.S)}
+    hopper, served = sections[HOPPER], sections["serving-cpu-20261206"]
+    assert "<caption>Published: measured / published at the same shape" in hopper
+    assert "<caption>Serving: each cell" not in hopper
+    assert "<caption>Serving: each cell beside the same shape without its paging" in served
+    assert "<caption>Published: measured / published" in served  # decode_sweep at its dense cells' shapes
+    assert served.count("<td>paging</td>") == 8 and served.count("<td>new tokens</td>") == 8
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "### Published: measured / published" in summary and "### Serving: each cell beside" in summary
+    runs = {part.split("\n")[0]: part for part in summary.split("\n## ")[1:]}
+    assert "### Published" in runs[HOPPER] and "### Serving" in runs["serving-cpu-20261206"]
+    assert "### Serving" not in runs[HOPPER]
+
+
 def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(H200 / HOPPER, store / HOPPER)
