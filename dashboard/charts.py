@@ -100,12 +100,13 @@ def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Fig
 
 
 # The two legends sit under the x axis title, so the plot keeps its width whatever the number of variants and runs,
-# and the figure grows by their rows, so the plot keeps its height too and charts side by side stay level. Their rows
-# are counted for the narrowest column a chart is drawn in (two columns beside the sidebar at 1280 px: about 460 px)
-# at a wide letter's width, so that a long legend wraps into rows it was given rather than over the next legend.
-# An entry too long for a row of its own is broken after a comma or before a bracket (a published series' name) and
-# takes two rows.
-PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, LEGEND_WIDTH_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 440, 7.0, 46
+# and the figure grows by their rows, so the plot keeps its height too and charts side by side stay level. plotly
+# wraps a horizontal legend at the plot's width, which the figure does not know: rows are counted for the narrowest
+# plot a chart gets (two columns beside the sidebar in a 1280 px window: about 240 px) at a wide letter's width, as
+# plotly lays entries out (packed left to right, or in a grid of the widest entry's width: whichever takes more
+# rows), so that a long legend wraps into rows it was given rather than over the next legend; a name wider than the
+# plot is wrapped at its spaces.
+PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, LEGEND_WIDTH_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 240, 7.0, 46
 
 
 def _entry_px(name: str) -> float:
@@ -113,34 +114,43 @@ def _entry_px(name: str) -> float:
 
 
 def legend_name(name: str, width: float = LEGEND_WIDTH_PX) -> str:
-    """`name` as its legend entry shows it: on two lines (broken at the last ', ' or ' (' that lets the first fit)
-    where one line would run past `width` pixels."""
+    """`name` as its legend entry shows it: wrapped at its spaces into lines that fit `width` pixels (a word longer
+    than that keeps a line of its own)."""
     if "<br>" in name or _entry_px(name) <= width:
         return name
-    fits = [i for i, (a, b) in enumerate(zip(name, name[1:])) if (a, b) in ((",", " "), (" ", "("))
-            and _entry_px(name[:i + 1]) <= width]
-    if not fits:
-        return name
-    cut = fits[-1] + 1
-    return name[:cut].rstrip() + "<br>" + name[cut:].lstrip()
+    lines: list[str] = []
+    for word in name.split(" "):
+        if lines and _entry_px(f"{lines[-1]} {word}") <= width:
+            lines[-1] += f" {word}"
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
 
 
 def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) -> int:
-    """The rows a horizontal legend of these entries (legend_name's) wraps into at `width` pixels: its title, then
-    each entry (its line sample and gap, ENTRY_PX, and its longest line), packed left to right."""
-    rows, used = 1, CHAR_PX * len(title)
-    for name in names:
-        entry, lines = _entry_px(name), name.count("<br>") + 1
-        if used + entry > width and used > 0:
-            rows, used = rows + 1, 0.0
-        rows += lines - 1
-        used = entry if lines > 1 else used + entry
-    return rows
+    """The rows of text a horizontal legend of these entries (legend_name's) takes at `width` pixels, a row as tall
+    as its tallest entry: the more of plotly's two layouts, entries packed left to right after the title, or a grid
+    whose columns are the widest entry's width."""
+    if not names:
+        return 0
+    lines = [name.count("<br>") + 1 for name in names]
+    packed, row, used = [], [], CHAR_PX * len(title)
+    for name, tall in zip(names, lines):
+        if row and used + _entry_px(name) > width:
+            packed.append(max(row))
+            row, used = [], 0.0
+        row.append(tall)
+        used += _entry_px(name)
+    packed.append(max(row))
+    columns = max(1, int((width - CHAR_PX * len(title)) // max(map(_entry_px, names))))
+    grid = [max(lines[i:i + columns]) for i in range(0, len(lines), columns)]
+    return max(sum(packed), sum(grid))
 
 
 def fit_legends(fig: go.Figure) -> go.Figure:
     """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) the rows their entries
-    need under the x axis, and make the figure that much taller (call it once every trace is in)."""
+    need under the x axis, and make the figure that much taller (views.plot calls it again once every trace is in:
+    the published series come after charts.py's)."""
     entries: dict[str, list[str]] = {"legend": [], "legend2": []}
     shown = {trace.name for trace in fig.data if trace.showlegend is not False and trace.name is not None}
     for trace in fig.data:  # every trace of a series shown, so that its name stays one
@@ -149,8 +159,7 @@ def fit_legends(fig: go.Figure) -> go.Figure:
             names = entries.setdefault(trace.legend or "legend", [])
             if trace.showlegend is not False and trace.name not in names:
                 names.append(trace.name)
-    rows = {key: legend_rows(fig.layout[key].title.text or "", names) if names else 0
-            for key, names in entries.items() if key in ("legend", "legend2")}
+    rows = {key: legend_rows(fig.layout[key].title.text or "", entries[key]) for key in ("legend", "legend2")}
     below = AXIS_PX + ROW_PX * rows["legend"] + (ROW_PX * rows["legend2"] + 6 if rows["legend2"] else 0) + 12
     height = TOP_PX + PLOT_PX + below
     return fig.update_layout(  # legend positions in pixels from the figure's bottom ('container'), as the margin is

@@ -75,7 +75,7 @@ def summary(reports: list[Report]) -> str:
         if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
         for t in report.beside_tables(r.run.cells, r.run.manifest):
-            parts += [f"### {t.title[0].upper()}{t.title[1:]}", report.markdown_table(t.header, t.body())]
+            parts += [f"### {t.heading}", report.markdown_table(t.header, t.body())]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
     return "\n\n".join(parts) + "\n"
 
@@ -110,7 +110,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
     machine = run.manifest.machine if run.manifest else None
     parts += [leaderboard_html(run.cells, legacy_of([run.manifest]), machine),
-              *(table_html(t.title[0].upper() + t.title[1:], t.header, t.body())
+              *(table_html(t.heading, t.header, t.body())
                 for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
               "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),

@@ -12,6 +12,7 @@ from runner import paging
 from runner.attention import real_tokens
 from runner.compiler import UNTIMED
 from runner.inputs import InputsAndReference, cotangent, masks_lengths
+from runner.metrics import FP8_MATMULS
 from runner.programs import Compiled
 from runner.record import Correctness, Fp8Info
 from runner.shape import Params
@@ -107,7 +108,7 @@ def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str
 
 
 def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: Compiled,
-             kernels: list[str], matmuls: tuple[str, ...] = ("qk", "pv")) -> Fp8Info:
+             kernels: list[str], matmuls: tuple[str, ...] = FP8_MATMULS) -> Fp8Info:
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the baseline's output
     (`baseline_out`, the baseline variant's output on the same inputs); `matmuls`, those the variant runs on f8
     values, recorded where one is not (its MMA peak mixes the two rates, runner.metrics.mma_peak_tflops)."""
@@ -119,6 +120,6 @@ def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: C
         in_hlo=in_hlo,
         in_kernels=in_kernels,
         rel_err_vs_bf16=diff,
-        matmuls=None if set(matmuls) == {"qk", "pv"} else list(matmuls),
+        matmuls=None if set(matmuls) == set(FP8_MATMULS) else list(matmuls),
         verdict=fp8_verdict(in_hlo, in_kernels, p.dtype, baseline, diff),
     )

@@ -22,8 +22,9 @@ def flops(p: Params) -> int:
 
 def _row_bytes(p: Params) -> tuple[float, float]:
     """Bytes of one token's row of a query-shaped tensor (Q, O) and of a key-shaped one (K, V), at the mean of Q/K's
-    and V/O's head dimensions (they differ under MLA). Every count below takes such rows in pairs of one of each width
-    (Q and O, dO and dQ, K and V, dK and dV), so its sum is exact under MLA too; one tensor's size is not."""
+    and V/O's head dimensions (they differ under MLA). bytes_min, kv_cache_bytes and gathered_bytes take such rows in
+    pairs of one of each width (Q and O, dO and dQ, K and V, dK and dV), so they are exact under MLA too; tensor_bytes
+    (one tensor's size, for memory estimates) is not: Q at the mean width, not head_dim."""
     width = ITEMSIZE[p.dtype] * (p.head_dim + p.v_head_dim) / 2
     return p.heads * width, p.kv_heads * width
 
@@ -82,11 +83,14 @@ FP8_MATMULS = ("qk", "pv")  # Q·Kᵀ and P·V: what an FP8 variant runs on f8 v
 def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: float | None) -> float | None:
     """The dense MMA TFLOP/s a cell record's matmuls could reach at this clock: its dtype's, or where FP8 reached the
     compiled program, FP8's for the matmuls its variant runs on f8 values (`c.fp8.matmuls`) and its dtype's for the
-    rest, the two rates weighted by each matmul's share of the FLOPs (Q·Kᵀ's head_dim, P·V's v_head_dim), as time
-    adds: tokamax_triton_fp8's P·V reads V rescaled to bf16, so its peak is 4/3 of bf16's on an H200, not twice."""
+    rest, the two rates weighted by each matmul's share of a forward's FLOPs (Q·Kᵀ's head_dim, P·V's v_head_dim), as
+    time adds: tokamax_triton_fp8's P·V reads V rescaled to bf16, so its peak is 4/3 of bf16's on an H200, not twice
+    (a forward+backward cell with only some matmuls in FP8: None, its backward's are not recorded)."""
     if not (c.fp8 and c.fp8.in_hlo):
         return peak_mma_tflops(capability, sm_count, c.params.dtype, sm_mhz)
     in_fp8 = FP8_MATMULS if c.fp8.matmuls is None else c.fp8.matmuls
+    if set(in_fp8) != set(FP8_MATMULS) and c.params.pass_ == "fwd_bwd":
+        return None  # a backward's matmuls are more than these two, and which of them run on f8 is not recorded
     widths = {"qk": c.params.head_dim, "pv": c.params.v_head_dim}
     seconds = 0.0  # per TFLOP
     for matmul, width in widths.items():

@@ -66,7 +66,8 @@ class Fp8Info(Strict):
     rel_err_vs_bf16: float | None = Field(None, description="||out - out_bf16|| / ||out_bf16|| on the same inputs.")
     matmuls: list[str] | None = Field(None, description="The matmuls the variant runs on f8 values: 'qk' (Q·Kᵀ), "
                                       "'pv' (P·V); what its % of the MMA peak is set against (runner.metrics). None: "
-                                      "both, as every FP8 variant before tokamax_triton_fp8 (cudnn_fp8, te_fp8) does.")
+                                      "both, as cudnn_fp8 and te_fp8 run them (no tokamax_triton_fp8 record was "
+                                      "written before this field: that variant had not run on a GPU).")
     verdict: str = Field(description="One sentence a person can read.")
 
 

@@ -250,10 +250,18 @@ class Beside:
 
     @property
     def header(self) -> list[str]:
-        return list(dict.fromkeys(name for row in self.rows for name in row))  # a column only some rows have, too
+        """Every row's columns in their first order (a column only some rows have, too)."""
+        return list(dict.fromkeys(name for row in self.rows for name in row))
+
+    @property
+    def heading(self) -> str:
+        """The title as a section heading starts it (report's page and summary.md)."""
+        return self.title[0].upper() + self.title[1:]
 
     def body(self) -> list[list[str]]:
-        return [[row.get(name, "-") for name in self.header] for row in self.rows]
+        """The rows under `header`, "-" where a row lacks a column."""
+        header = self.header
+        return [[row.get(name, "-") for name in header] for row in self.rows]
 
 
 def published_rows(cells: list[CellRecord], manifest) -> list[dict[str, str]]:
@@ -283,6 +291,7 @@ def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
 
 
 def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:
+    """`show`'s tables beside the leaderboard (beside_tables), each as a terminal table."""
     for t in beside_tables(cells, manifest):
         console.print(rich_table(t.title, t.header, t.body(), right=t.right))
 

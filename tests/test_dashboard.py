@@ -835,20 +835,24 @@ def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cud
                                                                 ("te", "9.14.0")}
 
 
-def test_a_legend_is_given_the_rows_its_entries_wrap_into_and_a_long_name_two_lines():
+def test_a_legend_is_given_the_rows_its_entries_wrap_into_and_a_long_name_lines_that_fit():
     import plotly.graph_objects as go
 
     from dashboard import charts
 
     published = "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0), NVIDIA H200 (FP8)"
-    assert charts.legend_name(published) == "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0),<br>NVIDIA H200 (FP8)"
-    assert charts.legend_name("cudnn") == "cudnn"
-    assert charts.legend_rows("variant ", ["cudnn", "te", "xla"]) == 1
-    assert charts.legend_rows("variant ", ["cudnn", "te", "pallas_triton", "xla", "cudnn_fp8", "te_fp8"]) == 2
-    assert charts.legend_rows("variant ", ["xla", charts.legend_name(published)]) == 3  # its own row, two lines
+    wrapped = charts.legend_name(published)
+    assert wrapped == "published: cuDNN 9.19.1<br>(cudnn-frontend 1.19.0),<br>NVIDIA H200 (FP8)"
+    assert all(charts._entry_px(line) <= charts.LEGEND_WIDTH_PX for line in wrapped.split("<br>"))
+    assert charts.legend_name("cudnn") == "cudnn" and charts.legend_name(wrapped) == wrapped
+    assert charts.legend_rows("variant ", []) == 0
+    assert charts.legend_rows("variant ", ["cudnn", "te"]) == 1  # 56 + 81 + 60 px of 240
+    assert charts.legend_rows("variant ", ["cudnn", "te", "xla"]) == 2
+    # packed: [xla], [wrapped (3 lines)], [cudnn te] -> 5; a grid of the widest entry's columns (1) -> 1 + 3 + 1 + 1
+    assert charts.legend_rows("variant ", ["xla", wrapped, "cudnn", "te"]) == 6
     fig = charts.fit_legends(go.Figure([go.Scatter(name=n, legend="legend") for n in ("a", published)]
                                        + [go.Scatter(name=published, showlegend=False)]).update_layout(
         legend={"title": {"text": "variant "}}, legend2={"title": {"text": "run "}}))
-    assert {t.name for t in fig.data} == {"a", charts.legend_name(published)}  # a series keeps one name
+    assert {t.name for t in fig.data} == {"a", wrapped}  # a series keeps one name
     assert fig.layout.height == charts.TOP_PX + charts.PLOT_PX + fig.layout.margin.b  # the plot keeps its height
-    assert fig.layout.margin.b == charts.AXIS_PX + 3 * charts.ROW_PX + 12
+    assert fig.layout.margin.b == charts.AXIS_PX + 4 * charts.ROW_PX + 12  # [a], [3 lines]; no runs' legend

@@ -153,5 +153,7 @@ def test_an_fp8_cells_mma_peak_is_fp8s_for_the_matmuls_it_runs_in_fp8_and_its_dt
     assert metrics.clock_peak_tflops(qk_only, machine) == pytest.approx(4 / 3 * bf16)
     mla = qk_only.model_copy(update={"params": fp8.params.model_copy(update={"head_dim": 192, "v_head_dim": 128})})
     assert metrics.clock_peak_tflops(mla, machine) == pytest.approx(1 / (0.6 / (2 * bf16) + 0.4 / bf16))
+    backward = qk_only.model_copy(update={"params": fp8.params.model_copy(update={"pass_": "fwd_bwd"})})
+    assert metrics.clock_peak_tflops(backward, machine) is None  # which backward matmuls ran in FP8: not recorded
     not_fp8 = fp8.model_copy(update={"fp8": fp8.fp8.model_copy(update={"in_hlo": False})})
     assert metrics.clock_peak_tflops(not_fp8, machine) == pytest.approx(bf16)

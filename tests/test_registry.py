@@ -225,3 +225,10 @@ def test_no_variant_a_test_registered_outlives_it():
     and a test variant left registered once failed tests/test_docs.py after this file."""
     assert sorted(n for n, v in load_all().items() if not v.build.__module__.startswith("runner.variants.")) == []
     assert not [m for m in sys.modules if m.startswith("attnbench_variants_")] and "test_host" not in BACKENDS
+
+
+def test_a_variant_naming_a_matmul_its_fp8_peak_cannot_weigh_is_refused_when_registered():
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=r"variant odd_fp8: fp8_matmuls \['QK'\] are not of \('qk', 'pv'\)"):
+        variant("odd_fp8", fp8_baseline="cudnn", fp8_matmuls=("QK",))
