@@ -91,12 +91,13 @@ def _x_sizes(fig: go.Figure, values: pd.Series) -> None:
 
 
 def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(
+    """Titles, axes and the two horizontal legends; their rows and the figure's height are set once every trace is
+    in (fit_legends, from views.plot: published series come after)."""
+    return fig.update_layout(
         title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
         **PLAIN, xaxis=AXIS, yaxis=AXIS, xaxis_title=AXES.get(x, x), yaxis_title=AXES.get(y, y), hovermode="closest",
         legend={"orientation": "h", "title": {"text": "variant "}}, legend2={"orientation": "h", "title": {"text": "run "}},
     )
-    return fit_legends(fig)
 
 
 # The two legends sit under the x axis title, so the plot keeps its width whatever the number of variants and runs,
@@ -149,8 +150,7 @@ def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) ->
 
 def fit_legends(fig: go.Figure) -> go.Figure:
     """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) the rows their entries
-    need under the x axis, and make the figure that much taller (views.plot calls it again once every trace is in:
-    the published series come after charts.py's)."""
+    need under the x axis, and make the figure that much taller (views.plot calls it, once every trace is in)."""
     entries: dict[str, list[str]] = {"legend": [], "legend2": []}
     shown = {trace.name for trace in fig.data if trace.showlegend is not False and trace.name is not None}
     for trace in fig.data:  # every trace of a series shown, so that its name stays one

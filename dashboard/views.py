@@ -52,8 +52,9 @@ def link(**params) -> str:
 
 def plot(fig, key: str) -> None:
     """A figure as charts.py drew it: streamlit's theme would restyle it (and drops legend entries of grouped
-    traces), so it is off; its legends are given the rows their entries need (entries may have come since)."""
-    if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":  # charts.py's
+    traces), so it is off; a line or bar chart's legends are given the rows their entries need, every trace now in
+    (charts.fit_legends). A figure without charts.py's two horizontal legends has no legend2 attribute at all."""
+    if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":
         charts.fit_legends(fig)
     st.plotly_chart(fig, key=key, theme=None, config={"displaylogo": False})
 
