@@ -15,7 +15,7 @@ from runner.inputs import InputsAndReference, cotangent, masks_lengths
 from runner.metrics import FP8_MATMULS
 from runner.programs import Compiled
 from runner.record import Correctness, Fp8Info
-from runner.shape import Params
+from runner.shape import Fp8Matmul, Params
 
 FP8_TYPE = re.compile(r"\bf8e[45]m[23]")
 FP8_KERNEL = re.compile(r"f8|fp8|e4m3", re.IGNORECASE)
@@ -108,7 +108,7 @@ def fp8_verdict(in_hlo: bool, in_kernels: bool | None, dtype: str, baseline: str
 
 
 def fp8_step(baseline: str, p: Params, outputs: tuple, baseline_out, compiled: Compiled,
-             kernels: list[str], matmuls: tuple[str, ...] = FP8_MATMULS) -> Fp8Info:
+             kernels: list[str], matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS) -> Fp8Info:
     """Did FP8 happen? Types in the compiled program, kernel names, and distance from the baseline's output
     (`baseline_out`, the baseline variant's output on the same inputs); `matmuls`, those the variant runs on f8
     values, recorded where one is not (its MMA peak mixes the two rates, runner.metrics.mma_peak_tflops)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
+from typing import get_args
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +20,7 @@ from runner.attention import Logits, reference_attention, zero_padded_rows
 from runner.cells import family, reference_shape, unsplit
 from runner.compiler import UNTIMED
 from runner.registry import Skip
-from runner.shape import Params
+from runner.shape import Cotangent, Params
 from runner.timers import Stopwatch
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # one reference chunk: its float32 scores and its requests' K and V (chunk_shape)
@@ -111,16 +112,16 @@ def _cut(flat, shape: tuple, dtype: str):
     return flat[: math.prod(shape)].reshape(shape).astype(jnp.dtype(dtype))
 
 
-ZERO_PADDED = "normal, zero at padded query rows"
+NORMAL, ZERO_PADDED = get_args(Cotangent)
 
 
-def cotangent(p: Params) -> str | None:
+def cotangent(p: Params) -> Cotangent | None:
     """The output cotangent dO a fwd_bwd cell's gradients are taken with, as its record says it (Correctness.cotangent):
     seeded normals, zero at a padded batch's padded query rows (since 2026-12-06, 44c74fc); None without a backward."""
     if p.pass_ != "fwd_bwd":
         return None
     lengths = masks.padded_lengths(p)
-    return ZERO_PADDED if lengths is not None and min(lengths[0]) < p.seq_len else "normal"
+    return ZERO_PADDED if lengths is not None and min(lengths[0]) < p.seq_len else NORMAL
 
 
 def make_inputs(p: Params, seed: int) -> tuple:

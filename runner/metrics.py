@@ -4,10 +4,11 @@ records, migrations' readers and the dashboard can all use them without importin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 from runner import paging
 from runner.masks import kept_elements, kept_rows
-from runner.shape import Params
+from runner.shape import Fp8Matmul, Params
 
 BWD_FLOP_FACTOR = 3.5  # fwd + bwd = 3.5 x fwd, the convention of FlashAttention's benchmarks
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -77,7 +78,8 @@ def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str
     return per_clock * sm_count * sm_mhz / 1e6
 
 
-FP8_MATMULS = ("qk", "pv")  # Q·Kᵀ and P·V: what an FP8 variant runs on f8 values unless it says otherwise
+# Q·Kᵀ and P·V: what an FP8 variant runs on f8 values unless it says otherwise (the names: runner.shape.Fp8Matmul)
+FP8_MATMULS: tuple[Fp8Matmul, ...] = get_args(Fp8Matmul)
 
 
 def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: float | None) -> float | None:

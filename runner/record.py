@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from runner.shape import READING, Params, Strict
+from runner.shape import READING, Cotangent, Fp8Matmul, Params, Strict
 
 SCHEMA_VERSION = 14
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
@@ -45,10 +45,11 @@ class Correctness(Strict):
     max_abs_err: float
     rel_err: float = Field(description="||out - ref|| / ||ref|| for the output.")
     grad_rel_err: dict[str, float] | None = Field(None, description="Same for dq, dk, dv under fwd_bwd.")
-    cotangent: str | None = Field(None, description="fwd_bwd: the output cotangent dO the gradients were taken with: "
-                                  "'normal' (seeded normals), or 'normal, zero at padded query rows' for a padded batch "
-                                  "(runner.inputs.cotangent). None: not recorded (before 2026-12-06; the manifest's git_sha "
-                                  "tells: from 44c74fc a padded cell's dO was already zero there, before it normal).")
+    cotangent: Cotangent | None = Field(None, description="fwd_bwd: the output cotangent dO the gradients were taken "
+                                        "with: 'normal' (seeded normals), or 'normal, zero at padded query rows' for a "
+                                        "padded batch (runner.inputs.cotangent: the only values ever written). None: "
+                                        "not recorded (before 2026-12-06; the manifest's git_sha tells: from 44c74fc a "
+                                        "padded cell's dO was already zero there, before it normal).")
     tolerance: float
     grad_tolerance: float | None = None
     causal_first_changed: bool | None = Field(None, description="Causal: row 0 differs from unmasked attention.")
@@ -64,10 +65,12 @@ class Fp8Info(Strict):
     in_hlo: bool = Field(description="Whether any f8 type appears in the compiled program.")
     in_kernels: bool | None = Field(None, description="Whether a kernel name that ran says f8/fp8/e4m3.")
     rel_err_vs_bf16: float | None = Field(None, description="||out - out_bf16|| / ||out_bf16|| on the same inputs.")
-    matmuls: list[str] | None = Field(None, description="The matmuls the variant runs on f8 values: 'qk' (Q·Kᵀ), "
-                                      "'pv' (P·V); what its % of the MMA peak is set against (runner.metrics). None: "
-                                      "both, as cudnn_fp8 and te_fp8 run them (no tokamax_triton_fp8 record was "
-                                      "written before this field: that variant had not run on a GPU).")
+    matmuls: list[Fp8Matmul] | None = Field(None, description="The matmuls the variant runs on f8 values: 'qk' "
+                                            "(Q·Kᵀ), 'pv' (P·V) (runner.shape.Fp8Matmul: no shipped variant declared "
+                                            "another, and registration refuses one since fd7c08e); what its % of the "
+                                            "MMA peak is set against (runner.metrics). None: both, as cudnn_fp8 and "
+                                            "te_fp8 run them (no tokamax_triton_fp8 record was written before this "
+                                            "field: that variant had not run on a GPU).")
     verdict: str = Field(description="One sentence a person can read.")
 
 

@@ -28,7 +28,7 @@ from runner.cells import cell_problem
 from runner.machine import Device
 from runner.metrics import FP8_MATMULS
 from runner.record import VariantInfo
-from runner.shape import Params
+from runner.shape import Fp8Matmul, Params
 
 Attend = Callable  # (q, k, v) -> out
 
@@ -153,7 +153,7 @@ class Variant:
     probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
     rules: list[str] = field(default_factory=list)  # `check`'s rules in words, for the manifest
     legacy: str | None = None  # its library's deprecation and what replaces it, said wherever it is listed
-    fp8_matmuls: tuple[str, ...] = FP8_MATMULS  # FP8 variants: the matmuls run on f8 values (Q·Kᵀ, P·V)
+    fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS  # FP8 variants: the matmuls run on f8 values (Q·Kᵀ, P·V)
 
     def info(self) -> VariantInfo:
         return VariantInfo(doc=self.doc, backend=self.backend, fp8_baseline=self.fp8_baseline,
@@ -170,7 +170,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
             rules: tuple[str, ...] = (), worker: str = "jax", preload: Callable[[], None] | None = None,
             probe: Callable[[], str | None] | None = None, legacy: str | None = None,
-            fp8_matmuls: tuple[str, ...] = FP8_MATMULS):
+            fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS):
     """Register `build(params) -> attend | Staged | Tuned | Autotuned` under `name`, with every rule of the
     variant: `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
     `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces and the

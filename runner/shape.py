@@ -25,6 +25,10 @@ Softcap = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 PageOrder = Literal["contiguous", "shuffled"]
 KVLengths = Literal["equal", "uniform", "long_tail", "bimodal"]
 Spread = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# Two words a record says of a call, defined at the bottom so that the record (runner.record) and the modules that
+# give them meaning (runner.metrics, runner.inputs) share one list without importing each other
+Fp8Matmul = Literal["qk", "pv"]  # Q·Kᵀ, P·V: the matmuls an FP8 variant may run on f8 values (metrics.FP8_MATMULS)
+Cotangent = Literal["normal", "normal, zero at padded query rows"]  # a fwd_bwd call's dO (inputs.cotangent)
 
 
 def size(limit: int) -> Any:

@@ -115,6 +115,26 @@ def test_malformed_lines_are_reported_and_the_rest_load(tmp_path):
     assert run.problems[2].startswith(f"{cells_path}:7: not valid JSON")
 
 
+def test_an_fp8_matmul_or_cotangent_the_record_does_not_name_is_refused_in_one_line_on_reading(tmp_path):
+    """fp8.matmuls and correctness.cotangent take only the words runner.shape defines (each the only ones ever
+    written); a stored line with another is one problem naming the field, and the lines beside it read."""
+    fp8 = Fp8Info(in_hlo=True, rel_err_vs_bf16=0.01, matmuls=["qk"], verdict="FP8 attention")
+    known = record("cudnn_fp8", fp8=fp8, params=params(pass_="fwd_bwd", fill=0.5, batch=2))
+    known.correctness.cotangent = "normal, zero at padded query rows"
+    run_dir = write_run(tmp_path, [known, known, known])
+    lines = (run_dir / CELLS).read_text().splitlines()
+    odd_matmul, odd_cotangent = json.loads(lines[1]), json.loads(lines[2])
+    odd_matmul["fp8"]["matmuls"] = ["qk", "QK"]
+    odd_cotangent["correctness"]["cotangent"] = "zero"
+    (run_dir / CELLS).write_text("\n".join([lines[0], json.dumps(odd_matmul), json.dumps(odd_cotangent)]) + "\n")
+    run = read_run(run_dir)
+    assert run.cells == [known]  # the words it may say read back as written
+    cells_path = str((run_dir / CELLS).resolve())
+    assert run.problems == [f"{cells_path}:2: not a valid record (fp8.matmuls.1: Input should be 'qk' or 'pv')",
+                            f"{cells_path}:3: not a valid record (correctness.cotangent: Input should be 'normal' or "
+                            "'normal, zero at padded query rows')"]
+
+
 def test_a_newer_schema_version_reads_as_far_as_known_and_says_so(tmp_path):
     records = some_records()
     run_dir = write_run(tmp_path, records)
