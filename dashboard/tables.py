@@ -26,10 +26,14 @@ def _column(cells: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(cells[name], errors="coerce") if name in cells else pd.Series(np.nan, index=cells.index)
 
 
+def _text(cells: pd.DataFrame, name: str) -> pd.Series:
+    return cells[name] if name in cells else pd.Series(None, index=cells.index, dtype=object)
+
+
 def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd.DataFrame:
     """Latency (median, q1, q3 in ms), noise, TFLOP/s, GB/s, their % of the run's measured ceilings and the TFLOP/s'
-    % of the MMA peak at each cell's clock, by `timer` (NaN where a cell has no such timing); a serving cell's µs
-    per generated token; sizes in MiB."""
+    % of the MMA peak at the clock read while `timer` sampled (a cell's telemetry is its headline's: NaN by another
+    timer), by `timer` (NaN where a cell has no such timing); a serving cell's µs per generated token; sizes in MiB."""
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
@@ -39,7 +43,8 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
         latency_ms=seconds * 1e3, q1_ms=_column(cells, f"{timer}_q1_s") * 1e3,
         q3_ms=_column(cells, f"{timer}_q3_s") * 1e3, noise=_column(cells, f"{timer}_noise"),
         **rated,  # by the record's own names: the record's headline rates replaced by this timer's
-        pct_of_clock_peak=metrics.clock_peak_share(rated["tflops"], _column(cells, "clock_peak_tflops")),
+        pct_of_clock_peak=metrics.clock_peak_share(rated["tflops"], _column(cells, "clock_peak_tflops").where(
+            _text(cells, "telemetry_timer").eq(timer))),  # the clock is its telemetry's timer's: no other's share
         tflops_per_j=_column(cells, "tflops_per_j"), temp_mib=_column(cells, "temp_bytes") / 2**20,
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
         us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")).where(

@@ -14,15 +14,15 @@ SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "medi
 
 def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataFrame:
     """One row per cell (CellRecord.row), `order` its place in the list (the run's order), `serving` whether it is
-    a serving cell (runner.paging), and given the run's machine, `clock_peak_tflops` (its GPUs' dense MMA rate at its sampled SM clock, runner.metrics) and
-    `pct_of_clock_peak`: its headline TFLOP/s as a share of it."""
+    a serving cell (runner.paging), and given the run's machine, `clock_peak_tflops` (its GPUs' dense MMA rate at the
+    SM clock read while its `telemetry_timer` sampled, runner.metrics) and `pct_of_clock_peak`: its headline TFLOP/s
+    as a share of it, where the headline is that timer."""
     rows = pd.DataFrame([c.row() for c in records])
     if not len(rows):
         return rows
-    peaks = [metrics.clock_peak_tflops(c, machine) for c in records]
+    peaks = [metrics.clock_peak_tflops(c, machine, c.telemetry.timer if c.telemetry else None) for c in records]
     return rows.assign(order=range(len(rows)), serving=[paging.serving(c.params) for c in records],
-                       clock_peak_tflops=peaks,
-                       pct_of_clock_peak=[metrics.clock_peak_share(c.tflops, p) for c, p in zip(records, peaks)])
+                       clock_peak_tflops=peaks, pct_of_clock_peak=[metrics.clock_peak(c, machine) for c in records])
 
 
 def soak_points(records: list[CellRecord]) -> pd.DataFrame:

@@ -30,7 +30,7 @@ class Time:
     seconds: float
     noise: float
     backend: str | None = None
-    clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock sampled while it ran, if known
+    clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock read while this timer sampled
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,9 @@ class Standing:
 
 def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
-    peak at the cell's clock where the run's `machine` and the cell's telemetry give it; None if it has no time."""
+    peak at the SM clock read while that timer sampled, where the run's `machine` and the cell's telemetry give it
+    (telemetry spans one timer's samples, the headline's: a time by another timer has no share, runner.metrics.clock_of);
+    None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
@@ -74,7 +76,7 @@ def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | 
     from runner import metrics  # here: it imports numpy, which the board's other callers never need
 
     tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
-    share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine))
+    share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
                 share)
 
@@ -122,8 +124,9 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown; a legacy variant is named so; the winner's % of the MMA peak
-    at its clock where any winner has one."""
+    """One text row per shape, for a table or markdown; a legacy variant is named so; `% MMA@clock`: the winner's
+    time as a % of its GPUs' MMA peak at the SM clock read while the board's timer took its samples, where any winner
+    has one (NVML reads the clock over the headline timer's samples only: a board by another timer, wall, has none)."""
     clocked = any(s.winner.clock_peak is not None for s in standings)
     return [{
         "shape": s.shape, "fastest": _named(s.winner.variant, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",

@@ -103,13 +103,23 @@ def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: flo
     return 1 / seconds
 
 
-def clock_peak_tflops(c, machine) -> float | None:
-    """The dense MMA TFLOP/s of the GPUs a cell record ran on at the median SM clock NVML read while it was timed
-    (the run's `machine` gives the capability and SMs; mma_peak_tflops the data types): D such peaks for a cell split
-    across D GPUs, whose FLOPs are the whole call's; None without telemetry or the machine's facts."""
-    if machine is None or machine.gpu is None or c.telemetry is None:
+def clock_of(c, timer: str | None = None) -> float | None:
+    """The median SM clock NVML read while `timer` (default: the record's headline timer) took a cell record's
+    samples. Telemetry spans one timer's samples (`telemetry.timer`, the sampling's headline): for another timer (a
+    split cell's wall headline, a board ranked by wall) no clock was read, and a share of its time against the
+    other's clock would mix two windows: None, as without telemetry."""
+    t = c.telemetry
+    return t.sm_clock_mhz.median if t is not None and t.timer is not None and t.timer == (timer or c.timer) else None
+
+
+def clock_peak_tflops(c, machine, timer: str | None = None) -> float | None:
+    """The dense MMA TFLOP/s of the GPUs a cell record ran on at the SM clock read while `timer` sampled (clock_of;
+    default: its headline timer; the run's `machine` gives the capability and SMs; mma_peak_tflops the data types):
+    D such peaks for a cell split across D GPUs, whose FLOPs are the whole call's; None without that clock or the
+    machine's facts."""
+    if machine is None or machine.gpu is None:
         return None
-    peak = mma_peak_tflops(c, machine.compute_capability, machine.gpu.sm_count, c.telemetry.sm_clock_mhz.median)
+    peak = mma_peak_tflops(c, machine.compute_capability, machine.gpu.sm_count, clock_of(c, timer))
     return None if peak is None else peak * c.params.devices
 
 

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from runner.shape import READING, Cotangent, Fp8Matmul, Params, Strict
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -118,6 +118,9 @@ class Telemetry(Strict):
     """The GPU's state while the headline timer sampled (NVML, read every few milliseconds from a thread)."""
 
     source: str = Field(description="nvml")
+    timer: str | None = Field(None, description="The timer whose samples the readings span: the headline the sampling "
+                              "takes first (runner.sampling.time_step; device on a GPU). The clock is that timer's "
+                              "alone: no other timer's time is rated at it (runner.metrics.clock_of). None: not known.")
     samples: int
     sm_clock_mhz: Span
     mem_clock_mhz: Span | None = None
@@ -298,7 +301,7 @@ def _telemetry_columns(t: Telemetry | None) -> dict:
         columns.update(power_mean_w=t.power_w.mean, power_max_w=t.power_w.max)
     if t.temperature_c:
         columns["temperature_max_c"] = t.temperature_c.max
-    return columns | {"power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle), "clock_spread": t.clock_spread}
+    return columns | {"telemetry_timer": t.timer, "power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle), "clock_spread": t.clock_spread}
 
 
 class GpuFacts(Strict):
@@ -652,10 +655,21 @@ def _v13_to_v14(data: dict, kind: str) -> dict:
     return data
 
 
+def _v14_to_v15(data: dict, kind: str) -> dict:
+    """Schema 15: a cell's telemetry names the timer whose samples it spans (`telemetry.timer`). Every runner that
+    wrote telemetry (schema 3 on, from 6b3c339) read it over its first timer's samples only (time_step's headline,
+    timers[0]) and kept the timings in the order it sampled them, so an older cell's is its first timing's timer
+    (device on a GPU; a split cell's headline `timer` is wall all the same). The rule is this step's own, frozen."""
+    telemetry, timings = (data.get("telemetry"), data.get("timings")) if kind == "cell" else (None, None)
+    if isinstance(telemetry, dict) and telemetry.get("timer") is None and timings and isinstance(timings[0], dict):
+        telemetry["timer"] = timings[0].get("timer")
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
               8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12, 12: _v12_to_v13,
-              13: _v13_to_v14}
+              13: _v13_to_v14, 14: _v14_to_v15}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

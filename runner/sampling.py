@@ -330,6 +330,8 @@ def time_step(timers: list[Timer], fn: Callable, args: tuple, settings: TimingSe
             else:
                 sampled.append(sample(timer, fn, args, limit, ran_s=ran_s))
     load = Window(start=loaded, end=time.time())
+    if telemetry is not None:  # read over the headline's samples alone: its clock is no other timer's
+        telemetry = telemetry.model_copy(update={"timer": headline.name})
     if settings.soak_s and env.source is not None and hasattr(headline, "session"):
         with watch.phase("soak"):
             power.cool(env.source, env.idle or power.Idle(None, None), settings.settle_max_s)

@@ -132,3 +132,18 @@ def test_each_winner_carries_its_share_of_the_mma_peak_at_its_own_clock(capsys):
     assert "% MMA@clock" not in leaderboard.rows(leaderboard.leaderboard(run.cells))[0]
     result = in_process(capsys, "show", folder, "--format", "leaderboard")
     assert result.code == 0 and "| variants | % MMA@clock |" in result.out.splitlines()[0]
+
+
+def test_a_board_by_a_timer_the_clock_was_not_read_over_gives_no_share_of_the_peak_at_that_clock():
+    """NVML read the SM clock over the headline's (device) samples alone: a board ranked by wall, whose samples came
+    after under a clock of their own, rates no winner against it, and has no % MMA@clock column."""
+    from helpers import REPO
+    from runner.store import read_run
+
+    run = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-burst-20261202")
+    assert {c.telemetry.timer for c in run.cells if c.telemetry} == {"device"}  # schema 3: by step 14 -> 15
+    by_wall = leaderboard.leaderboard(run.cells, "wall", run.manifest.machine)
+    assert by_wall and all(s.winner.clock_peak is None for s in by_wall)
+    assert "% MMA@clock" not in leaderboard.rows(by_wall)[0]
+    by_device = leaderboard.leaderboard(run.cells, "device", run.manifest.machine)
+    assert all(s.winner.clock_peak for s in by_device)

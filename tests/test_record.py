@@ -16,6 +16,7 @@ from runner import metrics, paging
 from runner.results import CELLS, MANIFEST
 from runner.shape import cell_key
 from runner.store import open_store, read_run
+from helpers import params
 from test_results import manifest, record
 
 SCHEMA1 = Path(__file__).with_name("fixtures") / "schema1" / "schema1-20261202-000000"  # written by attnbench 0.1
@@ -401,3 +402,28 @@ def test_the_v13_to_v14_step_leaves_a_true_note_alone():
                     "telemetry": telemetry | {"throttle": ["idle", "thermal (software)"]}}
     state = read_cell(light).power
     assert (state.settled, state.rule) == (False, "unsettled") and "saw thermal (software);" in state.note
+
+
+def test_the_v14_to_v15_step_names_the_first_timer_as_the_one_the_telemetry_spans():
+    """Every runner read NVML over its first timer's samples (the headline it sampled first, device on a GPU): an
+    older cell's telemetry reads as that timer's, a split cell's too, whose headline is wall, so its wall time is
+    rated at no clock; a telemetry that names its timer keeps it; every committed record with telemetry has one."""
+    from runner.record import Machine
+
+    timing = {"median_s": 1e-3, "q1_s": 1e-3, "q3_s": 1e-3, "min_s": 1e-3, "samples": 3, "noise": 0.0,
+              "converged": True}
+    split = json.loads(record(params=params(devices=2, dtype="bfloat16")).model_dump_json(by_alias=True)) | {
+        "schema_version": 14, "timer": "wall", "tflops": 100.0,
+        "timings": [timing | {"timer": "device"}, timing | {"timer": "wall"}],
+        "telemetry": {"source": "nvml", "samples": 3, "sm_clock_mhz": {"min": 1.0e3, "median": 1.0e3, "max": 1.0e3},
+                      "clock_spread": 0.0}}
+    machine = Machine(host="h", platform="gpu", device_kind="H200", device_count=2, compute_capability="9.0",
+                      gpu=GpuFacts(sm_count=132))
+    cell = read_cell(split)
+    assert cell.telemetry.timer == "device" and metrics.clock_peak(cell, machine) is None  # wall: no clock read
+    assert metrics.clock_peak_tflops(cell, machine, "device") == pytest.approx(2 * 4096 * 132 * 1e3 / 1e6)
+    named = split | {"telemetry": split["telemetry"] | {"timer": "wall"}}
+    assert read_cell(named).telemetry.timer == "wall" and metrics.clock_peak(read_cell(named), machine)
+    files = [p for folder in (SHIPPED, EVIDENCE, FIXTURES) for p in sorted(folder.rglob("cells*.jsonl"))]
+    telemetry = [cell.telemetry for path in files for cell in map(read_cell, lines(path)) if cell.telemetry]
+    assert len(telemetry) > 1000 and {t.timer for t in telemetry} == {"device"}

@@ -362,3 +362,21 @@ def test_the_chunks_noise_stops_a_stream_only_over_three_chunks_at_least():
     assert _enough(stream, [0, 1, 2], 10, settings)
     stream.ends = [0.05, 0.15, 0.20]  # a chunk twice as long: IQR/median 0.5
     assert not _enough(stream, [0, 1, 2], 10, settings)
+
+
+def test_the_telemetry_names_the_timer_whose_samples_it_spans_the_headline_alone():
+    """NVML is read over the headline's samples only (the first timer): the telemetry says so, so that no reader
+    rates another timer's time at its clock (runner.metrics.clock_of)."""
+    import time
+
+    from runner.sampling import PowerEnv, time_step
+    from runner.timers import WallTimer
+
+    class Second(WallTimer):
+        name = "second"
+
+    steady = Script(sm=lambda t: BOOST_MHZ, drawn=lambda t: 200.0, step=0.05)
+    settings = TimingSettings(warmup=0, min_samples=3, max_samples=3, budget_s=5.0)
+    timed = time_step([WallTimer(), Second()], lambda: time.sleep(0.005) or jnp.zeros(()), (), settings,
+                      PowerEnv(steady))
+    assert [s.summary.timer for s in timed.sampled] == ["wall", "second"] and timed.telemetry.timer == "wall"
