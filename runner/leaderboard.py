@@ -66,8 +66,8 @@ class Standing:
 def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
     peak at the SM clock read while that timer sampled, where the run's `machine` and the cell's telemetry give it
-    (telemetry spans one timer's samples, the headline's: a time by another timer has no share, runner.metrics.clock_of);
-    None if it has no time."""
+    (telemetry spans one timer's samples, the headline's: by another timer, no share; runner.metrics.clock_of); None
+    if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)

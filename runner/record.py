@@ -301,7 +301,8 @@ def _telemetry_columns(t: Telemetry | None) -> dict:
         columns.update(power_mean_w=t.power_w.mean, power_max_w=t.power_w.max)
     if t.temperature_c:
         columns["temperature_max_c"] = t.temperature_c.max
-    return columns | {"telemetry_timer": t.timer, "power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle), "clock_spread": t.clock_spread}
+    return columns | {"telemetry_timer": t.timer, "power_limit_w": t.power_limit_w, "throttle": ";".join(t.throttle),
+                      "clock_spread": t.clock_spread}
 
 
 class GpuFacts(Strict):

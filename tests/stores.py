@@ -104,7 +104,7 @@ def telemetry(cell: CellRecord, unstable: bool = False) -> CellRecord:
     energy = power * cell.median_s
     return cell.model_copy(update={
         "telemetry": Telemetry(
-            source="nvml", samples=40, sm_clock_mhz=Span(min=sm * (1 - spread), median=sm, max=sm),
+            source="nvml", timer=cell.timer, samples=40, sm_clock_mhz=Span(min=sm * (1 - spread), median=sm, max=sm),
             mem_clock_mhz=Span(min=3201, median=3201, max=3201),
             power_w=Span(min=power - 20, median=power, max=power + 15, mean=power), power_limit_w=700.0,
             temperature_c=Span(min=40, median=45 + 20 * load, max=46 + 20 * load),
