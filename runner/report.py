@@ -68,7 +68,8 @@ TOKEN_COLUMN = ("µs/token", True, lambda c: _fmt(_us_per_token(c), 3))
 
 def clock_column(machine) -> tuple[str, bool, Callable[[CellRecord], str]]:
     """% of the GPU's dense MMA rate at each cell's sampled SM clock (runner.metrics.clock_peak), for the run's
-    machine."""
+    machine: its headline time's, where the clock was read over the headline's samples (none for a split cell, whose
+    headline is wall)."""
     return "% MMA@clock", True, lambda c: _fmt(metrics.clock_peak(c, machine), 3)
 
 
