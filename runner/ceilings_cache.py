@@ -72,7 +72,8 @@ def mma_tflops(gpu: GpuFacts | None, capability: float | None) -> float | None:
     SM clock): what its matmul ceiling is a share of; None where a fact is unknown (a CPU, a GPU not in the table)."""
     if gpu is None or capability is None:
         return None
-    return peak_mma_tflops(str(capability), gpu.sm_count, "bfloat16", gpu.sm_clock_app_mhz or gpu.sm_clock_max_mhz)
+    return peak_mma_tflops(str(capability), gpu.sm_count, "bfloat16", gpu.sm_clock_app_mhz or gpu.sm_clock_max_mhz,
+                           gpu.name)
 
 
 def implausible(found: Ceilings, mma: float | None, before: Ceilings | None = None) -> str | None:

@@ -3,6 +3,7 @@ records, migrations' readers and the dashboard can all use them without importin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import get_args
 
@@ -61,18 +62,46 @@ def gathered_bytes(p: Params) -> int:
     return int(2 * p.batch * max(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
 
 
-# Dense MMA FLOPs per clock per SM, by compute capability major and data type: cudnn-frontend's table for its
-# peak_mma_tflops column (benchmark/attention_training: 4096 bf16 / fp16 on sm90, 8192 on sm100, 1024 on sm120), and
-# FP8 on sm90 at twice bf16's (its H200 rows: 2141 against 1071 at one clock)
-MMA_PER_CLOCK_PER_SM = {9: {"bfloat16": 4096, "float16": 4096, "fp8": 8192}, 10: {"bfloat16": 8192, "float16": 8192},
-                        12: {"bfloat16": 1024, "float16": 1024}}
+# Dense MMA FLOPs per clock per SM by data type (bf16 / fp16 with FP32 accumulate, as attention runs them), for the
+# GPUs a cited figure covers: (compute capability major, a pattern the NVML name must hold, the rates, or None where
+# no source was found). The first row a GPU matches counts; a GPU that matches none has no MMA peak. The figures are
+# NVIDIA's dense (not 2:4 sparse) TFLOP/s over SMs x boost clock, as cudnn-frontend's peak_mma_tflops table gives
+# them (https://github.com/NVIDIA/cudnn-frontend/blob/0282420d338c2c29078479cdc88c90eabdbe69f6/benchmark/
+# attention_training/benchmark_single_sdpa.py, _FLOPS_PER_CLOCK_PER_SM and its comments):
+# - sm90, H100 / H200 (GH100): 989.5 dense BF16 TFLOP/s on the H100 SXM = 132 SMs x 1.83 GHz x 4096; FP8 twice that
+#   (cudnn-frontend's H200 rows: 2141 against 1071 at one clock, docs/reference/).
+# - sm90, H20: unsourced. The same compute capability with its tensor rate cut: third parties quote 148 dense BF16
+#   TFLOP/s over 78 SMs (https://huggingface.co/hardware/h20, https://zangshuxian.com/new/674733024499207168), under a
+#   quarter of 4096's at any boost clock; we found no NVIDIA datasheet for it, so it has no peak.
+# - sm100 (the B200 line): 8192 bf16 / fp16 (cudnn-frontend's "Blackwell datacenter" row).
+# - sm120, RTX PRO 6000 Blackwell: 1024: NVIDIA's RTX Blackwell PRO whitepaper lists 503.8 dense BF16 TFLOP/s with
+#   FP32 accumulate = 188 SMs x 2.617 GHz x 1024. Other sm12x GPUs are unsourced: GeForce RTX 50 cards run FP32
+#   accumulate at half that by third-party figures (the RTX 5090's 209.5 dense FP16 TFLOP/s = 170 SMs x 2.407 GHz x
+#   512, https://www.codesota.com/hardware/rtx-5090; an RTX 5060 Ti measured at 47 BF16 TFLOP/s,
+#   https://github.com/QuantumDrizzy/BLACKWALL), not NVIDIA's own sheet, so they have no peak.
+MMA_PER_CLOCK_PER_SM = (
+    (9, re.compile(r"\bH20\b"), None),
+    (9, re.compile(""), {"bfloat16": 4096, "float16": 4096, "fp8": 8192}),
+    (10, re.compile(""), {"bfloat16": 8192, "float16": 8192}),
+    (12, re.compile(r"RTX PRO 6000"), {"bfloat16": 1024, "float16": 1024}),
+)
 
 
-def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str, sm_mhz: float | None):
-    """The GPU's dense MMA TFLOP/s for `data_type` (bfloat16, float16 or fp8) at this SM clock, as cudnn-frontend
-    computes its peak_mma_tflops (flops per clock per SM x SMs x MHz / 1e6); None where a fact is unknown."""
+def mma_per_clock(capability: str | None, gpu: str | None, data_type: str) -> int | None:
+    """Dense MMA FLOPs per clock per SM of this GPU (compute capability, NVML name) for `data_type`: its first row of
+    MMA_PER_CLOCK_PER_SM; None without a cited figure, or a fact unknown."""
     major = int(str(capability).split(".")[0]) if capability else None
-    per_clock = MMA_PER_CLOCK_PER_SM.get(major, {}).get(data_type)
+    rates = next((rates for cap, name, rates in MMA_PER_CLOCK_PER_SM if cap == major and name.search(gpu or "")), None)
+    return (rates or {}).get(data_type)
+
+
+def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str, sm_mhz: float | None,
+                    gpu: str | None = None):
+    """The GPU's dense MMA TFLOP/s for `data_type` (bfloat16, float16 or fp8) at this SM clock, as cudnn-frontend
+    computes its peak_mma_tflops (flops per clock per SM x SMs x MHz / 1e6); `gpu`: its NVML name, which some rows
+    need (an H20 is sm90 without GH100's rate; no name matches only the rows that need none). None where a fact is
+    unknown."""
+    per_clock = mma_per_clock(capability, gpu, data_type)
     if per_clock is None or not sm_count or not sm_mhz or sm_mhz != sm_mhz:  # NaN from a table
         return None
     return per_clock * sm_count * sm_mhz / 1e6
@@ -82,21 +111,22 @@ def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str
 FP8_MATMULS: tuple[Fp8Matmul, ...] = get_args(Fp8Matmul)
 
 
-def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: float | None) -> float | None:
+def mma_peak_tflops(c, capability: str | None, sm_count: int | None, sm_mhz: float | None,
+                    gpu: str | None = None) -> float | None:
     """The dense MMA TFLOP/s a cell record's matmuls could reach at this clock: its dtype's, or where FP8 reached the
     compiled program, FP8's for the matmuls its variant runs on f8 values (`c.fp8.matmuls`) and its dtype's for the
     rest, the two rates weighted by each matmul's share of a forward's FLOPs (Q·Kᵀ's head_dim, P·V's v_head_dim), as
     time adds: tokamax_triton_fp8's P·V reads V rescaled to bf16, so its peak is 4/3 of bf16's on an H200, not twice
     (a forward+backward cell with only some matmuls in FP8: None, its backward's are not recorded)."""
     if not (c.fp8 and c.fp8.in_hlo):
-        return peak_mma_tflops(capability, sm_count, c.params.dtype, sm_mhz)
+        return peak_mma_tflops(capability, sm_count, c.params.dtype, sm_mhz, gpu)
     in_fp8 = FP8_MATMULS if c.fp8.matmuls is None else c.fp8.matmuls
     if set(in_fp8) != set(FP8_MATMULS) and c.params.pass_ == "fwd_bwd":
         return None  # a backward's matmuls are more than these two, and which of them run on f8 is not recorded
     widths = {"qk": c.params.head_dim, "pv": c.params.v_head_dim}
     seconds = 0.0  # per TFLOP
     for matmul, width in widths.items():
-        peak = peak_mma_tflops(capability, sm_count, "fp8" if matmul in in_fp8 else c.params.dtype, sm_mhz)
+        peak = peak_mma_tflops(capability, sm_count, "fp8" if matmul in in_fp8 else c.params.dtype, sm_mhz, gpu)
         if peak is None:
             return None
         seconds += width / sum(widths.values()) / peak
@@ -119,7 +149,7 @@ def clock_peak_tflops(c, machine, timer: str | None = None) -> float | None:
     machine's facts."""
     if machine is None or machine.gpu is None:
         return None
-    peak = mma_peak_tflops(c, machine.compute_capability, machine.gpu.sm_count, clock_of(c, timer))
+    peak = mma_peak_tflops(c, machine.compute_capability, machine.gpu.sm_count, clock_of(c, timer), machine.gpu.name)
     return None if peak is None else peak * c.params.devices
 
 

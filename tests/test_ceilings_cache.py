@@ -264,10 +264,14 @@ def test_the_mma_rate_is_at_the_application_clock_where_one_is_set(h200, tmp_pat
 
 @pytest.mark.parametrize("unknown", [{"capability": 8.9}, {"facts": FACTS.model_copy(update={"sm_count": None})},
                                      {"facts": FACTS.model_copy(update={"sm_clock_max_mhz": None,
-                                                                        "sm_clock_app_mhz": None})}])
+                                                                        "sm_clock_app_mhz": None})},
+                                     {"facts": FACTS.model_copy(update={"name": "NVIDIA H20", "sm_count": 78})},
+                                     {"capability": 12.0, "facts": FACTS.model_copy(update={
+                                         "name": "NVIDIA GeForce RTX 5090", "sm_count": 170})}])
 def test_without_an_expected_rate_any_reading_is_kept_as_before(h200, tmp_path, unknown):
-    """No MMA rate for the GPU (an L4's sm89 is not in runner.metrics' table; no SM count or clock): nothing to hold
-    the first reading to, so it is kept, as before the rule."""
+    """No MMA rate for the GPU (an L4's sm89 is not in runner.metrics' table, nor is an H20's or a GeForce RTX 50's
+    cut rate, whose sm90 / sm120 rows hold for other GPUs; no SM count or clock): nothing to hold the first reading to,
+    so it is kept, as before the rule."""
     for attribute, value in unknown.items():
         setattr(h200, attribute, value)
     h200.peak = 1.0

@@ -157,3 +157,5 @@ def test_an_fp8_cells_mma_peak_is_fp8s_for_the_matmuls_it_runs_in_fp8_and_its_dt
     assert metrics.clock_peak_tflops(backward, machine) is None  # which backward matmuls ran in FP8: not recorded
     not_fp8 = fp8.model_copy(update={"fp8": fp8.fp8.model_copy(update={"in_hlo": False})})
     assert metrics.clock_peak_tflops(not_fp8, machine) == pytest.approx(bf16)
+    h20 = machine.model_copy(update={"gpu": machine.gpu.model_copy(update={"name": "NVIDIA H20"})})
+    assert metrics.clock_peak_tflops(not_fp8, h20) is None  # sm90 too, but no cited rate (MMA_PER_CLOCK_PER_SM)

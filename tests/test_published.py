@@ -215,6 +215,14 @@ def test_the_mma_peak_follows_the_clock_and_knows_only_what_it_is_told():
     for unknown in (("9.0", None, "bfloat16", 1980), ("9.0", 132, "float32", 1980), (None, 132, "bfloat16", 1980),
                     ("9.0", 132, "bfloat16", None), ("10.0", 148, "fp8", 1965), ("9.0", 132, "bfloat16", float("nan"))):
         assert metrics.peak_mma_tflops(*unknown) is None
+    # a row holds for the GPUs its source covers (runner.metrics.MMA_PER_CLOCK_PER_SM): not for an H20, whose sm90
+    # tensor rate is cut, nor for an sm120 card but the RTX PRO 6000 (503.8 dense BF16 TFLOP/s at 188 SMs, 2617 MHz)
+    assert metrics.peak_mma_tflops("9.0", 132, "bfloat16", 1980, "NVIDIA H200") == pytest.approx(1070.5, abs=0.1)
+    assert metrics.peak_mma_tflops("9.0", 78, "bfloat16", 1980, "NVIDIA H20") is None
+    pro = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    assert metrics.peak_mma_tflops("12.0", 188, "bfloat16", 2617, pro) == pytest.approx(503.8, abs=0.1)
+    for other in ("NVIDIA GeForce RTX 5090", None):
+        assert metrics.peak_mma_tflops("12.0", 170, "bfloat16", 2407, other) is None
     assert metrics.clock_peak_share(535.25, metrics.peak_mma_tflops("9.0", 132, "bfloat16", 1980)) == pytest.approx(
         50.0, abs=0.01)
     assert metrics.clock_peak_share(535.25, None) is None and metrics.clock_peak_share(float("nan"), 1070.5) is None
