@@ -662,7 +662,8 @@ def _v14_to_v15(data: dict, kind: str) -> dict:
     timers[0]) and kept the timings in the order it sampled them, so an older cell's is its first timing's timer
     (device on a GPU; a split cell's headline `timer` is wall all the same). The rule is this step's own, frozen."""
     telemetry, timings = (data.get("telemetry"), data.get("timings")) if kind == "cell" else (None, None)
-    if isinstance(telemetry, dict) and telemetry.get("timer") is None and timings and isinstance(timings[0], dict):
+    if isinstance(telemetry, dict) and telemetry.get("timer") is None and isinstance(timings, list) and timings \
+            and isinstance(timings[0], dict):
         telemetry["timer"] = timings[0].get("timer")
     return data
 

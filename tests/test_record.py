@@ -422,6 +422,8 @@ def test_the_v14_to_v15_step_names_the_first_timer_as_the_one_the_telemetry_span
     cell = read_cell(split)
     assert cell.telemetry.timer == "device" and metrics.clock_peak(cell, machine) is None  # wall: no clock read
     assert metrics.clock_peak_tflops(cell, machine, "device") == pytest.approx(2 * 4096 * 132 * 1e3 / 1e6)
+    with pytest.raises(ValidationError, match="timings"):  # a malformed line is a problem to report, not a crash
+        read_cell(split | {"timings": {"0": timing}})
     named = split | {"telemetry": split["telemetry"] | {"timer": "wall"}}
     assert read_cell(named).telemetry.timer == "wall" and metrics.clock_peak(read_cell(named), machine)
     files = [p for folder in (SHIPPED, EVIDENCE, FIXTURES) for p in sorted(folder.rglob("cells*.jsonl"))]
