@@ -90,24 +90,91 @@ def _x_sizes(fig: go.Figure, values: pd.Series) -> None:
     fig.update_xaxes(type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
 
 
+def _title(title: str, subtitle: str) -> dict:
+    """A chart's title (bold) and subtitle, left-aligned; their lines run down from the first one's baseline, which
+    fit places once the figure's height is known."""
+    return {"text": title, "font": {"size": TITLE_FONT_PX, "weight": "bold"}, "x": 0.01, "xanchor": "left",
+            "yref": "container", "yanchor": "bottom", "subtitle": {"text": subtitle, "font": {"size": SUBTITLE_FONT_PX}}}
+
+
 def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Figure:
-    """Titles, axes and the two horizontal legends; their rows and the figure's height are set once every trace is
-    in (fit_legends, from views.plot: published series come after)."""
+    """Titles, axes and the two horizontal legends; the titles' lines, the legends' rows and the figure's height are
+    set once every trace is in (fit, from views.plot: published series come after)."""
     return fig.update_layout(
-        title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01, "xanchor": "left"},
+        title=_title(title, subtitle),
         **PLAIN, xaxis=AXIS, yaxis=AXIS, xaxis_title=AXES.get(x, x), yaxis_title=AXES.get(y, y), hovermode="closest",
         legend={"orientation": "h", "title": {"text": "variant "}}, legend2={"orientation": "h", "title": {"text": "run "}},
     )
 
 
+# The layout is fitted to a browser window 1280 px wide (a laptop's): its main area, beside the 400 px sidebar
+# (app.SIDEBAR_PX) and 80 px of padding each side, is 720 px, of which a row of columns shares 704 (two columns stand
+# 16 px apart). A chart is fitted to its column's width (views.plot's `share` of a row), by default
+# the narrowest a chart gets: the Latency chart beside its table, 5 of 11 (320 px; half a row is 352).
+MAIN_PX, GAP_PX, NARROWEST = 720, 16, 5 / 11
+MARGIN_L, MARGIN_R = 60, 20
+
+
+def figure_px(share: float = NARROWEST) -> int:
+    """A figure's width in a 1280 px window, in a column holding `share` of its row (1: the whole main area)."""
+    return MAIN_PX if share == 1 else round(share * (MAIN_PX - GAP_PX))
+
+
 # The two legends sit under the x axis title, so the plot keeps its width whatever the number of variants and runs,
 # and the figure grows by their rows, so the plot keeps its height too and charts side by side stay level. plotly
 # wraps a horizontal legend at the plot's width, which the figure does not know: rows are counted for the narrowest
-# plot a chart gets (two columns beside the sidebar in a 1280 px window: about 240 px) at a wide letter's width, as
-# plotly lays entries out (packed left to right, or in a grid of the widest entry's width: whichever takes more
-# rows), so that a long legend wraps into rows it was given rather than over the next legend; a name wider than the
-# plot is wrapped at its spaces.
-PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, LEGEND_WIDTH_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 240, 7.0, 46
+# plot a chart gets (the narrowest figure less its margins: 240 px) at a wide letter's width, as plotly lays entries
+# out (packed left to right, or in a grid of the widest entry's width: whichever takes more rows), so that a long
+# legend wraps into rows it was given rather than over the next legend; a name wider than the plot is wrapped at its
+# spaces.
+PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 7.0, 46
+LEGEND_WIDTH_PX = figure_px() - MARGIN_L - MARGIN_R
+
+# plotly wraps no title either: one wider than its chart runs past the chart's right edge. Titles and subtitles are
+# broken at their spaces into lines that fit the chart's width (figure_px) at the legends' wide letter (CHAR_PX at
+# their 13 px, scaled to the font; bold titles measured up to 1.18 times that, 0.63 em a letter), and the top margin
+# and the figure grow by the lines added (plotly sets a line every 1.3 font sizes), so the plot keeps its size. A
+# title wrapped for its column at 1280 px stays wrapped in a wider window, where it would have fitted on one line: a
+# line more of top margin (24 px for a title, 17 for a subtitle), the price of one rule for every window.
+TITLE_FONT_PX, SUBTITLE_FONT_PX, FONT_PX, BOLD, LINE_SPACING = 18, 13, 13, 1.2, 1.3
+TITLE_BASELINE_PX, TITLE_RIGHT_PX = 35, 8  # the first line's baseline from the figure's top; room kept at the right
+
+
+def wrap(text: str, width: float, char_px: float = CHAR_PX, extra_px: float = 0) -> str:
+    """`text` with each of its lines broken at its spaces into lines of at most `width` pixels at `char_px` a letter
+    (and `extra_px` a line: a legend entry's symbol); a word longer than that keeps a line of its own."""
+    lines: list[str] = []
+    for line in text.split("<br>"):
+        lines.append("")
+        for word in line.split(" "):
+            if lines[-1] and extra_px + char_px * len(f"{lines[-1]} {word}") > width:
+                lines.append(word)
+            else:
+                lines[-1] = f"{lines[-1]} {word}" if lines[-1] else word
+    return "<br>".join(lines)
+
+
+def _wrapped(fig: go.Figure, width: float) -> tuple[str, str]:
+    """The figure's title and subtitle (_title's) in lines that fit a figure `width` pixels wide."""
+    title, subtitle = fig.layout.title, fig.layout.title.subtitle
+    room = width * (1 - title.x) - TITLE_RIGHT_PX
+    return (wrap(title.text or "", room, CHAR_PX * title.font.size / FONT_PX * BOLD),
+            wrap(subtitle.text or "", room, CHAR_PX * subtitle.font.size / FONT_PX))
+
+
+def _added_px(fig: go.Figure, width: float) -> float:
+    """The height the figure's title and subtitle take at `width` beyond a line each (what the top margin holds)."""
+    title, subtitle = _wrapped(fig, width)
+    return LINE_SPACING * (fig.layout.title.font.size * title.count("<br>")
+                           + fig.layout.title.subtitle.font.size * subtitle.count("<br>"))
+
+
+def fit_titles(fig: go.Figure, width: float, beside: tuple[go.Figure, ...] = ()) -> int:
+    """Wrap the title and subtitle into lines that fit a figure `width` pixels wide; the pixels of top margin to add
+    for the lines added: the most that it or a figure `beside` it in its row needs, so that their plots stay level."""
+    added = max(_added_px(f, width) for f in (fig, *beside))
+    fig.layout.title.text, fig.layout.title.subtitle.text = _wrapped(fig, width)
+    return math.ceil(added)
 
 
 def _entry_px(name: str) -> float:
@@ -117,15 +184,7 @@ def _entry_px(name: str) -> float:
 def legend_name(name: str, width: float = LEGEND_WIDTH_PX) -> str:
     """`name` as its legend entry shows it: wrapped at its spaces into lines that fit `width` pixels (a word longer
     than that keeps a line of its own)."""
-    if "<br>" in name or _entry_px(name) <= width:
-        return name
-    lines: list[str] = []
-    for word in name.split(" "):
-        if lines and _entry_px(f"{lines[-1]} {word}") <= width:
-            lines[-1] += f" {word}"
-        else:
-            lines.append(word)
-    return "<br>".join(lines)
+    return wrap(name, width, CHAR_PX, ENTRY_PX)
 
 
 def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) -> int:
@@ -148,9 +207,22 @@ def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) ->
     return max(sum(packed), sum(grid))
 
 
-def fit_legends(fig: go.Figure) -> go.Figure:
+def fit(fig: go.Figure, share: float = NARROWEST, beside: tuple[go.Figure, ...] = ()) -> go.Figure:
+    """Fit a figure of this module to the column it gets (`share` of a row, figure_px), once every trace is in
+    (views.plot): its titles wrapped into lines and, where it has the two horizontal legends, its legends given their
+    rows; the top margin (as tall as the figures `beside` it need: their plots stay level) and the height grow by what
+    they take, so the plot keeps its size."""
+    added = fit_titles(fig, figure_px(share), beside)
+    if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":
+        fit_legends(fig, TOP_PX + added)
+    else:
+        fig.update_layout(height=fig.layout.height + added, margin_t=fig.layout.margin.t + added)
+    return fig.update_layout(title_y=1 - TITLE_BASELINE_PX / fig.layout.height)
+
+
+def fit_legends(fig: go.Figure, top: float = TOP_PX) -> go.Figure:
     """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) the rows their entries
-    need under the x axis, and make the figure that much taller (views.plot calls it, once every trace is in)."""
+    need under the x axis, and make the figure that much taller, over a top margin of `top` pixels (the titles')."""
     entries: dict[str, list[str]] = {"legend": [], "legend2": []}
     shown = {trace.name for trace in fig.data if trace.showlegend is not False and trace.name is not None}
     for trace in fig.data:  # every trace of a series shown, so that its name stays one
@@ -161,9 +233,9 @@ def fit_legends(fig: go.Figure) -> go.Figure:
                 names.append(trace.name)
     rows = {key: legend_rows(fig.layout[key].title.text or "", entries[key]) for key in ("legend", "legend2")}
     below = AXIS_PX + ROW_PX * rows["legend"] + (ROW_PX * rows["legend2"] + 6 if rows["legend2"] else 0) + 12
-    height = TOP_PX + PLOT_PX + below
+    height = top + PLOT_PX + below
     return fig.update_layout(  # legend positions in pixels from the figure's bottom ('container'), as the margin is
-        height=height, margin={"l": 60, "r": 20, "t": TOP_PX, "b": below},
+        height=height, margin={"l": MARGIN_L, "r": MARGIN_R, "t": top, "b": below},
         legend={"yref": "container", "y": (below - AXIS_PX) / height, "yanchor": "top", "xref": "container",
                 "x": 0.0, "xanchor": "left"},
         legend2={"yref": "container", "y": (ROW_PX * rows["legend2"] + 12) / height, "yanchor": "top",
@@ -280,7 +352,7 @@ def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
     fig.update_xaxes(range=[1 - spread, 1 + spread], title="latency B / A (× ; below 1: B faster)")
     fig.update_yaxes(autorange="reversed", type="category", automargin=True)
     return fig.update_layout(
-        title={"text": f"<b>{title}</b>", "subtitle": {"text": subtitle}, "x": 0.01}, **PLAIN, xaxis=AXIS, yaxis=AXIS,
+        title=_title(title, subtitle), **PLAIN, xaxis=AXIS, yaxis=AXIS,
         height=120 + 22 * len(table), margin={"l": 10, "r": 20, "t": 70, "b": 40}, showlegend=False, bargap=0.25,
     )
 
@@ -332,7 +404,7 @@ def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle:
             line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
             hovertemplate=f"{variant} · {case} · {run}<br>%{{x:.2f}} s<br>{y_title} %{{y:.4g}}<extra></extra>",
         ))
-    fig.update_layout(title={"text": title, "subtitle": {"text": subtitle}}, height=320,
+    fig.update_layout(title=_title(title, subtitle), height=320,
                       margin={"l": 10, "r": 10, "t": 60, "b": 10}, showlegend=True,
                       legend={"orientation": "h", "y": -0.3})
     return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title, automargin=True)

@@ -50,13 +50,22 @@ def link(**params) -> str:
     return "?" + urllib.parse.urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
 
 
-def plot(fig, key: str) -> None:
+def plot(fig, key: str, share: float = charts.NARROWEST, beside: tuple = ()) -> None:
     """A figure as charts.py drew it: streamlit's theme would restyle it (and drops legend entries of grouped
-    traces), so it is off; a line or bar chart's legends are given the rows their entries need, every trace now in
-    (charts.fit_legends). A figure without charts.py's two horizontal legends has no legend2 attribute at all."""
-    if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":
-        charts.fit_legends(fig)
-    st.plotly_chart(fig, key=key, theme=None, config={"displaylogo": False})
+    traces), so it is off; every trace now in, its titles are wrapped and its legends given their rows for the
+    column it stands in, `share` of its row (charts.fit; by default the narrowest a chart gets), its top margin as
+    tall as the figures `beside` it need."""
+    st.plotly_chart(charts.fit(fig, share, beside), key=key, theme=None, config={"displaylogo": False})
+
+
+def plot_beside(figures: dict[str, object]) -> None:
+    """Figures (key -> figure) side by side in a row of two columns, their plots level (the tallest titles' top
+    margin for each); a third starts the next row."""
+    pairs = list(figures.items())
+    for row in (pairs[i:i + 2] for i in range(0, len(pairs), 2)):
+        for (key, fig), column in zip(row, st.columns(2)):
+            with column:
+                plot(fig, key, 1 / 2, tuple(f for k, f in row if k != key))
 
 
 # --- above the tabs ----------------------------------------------------------------------------------------------
@@ -260,17 +269,13 @@ def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     unstable = int(cells["unstable"].sum())
     st.caption(f"GPU state while **{name}** was timed" + (f": ⚠ {unstable} cell(s) whose SM clock moved more than "
                                                           "2 % (ringed in red)" if unstable else ""))
-    clock, power = st.columns(2)
-    with clock:
-        plot(figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
-                    "min–max"),
-             f"clock-{name}")
-    with power:
-        fig = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")
-        limit = cells["power_limit_w"].dropna()
-        if len(limit):
-            fig.add_hline(y=limit.max(), line_dash="dash", annotation_text="power limit")
-        plot(fig, f"power-{name}")
+    clock = figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
+                   "min–max")
+    power = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")
+    limit = cells["power_limit_w"].dropna()
+    if len(limit):
+        power.add_hline(y=limit.max(), line_dash="dash", annotation_text="power limit")
+    plot_beside({f"clock-{name}": clock, f"power-{name}": power})
 
 
 RATES = {"TFLOP/s": "tflops", "GB/s": "gbps", "TFLOP/J": "tflops_per_j"}  # the Throughput tab's rates
@@ -309,25 +314,34 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
     (matmul peak, or bandwidth for decode); under the share, TFLOP/s' % of the MMA peak at each cell's clock, or
     beside GB/s a serving experiment's µs per generated token."""
     name = cells["experiment"].iloc[0]
+    fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
+    if y == "tflops":
+        charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
+    ceiling = share_figure(cells, sel)
     rate, share = st.columns(2)
     with rate:
-        fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
-        if y == "tflops":
-            charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
-        plot(fig, f"rate-{name}")
+        plot(fig, f"rate-{name}", 1 / 2, beside=(ceiling[1],) if ceiling else ())
     with share:
-        if cells["pct_of_bandwidth"].notna().any():
-            plot(figure(cells, sel, "pct_of_bandwidth", "% of memory bandwidth", log_y=False), f"bandwidth-{name}")
-        elif cells["pct_of_peak"].notna().any():
-            fig = figure(cells, sel, "pct_of_peak", "% of matmul peak", log_y=False)
-            plot(charts.peak_lines(fig, cells["pct_of_peak"].max(), 100.0), f"peak-{name}")
+        if ceiling:
+            plot(ceiling[1], f"{ceiling[0]}-{name}", 1 / 2, beside=(fig,))
         else:
             st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
         if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():  # own clock
             fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
-            plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}")
+            plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}", 1 / 2)
         if y == "gbps" and cells["us_per_token"].notna().any():  # a decode step's cost to each token it makes
-            plot(figure(cells, sel, "us_per_token", "µs per generated token"), f"token-{name}")
+            plot(figure(cells, sel, "us_per_token", "µs per generated token"), f"token-{name}", 1 / 2)
+
+
+def share_figure(cells: pd.DataFrame, sel: Selection) -> tuple[str, object] | None:
+    """An experiment's share of its measured ceiling (its key's prefix and figure): bandwidth where recorded (decode),
+    else the matmul peak; None where neither is."""
+    if cells["pct_of_bandwidth"].notna().any():
+        return "bandwidth", figure(cells, sel, "pct_of_bandwidth", "% of memory bandwidth", log_y=False)
+    if cells["pct_of_peak"].notna().any():
+        fig = figure(cells, sel, "pct_of_peak", "% of matmul peak", log_y=False)
+        return "peak", charts.peak_lines(fig, cells["pct_of_peak"].max(), 100.0)
+    return None
 
 
 def split(cells: pd.DataFrame) -> bool:
@@ -347,13 +361,10 @@ def scaling_rows(cells: pd.DataFrame, sel: Selection, y: str) -> None:
     against the devices (1 dashed: perfect scaling)."""
     name, x = cells["experiment"].iloc[0], size_axis(cells)
     for value, part in cells.groupby(x) if x else [(None, cells)]:
-        rate, efficiency = st.columns(2)
-        with rate:
-            plot(device_figure(part, sel, y, charts.AXES[y], log_y=False), f"scaling-rate-{name}-{value}")
-        with efficiency:
-            fig = device_figure(part, sel, "efficiency", "scaling efficiency", log_y=False)
-            fig.add_hline(y=1, line_dash="dash", annotation_text="perfect scaling")
-            plot(fig, f"scaling-efficiency-{name}-{value}")
+        efficiency = device_figure(part, sel, "efficiency", "scaling efficiency", log_y=False)
+        efficiency.add_hline(y=1, line_dash="dash", annotation_text="perfect scaling")
+        plot_beside({f"scaling-rate-{name}-{value}": device_figure(part, sel, y, charts.AXES[y], log_y=False),
+                     f"scaling-efficiency-{name}-{value}": efficiency})
 
 
 def drawn_peak(cells: pd.DataFrame, peaks: pd.Series) -> float | None:
@@ -378,9 +389,8 @@ def soak(snap: data.Snapshot, sel: Selection) -> None:
         return
     st.caption("Each cell run back to back from idle in one unbroken stream of calls (one CUPTI session): what the "
                "GPU sustains as its power controller and temperature settle. Bins of the calls that ended in them.")
-    for column, (y, title, what) in zip(st.columns(2) * 2, SOAK_CHARTS):
-        with column:
-            plot(charts.soak_lines(points, y, sel.style, what, "", title), f"soak-{y}")
+    plot_beside({f"soak-{y}": charts.soak_lines(points, y, sel.style, what, "", title)
+                 for y, title, what in SOAK_CHARTS})
 
 
 @guarded
@@ -393,9 +403,8 @@ def memory(snap: data.Snapshot, sel: Selection) -> None:
         return
     st.caption("Temporary buffers of the compiled program: the naive path holds the (B, N, T, S) weights, O(T²); "
                "a fused kernel stays O(T).")
-    for (name, cells), column in zip(by_length, st.columns(2) * len(by_length)):
-        with column:
-            plot(figure(drawn(cells, sel), sel, "temp_mib", "compiled temp memory", timed=False), f"memory-{name}")
+    plot_beside({f"memory-{name}": figure(drawn(cells, sel), sel, "temp_mib", "compiled temp memory", timed=False)
+                 for name, cells in by_length})
 
 
 def attention_kind(heads: int, kv_heads: int) -> str:
@@ -414,14 +423,11 @@ def heads(snap: data.Snapshot, sel: Selection) -> None:
         cells = drawn(cells, sel).sort_values(["kv_heads", "order"], ascending=[False, True])
         cells = cells.assign(attention=[attention_kind(h, k) for h, k in zip(cells["heads"], cells["kv_heads"])])
         fixed = tables.fixed_shape(cells)
-        time_chart, cache_chart = st.columns(2)
-        with time_chart:
-            plot(charts.bars(cells, "attention", "latency_ms", sel.style, f"{name}: latency",
-                             f"{fixed} · {sel.timer} timer · error bars: q1–q3", low="q1_ms", high="q3_ms"),
-                 f"heads-latency-{name}")
-        with cache_chart:
-            plot(charts.bars(cells, "attention", "kv_cache_mib", sel.style, f"{name}: KV cache", fixed),
-                 f"heads-cache-{name}")
+        plot_beside({f"heads-latency-{name}": charts.bars(cells, "attention", "latency_ms", sel.style,
+                                                          f"{name}: latency", f"{fixed} · {sel.timer} timer · "
+                                                          "error bars: q1–q3", low="q1_ms", high="q3_ms"),
+                     f"heads-cache-{name}": charts.bars(cells, "attention", "kv_cache_mib", sel.style,
+                                                        f"{name}: KV cache", fixed)})
 
 
 @guarded
@@ -439,7 +445,7 @@ def backends(snap: data.Snapshot, sel: Selection) -> None:
         chart, table = st.columns([3, 2])
         with chart:
             plot(figure(drawn(cells, sel), sel, "latency_ms", "causal latency by backend", low="q1_ms", high="q3_ms"),
-                 f"backends-{name}")
+                 f"backends-{name}", share=3 / 5)
         with table:
             st.caption("What each variant's compiled program ran (its custom calls prove the backend)")
             proved = cells.drop_duplicates("variant")[["variant", "backend", "custom_calls"]]
@@ -557,7 +563,7 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
              for variant, s in shown.groupby("variant", sort=False)
              for i, ratio in tables.steps(s["median_ms"].tolist(),
                                           ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
-    plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history")
+    plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history", share=1)
 
 
 def worst_regressions(points: pd.DataFrame) -> None:
@@ -660,7 +666,7 @@ def compare_results(found: comparison.Comparison) -> None:
         plot(charts.ratio_bars(cells, f"{experiment}: latency B / A per cell",
                                f"{tables.fixed_shape(cells)} · {found.timer} timer · green faster, red slower "
                                f"(beyond {threshold} and both runs' IQR), grey within noise"),
-             "compare")
+             "compare", share=3 / 5)
     st.caption("Every shared cell (click a header to sort)")
     st.dataframe(table.drop(columns=tables.SHAPE), hide_index=True, column_config={
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),

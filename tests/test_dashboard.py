@@ -59,9 +59,15 @@ def table(app, column: str) -> pd.DataFrame:
     return tables_with(app, column)[0]
 
 
+def heading(figure: dict, part: str = "title") -> str:
+    """A figure's title (or "subtitle") as a person reads it: its lines (charts.fit wraps it) joined by spaces."""
+    title = figure["layout"].get("title", {})
+    return (title.get("subtitle", {}) if part == "subtitle" else title).get("text", "").replace("<br>", " ")
+
+
 def titled(app, words: str) -> dict:
     """The figure whose title holds `words`."""
-    return next(f for f in figures(app) if words in f["layout"].get("title", {}).get("text", ""))
+    return next(f for f in figures(app) if words in heading(f))
 
 
 def texts(elements) -> str:
@@ -244,7 +250,7 @@ def test_a_docs_link_opens_that_run_not_the_newest(monkeypatch):
     app = open_app(monkeypatch, run=LAB5_NO_TE, experiment="seq-len")  # docs/dashboard.md: ?run=...104743&experiment=seq-len
     assert app.multiselect(key="run").value == [LAB5_NO_TE]
     assert app.multiselect(key="experiment").value == ["seq-len"]
-    assert {f["layout"]["title"]["text"] for f in figures(app)} == {"<b>seq-len: latency vs T</b>"}
+    assert {heading(f) for f in figures(app)} == {"seq-len: latency vs T"}
     assert {n for f in figures(app) for n in (t.get("name") for t in f["data"]) if n and "·" in n} == {
         f"{v} · {LAB5_NO_TE}" for v in ("naive", "xla", "cudnn")}
 
@@ -349,9 +355,8 @@ def test_legends_list_variants_and_runs_not_their_product(monkeypatch, tmp_path)
 def test_chart_titles_name_the_experiment_the_fixed_shape_and_the_timer(monkeypatch):
     app = open_app(monkeypatch, run=LAB5, timer="wall", more="true")
     for figure in figures(app):
-        title = figure["layout"].get("title", {})
-        assert "latency" in title.get("text", "") and "wall timer" in title.get("subtitle", {}).get("text", "")
-    subtitle = titled(app, "batch: latency vs B")["layout"]["title"]["subtitle"]["text"]
+        assert "latency" in heading(figure) and "wall timer" in heading(figure, "subtitle")
+    subtitle = heading(titled(app, "batch: latency vs B"), "subtitle")
     assert subtitle.startswith("T256 N8 H64 bfloat16 fwd")
 
 
@@ -439,19 +444,17 @@ def test_only_the_open_tab_is_built(monkeypatch):
     assert charts(latency) == 6  # seq-len, batch, gqa, te-causal; fwd, fwd-bwd: nothing from the other tabs
     assert not latency.tabs[4].children  # Backends holds nothing until opened
     backends = open_app(monkeypatch, run=[LAB5, LONG], tab="Backends")
-    assert {f["layout"]["title"]["text"].split(":")[0] for f in figures(backends)} == {
-        "<b>causal", "<b>te-causal", "<b>fp8", "<b>fwd", "<b>fwd-bwd"}
+    assert {heading(f).split(":")[0] for f in figures(backends)} == {"causal", "te-causal", "fp8", "fwd", "fwd-bwd"}
 
 
 def test_latency_charts_the_headline_first_and_the_other_experiments_when_opened(monkeypatch):
     first = open_app(monkeypatch, run=LAB5)
-    assert [f["layout"]["title"]["text"] for f in figures(first)] == ["<b>seq-len: latency vs T</b>"]
+    assert [heading(f) for f in figures(first)] == ["seq-len: latency vs T"]
     assert [e.label for e in first.main.expander] == ["3 more experiment(s): batch, gqa, te-causal"]
     assert not first.main.expander[0].children  # not built until opened
     opened = open_app(monkeypatch, run=LAB5, more="true")
-    assert [f["layout"]["title"]["text"] for f in figures(opened)] == [
-        f"<b>{name}: latency vs {axis}</b>" for name, axis in [("seq-len", "T"), ("batch", "B"), ("gqa", "K"),
-                                                              ("te-causal", "T")]]
+    assert [heading(f) for f in figures(opened)] == [
+        f"{name}: latency vs {axis}" for name, axis in [("seq-len", "T"), ("batch", "B"), ("gqa", "K"), ("te-causal", "T")]]
     chosen = open_app(monkeypatch, run=LAB5, experiment=["batch", "gqa"])  # the filter's choice is charted at once
     assert charts(chosen) == 2 and not chosen.main.expander
 
@@ -517,12 +520,10 @@ def steady(tmp_path) -> Path:
 
 def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_flagged(monkeypatch, steady):
     plain = open_app(monkeypatch, steady, more="true")  # latency alone, the unstable cell named
-    assert {f["layout"]["title"]["text"] for f in figures(plain)} == {"<b>fwd: latency vs T</b>",
-                                                                      "<b>fwd-bwd: latency vs T</b>"}
+    assert {heading(f) for f in figures(plain)} == {"fwd: latency vs T", "fwd-bwd: latency vs T"}
     assert "⚠ 1 cell(s) of **fwd** whose SM clock moved more than 2 %" in texts(plain.caption)
     app = open_app(monkeypatch, steady, clock="true")
-    assert {f["layout"]["title"]["text"] for f in figures(app)} >= {
-        "<b>fwd: SM clock vs T</b>", "<b>fwd: power vs T</b>", "<b>fwd: latency vs T</b>"}
+    assert {heading(f) for f in figures(app)} >= {"fwd: SM clock vs T", "fwd: power vs T", "fwd: latency vs T"}
     ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == "clock unstable (> 2 %)")
     assert ringed["x"] == [32768]
     limit = [s for s in titled(app, "fwd: power")["layout"]["shapes"] if s.get("y0") == 700.0]
@@ -572,7 +573,7 @@ def test_a_serving_experiment_draws_microseconds_per_generated_token_beside_its_
     drawn = next(t for t in titled(app, "ragged: µs per generated token vs T")["data"] if t.get("name") == f"xla · {run}")
     assert drawn["y"] == pytest.approx([c.median_s * 1e6 / (c.params.batch * c.params.seq_len) for c in cells])
     app.segmented_control(key="rate").set_value("TFLOP/s").run()
-    assert not [f for f in figures(app) if "per generated token" in f["layout"]["title"]["text"]]
+    assert not [f for f in figures(app) if "per generated token" in heading(f)]
 
 
 def test_runs_without_telemetry_say_they_have_no_energy(monkeypatch):
@@ -662,7 +663,7 @@ def test_history_and_compare_aggregate_only_the_cells_both_runs_hold_and_say_how
         write_run(tmp_path / "h200" / run_id, manifest, cells[kept])
     app = open_app(monkeypatch, tmp_path, run="lab5-b", tab="History", hexp="seq-len")
     drawn = figures(app)[0]
-    assert "geometric mean of the cells every run holds" in drawn["layout"]["title"]["text"]
+    assert "geometric mean of the cells every run holds" in heading(drawn)
     lines = {t["name"]: t["y"] for t in drawn["data"] if t.get("mode") == "lines+markers" and t["x"] != [None]}
     assert set(lines) == {"naive (3 cells)", "xla (3 cells)", "cudnn (3 cells)"}  # seq-len's cells 20-49 of lab5
     assert all(y[0] == pytest.approx(y[1]) for y in lines.values())
@@ -856,3 +857,56 @@ def test_a_legend_is_given_the_rows_its_entries_wrap_into_and_a_long_name_lines_
     assert {t.name for t in fig.data} == {"a", wrapped}  # a series keeps one name
     assert fig.layout.height == charts.TOP_PX + charts.PLOT_PX + fig.layout.margin.b  # the plot keeps its height
     assert fig.layout.margin.b == charts.AXIS_PX + 4 * charts.ROW_PX + 12  # [a], [3 lines]; no runs' legend
+
+
+def test_a_title_wider_than_its_chart_wraps_onto_lines_the_top_margin_is_given():
+    """plotly wraps no title: charts.fit breaks a title and subtitle at their spaces into lines that fit the chart's
+    column at 1280 px (charts.figure_px), and the top margin and the figure grow by the lines added, so the plot keeps
+    its size; a chart of the whole width keeps them on one line each."""
+    import plotly.graph_objects as go
+
+    from dashboard import charts
+
+    title, subtitle = "padded-decode: % of memory bandwidth vs N", "B8 T1 S32768 H128 bfloat16 fwd · device timer · q1–q3"
+
+    def drawn(share: float) -> go.Figure:
+        fig = charts._layout(go.Figure(go.Scatter(x=[1, 2], y=[1, 2])), title, subtitle, "seq_len", "tflops")
+        return charts.fit(fig, share)
+
+    narrow, wide = drawn(charts.NARROWEST), drawn(1)
+    assert charts.figure_px() == 320 and charts.figure_px(1 / 2) == 352 and charts.LEGEND_WIDTH_PX == 240
+    assert narrow.layout.title.text == "padded-decode: % of memory<br>bandwidth vs N"  # 26 bold letters a line
+    assert narrow.layout.title.subtitle.text == "B8 T1 S32768 H128 bfloat16 fwd · device<br>timer · q1–q3"
+    room = 0.99 * charts.figure_px() - charts.TITLE_RIGHT_PX
+    for text, letter in ((narrow.layout.title.text, 7 * 18 / 13 * 1.2), (narrow.layout.title.subtitle.text, 7.0)):
+        assert all(len(line) * letter <= room for line in text.split("<br>"))
+    assert narrow.layout.margin.t == charts.TOP_PX + math.ceil(1.3 * (18 + 13))  # a line more of each
+    assert narrow.layout.height - narrow.layout.margin.t - narrow.layout.margin.b == charts.PLOT_PX
+    assert (1 - narrow.layout.title.y) * narrow.layout.height == pytest.approx(charts.TITLE_BASELINE_PX)
+    assert (wide.layout.title.text, wide.layout.title.subtitle.text) == (title, subtitle)
+    assert wide.layout.margin.t == charts.TOP_PX and wide.layout.height == narrow.layout.height - 41
+    assert charts.wrap(narrow.layout.title.text, room, 7 * 18 / 13 * 1.2) == narrow.layout.title.text  # fits: kept
+    short = charts._layout(go.Figure(), "prefill: latency vs T", "B1", "seq_len", "tflops")
+    beside = charts._layout(go.Figure(), title, subtitle, "seq_len", "tflops")
+    level = charts.fit(short, charts.NARROWEST, beside=(beside,))  # a chart beside a taller title's: plots level
+    assert level.layout.title.text == "prefill: latency vs T" and level.layout.margin.t == narrow.layout.margin.t
+    assert beside.layout.title.text == title  # only measured here: fitted where it is drawn
+    soak = charts.fit(charts.soak_lines(pd.DataFrame(columns=["variant", "run", "case", "t_s", "tflops"]), "tflops",
+                                        None, "throughput (median kernel time of each bin's calls)", "", "TFLOP/s"))
+    assert soak.layout.title.text.count("<br>") == 1 and (soak.layout.height, soak.layout.margin.t) == (344, 84)
+
+
+def test_charts_side_by_side_get_the_top_margin_of_the_taller_titles(monkeypatch):
+    """Throughput draws an experiment's rate beside its share of the ceiling, Soak its charts two by two: where one
+    title wraps and the other does not, both get the margin the wrapped one needs (plot's `beside`, views.plot_beside),
+    so their plots stand level."""
+    from dashboard import charts
+
+    app = open_app(monkeypatch, run=["llama3.1-70b-20261206-tefp8", "llama3.1-70b-20261204-padded"], tab="Throughput")
+    drawn = {heading(f): f["layout"] for f in figures(app)}
+    rate, share = drawn["prefill: TFLOP/s vs T"], drawn["prefill: % of memory bandwidth vs T"]
+    assert "<br>" not in rate["title"]["text"] and "<br>" in share["title"]["text"]
+    assert rate["margin"]["t"] == share["margin"]["t"] > charts.TOP_PX
+    soak = {heading(f): f["layout"]["margin"]["t"] for f in figures(open_app(monkeypatch, run="soak-20261203",
+                                                                             tab="Soak"))}
+    assert soak["SM clock"] == soak["throughput (median kernel time of each bin's calls)"] > 60  # soak_lines' margin

@@ -152,9 +152,14 @@ def clipped_chips(page) -> list[str]:
                          ".filter(s => s.scrollWidth > s.clientWidth).map(s => s.textContent)")
 
 
+# A chart's text as a person reads it: the lines plotly draws it in (a wrapped title, a long legend name), joined by
+# spaces (SVG text has no inner text, and its textContent runs the lines together)
+READ = "(t => [...t.querySelectorAll('tspan.line')].map(l => l.textContent).join(' ') || t.textContent)"
+
+
 def chart_texts(page, kind: str) -> list[str]:
-    """Every chart's title ('gtitle') or subtitle ('gtitle-subtitle') as drawn (SVG text has no inner text)."""
-    return page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.{kind}')].map(t => t.textContent)")
+    """Every chart's title ('gtitle') or subtitle ('gtitle-subtitle') as drawn."""
+    return page.evaluate(f"[...document.querySelectorAll('{PLOTS} text.{kind}')].map({READ})")
 
 
 def open_tab(page) -> str:
@@ -218,8 +223,8 @@ def test_every_tab_renders_with_data_and_is_photographed(page, url):
 def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, url):
     open_view(page, f"{url}/?run=lab5-20261202-110556")
     page.locator(".st-key-timer label", has_text="wall").click()
-    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')]"
-                           ".every(t => t.textContent.includes('wall timer'))", timeout=60_000)
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')].map({READ})"
+                           ".every(t => t.includes('wall timer'))", timeout=60_000)
     assert "timer=wall" in page.url and "run=lab5-20261202-110556" in page.url
     again = browser.new_page()
     open_view(again, page.url)
@@ -229,8 +234,7 @@ def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, ur
     again.close()
 
 
-LEGEND_TEXTS = (f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map(t => "
-                "[...t.querySelectorAll('tspan.line')].map(l => l.textContent).join(' ') || t.textContent)")
+LEGEND_TEXTS = f"[...document.querySelectorAll('{PLOTS} text.legendtext')].map({READ})"
 
 
 def legend(page) -> set[str]:
@@ -304,7 +308,7 @@ def test_the_decode_view_draws_gbps_by_kv_length_and_batch_beside_the_published_
     length and T; the paged experiment has no published figure (the published cudnn reads a dense cache)."""
     open_view(page, f"{url_serving}/?run={SERVING_RUN}&tab=Throughput&rate=GB%2Fs")
     assert_no_error_text(page)
-    charts_by_title = {re.sub("<[^>]+>", "", c["title"].split("<br>")[0]): c["traces"] for c in page.evaluate(TRACES)}
+    charts_by_title = {c["title"].replace("<br>", " "): c["traces"] for c in page.evaluate(TRACES)}
     dense, paged = charts_by_title["dense: GB/s (Q, K, V, O once) vs B"], charts_by_title[
         "decode-sweep: GB/s (Q, K, V, O once) vs B"]
     cases = [f"T{t} S{s}" for t in (1, 8) for s in (2048, 8192)]
@@ -367,24 +371,32 @@ EVERY_CHART = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidde
       hits.push([boxes[i].text, boxes[j].text]);
   }
   const out = boxes.filter(b => b.legend && (b.r.right > svg.right + 1 || b.r.bottom > svg.bottom + 1));
-  return {title: plot.querySelector('.gtitle')?.textContent, texts: boxes.length, hits, out: out.map(b => b.text)};
+  const area = plot.querySelector('.nsewdrag').getBoundingClientRect();  // the plot area
+  const titles = [...plot.querySelectorAll('.gtitle, .gtitle-subtitle')].map(t => t.getBoundingClientRect())
+    .filter(r => r.width > 0);
+  const titlesOut = titles.filter(r => r.left < svg.left - 1 || r.right > svg.right + 1 || r.top < svg.top - 1
+                                       || r.bottom > area.top + 1);
+  return {title: plot.querySelector('.gtitle')?.textContent, texts: boxes.length, titles: titles.length, hits,
+          out: out.map(b => b.text), titlesOut: titlesOut.length};
 })"""
 
 
 @pytest.mark.parametrize("tab", ["Latency", "Throughput"])
-def test_long_legends_wrap_into_rows_of_their_own_in_the_narrowest_column(browser, url, tab):
+def test_long_legends_and_titles_wrap_into_rows_of_their_own_in_the_narrowest_column(browser, url, tab):
     """Three llama3.1-70b runs, three variants, the clock-unstable ring and both published series, in a 1280 px
     window (a chart beside another or beside a table: the narrowest plots a chart gets): in every chart of the tab
     the variants' legend wraps into the rows the figure was given and a published series' long name onto lines of
-    its own, so no text stands on another (the runs' legend below it, the axis) and no legend runs out of its chart."""
+    its own, so no text stands on another (the runs' legend below it, the axis) and no legend runs out of its chart;
+    a long title or subtitle wraps onto lines the top margin was given, inside the chart and above its plot."""
     page = browser.new_page()
     page.set_viewport_size({"width": 1280, "height": 1000})
     runs = "&".join(f"run=llama3.1-70b-{r}" for r in ("20261206-tefp8", "20261204-padded", "20261204-xla"))
     open_view(page, f"{url}/?{runs}&tab={tab}")
     assert_no_error_text(page)
     charts = page.evaluate(EVERY_CHART)
-    assert len(charts) >= (1 if tab == "Latency" else 6) and all(c["texts"] > 10 for c in charts)
-    assert [(c["title"], c["hits"], c["out"]) for c in charts if c["hits"] or c["out"]] == []
+    assert len(charts) >= (1 if tab == "Latency" else 6) and all(c["texts"] > 10 and c["titles"] == 2 for c in charts)
+    assert [(c["title"], c["hits"], c["out"], c["titlesOut"]) for c in charts
+            if c["hits"] or c["out"] or c["titlesOut"]] == []
     page.close()
 
 
