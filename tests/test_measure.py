@@ -156,3 +156,52 @@ def test_a_familys_cells_run_together_and_compute_one_reference(measurer, monkey
     assert [r.params.deterministic for r in records[:2]] == [False, True] and records[1].correctness.bitwise_repeat
     assert len(computed) == 3  # one per family, not one per cell
     assert ["reference" in r.phases for r in records] == [True, False, True, False, True]
+
+
+def e4m3_attention(p):
+    """A CPU stand-in for an FP8 kernel: Q, K and V quantised to e4m3 with one absmax scale each (untimed), attention
+    on the values scaled back (timed), so the compiled program carries f8 types."""
+    import jax
+    import jax.numpy as jnp
+
+    from runner.registry import Staged
+
+    def quantise(x):
+        scale = jnp.max(jnp.abs(x)).astype(jnp.float32) / 448
+        return (x.astype(jnp.float32) / scale).astype(jnp.float8_e4m3fn), scale
+
+    def attend(*quantised):
+        q, k, v = (values.astype(jnp.float32) * scale for values, scale in quantised)
+        return jax.nn.dot_product_attention(q, k, v, is_causal=p.causal, implementation="xla")
+
+    return Staged(lambda *qkv: tuple(map(quantise, qkv)), attend, lambda out: out.astype(jnp.dtype(p.dtype)))
+
+
+def plain_attention(p):
+    """A CPU stand-in for an FP8 variant's bf16 baseline."""
+    import functools
+
+    import jax
+
+    return functools.partial(jax.nn.dot_product_attention, is_causal=p.causal, implementation="xla")
+
+
+@pytest.mark.parametrize("name, matmuls", [("tokamax_triton_fp8", ["qk"]), ("cudnn_fp8", None)])
+def test_an_fp8_cells_record_names_the_matmuls_its_variant_runs_on_f8_values(measurer, monkeypatch, name, matmuls):
+    """The registry's fp8_matmuls reach the record through the Measurer's fp8 step: tokamax_triton_fp8 runs only Q·Kᵀ
+    on f8 values (["qk"], so its MMA peak mixes FP8's rate and bf16's), cudnn_fp8 both (None: every matmul). The
+    variants' GPU kernels are swapped for CPU stand-ins (so are their baselines'); every other field is the
+    registry's."""
+    import dataclasses
+
+    from runner.record import CellRecord
+
+    variant = VARIANTS[name]
+    monkeypatch.setitem(VARIANTS, name, dataclasses.replace(variant, build=e4m3_attention, probe=None))
+    monkeypatch.setitem(VARIANTS, variant.fp8_baseline,
+                        dataclasses.replace(VARIANTS[variant.fp8_baseline], build=plain_attention, probe=None))
+    record = measurer.measure(Cell("t", name, params(seq_len=16, dtype="bfloat16", causal=True)))
+    assert record.status == "ok", record.reason
+    assert record.fp8.baseline == variant.fp8_baseline and record.fp8.in_hlo is True
+    assert record.fp8.matmuls == matmuls
+    assert CellRecord.model_validate_json(record.model_dump_json()).fp8.matmuls == matmuls
