@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import params
-from runner import masks, metrics
+from runner import masks, metrics, paging
 from runner.attention import scores_mask
 
 T_S_PAIRS = [(1, 1), (1, 7), (7, 1), (8, 8), (5, 9), (9, 5), (16, 3), (3, 16), (64, 128), (128, 64), (33, 33)]
@@ -105,6 +105,18 @@ def test_a_windowed_decode_reads_only_the_window_of_its_cache():
     assert metrics.bytes_min(p) == 2 * 8 * q_row + 2 * 8 * 4096 * kv_row
     assert metrics.kv_cache_bytes(p) == 2 * 8 * 131072 * kv_row  # the cache itself is still all there
 
+
+
+def test_a_paged_cells_gathered_copy_is_every_request_at_the_longest_ones_pages_not_the_pool():
+    """xla_paged gathers each request's pages into one dense (B, max pages x P) copy: at ragged lengths that is more
+    than the pool, which holds each request's own pages. Three requests of 24, 36 and 60 keys in pages of 8: 3, 5 and
+    8 pages, a pool of 16 and a copy of 3 x 8."""
+    p = params(batch=3, seq_len=1, kv_seq_len=40, heads=4, kv_heads=2, head_dim=16, dtype="bfloat16", page_size=8,
+               kv_lengths="long_tail")
+    assert paging.lengths(p) == [24, 36, 60]
+    kv_row = 2 * 16 * 2  # K heads x H x bf16
+    assert metrics.gathered_bytes(p) == 2 * 3 * 8 * 8 * kv_row
+    assert metrics.kv_cache_bytes(p) == 2 * 16 * 8 * kv_row
 
 def test_a_padded_batch_moves_only_its_real_tokens():
     p = params(batch=4, seq_len=64, heads=4, kv_heads=2, head_dim=8, causal=True, fill=0.5)

@@ -322,3 +322,16 @@ def test_at_the_goal_shape_cudnn_paged_builds_and_the_variants_that_copy_the_poo
                                         r"129\.5 GiB; the device has 105\.8 GiB$"):
             VARIANTS[name].build(goal)
         assert VARIANTS[name].build(params(**dict(GOAL, batch=64)))
+
+
+def test_xla_paged_admits_a_ragged_cell_by_its_gathered_copy_not_its_pool(monkeypatch):
+    """At long_tail lengths (mean 128k) the longest of 64 requests holds 385,247 keys: the gathered copy is 64 times
+    that (94.1 GiB), three times the 32.0 GiB pool, so the cell cannot fit beside its inputs; by the pool it would."""
+    from runner import machine
+
+    monkeypatch.setattr(machine, "current_device", lambda: H200_JAX)
+    ragged = params(**dict(GOAL, batch=64, kv_lengths="long_tail"))
+    assert max(paging.lengths(ragged)) == 385247
+    with pytest.raises(Skip, match=r"^xla_paged's gathered K and V \(94\.1 GiB\) beside the cell's inputs and float32 "
+                                   r"reference needs 130\.6 GiB; the device has 105\.8 GiB$"):
+        VARIANTS["xla_paged"].build(ragged)
