@@ -589,6 +589,8 @@ def _compared(args) -> tuple:
     b = _shown_run(argparse.Namespace(run=args.runs[-1], out=args.out))
     if not args.against:
         return _shown_run(argparse.Namespace(run=args.runs[0], out=args.out)), b
+    if problems := _unread("B", b):  # no manifest, no spec to find the run before by
+        raise UsageError("\n".join(problems))
     return _previous_of(b, args.out), b
 
 
@@ -600,8 +602,6 @@ def _previous_of(b, out: str | None):
 
     store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT))
     with _store_errors():
-        if b.manifest is None:
-            return None
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
         before = previous_run(found, "\0B")
@@ -613,11 +613,7 @@ def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) 
     allowed)."""
     from runner.compare import gpu_name, power_policy
 
-    found = []
-    for which, run in (("A", a), ("B", b)):
-        if run.manifest is None:
-            found += [f"{which}: {p}" for p in run.problems[:3]] or [f"{which}: {run.dir}: no manifest"]
-    if found:
+    if found := _unread("A", a) + _unread("B", b):
         return found
     gpus = gpu_name(a.manifest), gpu_name(b.manifest)
     if gpus[0] != gpus[1] and not allow_different_gpu:
@@ -629,6 +625,13 @@ def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) 
         found.append(f"A ran under power policy {policies[0]}, B under {policies[1]}: their times are not like with "
                      "like; give --allow-policy-change to compare them anyway")
     return found
+
+
+def _unread(which: str, run) -> list[str]:
+    """Why run A or B has no manifest (unread, corrupt, not a run), a line each, or nothing."""
+    if run.manifest is not None:
+        return []
+    return [f"{which}: {p}" for p in run.problems[:3]] or [f"{which}: {run.dir}: no manifest"]
 
 
 def cmd_compare(args, console: Console) -> int:

@@ -151,6 +151,9 @@ class LocalStore(Store):
         self.root = Path(root).absolute()
         self.uri = str(self.root)
 
+    def location(self, run_id: str) -> str:
+        return str(self.root / run_id)  # /run, not //run, for a run folder at the root
+
     def get(self, name: str) -> bytes | None:
         try:
             return (self.root / name).read_bytes()

@@ -228,6 +228,17 @@ def test_unreadable_runs_and_wrong_arguments_exit_2_in_one_line_each(capsys, tmp
     assert in_process(capsys, "compare", a, a, "--threshold", "-1").code == 2
 
 
+def test_against_previous_of_a_run_unread_exits_2_naming_it_never_1_a_regression(capsys, tmp_path):
+    missing = in_process(capsys, "compare", "--against", "previous", tmp_path / "nowhere")
+    assert (missing.code, missing.errors) == (2, [f"error: B: {tmp_path}/nowhere/{MANIFEST}: missing (is "
+                                                  f"{tmp_path}/nowhere a run folder?)"])
+    b = copied(tmp_path, "lab5-b", DAY)
+    (tmp_path / "results" / "lab5-b" / MANIFEST).write_text("{not json")
+    for args in ([b], ["lab5-b", "--out", tmp_path / "results"]):
+        corrupt = in_process(capsys, "compare", "--against", "previous", *args)
+        assert corrupt.code == 2 and corrupt.errors[0].startswith("error: B: ") and "not valid JSON" in corrupt.err
+
+
 def test_status_changes_cells_in_one_run_and_environment_come_before_the_times(capsys, tmp_path):
     a = copied(tmp_path, "lab5-a", DAY)
     manifest, cells = copy_run(shipped(TEMPLATE), "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.5)
