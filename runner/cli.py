@@ -662,12 +662,20 @@ def cmd_compare(args, console: Console) -> int:
 
 
 def _gate_report(where: str | None, b, found) -> None:
-    """compare --report: B's report written after the verdict is out; a store that refuses it is a warning, never
-    the gate's exit code (the nightly fails its Job on compare's 1 and 2, which say what B's cells did)."""
+    """compare --report: B's report written after the verdict is out; a store that refuses it, or an install without
+    matplotlib, is a warning, never the gate's exit code (the nightly fails its Job on compare's 1 and 2, which say what B's cells did)."""
     try:
         _write_report(where, [(b, found)])
     except UsageError as error:
-        print(f"warning: --report {where}: {str(error).splitlines()[0]}; the comparison stands", file=sys.stderr)
+        _report_failed(where, str(error).splitlines()[0])
+    except ModuleNotFoundError as error:  # matplotlib draws its figures: the '.[report]' extra
+        if not (missing := _missing_library(error, "--report")):
+            raise
+        _report_failed(where, missing.removeprefix("error: "))
+
+
+def _report_failed(where: str, why: str) -> None:
+    print(f"warning: --report {where}: not written: {why}; the comparison stands", file=sys.stderr)
 
 
 def _against_previous(run, out: str | None):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, in_process
+from helpers import REPO, attnbench, in_process
 from stores import H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
@@ -162,6 +162,23 @@ def test_a_report_the_store_refuses_leaves_the_gates_verdict(capsys, tmp_path):
     assert done.code == 1 and "REGRESSION: 3 cell(s) slower" in done.out  # the regression, not exit 2
     assert done.errors[-1].startswith(f"warning: --report {tmp_path / 'file' / 'report'}: ")
     assert done.errors[-1].endswith("; the comparison stands")
+
+
+NO_MATPLOTLIB = "warning: --report {}: not written: --report needs matplotlib: pip install -e '.[report]'; the comparison stands"
+
+
+def test_compare_without_matplotlib_keeps_the_gates_verdict_and_says_which_extra_to_install(capsys, tmp_path,
+                                                                                           monkeypatch):
+    shim = tmp_path / "shim"  # import matplotlib fails as in an install without the report extra
+    shim.mkdir()
+    (shim / "matplotlib.py").write_text("raise ModuleNotFoundError(\"No module named 'matplotlib'\", name='matplotlib')")
+    same = attnbench("compare", H200 / HOPPER, H200 / HOPPER, "--report", tmp_path / "same", PYTHONPATH=str(shim))
+    assert (same.returncode, same.stderr.splitlines()) == (0, [NO_MATPLOTLIB.format(tmp_path / "same")])
+    assert "no regression" in same.stdout.lower() and not (tmp_path / "same").exists()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    store = nights(tmp_path / "store")
+    slower = in_process(capsys, "compare", store / LAB5_TE, "--against", "previous", "--report", tmp_path / "night")
+    assert slower.code == 1 and slower.errors[-1] == NO_MATPLOTLIB.format(tmp_path / "night")  # still the regression
 
 
 def test_the_pages_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it():
