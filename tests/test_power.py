@@ -115,6 +115,26 @@ def test_a_heavy_call_is_not_judged_light_while_the_energy_counter_lags_it():
     assert state.rule != "light" and "light" not in state.note and state.wait_s >= power.HEAVY_MIN_S
 
 
+
+def test_a_reason_from_before_the_load_began_does_not_revoke_its_light_verdict():
+    """The recorder may hold readings from before this load's first call (the cap the cell before met, still on):
+    only a reason since load_start contradicts a light verdict."""
+    before = [Reading(t, 1700.0, 2619.0, 650.0, 70.0, 0x4, None) for t in (0.0, 0.05)]
+    since = [Reading(t, 1980.0, 2619.0, 150.0, 60.0, 0x0, None) for t in (0.1, 0.3, 0.5)]
+    light = power.Verdict("light", 0.25)
+    assert not power.revoked(light, before + since, 0.1)
+    assert power.revoked(light, before + since, 0.05)  # the capped reading at 0.05 s is the load's own
+
+
+def test_the_energy_counters_first_readings_of_a_load_are_not_counted_for_light():
+    """The counter lags a load from idle (docs/timing.md): it reads 100 W over the first LIGHT_RAMP_S of a load that
+    draws 600 W, over 80 % of 700 W. Counted from the load's start (the first reading, at 0.01 s), 0.4 s would read
+    433 W, light; counted from LIGHT_RAMP_S it reads 600 W, and the clock's hold settles it after a second."""
+    lagging = Script(sm=lambda t: 1980.0, power_w=lambda t: 300.0, step=0.01,
+                     drawn=lambda t: 100.0 if t < 0.01 + power.LIGHT_RAMP_S - 0.005 else 600.0)
+    state = power.settle(lambda: None, lagging, max_s=10)
+    assert state.rule == "held" and state.wait_s >= power.HEAVY_MIN_S
+
 def test_a_throttle_reason_anywhere_in_the_load_rules_out_light():
     once = Script(sm=lambda t: 1980.0, power_w=lambda t: 100.0, drawn=lambda t: 180.0,
                   throttle=lambda t: 0x4 if 0.05 <= t < 0.1 else 0)
