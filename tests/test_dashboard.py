@@ -910,3 +910,15 @@ def test_charts_side_by_side_get_the_top_margin_of_the_taller_titles(monkeypatch
     soak = {heading(f): f["layout"]["margin"]["t"] for f in figures(open_app(monkeypatch, run="soak-20261203",
                                                                              tab="Soak"))}
     assert soak["SM clock"] == soak["throughput (median kernel time of each bin's calls)"] > 60  # soak_lines' margin
+
+
+def test_a_legends_title_takes_its_width_from_the_first_row_of_the_packed_layout():
+    """plotly packs entries after the legend's title: at 240 px, "variant " (56 px) leaves room for te (60 px) and xla
+    (67) but not for the two-line xla (ours) (88), which opens a second row with te (ours): 1 + 2 rows. Without the
+    title's width, xla (ours) would fit the first row, making it two lines tall, and te (ours) a row of its own: 4."""
+    from dashboard import charts
+
+    names = ["te", "xla", "xla<br>(ours)", "te<br>(ours)"]
+    assert charts.LEGEND_WIDTH_PX == 240
+    assert charts.legend_rows("variant ", names) == 3
+    assert charts.legend_rows("", names) == 4
