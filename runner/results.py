@@ -55,21 +55,37 @@ def inflight_name(shard: str | None) -> str:
 
 def part_of(name: str) -> tuple[str, str | None] | None:
     """('manifest', 'cells', 'cell' or 'inflight', shard) for an object name of the layout, else None."""
+    found = _named(name)
+    return found if isinstance(found, tuple) else None
+
+
+def misnamed(name: str) -> str | None:
+    """Why a name of the layout's form (cells-5-of-2.jsonl, manifest.jsonl) is no object of it, or None: a reader
+    says so rather than leave out what such an object holds unseen."""
+    found = _named(name)
+    return found if isinstance(found, str) else None
+
+
+def _named(name: str) -> tuple[str, str | None] | str | None:
+    """part_of's answer for an object of the layout; for another name of its form, why it is none; else None."""
     match = PART_OBJECT.fullmatch(name)
     if not match:
         return None
     kind = match["kind"]
     if match["key"] is not None:
         if kind != "cells":
-            return None
+            return f"only cells/ holds objects of one cell each, not {kind}/"
         kind = "cell"
     elif match["ext"] != EXTENSION[kind]:
-        return None
+        return f"a {kind} object is .{EXTENSION[kind]}, not .{match['ext']}"
     if match["index"] is None:
         return kind, None
-    if int(match["index"]) >= int(match["count"]) or int(match["count"]) > MAX_SHARDS:
-        return None
-    return kind, f"{match['index']}/{match['count']}"
+    index, count = int(match["index"]), int(match["count"])
+    if index >= count:
+        return f"shard {index} of {count} does not exist (shards are 0 to {count - 1})"
+    if count > MAX_SHARDS:
+        return f"{count} shards is more than a run has ({MAX_SHARDS} at most)"
+    return kind, f"{index}/{count}"
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from runner.record import Manifest
-from runner.results import Run, assemble, manifest_of, part_of, run_folders
+from runner.results import Run, assemble, manifest_of, misnamed, part_of, run_folders
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
@@ -90,6 +90,10 @@ class Store(ABC):
     def delete(self, name: str) -> None:
         """Remove an object; one that is not there is no error."""
 
+    def entries(self, folder: str = "") -> tuple[list[str], dict[str, str]]:
+        """names(folder), and the entries under it that are no object, each with what it is: none in a bucket."""
+        return self.names(folder), {}
+
     def with_timeout(self, seconds: float) -> Store:
         """The same store with every call bounded by `seconds` (a local folder answers at once anyway)."""
         return self
@@ -125,23 +129,33 @@ class Store(ABC):
     def read(self, run_id: str) -> Run:
         """The run, shards merged; malformed or unreadable objects become run.problems (a store out of reach:
         StoreUnavailable)."""
-        folder = f"{run_id}/"
-        leaves = [n.removeprefix(folder) for n in self.names(folder)]
-        objects, problems = {}, []
+        folder, location = f"{run_id}/", self.location(run_id)
+        names, others = self.entries(folder)
+        leaves = [n.removeprefix(folder) for n in names]
+        problems = _left_out(location, leaves, {n.removeprefix(folder): what for n, what in others.items()})
+        objects = {}
         for leaf in filter(part_of, leaves):
             try:
                 data = self.get(folder + leaf)
             except (StoreError, StoreUnavailable):
                 raise
             except Exception as error:  # a checksum that does not match, say: this object, not the store
-                problems.append(f"{self.location(run_id)}/{leaf}: could not be read ({type(error).__name__}: "
+                problems.append(f"{location}/{leaf}: could not be read ({type(error).__name__}: "
                                 f"{_first_line(error)}); a run that resumes writes it again")
                 continue
             if data is not None:
                 objects[leaf] = data
-        run = assemble(self.location(run_id), objects)
+        run = assemble(location, objects)
         run.problems[:0] = problems
         return run
+
+
+def _left_out(location: str, leaves: list[str], others: dict[str, str]) -> list[str]:
+    """What a run folder holds under the layout's names that is no object of it (a shard index out of range), or
+    that is no file (a folder named cells.jsonl): said, not left out unseen."""
+    problems = [f"{location}/{leaf}: {why}; left out" for leaf in leaves if (why := misnamed(leaf))]
+    return problems + [f"{location}/{leaf}: {what}, not a file; left out" for leaf, what in sorted(others.items())
+                       if part_of(leaf) or misnamed(leaf)]
 
 
 class LocalStore(Store):
@@ -188,11 +202,21 @@ class LocalStore(Store):
                 pass
 
     def names(self, folder: str = "") -> list[str]:
+        return self.entries(folder)[0]
+
+    def entries(self, folder: str = "") -> tuple[list[str], dict[str, str]]:
         base = self.root / folder
         if not base.is_dir():
-            return []
-        found = (p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file())
-        return sorted(n for n in found if not n.rpartition("/")[2].startswith("."))  # .tmp files: writes in flight
+            return [], {}
+        files, others = [], {}
+        for path in base.rglob("*"):
+            name = path.relative_to(self.root).as_posix()
+            if path.is_file():
+                files.append(name)
+            else:
+                others[name] = "a folder" if path.is_dir() else "a link to nothing" if path.is_symlink() else \
+                    "not a regular file"
+        return sorted(n for n in files if not n.rpartition("/")[2].startswith(".")), others  # .tmp: writes in flight
 
 
 class GcsStore(Store):

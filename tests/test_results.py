@@ -207,11 +207,13 @@ def test_a_line_nested_beyond_any_parser_is_one_problem(tmp_path):
     assert len(run.problems) == 1 and run.problems[0].endswith(":6: not a record (nested too deeply to read)")
 
 
-def test_an_object_named_for_billions_of_shards_is_not_a_part(tmp_path):
+def test_an_object_named_for_billions_of_shards_is_not_a_part_and_says_so(tmp_path):
     run_dir = write_run(tmp_path, [record()])
     (run_dir / "cells-0-of-99999999999.jsonl").write_text(record().model_dump_json() + "\n")
     run = read_run(run_dir)
-    assert [p.shard for p in run.parts] == [None] and run.problems == []
+    assert [p.shard for p in run.parts] == [None]
+    assert run.problems == [f"{run_dir.resolve()}/cells-0-of-99999999999.jsonl: 99999999999 shards is more than a run "
+                            "has (100000 at most); left out"]
 
 
 def test_cells_read_in_the_order_the_run_wrote_without_its_spec(tmp_path):

@@ -90,6 +90,36 @@ def test_runs_are_the_folders_with_run_objects(store):
     assert store.runs() == ["a", "b", "gpu/c"]
 
 
+
+def test_a_shard_object_of_no_shard_is_a_problem_not_a_silent_loss(store):
+    """cells-5-of-2.jsonl beside a two-shard run's manifest names no shard: its records are not read, and the run says
+    so (it read as "0 cells" with no problem)."""
+    store.put(f"{RUN}/manifest-0-of-2.json", manifest(shard="0/2", cells_planned=5).model_dump_json().encode())
+    store.put(f"{RUN}/cells-5-of-2.jsonl", lines(some_records()))
+    store.put(f"{RUN}/manifest.jsonl", b"{}")
+    run = store.read(RUN)
+    assert run.cells == [] and [p.shard for p in run.parts] == ["0/2", "1/2"]
+    assert run.problems == [
+        f"{store.location(RUN)}/cells-5-of-2.jsonl: shard 5 of 2 does not exist (shards are 0 to 1); left out",
+        f"{store.location(RUN)}/manifest.jsonl: a manifest object is .json, not .jsonl; left out"]
+
+
+def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, capsys):
+    """A local run folder whose cells.jsonl is a folder (and whose inflight.json links to nothing) read as "0 cells"
+    with no problem: the listing keeps files only. Each is a problem now, which `show` prints."""
+    store = open_store(str(tmp_path))
+    store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
+    (tmp_path / RUN / "cells.jsonl").mkdir()
+    (tmp_path / RUN / "cells.jsonl" / "part").write_bytes(lines(some_records()))
+    (tmp_path / RUN / "inflight.json").symlink_to(tmp_path / "nowhere")
+    (tmp_path / RUN / "notes").mkdir()  # no name of the layout: not the run's business
+    where = store.location(RUN)
+    assert store.read(RUN).problems == [f"{where}/cells.jsonl: a folder, not a file; left out",
+                                        f"{where}/inflight.json: a link to nothing, not a file; left out"]
+    shown = in_process(capsys, "show", tmp_path / RUN)
+    assert shown.code == 0 and shown.errors == [f"warning: {where}/cells.jsonl: a folder, not a file; left out",
+                                                f"warning: {where}/inflight.json: a link to nothing, not a file; left out"]
+
 def test_a_missing_run_reads_as_problems(store):
     run = store.read("nothing")
     assert run.manifest is None and run.cells == [] and "missing" in run.problems[0]
