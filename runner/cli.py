@@ -345,8 +345,9 @@ def _run_exit(outcome, spool, location: str) -> int:
     return EXIT_OK
 
 
-DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id, --out (credentials, and a probe object written "
-                   "and removed in a bucket), and that the spool and a local --out can be made")
+DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id (that --out and the spool hold no run of another "
+                   "spec under it), --out (credentials, and a probe object written and removed in a bucket), and that "
+                   "the spool and a local --out can be made")
 DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the workers' libraries and "
                      "devices, and each cell's compile and run")
 
@@ -459,7 +460,30 @@ def _preflight(args, spec, shard) -> Ready:
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
     unreachable = _writable(store, args.dry_run)
+    places = [(store, store.location(run_id))] * (unreachable is None) + [(spool_store(root, store), str(spool_dir))]
+    _same_spec(spec, args.spec, places, run_id)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
+
+
+def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
+    """A run id that holds a run of another spec, in the store or the spool, is refused: a rerun under it would mix
+    the two runs' cells under one manifest (ATTNBENCH_RUN_ID left set from another run, say)."""
+    from runner.run import same_run
+    from runner.store import StoreError, StoreUnavailable
+
+    for store, where in places:
+        try:
+            held = store.with_timeout(PROBE_TIMEOUT_S).manifests(run_id)
+        except StoreUnavailable as error:  # out of reach now: measuring goes on, as for the probe
+            print(f"warning: {error}; not checked that {where} holds no run of another spec", file=sys.stderr)
+            continue
+        except StoreError as error:
+            raise UsageError(str(error)) from None
+        if other := next((m for m in held if not same_run(m, spec)), None):
+            raise UsageError(f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash "
+                             f"{other.spec_hash}) and {spec_path} ({spec.name}, spec hash {spec.digest()}) measures "
+                             "otherwise (another spec, or its file, --budget, --power or --seconds changed); a rerun "
+                             "resumes only the same: give another --run-id (or unset ATTNBENCH_RUN_ID)")
 
 
 def _say_unreachable(ready: Ready) -> None:

@@ -28,7 +28,7 @@ from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
 from runner.shape import Params
 from runner.registry import VARIANTS, decline
-from runner.spec import Spec, TimingSettings
+from runner.spec import Spec, TimingSettings, identity
 from runner.spool import PULL_TIMEOUT_S, Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.supervisor import Pool, Stopped, WorkerLost
@@ -44,6 +44,17 @@ WORKER_START_S = 900.0  # importing the libraries and measuring the machine's ce
 
 def new_run_id(spec: Spec) -> str:
     return f"{spec.name}-{dt.datetime.now(dt.timezone.utc):%Y%m%d-%H%M%S}"
+
+
+def same_run(manifest: Manifest, spec: Spec) -> bool:
+    """Whether a run id's stored part measures what `spec` measures, so that a rerun under the id resumes it: the same
+    spec hash, or after an attnbench upgrade (which changes the hash) the same identity and power policy. The cells
+    chosen (--only, --variants, --where, --shard) are no part of it; --budget, --power and soak's --seconds are."""
+    if manifest.spec_hash == spec.digest():
+        return True
+    stored = manifest.spec if isinstance(manifest.spec, dict) else {}
+    timing = stored.get("timing") if isinstance(stored.get("timing"), dict) else {}
+    return bool(stored) and identity(stored) == spec.identity() and timing.get("power") == spec.timing.power
 
 
 def cell_timeout_s(settings: TimingSettings) -> float:

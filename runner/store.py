@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from runner.record import Manifest
-from runner.results import Run, assemble, manifest_of, misnamed, part_of, run_folders
+from runner.results import Run, assemble, manifest_of, misnamed, parse_manifest, part_of, run_folders
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
@@ -125,6 +125,14 @@ class Store(ABC):
         return {folder: Listed(names, *manifest_of(self.location(folder), {_leaf(n): data[n] for n in names
                                                                             if data.get(n)}))
                 for folder, names in folders.items()}
+
+    def manifests(self, run_id: str) -> list[Manifest]:
+        """The manifests of the run's parts that read (a sharded run holds one per shard), never a cell."""
+        names = [n for n in self.names(f"{run_id}/") if n.rpartition("/")[0] == run_id
+                 and (part_of(_leaf(n)) or ("",))[0] == "manifest"]
+        read = (parse_manifest(data.decode(errors="replace"), self.location(n))[0]
+                for n, data in self.fetch(names).items() if data)
+        return [manifest for manifest in read if manifest]
 
     def read(self, run_id: str) -> Run:
         """The run, shards merged; malformed or unreadable objects become run.problems (a store out of reach:

@@ -331,6 +331,51 @@ def test_resuming_a_finished_run_measures_nothing_and_leaves_its_manifest_as_it_
     assert {name: (out / RUN_ID / name).read_bytes() for name in (MANIFEST, CELLS)} == before
 
 
+def test_a_run_id_holding_a_run_of_another_spec_is_refused_before_measuring(run, spec_path, tmp_path, capsys):
+    """ATTNBENCH_RUN_ID left set from another run must not merge two runs under one manifest: refused in the dry run
+    too; the cells a rerun picks (--only, --variants, --where) are no part of what it must match."""
+    _, run_dir = run
+    out, spool = tmp_path / "out", tmp_path / "spool"
+    shutil.copytree(run_dir, out / RUN_ID)
+    before = (out / RUN_ID / MANIFEST).read_bytes()
+    other = write_spec(tmp_path / "other.yaml", spec_data({"name": "a", "variants": ["naive"]}, name="other"))
+    for args in ([other], [other, "--dry-run"], [spec_path, "--budget", "0.5", "--dry-run"]):
+        done = in_process(capsys, "run", *args, "--out", out, "--run-id", RUN_ID, "--spool", spool)
+        assert done.code == 2 and len(done.errors) == 1, done.err
+        assert done.err.startswith(f"error: run id {RUN_ID}: {out / RUN_ID} holds a run of spec test (spec hash ")
+        assert f"and {args[0]} (" in done.err and "give another --run-id" in done.err
+    assert (out / RUN_ID / MANIFEST).read_bytes() == before and not spool.exists()
+    subset = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--only", "backward", "--where",
+                        "causal=true", "--dry-run")
+    assert subset.code == 0, subset.err
+
+
+def test_a_spool_holding_a_run_of_another_spec_under_the_run_id_is_refused(run, spec_path, tmp_path, capsys):
+    from runner.spool import spool_store
+    from runner.store import open_store
+
+    _, run_dir = run  # its results never uploaded: the spool alone holds them
+    held = spool_store(tmp_path / "spool", open_store(str(tmp_path / "out"))).root / RUN_ID
+    shutil.copytree(run_dir, held)
+    other = write_spec(tmp_path / "other.yaml", spec_data({"name": "a", "variants": ["naive"]}, name="other"))
+    done = in_process(capsys, "run", other, "--out", tmp_path / "out", "--run-id", RUN_ID, "--spool",
+                      tmp_path / "spool", "--dry-run")
+    assert done.code == 2 and done.err.startswith(f"error: run id {RUN_ID}: {held} holds a run of spec test")
+
+
+def test_a_run_after_an_upgrade_resumes_by_identity_and_power_policy(run, spec_path):
+    from runner.record import read_manifest
+    from runner.run import same_run
+
+    spec = load_spec(spec_path, set(load_all()))
+    stored = read_manifest(json.loads((run[1] / MANIFEST).read_text()))
+    upgraded = stored.model_copy(update={"spec_hash": "0" * 16})  # a field added since: another hash, same identity
+    assert same_run(stored, spec) and same_run(upgraded, spec)
+    timing = {**stored.spec["timing"], "power": "burst"}
+    assert not same_run(upgraded.model_copy(update={"spec": {**stored.spec, "timing": timing}}), spec)
+    assert not same_run(upgraded.model_copy(update={"spec": {**stored.spec, "name": "other"}}), spec)
+
+
 def test_run_cells_are_ok_on_cpu_and_cudnn_is_skipped_with_its_reason(run, spec_path):
     _, run_dir = run
     loaded = read_run(run_dir)
