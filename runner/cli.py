@@ -347,7 +347,7 @@ def _run_exit(outcome, spool, location: str) -> int:
 
 DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id (that --out and the spool hold no run of another "
                    "spec under it), --out (credentials, and a probe object written and removed in a bucket), and that "
-                   "the spool and a local --out can be made")
+                   "the spool and a local --out and its run folder can be made")
 DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the workers' libraries and "
                      "devices, and each cell's compile and run")
 
@@ -367,22 +367,25 @@ def _dry_run(cells, shard, console: Console) -> int:
     return EXIT_OK
 
 
-def _writable(store, dry_run: bool = False) -> Exception | None:
+def _writable(store, run_id: str, dry_run: bool = False) -> Exception | None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is returned, to
     be retried while measuring (a local folder that refuses a write now will refuse it later too). A dry run checks
-    a local folder without writing to it (a bucket's probe object is removed again)."""
+    a local folder without writing to it (a bucket's probe object is removed again). A local run folder must be a
+    folder or one that can be made: a file of the run id's name would refuse every upload."""
     from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
-    if isinstance(store, LocalStore) and dry_run:
-        if problem := _uncreatable(store.root):
-            raise UsageError(f"--out {store.uri}: cannot write results there ({problem})")
-        return None
+    local = isinstance(store, LocalStore)
+    if local and dry_run and (problem := _uncreatable(store.root)):
+        raise UsageError(f"--out {store.uri}: cannot write results there ({problem})")
     try:
-        with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
+        if not (local and dry_run):
+            with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
     except (StoreError, StoreUnavailable) as error:
-        if isinstance(error, StoreUnavailable) and not isinstance(store, LocalStore):
+        if isinstance(error, StoreUnavailable) and not local:
             return error
         raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
+    if local and (problem := _uncreatable(store.root / run_id)):
+        raise UsageError(f"--out {store.uri}: cannot write run {run_id} there ({problem})")
     return None
 
 
@@ -459,7 +462,7 @@ def _preflight(args, spec, shard) -> Ready:
     spool_dir = spool_store(root, store).root / run_id
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
-    unreachable = _writable(store, args.dry_run)
+    unreachable = _writable(store, run_id, args.dry_run)
     places = [(store, store.location(run_id))] * (unreachable is None) + [(spool_store(root, store), str(spool_dir))]
     _same_spec(spec, args.spec, places, run_id)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)

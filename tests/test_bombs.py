@@ -224,6 +224,18 @@ def test_out_under_a_file_is_refused_before_the_first_cell(tmp_path, capsys):
     assert outcome.seconds < SECONDS and not (tmp_path / "spool").exists()
 
 
+def test_a_run_folder_that_is_a_file_is_refused_before_the_first_cell_and_by_the_dry_run(tmp_path, capsys):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "r1").write_text("hi")  # every upload to out/r1/… would fail: exit 3 after measuring it all
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    for dry in ([], ["--dry-run"]):
+        outcome = in_process(capsys, "run", path, "--out", tmp_path / "out", "--run-id", "r1", "--spool",
+                             tmp_path / "spool", *dry)
+        assert outcome.code == 2 and outcome.out == "" and outcome.errors == [
+            f"error: --out {tmp_path / 'out'}: cannot write run r1 there ({tmp_path / 'out' / 'r1'} is not a folder)"]
+        assert outcome.seconds < SECONDS and not (tmp_path / "spool").exists()
+
+
 def test_out_to_a_bucket_that_does_not_exist_is_refused_before_the_first_cell(tmp_path, capsys, emulator):
     path = write_spec(tmp_path / "s.yaml", spec_data())
     outcome = in_process(capsys, "run", path, "--out", "gs://no-such-bucket/results", "--spool", tmp_path / "spool")
