@@ -597,8 +597,8 @@ def cmd_show(args, console: Console) -> int:
         sys.stdout.write(leaderboard_markdown(leaderboard(run.cells, machine=machine), legacy_of([run.manifest]))
                          + "\n")
         return EXIT_OK
-    if args.format == "parquet" and args.output is None:
-        raise UsageError("--format parquet: give --output FILE (parquet is binary)")
+    if args.format == "parquet":
+        _parquet_ready(args.output)
     try:
         text = export(run.cells, args.format, args.output)
     except OSError as error:
@@ -606,6 +606,16 @@ def cmd_show(args, console: Console) -> int:
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _parquet_ready(output: Path | None) -> None:
+    """show --format parquet: a file to write and pandas' parquet engine, pyarrow, which the core install lacks."""
+    if output is None:
+        raise UsageError("--format parquet: give --output FILE (parquet is binary)")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise UsageError("--format parquet needs pyarrow: pip install -e '.[parquet]' (or pip install pyarrow)") from None
 
 
 def _compared(args) -> tuple:

@@ -439,6 +439,14 @@ def test_show_markdown_and_parquet(run, tmp_path, capsys):
     assert (result.code, result.errors) == (2, ["error: --format parquet: give --output FILE (parquet is binary)"])
 
 
+def test_show_parquet_without_pyarrow_says_which_extra_to_install(run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails, as in the core install
+    result = in_process(capsys, "show", run[1], "--format", "parquet", "--output", tmp_path / "cells.parquet")
+    assert (result.code, result.errors) == (2, ["error: --format parquet needs pyarrow: pip install -e '.[parquet]' "
+                                                "(or pip install pyarrow)"])
+    assert not (tmp_path / "cells.parquet").exists()
+
+
 def test_show_missing_folder_exits_2(tmp_path, capsys):
     result = in_process(capsys, "show", tmp_path / "no-such-run")
     assert result.code == 2
