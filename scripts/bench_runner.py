@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -31,7 +32,7 @@ from runner.machine import Device  # noqa: E402
 from runner.record import CellRecord, Window  # noqa: E402
 from runner.registry import load_all  # noqa: E402
 from runner.run import in_run_order, plan  # noqa: E402
-from runner.spec import load_spec  # noqa: E402
+from runner.spec import SpecError, load_spec  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
 PHASES = ("inputs", "reference", "compile", "tune", "check", "fp8", "settle", "device", "wall", "device_cold")
@@ -211,7 +212,7 @@ def _headline(cell: CellRecord):
 def compare(a_dir: Path, b_dir: Path) -> str:
     """Cells both runs measured: same status, both correct, and B's headline time over A's (geomean, and how many
     differ by more than both runs' interquartile range)."""
-    a, b = read_run(a_dir), read_run(b_dir)
+    a, b = read_runs([a_dir, b_dir], "--compare")
     b_cells = {c.key: c for c in b.cells}
     pairs = [(c, b_cells[c.key]) for c in a.cells if c.key in b_cells]
     same_status = sum(x.status == y.status for x, y in pairs)
@@ -220,6 +221,8 @@ def compare(a_dir: Path, b_dir: Path) -> str:
     timed = [(x, y, _headline(x), _headline(y)) for x, y in pairs if x.status == y.status == "ok"
              and x.timer == y.timer and _headline(x) and _headline(y)]
     ratios = [ty.median_s / tx.median_s for _, _, tx, ty in timed]
+    if not ratios:
+        fail([f"--compare: {a.run_id} and {b.run_id} have no cell timed in both ({len(pairs)} cells in both)"])
     beyond = [(x, y) for x, y, tx, ty in timed if abs(ty.median_s - tx.median_s) > max(tx.q3_s - tx.q1_s,
                                                                                           ty.q3_s - ty.q1_s)]
     geomean = math.exp(statistics.fmean(math.log(r) for r in ratios)) if ratios else float("nan")
@@ -227,6 +230,31 @@ def compare(a_dir: Path, b_dir: Path) -> str:
              f"timed in both ({len(timed)}): B/A geomean {geomean:.3f}, median {statistics.median(ratios):.3f}, "
              f"range {min(ratios):.3f}-{max(ratios):.3f}; {len(beyond)} differ by more than both runs' IQR"]
     return "\n".join(lines + [f"- status changed: {c}" for c in changed])
+
+
+def fail(problems: list[str]) -> NoReturn:
+    """Bad input: a line each, exit 2."""
+    for problem in problems:
+        print(f"bench-runner: error: {problem}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_runs(paths: list[Path], option: str) -> list:
+    """The runs, whole: a run without a manifest, or with a line or object that did not read, is refused (its
+    cells would price or compare what it does not hold)."""
+    runs = [read_run(path) for path in paths]
+    if problems := [f"{option} {path}: {problem}" for path, run in zip(paths, runs) for problem in run.problems]:
+        fail(problems)
+    return runs
+
+
+def read_specs(paths: list[Path]) -> list:
+    if not paths:
+        fail(["--estimate prices the specs given by --specs SPEC...: give at least one"])
+    try:
+        return [load_spec(path, set(load_all())) for path in paths]
+    except SpecError as error:
+        fail([f"--specs: {problem}" for problem in error.problems])
 
 
 def main() -> None:
@@ -249,15 +277,20 @@ def main() -> None:
         print(compare(*args.compare))
         return
     if args.prices:
-        print(prices_literal(medians(measured(read_run(path) for path in args.prices))))
+        prices = medians(measured(read_runs(args.prices, "--prices")))
+        if not prices:
+            fail([f"--prices: no measured cell in {', '.join(map(str, args.prices))}"])
+        print(prices_literal(prices))
         return
     if args.estimate:
-        runs = [read_run(path) for path in args.estimate]
-        specs = [load_spec(path, set(load_all())) for path in args.specs]
+        specs = read_specs(args.specs)
+        runs = read_runs(args.estimate, "--estimate")
         rows = estimate(runs, specs, run_device(runs[0]))
         print(json.dumps(rows, indent=2), file=sys.stderr)
         print(estimate_table(rows))
         return
+    if args.spec is None:
+        fail(["give a SPEC to run, or --compare, --estimate or --prices (see --help)"])
     name = args.spec.stem + (f"-{args.label}" if args.label else "")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     cache = Path(tempfile.mkdtemp(prefix="attnbench-bench-cache-"))

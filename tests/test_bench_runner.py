@@ -110,3 +110,37 @@ def test_the_machine_step_says_its_seconds_and_whether_the_ceilings_were_measure
     row = {"run_id": "warm", "process_s": 9.0, "cells": 3, "per_cell_s": 3.0, "in_cells_s": 6.0, "cached": 3,
            "shared": 0, "phases": {}, "worker_start_s": {"jax": 1.0}, "machine": "0.0 reused"}
     assert "| warm | 9.0 | 3 | 3.00 | 3.0 | jax 1.0 | 0.0 reused | 3 | 0 |" in bench.table([row])
+
+
+SHIPPED = "examples/results/h200/decode-20261202"
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["--estimate", "/nowhere", "--specs", "specs/smoke.yaml"], "--estimate /nowhere: /nowhere/manifest.json: missing"),
+    (["--estimate", SHIPPED, "--specs", "BROKEN"], "--specs: BROKEN:2:1: not valid YAML"),
+    (["--estimate", SHIPPED, "--specs", "SCHEMA"], "--specs: "),
+    (["--estimate", SHIPPED], "--estimate prices the specs given by --specs SPEC...: give at least one"),
+    (["--compare", "/nowhere", SHIPPED], "--compare /nowhere: /nowhere/manifest.json: missing"),
+    (["--compare", SHIPPED, "examples/results/h200/lab5-20261202-104743"], "--compare: decode-20261202 and lab5-20261202-104743 have no cell timed"),
+    (["--prices", "TRUNCATED"], "--prices TRUNCATED: TRUNCATED/cells.jsonl:1: not valid JSON"),
+    ([], "give a SPEC to run, or --compare, --estimate or --prices"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
+    from helpers import REPO
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "broken.yaml").write_text("name: [\n")
+    (tmp_path / "schema.yaml").write_text("name: x\nexperiments: [{name: a, variants: [xla], batch: -1}]\n")
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    shutil.copy(REPO / SHIPPED / "manifest.json", truncated)
+    (truncated / "cells.jsonl").write_bytes((REPO / SHIPPED / "cells.jsonl").read_bytes()[:200])  # a killed copy
+    names = {"BROKEN": tmp_path / "broken.yaml", "SCHEMA": tmp_path / "schema.yaml", "TRUNCATED": truncated}
+    done = subprocess.run([sys.executable, "scripts/bench_runner.py", *(str(names.get(a, a)) for a in args)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    for name, path in names.items():
+        problem = problem.replace(name, str(path))
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"bench-runner: error: {problem}"), done.stderr
