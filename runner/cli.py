@@ -348,8 +348,9 @@ def _run_exit(outcome, spool, location: str) -> int:
 DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id (that --out and the spool hold no run of another "
                    "spec under it), --out (credentials, and a probe object written and removed in a bucket), and that "
                    "the spool and a local --out and its run folder can be made")
-DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the workers' libraries and "
-                     "devices, and each cell's compile and run")
+DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the compile cache (one that cannot be "
+                     "used costs the run a warning and compiling without it), the workers' libraries and devices, and "
+                     "each cell's compile and run")
 
 
 def _dry_run(cells, shard, console: Console) -> int:

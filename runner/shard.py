@@ -40,10 +40,15 @@ def parse_shard(text: str, most: int | None = None) -> Shard:
 
 
 def shard_from_env(environ: Mapping[str, str] = os.environ, most: int | None = None) -> Shard | None:
-    """The Indexed Job's shard: JOB_COMPLETION_INDEX of JOB_COMPLETIONS, or None outside one."""
+    """The Indexed Job's shard: JOB_COMPLETION_INDEX of JOB_COMPLETIONS, or None outside one (neither set); one set
+    without the other is a ValueError, not a whole run on each pod."""
     index, count = environ.get("JOB_COMPLETION_INDEX"), environ.get("JOB_COMPLETIONS")
-    if index is None or count is None:
+    if index is None and count is None:
         return None
+    if index is None or count is None:
+        given, missing = ("JOB_COMPLETIONS", "JOB_COMPLETION_INDEX") if index is None else (
+            "JOB_COMPLETION_INDEX", "JOB_COMPLETIONS")
+        raise ValueError(f"{given} is set and {missing} is not: set both (an Indexed Job does) or neither")
     return parse_shard(f"{index}/{count}", most)
 
 

@@ -156,6 +156,16 @@ def test_a_job_of_more_pods_than_cells_is_refused(tmp_path, capsys, monkeypatch)
             "JOB_COMPLETION_INDEX/JOB_COMPLETIONS: shard '0/10000000000': at most 100,000 shards")
 
 
+@pytest.mark.parametrize("given, missing", [("JOB_COMPLETION_INDEX", "JOB_COMPLETIONS"),
+                                            ("JOB_COMPLETIONS", "JOB_COMPLETION_INDEX")])
+def test_half_of_an_indexed_jobs_pair_is_refused_not_run_whole(tmp_path, capsys, monkeypatch, given, missing):
+    monkeypatch.setenv(given, "1")  # each pod would run every cell, all writing one run
+    path = write_spec(tmp_path / "one.yaml", spec_data())
+    refused(in_process(capsys, "run", path, "--dry-run", "--run-id", "r"),
+            f"JOB_COMPLETION_INDEX/JOB_COMPLETIONS: {given} is set and {missing} is not: set both (an Indexed Job "
+            "does) or neither")
+
+
 # --- shapes and seeds beyond any GPU ------------------------------------------------------------------
 
 

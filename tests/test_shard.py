@@ -54,7 +54,8 @@ def test_parse_shard_takes_leading_zeros_and_refuses_a_long_index():
 
 def test_shard_from_env():
     assert shard_from_env({"JOB_COMPLETION_INDEX": "1", "JOB_COMPLETIONS": "4"}) == Shard(1, 4)
-    assert shard_from_env({"JOB_COMPLETION_INDEX": "1"}) is None  # an Indexed Job always sets both
+    with pytest.raises(ValueError, match="JOB_COMPLETION_INDEX is set and JOB_COMPLETIONS is not"):
+        shard_from_env({"JOB_COMPLETION_INDEX": "1"})  # an Indexed Job always sets both: half a pair is a mistake
     assert shard_from_env({}) is None
     with pytest.raises(ValueError):
         shard_from_env({"JOB_COMPLETION_INDEX": "4", "JOB_COMPLETIONS": "4"})
