@@ -13,6 +13,8 @@ import time
 import urllib.request
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
+from collections import defaultdict
+from collections.abc import Container, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,11 +122,17 @@ class Store(ABC):
     def listing(self) -> dict[str, Listed]:
         """Every run folder of one listing with its manifest, never a cell: the one reader of a store's runs (the
         dashboard's table of runs, `compare --against previous`)."""
-        folders = run_folders(self.names())
-        data = self.fetch([n for names in folders.values() for n in names if part_of(_leaf(n))[0] == "manifest"])
-        return {folder: Listed(names, *manifest_of(self.location(folder), {_leaf(n): data[n] for n in names
-                                                                            if data.get(n)}))
-                for folder, names in folders.items()}
+        names, others = self.entries()
+        folders = run_folders(names)
+        data = self.fetch([n for its in folders.values() for n in its if part_of(_leaf(n))[0] == "manifest"])
+        leaves, strays = _by_folder(names, folders), _by_folder(others, folders)
+        listed = {}
+        for folder, its in folders.items():
+            location = self.location(folder)
+            manifest, problems = manifest_of(location, {_leaf(n): data[n] for n in its if data.get(n)})
+            left = _left_out(location, leaves[folder], {leaf: others[f"{folder}/{leaf}"] for leaf in strays[folder]})
+            listed[folder] = Listed(its, manifest, problems + left)
+        return listed
 
     def manifests(self, run_id: str) -> list[Manifest]:
         """The manifests of the run's parts that read (a sharded run holds one per shard), never a cell."""
@@ -156,6 +164,15 @@ class Store(ABC):
         run = assemble(location, objects)
         run.problems[:0] = problems
         return run
+
+
+def _by_folder(names: Iterable[str], folders: Container[str]) -> defaultdict[str, list[str]]:
+    """The leaves of the names that stand directly in one of these folders, by folder."""
+    found = defaultdict(list)
+    for folder, _, leaf in (name.rpartition("/") for name in names):
+        if folder in folders:
+            found[folder].append(leaf)
+    return found
 
 
 def _left_out(location: str, leaves: list[str], others: dict[str, str]) -> list[str]:

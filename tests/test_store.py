@@ -102,11 +102,13 @@ def test_a_shard_object_of_no_shard_is_a_problem_not_a_silent_loss(store):
     assert run.problems == [
         f"{store.location(RUN)}/cells-5-of-2.jsonl: shard 5 of 2 does not exist (shards are 0 to 1); left out",
         f"{store.location(RUN)}/manifest.jsonl: a manifest object is .json, not .jsonl; left out"]
+    assert store.listing()[RUN].problems == run.problems  # the dashboard's table of runs says so too
 
 
 def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, capsys):
     """A local run folder whose cells.jsonl is a folder (and whose inflight.json links to nothing) read as "0 cells"
-    with no problem: the listing keeps files only. Each is a problem now, which `show` prints."""
+    with no problem: the listing keeps files only. Each is a problem now, which `show` prints (and the dashboard's
+    table of runs, from the store's listing)."""
     store = open_store(str(tmp_path))
     store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
     (tmp_path / RUN / "cells.jsonl").mkdir()
@@ -114,8 +116,9 @@ def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, c
     (tmp_path / RUN / "inflight.json").symlink_to(tmp_path / "nowhere")
     (tmp_path / RUN / "notes").mkdir()  # no name of the layout: not the run's business
     where = store.location(RUN)
-    assert store.read(RUN).problems == [f"{where}/cells.jsonl: a folder, not a file; left out",
-                                        f"{where}/inflight.json: a link to nothing, not a file; left out"]
+    assert store.read(RUN).problems == store.listing()[RUN].problems == [
+        f"{where}/cells.jsonl: a folder, not a file; left out",
+        f"{where}/inflight.json: a link to nothing, not a file; left out"]
     shown = in_process(capsys, "show", tmp_path / RUN)
     assert shown.code == 0 and shown.errors == [f"warning: {where}/cells.jsonl: a folder, not a file; left out",
                                                 f"warning: {where}/inflight.json: a link to nothing, not a file; left out"]
