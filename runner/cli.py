@@ -221,7 +221,7 @@ def _load(spec_path: str, max_cells: int | None):
     except SpecError as error:
         raise UsageError("\n".join(error.problems)) from None
     if problems := limits(spec, max_cells):
-        raise UsageError("\n".join(problems))
+        raise UsageError("\n".join(f"{spec_path}: {problem}" for problem in problems))
     return spec
 
 

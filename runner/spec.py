@@ -33,11 +33,13 @@ MAX_PROBLEMS = 20  # problem lines shown; the rest are counted
 
 
 class SpecError(Exception):
-    """A spec that cannot be run; `problems` holds one 'path: message' line each."""
+    """A spec that cannot be run; `problems` holds one 'path: message' line each, after the file (`where`) if given."""
 
-    def __init__(self, problems: list[str]):
+    def __init__(self, problems: list[str], where: str | Path | None = None):
         if len(problems) > MAX_PROBLEMS:
             problems = problems[:MAX_PROBLEMS] + [f"… and {len(problems) - MAX_PROBLEMS:,} more problems"]
+        if where is not None:
+            problems = [f"{where}: {problem}" for problem in problems]
         super().__init__("\n".join(problems))
         self.problems = problems
 
@@ -368,16 +370,16 @@ def _problems(error: ValidationError) -> list[str]:
     return [f"{_where(e['loc'])}: {_message(e)}" for e in error.errors()]
 
 
-def parse_spec(data: object, known_variants: set[str]) -> Spec:
-    """Validate a parsed YAML document; raise SpecError listing every problem."""
+def parse_spec(data: object, known_variants: set[str], where: str | Path | None = None) -> Spec:
+    """Validate a parsed YAML document; raise SpecError listing every problem (each after `where`, its file)."""
     unknown = _variant_problems(data.get("experiments") if isinstance(data, dict) else None, known_variants)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as error:
-        raise SpecError(_problems(error) + unknown) from None
+        raise SpecError(_problems(error) + unknown, where) from None
     problems = unknown + _cross_field_problems(spec)
     if problems:
-        raise SpecError(problems)
+        raise SpecError(problems, where)
     return spec
 
 
@@ -394,12 +396,12 @@ def _variant_problems(experiments: object, known_variants: set[str]) -> list[str
 
 
 def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
-    """Read and validate a YAML spec file."""
+    """Read and validate a YAML spec file; each problem names the file (and, past reading it, the YAML path)."""
     path = Path(path)
     data = _parse_yaml(path, _read(path))
     if not isinstance(data, dict):
         raise SpecError([f"{path}: must be a YAML mapping with name, experiments, ... (got {type(data).__name__})"])
-    return parse_spec(data, known_variants)
+    return parse_spec(data, known_variants, path)
 
 
 def _read(path: Path) -> str:

@@ -118,7 +118,7 @@ SHIPPED = "examples/results/h200/decode-20261202"
 @pytest.mark.parametrize("args, problem", [
     (["--estimate", "/nowhere", "--specs", "specs/smoke.yaml"], "--estimate /nowhere: /nowhere/manifest.json: missing"),
     (["--estimate", SHIPPED, "--specs", "BROKEN"], "--specs: BROKEN:2:1: not valid YAML"),
-    (["--estimate", SHIPPED, "--specs", "SCHEMA"], "--specs: "),
+    (["--estimate", SHIPPED, "--specs", "SCHEMA"], "--specs: SCHEMA: experiments[0].batch: must be > 0"),
     (["--estimate", SHIPPED], "--estimate prices the specs given by --specs SPEC...: give at least one"),
     (["--compare", "/nowhere", SHIPPED], "--compare /nowhere: /nowhere/manifest.json: missing"),
     (["--compare", SHIPPED, "examples/results/h200/lab5-20261202-104743"], "--compare: decode-20261202 and lab5-20261202-104743 have no cell timed"),

@@ -5,6 +5,7 @@ exits 2 with one short line, in bounded time and memory. Real YAML files through
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +16,10 @@ SECONDS = 10.0  # each refusal, traced by tracemalloc on a busy 2-core machine (
 MIB = 64.0  # the most memory Python may hold for one (the alias bomb once took 375 MB and 31 s)
 
 
-def refused(outcome: Outcome, line: str) -> None:
-    """Exit 2, exactly `line` on stderr, nothing on stdout, quickly and in little memory."""
-    assert (outcome.code, outcome.errors, outcome.out) == (2, [f"error: {line}"], "")
+def refused(outcome: Outcome, line: str, spec: Path | None = None) -> None:
+    """Exit 2, exactly `line` on stderr (after the `spec` file it is about, if given), nothing on stdout, quickly and
+    in little memory."""
+    assert (outcome.code, outcome.errors, outcome.out) == (2, [f"error: {f'{spec}: ' if spec else ''}{line}"], "")
     assert len(line) < 200
     assert outcome.seconds < SECONDS, f"took {outcome.seconds:.1f}s"
     assert outcome.peak_mib < MIB, f"held {outcome.peak_mib:.0f} MiB"
@@ -78,10 +80,10 @@ def test_an_integer_of_thousands_of_digits_is_refused(tmp_path, capsys):
 
 def test_a_huge_value_is_never_echoed(tmp_path, capsys):
     path = write_spec(tmp_path / "long.yaml", spec_data(name="x" * 20_000))
-    refused(validate(capsys, path), "name: must be at most 100 characters")
+    refused(validate(capsys, path), "name: must be at most 100 characters", path)
     path = write_spec(tmp_path / "long.yaml", spec_data(defaults={"dtype": "f" * 20_000}))
     outcome = validate(capsys, path)
-    assert outcome.code == 2 and len(outcome.err) < 200
+    assert outcome.code == 2 and len(outcome.err) < 200 + len(str(path))
 
 
 def test_thousands_of_problems_are_counted_not_listed(tmp_path, capsys):
@@ -89,8 +91,8 @@ def test_thousands_of_problems_are_counted_not_listed(tmp_path, capsys):
     path = write_spec(tmp_path / "zeros.yaml", spec_data(zeros))
     outcome = validate(capsys, path)
     assert outcome.code == 2 and outcome.seconds < SECONDS
-    assert outcome.errors == [f"error: experiments[0].sweep.batch[{i}]: must be > 0" for i in range(20)] + [
-        "error: … and 4,980 more problems"]
+    assert outcome.errors == [f"error: {path}: experiments[0].sweep.batch[{i}]: must be > 0" for i in range(20)] + [
+        f"error: {path}: … and 4,980 more problems"]
 
 
 # --- how many cells, how many shards ------------------------------------------------------------------
@@ -112,7 +114,7 @@ def test_more_cells_than_max_cells_are_counted_not_expanded(tmp_path, capsys, co
     path = million_cells(tmp_path)
     outcome = in_process(capsys, *command, path, "--out", tmp_path / "out", measure=True) if command[0] == "run" \
         else validate(capsys, path)
-    refused(outcome, TOO_MANY)  # was minutes and gigabytes
+    refused(outcome, TOO_MANY, path)  # was minutes and gigabytes
     assert not (tmp_path / "out").exists()
 
 
@@ -122,16 +124,16 @@ FOUR_CELLS = {"name": "a", "variants": ["xla", "naive"], "sweep": {"causal": [Fa
 def test_max_cells_is_set_in_the_spec_or_on_the_command_line(tmp_path, capsys):
     path = write_spec(tmp_path / "four.yaml", spec_data(FOUR_CELLS, max_cells=3))
     refused(validate(capsys, path), "experiments: the sweeps make 4 cells, more than max_cells (3); sweep fewer "
-            "values, or raise max_cells (at most 1,000,000)")
+            "values, or raise max_cells (at most 1,000,000)", path)
     assert validate(capsys, path, "--max-cells", 4).out == f"{path}: ok (1 experiments, 4 cells)\n"
     refused(validate(capsys, million_cells(tmp_path, max_cells=1_000_000)),
             TOO_MANY.replace("100,000); sweep fewer values, or raise max_cells (at most 1,000,000)",
-                             "1,000,000); sweep fewer values, or split the spec"))
+                             "1,000,000); sweep fewer values, or split the spec"), tmp_path / "million.yaml")
 
 
 def test_max_cells_has_a_ceiling(tmp_path, capsys):
     refused(validate(capsys, write_spec(tmp_path / "s.yaml", spec_data(max_cells=10**7))),
-            "max_cells: must be <= 1000000 (got 10000000)")
+            "max_cells: must be <= 1000000 (got 10000000)", tmp_path / "s.yaml")
     outcome = validate(capsys, write_spec(tmp_path / "s.yaml", spec_data()), "--max-cells", 10**7)
     assert outcome.code == 2 and "--max-cells: must be a whole number from 1 to 1,000,000" in outcome.err
 
@@ -176,7 +178,7 @@ def test_half_of_an_indexed_jobs_pair_is_refused_not_run_whole(tmp_path, capsys,
     ({"defaults": {"heads": 4096, "kv_heads": 1}}, "defaults.heads: must be <= 1024 (got 4096)"),
 ])  # fmt: skip
 def test_values_beyond_any_gpu_are_refused(tmp_path, capsys, top, line):
-    refused(validate(capsys, write_spec(tmp_path / "big.yaml", spec_data(**top))), line)
+    refused(validate(capsys, write_spec(tmp_path / "big.yaml", spec_data(**top))), line, tmp_path / "big.yaml")
 
 
 def test_a_cell_whose_inputs_no_gpu_holds_is_refused_by_name(tmp_path, capsys):
@@ -185,7 +187,7 @@ def test_a_cell_whose_inputs_no_gpu_holds_is_refused_by_name(tmp_path, capsys):
             "sweep": {"seq_len": [1024, 1 << 24], "batch": [1, 64], "dtype": ["bfloat16", "float32"]}}
     path = write_spec(tmp_path / "huge.yaml", spec_data(fits, huge))
     refused(validate(capsys, path), "experiments[1]: cell huge B64 T16777216 N64 H256 float32 fwd needs 192.0 TiB "
-            "for Q, K and V alone; no GPU holds 1 TiB")  # each axis at its largest: a real cell of the sweep
+            "for Q, K and V alone; no GPU holds 1 TiB", path)  # each axis at its largest: a real cell of the sweep
 
 
 # --- names and run ids --------------------------------------------------------------------------------

@@ -74,14 +74,15 @@ def test_bad_spec_exits_2_with_one_stderr_line_per_problem(tmp_path, capsys):
         {"name": "b", "variants": ["naive"], "heads": 6, "kv_heads": 4},
         {"name": "b", "variants": ["naive"], "sweep": {}},
     )
-    result = in_process(capsys, "validate", write_spec(tmp_path / "bad.yaml", bad))
+    path = write_spec(tmp_path / "bad.yaml", bad)
+    result = in_process(capsys, "validate", path)
     assert result.code == 2
-    assert result.errors == [
-        f"error: experiments[0].variants[1]: unknown variant '{long_name}' (known: {', '.join(sorted(load_all()))})",
-        "error: experiments[1].kv_heads: heads (6) must be a multiple of kv_heads (4)",
-        "error: experiments[2].name: duplicate experiment name 'b'",
-        "error: experiments[2].sweep: must name at least one axis",
-    ]
+    assert result.errors == [f"error: {path}: {problem}" for problem in [  # the file, then the YAML path
+        f"experiments[0].variants[1]: unknown variant '{long_name}' (known: {', '.join(sorted(load_all()))})",
+        "experiments[1].kv_heads: heads (6) must be a multiple of kv_heads (4)",
+        "experiments[2].name: duplicate experiment name 'b'",
+        "experiments[2].sweep: must name at least one axis",
+    ]]
     assert result.out == ""
 
 
@@ -90,8 +91,8 @@ def test_run_of_a_bad_spec_exits_2_and_writes_nothing(tmp_path, capsys):
     result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
     assert result.code == 2
     assert result.errors == [
-        "error: experiments[0].sweep.seq_len[1]: must be > 0",
-        "error: experiments[0].bogus: unknown key",
+        f"error: {tmp_path / 'bad.yaml'}: experiments[0].sweep.seq_len[1]: must be > 0",
+        f"error: {tmp_path / 'bad.yaml'}: experiments[0].bogus: unknown key",
     ]
     assert not (tmp_path / "out").exists()
 
@@ -100,8 +101,8 @@ def test_run_of_an_experiment_no_variant_can_run_exits_2_with_one_line(tmp_path,
     bad = spec_data({"name": "a", "variants": ["xla"], "page_size": 16, "bias": "alibi"})
     result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
     assert (result.code, result.errors) == (2, [
-        "error: experiments[0]: no variant can run any cell of a: a serving cell (page_size set) takes no bias "
-        "(ALiBi's positions are not aligned to each request's end)"])
+        f"error: {tmp_path / 'bad.yaml'}: experiments[0]: no variant can run any cell of a: a serving cell (page_size "
+        "set) takes no bias (ALiBi's positions are not aligned to each request's end)"])
     assert not (tmp_path / "out").exists()
 
 

@@ -218,7 +218,7 @@ def test_nesting_is_bounded_at_32_levels_the_document_included(tmp_path, levels)
     with pytest.raises(SpecError) as caught:
         load_spec(path, KNOWN)
     too_deep = f"{path}:3:{3 + levels - 1}: nested deeper than 32 levels"
-    assert caught.value.problems == ["x: unknown key" if levels == 32 else too_deep]  # 32 levels load
+    assert caught.value.problems == [f"{path}: x: unknown key" if levels == 32 else too_deep]  # 32 levels load
 
 
 def test_a_file_that_is_not_utf8_is_refused(tmp_path):
@@ -254,7 +254,7 @@ def test_file_errors_go_through_the_same_validation(tmp_path):
     path = write_spec(tmp_path / "s.yaml", spec_data(exp(sweep={"seq_len": [8, -8]})))
     with pytest.raises(SpecError) as caught:
         load_spec(path, KNOWN)
-    assert caught.value.problems == ["experiments[0].sweep.seq_len[1]: must be > 0"]
+    assert caught.value.problems == [f"{path}: experiments[0].sweep.seq_len[1]: must be > 0"]  # the file, then where
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "specs").glob("*.yaml")), ids=lambda p: p.name)
@@ -391,8 +391,8 @@ def test_tune_is_true_or_false_an_experiments_option_or_an_axis_and_a_cells_key_
     path = write_spec(tmp_path / "s.yaml", spec_data(exp(tune="maybe", sweep={"tune": [True, 2]})))
     with pytest.raises(SpecError) as caught:
         load_spec(path, KNOWN)
-    assert caught.value.problems == ["experiments[0].tune: must be true or false (got 'maybe')",
-                                     "experiments[0].sweep.tune[1]: must be true or false (got 2)"]
+    assert caught.value.problems == [f"{path}: experiments[0].tune: must be true or false (got 'maybe')",
+                                     f"{path}: experiments[0].sweep.tune[1]: must be true or false (got 2)"]
     spec = parse_spec(spec_data(exp(sweep={"tune": [False, True]}), exp("b", tune=True)), KNOWN)
     cells = expand(spec)
     assert [c.params.tune for c in cells] == [False, True, True] and len({c.key for c in cells}) == 3
