@@ -300,21 +300,22 @@ def _run_id(run_id: str) -> str:
 
 
 @contextmanager
-def _store_errors():
-    """A store that is wrong or out of reach, as one line of bad input."""
+def _store_errors(option: str | None = None):
+    """A store that is wrong or out of reach, as one line of bad input, after the option that named it if given."""
     from runner.store import StoreError, StoreUnavailable
 
     try:
         yield
     except (StoreError, StoreUnavailable) as error:
-        raise UsageError(str(error)) from None
+        raise UsageError(f"{option} {error}" if option else str(error)) from None
 
 
-def _open_store(uri: str, timeout_s: float | None = None, auth_grace: bool = False):
-    """The store; `auth_grace` (runs) retries refused or missing credentials for a while (runner/store.py)."""
+def _open_store(uri: str, option: str, timeout_s: float | None = None, auth_grace: bool = False):
+    """The store `option` (--out, --output, --report) names; `auth_grace` (runs) retries refused or missing
+    credentials for a while (runner/store.py)."""
     from runner.store import DEFAULT_TIMEOUT_S, open_store, with_auth_grace
 
-    with _store_errors():
+    with _store_errors(option):
         opened = lambda: open_store(uri, timeout_s or DEFAULT_TIMEOUT_S)  # noqa: E731
         return with_auth_grace(opened) if auth_grace else opened()
 
@@ -453,12 +454,12 @@ def _preflight(args, spec, shard) -> Ready:
     from runner.spool import default_spool_root, spool_store
     from runner.store import DEFAULT_TIMEOUT_S, check_uri
 
-    with _store_errors():
+    with _store_errors("--out"):
         check_uri(args.out)
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
     run_id = _run_id(args.run_id or new_run_id(spec))
-    store = _open_store(args.out, args.store_timeout, auth_grace=True)
+    store = _open_store(args.out, "--out", args.store_timeout, auth_grace=True)
     root = args.spool or default_spool_root()
     spool_dir = spool_store(root, store).root / run_id
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
@@ -572,10 +573,13 @@ def _shown_run(args):
 
     if args.out is None and (Path(args.run).is_dir() or Path(args.run).name != args.run):  # a folder, or a path
         return read_run(args.run)
+    if args.out is not None and Path(args.run).name != args.run:
+        raise UsageError(f"{args.run}: with --out, RUN is a run id in it, not a path: give the run folder alone, or "
+                         "its id with --out")
     if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
         raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
     with _store_errors():  # reading can find the store out of reach, not only opening it
-        return _open_store(args.out or DEFAULT_OUT, _read_timeout()).read(_run_id(args.run))
+        return _open_store(args.out or DEFAULT_OUT, "--out", _read_timeout()).read(_run_id(args.run))
 
 
 def cmd_show(args, console: Console) -> int:
@@ -638,7 +642,7 @@ def _previous_of(b, out: str | None):
     none."""
     from runner.compare import previous_run
 
-    store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT))
+    store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT), "--out")
     with _store_errors():
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
@@ -703,9 +707,9 @@ def _gate_report(where: str | None, b, found) -> None:
     """compare --report: B's report written after the verdict is out; a store that refuses it, or an install without
     matplotlib, is a warning, never the gate's exit code (the nightly fails its Job on compare's 1 and 2, which say what B's cells did)."""
     try:
-        _write_report(where, [(b, found)])
+        _write_report(where, [(b, found)], "--report")
     except UsageError as error:
-        _report_failed(where, str(error).splitlines()[0])
+        _report_failed(where, str(error).splitlines()[0].removeprefix(f"--report {where}: "))
     except ModuleNotFoundError as error:  # matplotlib draws its figures: the '.[report]' extra
         if not (missing := _missing_library(error, "--report")):
             raise
@@ -734,18 +738,19 @@ def cmd_report(args, console: Console) -> int:
         if run.manifest is None:
             raise UsageError("\n".join(run.problems) or f"{run.dir}: no manifest, not a run")
         _warn(run.problems)
-    _write_report(args.report, [(run, _against_previous(run, args.out)) for run in runs])
+    _write_report(args.report, [(run, _against_previous(run, args.out)) for run in runs], "--output")
     return EXIT_OK
 
 
-def _write_report(where: str | None, runs: list) -> None:
-    """attnbench report's files for (run, comparison or None) pairs, written to a folder or bucket `where`."""
+def _write_report(where: str | None, runs: list, option: str) -> None:
+    """attnbench report's files for (run, comparison or None) pairs, written to a folder or bucket `where` (given as
+    `option`)."""
     if where is None:
         return
     from runner import artifacts
 
     made = artifacts.files([artifacts.Report(run, artifacts.charts_of(run), found) for run, found in runs])
-    store = _open_store(where)
+    store = _open_store(where, option)
     with _store_errors():
         for name, data in made.items():
             store.put(name, data)
@@ -763,7 +768,7 @@ def cmd_runs(args, console: Console) -> int:
     from runner.report import runs_table
     from runner.store import LocalStore
 
-    store = _open_store(args.out, _read_timeout())
+    store = _open_store(args.out, "--out", _read_timeout())
     if isinstance(store, LocalStore) and not store.root.is_dir():  # "no runs" would read as an empty folder
         raise UsageError(f"--out {args.out}: no such folder")
     with _store_errors():

@@ -448,6 +448,25 @@ def test_show_parquet_without_pyarrow_says_which_extra_to_install(run, tmp_path,
     assert not (tmp_path / "cells.parquet").exists()
 
 
+@pytest.mark.parametrize("args, option", [
+    (["run", "SPEC", "--out", "FILE"], "--out"), (["runs", "--out", "FILE"], "--out"),
+    (["report", "RUN", "--output", "FILE"], "--output"),
+    (["compare", "--against", "previous", "cli-test", "--out", "FILE"], "--out"),
+])  # fmt: skip
+def test_a_results_location_that_is_a_file_is_named_by_its_option(run, spec_path, tmp_path, capsys, args, option):
+    (tmp_path / "file").write_text("")
+    given = {"SPEC": spec_path, "FILE": tmp_path / "file", "RUN": run[1]}
+    done = in_process(capsys, *(given.get(a, a) for a in args))
+    assert (done.code, done.errors) == (2, [f"error: {option} {tmp_path / 'file'}: not a folder"])
+
+
+def test_with_out_run_is_a_run_id_not_a_path(run, capsys):
+    for command in (["show", run[1]], ["compare", run[1], run[1]], ["report", run[1], "--output", "x"]):
+        done = in_process(capsys, *command, "--out", run[1].parent)
+        assert (done.code, done.errors) == (2, [f"error: {run[1]}: with --out, RUN is a run id in it, not a path: "
+                                                "give the run folder alone, or its id with --out"])
+
+
 def test_show_missing_folder_exits_2(tmp_path, capsys):
     result = in_process(capsys, "show", tmp_path / "no-such-run")
     assert result.code == 2

@@ -207,7 +207,7 @@ def test_no_credentials_off_gke_exit_2_within_5_s_saying_how_to_set_them(no_meta
     # under 5 s on an idle 2-core machine (docs/benchmarks.md); on a busy one, start-up plus the store's library
     assert result.returncode == 2 and took < max(5, start_up + 3), (took, start_up, result.stderr)
     [line] = result.stderr.splitlines()  # google-auth's own line: where to read how to set credentials up
-    assert line.startswith("error: gs://some-bucket/results: ") and "cloud.google.com/docs/authentication" in line
+    assert line.startswith("error: --out gs://some-bucket/results: ") and "cloud.google.com/docs/authentication" in line
 
 
 def test_a_bucket_that_does_not_exist_is_not_retried(emulator, tmp_path, capsys):
