@@ -750,3 +750,13 @@ def test_the_command_line_page_names_every_variant_and_every_show_format():
     commands = build_parser()._subparsers._group_actions[0].choices
     formats = next(a.choices for a in commands["show"]._actions if a.dest == "format")
     assert f"[--format {'|'.join(formats)}]" in text
+
+
+def test_the_command_line_page_has_every_command_and_every_option_of_run():
+    from runner.cli import build_parser
+
+    text = (REPO / "docs" / "command-line.md").read_text()
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert [name for name in commands if f"    attnbench {name}" not in text] == []
+    options = [o for a in commands["run"]._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    assert [o for o in options if f"[{o}" not in text] == []
