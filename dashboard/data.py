@@ -23,7 +23,7 @@ import streamlit as st
 from runner import frames, shape
 from runner.record import Manifest
 from runner.compare import gpu_name, power_policy, spec_identity
-from runner.results import assemble
+from runner.results import assemble, run_of
 from runner.store import Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
@@ -56,8 +56,9 @@ def results_uri(argv: list[str]) -> str:
     return parser.parse_known_args(argv)[0].results
 
 
-def _leaf(name: str) -> str:
-    return name.rpartition("/")[2]
+def _last(folder: str) -> str:
+    """A run folder's own name (relative to the store: h200/lab5-... is lab5-...), its run id where no manifest says."""
+    return folder.rpartition("/")[2]
 
 
 def _digest(objects: dict[str, bytes]) -> str:
@@ -79,7 +80,7 @@ class RunCache:
         cached = self.parsed.get(folder)
         if cached and cached[0] == digest:
             return cached[1]
-        run = assemble(location, {_leaf(name): data for name, data in objects.items()})
+        run = assemble(location, {run_of(name)[1]: data for name, data in objects.items()})
         machine = run.manifest.machine if run.manifest else None
         parsed = ParsedRun(run.manifest, frames.cells(run.cells, machine), frames.soak_points(run.cells),
                            tuple(run.problems))
@@ -116,7 +117,7 @@ class Snapshot:
 
     def _keys(self, manifests: dict[str, Manifest | None]) -> dict[str, str]:
         """Folder -> run key: its run id, or the folder where two folders hold the same run id (a problem)."""
-        ids = {folder: m.run_id if m else _leaf(folder) for folder, m in manifests.items()}
+        ids = {folder: m.run_id if m else _last(folder) for folder, m in manifests.items()}
         holders = defaultdict(list)
         for folder, run_id in ids.items():
             holders[run_id].append(folder)
@@ -162,7 +163,7 @@ class Snapshot:
 
 def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     if m is None:
-        return {"run": key, "run_id": _leaf(folder), "folder": folder, "started": None}
+        return {"run": key, "run_id": _last(folder), "folder": folder, "started": None}
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "identity": spec_identity(m),
         "gpu": gpu_name(m), "power": power_policy(m), "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,

@@ -23,8 +23,9 @@ from runner.shard import MAX_SHARDS, parse_shard
 
 MANIFEST = "manifest.json"
 CELLS = "cells.jsonl"
-PART_OBJECT = re.compile(r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
-                         r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
+PART = r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
+PART_OBJECT = re.compile(PART + r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
+PART_FOLDER = re.compile(PART)  # the folder of a part's per-cell objects (cells, cells-0-of-2), or a name of its form
 EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
 LEGACY_ORDER_CELLS = 200_000  # runs without a cell order are put in spec order only for specs up to this many cells
 
@@ -70,6 +71,9 @@ def _named(name: str) -> tuple[str, str | None] | str | None:
     """part_of's answer for an object of the layout; for another name of its form, why it is none; else None."""
     match = PART_OBJECT.fullmatch(name)
     if not match:
+        folder, slash, _ = name.partition("/")
+        if slash and PART_FOLDER.fullmatch(folder):
+            return "not an object of one cell (those are cells/KEY.json or cells-i-of-n/KEY.json, KEY 16 hex digits)"
         return None
     kind = match["kind"]
     if match["key"] is not None:
@@ -305,12 +309,23 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     return Run(location, manifest, in_run_order(cells, manifest), problems + repeats, parts)
 
 
+def run_of(name: str) -> tuple[str, str]:
+    """(run folder, leaf) of a store's object name, the leaf as the run folder names it: run/cells/KEY.json is
+    run's cells/KEY.json (and anything else under a folder of that form is run's too, to be named as misnamed),
+    run/manifest.json is run's manifest.json. The folder is '' for a name at the store's top."""
+    folder, _, leaf = name.rpartition("/")
+    parent, _, below = folder.rpartition("/")
+    if parent and PART_FOLDER.fullmatch(below) and not part_of(leaf):  # a run whose id is cells keeps its objects
+        return parent, f"{below}/{leaf}"
+    return folder, leaf
+
+
 def run_folders(names: list[str]) -> dict[str, list[str]]:
-    """A store's object names (one listing) grouped by the run folder that holds them; objects outside the layout
-    are left out."""
+    """A store's object names (one listing) grouped by the run folder that holds them (run_of); objects outside
+    the layout are left out."""
     folders = defaultdict(list)
     for name in names:
-        folder, _, leaf = name.rpartition("/")
+        folder, leaf = run_of(name)
         if folder and part_of(leaf):
             folders[folder].append(name)
     return dict(sorted(folders.items()))

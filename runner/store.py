@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from runner.record import Manifest
-from runner.results import Run, assemble, manifest_of, misnamed, parse_manifest, part_of, run_folders
+from runner.results import Run, assemble, manifest_of, misnamed, parse_manifest, part_of, run_folders, run_of
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
@@ -67,10 +67,6 @@ class Listed:
     problems: list[str]
 
 
-def _leaf(name: str) -> str:
-    return name.rpartition("/")[2]
-
-
 class Store(ABC):
     """Objects by name, plus the runs they make up."""
 
@@ -110,9 +106,8 @@ class Store(ABC):
         return f"{self.uri}/{run_id}"
 
     def runs(self) -> list[str]:
-        """Run ids: the folders, relative to the store, that hold a manifest or cells object."""
-        folders = {folder for folder, _, leaf in (n.rpartition("/") for n in self.names()) if folder and part_of(leaf)}
-        return sorted(folders)
+        """Run ids: the folders, relative to the store, that hold an object of a run (runner.results.run_folders)."""
+        return list(run_folders(self.names()))
 
     def fetch(self, names: list[str]) -> dict[str, bytes | None]:
         """Many objects at once, READERS in flight."""
@@ -124,20 +119,20 @@ class Store(ABC):
         dashboard's table of runs, `compare --against previous`)."""
         names, others = self.entries()
         folders = run_folders(names)
-        data = self.fetch([n for its in folders.values() for n in its if part_of(_leaf(n))[0] == "manifest"])
+        data = self.fetch([n for its in folders.values() for n in its if part_of(run_of(n)[1])[0] == "manifest"])
         leaves, strays = _by_folder(names, folders), _by_folder(others, folders)
         listed = {}
         for folder, its in folders.items():
             location = self.location(folder)
-            manifest, problems = manifest_of(location, {_leaf(n): data[n] for n in its if data.get(n)})
+            manifest, problems = manifest_of(location, {run_of(n)[1]: data[n] for n in its if data.get(n)})
             left = _left_out(location, leaves[folder], {leaf: others[f"{folder}/{leaf}"] for leaf in strays[folder]})
             listed[folder] = Listed(its, manifest, problems + left)
         return listed
 
     def manifests(self, run_id: str) -> list[Manifest]:
         """The manifests of the run's parts that read (a sharded run holds one per shard), never a cell."""
-        names = [n for n in self.names(f"{run_id}/") if n.rpartition("/")[0] == run_id
-                 and (part_of(_leaf(n)) or ("",))[0] == "manifest"]
+        names = [n for n, leaf in _leaves(self.names(f"{run_id}/"), run_id).items()
+                 if (part_of(leaf) or ("",))[0] == "manifest"]
         read = (parse_manifest(data.decode(errors="replace"), self.location(n))[0]
                 for n, data in self.fetch(names).items() if data)
         return [manifest for manifest in read if manifest]
@@ -145,14 +140,17 @@ class Store(ABC):
     def read(self, run_id: str) -> Run:
         """The run, shards merged; malformed or unreadable objects become run.problems (a store out of reach:
         StoreUnavailable)."""
-        folder, location = f"{run_id}/", self.location(run_id)
-        names, others = self.entries(folder)
-        leaves = [n.removeprefix(folder) for n in names]
-        problems = _left_out(location, leaves, {n.removeprefix(folder): what for n, what in others.items()})
+        location = self.location(run_id)
+        names, others = self.entries(f"{run_id}/")
+        leaves = _leaves(names, run_id)
+        problems = _left_out(location, list(leaves.values()),
+                             {leaf: others[n] for n, leaf in _leaves(others, run_id).items()})
         objects = {}
-        for leaf in filter(part_of, leaves):
+        for name, leaf in leaves.items():
+            if not part_of(leaf):
+                continue
             try:
-                data = self.get(folder + leaf)
+                data = self.get(name)
             except (StoreError, StoreUnavailable):
                 raise
             except Exception as error:  # a checksum that does not match, say: this object, not the store
@@ -167,12 +165,17 @@ class Store(ABC):
 
 
 def _by_folder(names: Iterable[str], folders: Container[str]) -> defaultdict[str, list[str]]:
-    """The leaves of the names that stand directly in one of these folders, by folder."""
+    """The leaves of the names that belong to one of these run folders (runner.results.run_of), by folder."""
     found = defaultdict(list)
-    for folder, _, leaf in (name.rpartition("/") for name in names):
+    for folder, leaf in map(run_of, names):
         if folder in folders:
             found[folder].append(leaf)
     return found
+
+
+def _leaves(names: Iterable[str], run_id: str) -> dict[str, str]:
+    """name -> leaf, of the names that belong to this run folder (not to a run folder inside it)."""
+    return {name: leaf for name in names for folder, leaf in [run_of(name)] if folder == run_id}
 
 
 def _left_out(location: str, leaves: list[str], others: dict[str, str]) -> list[str]:

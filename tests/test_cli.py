@@ -589,7 +589,7 @@ def test_schema_prints_json_schema(capsys):
 # --- a run killed mid-way -----------------------------------------------------------------------------
 
 
-def test_a_run_killed_mid_way_keeps_every_finished_cell_readable(tmp_path):
+def test_a_run_killed_mid_way_keeps_every_finished_cell_readable(tmp_path, capsys):
     # test_gated (tests/variants/gated.py) holds its cell at T 16 until the test opens the gate, which it never does:
     # the run cannot end before the kill, however warm the compilation cache
     held = spec_data({"name": "long", "variants": ["naive", "test_gated"], "sweep": {"seq_len": [4, 8, 12, 16]}})
@@ -617,6 +617,15 @@ def test_a_run_killed_mid_way_keeps_every_finished_cell_readable(tmp_path):
     assert len(killed.cells) == 7  # every cell before the one held at its gate
     assert killed.manifest is not None and killed.manifest.ended_at is None and killed.manifest.cells_planned == 8
     assert all(cell.status == "ok" for cell in killed.cells)
+    assert not (out / run_id / CELLS).exists() and len(list((out / run_id / "cells").glob("*.json"))) >= 1
+    from dashboard import data  # the dashboard and `runs` read the part in progress whole too
+
+    dashboard = data.snapshot(str(out), data.RunCache())
+    assert dashboard.problems == [] and dashboard.run_problems([run_id]) == []
+    assert sorted(dashboard.cells((run_id,))["key"]) == sorted(cell.key for cell in killed.cells)
+    listed = in_process(capsys, "runs", "--out", out)
+    [row] = [[c.strip() for c in line.split("│")[1:-1]] for line in listed.out.splitlines() if f"│ {run_id} │" in line]
+    assert listed.code == 0 and listed.errors == [] and row[4:] == ["7/8", "unfinished"]
     [spooled] = (tmp_path / "spool").glob(f"*/{run_id}/{CELLS}")  # the spool: one line per cell, each whole
     lines = spooled.read_text().splitlines()
     assert len(lines) >= len(killed.cells) and all(isinstance(json.loads(line), dict) for line in lines)

@@ -10,8 +10,12 @@ import pytest
 
 from helpers import REPO
 from dashboard import charts, data, tables
-from runner.results import CELLS, MANIFEST, assemble
+from conftest import BUCKET
+from runner.results import CELLS, MANIFEST, assemble, misnamed
+from runner.store import open_store
 from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files
+from test_results import RUN_ID, manifest, some_records
+from test_store import lines
 
 
 def rated(*folders: str, timer: str = "device") -> pd.DataFrame:
@@ -185,6 +189,35 @@ def test_a_sharded_run_lists_as_one_from_its_manifests(tmp_path):
     snap = data.snapshot(str(tmp_path), data.RunCache())
     assert list(snap.runs.index) == ["hopper-long-20261202-110136"]
     assert snap.runs.loc["hopper-long-20261202-110136", "planned"] == 48  # the two shards' planned cells
+
+
+@pytest.fixture(params=["local", "gcs"])
+def results(request, tmp_path) -> str:
+    """An empty store: a local folder, or a bucket of the GCS emulator."""
+    if request.param == "local":
+        return str(tmp_path / "results")
+    request.getfixturevalue("emulator")
+    return f"gs://{BUCKET}/results"
+
+
+def test_a_run_in_progress_shows_every_cell_once_with_those_still_in_objects_of_their_own(results):
+    """A part in progress keeps its newest cells in objects of their own (cells/KEY.json) until it ends: the
+    dashboard lists and reads them with the rest, each cell once, and names a stray under cells/ as a problem."""
+    records, store = some_records(), open_store(results)
+    store.put(f"h200/{RUN_ID}/{MANIFEST}", manifest(ended_at=None).model_dump_json().encode())
+    store.put(f"h200/{RUN_ID}/{CELLS}", lines(records[:3]))
+    store.put(f"h200/{RUN_ID}/cells/{records[3].key}.json", lines(records[2:4]))  # uploads overlap after SIGTERM
+    store.put(f"h200/{RUN_ID}/cells/{records[4].key}.json", lines(records[3:]))
+    store.put(f"h200/{RUN_ID}/cells/notes.txt", b"a stray")
+    store.put(f"cpu/new/{MANIFEST}", manifest(run_id="new", ended_at=None).model_dump_json().encode())
+    store.put(f"cpu/new/cells/{records[1].key}.json", lines(records[:2]))  # nothing consolidated yet
+    snap = data.snapshot(results, data.RunCache())
+    assert snap.error is None and sorted(snap.runs.index) == ["new", RUN_ID]
+    assert snap.problems == [f"{store.location(f'h200/{RUN_ID}')}/cells/notes.txt: {misnamed('cells/notes.txt')}; "
+                             "left out"]
+    for run, expected in ((RUN_ID, records), ("new", records[:2])):
+        assert sorted(snap.cells((run,))["key"]) == sorted(r.key for r in expected) and snap.run_problems([run]) == []
+
 
 
 

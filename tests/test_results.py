@@ -248,6 +248,25 @@ def test_a_store_listing_groups_by_run_folder_and_reads_manifests_alone():
     assert manifest_of("store/c", {})[1] == ["store/c/manifest.json: missing (is store/c a run folder?)"]
 
 
+def test_a_cells_own_object_belongs_to_its_run_as_cells_slash_key():
+    """run_of is the one owner of which run folder holds an object and what the run calls it: a cell's own object
+    (run/cells/KEY.json) is its run's cells/KEY.json, not an object of a folder run/cells."""
+    from runner.results import misnamed, run_folders, run_of
+
+    key = "0123456789abcdef"
+    assert run_of(f"h200/run/cells/{key}.json") == ("h200/run", f"cells/{key}.json")
+    assert run_of(f"run/cells-1-of-2/{key}.json") == ("run", f"cells-1-of-2/{key}.json")
+    assert run_of("h200/run/manifest.json") == ("h200/run", "manifest.json")
+    assert run_of("a/cells/manifest.json") == ("a/cells", "manifest.json")  # a run whose id is "cells"
+    assert run_of(f"cells/{key}.json") == ("cells", f"{key}.json")  # the store's top holds no run
+    assert run_of("run/cells/notes.txt") == ("run", "cells/notes.txt") and misnamed("cells/notes.txt").startswith(
+        "not an object of one cell")
+    assert misnamed(f"cells-3-of-2/{key}.json").startswith("shard 3 of 2") and misnamed("notes/x.json") is None
+    names = ["a/manifest.json", f"a/cells/{key}.json", "a/cells/notes.txt", f"b/cells-0-of-2/{key}.json",
+             "top.json", f"c/notes/{key}.json"]
+    assert run_folders(names) == {"a": ["a/manifest.json", f"a/cells/{key}.json"], "b": [f"b/cells-0-of-2/{key}.json"]}
+
+
 def test_a_cell_in_two_uploaded_objects_reads_once(tmp_path):
     """After SIGTERM the uploader's thread and the closing run may upload overlapping lots of cells."""
     first, second, third = some_records()[:3]
