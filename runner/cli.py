@@ -3,7 +3,8 @@
 Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
 3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
 same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
-`compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare.
+`compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare
+(an internal error or a missing library too: a gate must not read a crash as a regression).
 """
 
 from __future__ import annotations
@@ -883,5 +884,5 @@ def _main(argv: list[str] | None) -> int:
         missing = _missing_library(error, args.command)
         err.print(missing or f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 shows "
                   "where)", markup=False)
-        return EXIT_INTERNAL
+        return EXIT_INPUT if args.command == "compare" else EXIT_INTERNAL  # compare's 1 says B regressed, never this
 

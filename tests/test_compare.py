@@ -239,6 +239,14 @@ def test_against_previous_of_a_run_unread_exits_2_naming_it_never_1_a_regression
         assert corrupt.code == 2 and corrupt.errors[0].startswith("error: B: ") and "not valid JSON" in corrupt.err
 
 
+def test_an_internal_error_of_compare_exits_2_never_1_a_regression(capsys, monkeypatch, pair):
+    a, b, _ = pair
+    monkeypatch.setattr(compare, "compare", lambda *args: 1 / 0)
+    done = in_process(capsys, "compare", a, b)
+    assert (done.code, done.errors) == (2, ["attnbench: internal error: ZeroDivisionError: division by zero "
+                                            "(ATTNBENCH_DEBUG=1 shows where)"])
+
+
 def test_status_changes_cells_in_one_run_and_environment_come_before_the_times(capsys, tmp_path):
     a = copied(tmp_path, "lab5-a", DAY)
     manifest, cells = copy_run(shipped(TEMPLATE), "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.5)
