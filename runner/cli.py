@@ -466,7 +466,9 @@ def _preflight(args, spec, shard) -> Ready:
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
     unreachable = _writable(store, run_id, args.dry_run)
-    places = [(store, store.location(run_id))] * (unreachable is None) + [(spool_store(root, store), str(spool_dir))]
+    places = [(spool_store(root, store), str(spool_dir))]
+    if unreachable is None:  # a store out of reach is not asked again now
+        places.insert(0, (store, store.location(run_id)))
     _same_spec(spec, args.spec, places, run_id)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
 
@@ -621,7 +623,8 @@ def _parquet_ready(output: Path | None) -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise UsageError("--format parquet needs pyarrow: pip install -e '.[parquet]' (or pip install pyarrow)") from None
+        raise UsageError("--format parquet needs pyarrow: pip install -e '.[parquet]' (or pip install pyarrow)") \
+            from None
 
 
 def _compared(args) -> tuple:
@@ -706,7 +709,8 @@ def cmd_compare(args, console: Console) -> int:
 
 def _gate_report(where: str | None, b, found) -> None:
     """compare --report: B's report written after the verdict is out; a store that refuses it, or an install without
-    matplotlib, is a warning, never the gate's exit code (the nightly fails its Job on compare's 1 and 2, which say what B's cells did)."""
+    matplotlib, is a warning, never the gate's exit code (the nightly fails its Job on compare's 1 and 2, which say
+    what B's cells did)."""
     try:
         _write_report(where, [(b, found)], "--report")
     except UsageError as error:

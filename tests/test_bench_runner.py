@@ -121,7 +121,8 @@ SHIPPED = "examples/results/h200/decode-20261202"
     (["--estimate", SHIPPED, "--specs", "SCHEMA"], "--specs: SCHEMA: experiments[0].batch: must be > 0"),
     (["--estimate", SHIPPED], "--estimate prices the specs given by --specs SPEC...: give at least one"),
     (["--compare", "/nowhere", SHIPPED], "--compare /nowhere: /nowhere/manifest.json: missing"),
-    (["--compare", SHIPPED, "examples/results/h200/lab5-20261202-104743"], "--compare: decode-20261202 and lab5-20261202-104743 have no cell timed"),
+    (["--compare", SHIPPED, "examples/results/h200/lab5-20261202-104743"],
+     "--compare: decode-20261202 and lab5-20261202-104743 have no cell timed"),
     (["--prices", "TRUNCATED"], "--prices TRUNCATED: TRUNCATED/cells.jsonl:1: not valid JSON"),
     ([], "give a SPEC to run, or --compare, --estimate or --prices"),
 ])  # fmt: skip
