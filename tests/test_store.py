@@ -228,3 +228,14 @@ def test_a_local_part_folder_goes_with_its_last_object_and_stays_while_it_holds_
     store.delete("run/cells.part/1.json")
     store.delete("run/cells.part/2.json")
     assert not (tmp_path / "run" / "cells.part").exists() and (tmp_path / "run" / "manifest.json").exists()
+
+
+def test_manifests_are_every_parts_that_reads_and_never_a_cell(tmp_path):
+    store = LocalStore(tmp_path)
+    for name, spec_hash in (("manifest-0-of-2.json", "a" * 16), ("manifest-1-of-2.json", "b" * 16)):
+        store.put(f"r/{name}", manifest(spec_hash=spec_hash).model_dump_json().encode())
+    store.put("r/manifest.json", b"{torn")  # a part that does not read: a resume writes it again
+    store.put("r/cells-0-of-2.jsonl", some_records()[0].model_dump_json().encode())
+    store.put("r/old/manifest.json", manifest(spec_hash="c" * 16).model_dump_json().encode())  # another folder
+    assert sorted(m.spec_hash for m in store.manifests("r")) == ["a" * 16, "b" * 16]
+    assert store.manifests("nothing") == []
