@@ -150,6 +150,14 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+def _capability(value: str | None) -> str | None:
+    """A compute capability as today's runs write it, 9.0: schema 1 manifests hold '9' and '9.0' for one GPU."""
+    try:
+        return f"{float(value):.1f}"
+    except (TypeError, ValueError):
+        return value
+
+
 def _measured(origin: CeilingsOrigin | None) -> str | None:
     """The start that measured a run's ceilings (the same in every run that reused them)."""
     return None if origin is None else f"{origin.run_id} at {origin.measured_at}"
@@ -165,7 +173,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "started": m.started_at, "ended": m.ended_at, "attnbench": m.git_sha, "cells planned": m.cells_planned,
         "shard": m.shard, "host": m.machine.host,
         "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
-        "compute capability": m.machine.compute_capability, "power policy": power_policy(m),
+        "compute capability": _capability(m.machine.compute_capability), "power policy": power_policy(m),
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
         "ceilings measured": _measured(m.machine.ceilings_origin),

@@ -327,6 +327,7 @@ def test_environments_put_what_differs_first_and_ignore_times_and_ids():
     table = compare.environments(manifests)
     differs = list(table.index[table["differs"]])
     assert "version cudnn" in differs and "version transformer_engine" in differs
+    assert table.loc["compute capability", ["a", "b"]].tolist() == ["9.0", "9.0"]  # stored as '9' and '9.0'
     assert not {"run id", "started", "ended", "gpu temperature_c"} & set(differs)
     assert not [fact for fact in differs if fact.startswith("seconds ")]  # time spent is the run's, not its setting
     assert list(table.index[:len(differs)]) == differs
