@@ -2,7 +2,8 @@
 
 Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
 3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
-same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume).
+same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume);
+141 stdout's reader went away (`| head`), the rest of the output dropped.
 `compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare
 (an internal error or a missing library too: a gate must not read a crash as a regression).
 """
@@ -15,6 +16,7 @@ from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is han
 TERMINATION.install()
 
 import argparse  # noqa: E402
+import importlib.util
 import json
 import math
 import os
@@ -28,6 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat or grep exit then
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
@@ -416,6 +419,7 @@ def cmd_run(args, console: Console) -> int:
     from runner.run import Options, execute
     from runner.shard import select
 
+    _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     every = _select(spec, args.only, args.variants, args.where)
@@ -620,11 +624,7 @@ def _parquet_ready(output: Path | None) -> None:
     """show --format parquet: a file to write and pandas' parquet engine, pyarrow, which the core install lacks."""
     if output is None:
         raise UsageError("--format parquet: give --output FILE (parquet is binary)")
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
-        raise UsageError("--format parquet needs pyarrow: pip install -e '.[parquet]' (or pip install pyarrow)") \
-            from None
+    _importable("pyarrow")
 
 
 def _compared(args) -> tuple:
@@ -812,10 +812,7 @@ def dashboard_argv(args) -> list[str]:
 
 
 def cmd_dashboard(args, console: Console) -> int:
-    import importlib.util
-
-    if importlib.util.find_spec("streamlit") is None:
-        raise UsageError("the dashboard needs its extra: pip install -e '.[dashboard]'")
+    _importable("streamlit")
     argv = dashboard_argv(args)
     os.execv(argv[0], argv)
 
@@ -838,7 +835,11 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """The command line's exit code (argparse's own too: 2 for bad arguments, 0 for --help)."""
     try:
-        return _main(argv)
+        code = _main(argv)
+        sys.stdout.flush()  # output that fit in the buffer meets a closed pipe here
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except SystemExit as exit:
         return exit.code if isinstance(exit.code, int) else EXIT_INPUT
     except Interrupted:
@@ -846,11 +847,27 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SIGTERM
 
 
+def _stdout_gone() -> int:
+    """stdout's reader went away (`attnbench show RUN | head -2`): the rest of the output is dropped without a word
+    (Python's recipe, docs.python.org/3/library/signal.html#note-on-sigpipe: stdout pointed at devnull, so that the
+    flush at exit does not fail again)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_PIPE
+
+
+class StdoutConsole(Console):
+    """rich's Console, its broken pipe ended as the rest of the command line's (rich's own exits 1, an error)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _stdout() -> Console:
     """stdout: on a terminal its width; in pipes and pod logs tables up to PIPE_WIDTH wide and lines never
     wrapped or padded."""
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=PIPE_WIDTH, soft_wrap=True)
+    console = StdoutConsole(highlight=False)
+    return console if console.is_terminal else StdoutConsole(highlight=False, width=PIPE_WIDTH, soft_wrap=True)
 
 
 def _stderr() -> Console:
@@ -858,7 +875,16 @@ def _stderr() -> Console:
 
 
 JAX_MODULES = {"jax", "jaxlib", "flax"}  # the `jax` extra (cuda12 / cuda13 on an NVIDIA GPU)
-EXTRA_MODULES = {"matplotlib": "'.[report]'"}  # a library of one extra: the report's figures
+WORKER_LIBRARIES = ("jax", "jaxlib")  # what a run's jax worker (and a dry run) imports
+EXTRA_MODULES = {"matplotlib": "'.[report]'", "pyarrow": "'.[parquet]'", "streamlit": "'.[dashboard]'"}  # one extra's
+
+
+def _importable(*modules: str) -> None:
+    """Each module found without importing it (cheap), else the ModuleNotFoundError its import would raise, which
+    ends the command in one line that says what to install (_missing_library)."""
+    for name in modules:
+        if importlib.util.find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
 
 def _missing_library(error: Exception, command: str) -> str | None:
@@ -882,6 +908,8 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
+    except BrokenPipeError:
+        raise  # main's: the output's end, not an error
     except Exception as error:  # the last line of defence: no traceback for a user
         if os.environ.get("ATTNBENCH_DEBUG"):
             raise

@@ -443,9 +443,14 @@ def test_show_markdown_and_parquet(run, tmp_path, capsys):
 def test_show_parquet_without_pyarrow_says_which_extra_to_install(run, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails, as in the core install
     result = in_process(capsys, "show", run[1], "--format", "parquet", "--output", tmp_path / "cells.parquet")
-    assert (result.code, result.errors) == (2, ["error: --format parquet needs pyarrow: pip install -e '.[parquet]' "
-                                                "(or pip install pyarrow)"])
+    assert (result.code, result.errors) == (1, ["error: show needs pyarrow: pip install -e '.[parquet]'"])
     assert not (tmp_path / "cells.parquet").exists()
+
+
+def test_dashboard_without_streamlit_says_which_extra_to_install(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "streamlit", None)  # as in the core install
+    result = in_process(capsys, "dashboard")
+    assert (result.code, result.errors) == (1, ["error: dashboard needs streamlit: pip install -e '.[dashboard]'"])
 
 
 @pytest.mark.parametrize("args, option", [
@@ -568,6 +573,29 @@ def test_a_command_whose_library_is_missing_says_what_to_install(capsys, monkeyp
     result = in_process(capsys, "env")
     assert (result.code, result.out) == (1, "")
     assert result.errors == ["error: env needs jax: pip install -e '.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')"]
+
+
+@pytest.mark.parametrize("command", ["run", "soak"])
+def test_a_run_without_jax_says_so_in_one_line_and_makes_nothing(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # as in a core install: the worker would die at every cell
+    out, spool = tmp_path / "out", tmp_path / "spool"
+    result = in_process(capsys, command, "specs/smoke.yaml", "--out", out, "--spool", spool)
+    assert (result.code, result.out) == (1, "")
+    assert result.errors == [f"error: {command} needs jax: pip install -e '.[jax]' (on an NVIDIA GPU '.[cuda12]' or "
+                             "'.[cuda13]')"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [("schema",), ("show", "examples/results/h200/lab5-20261202-104743"),
+                                  ("show", "examples/results/h200/lab5-20261202-104743", "--format", "csv")])
+def test_a_pipe_closed_early_ends_the_output_quietly(args):
+    # the reader is gone before the CLI writes its first byte, as `attnbench schema | true` often is
+    process = subprocess.Popen(command(*args), cwd=REPO, env=environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    process.stdout.close()
+    assert process.wait(timeout=120) == 141
+    assert process.stderr.read() == ""
 
 
 def test_python_m_runner_without_the_dependencies_says_so_in_one_line(tmp_path):
