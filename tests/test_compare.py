@@ -456,3 +456,14 @@ def test_ceilings_measured_differs_only_where_a_run_reused_them(a_by, a_reused, 
     table = compare.environments({"a": a, "b": b})
     assert table.loc["ceilings measured", "differs"] == told
     assert table.loc["matmul peak (TFLOP/s)", "a"] == str(round(run.machine.matmul_peak_tflops, 1))
+
+
+def test_the_regressions_pages_example_is_what_compare_prints_now(capsys):
+    """docs/regressions.md shows `attnbench compare A B` on two shipped runs and its verdict line: run it, so the
+    page cannot go stale."""
+    block = (REPO / "docs" / "regressions.md").read_text().split("    $ attnbench compare ", 1)[1].split("\n\n")[0]
+    lines = block.splitlines()
+    result = in_process(capsys, "compare", *lines[0].split())
+    assert result.code == 1, result.err
+    assert result.out.splitlines()[-1] == lines[-1].strip()
+
