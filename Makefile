@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard docs results-pages test test-tools clean render submit deploy nightly bench-runner
+.PHONY: demo dashboard docs results-pages test test-tools clean clean-tools render submit deploy nightly bench-runner
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -91,7 +91,11 @@ nightly: $(INSTALLED)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
 
-# what make made in this checkout: the venvs, the demo's results and spool (build/spool), rendered manifests,
-# test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays
+# what make made in this checkout: the venv, the demo's results and spool (build/spool), rendered manifests,
+# test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays, and so do the
+# test tools (.venv-tools: gigabytes, TransformerEngine compiled, minutes to rebuild), which clean-tools removes
 clean:
-	rm -rf $(VENV) .venv-tools results build test-artifacts .pytest_cache
+	rm -rf $(VENV) results build test-artifacts .pytest_cache
+
+clean-tools:
+	rm -rf .venv-tools

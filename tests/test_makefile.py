@@ -34,6 +34,14 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
     assert "see it: make dashboard" in lines[-1]
 
 
+def test_clean_keeps_the_test_tools_which_clean_tools_removes():
+    def made(target: str) -> str:
+        return subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    assert ".venv-tools" not in made("clean") and "results build" in made("clean")
+    assert made("clean-tools").strip() == "rm -rf .venv-tools"
+
+
 def install_test_tools(tmp_path, python312: str = "", **env: str) -> tuple[list[str], str]:
     """Run scripts/install-test-tools.sh from a copy of the checkout's layout with every installer stubbed (each
     records its call), its other tools' stamps current; the installers' calls, and what it said on stderr.
