@@ -110,7 +110,7 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
                      "most the cells (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
     run.add_argument("--spool", type=Path, help="local copy of results before upload "
-                     "(default: $ATTNBENCH_SPOOL, else ~/.cache/attnbench/spool)")
+                     "(default: $ATTNBENCH_SPOOL, else attnbench/spool in $XDG_CACHE_HOME, or in ~/.cache when unset)")
     run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",
                      help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: 30)")
     run.add_argument("--store-timeout", type=STORE_TIMEOUT, metavar="SECONDS",
@@ -123,7 +123,7 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
                      "seq_len=4096,8192 causal=true (values as records carry them: heads per tensor-parallel shard)")
     run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get("ATTNBENCH_COMPILE_CACHE"),
                      help="persistent compilation cache (default: $ATTNBENCH_COMPILE_CACHE, else the spec's "
-                     "compile_cache, else ~/.cache/attnbench/jax)")
+                     "compile_cache, else attnbench/jax in $XDG_CACHE_HOME, or in ~/.cache when unset)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
     run.add_argument("--measure-ceilings", action="store_true",
