@@ -114,7 +114,8 @@ def test_a_sweep_of_devices_names_the_value_that_does_not_divide(capsys, tmp_pat
         {"name": "a", "variants": ["ring"], "seq_len": 12, "sweep": {"devices": [1, 2, 4, 8]}}))
     outcome = in_process(capsys, "validate", spec)
     assert outcome.code != 0
-    assert [line.split(":")[1].strip() for line in outcome.errors] == ["experiments[0].sweep.devices[3]"]
+    assert [line.split(":")[2].strip() for line in outcome.errors] == ["experiments[0].sweep.devices[3]"]
+    assert all(line.split(":")[1].strip() == str(spec) for line in outcome.errors)  # the file, then the YAML path
 
 
 @pytest.mark.parametrize("pass_", ["fwd", "fwd_bwd"])
