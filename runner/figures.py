@@ -5,6 +5,7 @@ inside `draw`, so the CLI's quick commands never import it."""
 from __future__ import annotations
 
 import io
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -151,13 +152,32 @@ def _plot(axes, chart: Chart) -> None:
     axes.set_xscale("log", base=2)
     axes.xaxis.set_major_formatter(lambda value, _: f"{value / 1024:g}k" if value >= 1024 else f"{value:g}")
     if chart.log_y:
-        axes.set_yscale("log")
-        axes.yaxis.set_major_formatter(lambda value, _: f"{value:g}")  # 0.01, not 10^-2
-        axes.yaxis.set_minor_formatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")  # 1-2-5
+        _log_y(axes)
     axes.set_xlabel(chart.x)
     axes.set_ylabel(chart.y)
     axes.grid(True, which="major", color="#e8e8e8")
     axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+
+
+def _log_y(axes) -> None:
+    """A log y axis labelled 1-2-5; one too narrow for two of those (150 to 320: only 200) labelled in even linear
+    steps instead, so a reader can tell values apart."""
+    from matplotlib import ticker
+
+    axes.set_yscale("log")
+    axes.yaxis.set_major_formatter(lambda value, _: f"{value:g}")  # 0.01, not 10^-2
+    low, high = axes.get_ylim()
+    if len([v for v in _one_two_five(low, high) if low <= v <= high]) < 2:
+        axes.yaxis.set_major_locator(ticker.MaxNLocator(nbins=4))
+        axes.yaxis.set_minor_locator(ticker.NullLocator())
+    else:
+        axes.yaxis.set_minor_formatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")
+
+
+def _one_two_five(low: float, high: float) -> list[float]:
+    """1, 2 and 5 times each power of ten from below `low` to above `high`."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    return [m * 10.0 ** e for e in range(first, last + 1) for m in (1, 2, 5)]
 
 
 def _next(used: dict[str, int], variant: str) -> int:

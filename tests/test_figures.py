@@ -43,3 +43,23 @@ def test_a_chart_of_two_sources_draws_each_source_in_its_own_line_style():
     axes = Figure().subplots()
     figures._plot(axes, one)
     assert [line.get_linestyle() for line in axes.get_lines()] == ["-", "--"]  # one source: a variant's next line
+
+
+def labelled_y(points: tuple) -> list[str]:
+    """The y tick labels a reader sees on a log chart of `points` (inside the axis, not blank)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    chart = figures.Chart("c", "t", "s", "x", "y", (figures.Series("xla", "xla", points, 0),), ("steady",))
+    axes = FigureCanvasAgg(Figure()).figure.subplots()
+    figures._plot(axes, chart)
+    axes.figure.canvas.draw()  # the labels are made when drawn
+    low, high = axes.get_ylim()
+    ticks = [*axes.yaxis.get_major_ticks(), *axes.yaxis.get_minor_ticks()]
+    return [t.label1.get_text() for t in ticks if t.label1.get_text() and low <= t.get_loc() <= high]
+
+
+def test_a_narrow_log_axis_still_labels_at_least_two_values():
+    assert len(labelled_y(((1024.0, 150.0), (2048.0, 320.0)))) >= 2  # 1-2-5 alone labels 200 only
+    assert set(labelled_y(((1024.0, 0.5), (2048.0, 30.0)))) >= {"1", "10"}  # a wide one keeps its decades
+
