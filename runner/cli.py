@@ -290,7 +290,12 @@ def _shard(text: str | None, cells: list):
 
 
 def _families(count: int) -> str:
-    return f"{count:,} family" if count == 1 else f"{count:,} families"
+    return _counted(count, "family", "families")
+
+
+def _counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 figure`, `2 figures`."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def _run_id(run_id: str) -> str:
@@ -436,7 +441,7 @@ def cmd_run(args, console: Console) -> int:
                       args.measure_ceilings)
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
-    _run_report(spool, location, console)
+    _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
     return _run_exit(outcome, spool, location)
 
 
@@ -524,7 +529,8 @@ def cmd_validate(args, console: Console) -> int:
     from runner.cells import count
 
     spec = _load(args.spec, args.max_cells)
-    console.print(f"{args.spec}: ok ({len(spec.experiments)} experiments, {count(spec)} cells)", highlight=False)
+    console.print(f"{args.spec}: ok ({_counted(len(spec.experiments), 'experiment')}, {_counted(count(spec), 'cell')})",
+                  highlight=False)
     return EXIT_OK
 
 
@@ -760,7 +766,7 @@ def _write_report(where: str | None, runs: list, option: str) -> None:
         for name, data in made.items():
             store.put(name, data)
     print(f"report: {store.location(artifacts.INDEX)} ({len(made[artifacts.INDEX]) / 1024:,.0f} KiB; "
-          f"{artifacts.SUMMARY} and {len(made) - 2} figures beside it)", file=sys.stderr)
+          f"{artifacts.SUMMARY} and {_counted(len(made) - 2, 'figure')} beside it)", file=sys.stderr)
 
 
 def _read_timeout() -> float:

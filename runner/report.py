@@ -324,7 +324,7 @@ def summary_line(cells: list[CellRecord]) -> str:
 def phase_line(totals: Totals) -> str:
     """Where the cells' time went: seconds per phase over all of them (the spool's totals), largest first."""
     parts = [f"{name} {seconds:.1f}" for name, seconds in sorted(totals.phases.items(), key=lambda kv: -kv[1])]
-    return f"seconds by phase ({totals.cells_s:.1f} in cells): " + ", ".join(parts)
+    return f"seconds by phase ({totals.cells_s:.1f} in cells): " + (", ".join(parts) or "none")
 
 
 def markdown(df) -> str:

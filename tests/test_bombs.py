@@ -125,7 +125,7 @@ def test_max_cells_is_set_in_the_spec_or_on_the_command_line(tmp_path, capsys):
     path = write_spec(tmp_path / "four.yaml", spec_data(FOUR_CELLS, max_cells=3))
     refused(validate(capsys, path), "experiments: the sweeps make 4 cells, more than max_cells (3); sweep fewer "
             "values, or raise max_cells (at most 1,000,000)", path)
-    assert validate(capsys, path, "--max-cells", 4).out == f"{path}: ok (1 experiments, 4 cells)\n"
+    assert validate(capsys, path, "--max-cells", 4).out == f"{path}: ok (1 experiment, 4 cells)\n"
     refused(validate(capsys, million_cells(tmp_path, max_cells=1_000_000)),
             TOO_MANY.replace("100,000); sweep fewer values, or raise max_cells (at most 1,000,000)",
                              "1,000,000); sweep fewer values, or split the spec"), tmp_path / "million.yaml")

@@ -8,7 +8,8 @@ from rich.console import Console
 
 from helpers import params
 from runner.frames import cells as frame
-from runner.report import export, markdown, markdown_table, print_tables, serving_rows, summary_line
+from runner.report import export, markdown, markdown_table, phase_line, print_tables, serving_rows, summary_line
+from runner.spool import Totals
 from stores import H200_LONG, shipped
 from test_results import record, some_records
 
@@ -148,3 +149,9 @@ def test_show_prints_the_cost_of_paging_and_new_tokens_of_the_cpu_serving_fixtur
         [("paging", "xla_paged")] * 8 + [("new tokens", "xla")] * 4 + [("new tokens", "xla_paged")] * 4)
     result = in_process(capsys, "show", folder)
     assert result.code == 0 and "serving: each cell beside the same shape without its paging" in result.out
+
+
+def test_the_phase_line_says_none_when_no_cell_spent_a_phase():
+    assert phase_line(Totals()) == "seconds by phase (0.0 in cells): none"  # a run whose cells were all skipped
+    assert phase_line(Totals({"compile": 1.0, "sample": 2.5}, 4.0)) == "seconds by phase (4.0 in cells): sample 2.5, compile 1.0"
+

@@ -190,6 +190,7 @@ def test_store_never_back_exits_3_with_the_spool(emulator, tmp_path):
     folder = spooled(spool, "lost")
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
     assert error.startswith("error: results not uploaded") and str(folder) in error
+    assert (spool / "stdout.txt").read_text().splitlines()[-1] == f"results: {folder} (the spool; not in {OUT}/lost)"
     kept = read_run(folder)
     assert kept.problems == [] and kept.manifest.ended_at is not None
     assert {c.key for c in kept.cells} == planned_keys(spec)
