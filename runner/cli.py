@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import select
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -914,13 +915,31 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130
-    except BrokenPipeError:
-        raise  # main's: the output's end, not an error
+    except BrokenPipeError as error:
+        if _stdout_closed():
+            raise  # main's: the output's end, not an error
+        return _internal_error(error, args.command)  # another pipe's (a store's socket): an error like any other
     except Exception as error:  # the last line of defence: no traceback for a user
-        if os.environ.get("ATTNBENCH_DEBUG"):
-            raise
-        missing = _missing_library(error, args.command)
-        err.print(missing or f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 shows "
-                  "where)", markup=False)
-        return EXIT_INPUT if args.command == "compare" else EXIT_INTERNAL  # compare's 1 says B regressed, never this
+        return _internal_error(error, args.command)
+
+
+def _internal_error(error: Exception, command: str) -> int:
+    """The last line of defence's one line (what to install, or what went wrong) and its exit code."""
+    if os.environ.get("ATTNBENCH_DEBUG"):
+        raise error
+    missing = _missing_library(error, command)
+    _stderr().print(missing or f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 "
+                    "shows where)", markup=False)
+    return EXIT_INPUT if command == "compare" else EXIT_INTERNAL  # compare's 1 says B regressed, never this
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader went away (poll reports an error on it), so a BrokenPipeError was
+    stdout's, not a socket's; False where stdout is no descriptor (captured in a test) or a file."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 

@@ -599,6 +599,18 @@ def test_a_pipe_closed_early_ends_the_output_quietly(args):
     assert process.stderr.read() == ""
 
 
+def test_a_broken_pipe_that_is_not_stdouts_is_an_error_not_a_quiet_end():
+    # a store's socket can raise BrokenPipeError too: only stdout's reader going away ends the output quietly; here
+    # stdout is a pipe still read, and the command's own (socket's) broken pipe is an internal error, exit 1
+    script = ("import sys\nfrom runner import cli\n"
+              "def upload(args, console):\n    raise BrokenPipeError(32, 'Broken pipe (the store socket)')\n"
+              "cli.COMMANDS['schema'] = upload\nsys.exit(cli.main(['schema']))\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=environment(), capture_output=True,
+                            text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert "internal error: BrokenPipeError" in result.stderr and "store socket" in result.stderr
+
+
 def test_python_m_runner_without_the_dependencies_says_so_in_one_line(tmp_path):
     # -S: no site-packages, as `python3 -m runner` from a fresh checkout on a machine without the dependencies
     result = subprocess.run([sys.executable, "-S", "-m", "runner", "validate", "specs/smoke.yaml"], cwd=REPO,
