@@ -451,6 +451,26 @@ def test_the_nightly_run_is_the_overlays_runner_and_its_gpu(nightly):
     assert spec_text(objects) == (REPO / "specs/lab5.yaml").read_text()
 
 
+def pod_environment(job: dict, container: dict) -> dict[str, str]:
+    """The plain env a pod of this Job spec gives the container: its values, and JOB_COMPLETION_INDEX where
+    Kubernetes sets it (an Indexed Job; the first index here)."""
+    given = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    return given | ({"JOB_COMPLETION_INDEX": "0"} if job.get("completionMode") == "Indexed" else {})
+
+
+def test_the_runner_reads_its_shard_from_the_env_each_job_gives_it(nightly):
+    """The submitted Job and the nightly's run both give the runner a shard it accepts (both halves of the pair,
+    or neither), of the Job's completions: a half pair is refused with exit 2, which fails the Job at once."""
+    from runner.shard import shard_from_env
+
+    _, objects, job = nightly
+    cron_job = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]
+    (run,) = cron_job["template"]["spec"]["initContainers"]
+    for spec, container in ((job["spec"], job["spec"]["template"]["spec"]["containers"][0]), (cron_job, run)):
+        shard = shard_from_env(pod_environment(spec, container))
+        assert shard is not None and (shard.index, shard.count) == (0, spec["completions"])
+
+
 def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nightly):
     _, objects, _ = nightly
     pod = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
