@@ -425,7 +425,8 @@ def cmd_run(args, console: Console) -> int:
     from runner.run import Options, execute
     from runner.shard import select
 
-    _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell
+    _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell, and a dry
+    # run declines each cell for this JAX's device
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     every = _select(spec, args.only, args.variants, args.where)
@@ -934,12 +935,12 @@ def _internal_error(error: Exception, command: str) -> int:
 
 
 def _stdout_closed() -> bool:
-    """Whether stdout is a pipe whose reader went away (poll reports an error on it), so a BrokenPipeError was
-    stdout's, not a socket's; False where stdout is no descriptor (captured in a test) or a file."""
+    """Whether stdout is a pipe or socket whose reader went away (poll reports an error or a hang-up on it), so a
+    BrokenPipeError was stdout's, not a store's socket's; False where stdout is no descriptor (captured) or a file."""
     try:
         poller = select.poll()
         poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(events & select.POLLERR for _, events in poller.poll(0))
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
     except (OSError, ValueError, AttributeError):
         return False
 

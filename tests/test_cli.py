@@ -576,11 +576,11 @@ def test_a_command_whose_library_is_missing_says_what_to_install(capsys, monkeyp
     assert result.errors == ["error: env needs jax: pip install -e '.[jax]' (on an NVIDIA GPU '.[cuda12]' or '.[cuda13]')"]
 
 
-@pytest.mark.parametrize("command", ["run", "soak"])
-def test_a_run_without_jax_says_so_in_one_line_and_makes_nothing(command, tmp_path, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "jax", None)  # as in a core install: the worker would die at every cell
-    out, spool = tmp_path / "out", tmp_path / "spool"
-    result = in_process(capsys, command, "specs/smoke.yaml", "--out", out, "--spool", spool)
+@pytest.mark.parametrize("command, dry", [("run", ()), ("soak", ()), ("run", ("--dry-run",))])
+def test_a_run_without_jax_says_so_in_one_line_and_makes_nothing(command, dry, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # as in a core install: the worker would die at every cell, and a
+    out, spool = tmp_path / "out", tmp_path / "spool"  # dry run declines each cell for JAX's device
+    result = in_process(capsys, command, "specs/smoke.yaml", "--out", out, "--spool", spool, *dry)
     assert (result.code, result.out) == (1, "")
     assert result.errors == [f"error: {command} needs jax: pip install -e '.[jax]' (on an NVIDIA GPU '.[cuda12]' or "
                              "'.[cuda13]')"]
