@@ -106,7 +106,6 @@ def test_a_windowed_decode_reads_only_the_window_of_its_cache():
     assert metrics.kv_cache_bytes(p) == 2 * 8 * 131072 * kv_row  # the cache itself is still all there
 
 
-
 def test_a_paged_cells_gathered_copy_is_every_request_at_the_longest_ones_pages_not_the_pool():
     """xla_paged gathers each request's pages into one dense (B, max pages x P) copy: at ragged lengths that is more
     than the pool, which holds each request's own pages. Three requests of 24, 36 and 60 keys in pages of 8: 3, 5 and

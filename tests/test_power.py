@@ -115,7 +115,6 @@ def test_a_heavy_call_is_not_judged_light_while_the_energy_counter_lags_it():
     assert state.rule != "light" and "light" not in state.note and state.wait_s >= power.HEAVY_MIN_S
 
 
-
 def test_a_reason_from_before_the_load_began_does_not_revoke_its_light_verdict():
     """The recorder may hold readings from before this load's first call (the cap the cell before met, still on):
     only a reason since load_start contradicts a light verdict."""
