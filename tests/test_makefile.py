@@ -36,7 +36,9 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
 
 def test_clean_keeps_the_test_tools_which_clean_tools_removes():
     def made(target: str) -> str:
-        return subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        # --no-print-directory: under `make test` this make is a sub-make, which names its directory otherwise
+        return subprocess.run(["make", "-n", "--no-print-directory", target], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout
 
     assert ".venv-tools" not in made("clean") and "results build" in made("clean")
     assert made("clean-tools").strip() == "rm -rf .venv-tools"
