@@ -22,7 +22,9 @@ def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataF
         return rows
     peaks = [metrics.clock_peak_tflops(c, machine, c.telemetry.timer if c.telemetry else None) for c in records]
     return rows.assign(order=range(len(rows)), serving=[paging.serving(c.params) for c in records],
-                       clock_peak_tflops=peaks, pct_of_clock_peak=[metrics.clock_peak(c, machine) for c in records])
+                       clock_peak_tflops=peaks,
+                       pct_of_clock_peak=[metrics.clock_peak_share(c.tflops, peak) if c.telemetry and c.timer ==
+                                          c.telemetry.timer else None for c, peak in zip(records, peaks)])
 
 
 def soak_points(records: list[CellRecord]) -> pd.DataFrame:

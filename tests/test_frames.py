@@ -50,3 +50,17 @@ def test_a_split_cells_share_of_the_mma_peak_at_its_clock_is_of_all_its_gpus():
     table = frames.cells([one, split], run.manifest.machine)
     assert table["clock_peak_tflops"][1] == 2 * table["clock_peak_tflops"][0]
     assert table["pct_of_clock_peak"][0] and table["pct_of_clock_peak"][1] == table["pct_of_clock_peak"][0] / 2
+
+
+def test_a_cell_whose_headline_is_not_the_clocks_timer_has_no_share_at_that_clock():
+    """The clock is read over the telemetry's timer's samples (device): a headline by wall (a split cell's) is not
+    rated at it, though the peak at that clock stands in its column."""
+    from runner.store import read_run
+
+    run = read_run(SHIPPED / "h200" / "hopper-long-burst-20261202")
+    one = next(c for c in run.cells if c.telemetry and c.tflops and c.variant == "cudnn")
+    assert one.timer == one.telemetry.timer == "device"
+    by_wall = one.model_copy(update={"timer": "wall"})
+    table = frames.cells([one, by_wall], run.manifest.machine)
+    assert table["clock_peak_tflops"][1] == table["clock_peak_tflops"][0]
+    assert table["pct_of_clock_peak"][0] and table["pct_of_clock_peak"].isna()[1]
