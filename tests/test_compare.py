@@ -109,6 +109,23 @@ def test_a_cell_that_turned_incorrect_exits_1(capsys, tmp_path):
     assert not [c for c in found["cells"] if c["verdict"] == "slower"]
 
 
+def test_a_run_whose_every_cell_failed_exits_1_naming_each_cell_it_lost_never_2(capsys, tmp_path):
+    """B shares every cell with A and timed none: its cells are no longer ok, a regression, not runs of another spec
+    (which share no cell at all)."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), change=lambda c: broken(c, "failed", "worker died"))
+    code, found = report(capsys, a, b)
+    assert (code, found["cells"]) == (1, []) and found["regressions"] == ok_keys(shipped(TEMPLATE))
+
+
+def test_without_threshold_a_cell_is_slower_past_5_percent(capsys, tmp_path):
+    keys = ok_keys(shipped(TEMPLATE))
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.07 if c.key == keys[0] else 1.0)
+    code, found = report(capsys, a, b)
+    assert (code, found["threshold"], found["regressions"]) == (1, 0.05, [keys[0]])
+
+
 def test_two_runs_with_no_common_cell_exit_2(capsys, tmp_path):
     a = copied(tmp_path, "decode-a", DAY, template=DECODE)
     b = copied(tmp_path, "lab5-b", DAY)
@@ -320,6 +337,62 @@ def test_a_cell_is_slower_only_beyond_both_runs_noise_and_the_threshold():
     summary = compare.summary(table)
     assert summary[["slower", "within noise", "faster"]].values.tolist() == [[1, 3, 1]]
     assert summary["geomean B/A"][0] == pytest.approx((1.5 * 1.04 * 1.5 * 0.9 * 0.97) ** (1 / 5))
+
+
+def _timed(key, median, spread, status="ok", **timers):
+    """A cell's row timed by wall (and by `timers`, name -> median), its q1 and q3 `spread` either side."""
+    medians = {"wall": median, **timers}
+    quartiles = {"median": 0, "q1": -spread, "q3": spread}
+    return {"run": "r", "key": key, "experiment": "e", "variant": "xla", "status": status, "reason": None,
+            "order": ord(key), "timer": "wall", **dict.fromkeys(compare.SHAPE, 1), "dtype": "bfloat16",
+            "causal": False, "pass": "fwd",
+            **{f"{t}_{q}_s": m + d for t, m in medians.items() for q, d in quartiles.items()}}
+
+
+def test_the_threshold_is_passed_only_beyond_1_plus_it_or_below_its_inverse():
+    """At 25 %: 1.25 and 0.8 (1 / 1.25, not 0.75) are the edges, not yet slower or faster; by default 5 %: 1.06 is
+    slower and 0.951 faster (1 / 1.05 = 0.952)."""
+    a = pd.DataFrame([_timed(k, 1.0, 0.001) for k in "abcdef"])
+    b = pd.DataFrame([_timed(k, m, 0.001) for k, m in zip("abcdef", (1.25, 1.26, 0.8, 0.79, 1.06, 0.951))])
+    assert compare.cells(a, b, "wall", threshold=0.25)["verdict"].tolist() == [
+        "within noise", "slower", "within noise", "faster", "within noise", "within noise"]
+    assert compare.cells(a, b, "wall")["verdict"].tolist()[4:] == ["slower", "faster"]
+
+
+def test_a_gap_inside_the_first_runs_noise_is_within_noise_and_a_cell_not_ok_has_no_verdict():
+    """B half as fast again as a noisy A is within A's noise; a cell incorrect in both runs has no verdict, however
+    its times read."""
+    a = pd.DataFrame([_timed("a", 1.0, 1.0), _timed("b", 1.0, 0.001, status="incorrect")])
+    b = pd.DataFrame([_timed("a", 1.5, 0.001), _timed("b", 2.0, 0.001, status="incorrect")])
+    table = compare.cells(a, b, "wall")
+    assert table[["key", "verdict"]].values.tolist() == [["a", "within noise"]]
+
+
+def test_a_timer_both_runs_measured_is_the_one_compared_whatever_the_headline():
+    a = pd.DataFrame([_timed(k, 1.0, 0.001, device=1.0) for k in "ab"])
+    b = pd.DataFrame([_timed(k, 2.0, 0.001, device=1.0) for k in "ab"])
+    assert compare.compare(a, b, None, None).timer == "wall"  # A's headline: its cells' `timer`
+    assert compare.compare(a.assign(timer="device"), b, None, None, timer="wall").regressed
+    assert not compare.compare(a, b, None, None, timer="device").regressed
+    mixed = pd.DataFrame([_timed(k, 1.0, 0.001) for k in "abc"]).assign(timer=["wall", "device", "device"])
+    assert compare.headline(mixed) == "device"
+
+
+def test_the_facts_that_change_what_a_time_means_are_material_the_runs_or_a_workers():
+    """A driver, a power limit or a jax version (the run's, or one worker's) changes what a time means; a host, a
+    worker's numpy or a temperature does not."""
+    a = shipped(TEMPLATE).manifest
+    te = a.workers["transformer_engine"]
+    workers = {**a.workers, "transformer_engine": te.model_copy(update={
+        "versions": {**te.versions, "jax": "9.9.9", "numpy": "9.9.9"}})}
+    gpu = a.machine.gpu.model_copy(update={"driver": "999.1", "power_limit_w": 600.0, "temperature_c": 80})
+    machine = a.machine.model_copy(update={"gpu": gpu, "host": "elsewhere",
+                                           "versions": {**a.machine.versions, "jaxlib": "9.9.9"}})
+    b = a.model_copy(update={"machine": machine, "workers": workers})
+    found = compare.differences(a, b)["fact"]
+    assert set(found[found.map(compare.material)]) == {"gpu driver", "gpu power_limit_w", "version jaxlib",
+                                                       "worker transformer_engine jax"}
+    assert {"host", "worker transformer_engine numpy"} <= set(found)
 
 
 def test_environments_put_what_differs_first_and_ignore_times_and_ids():
