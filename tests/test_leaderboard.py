@@ -35,6 +35,19 @@ def test_a_margin_inside_either_variants_noise_is_not_decisive():
     assert "(within noise)" in leaderboard.rows([close])[0]["margin"]
 
 
+def test_a_margin_inside_the_noise_of_one_variant_alone_is_not_decisive():
+    noisy, steady = 0.2, 0.01
+    for winner, runner_up in ((noisy, steady), (steady, noisy)):
+        (board,) = rank([Time("run", "T8", "xla", 1.0, winner), Time("run", "T8", "cudnn", 1.1, runner_up)])
+        assert not board.decisive, (winner, runner_up)
+
+
+def test_a_margin_under_half_a_percent_reads_as_none_and_a_lone_winner_has_no_noise_note():
+    (tiny,) = rank(times(("xla", 1.0), ("cudnn", 1.001), noise=0.0))
+    (alone,) = rank(times(("xla", 1.0)))
+    assert tiny.decisive and [r["margin"] for r in leaderboard.rows([tiny, alone])] == ["±0%", "—"]
+
+
 def test_a_variant_timed_twice_at_a_shape_counts_with_its_faster_time():
     (board,) = rank(times(("xla", 3.0), ("xla", 1.0), ("cudnn", 2.0)))
     assert board.winner.variant == "xla" and board.winner.seconds == 1.0 and board.variants == 2
@@ -101,6 +114,13 @@ def test_a_legacy_variant_is_named_so_with_its_deprecation_under_the_board():
     assert leaderboard.rows(boards)[0]["fastest"] == "pallas_triton"  # no manifest says so: no label
 
 
+def test_a_legacy_runner_up_is_noted_under_the_board_too():
+    boards = rank(times(("cudnn", 1.0), ("pallas_triton", 2.0)))
+    legacy = {"pallas_triton": "deprecated in jax 0.11; tokamax replaces it"}
+    assert leaderboard.legacy_notes(boards, legacy) == [
+        "pallas_triton (legacy): deprecated in jax 0.11; tokamax replaces it"]
+
+
 def test_legacy_is_what_the_runs_manifests_say():
     from runner.registry import VARIANTS, load_all
 
@@ -147,3 +167,10 @@ def test_a_board_by_a_timer_the_clock_was_not_read_over_gives_no_share_of_the_pe
     assert "% MMA@clock" not in leaderboard.rows(by_wall)[0]
     by_device = leaderboard.leaderboard(run.cells, "device", run.manifest.machine)
     assert all(s.winner.clock_peak for s in by_device)
+
+
+def test_a_board_where_one_winner_has_a_share_of_the_peak_gives_the_column_and_a_dash_where_none_is_known():
+    """A winner without telemetry (None) or with no rate to share (NaN) reads '—' beside one that has a share."""
+    shares = {"T8": 41.23, "T16": None, "T32": float("nan")}
+    board = rank(Time("run", shape, "xla", 1.0, 0.0, clock_peak=share) for shape, share in shares.items())
+    assert [row["% MMA@clock"] for row in leaderboard.rows(board)] == ["41.2", "—", "—"]
