@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from runner import shape
 from runner.record import CellRecord
@@ -160,24 +161,33 @@ def _plot(axes, chart: Chart) -> None:
 
 
 def _log_y(axes) -> None:
-    """A log y axis labelled 1-2-5; one too narrow for two of those (150 to 320: only 200) labelled in even linear
-    steps instead, so a reader can tell values apart."""
+    """A log y axis labelled at its 1-2-5 values (decades alone past four of them, as the dashboard's) and nowhere
+    else, in plain numbers; one too narrow for two of those (150 to 320: only 200) labelled in even linear steps
+    instead, so a reader can tell values apart. The ticks are placed here, not by matplotlib's minor locator, whose
+    choice changes between versions (3.8's falls back to AutoLocator's 160, 180, ...)."""
     from matplotlib import ticker
 
     axes.set_yscale("log")
-    axes.yaxis.set_major_formatter(lambda value, _: f"{value:g}")  # 0.01, not 10^-2
     low, high = axes.get_ylim()
-    if len([v for v in _one_two_five(low, high) if low <= v <= high]) < 2:
-        axes.yaxis.set_major_locator(ticker.MaxNLocator(nbins=4))
+    labelled = _one_two_five(low, high)
+    axes.yaxis.set_major_locator(ticker.FixedLocator(labelled) if len(labelled) >= 2 else ticker.MaxNLocator(nbins=4))
+    axes.yaxis.set_major_formatter(lambda value, _: _plain(value))
+    axes.yaxis.set_minor_formatter(ticker.NullFormatter())
+    if len(labelled) < 2:
         axes.yaxis.set_minor_locator(ticker.NullLocator())
-    else:
-        axes.yaxis.set_minor_formatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")
 
 
 def _one_two_five(low: float, high: float) -> list[float]:
-    """1, 2 and 5 times each power of ten from below `low` to above `high`."""
+    """1, 2 and 5 times each power of ten from `low` to `high`; the powers of ten alone past four decades, where
+    1-2-5 would crowd the axis (dashboard.charts.log_ticks draws the same)."""
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    return [m * 10.0 ** e for e in range(first, last + 1) for m in (1, 2, 5)]
+    mantissas = (1, 2, 5) if high / low <= 1e4 else (1,)
+    return [v for e in range(first, last + 1) for m in mantissas if low <= (v := float(f"{m}e{e}")) <= high]
+
+
+def _plain(value: float) -> str:
+    """A tick's value as a plain number to six digits: 0.00005 and 2000000, never 5e-05 or 2e+06."""
+    return format(Decimal(f"{value:.6g}"), "f")
 
 
 def _next(used: dict[str, int], variant: str) -> int:
