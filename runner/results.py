@@ -311,13 +311,15 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
 
 def run_of(name: str) -> tuple[str, str]:
     """(run folder, leaf) of a store's object name, the leaf as the run folder names it: run/cells/KEY.json is
-    run's cells/KEY.json (and anything else under a folder of that form is run's too, to be named as misnamed),
-    run/manifest.json is run's manifest.json. The folder is '' for a name at the store's top."""
+    run's cells/KEY.json (and anything else under a folder of that form, at any depth, is run's too, to be named as
+    misnamed: run/cells/sub/x.json is run's cells/sub/x.json), run/manifest.json is run's manifest.json. The folder
+    is '' for a name at the store's top."""
     folder, _, leaf = name.rpartition("/")
-    parent, _, below = folder.rpartition("/")
-    if parent and PART_FOLDER.fullmatch(below) and not part_of(leaf):  # a run whose id is cells keeps its objects
-        return parent, f"{below}/{leaf}"
-    return folder, leaf
+    if part_of(leaf):  # a run whose id is cells keeps its objects
+        return folder, leaf
+    steps = name.split("/")
+    below = next((i for i in range(len(steps) - 2, 0, -1) if PART_FOLDER.fullmatch(steps[i])), None)  # the nearest
+    return (folder, leaf) if below is None else ("/".join(steps[:below]), "/".join(steps[below:]))
 
 
 def run_folders(names: list[str]) -> dict[str, list[str]]:

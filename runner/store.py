@@ -32,6 +32,7 @@ READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out o
 # bucket that does not exist is never retried.
 AUTH_GRACE_S = 60.0
 AUTH_PAUSE_S = 2.0
+FOLDER = "a folder"  # what LocalStore.entries calls an entry that is a folder
 READERS = 16  # objects fetched at once: a bucket's latency per request, not its bandwidth, is the limit
 METADATA_PING_S = 1.0  # the metadata server's ping, where the machine does not say it is a GCE VM
 GCE_PRODUCT_NAME = "/sys/class/dmi/id/product_name"  # "Google Compute Engine" on a GCE VM
@@ -180,10 +181,11 @@ def _leaves(names: Iterable[str], run_id: str) -> dict[str, str]:
 
 def _left_out(location: str, leaves: list[str], others: dict[str, str]) -> list[str]:
     """What a run folder holds under the layout's names that is no object of it (a shard index out of range), or
-    that is no file (a folder named cells.jsonl): said, not left out unseen."""
+    that is no file (a folder named cells.jsonl): said, not left out unseen. A folder below cells/ is not said
+    itself: each object in it is (as a bucket, which has no folders, says them)."""
     problems = [f"{location}/{leaf}: {why}; left out" for leaf in leaves if (why := misnamed(leaf))]
     return problems + [f"{location}/{leaf}: {what}, not a file; left out" for leaf, what in sorted(others.items())
-                       if part_of(leaf) or misnamed(leaf)]
+                       if part_of(leaf) or misnamed(leaf) and what != FOLDER]
 
 
 class LocalStore(Store):
@@ -242,7 +244,7 @@ class LocalStore(Store):
             if path.is_file():
                 files.append(name)
             else:
-                others[name] = "a folder" if path.is_dir() else "a link to nothing" if path.is_symlink() else \
+                others[name] = FOLDER if path.is_dir() else "a link to nothing" if path.is_symlink() else \
                     "not a regular file"
         return sorted(n for n in files if not n.rpartition("/")[2].startswith(".")), others  # .tmp: writes in flight
 

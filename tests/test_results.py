@@ -261,6 +261,9 @@ def test_a_cells_own_object_belongs_to_its_run_as_cells_slash_key():
     assert run_of(f"cells/{key}.json") == ("cells", f"{key}.json")  # the store's top holds no run
     assert run_of("run/cells/notes.txt") == ("run", "cells/notes.txt") and misnamed("cells/notes.txt").startswith(
         "not an object of one cell")
+    assert run_of("h200/run/cells/sub/x.json") == ("h200/run", "cells/sub/x.json")  # any depth below cells/
+    assert run_of(f"h200/cells/run/cells-0-of-2/a/{key}.json") == ("h200/cells/run", f"cells-0-of-2/a/{key}.json")
+    assert misnamed("cells/sub/x.json") == misnamed("cells/notes.txt")
     assert misnamed(f"cells-3-of-2/{key}.json").startswith("shard 3 of 2") and misnamed("notes/x.json") is None
     names = ["a/manifest.json", f"a/cells/{key}.json", "a/cells/notes.txt", f"b/cells-0-of-2/{key}.json",
              "top.json", f"c/notes/{key}.json"]

@@ -123,6 +123,22 @@ def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, c
     assert shown.code == 0 and shown.errors == [f"warning: {where}/cells.jsonl: a folder, not a file; left out",
                                                 f"warning: {where}/inflight.json: a link to nothing, not a file; left out"]
 
+def test_an_object_below_a_folder_of_a_runs_cells_is_a_problem_of_that_run(store):
+    """run/cells/sub/x.json belongs to run, as run/cells/notes.txt does: said by read and the listing, the same in a
+    bucket and a local folder (whose folder cells/sub holds the object, and is not said again), never a run of its own."""
+    records = some_records()
+    store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
+    store.put(f"{RUN}/cells.jsonl", lines(records))
+    store.put(f"{RUN}/cells/sub/x.json", lines(records[:1]))
+    store.put(f"{RUN}/cells-0-of-2/deeper/still/{records[0].key}.json", lines(records[:1]))
+    why = "not an object of one cell (those are cells/KEY.json or cells-i-of-n/KEY.json, KEY 16 hex digits); left out"
+    where = store.location(RUN)
+    run = store.read(RUN)
+    assert run.problems == store.listing()[RUN].problems == [
+        f"{where}/cells-0-of-2/deeper/still/{records[0].key}.json: {why}", f"{where}/cells/sub/x.json: {why}"]
+    assert run.cells == records and store.runs() == [RUN]
+
+
 def test_a_missing_run_reads_as_problems(store):
     run = store.read("nothing")
     assert run.manifest is None and run.cells == [] and "missing" in run.problems[0]
