@@ -25,6 +25,8 @@ def _correctness(**fields) -> Correctness:
         ({"causal_first_changed": False, "causal_last_unchanged": True}, CAUSAL_FAILED),
         ({"causal_first_changed": True, "causal_last_unchanged": False}, CAUSAL_FAILED),  # the last row moved
         ({"causal_first_changed": True, "causal_last_unchanged": True}, ""),
+        ({"bitwise_repeat": False}, "asked to be deterministic, a second call on the same inputs gave other bits"),
+        ({"bitwise_repeat": True}, ""),
     ],
 )
 def test_incorrect_reason(fields, reason):
@@ -74,3 +76,33 @@ def test_what_a_kernel_writes_past_each_sequences_keys_is_not_checked(shape):
     within = garbage.at[0, 0].add(1e3)
     assert "dk relative error" in incorrect_reason(checks.check_step(p, (*outputs[:2], within, outputs[3]), truth,
                                                                      1e-3, 1e-3))
+
+
+def test_the_causal_check_compares_rows_0_and_t_minus_1_with_attention_without_the_mask():
+    """Row 0 of causal attention sees one key, so it moves away from the unmasked row; row T-1 sees every key, so it
+    stays. A kernel that ignored the mask fails the first; one that spoils the last row fails the second. A forward
+    cell called once records no gradient tolerance and no bitwise repeat."""
+    from helpers import params
+    from runner import inputs
+
+    p = params(causal=True, seq_len=16, batch=2)
+    args = inputs.make_inputs(p, 0)
+    truth = inputs.InputsAndReference(args, inputs.reference(p, args), inputs.unmasked_rows(p, args))
+    out = truth.expected[0]
+    right = checks.check_step(p, (out,), truth, 1e-3, 1e-3)
+    assert (right.causal_first_changed, right.causal_last_unchanged, incorrect_reason(right)) == (True, True, "")
+    assert (right.grad_tolerance, right.bitwise_repeat) == (None, None)
+    unmasked = inputs.reference(p.model_copy(update={"causal": False}), args)[0]
+    ignored = checks.check_step(p, (unmasked,), truth, 1e-3, 1e-3)
+    assert (ignored.causal_first_changed, ignored.causal_last_unchanged) == (False, True)
+    spoiled = checks.check_step(p, (out.at[:, -1].set(out[:, 0]),), truth, 1e-3, 1e-3)
+    assert (spoiled.causal_first_changed, spoiled.causal_last_unchanged) == (True, False)
+
+
+def test_a_repeat_is_the_same_bits_nans_included_and_a_signed_zero_is_not():
+    import jax.numpy as jnp
+
+    nan = jnp.array([jnp.nan, 1.0], jnp.bfloat16)
+    assert checks.same_bits((nan, nan.astype(jnp.float32)), (nan, nan.astype(jnp.float32)))
+    assert not checks.same_bits((jnp.zeros(2),), (-jnp.zeros(2),))
+    assert not checks.same_bits((nan, nan), (nan, nan.at[1].set(2.0)))  # the gradients moved, not the output
