@@ -35,7 +35,8 @@ AXES = {
     "pct_of_bandwidth": "% of measured bandwidth", "gbps": "GB/s (Q, K, V, O once)",
     "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
     "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",
-    "us_per_token": "µs per generated token (B × T new)", "devices": "devices the sequence is split across", "efficiency": "scaling efficiency: t(1) / (D × t(D))",
+    "us_per_token": "µs per generated token (B × T new)", "t_s": "seconds under load", "sm_clock_mhz": "SM clock (MHz)",
+    "power_w": "power (W)", "temperature_c": "temperature (°C)", "devices": "devices the sequence is split across", "efficiency": "scaling efficiency: t(1) / (D × t(D))",
 }
 
 
@@ -121,14 +122,22 @@ def figure_px(share: float = NARROWEST) -> int:
 
 
 # The two legends sit under the x axis title, so the plot keeps its width whatever the number of variants and runs,
-# and the figure grows by their rows, so the plot keeps its height too and charts side by side stay level. plotly
-# wraps a horizontal legend at the plot's width, which the figure does not know: rows are counted for the narrowest
-# plot a chart gets (the narrowest figure less its margins: 240 px) at a wide letter's width, as plotly lays entries
-# out (packed left to right, or in a grid of the widest entry's width: whichever takes more rows), so that a long
-# legend wraps into rows it was given rather than over the next legend; a name wider than the plot is wrapped at its
-# spaces.
-PLOT_PX, TOP_PX, AXIS_PX, ROW_PX, CHAR_PX, ENTRY_PX = 265, 70, 58, 30, 7.0, 46
-LEGEND_WIDTH_PX = figure_px() - MARGIN_L - MARGIN_R
+# and the figure grows by their height, so the plot keeps its height too and charts side by side stay level. plotly
+# lays a horizontal legend that takes more than one row out in columns as wide as its widest entry, as many as the
+# plot's width holds: a wider window holds more, and the rows a figure was given for a narrower one stand blank. So
+# each legend's columns are fixed (entrywidthmode 'fraction': a column is 1/n of the plot's width in any window): as
+# many of its widest entry (at a wide letter's width) as the plot holds in a 1280 px window, in the column the chart
+# stands in (plot_px(share)), and the figure is given the height those rows take (plotly's: 1.3 font sizes a line of
+# an entry, 3 px more an entry, 10 px a legend), the same in any window 1280 px wide or wider. A name wider than the
+# plot is wrapped at its spaces.
+TOP_PX, PLOT_PX, AXIS_PX, CHAR_PX, ENTRY_PX = 70, 265, 58, 7.0, 46
+ENTRY_PAD_PX, LEGEND_PAD_PX, LEGEND_GAP_PX, BOTTOM_PX = 3, 10, 6, 12
+
+
+def plot_px(share: float = NARROWEST) -> int:
+    """The width of a figure's plot (its legends' too) in a 1280 px window, in a column holding `share` of its row."""
+    return figure_px(share) - MARGIN_L - MARGIN_R
+
 
 # plotly wraps no title either: one wider than its chart runs past the chart's right edge. Titles and subtitles are
 # broken at their spaces into lines that fit the chart's width (figure_px) at the legends' wide letter (CHAR_PX at
@@ -181,65 +190,64 @@ def _entry_px(name: str) -> float:
     return ENTRY_PX + CHAR_PX * max(len(line) for line in name.split("<br>"))
 
 
-def legend_name(name: str, width: float = LEGEND_WIDTH_PX) -> str:
+def legend_name(name: str, width: float) -> str:
     """`name` as its legend entry shows it: wrapped at its spaces into lines that fit `width` pixels (a word longer
     than that keeps a line of its own)."""
     return wrap(name, width, CHAR_PX, ENTRY_PX)
 
 
-def legend_rows(title: str, names: list[str], width: float = LEGEND_WIDTH_PX) -> int:
-    """The rows of text a horizontal legend of these entries (legend_name's) takes at `width` pixels, a row as tall
-    as its tallest entry: the more of plotly's two layouts, entries packed left to right after the title, or a grid
-    whose columns are the widest entry's width."""
+def legend_columns(names: list[str], width: float) -> int:
+    """The columns of a legend of these entries (legend_name's) in a plot `width` pixels wide: as many of the widest
+    entry as fit, at least one."""
+    return max(1, int(width // max(map(_entry_px, names)))) if names else 1
+
+
+def legend_px(names: list[str], columns: int) -> int:
+    """The height plotly gives a horizontal legend of these entries in rows of `columns`, a row as tall as its
+    tallest entry (0: no entry, no legend)."""
     if not names:
         return 0
     lines = [name.count("<br>") + 1 for name in names]
-    packed, row, used = [], [], CHAR_PX * len(title)
-    for name, tall in zip(names, lines):
-        if row and used + _entry_px(name) > width:
-            packed.append(max(row))
-            row, used = [], 0.0
-        row.append(tall)
-        used += _entry_px(name)
-    packed.append(max(row))
-    columns = max(1, int((width - CHAR_PX * len(title)) // max(map(_entry_px, names))))
-    grid = [max(lines[i:i + columns]) for i in range(0, len(lines), columns)]
-    return max(sum(packed), sum(grid))
+    rows = [max(lines[i:i + columns]) for i in range(0, len(lines), columns)]
+    return math.ceil(sum(max(LINE_SPACING * FONT_PX * tall, 16) + ENTRY_PAD_PX for tall in rows) + LEGEND_PAD_PX)
 
 
 def fit(fig: go.Figure, share: float = NARROWEST, beside: tuple[go.Figure, ...] = ()) -> go.Figure:
     """Fit a figure of this module to the column it gets (`share` of a row, figure_px), once every trace is in
     (views.plot): its titles wrapped into lines and, where it has the two horizontal legends, its legends given their
-    rows; the top margin (as tall as the figures `beside` it need: their plots stay level) and the height grow by what
-    they take, so the plot keeps its size."""
+    columns and rows for that width; the top margin (as tall as the figures `beside` it need: their plots stay level)
+    and the height grow by what they take, so the plot keeps its size."""
     added = fit_titles(fig, figure_px(share), beside)
     if getattr(fig.layout, "legend2", None) is not None and fig.layout.legend2.orientation == "h":
-        fit_legends(fig, TOP_PX + added)
+        fit_legends(fig, plot_px(share), TOP_PX + added)
     else:
         fig.update_layout(height=fig.layout.height + added, margin_t=fig.layout.margin.t + added)
     return fig.update_layout(title_y=1 - TITLE_BASELINE_PX / fig.layout.height)
 
 
-def fit_legends(fig: go.Figure, top: float = TOP_PX) -> go.Figure:
-    """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) the rows their entries
-    need under the x axis, and make the figure that much taller, over a top margin of `top` pixels (the titles')."""
+def fit_legends(fig: go.Figure, width: float, top: float = TOP_PX) -> go.Figure:
+    """Give the legends ('legend': variants, published series, ringed cells; 'legend2': runs) of a plot `width`
+    pixels wide their columns and the height their rows take under the x axis, and make the figure that much taller,
+    over a top margin of `top` pixels (the titles')."""
     entries: dict[str, list[str]] = {"legend": [], "legend2": []}
     shown = {trace.name for trace in fig.data if trace.showlegend is not False and trace.name is not None}
     for trace in fig.data:  # every trace of a series shown, so that its name stays one
         if trace.name in shown:
-            trace.name = legend_name(trace.name)
+            trace.name = legend_name(trace.name, width)
             names = entries.setdefault(trace.legend or "legend", [])
             if trace.showlegend is not False and trace.name not in names:
                 names.append(trace.name)
-    rows = {key: legend_rows(fig.layout[key].title.text or "", entries[key]) for key in ("legend", "legend2")}
-    below = AXIS_PX + ROW_PX * rows["legend"] + (ROW_PX * rows["legend2"] + 6 if rows["legend2"] else 0) + 12
+    columns = {key: legend_columns(entries[key], width) for key in entries}
+    tall = {key: legend_px(entries[key], columns[key]) for key in entries}
+    runs = tall["legend2"] + LEGEND_GAP_PX if tall["legend2"] else 0
+    below = AXIS_PX + tall["legend"] + runs + BOTTOM_PX
     height = top + PLOT_PX + below
+    at = {"legend": below - AXIS_PX, "legend2": runs + BOTTOM_PX - LEGEND_GAP_PX}
     return fig.update_layout(  # legend positions in pixels from the figure's bottom ('container'), as the margin is
         height=height, margin={"l": MARGIN_L, "r": MARGIN_R, "t": top, "b": below},
-        legend={"yref": "container", "y": (below - AXIS_PX) / height, "yanchor": "top", "xref": "container",
-                "x": 0.0, "xanchor": "left"},
-        legend2={"yref": "container", "y": (ROW_PX * rows["legend2"] + 12) / height, "yanchor": "top",
-                 "xref": "container", "x": 0.0, "xanchor": "left"},
+        **{key: {"yref": "container", "y": at[key] / height, "yanchor": "top", "xref": "container", "x": 0.0,
+                 "xanchor": "left", "traceorder": "normal", "entrywidthmode": "fraction", "maxheight": 1,
+                 "entrywidth": 1 / columns[key]} for key in ("legend", "legend2")},
     )
 
 
@@ -395,16 +403,16 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
     return fig.update_layout(xaxis_title="run date" if x == "started" else "git sha (in date order)")
 
 
-def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle: str, y_title: str) -> go.Figure:
-    """A soak's y against seconds of unbroken load, a line per variant and run (`case` names the cell)."""
+def soak_lines(points: pd.DataFrame, y: str, style: Style, title: str, subtitle: str) -> go.Figure:
+    """A soak's y against seconds of unbroken load, a line per variant, run and cell (`case` names it on hover), with
+    the house's two legends: a colour per variant, a line style per run."""
     fig = go.Figure()
     for (variant, run, case), series in points.groupby(["variant", "run", "case"], sort=False):
+        name = f"{variant} · {case} · {run}"
         fig.add_trace(go.Scatter(
-            x=series["t_s"], y=series[y], mode="lines", name=f"{variant} · {case} · {run}",
+            x=series["t_s"], y=series[y], mode="lines", name=name, showlegend=False, legendgroup=variant,
             line={"color": style.colour[variant], "dash": style.dash(run), "width": 2},
-            hovertemplate=f"{variant} · {case} · {run}<br>%{{x:.2f}} s<br>{y_title} %{{y:.4g}}<extra></extra>",
+            hovertemplate=f"{name}<br>%{{x:.2f}} s<br>{AXES[y]} %{{y:.4g}}<extra></extra>",
         ))
-    fig.update_layout(title=_title(title, subtitle), height=320,
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, showlegend=True,
-                      legend={"orientation": "h", "y": -0.3})
-    return fig.update_xaxes(title="seconds under load").update_yaxes(title=y_title, automargin=True)
+    _legend_keys(fig, style, list(dict.fromkeys(points["variant"])), list(dict.fromkeys(points["run"])))
+    return _layout(fig, title, subtitle, "t_s", y)

@@ -373,24 +373,23 @@ def drawn_peak(cells: pd.DataFrame, peaks: pd.Series) -> float | None:
     return float(measured.iloc[0]) if not measured.empty else None
 
 
-SOAK_CHARTS = [("tflops", "TFLOP/s", "throughput (median kernel time of each bin's calls)"),
-               ("sm_clock_mhz", "SM clock (MHz)", "SM clock"),
-               ("power_w", "power (W)", "power (NVML's trailing average)"),
-               ("temperature_c", "°C", "temperature")]
+SOAK_CHARTS = {"tflops": "throughput (median kernel time of each bin's calls)", "sm_clock_mhz": "SM clock",
+               "power_w": "power (NVML's trailing average)", "temperature_c": "temperature"}
 
 
 @guarded
 def soak(snap: data.Snapshot, sel: Selection) -> None:
-    points = snap.soak(tuple(sel.runs))
+    points = snap.soak(tuple(sel.style.runs))
     points = points[points["key"].isin(sel.cells["key"])]  # the cells the filters keep
     if points.empty:
         st.info("No cell of the selection has a soak: `attnbench soak SPEC` (or timing.soak_s) runs each cell back "
                 "to back for a while on a GPU and records its thermal curve.")
         return
+    runs_caption(sel)
     st.caption("Each cell run back to back from idle in one unbroken stream of calls (one CUPTI session): what the "
                "GPU sustains as its power controller and temperature settle. Bins of the calls that ended in them.")
-    plot_beside({f"soak-{y}": charts.soak_lines(points, y, sel.style, what, "", title)
-                 for y, title, what in SOAK_CHARTS})
+    subtitle = tables.fixed_shape(sel.cells[sel.cells["key"].isin(points["key"])])
+    plot_beside({f"soak-{y}": charts.soak_lines(points, y, sel.style, what, subtitle) for y, what in SOAK_CHARTS.items()})
 
 
 @guarded

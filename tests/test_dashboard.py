@@ -107,6 +107,11 @@ def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(mo
     throughput = drawn[0]["data"][0]
     record = json.loads((SHIPPED / "h200" / SOAK / CELLS).read_text().splitlines()[0])["soak"]["points"]
     assert list(throughput["x"]) == [p["t_s"] for p in record] and list(throughput["y"]) == [p["tflops"] for p in record]
+    for figure in drawn:  # the house's legends: the variant by its colour under the plot, the cell in the subtitle
+        legend, keys = figure["layout"]["legend"], [t for t in figure["data"] if t.get("showlegend")]
+        assert (legend["orientation"], legend["title"]["text"], legend["yref"]) == ("h", "variant ", "container")
+        assert [t["name"] for t in keys] == ["cudnn"] and figure["data"][0]["showlegend"] is False
+        assert heading(figure, "subtitle") == "B1 T16384 N64 K8 H128 bfloat16 causal fwd"
     none = open_app(monkeypatch, run=[LAB5], tab="Soak")
     assert "No cell of the selection has a soak" in texts(none.info)
 
@@ -836,27 +841,55 @@ def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cud
                                                                 ("te", "9.14.0")}
 
 
-def test_a_legend_is_given_the_rows_its_entries_wrap_into_and_a_long_name_lines_that_fit():
+def test_a_legend_is_given_the_columns_its_widest_entry_allows_and_the_height_its_rows_take():
+    """plotly lays a legend of several rows out in columns of its widest entry, as many as its plot's width holds:
+    the figure fixes that number (a column is a fraction of the plot's width, so a wider window draws the same rows)
+    and is given the height of those rows, a long name wrapped into lines that fit the plot."""
     import plotly.graph_objects as go
 
     from dashboard import charts
 
     published = "published: cuDNN 9.19.1 (cudnn-frontend 1.19.0), NVIDIA H200 (FP8)"
-    wrapped = charts.legend_name(published)
-    assert wrapped == "published: cuDNN 9.19.1<br>(cudnn-frontend 1.19.0),<br>NVIDIA H200 (FP8)"
-    assert all(charts._entry_px(line) <= charts.LEGEND_WIDTH_PX for line in wrapped.split("<br>"))
-    assert charts.legend_name("cudnn") == "cudnn" and charts.legend_name(wrapped) == wrapped
-    assert charts.legend_rows("variant ", []) == 0
-    assert charts.legend_rows("variant ", ["cudnn", "te"]) == 1  # 56 + 81 + 60 px of 240
-    assert charts.legend_rows("variant ", ["cudnn", "te", "xla"]) == 2
-    # packed: [xla], [wrapped (3 lines)], [cudnn te] -> 5; a grid of the widest entry's columns (1) -> 1 + 3 + 1 + 1
-    assert charts.legend_rows("variant ", ["xla", wrapped, "cudnn", "te"]) == 6
+    width = charts.plot_px()
+    wrapped = charts.legend_name(published, width)
+    assert width == 240 and wrapped == "published: cuDNN 9.19.1<br>(cudnn-frontend 1.19.0),<br>NVIDIA H200 (FP8)"
+    assert all(charts._entry_px(line) <= width for line in wrapped.split("<br>"))
+    assert charts.legend_name("cudnn", width) == "cudnn" and charts.legend_name(wrapped, width) == wrapped
+    assert charts.legend_columns(["cudnn", "te", "xla"], width) == 2  # 81 px each of 240
+    assert charts.legend_columns(["xla", wrapped], width) == 1
+    assert charts.legend_px([], 2) == 0
+    assert charts.legend_px(["cudnn", "te", "xla"], 2) == math.ceil(2 * (16.9 + 3) + 10)  # two rows of a line
+    assert charts.legend_px(["xla", wrapped, "te"], 1) == math.ceil(2 * (16.9 + 3) + 3 * 16.9 + 3 + 10)
     fig = charts.fit_legends(go.Figure([go.Scatter(name=n, legend="legend") for n in ("a", published)]
                                        + [go.Scatter(name=published, showlegend=False)]).update_layout(
-        legend={"title": {"text": "variant "}}, legend2={"title": {"text": "run "}}))
+        legend={"title": {"text": "variant "}}, legend2={"title": {"text": "run "}}), width)
     assert {t.name for t in fig.data} == {"a", wrapped}  # a series keeps one name
     assert fig.layout.height == charts.TOP_PX + charts.PLOT_PX + fig.layout.margin.b  # the plot keeps its height
-    assert fig.layout.margin.b == charts.AXIS_PX + 4 * charts.ROW_PX + 12  # [a], [3 lines]; no runs' legend
+    assert fig.layout.margin.b == charts.AXIS_PX + charts.legend_px(["a", wrapped], 1) + charts.BOTTOM_PX  # no runs
+    assert (fig.layout.legend.entrywidthmode, fig.layout.legend.entrywidth) == ("fraction", 1)
+
+
+def test_a_legend_is_fitted_to_the_width_its_chart_is_drawn_at():
+    """A full-width chart (History) has a plot 640 px wide at 1280 px, a chart beside another 272, beside its table
+    240: six variants' legend takes three columns, two and one, and the figure the height of those rows, where every
+    chart was given the narrowest's (six rows under a full-width plot drawn in two)."""
+    import plotly.graph_objects as go
+
+    from dashboard import charts
+
+    names = ["cudnn (32 cells)", "te (32 cells)", "cudnn_fp8 (32 cells)", "pallas_triton (32 cells)", "xla (28 cells)",
+             "te_fp8 (32 cells)"]
+
+    def fitted(share: float) -> go.Figure:
+        fig = go.Figure([go.Scatter(x=[1], y=[1], name=n, legendgroup=n) for n in names])
+        return charts.fit(charts._layout(fig, "prefill: geometric mean", "", "started", "median_ms"), share)
+
+    wide, half, narrow = fitted(1), fitted(1 / 2), fitted(charts.NARROWEST)
+    assert [charts.plot_px(s) for s in (1, 1 / 2, charts.NARROWEST)] == [640, 272, 240]
+    assert [f.layout.legend.entrywidth for f in (wide, half, narrow)] == [1 / 2, 1, 1]  # 214 px an entry
+    assert wide.layout.margin.b == charts.AXIS_PX + charts.legend_px(names, 2) + charts.BOTTOM_PX
+    assert narrow.layout.margin.b == charts.AXIS_PX + charts.legend_px(names, 1) + charts.BOTTOM_PX  # 6 rows, not 3
+    assert all(f.layout.legend.traceorder == "normal" for f in (wide, half, narrow))  # plotly's grid, not its groups
 
 
 def test_a_title_wider_than_its_chart_wraps_onto_lines_the_top_margin_is_given():
@@ -874,7 +907,7 @@ def test_a_title_wider_than_its_chart_wraps_onto_lines_the_top_margin_is_given()
         return charts.fit(fig, share)
 
     narrow, wide = drawn(charts.NARROWEST), drawn(1)
-    assert charts.figure_px() == 320 and charts.figure_px(1 / 2) == 352 and charts.LEGEND_WIDTH_PX == 240
+    assert charts.figure_px() == 320 and charts.figure_px(1 / 2) == 352 and charts.plot_px() == 240
     assert narrow.layout.title.text == "padded-decode: % of memory<br>bandwidth vs N"  # 26 bold letters a line
     assert narrow.layout.title.subtitle.text == "B8 T1 S32768 H128 bfloat16 fwd · device<br>timer · q1–q3"
     room = 0.99 * charts.figure_px() - charts.TITLE_RIGHT_PX
@@ -891,9 +924,10 @@ def test_a_title_wider_than_its_chart_wraps_onto_lines_the_top_margin_is_given()
     level = charts.fit(short, charts.NARROWEST, beside=(beside,))  # a chart beside a taller title's: plots level
     assert level.layout.title.text == "prefill: latency vs T" and level.layout.margin.t == narrow.layout.margin.t
     assert beside.layout.title.text == title  # only measured here: fitted where it is drawn
+    style = charts.Style({}, ())
     soak = charts.fit(charts.soak_lines(pd.DataFrame(columns=["variant", "run", "case", "t_s", "tflops"]), "tflops",
-                                        None, "throughput (median kernel time of each bin's calls)", "", "TFLOP/s"))
-    assert soak.layout.title.text.count("<br>") == 1 and (soak.layout.height, soak.layout.margin.t) == (344, 84)
+                                        style, "throughput (median kernel time of each bin's calls)", ""))
+    assert soak.layout.title.text.count("<br>") == 1 and soak.layout.margin.t == charts.TOP_PX + math.ceil(1.3 * 18)
 
 
 def test_charts_side_by_side_get_the_top_margin_of_the_taller_titles(monkeypatch):
@@ -909,16 +943,4 @@ def test_charts_side_by_side_get_the_top_margin_of_the_taller_titles(monkeypatch
     assert rate["margin"]["t"] == share["margin"]["t"] > charts.TOP_PX
     soak = {heading(f): f["layout"]["margin"]["t"] for f in figures(open_app(monkeypatch, run="soak-20261203",
                                                                              tab="Soak"))}
-    assert soak["SM clock"] == soak["throughput (median kernel time of each bin's calls)"] > 60  # soak_lines' margin
-
-
-def test_a_legends_title_takes_its_width_from_the_first_row_of_the_packed_layout():
-    """plotly packs entries after the legend's title: at 240 px, "variant " (56 px) leaves room for te (60 px) and xla
-    (67) but not for the two-line xla (ours) (88), which opens a second row with te (ours): 1 + 2 rows. Without the
-    title's width, xla (ours) would fit the first row, making it two lines tall, and te (ours) a row of its own: 4."""
-    from dashboard import charts
-
-    names = ["te", "xla", "xla<br>(ours)", "te<br>(ours)"]
-    assert charts.LEGEND_WIDTH_PX == 240
-    assert charts.legend_rows("variant ", names) == 3
-    assert charts.legend_rows("", names) == 4
+    assert soak["SM clock"] == soak["throughput (median kernel time of each bin's calls)"] > charts.TOP_PX

@@ -376,27 +376,35 @@ EVERY_CHART = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidde
     .filter(r => r.width > 0);
   const titlesOut = titles.filter(r => r.left < svg.left - 1 || r.right > svg.right + 1 || r.top < svg.top - 1
                                        || r.bottom > area.top + 1);
+  const legends = ['legend', 'legend2'].map(id => plot.querySelector(`g.${id} > rect.bg`)).filter(r => r)
+    .map(r => r.getBoundingClientRect()).filter(r => r.height > 0);  // the blank under each legend: its next's top
+  const blank = legends.map((r, i) => Math.round((legends[i + 1]?.top ?? svg.bottom) - r.bottom));
   return {title: plot.querySelector('.gtitle')?.textContent, texts: boxes.length, titles: titles.length, hits,
-          out: out.map(b => b.text), titlesOut: titlesOut.length};
+          out: out.map(b => b.text), titlesOut: titlesOut.length, legends: legends.length, blank};
 })"""
 
 
-@pytest.mark.parametrize("tab", ["Latency", "Throughput"])
-def test_long_legends_and_titles_wrap_into_rows_of_their_own_in_the_narrowest_column(browser, url, tab):
+@pytest.mark.parametrize("tab, width", [("Latency", 1280), ("Throughput", 1280), ("Latency", 1920),
+                                        ("History", 1920)])
+def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_rows(browser, url, tab, width):
     """Three llama3.1-70b runs, three variants, the clock-unstable ring and both published series, in a 1280 px
-    window (a chart beside another or beside a table: the narrowest plots a chart gets): in every chart of the tab
-    the variants' legend wraps into the rows the figure was given and a published series' long name onto lines of
-    its own, so no text stands on another (the runs' legend below it, the axis) and no legend runs out of its chart;
-    a long title or subtitle wraps onto lines the top margin was given, inside the chart and above its plot."""
+    window (a chart beside another or beside a table: the narrowest plots a chart gets) and a 1920 px one: in every
+    chart of the tab the variants' legend wraps into the rows the figure was given and a published series' long name
+    onto lines of its own, so no text stands on another (the runs' legend below it, the axis) and no legend runs out
+    of its chart; a long title or subtitle wraps onto lines the top margin was given, inside the chart and above its
+    plot. The wider window draws the legends in the same rows (their columns are fractions of the plot's width), so
+    no blank row stands under a legend, nor under History's full-width one."""
     page = browser.new_page()
-    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.set_viewport_size({"width": width, "height": 1000})
     runs = "&".join(f"run=llama3.1-70b-{r}" for r in ("20261206-tefp8", "20261204-padded", "20261204-xla"))
-    open_view(page, f"{url}/?{runs}&tab={tab}")
+    open_view(page, f"{url}/?{runs}&tab={tab}" + ("&hexp=prefill" if tab == "History" else ""))
     assert_no_error_text(page)
     charts = page.evaluate(EVERY_CHART)
-    assert len(charts) >= (1 if tab == "Latency" else 6) and all(c["texts"] > 10 and c["titles"] == 2 for c in charts)
+    assert len(charts) >= (6 if tab == "Throughput" else 1) and all(c["texts"] > 10 and c["titles"] == 2 and
+                                                                    c["legends"] >= 1 for c in charts)
     assert [(c["title"], c["hits"], c["out"], c["titlesOut"]) for c in charts
             if c["hits"] or c["out"] or c["titlesOut"]] == []
+    assert [(c["title"], c["blank"]) for c in charts if max(c["blank"]) > 16] == []  # a gap of 6, 12 at the bottom
     page.close()
 
 
