@@ -90,6 +90,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     st.markdown(f"**{len(sel.runs)} of {len(snap.runs)} runs** · {gpus} · cells: **{(status == 'ok').sum()} ok**, "
                 f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
+    if line := fastest(sel):
+        st.markdown(line)
     rows = [_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs]
     st.markdown(report.markdown_table(["run", "spec", "GPU", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
@@ -99,9 +101,23 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
                 "compare --against previous`)\n\n" + "\n".join(moves))
 
 
+def fastest(sel: Selection) -> str:
+    """Which variant is fastest where, the first thing the page answers: the newest selected run's leaderboard in a
+    line, over the shapes where two or more correct variants ran ('' where none did)."""
+    newest = sel.cells[sel.cells["run"] == sel.runs[0]] if sel.runs else sel.cells.iloc[:0]
+    contested = [s for s in tables.standings(newest) if s.variants > 1]
+    if not contested:
+        return ""
+    return (f"**Fastest** in `{sel.runs[0]}` by the {sel.timer} timer: {board_summary(contested)} "
+            "(every shape: Leaderboard)")
+
+
+SHA_CHARS = 12  # of a git sha in the overview: enough to tell commits apart, short enough to keep a run's row one line
+
+
 def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
-    return [run, r["spec"], r["gpu"], started, r["git_sha"]]
+    return [run, r["spec"], r["gpu"], started, str(r["git_sha"])[:SHA_CHARS]]
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:

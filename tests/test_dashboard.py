@@ -99,6 +99,25 @@ def test_every_tab_renders_with_data_on_the_shipped_runs(monkeypatch, tab):
     assert not app.info, texts(app.info)  # no "nothing to show" on runs that have it all
 
 
+def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkeypatch):
+    """Above the tabs, under the counts: the newest selected run's winners over the shapes two or more correct variants
+    ran, as runner.leaderboard ranks its records by their headline (device) timer; the runs' table keeps a run to a
+    line (a git sha cut to 12 characters)."""
+    from dashboard import views
+    from runner.leaderboard import leaderboard
+
+    app = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE])
+    newest = shipped(H200_LAB5)
+    contested = [s for s in leaderboard(newest.cells) if s.variants > 1]
+    said = [m.value for m in app.markdown if m.value.startswith("**Fastest**")]
+    assert said == [f"**Fastest** in `{LAB5}` by the device timer: {views.board_summary(contested)} (every shape: "
+                    "Leaderboard)"]
+    assert "**cudnn** fastest at" in said[0]
+    llama = open_app(monkeypatch, run=["llama3.1-70b-20261206-tefp8"])
+    sha = shipped("h200/llama3.1-70b-20261206-tefp8").manifest.git_sha
+    assert len(sha) == 40 and f"| {sha[:12]} |" in texts(llama.markdown) and sha not in texts(llama.markdown)
+
+
 def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
     app = open_app(monkeypatch, run=[SOAK], tab="Soak")
     assert not app.exception and not app.error and not app.info
