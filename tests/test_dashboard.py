@@ -709,8 +709,10 @@ def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_p
 def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, tmp_path):
     generate(tmp_path, 20, 76, templates=(H200_LAB5,))
     app = open_app(monkeypatch, tmp_path, run=["lab5-0012", "lab5-0000"])  # the first run after cudnn's step
-    assert app.markdown[1].value.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | 2026-10-04 00:00:00 |")
-    moves = app.markdown[2].value.splitlines()[2:]
+    runs, against = (next(m.value for m in app.markdown if m.value.startswith(start)) for start in ("| run |",
+                                                                                                  "**Against"))
+    assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | 2026-10-04 00:00:00 |")
+    moves = against.splitlines()[2:]
     assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
     assert moves[1] == "- `lab5-0000` no earlier run to compare"
 
