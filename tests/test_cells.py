@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from helpers import params, spec_data
-from runner.cells import Cell, count, expand, family, largest, limits, reference_shape, resolve
+from runner.cells import (Cell, count, expand, family, input_bytes, largest, limits, power_class, reference_shape,
+                          resolve, run_class, unsplit)
 from runner.machine import Device
 from runner.cells import cell_problem
 from runner.registry import VARIANTS, decline, load_all
@@ -157,6 +158,36 @@ def test_limits_count_against_the_spec_or_the_given_maximum():
                                          "values, or raise --max-cells (at most 1,000,000)"]
 
 
+def test_a_spec_allowed_the_most_cells_is_told_to_split_not_to_raise_its_maximum():
+    spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "sweep": {
+        "seq_len": list(range(8, 1009)), "batch": list(range(1, 1001))}}, max_cells=1_000_000), KNOWN)
+    assert limits(spec) == ["experiments: the sweeps make 1,001,000 cells, more than max_cells (1,000,000); sweep "
+                            "fewer values, or split the spec"]
+
+
+def test_past_the_limit_only_the_count_is_told():
+    """Past the limit, limits walks no sweep point to see whether any runs (a spec may hold a billion): every cell here
+    would be declined, and only the count is said."""
+    spec = parse_spec(spec_data({"name": "d", "variants": ["xla"], "deterministic": True,
+                                 "sweep": {"seq_len": [8, 16, 32]}}), KNOWN)
+    assert limits(spec, max_cells=2) == ["experiments: the sweeps make 3 cells, more than --max-cells (2); sweep fewer "
+                                         "values, or raise --max-cells (at most 1,000,000)"]
+
+
+@pytest.mark.parametrize("seq_len, refused", [(11_184_810, False), (11_184_811, True)])
+def test_a_cell_whose_q_k_and_v_pass_1_tib_is_refused_and_one_within_it_is_not(seq_len, refused):
+    """N64 H128 float32: 3 x 32 KiB a token, so 1 TiB is 11,184,810.7 tokens."""
+    spec = parse_spec(spec_data({"name": "big", "variants": ["xla"], "heads": 64, "head_dim": 128,
+                                 "seq_len": seq_len}), KNOWN)
+    told = [f"experiments[0]: cell big B1 T{seq_len} N64 H128 float32 fwd needs 1.0 TiB for Q, K and V alone; no GPU "
+            "holds 1 TiB"]
+    assert limits(spec) == (told if refused else [])
+
+
+def test_input_bytes_are_q_k_and_v():
+    assert input_bytes(params(seq_len=8, heads=2, kv_heads=1, head_dim=4, dtype="bfloat16")) == 128 + 64 + 64
+
+
 def test_limits_take_sweeps_with_null_and_the_fewest_tp_shards():
     spec = parse_spec(spec_data({"name": "a", "variants": ["naive"], "heads": 8,
                                  "sweep": {"window": [None, 4], "softcap": [None, 2.0], "tp": [4, 1, 2]}}), KNOWN)
@@ -190,6 +221,10 @@ def test_a_sweep_that_clashes_at_some_points_runs_the_others_and_declines_those_
 ])
 def test_a_serving_cell_takes_no_fill_bias_or_devices_and_a_paged_one_no_backward(shape, reason):
     assert cell_problem(params(seq_len=8, **shape)) == reason
+
+
+def test_a_deterministic_cell_with_a_backward_is_no_problem():
+    assert cell_problem(params(deterministic=True, pass_="fwd_bwd")) is None
 
 
 def test_an_experiment_no_cell_of_which_can_run_is_refused_in_one_line():
@@ -263,3 +298,14 @@ def test_under_alibi_tp_makes_another_family():
     shard = params(**{**PLAIN, "bias": "alibi", "tp": 2, "heads": 8, "kv_heads": 4})
     whole = params(**PLAIN, bias="alibi")
     assert (shard.heads, shard.kv_heads) == (whole.heads, whole.kv_heads) and family(shard) != family(whole)
+
+
+def test_a_split_cell_is_measured_against_its_twin_on_one_device():
+    assert unsplit(params(**PLAIN, devices=2)) == params(**PLAIN)
+
+
+def test_a_cells_power_class_is_the_decade_of_its_flops_and_it_runs_in_its_backward_twins():
+    """B1 T16 N4 H8: 4 x 16 x 16 x 4 x 8 = 32,768 FLOPs forward (10^4.5: decade 4), 3.5 x that with the backward
+    (114,688: decade 5)."""
+    forward = params(seq_len=16)
+    assert (power_class(forward), run_class(forward)) == (4, 5)
