@@ -59,9 +59,10 @@ def stem(text: str) -> str:
 
 def swept_size(shapes: list[dict], prefer: str | None = None) -> tuple[str | None, list[str]]:
     """The size axis a chart draws along (`prefer`, else T, else the first size that varies) and the other axes
-    that vary apart from it, which tell its lines apart (N, which follows tp, draws no lines of its own)."""
+    that vary apart from it, which tell its lines apart (N, which follows tp, draws no lines of its own). A size
+    some cell holds at null (no window, a dense cache) has no place on the x axis: it tells lines apart instead."""
     varying = [k for k in shape.NAMES if len({s.get(k) for s in shapes}) > 1]
-    sizes = [k for k in varying if k in shape.SIZES]
+    sizes = [k for k in varying if k in shape.SIZES and all(s.get(k) is not None for s in shapes)]
     x = next((k for k in [prefer, "seq_len", *sizes] if k in sizes), None)
     return x, [k for k in varying if k != x and not _follows(shapes, k, x)]
 

@@ -201,3 +201,55 @@ def test_a_report_in_a_bucket_is_served_as_a_page(capsys, tmp_path, emulator):
         "text/markdown")
     assert {served[n] for n in served if n.endswith(".png")} == {"image/png"} and len(served) == 4
     assert "<figure class='chart'" in emulator.text(prefix + "index.html")
+
+
+COMMITTED = sorted(p.parent for folder in ("examples/results", "docs/evidence", "tests/fixtures")
+                   for p in (REPO / folder).rglob("manifest.json"))
+
+
+def test_every_committed_run_charts_only_numbers_along_x():
+    from runner import artifacts
+    from runner.store import LocalStore
+
+    for folder in COMMITTED:
+        run = LocalStore(folder.parent).read(folder.name)
+        for chart in artifacts.charts_of(run):
+            assert all(isinstance(x, (int, float)) for s in chart.series for x, _ in s.points), (folder, chart.name)
+
+
+@pytest.mark.slow
+def test_every_committed_run_reports(capsys, tmp_path):
+    done = report(capsys, tmp_path, *COMMITTED)
+    assert done.code == 0, done.err
+    assert len(COMMITTED) > 50 and (tmp_path / "report" / "index.html").stat().st_size > 0
+
+
+def small_training_spec(path: Path) -> Path:
+    """specs/training.yaml's small experiments (those naive runs: every axis a CPU takes) at a CPU's size, their
+    sweeps as the spec has them (window [null, W], documents, pass, fill, bias, soft cap)."""
+    import yaml
+
+    spec = yaml.safe_load((REPO / "specs" / "training.yaml").read_text())
+    small = {"seq_len": 32, "heads": 2, "kv_heads": 1, "head_dim": 16, "dtype": "float32"}
+    spec["experiments"] = [{**e, **small, **({"head_dim": 24, "v_head_dim": 16} if "v_head_dim" in e else {}),
+                            "variants": [v for v in e["variants"] if v in ("naive", "xla")],
+                            "sweep": {k: [8 if v == 128 and k == "window" else v for v in vs]
+                                      for k, vs in e.get("sweep", {}).items()}}
+                           for e in spec["experiments"] if "naive" in e["variants"]]
+    spec["timing"] = {"warmup": 1, "min_samples": 3, "max_samples": 3, "budget_s": 0.1, "wall_max_samples": 3,
+                      "wall_budget_s": 0.05}
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@pytest.mark.slow
+def test_a_cpu_run_of_the_training_specs_small_experiments_reports_and_compares(capsys, tmp_path):
+    spec, out = small_training_spec(tmp_path / "training-small.yaml"), tmp_path / "out"
+    for run_id in ("train-a", "train-b"):
+        ran = in_process(capsys, "run", spec, "--out", out, "--run-id", run_id, "--spool", tmp_path / "spool")
+        assert ran.code == 0, ran.err
+    done = report(capsys, tmp_path, "train-a", out=out)
+    assert done.code == 0, done.err
+    assert "packed-small" in (tmp_path / "report" / "index.html").read_text()
+    compared = in_process(capsys, "compare", "train-a", "train-b", "--out", out, "--report", tmp_path / "compared")
+    assert compared.code in (0, 1) and "internal error" not in compared.err, compared.err

@@ -67,7 +67,6 @@ def test_a_narrow_log_axis_still_labels_at_least_two_values():
     assert set(labelled_y(((1024.0, 0.5), (2048.0, 30.0)))) >= {"1", "10"}  # a wide one keeps its decades
 
 
-
 def test_a_log_axis_labels_1_2_5_values_alone_whatever_minor_ticks_matplotlib_places():
     """matplotlib 3.8 (pyproject allows it) puts a log axis's minor ticks where AutoLocator would (100, 120, ..., 200)
     when one decade holds only one of its own: none of them is labelled, where 160 and 180 were (each rounds to 2e+02,
@@ -83,3 +82,30 @@ def test_a_log_axis_over_more_than_four_decades_labels_decades_alone_in_plain_nu
     assert labelled_y(((1024.0, 0.004), (65536.0, 9000.0))) == ["0.01", "0.1", "1", "10", "100", "1000", "10000"]
     assert labelled_y(((1024.0, 0.00003), (2048.0, 0.0002))) == ["0.00005", "0.0001", "0.0002"]
     assert labelled_y(((1024.0, 3e5), (4096.0, 4e6))) == ["500000", "1000000", "2000000"]
+
+
+def test_a_size_a_cell_holds_at_null_tells_lines_apart_and_is_never_the_x_axis():
+    windows = shapes(seq_len=[64, 64, 128, 128], kv_seq_len=[64, 64, 128, 128], window=[None, 8, None, 8])
+    assert figures.swept_size(windows) == ("seq_len", ["window"])
+    assert figures.swept_size(shapes(window=[None, 8]), "window") == (None, ["window"])  # no size left to draw along
+    pages = shapes(page_size=[16, None, 64, None], kv_seq_len=[4096, 4096, 8192, 8192])
+    assert figures.swept_size(pages) == ("kv_seq_len", ["page_size"])
+    assert figures.swept_size(shapes(page_size=[16, 64]))[0] == "page_size"  # every cell paged: a size as any
+
+
+def test_a_chart_of_a_window_sweep_draws_the_windowed_and_unwindowed_cells_as_two_lines_and_one_alone_none():
+    from helpers import params
+    from runner.record import CellRecord
+
+    def cell(seq_len, window, median_s):
+        shape = params(batch=1, seq_len=seq_len, heads=2, head_dim=16, causal=True, window=window)
+        return CellRecord.model_construct(experiment="e", variant="naive", params=shape, status="ok",
+                                          median_s=median_s, timer="wall")
+
+    cells = [cell(32, None, 1e-3), cell(32, 8, 5e-4), cell(64, None, 4e-3), cell(64, 8, 1e-3)]
+    chart = figures.latency_chart("w-a", "e", cells)
+    assert chart.x == "query sequence length T"
+    assert {s.label: s.points for s in chart.series} == {"naive": ((32, 1.0), (64, 4.0)),
+                                                         "naive W8": ((32, 0.5), (64, 1.0))}
+    assert figures.draw(chart).startswith(b"\x89PNG")
+    assert figures.latency_chart("w-a", "e", cells[:2]) is None  # a window alone sweeps no size: its tables show it
