@@ -69,7 +69,7 @@ def measured(cells: pd.DataFrame) -> pd.DataFrame:
 
 def swept(cells: pd.DataFrame) -> list[str]:
     """The shape axes that take more than one value (a derived axis that only follows its source left out)."""
-    varying = [a for a in SHAPE if cells[a].nunique() > 1]
+    varying = [a for a in SHAPE if cells[a].nunique(dropna=False) > 1]  # a window [null, W] sweep varies
     follows = {a.name: a.follows for a in shape.AXES if a.follows}
     return [a for a in varying if not (follows.get(a) in varying and cells[a].equals(cells[follows[a]]))]
 
@@ -83,15 +83,15 @@ def line_axes(cells: pd.DataFrame, x: str) -> list[str]:
 
 def case(cells: pd.DataFrame, axes: list[str]) -> pd.Series:
     """A category per cell from the given axes ('bfloat16', 'causal', 'not causal', 'S2048 T1')."""
-    parts = [cells[a].map(lambda v, a=a: (a if v else f"not {a}") if isinstance(v, bool) else
-                          f"{shape.BY_NAME[a].short}{v}") for a in axes]
+    parts = [cells[a].map(lambda v, a=a: (a if v else f"not {a}") if isinstance(v, bool) else shape.text(a, v)
+                          if shape.is_null(v) else f"{shape.BY_NAME[a].short}{shape.text(a, v)}") for a in axes]
     return pd.concat(parts, axis=1).agg(" ".join, axis=1) if parts else pd.Series("", index=cells.index)
 
 
 def fixed_shape(cells: pd.DataFrame) -> str:
     """The label of the axes that every cell shares: what a chart's title says is held fixed."""
     first = cells.iloc[0][SHAPE].to_dict()
-    return shape.label(first, omit=tuple(a for a in SHAPE if cells[a].nunique() > 1))
+    return shape.label(first, omit=tuple(a for a in SHAPE if cells[a].nunique(dropna=False) > 1))
 
 
 def speedup(cells: pd.DataFrame, baseline: str | None) -> pd.Series:

@@ -154,8 +154,9 @@ def experiments(cells: pd.DataFrame, note: str = "") -> list[tuple[str, pd.DataF
 
 
 def size_axis(cells: pd.DataFrame) -> str | None:
-    """The swept size (T, B, ...) an experiment's lines run along, if it sweeps one."""
-    return next((a for a in tables.swept(cells) if a in tables.SIZES), None)
+    """The swept size (T, B, ...) an experiment's lines run along, if it sweeps one; a size some cell holds at null
+    (no window, a dense cache) tells lines apart instead."""
+    return next((a for a in tables.swept(cells) if a in tables.SIZES and cells[a].notna().all()), None)
 
 
 def drawn(cells: pd.DataFrame, sel: Selection) -> pd.DataFrame:

@@ -45,6 +45,7 @@ class Axis:
     short: str = ""  # label prefix: B8, T1024; "" prints the value alone (bfloat16, causal)
     follows: str | None = None  # the axis this one copies when unset
     quiet: bool = False  # left out of labels and cell keys at its default: records from before it keep their keys
+    null: str = "-"  # what a table or a chart's legend says of a null value ("no window", "dense")
 
     @property
     def attr(self) -> str:
@@ -77,24 +78,26 @@ AXES = (
          "sees the request's first len - T + i + 1 keys."),
     Axis("pass", Pass, "fwd", "fwd times the forward call; fwd_bwd times forward plus gradients."),
     Axis("window", size(1 << 24) | None, None, "Sliding window W (null: none): query i sees key j when "
-         "i - W < j <= i (causal) or |i - j| < W (not causal), W keys including itself.", "W", quiet=True),
+         "i - W < j <= i (causal) or |i - j| < W (not causal), W keys including itself.", "W", quiet=True,
+         null="no window"),
     Axis("fill", Fill, 1.0, "Mean fraction of each sequence that is real tokens in a padded batch (1: no padding); "
          "the lengths follow runner.masks.lengths.", "fill", quiet=True),
     Axis("bias", Bias, "none", "none, or alibi: ALiBi's per-head slopes times -|i - j| added to the logits.",
          quiet=True),
     Axis("softcap", Softcap | None, None, "Logit soft cap c (null: none): logits -> c * tanh(logits / c).", "cap",
-         quiet=True),
+         quiet=True, null="no cap"),
     Axis("tp", size(1024), 1, "Tensor-parallel degree emulated on one GPU: the spec's heads and kv_heads are the "
          "model's, a cell runs heads / tp query heads and max(1, kv_heads / tp) KV heads.", "tp", quiet=True),
     Axis("devices", Devices, 1, "Devices the sequence is split across (context parallelism): 1, 2, 4 or 8; T and "
          "S must divide by it.", "D", quiet=True),
     Axis("kv_lengths", KVLengths | None, None, "Serving: each request's KV length around the mean S (null: not a "
          "serving cell, every sequence S keys): equal, uniform, long_tail or bimodal, by the deterministic rule of "
-         "runner.paging.lengths; causal is then aligned to each request's end.", "kv-", quiet=True),
+         "runner.paging.lengths; causal is then aligned to each request's end.", "kv-", quiet=True,
+         null="not serving"),
     Axis("kv_spread", Spread, 0.5, "The spread of kv_lengths' distribution, a fraction of S (0: all equal); "
          "runner.paging.lengths says what it is for each distribution.", "spread", quiet=True),
     Axis("page_size", size(1 << 16) | None, None, "Tokens per page of a paged KV cache (null: a dense cache); a "
-         "paged cell is a serving cell (kv_lengths null reads as equal).", "P", quiet=True),
+         "paged cell is a serving cell (kv_lengths null reads as equal).", "P", quiet=True, null="dense"),
     Axis("page_order", PageOrder, "contiguous", "Where a request's pages lie in the page pool: contiguous, or "
          "shuffled by runner.paging's deterministic rule (as a long-running server's allocator leaves them).",
          quiet=True),
@@ -217,7 +220,7 @@ def per_gpu(shape: dict) -> dict:
 def at_default(axis: Axis, shape: dict) -> bool:
     """A quiet axis at its default (a derived one: equal to the axis it follows); a table's NaN reads as null."""
     value = shape[axis.name]
-    value = None if isinstance(value, float) and value != value else value
+    value = None if is_null(value) else value
     return axis.quiet and value == (shape[axis.follows] if axis.follows else axis.default)
 
 
@@ -241,6 +244,20 @@ def label(shape: dict, omit: tuple[str, ...] = ()) -> str:
         else:
             parts.append(f"{axis.short}{value:g}" if isinstance(value, float) else f"{axis.short}{value}")
     return " ".join(parts)
+
+
+def is_null(value: Any) -> bool:
+    """None, or a table's NaN (pandas reads an axis at null so)."""
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def text(name: str, value: Any) -> str:
+    """An axis's value as a table column shows it: its null word ("no window", "dense"), yes or no, 8 (not 8.0)."""
+    if is_null(value):
+        return BY_NAME[name].null
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def column(name: str) -> str:

@@ -297,3 +297,21 @@ def test_the_decode_sweep_grid_draws_every_published_line_at_every_batch():
     assert len(fig.data) == 8 and all(len(t.x) == 4 for t in fig.data)
     assert [t.showlegend for t in fig.data] == [True] + [False] * 7  # one legend entry for the series
     assert drawn[(f"{series} · T1 S131072", 128)] == pytest.approx(4504, rel=1e-3)
+
+
+def test_a_window_sweep_from_null_is_swept_and_draws_its_windowed_cells_on_their_own_line():
+    """window [null, 8] beside documents [2, 8] (training.yaml's packed-small): a null window is a value of the
+    sweep (NaN in the frame), so windowed and unwindowed cells never share a line, and no line runs along it."""
+    from dashboard import views
+    from helpers import params
+
+    grid = [params(seq_len=32, causal=True, documents=d, window=w) for d in (2, 8) for w in (None, 8)]
+    cells = pd.DataFrame([{**p.as_dict(), "run": "r", "experiment": "packed-small", "variant": "naive",
+                           "latency_ms": 1.0} for p in grid])
+    assert tables.swept(cells) == ["window", "documents"]
+    assert views.size_axis(cells) == "documents" and tables.line_axes(cells, "documents") == ["window"]
+    assert list(tables.case(cells, ["window"])) == ["no window", "W8"] * 2
+    assert "W8" not in tables.fixed_shape(cells.iloc[::-1]).split()  # W8 first: still not held fixed
+    pages = pd.DataFrame([{**params(seq_len=1, kv_seq_len=64, page_size=p).as_dict(), "variant": "xla"}
+                          for p in (16, None)])
+    assert views.size_axis(pages) is None and list(tables.case(pages, ["page_size"])) == ["P16", "dense"]
