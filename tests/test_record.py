@@ -77,6 +77,8 @@ def _v3_cell(drawn_w, device_s: float, policy: str, wait_s: float) -> dict:
     (0.0, 0.05, "steady", 0.1, None),  # a light load settled in 0.1 s: NVML still lagging, no energy
     (None, 0.05, "burst", 3.0, None),  # a burst: NVML's reading lagged (the 2026-12-02 burst runs)
     (702.0, 1.2, "steady", 1.3, 702.0),  # over a second of samples the counter stands
+    (702.0, 0.5, "steady", 1.3, 702.0),  # half a second of samples: the counter stands
+    (None, 0.05, "steady", 1.0, 650.0),  # settled for a second: NVML's reading stands
 ])
 def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s, policy, wait_s, watts):
     upgraded = upgrade(_v3_cell(drawn_w, device_s, policy, wait_s), "cell")
@@ -87,6 +89,12 @@ def test_the_v3_to_v4_step_keeps_only_energy_that_can_be_known(drawn_w, device_s
     else:
         assert upgraded["energy_j"] == pytest.approx(watts * 0.002)
         assert upgraded["tflops_per_j"] == pytest.approx(1 / (watts * 0.002))
+
+
+def test_the_v3_to_v4_step_gives_a_cell_timed_by_wall_no_energy():
+    """The samples' watts are the device timer's: a wall time (a CPU's, a split cell's) has none to multiply."""
+    upgraded = upgrade(_v3_cell(702.0, 1.2, "steady", 1.3) | {"timer": "wall"}, "cell")
+    assert upgraded["energy_j"] is None and upgraded["tflops_per_j"] is None
 
 
 @pytest.mark.parametrize("policy, in_load", [("steady", False), ("burst", None)])
@@ -112,6 +120,12 @@ def test_a_cell_on_several_devices_has_a_key_and_label_of_its_own():
     one = record().params
     four = one.model_copy(update={"devices": 4})
     assert cell_key("e", "ring", one) != cell_key("e", "ring", four) and four.label().endswith(" D4")
+
+
+@pytest.mark.parametrize("version", [0, -1, True, 1.0, "two", None])
+def test_a_schema_version_that_is_no_version_is_refused_never_read_as_one(version):
+    with pytest.raises(ValueError, match="is not a version"):
+        upgrade({"schema_version": version}, "cell")
 
 
 def test_upgrade_leaves_the_callers_data_alone():
@@ -402,6 +416,11 @@ def test_the_v13_to_v14_step_leaves_a_true_note_alone():
                     "telemetry": telemetry | {"throttle": ["idle", "thermal (software)"]}}
     state = read_cell(light).power
     assert (state.settled, state.rule) == (False, "unsettled") and "saw thermal (software);" in state.note
+    unthrottled = base | {"power": {"policy": "steady", "settled": True, "note": "settled, no throttle reason"},
+                          "telemetry": telemetry | {"throttle": ["power cap"]}}
+    state = read_cell(unthrottled).power
+    assert state.settled is False and state.note.startswith("not light while sampled: its samples' telemetry saw "
+                                                            "power cap;")
 
 
 def test_the_v14_to_v15_step_names_the_first_timer_as_the_one_the_telemetry_spans():
