@@ -23,6 +23,11 @@ FIND = ("gpu", "spec", "sha", "since", "until")  # Find runs' widgets
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
 RUNS_LISTED = 100  # run ids the Runs list offers, newest first: a long list costs every page load, not only the first
 SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
+# The nvbench tables are markdown (views.summary_table): Streamlit pads their cells for prose, so a table of six columns
+# ran past its column at 1280 px (under the chart or table beside it). Tighter cells fit it; one wider still scrolls
+# inside its column.
+TABLE_CSS = ("<style>[data-testid=stMarkdownContainer] table {display: block; max-width: 100%; overflow-x: auto}"
+             "[data-testid=stMarkdownContainer] :is(th, td) {padding: 0.25rem 0.5rem}</style>")
 BASELINES = ["xla", "auto", "cudnn"]  # the default baseline: the first of these in the selection
 TABS = {
     "Latency": views.latency, "Throughput": views.throughput, "Memory": views.memory, "Heads": views.heads,
@@ -133,6 +138,7 @@ def selection_ui(snap: data.Snapshot) -> views.Selection:
 
 def main() -> None:
     st.set_page_config(page_title="attnbench", layout="wide", initial_sidebar_state=SIDEBAR_PX)
+    st.html(TABLE_CSS)
     uri = data.results_uri(sys.argv[1:])
     snap = data.load(uri)
     st.title("attnbench results")

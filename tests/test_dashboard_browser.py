@@ -384,6 +384,13 @@ EVERY_CHART = """() => [...document.querySelectorAll('[role=tabpanel]:not([hidde
 })"""
 
 
+# Markdown tables that run past their column (under the chart beside them), or scroll inside it: header, pixels
+TABLES_OUT = """[...document.querySelectorAll('[role=tabpanel]:not([hidden]) [data-testid=stMarkdownContainer] table')]
+  .map(t => [t.querySelector('th')?.textContent, Math.round(t.getBoundingClientRect().right
+    - t.closest('[data-testid=stColumn], [data-testid=stVerticalBlock]').getBoundingClientRect().right)
+    + t.scrollWidth - t.clientWidth]).filter(([head, over]) => over > 0)"""
+
+
 @pytest.mark.parametrize("tab, width", [("Latency", 1280), ("Throughput", 1280), ("Latency", 1920),
                                         ("History", 1920)])
 def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_rows(browser, url, tab, width):
@@ -393,7 +400,8 @@ def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_
     onto lines of its own, so no text stands on another (the runs' legend below it, the axis) and no legend runs out
     of its chart; a long title or subtitle wraps onto lines the top margin was given, inside the chart and above its
     plot. The wider window draws the legends in the same rows (their columns are fractions of the plot's width), so
-    no blank row stands under a legend, nor under History's full-width one."""
+    no blank row stands under a legend, nor under History's full-width one. The nvbench table beside the chart fits
+    its column, where Streamlit's padding ran it 49 px under the next."""
     page = browser.new_page()
     page.set_viewport_size({"width": width, "height": 1000})
     runs = "&".join(f"run=llama3.1-70b-{r}" for r in ("20261206-tefp8", "20261204-padded", "20261204-xla"))
@@ -405,6 +413,7 @@ def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_
     assert [(c["title"], c["hits"], c["out"], c["titlesOut"]) for c in charts
             if c["hits"] or c["out"] or c["titlesOut"]] == []
     assert [(c["title"], c["blank"]) for c in charts if max(c["blank"]) > 16] == []  # a gap of 6, 12 at the bottom
+    assert page.evaluate(TABLES_OUT) == []  # the nvbench table beside the chart (six columns) fits its column
     page.close()
 
 
