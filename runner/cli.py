@@ -444,6 +444,11 @@ def cmd_run(args, console: Console) -> int:
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
+    if refused := outcome.refused:  # the store was out of reach at start-up, so only now could it be checked
+        print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found when "
+              f"the store first answered: nothing uploaded, its {outcome.done} cells are in the spool {spool.dir}",
+              file=sys.stderr)
+        return EXIT_INPUT
     return _run_exit(outcome, spool, location)
 
 
@@ -499,10 +504,15 @@ def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
         except StoreError as error:
             raise UsageError(str(error)) from None
         if other := next((m for m in held if not same_run(m, spec)), None):
-            raise UsageError(f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash "
-                             f"{other.spec_hash}) and {spec_path} ({spec.name}, spec hash {spec.digest()}) measures "
-                             "otherwise (another spec, or its file, --budget, --power or --seconds changed); a rerun "
-                             "resumes only the same: give another --run-id (or unset ATTNBENCH_RUN_ID)")
+            raise UsageError(_another_spec(run_id, where, other, spec, spec_path))
+
+
+def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:
+    """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec."""
+    return (f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash {other.spec_hash}) and {spec_path} "
+            f"({spec.name}, spec hash {spec.digest()}) measures otherwise (another spec, or its file, --budget, "
+            "--power or --seconds changed); a rerun resumes only the same: give another --run-id (or unset "
+            "ATTNBENCH_RUN_ID)")
 
 
 def _say_unreachable(ready: Ready) -> None:

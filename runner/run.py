@@ -29,7 +29,7 @@ from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
 from runner.shape import Params
 from runner.registry import VARIANTS, decline
 from runner.spec import Spec, TimingSettings, identity
-from runner.spool import PULL_TIMEOUT_S, Spool, Uploader
+from runner.spool import PULL_TIMEOUT_S, OtherRun, Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
@@ -81,6 +81,7 @@ class Outcome:
     done: int  # cells of this run (or shard) the spool holds
     planned: int
     error: str | None = None  # why the upload failed
+    refused: OtherRun | None = None  # the store, once it answered, held a run of another spec: nothing uploaded
 
 
 @dataclass
@@ -130,6 +131,8 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
     except StoreUnavailable as error:
         print(f"warning: {error}; measuring meanwhile, resuming from the spool {uploader.spool.dir}",
               file=sys.stderr, flush=True)
+        done = set()
+    except OtherRun:  # uploader.refused: the run ends before its first cell
         done = set()
     return done | uploader.spool.keys()
 
@@ -252,7 +255,7 @@ def measure_all(ctx: Context, cells: list[Cell], done: set[str], console: Consol
     with progress_for(len(work.cells), console) as progress:
         try:
             for i, cell in enumerate(work.cells):
-                if ctx.stop.is_set():
+                if ctx.stop.is_set() or ctx.uploader.refused:
                     return False
                 if cell.key in ctx.uploader.store_keys and cell.key not in announced:  # the store answered late
                     continue
@@ -322,8 +325,11 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
             options: Options, order: list[str] | None = None) -> Outcome:
     """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
     the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
-    uploader = Uploader(spool, store, options.flush_every_s)
+    uploader = Uploader(spool, store, options.flush_every_s, lambda manifest: same_run(manifest, spec))
     done = first_pull(uploader, store)
+    if uploader.refused:
+        return Outcome(False, False, len(spool.keys() & {c.key for c in cells}), len(cells), uploader.error,
+                       uploader.refused)
     closed = _closed(uploader, spec, cells)
     resumed = max([m for m in (spool.inflight(), uploader.store_inflight) if m],
                   key=lambda m: m.get("attempts", 1), default=None)
@@ -344,7 +350,7 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
             uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
             uploaded = uploader.close(stop, lambda: store.with_timeout(TERMINATION.left()))
     held = len(spool.keys() & {c.key for c in cells})
-    return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error)
+    return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error, uploader.refused)
 
 
 def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:

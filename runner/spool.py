@@ -254,17 +254,31 @@ class Spool:
         self.close()
 
 
-class Uploader:
-    """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart."""
+class OtherRun(Exception):
+    """The store holds a run of another spec under this run id (a part's manifest that `resumes` refuses): nothing of
+    this part may be uploaded there."""
 
-    def __init__(self, spool: Spool, store: Store, every_s: float):
-        self.spool, self.store, self.every_s = spool, store, every_s
+    def __init__(self, where: str, manifest: Manifest):
+        super().__init__(f"{where} holds a run of spec {manifest.name} (spec hash {manifest.spec_hash})")
+        self.where, self.manifest = where, manifest
+
+
+class Uploader:
+    """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart.
+    `resumes` says whether a part the store already holds under the run id is one this part may join (the run's:
+    run.same_run for its spec; None: any); until an upload has landed, the store's parts are checked at every try,
+    so a store out of reach when the run started is checked when it first answers, before anything is put."""
+
+    def __init__(self, spool: Spool, store: Store, every_s: float, resumes: Callable[[Manifest], bool] | None = None):
+        self.spool, self.store, self.every_s, self.resumes = spool, store, every_s, resumes
         self.stored: set[str] = set()  # keys the store holds for this part, as far as we know
         self.sent: dict[str, bytes] = {}  # manifest, consolidated cells and marker as last put
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
         self.store_manifest: Manifest | None = None  # this part's manifest as the store held it at the pull
         self.pulled = False
+        self.landed = False  # an upload of this process reached the store
+        self.refused: OtherRun | None = None  # the store's run of another spec: nothing is uploaded, ever
         self._books = threading.Lock()
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
         self.error: str | None = None  # why the last upload failed; None once one works
@@ -274,8 +288,11 @@ class Uploader:
         self._thread = threading.Thread(target=self._loop, name="attnbench-uploader", daemon=True)
 
     def pull(self, store: Store | None = None) -> set[str]:
-        """Fold the store's copy of this part into the spool; return the keys of every cell the store holds."""
-        run = (store or self.store).read(self.spool.run_id)
+        """Fold the store's copy of this part into the spool; return the keys of every cell the store holds. A store
+        that holds a run of another spec under the run id raises OtherRun, and nothing is folded in."""
+        store = store or self.store
+        run = store.read(self.spool.run_id)
+        self._refuse_another([p.manifest for p in run.parts if p.manifest], store)
         own = next((p for p in run.parts if p.shard == self.spool.shard), None)
         if own:
             for record in own.cells:
@@ -290,20 +307,35 @@ class Uploader:
         return self.store_keys
 
     def flush(self, store: Store | None = None) -> None:
-        """Put what changed since the last upload; raises StoreError or StoreUnavailable."""
+        """Put what changed since the last upload; raises StoreError or StoreUnavailable, and OtherRun for good."""
         store = store or self.store
+        if self.refused:
+            raise self.refused
         if not self.pulled:  # never overwrite the store's copy before it is in the spool
             self.pull(store)
+        elif not self.landed:  # the pull may have read nothing where nothing could be written (a folder made since)
+            self._refuse_another(store.manifests(self.spool.run_id), store)
         behind = self._behind()
         if behind:  # one object, named after the last of them: a reader folds each line in as a cell of its own
             lines = b"".join(self.spool.line(key) for key in behind)
             store.put(cell_object(self.spool.run_id, self.spool.shard, behind[-1]), lines)
+            self.landed = True
         self._mark_stored(behind)
         marker = (self.spool.local.get(self.spool.inflight_name) or b"").strip()  # the spool's is padded
         if marker or self.spool.inflight_name in self.sent:  # no empty marker for a part that never had one
             self._put(store, self.spool.inflight_name, marker)
         if manifest := self.spool.manifest_bytes():
             self._put(store, self.spool.manifest_name, manifest)
+
+    def _refuse_another(self, manifests: list[Manifest], store: Store) -> None:
+        """Raise OtherRun, and keep it, when a part the store holds is of another run than this one."""
+        other = next((m for m in manifests if self.resumes and not self.resumes(m)), None)
+        if other is not None:
+            with self._changed:  # a commit waiting for the store stops waiting
+                self.refused = OtherRun(store.location(self.spool.run_id), other)
+                self.error = str(self.refused)
+                self._changed.notify_all()
+            raise self.refused
 
     def _behind(self) -> list[str]:
         """Spooled keys the store lacks, from the ones spooled since the last look: no pass over the whole part.
@@ -318,6 +350,7 @@ class Uploader:
         if self.sent.get(name) != data:  # the same object compares at once: a large manifest costs nothing here
             store.put(name, data)
             self.sent[name] = data
+            self.landed = True
 
     def _mark_stored(self, keys: list[str]) -> None:
         with self._changed:
@@ -421,7 +454,7 @@ class Uploader:
 
     def _loop(self) -> None:
         failures = 0
-        while not self._stopping.is_set():
+        while not self._stopping.is_set() and not self.refused:
             if failures:
                 self._stopping.wait(min(self.every_s, 2.0**failures))
             else:
@@ -447,6 +480,8 @@ class Uploader:
         return True
 
     def _failed(self, error: Exception) -> None:
+        if isinstance(error, OtherRun):  # kept in self.refused, said by the run as it ends
+            return
         known = isinstance(error, (StoreError, StoreUnavailable))
         if self.error is None:
             _warn(f"{error if known else repr(error)}; results stay in {self.spool.dir}, upload retried")

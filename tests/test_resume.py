@@ -16,11 +16,12 @@ import pytest
 from conftest import BUCKET
 from helpers import alive, children, spec_data, write_spec
 from runner.cells import expand
-from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
+from runner.cli import EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
 from runner.registry import VARIANTS, VARIANTS_ENV, load_all
 from runner.spec import load_spec
 from runner.spool import GROUP_S
 from runner.store import open_store, read_run
+from test_results import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 TEST_VARIANTS = Path(__file__).with_name("variants")
@@ -194,6 +195,29 @@ def test_store_never_back_exits_3_with_the_spool(emulator, tmp_path):
     kept = read_run(folder)
     assert kept.problems == [] and kept.manifest.ended_at is not None
     assert {c.key for c in kept.cells} == planned_keys(spec)
+
+
+def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_when_it_answers(emulator, tmp_path):
+    """The start-up refusal of a run id that holds a run of another spec (a9ca381) cannot ask a store out of reach:
+    the run measures into the spool, and when the store first answers it uploads nothing and ends with exit 2."""
+    other = manifest(run_id="taken", name="other", spec={"name": "other"}, spec_hash="f" * 16)
+    open_store(OUT).put("taken/manifest.json", other.model_dump_json().encode())
+    emulator.stop()
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    run = start_gated(spec, "taken", spool, gates, "--store-timeout", "60")
+    wait_for(lambda: spooled_lines(spool, "taken") == 3 or run.poll() is not None)  # held at the gate at seq_len 16
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
+    emulator.start()
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    assert run.wait(RUN_TIMEOUT_S) == EXIT_INPUT, (spool / "stderr.txt").read_text()
+    folder = spooled(spool, "taken")
+    error = (spool / "stderr.txt").read_text().splitlines()[-1]
+    assert error.startswith(f"error: run id taken: {OUT}/taken holds a run of spec other (spec hash {'f' * 16}) and "
+                            f"{spec} (test, spec hash ")
+    assert error.endswith(f"found when the store first answered: nothing uploaded, its {len(read_run(folder).cells)} "
+                          f"cells are in the spool {folder}")
+    assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(read_run(folder).cells) >= 3
 
 
 def test_an_unreachable_store_is_said_within_10_s_and_does_not_hold_up_measuring(emulator, tmp_path):

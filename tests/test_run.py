@@ -202,3 +202,34 @@ def test_a_sharded_run_resumed_under_another_share_measures_each_cell_once(tmp_p
     assert sorted(old + measured[0] + measured[1]) == sorted(c.key for c in cells)  # none twice
     stored = LocalStore(tmp_path / "out").read("r")  # (no manifests: measure_all alone writes none)
     assert sorted(c.key for part in stored.parts for c in part.cells) == sorted(c.key for c in cells)
+
+
+def test_a_run_refused_by_the_store_measures_and_spools_no_further_cell(tmp_path, counted):
+    """Once the store answers holding a run of another spec under the run id (spool.OtherRun: nothing of this run
+    will be uploaded there), the loop stops before its next cell: here the first."""
+    from runner.spool import OtherRun
+
+    ctx = context(tmp_path)
+    ctx.uploader.refused = OtherRun(ctx.uploader.store.location("r"), test_results.manifest(name="other"))
+    cells = [Cell("e", counted, params(seq_len=n)) for n in range(1, 9, 2)]  # all declined: no worker needed
+    assert run.measure_all(ctx, cells, set(), Console(file=open("/dev/null", "w"))) is False
+    assert ctx.spool.records() == []
+
+
+def test_a_store_that_holds_a_run_of_another_spec_at_the_first_pull_starts_no_worker(tmp_path, monkeypatch):
+    """The store answered at the first pull though not at the start-up check (the cli's): the run ends there, its
+    workers never started, nothing uploaded."""
+    from helpers import spec_data
+    from runner.cells import expand
+    from runner.spec import parse_spec
+
+    store = LocalStore(tmp_path / "out")
+    held = test_results.manifest(run_id="r", name="other", spec={"name": "other"}, spec_hash="f" * 16)
+    store.put("r/manifest.json", held.model_dump_json().encode())
+    spec = parse_spec(spec_data({"name": "a", "variants": ["naive"]}), {"naive"})
+    monkeypatch.setattr(run, "Pool", lambda *_: pytest.fail("a worker pool was started"))
+    with Spool(spool_store(tmp_path / "spool", store), "r", None) as spool:
+        outcome = run.execute(spec, expand(spec), store, spool, Console(file=open("/dev/null", "w")), [],
+                              run.Options())
+    assert outcome.refused.manifest == held and (outcome.uploaded, outcome.done) == (False, 0)
+    assert store.names() == ["r/manifest.json"] and spool.manifest() is None

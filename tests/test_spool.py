@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import BUCKET
 from helpers import REPO, attnbench, command, environment, spec_data, write_spec
 from runner.cells import Cell
 from runner.cli import EXIT_SIGTERM
-from runner.spool import GROUP_S, Spool, Uploader, spool_store
-from runner.store import LocalStore, read_run
+from runner.spool import GROUP_S, OtherRun, Spool, Uploader, spool_store
+from runner.store import LocalStore, StoreUnavailable, read_run
 from test_results import manifest, record, some_records
 
 RUN = "run-1"
@@ -170,6 +171,60 @@ def test_uploads_resume_when_the_store_comes_back(tmp_path):
     uploader.start()
     assert uploader.close() is True and uploader.error is None
     assert read_run(blocked / RUN).cells == [record()]
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def refusing_to_join(spool: Spool, store, every_s: float = 0.05) -> Uploader:
+    """An uploader whose run resumes only parts of its own spec hash, as run.execute's does (run.same_run)."""
+    return Uploader(spool, store, every_s, resumes=lambda stored: stored.spec_hash == manifest().spec_hash)
+
+
+def test_a_store_that_first_answers_holding_a_run_of_another_spec_gets_nothing(tmp_path):
+    """The store's folder was not there when the run started (a file in its place: every write failed) and appears
+    holding a run of another spec under the run id: the first upload that reaches it puts nothing, for good, and the
+    spool keeps every cell (a9ca381 checked at start-up only, so the two specs' records ended under one run id)."""
+    blocked = tmp_path / "store"
+    blocked.write_text("a file where the store's folder should be")
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    spool.write_manifest(manifest(run_id=RUN))
+    spool.add(record())
+    uploader = refusing_to_join(spool, LocalStore(blocked))
+    with pytest.raises(StoreUnavailable):
+        uploader.flush()  # out of reach: read as holding nothing, written to never
+    blocked.unlink()
+    other = manifest(run_id=RUN, name="other", spec_hash="f" * 16)
+    LocalStore(blocked).put(f"{RUN}/manifest.json", other.model_dump_json().encode())
+    held = files_under(blocked)
+    said = f"{blocked / RUN} holds a run of spec other (spec hash {other.spec_hash})"
+    with pytest.raises(OtherRun, match=re.escape(said)):
+        uploader.flush()
+    uploader.start()
+    started = time.monotonic()
+    uploader.commit(some_records()[1], wait_s=30, stop=threading.Event())  # nothing will be stored: no wait for it
+    assert time.monotonic() - started < 10 and uploader.close() is False and uploader.refused.manifest.name == "other"
+    assert files_under(blocked) == held and len(spool.records()) == 2
+
+
+def test_a_bucket_out_of_reach_at_start_is_checked_for_a_run_of_another_spec_when_it_answers(tmp_path, emulator):
+    """A shard whose bucket did not answer: the first read that does finds the other shard of another spec's run."""
+    from runner.store import open_store
+
+    store = open_store(f"gs://{BUCKET}/runs", timeout_s=2)
+    store.put(f"{RUN}/manifest-0-of-2.json", manifest(name="other", shard="0/2", spec_hash="f" * 16).model_dump_json()
+              .encode())
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, "1/2")
+    spool.add(record())
+    uploader = refusing_to_join(spool, store)
+    emulator.stop()
+    with pytest.raises(StoreUnavailable):
+        uploader.flush()
+    emulator.start()
+    with pytest.raises(OtherRun):
+        uploader.flush()
+    assert uploader.close() is False and store.names() == [f"{RUN}/manifest-0-of-2.json"]
 
 
 def test_commits_wait_for_the_store_group_s_apart_until_the_part_is_consolidated(tmp_path):
