@@ -66,6 +66,9 @@ def serving_problem(p) -> str | None:
     for name, (clashes, why) in NOT_SERVING.items():
         if clashes(p):
             return f"a serving cell ({given} set) takes no {name} ({why})"
+    if p.seq_len > p.kv_seq_len:  # each request's keys would be clipped up to T: its mean no longer S
+        return f"a serving cell's {p.seq_len} new tokens (seq_len) are the last of each request's keys: seq_len " \
+               f"must not exceed kv_seq_len ({p.kv_seq_len})"
     if p.page_size is not None and p.pass_ == "fwd_bwd":
         return "a paged cell (page_size set) is forward only: its K and V are a page pool, which no backward here " \
                "differentiates"

@@ -246,6 +246,20 @@ def test_every_cell_declined_for_packing_or_determinism_is_refused_too():
         "experiments[1]: no variant can run any cell of p: a packed row has no padding: documents > 1 needs fill 1"]
 
 
+def test_a_serving_cell_with_more_new_tokens_than_keys_is_refused_where_every_point_has_them():
+    """T > S: each request would hold T keys (paging.lengths clips up to T) while the cell is labelled S."""
+    reason = ("a serving cell's 8 new tokens (seq_len) are the last of each request's keys: seq_len must not exceed "
+              "kv_seq_len (4)")
+    assert cell_problem(params(seq_len=8, kv_seq_len=4, kv_lengths="uniform")) == reason
+    assert cell_problem(params(seq_len=4, kv_seq_len=4, kv_lengths="uniform")) is None
+    assert cell_problem(params(seq_len=8, kv_seq_len=4)) is None  # not serving: cross attention takes T > S
+    spec = parse_spec(spec_data({"name": "t-over-s", "variants": ["xla"], "seq_len": 8, "kv_seq_len": 4,
+                                 "page_size": 16},
+                                {"name": "mixed", "variants": ["xla"], "kv_seq_len": 4, "kv_lengths": "equal",
+                                 "sweep": {"seq_len": [1, 8]}}), KNOWN)
+    assert limits(spec) == [f"experiments[0]: no variant can run any cell of t-over-s: {reason}"]
+
+
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     import runner.cells as cells
 
