@@ -158,14 +158,31 @@ def points(spec: Spec, exp: Experiment) -> Iterator[Params]:
 
 
 def declined_throughout(spec: Spec, exp: Experiment) -> str | None:
-    """The first point's reason when no variant can run any point of the experiment (cell_problem), else
-    None; stops at the first point that can run."""
+    """The first point's reason when no variant can run any point of the experiment (cell_problem, or a model
+    option each of its variants declines whatever the device: runner.registry.option_decline), else None; stops at
+    the first point that can run."""
     first = None
     for params in points(spec, exp):
-        if (reason := cell_problem(params)) is None:
+        if (reason := cell_problem(params) or _options_declined(exp.variants, params)) is None:
             return None
         first = first or reason
     return first
+
+
+def _options_declined(variants: list[str], params: Params) -> str | None:
+    """Each variant's reason when every one declines a model option the cell sets, else None (a variant not
+    registered here is taken to run it)."""
+    from runner.registry import VARIANTS, option_decline  # the registry imports this module
+
+    reasons = {name: option_decline(VARIANTS[name], params) if name in VARIANTS else None
+               for name in dict.fromkeys(variants)}
+    if not all(reasons.values()):
+        return None
+    by_why: dict[str, list[str]] = {}  # one reason said once for the variants that give it
+    for name, reason in reasons.items():
+        by_why.setdefault(reason.removeprefix(f"{name} declines "), []).append(name)
+    return "; ".join(f"{', '.join(names)} decline{'s' if len(names) == 1 else ''} {why}"
+                     for why, names in by_why.items())
 
 
 def expand(spec: Spec) -> list[Cell]:

@@ -277,10 +277,16 @@ def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
     if reason := _devices_unmet(v, params, device) or cell_problem(params):
         return reason
+    return option_decline(v, params) or (v.check(params) if v.check else None)
+
+
+def option_decline(v: Variant, params: Params) -> str | None:
+    """Why `v` declines a model option the cell sets (one not in its Requires.options), or None: a rule of the
+    variant's own, whatever the device, library or version."""
     for name in OPTIONS:
-        if name not in req.options and option_set(params, name):
-            return f"{v.name} declines a {OPTIONS[name]}: {req.why_not.get(name, 'it implements none')}"
-    return v.check(params) if v.check else None
+        if name not in v.requires.options and option_set(params, name):
+            return f"{v.name} declines a {OPTIONS[name]}: {v.requires.why_not.get(name, 'it implements none')}"
+    return None
 
 
 @dataclass

@@ -260,6 +260,32 @@ def test_a_serving_cell_with_more_new_tokens_than_keys_is_refused_where_every_po
     assert limits(spec) == [f"experiments[0]: no variant can run any cell of t-over-s: {reason}"]
 
 
+def test_an_experiment_whose_every_variant_declines_an_option_it_sets_is_refused_whatever_the_device():
+    load_all()
+    spec = parse_spec(spec_data({"name": "tuned", "variants": ["cudnn", "te", "xla"], "tune": True},
+                                {"name": "det", "variants": ["tokamax_mosaic", "tokamax_triton"], "pass": "fwd_bwd",
+                                 "deterministic": True},
+                                {"name": "paged", "variants": ["cudnn", "xla"], "seq_len": 1, "page_size": 16},
+                                {"name": "one-takes-it", "variants": ["xla", "tokamax_mosaic"], "tune": True},
+                                {"name": "some-points", "variants": ["xla"], "sweep": {"tune": [True, False]}}),
+                      set(VARIANTS))
+    assert limits(spec) == [
+        "experiments[0]: no variant can run any cell of tuned: cudnn, te, xla decline a tuned kernel (tune: true, the "
+        "library's autotuner): it implements none",
+        "experiments[1]: no variant can run any cell of det: tokamax_mosaic, tokamax_triton decline a deterministic "
+        "backward: tokamax.dot_product_attention has no determinism option",
+        "experiments[2]: no variant can run any cell of paged: cudnn, xla decline a paged KV cache: a dense kernel "
+        "reads one dense K and V, not pages"]
+
+
+def test_a_variant_declined_only_for_a_device_or_library_leaves_the_experiment_valid():
+    """bfloat16-only cuDNN at float32, a GPU variant on a CPU: those declines depend on where it runs (or are a
+    variant's own check): validation refuses only what no device could change."""
+    load_all()
+    spec = parse_spec(spec_data({"name": "f32", "variants": ["cudnn"], "dtype": "float32"}), KNOWN)
+    assert limits(spec) == []
+
+
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     import runner.cells as cells
 
