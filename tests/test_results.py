@@ -292,3 +292,51 @@ def test_a_sharded_runs_manifest_spans_its_shards_whichever_started_first():
     assert (merged.started_at, merged.ended_at) == (early.started_at, early.ended_at)
     unfinished = merged_manifest([Part("0/2", late), Part("1/2", early.model_copy(update={"ended_at": None}))])
     assert unfinished.started_at == early.started_at and unfinished.ended_at is None
+
+
+def test_shard_names_at_their_edges():
+    """Shard i of n runs from 0 to n-1, and n to MAX_SHARDS: the edges are parts, one past them says why not."""
+    from runner.results import misnamed, part_of
+    from runner.shard import MAX_SHARDS
+
+    assert misnamed("cells-2-of-2.jsonl") == "shard 2 of 2 does not exist (shards are 0 to 1)"
+    assert part_of("cells-1-of-2.jsonl") == ("cells", "1/2")
+    assert part_of(f"manifest-0-of-{MAX_SHARDS}.json") == ("manifest", f"0/{MAX_SHARDS}")
+    assert misnamed(f"manifest-0-of-{MAX_SHARDS + 1}.json") == (f"{MAX_SHARDS + 1} shards is more than a run has "
+                                                                f"({MAX_SHARDS} at most)")
+
+
+def test_a_shard_that_wrote_nothing_yet_is_an_empty_part_and_the_run_has_not_ended():
+    from runner.results import assemble
+
+    ended = manifest(shard="1/2").model_dump_json().encode()
+    run = assemble("store/run", {"manifest-1-of-2.json": ended, "cells-1-of-2.jsonl": b""})
+    assert [(p.shard, p.manifest is None) for p in run.parts] == [("0/2", True), ("1/2", False)]
+    assert run.manifest.ended_at is None and run.problems == []
+
+
+def test_a_repeated_key_keeps_its_first_record_and_says_how_many_repeat(tmp_path):
+    first = record()
+    run_dir = write_run(tmp_path, [first, first.model_copy(update={"duration_s": 9.0}), record("naive")])
+    run = read_run(run_dir)
+    assert [(c.key, c.duration_s) for c in run.cells] == [(first.key, 0.5), (record("naive").key, 0.5)]
+    assert run.problems == [f"{run_dir.resolve()}/{CELLS}: 1 repeated cell keys, the first of each kept"]
+
+
+def test_cells_the_runs_order_does_not_list_go_last_in_the_order_read(tmp_path):
+    records = some_records()
+    write_run(tmp_path, records, manifest(cell_order=[records[1].key, records[0].key]))
+    assert [c.key for c in read_run(tmp_path / RUN_ID).cells] == [r.key for r in (records[1], records[0],
+                                                                                  *records[2:])]
+
+
+def test_an_in_flight_marker_names_a_cell_key_and_blank_text_is_none_said():
+    from runner.results import assemble
+
+    cells = (record().model_dump_json(by_alias=True) + "\n   \n").encode()  # a line of blanks: nothing to read
+    for marker, found, problems in [(b" \n", None, []), (b'{"key": "0123456789abcdef", "attempts": 1}',
+                                                         {"key": "0123456789abcdef", "attempts": 1}, []),
+                                    (b'{"key": 5}', None, ["store/run/inflight.json: not an in-flight marker"])]:
+        run = assemble("store/run", {MANIFEST: manifest().model_dump_json().encode(), CELLS: cells,
+                                     "inflight.json": marker})
+        assert (run.parts[0].inflight, run.problems, len(run.cells)) == (found, problems, 1)
