@@ -45,10 +45,23 @@ def resolve(values: dict) -> Params:
 
 
 def count(spec: Spec) -> int:
-    """How many cells the spec makes, without expanding it: each experiment's distinct variants times its distinct
-    sweep points (experiment names are unique, and two sweep points differ in a value they set)."""
-    return sum(len(set(exp.variants)) * math.prod(len(set(values)) for values in exp.sweep.axes().values())
-               for exp in spec.experiments)
+    """How many cells the spec makes (expand's), without expanding it: each experiment's distinct variants times
+    its distinct sweep points (experiment names are unique, and two sweep points differ in a value they set)."""
+    return sum(len(set(exp.variants)) * _points_count(spec, exp) for exp in spec.experiments)
+
+
+def _points_count(spec: Spec, exp: Experiment) -> int:
+    """The experiment's distinct sweep points: the product of each axis's distinct values, where an axis that
+    changes a cell only beside another (shape.NEEDS: a page order needs pages) is one point beside the other's values
+    that leave it nothing to change (page_order [contiguous, shuffled] beside page_size [16, null]: 3 points)."""
+    base = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
+    axes = {name: set(values) for name, values in exp.sweep.axes().items()}
+    factors = {name: len(values) for name, values in axes.items()}
+    for name, (other, applies) in shape.NEEDS.items():
+        if name in axes:
+            factors[name] = 1
+            factors[other] = sum(len(axes[name]) if applies(value) else 1 for value in axes.get(other, {base[other]}))
+    return math.prod(factors.values())
 
 
 def largest(spec: Spec, exp: Experiment) -> Params:

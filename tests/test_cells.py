@@ -286,6 +286,19 @@ def test_a_variant_declined_only_for_a_device_or_library_leaves_the_experiment_v
     assert limits(spec) == []
 
 
+def test_the_count_folds_an_axis_that_changes_nothing_beside_anothers_values_as_the_plan_does():
+    """page_order beside page_size [16, null]: the dense cells are one, not one per order (validate said 16 where
+    the dry run planned 12); kv_spread beside kv_lengths [equal, uniform]; page_order swept with pages set once."""
+    serving = {"variants": ["xla", "naive"], "seq_len": 1, "kv_seq_len": 64}
+    assert len(cells_of({"name": "a", **serving, "sweep": {"kv_lengths": ["equal", "long_tail"],
+                                                            "page_order": ["contiguous", "shuffled"],
+                                                            "page_size": [16, None]}})) == 2 * 2 * 3
+    assert len(cells_of({"name": "b", **serving, "sweep": {"kv_spread": [0.2, 0.5, 0.9],
+                                                            "kv_lengths": ["equal", "uniform", "bimodal"]}})) == 2 * 7
+    assert len(cells_of({"name": "c", **serving, "page_size": 16,
+                         "sweep": {"page_order": ["contiguous", "shuffled"]}})) == 2 * 2
+
+
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     import runner.cells as cells
 
