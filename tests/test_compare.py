@@ -211,7 +211,7 @@ def test_previous_skips_a_run_timed_by_another_timer():
     template = shipped(TEMPLATE)
     before, now, fell_back = (copy_run(template, run_id, DAY + dt.timedelta(days=day))[0]
                               for run_id, day in (("lab5-before", -2), ("lab5-now", 0), ("lab5-on-cpu", -1)))
-    on_cpu = fell_back.machine.model_copy(update={"compute_capability": None})
+    on_cpu = fell_back.machine.model_copy(update={"compute_capability": None, "platform": "cpu", "device_kind": "cpu"})
     fell_back = fell_back.model_copy(update={"machine": on_cpu})
     manifests = {m.run_id: m for m in (before, fell_back, now)}
     assert compare.gpu_name(fell_back) == compare.gpu_name(now) and compare.headline_timer(fell_back) == "wall"
@@ -368,6 +368,15 @@ def test_a_gap_inside_the_first_runs_noise_is_within_noise_and_a_cell_not_ok_has
     assert table[["key", "verdict"]].values.tolist() == [["a", "within noise"]]
 
 
+def test_a_regression_is_a_cell_ok_in_a_and_not_in_b_not_any_change_of_status():
+    a = pd.DataFrame([_timed("a", 1.0, 0.001), _timed("b", 1.0, 0.001, status="skipped")])
+    b = pd.DataFrame([_timed(k, 1.0, 0.001, status="failed") for k in "ab"])
+    found = compare.compare(a, b, None, None)
+    assert found.changes[["key", "regression"]].values.tolist() == [["a", True], ["b", False]]
+    assert found.no_longer_ok["key"].tolist() == ["a"] and found.regressed
+    assert not compare.compare(a.iloc[1:], b, None, None).regressed  # skipped, now failed: no ok cell lost
+
+
 def test_a_timer_both_runs_measured_is_the_one_compared_whatever_the_headline():
     a = pd.DataFrame([_timed(k, 1.0, 0.001, device=1.0) for k in "ab"])
     b = pd.DataFrame([_timed(k, 2.0, 0.001, device=1.0) for k in "ab"])
@@ -384,7 +393,7 @@ def test_the_facts_that_change_what_a_time_means_are_material_the_runs_or_a_work
     a = shipped(TEMPLATE).manifest
     te = a.workers["transformer_engine"]
     workers = {**a.workers, "transformer_engine": te.model_copy(update={
-        "versions": {**te.versions, "jax": "9.9.9", "numpy": "9.9.9"}})}
+        "versions": {**te.versions, "jax": "9.9.9", "numpy": "9.9.9"}, "start_s": {"libraries": 99.0}})}
     gpu = a.machine.gpu.model_copy(update={"driver": "999.1", "power_limit_w": 600.0, "temperature_c": 80})
     machine = a.machine.model_copy(update={"gpu": gpu, "host": "elsewhere",
                                            "versions": {**a.machine.versions, "jaxlib": "9.9.9"}})
@@ -393,6 +402,7 @@ def test_the_facts_that_change_what_a_time_means_are_material_the_runs_or_a_work
     assert set(found[found.map(compare.material)]) == {"gpu driver", "gpu power_limit_w", "version jaxlib",
                                                        "worker transformer_engine jax"}
     assert {"host", "worker transformer_engine numpy"} <= set(found)
+    assert "worker transformer_engine start s" not in set(found)  # the seconds it took are the run's own
 
 
 def test_environments_put_what_differs_first_and_ignore_times_and_ids():
