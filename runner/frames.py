@@ -14,7 +14,7 @@ SOAK_COLUMNS = ["run", "key", "variant", "case", "t_s", "calls", "tflops", "medi
 
 def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataFrame:
     """One row per cell (CellRecord.row), `order` its place in the list (the run's order), `serving` whether it is
-    a serving cell (runner.paging), and given the run's machine, `clock_peak_tflops` (its GPUs' dense MMA rate at the
+    a serving cell (runner.paging) and its headline `seconds_per_token` (per new token, as show's µs/token), and given the run's machine, `clock_peak_tflops` (its GPUs' dense MMA rate at the
     SM clock read while its `telemetry_timer` sampled, runner.metrics) and `pct_of_clock_peak`: its headline TFLOP/s
     as a share of it, where the headline is that timer."""
     rows = pd.DataFrame([c.row() for c in records])
@@ -22,6 +22,8 @@ def cells(records: list[CellRecord], machine: Machine | None = None) -> pd.DataF
         return rows
     peaks = [metrics.clock_peak_tflops(c, machine, c.telemetry.timer if c.telemetry else None) for c in records]
     return rows.assign(order=range(len(rows)), serving=[paging.serving(c.params) for c in records],
+                       seconds_per_token=[metrics.seconds_per_token(c.median_s, c.params.batch, c.params.seq_len)
+                                          if c.median_s and paging.serving(c.params) else None for c in records],
                        clock_peak_tflops=peaks,
                        pct_of_clock_peak=[metrics.clock_peak_share(c.tflops, peak) if c.telemetry and c.timer ==
                                           c.telemetry.timer else None for c, peak in zip(records, peaks)])

@@ -29,6 +29,10 @@ def _fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+def _flag(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
 def _timing_ms(c: CellRecord, timer: str) -> float | None:
     return next((t.median_s * 1e3 for t in c.timings if t.timer == timer), None)
 
@@ -100,7 +104,7 @@ def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
         measured = [get(c) for _, _, get in columns] if c.status == "ok" or c.correctness else \
             ["-"] * (len(columns) - 1) + [c.reason]
         measured = [escape(m) for m in measured]  # text, not markup: a note's [clock moved 12%], an extra's [tokamax]
-        table.add_row(c.variant, *(str(values[k]) for k in varying), c.status, *measured, style=style)
+        table.add_row(c.variant, *(shape.shown(k, values) for k in varying), c.status, *measured, style=style)
     return table
 
 
@@ -197,8 +201,8 @@ def determinism_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
             continue
         if (base := plain.get((c.variant, shape_of(c)))) is not None and base.median_s:
             rows.append({"variant": c.variant, "shape": shape_of(c), "ms": _fmt(base.median_s * 1e3),
-                         "deterministic ms": _fmt(c.median_s * 1e3), "cost": f"{c.median_s / base.median_s - 1:+.1%}",
-                         "bits repeat": str(c.correctness.bitwise_repeat) if c.correctness else "-"})
+                         "deterministic ms": _fmt(c.median_s * 1e3), "cost": _cost(c, base),
+                         "bits repeat": _flag(c.correctness.bitwise_repeat if c.correctness else None)})
     return rows
 
 
@@ -238,7 +242,20 @@ def serving_rows(cells: list[CellRecord]) -> list[dict[str, str]]:
 def _cost_row(cost: str, c: CellRecord, base: CellRecord, called: str) -> dict[str, str]:
     return {"cost of": cost, "variant": c.variant, "shape": c.params.label(), "beside": f"{base.variant}, {called}",
             "ms": _fmt(c.median_s * 1e3), "beside ms": _fmt(base.median_s * 1e3),
-            "cost": f"{c.median_s / base.median_s - 1:+.1%}"}
+            "cost": _cost(c, base)}
+
+
+def _cost(c: CellRecord, base: CellRecord) -> str:
+    """c's time over base's, as a cost; "(within noise)" where the gap is not beyond both cells' noise, as the
+    leaderboard says of a margin (runner.leaderboard.Standing.decisive)."""
+    gap = max(c.median_s, base.median_s) / min(c.median_s, base.median_s) - 1
+    beyond = all(gap > noise for noise in (_noise(c), _noise(base)))
+    return f"{c.median_s / base.median_s - 1:+.1%}" + ("" if beyond else " (within noise)")
+
+
+def _noise(c: CellRecord) -> float:
+    """The relative noise (IQR / median) of the cell's headline time."""
+    return next((t.noise for t in c.timings if t.timer == c.timer), math.inf)
 
 
 @dataclass(frozen=True)
@@ -329,6 +346,7 @@ def phase_line(totals: Totals) -> str:
 
 def markdown(df) -> str:
     """A DataFrame as a markdown table, values formatted as the terminal tables do."""
+    df = df.astype(object).where(df.notna(), None)  # a nullable integer's missing value (pd.NA) reads as None
     return markdown_table(list(df.columns), [[_fmt(v) for v in row] for row in df.itertuples(index=False)]) + "\n"
 
 
@@ -346,6 +364,7 @@ def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:
     from runner import frames
 
     df = frames.cells(cells) if cells else _header_only(frames.cells)
+    df = df.assign(**{name: df[name].astype("Int64") for name in shape.COUNTS if name in df})  # 16, not 16.0
     if fmt == "parquet":
         df.to_parquet(dest, index=False)
         return None

@@ -118,6 +118,7 @@ BY_NAME = {axis.name: axis for axis in AXES}
 # apart (scaling efficiency), not as a size.
 SIZES = tuple(axis.name for axis in AXES
               if axis.short and axis.name not in ("fill", "softcap", "devices", "kv_lengths", "kv_spread"))
+COUNTS = (*SIZES, "devices")  # the integer axes: a table of cells some of which hold one at null keeps it integer
 
 
 RAGGED = ("uniform", "long_tail", "bimodal")  # the kv_lengths whose spread changes them
@@ -260,9 +261,18 @@ def text(name: str, value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def shown(name: str, shape: dict) -> str:
+    """An axis's value in a shape as a table column shows it (text), "-" where it changes nothing (NEEDS: a dense
+    cell's page order)."""
+    if name in NEEDS and not NEEDS[name][1](shape.get(NEEDS[name][0])):
+        return "-"
+    return text(name, shape[name])
+
+
 def column(name: str) -> str:
-    """A table header for an axis: its short letter, else its name."""
-    return BY_NAME[name].short or name
+    """A table header for an axis: its short letter, else its name (a label prefix such as kv- is not a header)."""
+    short = BY_NAME[name].short
+    return short if short and not short.endswith("-") else name
 
 
 
