@@ -254,7 +254,7 @@ def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | No
         manifest, found = parse_manifest(data.decode(errors="replace"), f"{location}/{name}")
         parts.append(Part(part_of(name)[1], manifest))
         problems += found
-    if not any(p.manifest for p in parts):
+    if not parts:  # one that is there but unreadable is told above, as `assemble` tells it
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
     return merged_manifest(parts), problems
 

@@ -340,3 +340,24 @@ def test_an_in_flight_marker_names_a_cell_key_and_blank_text_is_none_said():
         run = assemble("store/run", {MANIFEST: manifest().model_dump_json().encode(), CELLS: cells,
                                      "inflight.json": marker})
         assert (run.parts[0].inflight, run.problems, len(run.cells)) == (found, problems, 1)
+
+
+def test_a_manifest_there_but_unreadable_is_told_as_such_never_as_missing(tmp_path):
+    """The listing (manifest_of) and reading a run (assemble) tell a corrupt manifest alike: not valid JSON, where the
+    listing said it was missing as well."""
+    from runner.results import manifest_of
+    from runner.store import open_store
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / MANIFEST).write_text("{not json")
+    told = [f"{tmp_path}/run/{MANIFEST}: not valid JSON (Expecting property name enclosed in double quotes)"]
+    store = open_store(str(tmp_path))
+    assert store.listing()["run"].problems == store.read("run").problems == told
+    assert manifest_of("store/run", {MANIFEST: b"[]"})[1] == ["store/run/manifest.json: not a JSON object (list)"]
+
+
+def test_a_run_without_a_manifest_is_named_by_its_folder_and_the_stores_top_holds_no_run():
+    from runner.results import assemble, run_folders
+
+    assert assemble("gs://bucket/nightly/run-1/", {}).run_id == "run-1"
+    assert run_folders(["manifest.json", "cells.jsonl", "a/manifest.json"]) == {"a": ["a/manifest.json"]}
