@@ -360,4 +360,5 @@ def test_a_run_without_a_manifest_is_named_by_its_folder_and_the_stores_top_hold
     from runner.results import assemble, run_folders
 
     assert assemble("gs://bucket/nightly/run-1/", {}).run_id == "run-1"
+    assert assemble("store/a-copy", {MANIFEST: manifest().model_dump_json().encode()}).run_id == RUN_ID  # its own
     assert run_folders(["manifest.json", "cells.jsonl", "a/manifest.json"]) == {"a": ["a/manifest.json"]}
