@@ -315,7 +315,7 @@ def test_the_decode_view_draws_gbps_by_kv_length_and_batch_beside_the_published_
     for traces, variant in ((dense, "xla"), (paged, "xla_paged")):
         ours = {t["name"] for t in traces if t["name"].startswith(f"{variant} · ")}
         assert ours == {f"{variant} · {SERVING_RUN} · {case}" for case in cases}, ours
-    series = "published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"
+    series = "published: cuDNN 9.27.0 decode, dense K and V (cudnn-frontend attention_inference), NVIDIA H200"
     drawn = {(t["hover"].split("<br>")[0], x): y for t in dense if t["name"] == series for x, y in zip(t["x"], t["y"])}
     rows = [r for r in csv.DictReader(open(DECODE_SWEEP)) if r["batch_size"] in ("1", "8") and r["kv_len"] in
             ("2048", "8192")]

@@ -262,7 +262,7 @@ def test_a_decode_cell_at_a_published_shape_draws_the_published_gbps():
     found = published.matched(cells, set())
     assert found["published_gbps"].tolist() == pytest.approx([1309.3], rel=1e-3)  # the file's gbps
     fig = published.draw(go.Figure(), cells, "kv_seq_len", "gbps", set())
-    assert [t.name for t in fig.data] == ["published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"]
+    assert [t.name for t in fig.data] == ["published: cuDNN 9.27.0 decode, dense K and V (cudnn-frontend attention_inference), NVIDIA H200"]
     assert list(fig.data[0].y) == pytest.approx([1309.3], rel=1e-3)
     from dashboard import views
 
@@ -290,7 +290,7 @@ def test_the_decode_sweep_grid_draws_every_published_line_at_every_batch():
     assert x == "batch" and set(tables.line_axes(cells, x)) == {"seq_len", "kv_seq_len"}
     fig = published.draw(go.Figure(), cells, x, "gbps", set())
     drawn = {(t.hovertemplate.split("<br>")[0], b): y for t in fig.data for b, y in zip(t.x, t.y)}
-    series = "published: cuDNN 9.27.0 decode (cudnn-frontend attention_inference), NVIDIA H200"
+    series = "published: cuDNN 9.27.0 decode, dense K and V (cudnn-frontend attention_inference), NVIDIA H200"
     expected = {(f"{series} · T{r['q_tokens']} S{r['kv_len']}", int(r["batch_size"])): float(r["gbps"]) for r in rows}
     assert drawn.keys() == expected.keys()
     assert [drawn[k] for k in expected] == pytest.approx(list(expected.values()), rel=2e-3)
