@@ -46,6 +46,7 @@ def test_a_margin_under_half_a_percent_reads_as_none_and_a_lone_winner_has_no_no
     (tiny,) = rank(times(("xla", 1.0), ("cudnn", 1.001), noise=0.0))
     (alone,) = rank(times(("xla", 1.0)))
     assert tiny.decisive and [r["margin"] for r in leaderboard.rows([tiny, alone])] == ["±0%", "—"]
+    assert leaderboard.rows(rank(times(("xla", 0.00123))))[0]["ms"] == "1.23"  # the winner's median, in ms
 
 
 def test_a_variant_timed_twice_at_a_shape_counts_with_its_faster_time():
