@@ -106,3 +106,12 @@ def test_a_repeat_is_the_same_bits_nans_included_and_a_signed_zero_is_not():
     assert checks.same_bits((nan, nan.astype(jnp.float32)), (nan, nan.astype(jnp.float32)))
     assert not checks.same_bits((jnp.zeros(2),), (-jnp.zeros(2),))
     assert not checks.same_bits((nan, nan), (nan, nan.at[1].set(2.0)))  # the gradients moved, not the output
+
+
+def test_the_relative_error_is_the_errors_norm_over_the_references():
+    """Scale-free: 1 % off a reference of any size is 0.01, held against a tolerance that is a fraction too."""
+    import jax.numpy as jnp
+
+    for scale in (1e-3, 3.0, 1e4):
+        ref = jnp.full((4, 8), scale, jnp.float32)
+        assert checks.rel_err(ref * 1.01, ref) == pytest.approx(0.01, rel=1e-3)
