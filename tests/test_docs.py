@@ -24,7 +24,7 @@ RUN_ELSEWHERE = {
     "make dashboard": ("tests/test_makefile.py", 'planned("dashboard"'),
     "make deploy": ("tests/test_k8s.py", "--apply"),  # the render make deploy applies, with a fake kubectl
     "make submit": ("tests/test_k8s.py", '"render", "SPEC=specs/lab5.yaml"'),  # submit = render + kubectl apply
-    "make nightly": ("tests/test_k8s.py", '"nightly", "SPEC=specs/lab5.yaml", "GPU=h100"'),
+    "make nightly": ("tests/test_k8s.py", '"nightly", "SPEC=specs/lab5.yaml", "GPU=l4"'),
     # terraform's configuration is checked (fmt, the provider's schema, checkov), never applied: no cloud project here
     "terraform -chdir=terraform": ("tests/test_terraform.py", "def test_terraform_fmt_check"),
     "cp terraform/terraform.tfvars.example": ("tests/test_terraform.py", "terraform.tfvars.example"),

@@ -516,7 +516,7 @@ def test_make_nightly_renders_and_applies_the_cronjob(tmp_path):
                        f'echo "$@" >> {tmp_path / "applied"}\n')
     kubectl.chmod(0o755)
     done = subprocess.run(
-        ["make", "--no-print-directory", "--old-file=.venv/.installed", "nightly", "SPEC=specs/lab5.yaml", "GPU=h100",
+        ["make", "--no-print-directory", "--old-file=.venv/.installed", "nightly", "SPEC=specs/lab5.yaml", "GPU=l4",
          f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={kubectl}", f"RENDER_DIR={tmp_path / 'out'}",
          "RUN=lab5-make-nightly", "SCHEDULE=15 4 * * *"],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
@@ -524,7 +524,7 @@ def test_make_nightly_renders_and_applies_the_cronjob(tmp_path):
     nightly = tmp_path / "out" / "lab5-make-nightly" / "nightly.yaml"
     assert (tmp_path / "applied").read_text() == f"apply -f {nightly}\n"
     cron = one(list(yaml.safe_load_all(nightly.read_text())), "CronJob")
-    assert (cron["metadata"]["name"], cron["spec"]["schedule"]) == ("nightly-lab5-h100", "15 4 * * *")
+    assert (cron["metadata"]["name"], cron["spec"]["schedule"]) == ("nightly-lab5-l4", "15 4 * * *")
 
 
 def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
