@@ -158,8 +158,9 @@ def fp8_variants(manifests: dict[str, Manifest | None]) -> dict[str, str]:
 
 
 def fp8_table(cells: pd.DataFrame, baselines: dict[str, str]) -> pd.DataFrame:
-    """Per FP8 cell, the verdict first, then speed-up and error against its bf16 baseline at the same shape,
-    whether f8 reached the program and a kernel, and the kernels last (long)."""
+    """Per FP8 cell, its variant and verdict first (a 1280 px window shows them whole), then speed-up and error
+    against its bf16 baseline at the same shape, whether f8 reached the program and a kernel, where the cell stands
+    (shape, experiment, run), and the kernels last (long)."""
     promised = cells["variant"].isin(list(baselines))
     if "fp8_verdict" in cells:
         promised |= cells["fp8_verdict"].notna()
@@ -173,13 +174,12 @@ def fp8_table(cells: pd.DataFrame, baselines: dict[str, str]) -> pd.DataFrame:
     base_ms = fp8.join(bf16.rename("baseline_ms"), on=keys + ["baseline"])["baseline_ms"]
     verdict = fp8.get("fp8_verdict", pd.Series(None, index=fp8.index, dtype=object))
     return pd.DataFrame({
-        "run": fp8["run"], "experiment": fp8["experiment"], "shape": shape_labels(fp8),
         "variant": fp8["variant"],
         "verdict": verdict.where(verdict.notna(), fp8["status"] + ": " + fp8["reason"].fillna("")),
-        "speed-up vs bf16": base_ms / fp8["latency_ms"], "% of bf16 peak": fp8["pct_of_peak"],
-        "error vs bf16": fp8.get("fp8_rel_err_vs_bf16"), "f8 in program": fp8.get("fp8_in_hlo"),
-        "f8 kernel ran": fp8.get("fp8_in_kernels"), "baseline": fp8["baseline"], "status": fp8["status"],
-        "kernels": fp8["kernels"],
+        "speed-up vs bf16": base_ms / fp8["latency_ms"], "error vs bf16": fp8.get("fp8_rel_err_vs_bf16"),
+        "% of bf16 peak": fp8["pct_of_peak"], "f8 in program": fp8.get("fp8_in_hlo"),
+        "f8 kernel ran": fp8.get("fp8_in_kernels"), "shape": shape_labels(fp8), "experiment": fp8["experiment"],
+        "run": fp8["run"], "baseline": fp8["baseline"], "status": fp8["status"], "kernels": fp8["kernels"],
     })
 
 

@@ -395,10 +395,12 @@ def test_fp8_above_the_bf16_peak_is_marked_and_explained(monkeypatch):
     assert "above 100 % of the measured bf16 matmul peak is expected" in texts(app.caption)
 
 
-def test_the_fp8_verdict_comes_before_the_kernels(monkeypatch):
+def test_the_fp8_verdict_stands_beside_its_variant_and_the_kernels_last(monkeypatch):
+    """The verdict is what the tab is for: second, beside the variant, so a 1280 px window shows it whole (fifth, past
+    the run id, experiment and shape, it was cut off at the window's edge); where the cell stands comes after."""
     fp8 = table(open_app(monkeypatch, run=[LAB5, LAB5_NO_TE], tab="FP8"), "verdict")
     columns = list(fp8.columns)
-    assert columns.index("verdict") <= 4 and columns[-1] == "kernels"
+    assert columns[:3] == ["variant", "verdict", "speed-up vs bf16"] and columns[-1] == "kernels"
     verdicts = fp8.set_index(["run", "variant", "shape"])["verdict"]
     assert verdicts[LAB5, "te_fp8", "B4 T2048 N8 H64 bfloat16 fwd"].startswith("not FP8")
     assert verdicts[LAB5, "cudnn_fp8", "B4 T2048 N8 H64 bfloat16 fwd"].startswith("incorrect")
