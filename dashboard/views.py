@@ -318,12 +318,26 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
     runs_caption(sel)
     st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
                "matmul peak is expected for them, not an error.")
-    fp8 = set(tables.fp8_variants(snap.manifests))
+    fp8, peaks = set(tables.fp8_variants(snap.manifests)), snap.runs["peak_tflops"]
+    ceilings = shown[["pct_of_peak", "pct_of_bandwidth"]].notna().any(axis=None)
+    if not ceilings:  # said once, and the rates drawn two to a row, not each beside the same sentence
+        st.info("No measured matmul peak or memory bandwidth in these runs (the runner measures them on GPUs), so no "
+                "% of either.")
+    alone = {}
     for name, cells in by_size:
         if split(cells):
             scaling_rows(drawn(cells, sel), sel, y)
+        elif ceilings:
+            throughput_row(drawn(cells, sel), sel, y, peaks, fp8)
         else:
-            throughput_row(drawn(cells, sel), sel, y, snap.runs["peak_tflops"], fp8)
+            alone[f"rate-{name}"] = rate_figure(drawn(cells, sel), sel, y, peaks, fp8)
+    plot_beside(alone)
+
+
+def rate_figure(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]):
+    """An experiment's rate along its size, published figures at its shapes, TFLOP/s with the measured peak."""
+    fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
+    return charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks)) if y == "tflops" else fig
 
 
 def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]) -> None:
@@ -331,9 +345,7 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
     (matmul peak, or bandwidth for decode); under the share, TFLOP/s' % of the MMA peak at each cell's clock, or
     beside GB/s a serving experiment's µs per generated token."""
     name = cells["experiment"].iloc[0]
-    fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
-    if y == "tflops":
-        charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks))
+    fig = rate_figure(cells, sel, y, peaks, fp8)
     ceiling = share_figure(cells, sel)
     rate, share = st.columns(2)
     with rate:
@@ -342,7 +354,8 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
         if ceiling:
             plot(ceiling[1], f"{ceiling[0]}-{name}", 1 / 2, beside=(fig,))
         else:
-            st.info("No measured matmul peak in these runs (the runner measures it on GPUs), so no % of peak.")
+            st.info("No measured matmul peak in this experiment's runs (the runner measures it on GPUs), so no % of "
+                    "peak.")
         if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():  # own clock
             fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
             plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}", 1 / 2)

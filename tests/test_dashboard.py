@@ -118,6 +118,19 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
     assert len(sha) == 40 and f"| {sha[:12]} |" in texts(llama.markdown) and sha not in texts(llama.markdown)
 
 
+def test_throughput_without_a_measured_ceiling_says_so_once_and_draws_the_rates_two_to_a_row(monkeypatch):
+    """The CPU run has no measured matmul peak or bandwidth: one sentence says so, where each experiment's rate stood
+    beside the same sentence; the rates stand two to a row, plots level, in spec order."""
+    cpu = CPU_LAB5.rpartition("/")[2]
+    app = open_app(monkeypatch, run=cpu, tab="Throughput")
+    assert not app.exception and not app.error
+    assert [i.value for i in app.info] == ["No measured matmul peak or memory bandwidth in these runs (the runner "
+                                           "measures them on GPUs), so no % of either."]
+    drawn = figures(app)
+    assert len(drawn) >= 3 and all(heading(f).endswith(("vs T", "vs B", "vs K")) for f in drawn)
+    assert drawn[0]["layout"]["margin"]["t"] == drawn[1]["layout"]["margin"]["t"]  # beside each other: level
+
+
 def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
     app = open_app(monkeypatch, run=[SOAK], tab="Soak")
     assert not app.exception and not app.error and not app.info
