@@ -330,7 +330,8 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         elif ceilings:
             throughput_row(drawn(cells, sel), sel, y, peaks, fp8)
         else:
-            alone[f"rate-{name}"] = rate_figure(drawn(cells, sel), sel, y, peaks, fp8)
+            alone |= {f"rate-{name}": rate_figure(drawn(cells, sel), sel, y, peaks, fp8),
+                      **per_cell_figures(drawn(cells, sel), sel, y)}
     plot_beside(alone)
 
 
@@ -356,11 +357,20 @@ def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series
         else:
             st.info("No measured matmul peak in this experiment's runs (the runner measures it on GPUs), so no % of "
                     "peak.")
-        if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():  # own clock
-            fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
-            plot(charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0), f"clock-peak-{name}", 1 / 2)
-        if y == "gbps" and cells["us_per_token"].notna().any():  # a decode step's cost to each token it makes
-            plot(figure(cells, sel, "us_per_token", "µs per generated token"), f"token-{name}", 1 / 2)
+        for key, extra in per_cell_figures(cells, sel, y).items():
+            plot(extra, key, 1 / 2)
+
+
+def per_cell_figures(cells: pd.DataFrame, sel: Selection, y: str) -> dict[str, object]:
+    """Where recorded: with TFLOP/s each cell's % of the MMA peak at its own clock, with GB/s a serving experiment's
+    µs per generated token (a decode step's cost to each token it makes)."""
+    name, found = cells["experiment"].iloc[0], {}
+    if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():
+        fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
+        found[f"clock-peak-{name}"] = charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0)
+    if y == "gbps" and cells["us_per_token"].notna().any():
+        found[f"token-{name}"] = figure(cells, sel, "us_per_token", "µs per generated token")
+    return found
 
 
 def share_figure(cells: pd.DataFrame, sel: Selection) -> tuple[str, object] | None:
@@ -529,14 +539,8 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
 
 
 def board_summary(standings: list[board.Standing]) -> str:
-    """'cudnn fastest at 12 of 20 shapes, te at 8; auto within 5 % of the fastest at 6 of 14'."""
-    wins = pd.Series([s.winner.variant for s in standings]).value_counts()
-    text = ", ".join(f"**{v}** fastest at {n}" for v, n in wins.items()) + f" of {len(standings)} shapes"
-    with_auto = [s for s in standings if s.over_auto is not None]
-    if with_auto:
-        close = sum(s.over_auto <= 0.05 for s in with_auto)
-        text += f"; `auto` within 5 % of the fastest at {close} of {len(with_auto)}"
-    return text
+    """'**cudnn** fastest at 12 of 20 shapes, **te** at 8; auto within 5 % of the fastest at 6 of 14'."""
+    return board.winners(standings, lambda variant: f"**{variant}**")
 
 
 @guarded
