@@ -4,7 +4,7 @@ the cell, or the run that declined it, gave it up or lost its worker)."""
 
 from __future__ import annotations
 
-from runner import metrics, power
+from runner import metrics, paging, power
 from runner.cells import Cell
 from runner.metrics import Ceilings
 from runner.record import CellRecord, Machine, Soak
@@ -18,7 +18,8 @@ def ceilings(machine: Machine | None) -> Ceilings:
 def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, status: str, reason: str = "",
                 ceilings: Ceilings = Ceilings(), **fields) -> CellRecord:
     """A cell's record with its work, traffic and rates derived from the headline timing: device, else the first;
-    wall for a cell split across devices, whose kernel times CUPTI sums over every GPU and stream."""
+    wall for a cell split across devices, whose kernel times CUPTI sums over every GPU and stream. A cell with no
+    reason notes a page pool that is mostly empty pages (runner.paging.pool_note)."""
     p, timings = cell.params, fields.get("timings", [])
     preferred = "wall" if p.devices > 1 else "device"
     headline = next((t for t in timings if t.timer == preferred), timings[0] if timings else None)
@@ -30,7 +31,7 @@ def cell_record(cell: Cell, run_id: str, started_at: str, duration_s: float, sta
         fields["soak"] = _rated(fields["soak"], work, traffic)
     return CellRecord(
         key=cell.key, run_id=run_id, experiment=cell.experiment, variant=cell.variant, params=p,
-        status=status, reason=reason, started_at=started_at, duration_s=duration_s,
+        status=status, reason=reason or paging.pool_note(p), started_at=started_at, duration_s=duration_s,
         timer=headline.timer if headline else None, median_s=seconds,
         flops=work, bytes_min=traffic, kv_cache_bytes=metrics.kv_cache_bytes(p),
         **(metrics.rates(work, traffic, seconds, ceilings, p.devices) if seconds else {}),

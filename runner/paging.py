@@ -111,6 +111,18 @@ def pages_of(p) -> list[int]:
     return [-(-length // p.page_size) for length in lengths(p)]
 
 
+def pool_note(p) -> str:
+    """What a paged cell's record notes where its pool is mostly empty pages (a page larger than most requests: the
+    keys fill under half of the pool's rows, which a kernel that reads whole pages reads too), else ""."""
+    if p.page_size is None:
+        return ""
+    keys, rows = sum(lengths(p)), sum(pages_of(p)) * p.page_size
+    if 2 * keys >= rows:
+        return ""
+    return (f"page pool mostly empty: {rows // p.page_size:,} page(s) of {p.page_size:,} tokens hold {keys:,} keys "
+            f"({keys / rows:.1%} of its rows); a kernel that reads whole pages reads the empty rows too")
+
+
 def stride(pages: int) -> int:
     """The shuffle's stride: the integer nearest pages / golden ratio that is coprime to pages (1 for 1 or 2)."""
     step = max(1, round(pages / GOLDEN))

@@ -62,3 +62,18 @@ def test_the_ceilings_come_from_the_machine_record():
     machine = Machine(host="h", platform="gpu", device_kind="H200", device_count=1, matmul_peak_tflops=700.0,
                       memory_bandwidth_gbps=4285.0)
     assert ceilings(machine) == Ceilings(700.0, 4285.0) and ceilings(None) == Ceilings()
+
+
+def test_a_paged_cell_whose_pool_is_mostly_empty_pages_says_so_in_its_note():
+    """page_size 65536 beside requests of about 100 keys: 2 pages, 131,072 rows for 200 keys; pages of 16 fill their
+    pool; a declined cell keeps its reason."""
+    def record(page_size: int, status: str = "ok", reason: str = ""):
+        p = params(batch=2, seq_len=1, kv_seq_len=100, causal=True, kv_lengths="uniform", page_size=page_size)
+        return cell_record(Cell("bigpage", "xla_paged", p), "r", "2026-01-01T00:00:00+00:00", 1.0, status, reason,
+                           timings=[timing("wall", 1e-3)] if status == "ok" else [])
+
+    assert record(65536).reason == ("page pool mostly empty: 2 page(s) of 65,536 tokens hold 200 keys (0.2% of its "
+                                    "rows); a kernel that reads whole pages reads the empty rows too")
+    assert record(256).reason.startswith("page pool mostly empty: 2 page(s) of 256 tokens hold 200 keys (39.1%")
+    assert record(16).reason == "" and record(128).reason == ""  # 200 keys in 256 rows: most of the pool is keys
+    assert record(65536, "skipped", "naive declines a paged KV cache").reason == "naive declines a paged KV cache"
