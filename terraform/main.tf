@@ -145,6 +145,11 @@ resource "google_container_cluster" "this" {
     enable_components = ["SYSTEM_COMPONENTS"]
   }
   # The initial default pool is deleted at once; it still has to be a hardened one.
+  # This block only shapes that pool at creation: the provider reads node_config back from the cluster
+  # (hashicorp/terraform-provider-google, resourceContainerClusterRead: d.Set("node_config",
+  # flattenNodeConfig(cluster.NodeConfig))), which no longer matches once the pool is gone, and the block forces
+  # replacement, so every later apply would plan a new cluster (GoogleCloudPlatform/cloud-foundation-fabric issue
+  # #1275; its modules/gke-cluster-standard/main.tf ignores node_config for this reason): ignore_changes below.
   node_config {
     service_account = google_service_account.nodes.email
     oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -159,6 +164,7 @@ resource "google_container_cluster" "this" {
     }
   }
   lifecycle {
+    ignore_changes = [node_config]
     precondition {
       condition     = length(local.authorized_cidrs) > 0
       error_message = "Set authorized_cidrs (the CIDRs that may reach the cluster's API server), e.g. [\"203.0.113.7/32\"]."

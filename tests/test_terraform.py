@@ -80,6 +80,14 @@ def test_cluster_has_workload_identity_release_channel_and_shielded_nodes(config
     assert cluster["remove_default_node_pool"] is True
 
 
+def test_the_deleted_default_pools_node_config_is_never_a_change(config):
+    """The provider reads node_config back from the cluster, where the pool it shaped is gone: left unignored, the
+    block (which forces replacement) differs on every later plan, and each apply would replace the cluster."""
+    cluster = resource(config, "google_container_cluster", "this")
+    assert cluster["remove_default_node_pool"] is True and "node_config" in cluster
+    assert "node_config" in first(cluster["lifecycle"]).get("ignore_changes", [])
+
+
 def test_gpu_pools_scale_from_zero_with_gke_installed_driver_and_taints(config):
     pool = resource(config, "google_container_node_pool", "gpu")
     assert first(pool["autoscaling"])["total_min_node_count"] == 0
