@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 # attnbench images (docs/gke.md, step 2; amd64 even from an arm64 workstation, for the GKE nodes):
-#   docker buildx build --platform linux/amd64 --target runner -t REGISTRY/attnbench:runner-TAG --push .
-#       JAX + cuDNN + TransformerEngine, for GPU nodes
+#   docker buildx build --platform linux/amd64 --target runner --build-arg ATTNBENCH_GIT_SHA="$SHA" \
+#     -t REGISTRY/attnbench:runner-TAG --push .
+#       JAX + cuDNN + TransformerEngine, for GPU nodes; SHA (the commit, as docs/gke.md sets it) is what its records
+#       give as git_sha, null when the build arg is left out
 #   docker buildx build --platform linux/amd64 --target dashboard -t REGISTRY/attnbench:dashboard-TAG --push .
 #       the Streamlit dashboard, no CUDA
 #
@@ -71,6 +73,10 @@ RUN --mount=type=bind,source=docker/check_runner_env.py,target=/tmp/check_runner
     && ln -s /tmp/cuda-stubs/libcuda.so /tmp/driver/libcuda.so.1 \
     && LD_LIBRARY_PATH=/tmp/driver:$LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 python /tmp/check_runner_env.py --te-jax \
     && rm -r /tmp/driver
+# The commit built from, which every record's manifest gives as git_sha (runner/machine.py; the image has no git):
+# declared after the slow steps, so a new commit rebuilds none of them. Built without it, git_sha is null.
+ARG ATTNBENCH_GIT_SHA
+ENV ATTNBENCH_GIT_SHA=${ATTNBENCH_GIT_SHA}
 USER 10001:10001
 WORKDIR /home/attnbench
 # A batch container: Kubernetes watches the exit code (k8s/base/runner-job.yaml), there is no server to probe.

@@ -35,7 +35,8 @@ output "next_steps" {
     gcloud auth configure-docker ${var.region}-docker.pkg.dev
     REGISTRY="${local.image_repository}"
     TAG="$(git rev-parse --short HEAD)"
-    docker buildx build --platform linux/amd64 --target runner -t "$REGISTRY/attnbench:runner-$TAG" --push .
+    SHA="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"
+    docker buildx build --platform linux/amd64 --target runner --build-arg ATTNBENCH_GIT_SHA="$SHA" -t "$REGISTRY/attnbench:runner-$TAG" --push .
     docker buildx build --platform linux/amd64 --target dashboard -t "$REGISTRY/attnbench:dashboard-$TAG" --push .
     make deploy
     make submit SPEC=specs/lab5.yaml SHARDS=${var.l4_max_nodes}

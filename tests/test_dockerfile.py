@@ -79,3 +79,23 @@ def test_the_dashboard_installs_pinned_packages_only():
     needed = {re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", r).group(0)).lower()
               for r in [*project["dependencies"], *project["optional-dependencies"]["dashboard"]]}
     assert needed - pins.keys() == set(), "rerun docker/lock_dashboard.py: pyproject asks for more"
+
+
+# The commit as runner/machine.py names a checkout's: `-dirty` after it where tracked files differ from it.
+SHA = 'SHA="$(git rev-parse HEAD)$(git diff --quiet HEAD || echo -dirty)"'
+
+
+def test_the_runner_image_names_the_commit_it_was_built_from():
+    """runner/machine.py reads ATTNBENCH_GIT_SHA, or git, which the image lacks: the build arg is the only source of a
+    record's git_sha, set after the slow steps, so a new commit rebuilds none of them; every runbook line passes it."""
+    runner = stages()["runner"]
+    assert "ARG ATTNBENCH_GIT_SHA" in runner, "the runner stage takes the commit as a build arg"
+    arg = runner.index("ARG ATTNBENCH_GIT_SHA")
+    assert "ENV ATTNBENCH_GIT_SHA=${ATTNBENCH_GIT_SHA}" in runner[arg:]
+    slow = max(i for i, line in enumerate(runner) if line.startswith(("RUN", "COPY")))
+    assert arg > slow, "after every RUN and COPY: a new commit must rebuild none of them"
+    for runbook in (REPO / "docs" / "gke.md", REPO / "terraform" / "outputs.tf"):
+        lines = [line.strip() for line in runbook.read_text().splitlines()]
+        builds = [line for line in lines if "buildx build" in line and "--target runner" in line]
+        assert len(builds) == 1 and '--build-arg ATTNBENCH_GIT_SHA="$SHA"' in builds[0], runbook
+        assert lines.index(SHA) < lines.index(builds[0]), f"{runbook}: SHA is set before the build"
