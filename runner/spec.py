@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -320,9 +321,18 @@ BOUNDS = {"greater_than": (">", "gt"), "greater_than_equal": (">=", "ge"), "less
 
 
 def short(value: object) -> str:
-    """A value for an error line, never more than 60 characters however large it is."""
-    text = repr(value)
+    """A value for an error line as YAML spells it (true, null, .inf; a string quoted), never more than 60 characters
+    however large it is."""
+    text = _spelled(value)
     return text if len(text) <= 60 else f"{text[:40]}… ({len(text):,} characters)"
+
+
+def _spelled(value: object) -> str:
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if value != value else ".inf" if value > 0 else "-.inf"
+    return repr(value)
 
 
 SCALAR_TYPES = {"int_type", "float_type", "bool_type", "string_type", "literal_error"}
@@ -333,7 +343,7 @@ def _message(err: dict) -> str:
     if err.get("input", "") is None and kind in SCALAR_TYPES:  # a null where null means nothing (a size, a dtype)
         return "must not be null (leave the key out for its default)"
     if err.get("input", "") is None and kind == "list_type" and "sweep" in err["loc"]:
-        return "must be a list (got None); a sweep of null alone is [null]"
+        return "must be a list (got null); a sweep of null alone is [null]"
     if kind == "extra_forbidden":
         return "unknown key"
     if kind == "missing":
@@ -353,6 +363,8 @@ def _message(err: dict) -> str:
         return f"must be one of {ctx['expected']} (got {short(err['input'])})"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be an integer (got {short(err['input'])})"
+    if kind == "finite_number":
+        return f"must be a finite number (got {short(err['input'])})"
     if kind in ("float_type", "float_parsing"):
         return f"must be a number (got {short(err['input'])})"
     if kind in ("bool_type", "bool_parsing"):

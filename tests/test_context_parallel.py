@@ -98,7 +98,7 @@ def test_te_context_parallel_rules():
 @pytest.mark.parametrize("devices, line", [
     (3, "experiments[0].devices: must be 1, 2, 4 or 8 (got 3)"),
     (16, "experiments[0].devices: must be <= 8"),
-    (True, "experiments[0].devices: must be an integer (got True)"),
+    (True, "experiments[0].devices: must be an integer (got true)"),
     (8, "experiments[0].devices: seq_len (4) must be a multiple of devices (8), each holding an equal slice of the "
         "sequence"),
 ])

@@ -31,8 +31,12 @@ BAD_SPECS = {
         ["defaults.batch: must be an integer (got 'four')"],
     ),
     "float for a size": (spec_data(exp(head_dim=2.5)), ["experiments[0].head_dim: must be an integer (got 2.5)"]),
-    "bool for a size": (spec_data(defaults={"batch": True}), ["defaults.batch: must be an integer (got True)"]),
+    "bool for a size": (spec_data(defaults={"batch": True}), ["defaults.batch: must be an integer (got true)"]),
     "not a bool": (spec_data(exp(causal="maybe")), ["experiments[0].causal: must be true or false (got 'maybe')"]),
+    "an infinite or undefined soft cap, as YAML spells them": (
+        spec_data(exp("a", softcap=float("inf")), exp("b", softcap=float("nan"))),
+        ["experiments[0].softcap: must be a finite number (got .inf)",
+         "experiments[1].softcap: must be a finite number (got .nan)"]),
     "not a number": (spec_data(tolerances={"float32": "tight"}), ["tolerances.float32: must be a number (got 'tight')"]),
     "name not a string": (spec_data(name=5), ["name: must be a string (got 5)"]),
     "non-positive size in a sweep": (
@@ -90,7 +94,7 @@ BAD_SPECS = {
     ),
     "empty sweep list": (spec_data(exp(sweep={"seq_len": []})), ["experiments[0].sweep.seq_len: must not be empty"]),
     "empty sweep mapping": (spec_data(exp(sweep={})), ["experiments[0].sweep: must name at least one axis"]),
-    "null sweep": (spec_data(exp(sweep=None)), ["experiments[0].sweep: must be a mapping (got None)"]),
+    "null sweep": (spec_data(exp(sweep=None)), ["experiments[0].sweep: must be a mapping (got null)"]),
     "duplicate experiment name": (
         spec_data(exp("a"), exp("b"), exp("a")),
         ["experiments[2].name: duplicate experiment name 'a'"],
@@ -102,7 +106,7 @@ BAD_SPECS = {
     "empty variants": (spec_data(exp(variants=[])), ["experiments[0].variants: must not be empty"]),
     "experiment not a mapping": (spec_data("a"), ["experiments[0]: must be a mapping (got 'a')"]),
     "experiments not a list": (spec_data(experiments={"name": "a"}), ["experiments: must be a list (got {'name': 'a'})"]),
-    "warmup given as a bool": (spec_data(timing={"warmup": True}), ["timing.warmup: must be an integer (got True)"]),
+    "warmup given as a bool": (spec_data(timing={"warmup": True}), ["timing.warmup: must be an integer (got true)"]),
     "a field set and swept": (
         spec_data(exp(seq_len=64, sweep={"seq_len": [8, 16]})),
         ["experiments[0].seq_len: also swept (experiments[0].sweep.seq_len); give one or the other"],
@@ -115,7 +119,7 @@ BAD_SPECS = {
     ),
     "a swept axis given as null, not [null]": (
         spec_data(exp(sweep={"page_size": None, "seq_len": [8]})),
-        ["experiments[0].sweep.page_size: must be a list (got None); a sweep of null alone is [null]"],
+        ["experiments[0].sweep.page_size: must be a list (got null); a sweep of null alone is [null]"],
     ),
     "a page order or spread that no cell uses": (
         spec_data(exp("a", page_order="shuffled"), exp("b", kv_lengths="equal", sweep={"kv_spread": [0.2, 0.4]}),
