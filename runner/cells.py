@@ -152,14 +152,37 @@ def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
         remedy = f"or raise {source} (at most {MAX_CELLS:,})" if limit < MAX_CELLS else "or split the spec"
         problems.append(f"experiments: the sweeps make {cells:,} cells, more than {source} ({limit:,}); sweep fewer "
                         f"values, {remedy}")
+    declined = {i: reason for i, exp in enumerate(spec.experiments)
+                if cells <= limit and (reason := declined_throughout(spec, exp))}
+    field, inherited = _defaults_problem(spec) if declined else ("", None)
+    heirs = [spec.experiments[i].name for i, reason in declined.items() if reason == inherited]
     for i, exp in enumerate(spec.experiments):
         params = largest(spec, exp)
         if (size := input_bytes(params)) > MAX_INPUT_BYTES:
             problems.append(f"experiments[{i}]: cell {exp.name} {params.label()} needs {size / 2**40:,.1f} TiB for "
                             f"Q, K and V alone; no GPU holds {MAX_INPUT_BYTES >> 40} TiB")
-        if cells <= limit and (reason := declined_throughout(spec, exp)):
-            problems.append(f"experiments[{i}]: no variant can run any cell of {exp.name}: {reason}")
+        if exp.name in heirs[:1]:  # the defaults' problem, said once where it is set
+            problems.append(f"defaults.{field}: {inherited}; no variant can run any cell of {', '.join(heirs)}, "
+                            f"which {'inherits' if len(heirs) == 1 else 'inherit'} it")
+        elif i in declined and exp.name not in heirs:
+            problems.append(f"experiments[{i}]: no variant can run any cell of {exp.name}: {declined[i]}")
     return problems
+
+
+def _defaults_problem(spec: Spec) -> tuple[str, str | None]:
+    """Why no variant can run the defaults' own cell (cell_problem), and the defaults' field that makes it so (the
+    option a packed row, a serving cell or determinism is asked by); ("", None) where it can run."""
+    try:
+        params = resolve(spec.defaults.model_dump(by_alias=True))
+    except ValueError:  # heads that tp leaves none of: the experiments set their own
+        return "", None
+    if (reason := cell_problem(params)) is None:
+        return "", None
+    if params.deterministic and params.pass_ != "fwd_bwd":
+        return "deterministic", reason
+    if masks.packing_problem(params):
+        return "documents", reason
+    return ("kv_lengths" if params.kv_lengths is not None else "page_size"), reason
 
 
 def points(spec: Spec, exp: Experiment) -> Iterator[Params]:

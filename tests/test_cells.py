@@ -299,6 +299,23 @@ def test_the_count_folds_an_axis_that_changes_nothing_beside_anothers_values_as_
                          "sweep": {"page_order": ["contiguous", "shuffled"]}})) == 2 * 2
 
 
+def test_a_problem_every_cell_inherits_from_the_defaults_is_named_there_once():
+    """documents: 2 at T 3 set in defaults: defaults.documents names it, once for the experiments that inherit it; one
+    that sets its own T runs, and one whose own fill makes another problem is named as before."""
+    spec = parse_spec(spec_data({"name": "e", "variants": ["xla"]}, {"name": "f", "variants": ["xla"]},
+                                {"name": "g", "variants": ["xla"], "seq_len": 8},
+                                {"name": "h", "variants": ["xla"], "seq_len": 8, "fill": 0.5},
+                                defaults={"documents": 2, "seq_len": 3}), KNOWN)
+    assert limits(spec) == [
+        "defaults.documents: 2 documents need a row of at least 4 tokens (T=3); no variant can run any cell of e, f, "
+        "which inherit it",
+        "experiments[3]: no variant can run any cell of h: a packed row has no padding: documents > 1 needs fill 1"]
+    alone = parse_spec(spec_data({"name": "e", "variants": ["xla"], "seq_len": 1, "kv_seq_len": 64},
+                                 defaults={"kv_lengths": "equal", "fill": 0.5}), KNOWN)
+    assert limits(alone) == ["defaults.kv_lengths: a serving cell (kv_lengths set) takes no fill (a padded batch is a "
+                             "second rule of ragged lengths); no variant can run any cell of e, which inherits it"]
+
+
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     import runner.cells as cells
 
