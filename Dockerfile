@@ -73,6 +73,10 @@ RUN --mount=type=bind,source=docker/check_runner_env.py,target=/tmp/check_runner
     && ln -s /tmp/cuda-stubs/libcuda.so /tmp/driver/libcuda.so.1 \
     && LD_LIBRARY_PATH=/tmp/driver:$LD_LIBRARY_PATH PYTHONDONTWRITEBYTECODE=1 python /tmp/check_runner_env.py --te-jax \
     && rm -r /tmp/driver
+# The published figures that compare --report (the nightly's report) draws beside the runs (runner/published.py,
+# which otherwise looks in a checkout's docs/reference, not in the image), as the dashboard stage has them.
+COPY docs/reference /opt/attnbench/reference
+ENV ATTNBENCH_REFERENCE=/opt/attnbench/reference
 # The commit built from, which every record's manifest gives as git_sha (runner/machine.py; the image has no git):
 # declared after the slow steps, so a new commit rebuilds none of them. Built without it, git_sha is null.
 ARG ATTNBENCH_GIT_SHA

@@ -99,3 +99,17 @@ def test_the_runner_image_names_the_commit_it_was_built_from():
         builds = [line for line in lines if "buildx build" in line and "--target runner" in line]
         assert len(builds) == 1 and '--build-arg ATTNBENCH_GIT_SHA="$SHA"' in builds[0], runbook
         assert lines.index(SHA) < lines.index(builds[0]), f"{runbook}: SHA is set before the build"
+
+
+def test_both_images_hold_the_published_figures_where_runner_published_looks():
+    """runner/published.py reads ATTNBENCH_REFERENCE, else the checkout's docs/reference, which no image has: the
+    runner's compare --report (the nightly's report) and the dashboard draw the published tables beside the runs."""
+    from runner.published import REFERENCE_ENV
+
+    for target, lines in stages().items():
+        if target == "build":
+            continue
+        copies = [line.split()[1:] for line in lines if line.startswith("COPY docs/reference ")]
+        env = " ".join(line for line in lines if line.startswith("ENV "))
+        assert len(copies) == 1, f"{target}: COPY docs/reference into the image"
+        assert f"{REFERENCE_ENV}={copies[0][1]}" in env.split(), f"{target}: {REFERENCE_ENV} names where it is"
