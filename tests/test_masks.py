@@ -265,3 +265,9 @@ def test_a_row_that_keeps_no_key_is_zeros_and_a_causal_row_the_plain_softmax():
     weights = jax.nn.softmax(jnp.where(scores_mask(4, 4), scores, -jnp.inf), axis=-1)
     expected = jnp.einsum("bnts,bsnh->btnh", weights, v, precision="highest")
     assert float(jnp.max(jnp.abs(plain - expected))) < 1e-6
+
+
+def test_packed_documents_grow_with_their_index_only_where_they_are_long_as_docs_specs_says():
+    assert masks.document_lengths(8192, 4) == [1489, 1862, 2234, 2607]
+    assert masks.document_lengths(20, 10) == [1, 2, 2, 1, 2, 2, 3, 2, 2, 3]  # the rounding decides
+    assert all(min(masks.document_lengths(t, d)) >= 1 for d in range(2, 40) for t in range(2 * d, 4 * d))

@@ -278,3 +278,10 @@ def test_a_serving_window_is_taken_only_by_the_variants_checked_applying_it_end_
     assert takes == ({"naive", "xla", "auto"} if page_size is None else set())
     assert all("sliding window" in decline(VARIANTS[name], p, h200) for name in ("cudnn_paged", "pallas_paged",
                                                                                   "xla_paged"))
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4, 5, 8, 13])
+def test_bimodals_mean_is_s_only_where_the_batch_is_a_multiple_of_4_as_docs_specs_says(batch):
+    """docs/specs.md: S(1 - s) + 4sS floor(B/4)/B (B5, S40, s 0.9: 4, 4, 4, 148, 4, mean 32.8)."""
+    p = params(batch=batch, seq_len=1, kv_seq_len=40, causal=True, kv_lengths="bimodal", kv_spread=0.9)
+    assert sum(paging.lengths(p)) / batch == pytest.approx(40 * 0.1 + 4 * 0.9 * 40 * (batch // 4) / batch)
