@@ -23,3 +23,6 @@ Names that look alike, each one job:
 """
 
 __version__ = "0.1.0"
+# compare's default threshold, in percent as a user gives and reads it (compare --threshold, the dashboard's
+# Threshold %); compare.DEFAULT_THRESHOLD is its fraction. Here, where the CLI reads it without importing pandas.
+COMPARE_THRESHOLD_PERCENT = 5.0

@@ -10,7 +10,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 
 from __future__ import annotations
 
-import runner  # annotations name runner.store.Store: the module itself loads in a run's path, so quick commands stay quick
+import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -152,9 +152,9 @@ def _compare_parser(sub) -> None:
     compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
                          "identity (what it measures, kept across attnbench versions), GPU, power policy and timer in "
                          "--out (the dashboard's previous run)")
-    compare.add_argument("--threshold", type=THRESHOLD, default=5.0, metavar="PERCENT",
+    compare.add_argument("--threshold", type=THRESHOLD, default=runner.COMPARE_THRESHOLD_PERCENT, metavar="PERCENT",
                          help=f"slower or faster only beyond this and both runs' noise, {THRESHOLD.range} "
-                         "(default: 5)")
+                         f"(default: {runner.COMPARE_THRESHOLD_PERCENT:g})")
     compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
     compare.add_argument("--allow-policy-change", action="store_true",

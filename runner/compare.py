@@ -21,12 +21,12 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from runner import shape
+from runner import COMPARE_THRESHOLD_PERCENT, shape
 from runner.record import CeilingsOrigin, Manifest
 from runner.spec import identity
 
 SHAPE = list(shape.NAMES)
-DEFAULT_THRESHOLD = 0.05  # B / A beyond 1.05 (or below 1 / 1.05) before a cell is slower (faster)
+DEFAULT_THRESHOLD = COMPARE_THRESHOLD_PERCENT / 100  # B / A beyond 1.05 (or below 1 / 1.05): slower (faster)
 TIMER_ORDER = ["device", "wall", "device_cold"]
 VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]

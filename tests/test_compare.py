@@ -461,6 +461,20 @@ def test_compare_needs_no_jax(tmp_path):
     assert json.loads("\n".join(report))["regressed"] is True
 
 
+def test_the_cli_s_default_threshold_is_compare_s_read_without_pandas():
+    """One default for `compare --threshold` (percent), compare.DEFAULT_THRESHOLD (its fraction) and the dashboard,
+    which reads the latter; the CLI reads it where starting up imports no pandas."""
+    from runner.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["compare", "a", "b"]).threshold / 100 == compare.DEFAULT_THRESHOLD
+    sub = next(a for a in parser._actions if a.dest == "command").choices["compare"]
+    assert f"(default: {100 * compare.DEFAULT_THRESHOLD:g})" in " ".join(sub.format_help().split())
+    script = "import sys, runner.cli; print(sorted({'pandas', 'numpy'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
 # --- runs of one spec across attnbench upgrades ----------------------------------------------------------------------
 
 LAB5_RUNS = (CPU_LAB5, H200_LAB5_NO_TE, H200_LAB5, "h200/lab5-cold-20261202-182308", TEMPLATE)
