@@ -125,7 +125,7 @@ class Store(ABC):
         listed = {}
         for folder, its in folders.items():
             location = self.location(folder)
-            manifest, problems = manifest_of(location, {run_of(n)[1]: data[n] for n in its if data.get(n)})
+            manifest, problems = manifest_of(location, {run_of(n)[1]: data[n] for n in its if data.get(n) is not None})
             left = _left_out(location, leaves[folder], {leaf: others[f"{folder}/{leaf}"] for leaf in strays[folder]})
             listed[folder] = Listed(its, manifest, problems + left)
         return listed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 
 from helpers import params
 from runner import machine, metrics
@@ -342,15 +343,17 @@ def test_an_in_flight_marker_names_a_cell_key_and_blank_text_is_none_said():
         assert (run.parts[0].inflight, run.problems, len(run.cells)) == (found, problems, 1)
 
 
-def test_a_manifest_there_but_unreadable_is_told_as_such_never_as_missing(tmp_path):
+@pytest.mark.parametrize("text, why", [("{not json", "Expecting property name enclosed in double quotes"),
+                                       ("", "Expecting value")])  # an empty (0-byte) one too: there, not missing
+def test_a_manifest_there_but_unreadable_is_told_as_such_never_as_missing(tmp_path, text, why):
     """The listing (manifest_of) and reading a run (assemble) tell a corrupt manifest alike: not valid JSON, where the
     listing said it was missing as well."""
     from runner.results import manifest_of
     from runner.store import open_store
 
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / MANIFEST).write_text("{not json")
-    told = [f"{tmp_path}/run/{MANIFEST}: not valid JSON (Expecting property name enclosed in double quotes)"]
+    (tmp_path / "run" / MANIFEST).write_text(text)
+    told = [f"{tmp_path}/run/{MANIFEST}: not valid JSON ({why})"]
     store = open_store(str(tmp_path))
     assert store.listing()["run"].problems == store.read("run").problems == told
     assert manifest_of("store/run", {MANIFEST: b"[]"})[1] == ["store/run/manifest.json: not a JSON object (list)"]
