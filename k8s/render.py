@@ -97,16 +97,18 @@ def _job_patches(run_id: str, shards: int, results: str, image: str) -> tuple[st
 
 def _nightly_patch(args, name: str) -> str:
     """The CronJob renamed and scheduled, its run and compare containers pointed at the results URI (the run's
-    compilation cache beside it, as a submitted run's)."""
+    compilation cache beside it, as a submitted run's) and pulling the image as the Job does (the component copies the
+    Job's container before the Job's own patch sets its pull policy)."""
     results = {"name": "ATTNBENCH_RESULTS", "value": args.results}
+    pull = pull_policy(args.image)
     patch = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
         "metadata": {"name": "attnbench-nightly"},
         "spec": {"schedule": args.schedule, "jobTemplate": {"spec": {"template": {"spec": {
-            "initContainers": [{"name": "attnbench", "env": [
+            "initContainers": [{"name": "attnbench", "imagePullPolicy": pull, "env": [
                 results, {"name": "ATTNBENCH_COMPILE_CACHE", "value": compile_cache(args.results)}]}],
-            "containers": [{"name": "compare", "env": [results]}],
+            "containers": [{"name": "compare", "imagePullPolicy": pull, "env": [results]}],
         }}}}},
     }
     rename = [{"op": "replace", "path": "/metadata/name", "value": name}]

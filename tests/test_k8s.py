@@ -501,6 +501,23 @@ def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can
                             ("FailJob", "compare"): [EXIT_REGRESSION, EXIT_INPUT]}
 
 
+def test_a_digest_pinned_nightly_pulls_its_image_as_the_job_does(tmp_path, nightly):
+    """The run and compare containers of a pinned nightly pull once per node, as a pinned Job's; by tag, every night."""
+    gpu, objects, _ = nightly
+    digest = "sha256:" + "0" * 64
+    render_nightly(tmp_path, gpu, "--image", f"{IMAGE}@{digest}")
+
+    def containers(cron_objects: list[dict]) -> list[dict]:
+        pod = one(cron_objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+        return pod["initContainers"] + pod["containers"]
+
+    pinned = containers(list(yaml.safe_load_all((tmp_path / "lab5-nightly" / "nightly.yaml").read_text())))
+    assert [c["name"] for c in pinned] == ["attnbench", "compare"]
+    assert {c["image"] for c in pinned} == {f"{IMAGE.rpartition(':')[0]}@{digest}"}
+    assert [c["imagePullPolicy"] for c in pinned] == ["IfNotPresent"] * 2
+    assert [c["imagePullPolicy"] for c in containers(objects)] == ["Always"] * 2
+
+
 def test_checkov_passes_the_rendered_nightly_cronjob(tmp_path):
     render_nightly(tmp_path, "h100")
     reports = checkov("--directory", str(tmp_path / "lab5-nightly"), "--framework", "kubernetes")
