@@ -168,7 +168,7 @@ def cells_html(experiment: str, cells: list[CellRecord]) -> str:
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in COLUMNS)]
-    body = [[c.variant, *(str(s[k]) for k in varying), c.status,
+    body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status,
              *([get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else
                ["-"] * (len(COLUMNS) - 1) + [c.reason])] for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))

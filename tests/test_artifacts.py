@@ -253,3 +253,15 @@ def test_a_cpu_run_of_the_training_specs_small_experiments_reports_and_compares(
     assert "packed-small" in (tmp_path / "report" / "index.html").read_text()
     compared = in_process(capsys, "compare", "train-a", "train-b", "--out", out, "--report", tmp_path / "compared")
     assert compared.code in (0, 1) and "internal error" not in compared.err, compared.err
+
+
+def test_the_pages_cell_table_reads_a_swept_axis_as_show_does():
+    from runner.artifacts import cells_html
+    from test_results import record
+
+    from helpers import params
+
+    cells = [record(params=params(seq_len=8, causal=True, window=w, deterministic=d, pass_="fwd_bwd"))
+             for w in (None, 4) for d in (False, True)]
+    page = cells_html("e", cells)
+    assert "<td>no window</td>" in page and "<td>yes</td>" in page and "None" not in page and "True" not in page
