@@ -482,24 +482,28 @@ def _preflight(args, spec, shard) -> Ready:
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
     unreachable = _writable(store, run_id, args.dry_run)
-    places = [(spool_store(root, store), str(spool_dir))]
-    if unreachable is None:  # a store out of reach is not asked again now
-        places.insert(0, (store, store.location(run_id)))
+    places = [(spool_store(root, store), str(spool_dir), False)]
+    if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
+        places.insert(0, (store, store.location(run_id), not args.dry_run))
     _same_spec(spec, args.spec, places, run_id)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
 
 
 def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
     """A run id that holds a run of another spec, in the store or the spool, is refused: a rerun under it would mix
-    the two runs' cells under one manifest (ATTNBENCH_RUN_ID left set from another run, say)."""
+    the two runs' cells under one manifest (ATTNBENCH_RUN_ID left set from another run, say). `places`: (store,
+    where, uploaded): a store a run uploads to is checked again by its uploader when it answers, before any upload
+    (spool.Uploader), so one out of reach now is checked then; the spool, and a dry run's store, are not."""
     from runner.run import same_run
     from runner.store import StoreError, StoreUnavailable
 
-    for store, where in places:
+    for store, where, uploaded in places:
         try:
             held = store.with_timeout(PROBE_TIMEOUT_S).manifests(run_id)
         except StoreUnavailable as error:  # out of reach now: measuring goes on, as for the probe
-            print(f"warning: {error}; not checked that {where} holds no run of another spec", file=sys.stderr)
+            later = ": checked when it answers, before anything is uploaded to it" if uploaded else ""
+            print(f"warning: {error}; not checked {'now ' if uploaded else ''}that {where} holds no run of another "
+                  f"spec{later}", file=sys.stderr)
             continue
         except StoreError as error:
             raise UsageError(str(error)) from None

@@ -365,6 +365,35 @@ def test_a_spool_holding_a_run_of_another_spec_under_the_run_id_is_refused(run, 
     assert done.code == 2 and done.err.startswith(f"error: run id {RUN_ID}: {held} holds a run of spec test")
 
 
+def test_a_store_whose_manifests_fail_after_its_probe_is_checked_when_it_answers(run, spec_path, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """The start-up check cannot read the store (out of reach after its probe): the warning says it is checked when it
+    answers, before any upload, as the uploader's first pull then does; a dry run, which uploads nothing, says only
+    that it was not checked."""
+    from runner.store import LocalStore, StoreUnavailable
+
+    _, run_dir = run
+    out = tmp_path / "out"
+    shutil.copytree(run_dir, out / RUN_ID)
+    real = LocalStore.manifests
+
+    def manifests(store, run_id):
+        if store.root == out:
+            raise StoreUnavailable(f"{out}: unreachable")
+        return real(store, run_id)
+
+    monkeypatch.setattr(LocalStore, "manifests", manifests)
+    other = write_spec(tmp_path / "other.yaml", spec_data({"name": "a", "variants": ["naive"]}, name="other"))
+    args = ("run", other, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool")
+    dry = in_process(capsys, *args, "--dry-run")
+    assert dry.code == 0 and f"warning: {out}: unreachable; not checked that {out / RUN_ID} holds no run of another " \
+        "spec\n" in dry.err
+    done = in_process(capsys, *args)
+    assert f"warning: {out}: unreachable; not checked now that {out / RUN_ID} holds no run of another spec: checked " \
+        "when it answers, before anything is uploaded to it\n" in done.err
+    assert done.code == 2 and "found when the store first answered: nothing uploaded" in done.err, done.err
+
+
 def test_a_run_after_an_upgrade_resumes_by_identity_and_power_policy(run, spec_path):
     from runner.record import read_manifest
     from runner.run import same_run
