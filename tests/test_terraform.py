@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 
 import hcl2
 import pytest
 import yaml
 
 import provider_schema
-from deploy_tools import assert_clean, checkov, kustomize, skips, terraform
+from deploy_tools import assert_clean, checkov, kustomize, skips, terraform, tool
 from helpers import REPO
 from provider_schema import META_ARGUMENTS, problems, unquote
 
@@ -170,6 +171,36 @@ def test_next_steps_build_and_push_as_the_runbook_does(config):
     builds = [line.strip() for line in steps.splitlines() if "docker" in line and "build" in line]
     runbook = (REPO / "docs" / "gke.md").read_text()
     assert len(builds) == 2 and all("buildx build --platform linux/amd64" in b and b in runbook for b in builds)
+
+
+def test_next_steps_submit_a_shard_count_render_accepts(config, tmp_path):
+    """next_steps' `make submit` of specs/lab5.yaml asks for at most the spec's families, which render.py refuses to
+    exceed, at every l4_max_nodes terraform admits (1..64): terraform itself evaluates the printed count."""
+    from runner.cells import expand
+    from runner.registry import load_all
+    from runner.shard import families
+    from runner.spec import load_spec
+
+    lab5 = REPO / "specs" / "lab5.yaml"
+    most = len(families(expand(load_spec(lab5, set(load_all())))))
+    declared = {name: value for block in config["locals"] for name, value in block.items()}
+    assert declared["lab5_families"] == most, f"specs/lab5.yaml has {most} families: set local.lab5_families"
+    steps = next(block["next_steps"] for block in config["output"] if "next_steps" in block)["value"]
+    submit = re.search(r"make submit SPEC=specs/lab5\.yaml SHARDS=\$\{(.+?)\}\n", steps)
+    assert submit, "next_steps submits specs/lab5.yaml with a SHARDS count terraform works out"
+    (tmp_path / "variables.tf").write_text((TERRAFORM / "variables.tf").read_text())
+    (tmp_path / "locals.tf").write_text(f"locals {{\n  lab5_families = {declared['lab5_families']}\n}}\n")
+    printed = {}
+    for nodes in (1, 4, 64):
+        done = subprocess.run([terraform(), "console", "-no-color", "-var", f"l4_max_nodes={nodes}"], cwd=tmp_path,
+                              input=submit.group(1), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        printed[nodes] = int(done.stdout)
+    assert printed == {1: 1, 4: min(4, most), 64: most}
+    rendered = subprocess.run([sys.executable, "k8s/render.py", "--spec", str(lab5), "--shards", str(printed[64]),
+                               "--results", "gs://b/results", "--image", "r/attnbench:runner-t", "--kubectl",
+                               tool("kubectl"), "--out", str(tmp_path / "k8s")], cwd=REPO, capture_output=True, text=True)
+    assert rendered.returncode == 0, rendered.stderr
 
 
 def test_checkov_passes_terraform_with_every_skip_explained():
