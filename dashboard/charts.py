@@ -77,12 +77,23 @@ def _format(value: float) -> str:
     return f"{value:g}"
 
 
-def _y_axis(fig: go.Figure, values: pd.Series, log: bool) -> None:
-    """A log axis with 1-2-5 ticks when the values span more than 4×, else linear (reads better when close)."""
+STEADY = 0.01  # values (error bars too) within this share of their level draw as one level, not as a slope
+
+
+def _y_axis(fig: go.Figure, values: pd.Series, log: bool, bars: tuple[pd.Series, ...] = ()) -> None:
+    """A log axis with 1-2-5 ticks when the values span more than 4×, else linear (reads better when close); a linear
+    axis whose values and error `bars` all but agree (a clock held at 1980 MHz) spans ±2 % of their level, where
+    plotly zoomed in to ±1 unit and drew a steady value amid ticks half a MHz apart."""
     positive = values[values > 0].dropna()
     if log and len(positive) and positive.max() / positive.min() > 4:
         ticks = log_ticks(positive.min(), positive.max())
         fig.update_yaxes(type="log", tickvals=ticks, ticktext=[_format(t) for t in ticks])
+        return
+    drawn = pd.concat([values, *bars]).dropna()
+    level = drawn.abs().max() if len(drawn) else 0
+    if level > 0 and drawn.max() - drawn.min() <= STEADY * level:
+        middle = (drawn.max() + drawn.min()) / 2
+        fig.update_yaxes(range=[middle - 2 * STEADY * level, middle + 2 * STEADY * level])
 
 
 def _x_sizes(fig: go.Figure, values: pd.Series) -> None:
@@ -296,7 +307,7 @@ def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: 
     _legend_keys(fig, style, list(dict.fromkeys(df["variant"])), list(dict.fromkeys(df["run"])))
     _ring_unstable(fig, df, x, y)
     _x_sizes(fig, df[x])
-    _y_axis(fig, df[y], log_y)
+    _y_axis(fig, df[y], log_y, tuple(df[c] for c in (low, high) if c))
     return _layout(fig, title, subtitle, x, y)
 
 

@@ -316,9 +316,10 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         st.info("No experiment in the selection sweeps a size (T, B, ...) or the devices.")
         return
     runs_caption(sel)
-    st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
-               "matmul peak is expected for them, not an error.")
     fp8, peaks = set(tables.fp8_variants(snap.manifests)), snap.runs["peak_tflops"]
+    if fp8 & set(shown["variant"]):  # said where FP8 cells are drawn, not on every run
+        st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
+                   "matmul peak is expected for them, not an error.")
     ceilings = shown[["pct_of_peak", "pct_of_bandwidth"]].notna().any(axis=None)
     if not ceilings:  # said once, and the rates drawn two to a row, not each beside the same sentence
         st.info("No measured matmul peak or memory bandwidth in these runs (the runner measures them on GPUs), so no "

@@ -120,7 +120,8 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
 
 def test_throughput_without_a_measured_ceiling_says_so_once_and_draws_the_rates_two_to_a_row(monkeypatch):
     """The CPU run has no measured matmul peak or bandwidth: one sentence says so, where each experiment's rate stood
-    beside the same sentence; the rates stand two to a row, plots level, in spec order."""
+    beside the same sentence; the rates stand two to a row, plots level, in spec order. No FP8 cell is drawn, so
+    nothing explains FP8 above the bf16 peak (a run with FP8 cells keeps that line)."""
     cpu = CPU_LAB5.rpartition("/")[2]
     app = open_app(monkeypatch, run=cpu, tab="Throughput")
     assert not app.exception and not app.error
@@ -129,6 +130,8 @@ def test_throughput_without_a_measured_ceiling_says_so_once_and_draws_the_rates_
     drawn = figures(app)
     assert len(drawn) >= 3 and all(heading(f).endswith(("vs T", "vs B", "vs K")) for f in drawn)
     assert drawn[0]["layout"]["margin"]["t"] == drawn[1]["layout"]["margin"]["t"]  # beside each other: level
+    assert "FP8 tensor cores" not in texts(app.caption)  # no FP8 cell drawn: nothing to explain
+    assert "FP8 tensor cores" in texts(open_app(monkeypatch, run=LAB5, tab="Throughput").caption)
 
 
 def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
@@ -980,3 +983,18 @@ def test_charts_side_by_side_get_the_top_margin_of_the_taller_titles(monkeypatch
     soak = {heading(f): f["layout"]["margin"]["t"] for f in figures(open_app(monkeypatch, run="soak-20261203",
                                                                              tab="Soak"))}
     assert soak["SM clock"] == soak["throughput (median kernel time of each bin's calls)"] > charts.TOP_PX
+
+
+def test_a_steady_value_draws_as_one_level_with_round_ticks():
+    """An SM clock held at 1980 MHz at every T (min and max too): plotly zoomed to ±1 MHz, ticks half a MHz apart
+    (1,979.5); the axis spans ±2 % of the level instead. Values that move more than 1 % keep plotly's range."""
+    from dashboard import charts
+
+    style = charts.Style({"xla": "#1f77b4"}, ("r",))
+    steady = pd.DataFrame({"variant": "xla", "run": "r", "seq_len": [64, 128, 256], "clock": 1980.0, "low": 1980.0,
+                           "high": [1980.0, 1980.0, 1990.0]})
+    fig = charts.lines(steady, "seq_len", "clock", style, "t", "s", log_y=False, low="low", high="high")
+    assert fig.layout.yaxis.range == pytest.approx((1985 - 0.02 * 1990, 1985 + 0.02 * 1990))
+    moving = charts.lines(steady.assign(high=[1980.0, 1980.0, 2010.0]), "seq_len", "clock", style, "t", "s",
+                          log_y=False, low="low", high="high")
+    assert moving.layout.yaxis.range is None
