@@ -344,12 +344,20 @@ def peak_lines(fig: go.Figure, highest: float, peak: float | None) -> go.Figure:
     above small values would squash them flat.)"""
     if peak is None or math.isnan(peak) or highest < peak / 2:
         return fig
-    fig.add_hline(y=peak, line_dash="dash", line_color="#444", annotation_text="bf16 matmul peak (measured)",
-                  annotation_position="top left")
+    level(fig, peak, "bf16 matmul peak (measured)", line_dash="dash", line_color="#444")
     if highest > peak:
-        fig.add_hline(y=2 * peak, line_dash="dot", line_color="#999",
-                      annotation_text="FP8 tensor cores: 2× bf16 peak (nominal)", annotation_position="top left")
+        level(fig, 2 * peak, "FP8 tensor cores: 2× bf16 peak (nominal)", line_dash="dot", line_color="#999")
     return fig
+
+
+# A level's label stands on its line at the plot's left, where a data line may cross it: a white ground keeps it legible
+LABEL_GROUND = "rgba(255, 255, 255, 0.85)"
+
+
+def level(fig: go.Figure, y: float, text: str, position: str = "top left", **line) -> go.Figure:
+    """A horizontal line across the plot at `y` (a peak, a limit), labelled on a white ground."""
+    return fig.add_hline(y=y, annotation_text=text, annotation_position=position,
+                         annotation_bgcolor=LABEL_GROUND, **line)
 
 
 VERDICT_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "within noise": "#b0b0b0"}

@@ -291,7 +291,7 @@ def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     power = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")
     limit = cells["power_limit_w"].dropna()
     if len(limit):
-        power.add_hline(y=limit.max(), line_dash="dash", annotation_text="power limit")
+        charts.level(power, limit.max(), "power limit", "top right", line_dash="dash")
     plot_beside({f"clock-{name}": clock, f"power-{name}": power})
 
 
@@ -403,7 +403,7 @@ def scaling_rows(cells: pd.DataFrame, sel: Selection, y: str) -> None:
     name, x = cells["experiment"].iloc[0], size_axis(cells)
     for value, part in cells.groupby(x) if x else [(None, cells)]:
         efficiency = device_figure(part, sel, "efficiency", "scaling efficiency", log_y=False)
-        efficiency.add_hline(y=1, line_dash="dash", annotation_text="perfect scaling")
+        charts.level(efficiency, 1, "perfect scaling", "top right", line_dash="dash")
         plot_beside({f"scaling-rate-{name}-{value}": device_figure(part, sel, y, charts.AXES[y], log_y=False),
                      f"scaling-efficiency-{name}-{value}": efficiency})
 

@@ -409,6 +409,8 @@ def test_fp8_above_the_bf16_peak_is_marked_and_explained(monkeypatch):
     notes = [a["text"] for a in peak["layout"].get("annotations", [])]
     assert "bf16 matmul peak (measured)" in notes and any("FP8 tensor cores" in n for n in notes)
     assert "above 100 % of the measured bf16 matmul peak is expected" in texts(app.caption)
+    # a label on its line, which the published cuDNN's line crosses at T 4096-8192: legible on a white ground
+    assert {a.get("bgcolor") for a in peak["layout"]["annotations"]} == {"rgba(255, 255, 255, 0.85)"}
 
 
 def test_the_fp8_verdict_stands_beside_its_variant_and_the_kernels_last(monkeypatch):
