@@ -194,6 +194,28 @@ def test_max_cells_ranges_to_the_most_a_spec_may_allow():
     assert MAX_CELLS.high == SPEC_MOST
 
 
+def test_the_run_options_bounds_and_defaults_are_their_owners():
+    """What argparse spells without importing its owner (quick commands stay quick) is the owner's: a spec's limits
+    (runner.spec), the store's timeout (runner.store) and a run's options (runner.run.Options)."""
+    from pydantic import ValidationError
+
+    from runner.cli import BUDGET, SOAK_SECONDS, build_parser
+    from runner.run import Options
+    from runner.spec import DEFAULT_MAX_CELLS, TimingSettings
+    from runner.store import DEFAULT_TIMEOUT_S
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    helps = {a.dest: " ".join(a.help.split()) for a in run._actions if a.help}
+    assert f"(default: {DEFAULT_TIMEOUT_S:g})" in helps["store_timeout"]
+    assert f"max_cells, {DEFAULT_MAX_CELLS:,} unless set" in helps["max_cells"]
+    given = run.parse_args(["spec.yaml"])
+    assert (given.flush_every, given.compile_ahead == "on") == (Options().flush_every_s, Options().compile_ahead)
+    for field, bound in (("budget_s", BUDGET), ("soak_s", SOAK_SECONDS)):
+        TimingSettings(**{field: bound.high})
+        with pytest.raises(ValidationError):
+            TimingSettings(**{field: bound.high * 1.001})
+
+
 def test_a_shard_without_a_run_id_is_bad_input(spec_path, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("ATTNBENCH_RUN_ID", raising=False)
     result = in_process(capsys, "run", spec_path, "--out", tmp_path, "--shard", "0/2")
