@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 
 from runner import gpu
 from runner.record import PowerState, Span, Telemetry
+from runner.spec import TimingSettings
 
 # NVML's clock event (throttle) reason bits, in words
 THROTTLE = {
@@ -35,14 +36,15 @@ THROTTLE = {
 INTERVAL_S = 0.01  # NVML updates power and clocks about this often
 SETTLE_WINDOW_S = 0.5  # steady: the clock must hold for this long ...
 SETTLE_TOLERANCE = 0.01  # ... within 1 % ...
-HEAVY_MIN_S = 1.0  # ... after at least this long back to back: the power cap can take most of a second to act
+SPEC_DEFAULTS = TimingSettings()  # the steady rules' numbers are the spec's (timing.*), owned there, not here
+HEAVY_MIN_S = SPEC_DEFAULTS.heavy_after_s  # ... after at least this long back to back (a cap can take a second to act)
 POWER_CAP = 0x4
 # at the cap: the power drawn over the last window within 5 % of the window before: more than the energy counter's
 # steps move a 0.5 s window, less than a ramp from idle to the cap does (docs/benchmarks.md, "The numbers behind
 # the runner's constants")
 CAP_TOLERANCE = 0.05
-LIGHT_LOAD = 0.8  # drawing less than this share of the power limit, with no throttle reason, nothing caps the clock
-LIGHT_AFTER_S = 0.4  # ... judged only once the load has run this long (the spec's timing.light_after_s)
+LIGHT_LOAD = SPEC_DEFAULTS.light_share  # drawing less than this share of the power limit, no throttle reason: uncapped
+LIGHT_AFTER_S = SPEC_DEFAULTS.light_after_s  # ... judged only once the load has run this long
 LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load, past its lag
 ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured: docs/benchmarks.md)
 ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / (ENERGY_SPAN_S - ENERGY_STEP_S) (6 %)

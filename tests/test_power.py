@@ -291,3 +291,11 @@ def test_a_light_state_beside_a_throttle_reason_in_its_samples_reads_unsettled_a
     idle = seen.model_copy(update={"throttle": ["idle"]})
     capped = light.model_copy(update={"rule": "capped", "note": "at the power cap (690 W drawn)"})
     assert power.not_light(light, idle) == light and power.not_light(capped, seen) == capped
+
+
+def test_the_steady_rules_defaults_are_the_specs():
+    """A run's rules are Rules.of(its spec's timing); the defaults these tests and settle() use are the same numbers,
+    owned by runner.spec, so a default changed there changes here."""
+    from runner.spec import TimingSettings
+
+    assert power.Rules() == power.Rules.of(TimingSettings())
