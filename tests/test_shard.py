@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runner.cells import expand, run_class
-from helpers import REPO
+from helpers import REPO, script
 from runner.shard import Shard, assign, cell_ms, families, parse_shard, select, shard_from_env
 from runner.spec import parse_spec
 
@@ -128,3 +128,11 @@ def test_hopper_long_keeps_each_shapes_cells_on_one_shard_as_balanced_as_whole_f
 
 def test_assignment_does_not_depend_on_cell_order(cells):
     assert assign(cells, 3) == assign(list(reversed(cells)), 3)
+
+
+def test_a_run_takes_as_many_shards_as_an_indexed_job_holds():
+    """k8s/render.py refuses more shards than Kubernetes' bound on an Indexed Job (JOB_MAX), the runner more than
+    MAX_SHARDS: one number spelt in both, so they must agree (render.py could read the runner's, as for families)."""
+    from runner.shard import MAX_SHARDS
+
+    assert script("k8s/render.py").JOB_MAX == MAX_SHARDS
