@@ -209,6 +209,41 @@ def test_checkov_passes_terraform_with_every_skip_explained():
     print("\n".join(skips(reports)))
 
 
+# ---- the GPUs the docs offer against the pools terraform makes ------------------------------------------------------
+
+NO_POOL = "no node pool"  # what the docs say of an overlay terraform makes no pool for
+SUBMIT = re.compile(r"^\s+make (?:submit|nightly|render) .*\bGPU=(\S+)", re.MULTILINE)
+
+
+def pool_needs(config: dict) -> dict[str, str | None]:
+    """Each overlay under k8s/overlays -> what it needs from terraform: None where the defaults make its pool, the
+    variable that sizes its pool where that defaults to 0 nodes, NO_POOL where terraform makes none."""
+    pools = next(block["gpu_pools"] for block in config["locals"] if "gpu_pools" in block)
+    defaults = {name: body.get("default") for block in config["variable"] for name, body in block.items()}
+    needs = {}
+    for overlay in sorted(p.name for p in (REPO / "k8s" / "overlays").iterdir()):
+        sized_by = re.fullmatch(r"\$\{var\.(\w+)\}", pools[overlay]["max_nodes"]).group(1) if overlay in pools else None
+        needs[overlay] = NO_POOL if sized_by is None else (sized_by if not defaults[sized_by] else None)
+    return needs
+
+
+def sections(text: str) -> list[str]:
+    return re.split(r"^#+ ", text, flags=re.MULTILINE)
+
+
+def test_a_command_on_a_gpu_without_a_default_pool_says_what_it_needs(config):
+    """A GPU pool that terraform's defaults do not make leaves the pod Pending (a nightly's fails DeadlineExceeded
+    after 6 h): a `make submit/nightly GPU=X` line in the docs stands in a section that names what X needs."""
+    needs = pool_needs(config)
+    assert needs["l4"] is None and needs["h100"] == "h100_max_nodes" and needs["h100-x8"] == NO_POOL
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for section in sections(page.read_text()):
+            found += [f"{page.name}: GPU={gpu} without `{needs[gpu]}` in its section ({section.splitlines()[0]})"
+                      for gpu in SUBMIT.findall(section) if needs[gpu] and needs[gpu] not in section]
+    assert not found, "\n".join(found)
+
+
 # ---- the google provider's schema ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
