@@ -244,6 +244,17 @@ def test_a_command_on_a_gpu_without_a_default_pool_says_what_it_needs(config):
     assert not found, "\n".join(found)
 
 
+def test_the_runbook_lists_every_overlay_and_component_and_what_each_gpu_needs(config):
+    runbook = (REPO / "docs" / "gke.md").read_text()
+    where = next(p for p in runbook.split("\n\n") if p.startswith("What is where"))
+    for kind in ("overlays", "components"):
+        for folder in (REPO / "k8s" / kind).iterdir():
+            assert f"`{folder.name}`" in where or f"k8s/{kind}/{folder.name}`" in where, f"What is where: {kind}/{folder.name}"
+    row = next(line for line in runbook.splitlines() if line.startswith("| `GPU` |"))
+    for overlay, need in pool_needs(config).items():
+        assert f"`{overlay}`" in row and (need is None or f"{need}" in row), f"the GPU row on {overlay}: {need}"
+
+
 # ---- the google provider's schema ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
