@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("schema", help="print the spec's JSON Schema")
 
     dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
-    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: examples/results/)")
+    dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: $ATTNBENCH_RESULTS, else "
+                           "examples/results/)")
     dashboard.add_argument("--port", type=PORT, default=8501, help=f"port to serve on, {PORT.range} (default: 8501)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
     return parser

@@ -499,6 +499,24 @@ def test_show_parquet_without_pyarrow_says_which_extra_to_install(run, tmp_path,
     assert not (tmp_path / "cells.parquet").exists()
 
 
+def test_the_dashboards_default_results_are_what_its_help_says(monkeypatch, tmp_path):
+    """Without --results the dashboard is given none and reads $ATTNBENCH_RESULTS, else the shipped runs, as the
+    help says (dashboard/data.py owns the default; the help named the shipped runs alone)."""
+    from dashboard.data import RESULTS_ENV, SHIPPED_RESULTS, results_uri
+    from runner.cli import build_parser, dashboard_argv
+
+    parser = build_parser()
+    args = parser.parse_args(["dashboard"])
+    argv = dashboard_argv(args)
+    passed = argv[argv.index("--") + 1:] if "--" in argv else []  # the app's own arguments, as streamlit hands them on
+    help_text = " ".join(parser._subparsers._group_actions[0].choices["dashboard"].format_help().split())
+    assert f"(default: ${RESULTS_ENV}, else {SHIPPED_RESULTS.relative_to(REPO)}/)" in help_text
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    assert results_uri(passed) == str(SHIPPED_RESULTS)
+    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
+    assert results_uri(passed) == str(tmp_path)
+
+
 def test_dashboard_without_streamlit_says_which_extra_to_install(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "streamlit", None)  # as in the core install
     result = in_process(capsys, "dashboard")
