@@ -101,6 +101,18 @@ def test_the_runner_image_names_the_commit_it_was_built_from():
         assert lines.index(SHA) < lines.index(builds[0]), f"{runbook}: SHA is set before the build"
 
 
+def test_a_runner_built_without_the_commit_records_none(monkeypatch, tmp_path):
+    """The image has no git: built without the build arg, ENV gives an empty ATTNBENCH_GIT_SHA and git_sha is null,
+    never an empty string or a guess (docs/gke.md, step 2); with it, the commit as given."""
+    from runner.machine import git_sha
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git on it, as in the image
+    monkeypatch.setenv("ATTNBENCH_GIT_SHA", "")
+    assert git_sha() is None
+    monkeypatch.setenv("ATTNBENCH_GIT_SHA", "0123abc-dirty")
+    assert git_sha() == "0123abc-dirty"
+
+
 def test_both_images_hold_the_published_figures_where_runner_published_looks():
     """runner/published.py reads ATTNBENCH_REFERENCE, else the checkout's docs/reference, which no image has: the
     runner's compare --report (the nightly's report) and the dashboard draw the published tables beside the runs."""
