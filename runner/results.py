@@ -21,21 +21,23 @@ from pydantic import ValidationError
 from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
 from runner.shard import MAX_SHARDS, parse_shard
 
-MANIFEST = "manifest.json"
-CELLS = "cells.jsonl"
-PART = r"(?P<kind>manifest|cells|inflight)(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
-PART_OBJECT = re.compile(PART + r"(?:\.(?P<ext>jsonl?)|/(?P<key>[0-9a-f]{16})\.json)")
+EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}  # a part's objects, as written and as read
+MANIFEST = f"manifest.{EXTENSION['manifest']}"
+CELLS = f"cells.{EXTENSION['cells']}"
+PART = rf"(?P<kind>{'|'.join(EXTENSION)})(?:-(?P<index>0|[1-9]\d*)-of-(?P<count>[1-9]\d*))?"
+EXTENSIONS = "|".join(sorted(set(EXTENSION.values())))
+PART_OBJECT = re.compile(PART + rf"(?:\.(?P<ext>{EXTENSIONS})|/(?P<key>[0-9a-f]{{16}})\.json)")
 PART_FOLDER = re.compile(PART)  # the folder of a part's per-cell objects (cells, cells-0-of-2), or a name of its form
-EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}
 LEGACY_ORDER_CELLS = 200_000  # runs without a cell order are put in spec order only for specs up to this many cells
 
 
 def part_names(shard: str | None) -> tuple[str, str]:
     """(manifest, cells) object names of the whole run (shard None) or of shard 'i/n'."""
-    if shard is None:
-        return MANIFEST, CELLS
-    part = parse_shard(shard)
-    return f"manifest-{part.index}-of-{part.count}.json", f"cells-{part.index}-of-{part.count}.jsonl"
+    return _part_object("manifest", shard), _part_object("cells", shard)
+
+
+def _part_object(kind: str, shard: str | None) -> str:
+    return f"{kind}{_suffix(shard)}.{EXTENSION[kind]}"
 
 
 def _suffix(shard: str | None) -> str:
@@ -51,7 +53,7 @@ def cell_object(run_id: str, shard: str | None, key: str) -> str:
 
 
 def inflight_name(shard: str | None) -> str:
-    return f"inflight{_suffix(shard)}.json"
+    return _part_object("inflight", shard)
 
 
 def part_of(name: str) -> tuple[str, str | None] | None:

@@ -365,3 +365,15 @@ def test_a_run_without_a_manifest_is_named_by_its_folder_and_the_stores_top_hold
     assert assemble("gs://bucket/nightly/run-1/", {}).run_id == "run-1"
     assert assemble("store/a-copy", {MANIFEST: manifest().model_dump_json().encode()}).run_id == RUN_ID  # its own
     assert run_folders(["manifest.json", "cells.jsonl", "a/manifest.json"]) == {"a": ["a/manifest.json"]}
+
+
+@pytest.mark.parametrize("shard", [None, "0/1", "2/3"])
+def test_every_name_a_writer_gives_reads_back_as_its_kind_and_shard(shard):
+    """The spool and uploader name a part's objects (part_names, inflight_name, cell_object) from the table readers
+    match them by (results.EXTENSION): one owner, so what is written is never read as no object of the run."""
+    from runner.results import cell_object, inflight_name, part_names, part_of, run_of
+
+    manifest, cells = part_names(shard)
+    leaf = run_of(cell_object("run", shard, "0123456789abcdef"))[1]
+    found = [part_of(name) for name in (manifest, cells, inflight_name(shard), leaf)]
+    assert found == [(kind, shard) for kind in ("manifest", "cells", "inflight", "cell")]
