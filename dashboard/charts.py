@@ -35,8 +35,9 @@ AXES = {
     "pct_of_bandwidth": "% of measured bandwidth", "gbps": "GB/s (Q, K, V, O once)",
     "temp_mib": "compiled temp memory (MiB)", "kv_cache_mib": "KV cache (MiB)", "sm_clock_median_mhz": "SM clock (MHz)",
     "power_mean_w": "mean power (W)", "attention": "attention (KV heads K)", "median_ms": "median latency (ms)",
-    "us_per_token": "µs per generated token (B × T new)", "t_s": "seconds under load", "sm_clock_mhz": "SM clock (MHz)",
-    "power_w": "power (W)", "temperature_c": "temperature (°C)", "devices": "devices the sequence is split across", "efficiency": "scaling efficiency: t(1) / (D × t(D))",
+    "us_per_token": "µs per generated token (B × T new)", "devices": "devices the sequence is split across",
+    "efficiency": "scaling efficiency: t(1) / (D × t(D))", "t_s": "seconds under load", "sm_clock_mhz": "SM clock (MHz)",
+    "power_w": "power (W)", "temperature_c": "temperature (°C)",
 }
 
 

@@ -199,7 +199,7 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
     if ok.empty:
         st.info("No measured cell in the selection.")
         return
-    mode, gpu_state, as_markdown = st.columns([3, 1, 1])
+    mode, gpu_state, as_markdown = st.columns(3)  # each toggle's label whole at 1280 px (a fifth of the row cut it)
     speedups = mode.segmented_control("Show", ["latency", "speed-up"], key="y", bind="query-params",
                                       default="latency",
                                       help=f"speed-up: the baseline's latency ({sel.baseline}) over each variant's")
@@ -430,7 +430,8 @@ def soak(snap: data.Snapshot, sel: Selection) -> None:
     st.caption("Each cell run back to back from idle in one unbroken stream of calls (one CUPTI session): what the "
                "GPU sustains as its power controller and temperature settle. Bins of the calls that ended in them.")
     subtitle = tables.fixed_shape(sel.cells[sel.cells["key"].isin(points["key"])])
-    plot_beside({f"soak-{y}": charts.soak_lines(points, y, sel.style, what, subtitle) for y, what in SOAK_CHARTS.items()})
+    plot_beside({f"soak-{y}": charts.soak_lines(points, y, sel.style, what, subtitle)
+                 for y, what in SOAK_CHARTS.items()})
 
 
 @guarded
