@@ -391,13 +391,14 @@ TABLES_OUT = """[...document.querySelectorAll('[role=tabpanel]:not([hidden]) [da
     + t.scrollWidth - t.clientWidth]).filter(([head, over]) => over > 0)"""
 
 
-# Text the page cuts off with an ellipsis (a widget's label too narrow for its column)
-CUT = """[...document.querySelectorAll('[data-testid=stMain] *')].filter(e => getComputedStyle(e).textOverflow ===
-  'ellipsis' && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"""
+# Text the page cuts off: with an ellipsis (a widget's label too narrow for its column), or a choice's value clipped
+CUT = """[...document.querySelectorAll('[data-testid=stMain] *')].filter(e => (getComputedStyle(e).textOverflow ===
+  'ellipsis' || e.matches('[data-testid=stSelectbox] input')) && e.scrollWidth > e.clientWidth + 1)
+  .map(e => e.textContent || e.value)"""
 
 
 @pytest.mark.parametrize("tab, width", [("Latency", 1280), ("Throughput", 1280), ("Latency", 1920),
-                                        ("History", 1920)])
+                                        ("History", 1280)])
 def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_rows(browser, url, tab, width):
     """Three llama3.1-70b runs, three variants, the clock-unstable ring and both published series, in a 1280 px
     window (a chart beside another or beside a table: the narrowest plots a chart gets) and a 1920 px one: in every
@@ -406,7 +407,8 @@ def test_long_legends_and_titles_wrap_into_rows_of_their_own_and_leave_no_blank_
     of its chart; a long title or subtitle wraps onto lines the top margin was given, inside the chart and above its
     plot. The wider window draws the legends in the same rows (their columns are fractions of the plot's width), so
     no blank row stands under a legend, nor under History's full-width one. The nvbench table beside the chart fits
-    its column, where Streamlit's padding ran it 49 px under the next, and no label is cut to an ellipsis."""
+    its column, where Streamlit's padding ran it 49 px under the next, and no label or chosen value is cut (History's
+    spec, GPU and policy)."""
     page = browser.new_page()
     page.set_viewport_size({"width": width, "height": 1000})
     runs = "&".join(f"run=llama3.1-70b-{r}" for r in ("20261206-tefp8", "20261204-padded", "20261204-xla"))
