@@ -17,8 +17,8 @@ import jax
 
 from runner import power
 from runner.record import PowerState, Soak, SoakPoint, Telemetry, Window
-from runner.spec import TimingSettings
-from runner.timers import FLOOR_SAMPLES, Limits, Sampled, Stopwatch, Timer, limits, sample, summarise
+from runner.spec import FLOOR_SAMPLES, TimingSettings
+from runner.timers import Limits, Sampled, Stopwatch, Timer, limits, sample, summarise
 
 
 @dataclass

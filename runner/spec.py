@@ -22,6 +22,7 @@ NAME_MAX_LENGTH = 100
 RUN_ID_MAX_LENGTH = NAME_MAX_LENGTH + len("-20260101-120000")  # a spec's name and the time its run started
 DEFAULT_MAX_CELLS = 100_000
 MAX_CELLS = 1_000_000  # the most a spec may allow: expanding a million cells takes seconds and a gigabyte
+FLOOR_SAMPLES = 3  # the fewest samples a timer takes when the budget cuts min_samples short (runner.timers obeys it)
 
 # A spec is a page or two of YAML. These bounds stop a file, a nesting or an alias bomb long before it costs
 # time or memory; each is far beyond any real spec (lab5.yaml: 2 KiB, 6 levels, 169 values).
@@ -82,7 +83,7 @@ class TimingSettings(_Model):
     warmup: int = Field(3, strict=True, ge=0, le=10_000, description="Calls after compilation that are not timed (one, when "
                         "the calls are too slow for the budget).")
     min_samples: Count = Field(10, description="Samples taken before the noise test may stop (within the budget; "
-                               "calls too slow for it stop at 3 samples).")
+                               f"calls too slow for it stop at {FLOOR_SAMPLES} samples).")
     max_samples: Count = Field(500, description="Hard cap on samples.")
     target_noise: PositiveFloat = Field(0.05, description="Stop once IQR/median is at or below this.")
     budget_s: Seconds = Field(2.0, description="Time budget per cell and timer for sampling, in seconds.")

@@ -15,10 +15,9 @@ from typing import Callable, Protocol
 import numpy as np
 
 from runner.record import TimerSummary
-from runner.spec import TimingSettings
+from runner.spec import FLOOR_SAMPLES, TimingSettings
 
 BATCH = 5  # samples asked of a timer at a time
-FLOOR_SAMPLES = 3  # the fewest samples a timer takes, when the budget cuts min_samples short
 
 
 class Stopwatch:

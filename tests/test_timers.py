@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner.spec import TimingSettings
+from runner.spec import FLOOR_SAMPLES, TimingSettings
 from runner.timers import BATCH, Limits, Samples, limits, sample, summarise
 
 
@@ -63,11 +63,13 @@ def test_the_budget_stops_noisy_sampling_after_min_samples():
     assert got.seconds == pytest.approx(1.6)
 
 
-def test_calls_too_slow_for_the_budget_take_one_warm_up_and_three_samples():
+def test_calls_too_slow_for_the_budget_take_one_warm_up_and_the_floor_of_samples_the_spec_states():
+    """FLOOR_SAMPLES, which the spec's min_samples states to its readers (schema, docs reference)."""
     timer = Scripted([1.0, 2.0] * 100)  # noisy: only the budget stops it
     got = sample(timer, None, (), Limits(3, 10, 300, 0.05, 0.2), Clock(1.0))  # each call seems to take 1 s
-    assert timer.calls == [1, 1, 1, 1]  # one warm-up call, then samples one at a time
-    assert got.summary.samples == 3 and not got.summary.converged
+    assert timer.calls == [1] * (1 + FLOOR_SAMPLES)  # one warm-up call, then samples one at a time
+    assert got.summary.samples == FLOOR_SAMPLES and not got.summary.converged
+    assert f"stop at {FLOOR_SAMPLES} samples" in TimingSettings.model_fields["min_samples"].description
 
 
 def test_a_slow_untimed_call_just_made_is_the_warm_up():
