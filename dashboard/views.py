@@ -671,11 +671,17 @@ def status_changes(found: comparison.Comparison) -> None:
                  "`attnbench compare` counts it")
     if len(found.changes):
         st.caption("Status changes (A → B)")
-        st.dataframe(found.changes, hide_index=True)
+        st.dataframe(key_last(found.changes), hide_index=True)
     for which, only in (("A", found.only_a), ("B", found.only_b)):
         if len(only):
             st.caption(f"{len(only)} cell(s) only in {which}")
-            st.dataframe(only, hide_index=True)
+            st.dataframe(key_last(only), hide_index=True)
+
+
+def key_last(cells: pd.DataFrame) -> pd.DataFrame:
+    """A table of cells with their key (a hash: it tells cells apart, it says nothing to a reader) as its last column,
+    so a 1280 px window shows the reason or the times first."""
+    return cells[[*(c for c in cells.columns if c != "key"), "key"]]
 
 
 def compare_results(found: comparison.Comparison) -> None:
@@ -703,7 +709,7 @@ def compare_results(found: comparison.Comparison) -> None:
                                f"(beyond {threshold} and both runs' IQR), grey within noise"),
              "compare", share=3 / 5)
     st.caption("Every shared cell (click a header to sort)")
-    st.dataframe(table.drop(columns=tables.SHAPE), hide_index=True, column_config={
+    st.dataframe(key_last(table.drop(columns=tables.SHAPE)), hide_index=True, column_config={
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
         "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
         "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g"),

@@ -453,6 +453,10 @@ def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
 def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypatch):
     app = open_app(monkeypatch, tab="Compare", a=LAB5_NO_TE, b=LAB5)
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
+    # a cell's key (a hash) last in every table of cells: the reason a status changed, or the times, read first
+    changes, shared = table(app, "regression"), table(app, "verdict")
+    assert list(changes.columns)[:6] == ["experiment", "variant", "shape", "a", "b", "reason"]
+    assert list(changes.columns)[-1] == list(shared.columns)[-1] == "key"
     environment = next(d.value for d in app.dataframe if LAB5_NO_TE in d.value.columns)
     assert "version cudnn" in list(environment.index[:4])
 
