@@ -17,7 +17,7 @@ import jax
 
 from runner import power
 from runner.record import PowerState, Soak, SoakPoint, Telemetry, Window
-from runner.spec import FLOOR_SAMPLES, TimingSettings
+from runner.spec import CARRY_GAP_S, FLOOR_SAMPLES, TimingSettings
 from runner.timers import Limits, Sampled, Stopwatch, Timer, limits, sample, summarise
 
 
@@ -133,9 +133,6 @@ def _window(readings: list[power.Reading], begin: float, end: float) -> list[pow
     lo = max(0, (inside[0] if inside else next((i for i, r in enumerate(readings) if r.t > end), len(readings))) - 1)
     hi = min(len(readings), (inside[-1] + 2) if inside else lo + 2)
     return readings[lo:hi]
-
-
-CARRY_GAP_S = 1.0  # a stream that starts within this long of the last one's end continues its load
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ RUN_ID_MAX_LENGTH = NAME_MAX_LENGTH + len("-20260101-120000")  # a spec's name a
 DEFAULT_MAX_CELLS = 100_000
 MAX_CELLS = 1_000_000  # the most a spec may allow: expanding a million cells takes seconds and a gigabyte
 FLOOR_SAMPLES = 3  # the fewest samples a timer takes when the budget cuts min_samples short (runner.timers obeys it)
+CARRY_GAP_S = 1.0  # carry_cap: a stream that starts within this long of the last one's end continues its load
 
 # A spec is a page or two of YAML. These bounds stop a file, a nesting or an alias bomb long before it costs
 # time or memory; each is far beyond any real spec (lab5.yaml: 2 KiB, 6 levels, 169 values).
@@ -103,9 +104,10 @@ class TimingSettings(_Model):
     light_after_s: Seconds = Field(0.4, le=60, description="steady: a load is judged too light to be capped only after "
                                    "this long under load, with no throttle reason since it began (on an H200 a heavy "
                                    "kernel meets the power cap's reason within 0.2 s; the energy counter lags 0.1 s).")
-    carry_cap: bool = Field(False, description="steady: a stream that starts within 1 s of a capped cell's stream is "
-                            "judged capped on its own readings, without the heavy_after_s wait (off until checked on "
-                            "the H200 against the independent protocol: scripts/steady_crosscheck.py --carried).")
+    carry_cap: bool = Field(False, description=f"steady: a stream that starts within {CARRY_GAP_S:g} s of a capped "
+                            "cell's stream is judged capped on its own readings, without the heavy_after_s wait (off "
+                            "until checked on the H200 against the independent protocol: scripts/steady_crosscheck.py "
+                            "--carried).")
     light_share: float = Field(0.8, gt=0, le=1, description="steady: a load is light when it draws less than this "
                                "share of the power limit (by the energy counter, at its worst-case step error).")
     soak_s: Seconds | None = Field(None, le=3600, description="On a GPU, after its samples run each ok cell back to "

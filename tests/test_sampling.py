@@ -232,8 +232,10 @@ def test_a_stream_that_continues_a_capped_load_is_judged_by_the_caps_own_proof_w
 
 
 def test_a_carry_after_a_long_gap_or_from_a_light_load_or_without_the_caps_reason_throughout_waits():
-    from runner.sampling import CARRY_GAP_S, Carry
+    from runner.sampling import Carry
+    from runner.spec import CARRY_GAP_S, TimingSettings
 
+    assert f"within {CARRY_GAP_S:g} s of a capped cell's" in TimingSettings.model_fields["carry_cap"].description
     late, _ = in_load(at_the_cap(), Carry("capped", since=-5.0, ended=-CARRY_GAP_S - 0.1), carry_cap=True)
     assert late.power.load_s >= 1.0 and late.power.carried_s == 0.0 and late.carry.since >= 0.0
     light, _ = in_load(at_the_cap(), Carry("light", since=-5.0, ended=-0.05), carry_cap=True)
