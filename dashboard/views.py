@@ -14,6 +14,7 @@ from dashboard import charts, data, published, tables, widgets
 from runner import compare as comparison
 from runner import leaderboard as board
 from runner import report, shape
+from runner.machine import DIRTY
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -117,7 +118,9 @@ SHA_CHARS = 12  # of a git sha in the overview: enough to tell commits apart, sh
 
 def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
-    return [run, r["spec"], r["gpu"], started, str(r["git_sha"])[:SHA_CHARS]]
+    sha = str(r["git_sha"])
+    commit = sha.removesuffix(DIRTY)  # edited code's suffix stays: the row must not pass it for the commit
+    return [run, r["spec"], r["gpu"], started, commit[:SHA_CHARS] + sha[len(commit):]]
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:

@@ -92,6 +92,9 @@ def versions() -> dict[str, str]:
     return {k: v for k, v in found.items() if v}
 
 
+DIRTY = "-dirty"  # after a commit whose tracked files were edited (`git describe --dirty`'s suffix)
+
+
 def git_sha() -> str | None:
     """The checkout's commit, or ATTNBENCH_GIT_SHA baked into an image; `-dirty` after it (as `git describe
     --dirty` says it) where tracked files differ from that commit, so a run of edited code never passes for it."""
@@ -104,7 +107,7 @@ def git_sha() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     sha = head.stdout.strip()
-    return (sha + "-dirty" if changed.stdout.strip() else sha) or None
+    return (sha + DIRTY if changed.stdout.strip() else sha) or None
 
 
 def describe(device: Device, device_count: int, found_versions: dict[str, str], gpu: GpuFacts | None = None,

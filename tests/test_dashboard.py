@@ -119,6 +119,17 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
     assert len(sha) == 40 and f"| {sha[:12]} |" in texts(llama.markdown) and sha not in texts(llama.markdown)
 
 
+def test_the_runs_table_keeps_the_dirty_suffix_of_edited_code(monkeypatch, tmp_path):
+    """A run of edited code (runner.machine.git_sha's `-dirty` after the commit) reads so in the runs' table, where
+    the sha is cut to 12 characters: the cut takes the commit, not the suffix."""
+    sha = "0123456789abcdef" * 2 + "01234567"
+    for run_id, started, git_sha in (("clean", "2026-12-20", sha), ("edited", "2026-12-21", sha + "-dirty")):
+        run = copy_run(shipped(H200_LONG), run_id, datetime.fromisoformat(f"{started}T03:00:00+00:00"), git_sha)
+        write_run(tmp_path / "h200" / run_id, *run)
+    said = texts(open_app(monkeypatch, tmp_path, run=["edited", "clean"]).markdown)
+    assert "| edited |" in said and f"| {sha[:12]}-dirty |" in said and f"| {sha[:12]} |" in said
+
+
 def test_throughput_without_a_measured_ceiling_says_so_once_and_draws_the_rates_two_to_a_row(monkeypatch):
     """The CPU run has no measured matmul peak or bandwidth: one sentence says so, where each experiment's rate stood
     beside the same sentence; the rates stand two to a row, plots level, in spec order. No FP8 cell is drawn, so
