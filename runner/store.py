@@ -181,11 +181,12 @@ def _leaves(names: Iterable[str], run_id: str) -> dict[str, str]:
 
 def _left_out(location: str, leaves: list[str], others: dict[str, str]) -> list[str]:
     """What a run folder holds under the layout's names that is no object of it (a shard index out of range), or
-    that is no file (a folder named cells.jsonl): said, not left out unseen. A folder below cells/ is not said
-    itself: each object in it is (as a bucket, which has no folders, says them)."""
+    that is no file (a folder named cells.jsonl or manifest.jsonl): said, not left out unseen. A folder below
+    cells/ (a leaf with a slash: runner.results.run_of gives one only there) is not said itself: each object in it
+    is (as a bucket, which has no folders, says them)."""
     problems = [f"{location}/{leaf}: {why}; left out" for leaf in leaves if (why := misnamed(leaf))]
     return problems + [f"{location}/{leaf}: {what}, not a file; left out" for leaf, what in sorted(others.items())
-                       if part_of(leaf) or misnamed(leaf) and what != FOLDER]
+                       if part_of(leaf) or misnamed(leaf) and not (what == FOLDER and "/" in leaf)]
 
 
 class LocalStore(Store):

@@ -123,6 +123,20 @@ def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, c
     assert shown.code == 0 and shown.errors == [f"warning: {where}/cells.jsonl: a folder, not a file; left out",
                                                 f"warning: {where}/inflight.json: a link to nothing, not a file; left out"]
 
+
+def test_a_folder_under_a_misnamed_layout_name_beside_the_cells_is_a_problem(tmp_path):
+    """Empty folders named cells-5-of-2.jsonl and manifest.jsonl beside a valid manifest.json are said by read and
+    the listing alike: only a folder below cells/ goes unsaid (each object in it is said), not every misnamed one."""
+    store = open_store(str(tmp_path))
+    store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
+    for name in ("cells-5-of-2.jsonl", "manifest.jsonl"):
+        (tmp_path / RUN / name).mkdir()
+    where = store.location(RUN)
+    assert store.read(RUN).problems == store.listing()[RUN].problems == [
+        f"{where}/cells-5-of-2.jsonl: a folder, not a file; left out",
+        f"{where}/manifest.jsonl: a folder, not a file; left out"]
+
+
 def test_an_object_below_a_folder_of_a_runs_cells_is_a_problem_of_that_run(store):
     """run/cells/sub/x.json belongs to run, as run/cells/notes.txt does: said by read and the listing, the same in a
     bucket and a local folder (whose folder cells/sub holds the object, and is not said again), never a run of its own."""
