@@ -377,10 +377,18 @@ def per_cell_figures(cells: pd.DataFrame, sel: Selection, y: str) -> dict[str, o
     return found
 
 
+def bound_by_bandwidth(cells: pd.DataFrame) -> bool:
+    """Whether an experiment's cells come nearer the measured memory bandwidth than the matmul peak (a decode), by
+    their median shares: the ceiling that binds them. Runs that measured both record both for every cell, and a
+    prefill's 5 % of bandwidth says nothing beside its 60 % of the peak."""
+    bandwidth, peak = cells["pct_of_bandwidth"].median(), cells["pct_of_peak"].median()
+    return bandwidth == bandwidth and not peak >= bandwidth  # NaN: not measured
+
+
 def share_figure(cells: pd.DataFrame, sel: Selection) -> tuple[str, object] | None:
-    """An experiment's share of its measured ceiling (its key's prefix and figure): bandwidth where recorded (decode),
-    else the matmul peak; None where neither is."""
-    if cells["pct_of_bandwidth"].notna().any():
+    """An experiment's share of the measured ceiling that binds it (its key's prefix and figure): memory bandwidth
+    (decode) or the matmul peak, whichever its cells come nearer; None where neither is measured."""
+    if bound_by_bandwidth(cells):
         return "bandwidth", figure(cells, sel, "pct_of_bandwidth", "% of memory bandwidth", log_y=False)
     if cells["pct_of_peak"].notna().any():
         fig = figure(cells, sel, "pct_of_peak", "% of matmul peak", log_y=False)
