@@ -339,13 +339,14 @@ def bars(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: s
     return fig
 
 
-def peak_lines(fig: go.Figure, highest: float, peak: float | None) -> go.Figure:
-    """The measured bf16 matmul peak once the data comes near it (half of it), and FP8's nominal 2× once data
-    passes it: FP8 runs on FP8 tensor cores, so FP8 cells above 100 % are expected, not an error. (Lines far
-    above small values would squash them flat.)"""
+def peak_lines(fig: go.Figure, highest: float, peak: float | None,
+               named: str = "bf16 matmul peak (measured)") -> go.Figure:
+    """The peak (`named`: the measured bf16 matmul peak, or the MMA peak at a cell's clock) once the data comes near
+    it (half of it), and FP8's nominal 2× once data passes it: FP8 runs on FP8 tensor cores, so FP8 cells above 100 %
+    are expected, not an error. (Lines far above small values would squash them flat.)"""
     if peak is None or math.isnan(peak) or highest < peak / 2:
         return fig
-    level(fig, peak, "bf16 matmul peak (measured)", line_dash="dash", line_color="#444")
+    level(fig, peak, named, line_dash="dash", line_color="#444")
     if highest > peak:
         level(fig, 2 * peak, "FP8 tensor cores: 2× bf16 peak (nominal)", line_dash="dot", line_color="#999")
     return fig

@@ -371,7 +371,8 @@ def per_cell_figures(cells: pd.DataFrame, sel: Selection, y: str) -> dict[str, o
     name, found = cells["experiment"].iloc[0], {}
     if y == "tflops" and "pct_of_clock_peak" in cells and cells["pct_of_clock_peak"].notna().any():
         fig = figure(cells, sel, "pct_of_clock_peak", "% of MMA peak at its clock", log_y=False)
-        found[f"clock-peak-{name}"] = charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0)
+        found[f"clock-peak-{name}"] = charts.peak_lines(fig, cells["pct_of_clock_peak"].max(), 100.0,
+                                                        "MMA peak at its SM clock")
     if y == "gbps" and cells["us_per_token"].notna().any():
         found[f"token-{name}"] = figure(cells, sel, "us_per_token", "µs per generated token")
     return found

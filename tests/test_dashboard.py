@@ -685,12 +685,15 @@ def test_tuning_and_bandwidth_reach_the_tables(monkeypatch, tmp_path):
 def test_the_share_drawn_is_of_the_ceiling_that_binds_the_experiment(monkeypatch):
     """llama3.1-70b's runs measured both ceilings, so every cell records both shares: its prefill (some 60 % of the
     matmul peak, under 7 % of bandwidth) is drawn against the peak, where every experiment was drawn against the
-    bandwidth; the decode run's experiments still are."""
+    bandwidth; the decode run's experiments still are. The share of the MMA peak at each cell's clock names its
+    100 % line so, not as the measured bf16 peak."""
     from dashboard import views
 
     app = open_app(monkeypatch, run="llama3.1-70b-20261206-tefp8", tab="Throughput")
     titles = [heading(f) for f in figures(app)]
     assert "prefill: % of matmul peak vs T" in titles and "prefill: % of memory bandwidth vs T" not in titles
+    clock = next(f for f in figures(app) if heading(f) == "prefill: % of MMA peak at its clock vs T")
+    assert [a["text"] for a in clock["layout"]["annotations"]] == ["MMA peak at its SM clock"]  # not the bf16 peak's
     decode = [heading(f) for f in figures(open_app(monkeypatch, run="decode-20261202", tab="Throughput"))]
     assert "gqa-length: % of memory bandwidth vs S" in decode and not [t for t in decode if "matmul peak" in t]
     both = pd.DataFrame({"pct_of_peak": [60.0, 70.0], "pct_of_bandwidth": [5.0, 6.0]})
