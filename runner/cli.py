@@ -445,9 +445,9 @@ def cmd_run(args, console: Console) -> int:
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-    if refused := outcome.refused:  # the store was out of reach at start-up, so only now could it be checked
-        print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found when "
-              f"the store first answered: nothing uploaded, its {outcome.done} cells are in the spool {spool.dir}",
+    if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
+        print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
+              f"before the first upload: nothing uploaded, its {outcome.done} cells are in the spool {spool.dir}",
               file=sys.stderr)
         return EXIT_INPUT
     return _run_exit(outcome, spool, location)

@@ -413,7 +413,7 @@ def test_a_store_whose_manifests_fail_after_its_probe_is_checked_when_it_answers
     done = in_process(capsys, *args)
     assert f"warning: {out}: unreachable; not checked now that {out / RUN_ID} holds no run of another spec: checked " \
         "when it answers, before anything is uploaded to it\n" in done.err
-    assert done.code == 2 and "found when the store first answered: nothing uploaded" in done.err, done.err
+    assert done.code == 2 and "found before the first upload: nothing uploaded" in done.err, done.err
 
 
 def test_a_run_after_an_upgrade_resumes_by_identity_and_power_policy(run, spec_path):

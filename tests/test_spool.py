@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BUCKET
-from helpers import REPO, attnbench, command, environment, spec_data, write_spec
+from helpers import REPO, attnbench, command, environment, in_process, spec_data, write_spec
 from runner.cells import Cell
 from runner.cli import EXIT_SIGTERM
 from runner.spool import GROUP_S, OtherRun, Spool, Uploader, spool_store
@@ -182,7 +182,7 @@ def refusing_to_join(spool: Spool, store, every_s: float = 0.05) -> Uploader:
     return Uploader(spool, store, every_s, resumes=lambda stored: stored.spec_hash == manifest().spec_hash)
 
 
-def test_a_store_that_first_answers_holding_a_run_of_another_spec_gets_nothing(tmp_path):
+def test_a_store_that_first_answers_holding_a_run_of_another_spec_gets_nothing(tmp_path, capsys):
     """The store's folder was not there when the run started (a file in its place: every write failed) and appears
     holding a run of another spec under the run id: the first upload that reaches it puts nothing, for good, and the
     spool keeps every cell (a9ca381 checked at start-up only, so the two specs' records ended under one run id)."""
@@ -206,6 +206,8 @@ def test_a_store_that_first_answers_holding_a_run_of_another_spec_gets_nothing(t
     uploader.commit(some_records()[1], wait_s=30, stop=threading.Event())  # nothing will be stored: no wait for it
     assert time.monotonic() - started < 10 and uploader.close() is False and uploader.refused.manifest.name == "other"
     assert files_under(blocked) == held and len(spool.records()) == 2
+    shown = in_process(capsys, "show", spool.dir)  # what the refused run's line points to reads as a run
+    assert shown.code == 0 and "2 cells" in shown.out, shown
 
 
 def test_a_bucket_out_of_reach_at_start_is_checked_for_a_run_of_another_spec_when_it_answers(tmp_path, emulator):
