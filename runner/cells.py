@@ -8,13 +8,20 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
-from runner import masks, shape
+from runner import masks, paging, shape
 from runner.metrics import ITEMSIZE, flops, tensor_bytes
-from runner.registry import VARIANTS, cell_problem, option_decline
 from runner.shape import Params, cell_key
 from runner.spec import MAX_CELLS, Experiment, Spec
 
 MAX_INPUT_BYTES = 1 << 40  # no GPU holds 1 TiB: a cell whose inputs alone need more is a typo, refused up front
+
+
+def cell_problem(params: Params) -> str | None:
+    """Why no variant can run these params (determinism without a backward, a packed row that cannot be cut, a
+    serving cell with what it cannot take), or None: the one rule of a cell declined whatever its variant."""
+    if params.deterministic and params.pass_ != "fwd_bwd":
+        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
+    return masks.packing_problem(params) or paging.serving_problem(params)
 
 
 @dataclass(frozen=True)
@@ -201,6 +208,8 @@ def declined_throughout(spec: Spec, exp: Experiment) -> str | None:
 def _options_declined(variants: list[str], params: Params) -> str | None:
     """Each variant's reason when every one declines a model option the cell sets, else None (a variant not
     registered here is taken to run it)."""
+    from runner.registry import VARIANTS, option_decline  # the registry imports this module
+
     reasons = {name: option_decline(VARIANTS[name], params) if name in VARIANTS else None
                for name in dict.fromkeys(variants)}
     if not all(reasons.values()):

@@ -23,7 +23,8 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
-from runner import masks, paging, shape
+from runner import shape
+from runner.cells import cell_problem
 from runner.machine import Device
 from runner.metrics import FP8_MATMULS
 from runner.record import VariantInfo
@@ -277,14 +278,6 @@ def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str
     if reason := _devices_unmet(v, params, device) or cell_problem(params):
         return reason
     return option_decline(v, params) or (v.check(params) if v.check else None)
-
-
-def cell_problem(params: Params) -> str | None:
-    """Why no variant can run these params (determinism without a backward, a packed row that cannot be cut, a
-    serving cell with what it cannot take), or None: the one rule of a cell declined whatever its variant."""
-    if params.deterministic and params.pass_ != "fwd_bwd":
-        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
-    return masks.packing_problem(params) or paging.serving_problem(params)
 
 
 def option_decline(v: Variant, params: Params) -> str | None:

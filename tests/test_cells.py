@@ -10,7 +10,8 @@ from helpers import params, spec_data
 from runner.cells import (Cell, count, expand, family, input_bytes, largest, limits, power_class, reference_shape,
                           resolve, run_class, unsplit)
 from runner.machine import Device
-from runner.registry import VARIANTS, cell_problem, decline, load_all
+from runner.cells import cell_problem
+from runner.registry import VARIANTS, decline, load_all
 from runner.spec import parse_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}
@@ -195,7 +196,7 @@ def test_limits_take_sweeps_with_null_and_the_fewest_tp_shards():
 
 
 def test_a_sweep_that_clashes_at_some_points_runs_the_others_and_declines_those_with_the_reason():
-    """One per-cell rule (registry.cell_problem): a serving cell with ALiBi is declined whatever its variant, the
+    """One per-cell rule (cells.cell_problem): a serving cell with ALiBi is declined whatever its variant, the
     same sweep's cells without run."""
     spec = parse_spec(spec_data({"name": "a", "variants": ["naive", "xla"], "kv_lengths": "equal",
                                  "sweep": {"bias": ["none", "alibi"]}}), KNOWN)
