@@ -119,7 +119,11 @@ def winners(standings: list[Standing], strong=str) -> str:
 
 
 def _percent(fraction: float | None) -> str:
-    return "—" if fraction is None else f"+{fraction:.0%}" if fraction >= 0.005 else "±0%"
+    """A margin (never negative) in whole percent; one that rounds to none is ±0%, not +0%."""
+    if fraction is None:
+        return "—"
+    shown = f"{fraction:.0%}"
+    return "±0%" if shown == "0%" else f"+{shown}"
 
 
 def legacy_of(manifests: Iterable) -> dict[str, str]:

@@ -46,6 +46,10 @@ def test_a_margin_under_half_a_percent_reads_as_none_and_a_lone_winner_has_no_no
     (tiny,) = rank(times(("xla", 1.0), ("cudnn", 1.001), noise=0.0))
     (alone,) = rank(times(("xla", 1.0)))
     assert tiny.decisive and [r["margin"] for r in leaderboard.rows([tiny, alone])] == ["±0%", "—"]
+    for runner_up, said in ((1.004, "±0%"), (1.006, "+1%")):  # the edge: what rounds to 0 %, and what to 1 %
+        (board,) = rank(times(("xla", 1.0), ("cudnn", runner_up), noise=0.0))
+        assert leaderboard.rows([board])[0]["margin"] == said, runner_up
+    assert leaderboard._percent(0.005) == "±0%"  # half a percent rounds to even, 0 %: never +0%
     assert leaderboard.rows(rank(times(("xla", 0.00123))))[0]["ms"] == "1.23"  # the winner's median, in ms
 
 
