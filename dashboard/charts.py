@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from runner import shape
-from runner.figures import VARIANT_COLOURS  # one colour per variant, in the dashboard and the reports
+from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS  # as the reports: a variant's colour, a log axis's ticks
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
@@ -65,8 +65,8 @@ class Style:
 
 def log_ticks(low: float, high: float) -> list[float]:
     """1-2-5 ticks covering [low, high] (plotly's log axis labels only decades, or nothing within one); decades
-    alone past four of them, where 1-2-5 would crowd the axis."""
-    mantissas = (1, 2, 5) if high / low <= 1e4 else (1,)
+    alone past ONE_TWO_FIVE_SPAN, where 1-2-5 would crowd the axis."""
+    mantissas = (1, 2, 5) if high / low <= ONE_TWO_FIVE_SPAN else (1,)
     ticks = [m * 10.0**e for e in range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
              for m in mantissas]
     inside = [t for t in ticks if low <= t <= high]

@@ -23,6 +23,8 @@ VARIANT_COLOURS = {
 }
 SPARE_COLOURS = ["#17becf", "#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
 STYLES = ["-", "--", ":", "-."]
+ONE_TWO_FIVE_SPAN = 1e4  # the widest log axis (high / low: four decades) ticked 1-2-5; a wider one, its powers of
+# ten alone, where 1-2-5 would crowd it (here and in dashboard.charts.log_ticks)
 MAX_SERIES = 10  # lines one chart draws; its subtitle says when there were more (the tables hold every cell)
 SIZE_IN, DPI = (7.0, 3.9), 100
 
@@ -179,10 +181,9 @@ def _log_y(axes) -> None:
 
 
 def _one_two_five(low: float, high: float) -> list[float]:
-    """1, 2 and 5 times each power of ten from `low` to `high`; the powers of ten alone past four decades, where
-    1-2-5 would crowd the axis (dashboard.charts.log_ticks draws the same)."""
+    """1, 2 and 5 times each power of ten from `low` to `high`; the powers of ten alone past ONE_TWO_FIVE_SPAN."""
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    mantissas = (1, 2, 5) if high / low <= 1e4 else (1,)
+    mantissas = (1, 2, 5) if high / low <= ONE_TWO_FIVE_SPAN else (1,)
     return [v for e in range(first, last + 1) for m in mantissas if low <= (v := float(f"{m}e{e}")) <= high]
 
 

@@ -32,6 +32,8 @@ def test_log_ticks_are_1_2_5_with_one_beyond_each_end():
     assert charts.log_ticks(0.004, 0.13) == [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
     assert charts.log_ticks(3, 4) == [2, 5]  # within one decade there are still labels
     assert charts.log_ticks(3e-4, 900) == [1e-4, 1e-3, 1e-2, 0.1, 1, 10, 100, 1000]  # decades past four of them
+    assert charts.log_ticks(1, 9000)[:4] == [0.5, 1, 2, 5]  # four decades: 1-2-5 still
+    assert charts.log_ticks(1, 2e4) == [0.1, 1, 10, 100, 1000, 1e4, 1e5]  # past four, short of five: decades
 
 
 def test_colours_are_fixed_for_known_variants_and_never_repeat():

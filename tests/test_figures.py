@@ -80,6 +80,8 @@ def test_a_log_axis_labels_1_2_5_values_alone_whatever_minor_ticks_matplotlib_pl
 def test_a_log_axis_over_more_than_four_decades_labels_decades_alone_in_plain_numbers():
     """As the dashboard's (dashboard.charts.log_ticks): 1-2-5 up to four decades, decades past them; never 1e+06."""
     assert labelled_y(((1024.0, 0.004), (65536.0, 9000.0))) == ["0.01", "0.1", "1", "10", "100", "1000", "10000"]
+    assert labelled_y(((1024.0, 0.2), (2048.0, 2000.0))) == ["1", "10", "100", "1000"]  # 4 decades, over 4 with margins
+    assert labelled_y(((1024.0, 1.0), (2048.0, 2000.0)))[:4] == ["1", "2", "5", "10"]  # under 4 with margins: 1-2-5
     assert labelled_y(((1024.0, 0.00003), (2048.0, 0.0002))) == ["0.00005", "0.0001", "0.0002"]
     assert labelled_y(((1024.0, 3e5), (4096.0, 4e6))) == ["500000", "1000000", "2000000"]
 
