@@ -219,7 +219,7 @@ def _variants():
 
 def _load(spec_path: str, max_cells: int | None):
     """The spec, refused before it is expanded when its cells are too many or too large for any GPU."""
-    from runner.cells import limits
+    from runner.limits import limits
     from runner.spec import SpecError, load_spec
 
     try:

@@ -7,10 +7,10 @@ import itertools
 import pytest
 
 from helpers import params, spec_data
-from runner.cells import (Cell, count, expand, family, input_bytes, largest, limits, power_class, reference_shape,
-                          resolve, run_class, unsplit)
+from runner.cells import (Cell, cell_problem, count, expand, family, input_bytes, largest, power_class,
+                          reference_shape, resolve, run_class, unsplit)
+from runner.limits import limits
 from runner.machine import Device
-from runner.cells import cell_problem
 from runner.registry import VARIANTS, decline, load_all
 from runner.spec import parse_spec
 
@@ -317,10 +317,10 @@ def test_a_problem_every_cell_inherits_from_the_defaults_is_named_there_once():
 
 
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
-    import runner.cells as cells
+    import runner.limits as limits_module
 
     seen = []
-    monkeypatch.setattr(cells, "cell_problem", lambda p: seen.append(p) or None)
+    monkeypatch.setattr(limits_module, "cell_problem", lambda p: seen.append(p) or None)
     spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [8, 16, 32, 64]}}), KNOWN)
     assert limits(spec) == [] and len(seen) == 1
 

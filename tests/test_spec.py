@@ -263,7 +263,8 @@ def test_file_errors_go_through_the_same_validation(tmp_path):
 
 @pytest.mark.parametrize("path", sorted((REPO / "specs").rglob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_specs_validate(path):
-    from runner.cells import count, expand, limits
+    from runner.cells import count, expand
+    from runner.limits import limits
 
     spec = load_spec(path, set(load_all()))
     assert spec.experiments and limits(spec) == []  # no experiment that every variant declines
