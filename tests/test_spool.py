@@ -210,6 +210,28 @@ def test_a_store_that_first_answers_holding_a_run_of_another_spec_gets_nothing(t
     assert shown.code == 0 and "2 cells" in shown.out, shown
 
 
+def test_a_sibling_shards_manifest_of_the_same_spec_lets_the_shards_upload_land(tmp_path):
+    """Shard 0/2 of this very spec (the same hash) is in the store: shard 1/2, as run.execute runs it, joins the run
+    and its upload lands. Its refusal is of another spec's run only, never of another shard's part."""
+    from rich.console import Console
+
+    from runner import run
+    from runner.cells import expand
+    from runner.registry import load_all
+    from runner.spec import parse_spec
+
+    spec = parse_spec(spec_data({"name": "a", "variants": ["cudnn"]}), set(load_all()))  # declines float32: none run
+    store = LocalStore(tmp_path / "out")
+    sibling = manifest(run_id=RUN, shard="0/2", spec=spec.model_dump(mode="json"), spec_hash=spec.digest())
+    store.put(f"{RUN}/manifest-0-of-2.json", sibling.model_dump_json().encode())
+    cells = expand(spec)
+    with Spool(spool_store(tmp_path / "spool", store), RUN, "1/2") as spool:
+        outcome = run.execute(spec, cells, store, spool, Console(file=open(os.devnull, "w")), [], run.Options())
+    assert outcome.refused is None and outcome.uploaded and outcome.done == len(cells)
+    stored = read_run(store.root / RUN)
+    assert [p.shard for p in stored.parts] == ["0/2", "1/2"] and len(stored.cells) == len(cells)
+
+
 def test_a_bucket_out_of_reach_at_start_is_checked_for_a_run_of_another_spec_when_it_answers(tmp_path, emulator):
     """A shard whose bucket did not answer: the first read that does finds the other shard of another spec's run."""
     from runner.store import open_store
