@@ -11,7 +11,7 @@ from itertools import islice
 from dataclasses import dataclass
 
 from runner import compare, figures, report, shape
-from runner.leaderboard import leaderboard, legacy_notes, legacy_of, rows
+from runner.leaderboard import Standing, leaderboard, legacy_notes, legacy_of, rows, winners
 from runner.record import CellRecord
 from runner.report import COLUMNS, leaderboard_markdown, summary_line
 from runner.results import Run
@@ -70,14 +70,28 @@ def summary(reports: list[Report]) -> str:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{report.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
                      else "No earlier run of this spec identity, GPU, power policy and timer to compare with.")
-        machine = r.run.manifest.machine if r.run.manifest else None
-        contested = [s for s in leaderboard(r.run.cells, machine=machine) if s.variants > 1]
-        if board := leaderboard_markdown(contested, legacy_of([r.run.manifest])):
+        standings = contested(r.run)
+        if standings:
+            parts.append(fastest(standings, lambda variant: f"**{variant}**"))
+        if board := leaderboard_markdown(standings, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
         for t in report.beside_tables(r.run.cells, r.run.manifest):
             parts += [f"### {t.heading}", report.markdown_table(t.header, t.body())]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
     return "\n\n".join(parts) + "\n"
+
+
+def contested(run: Run) -> list[Standing]:
+    """The run's leaderboard over the shapes where two or more variants ran correctly (with its machine, each time's
+    share of the MMA peak at its clock)."""
+    machine = run.manifest.machine if run.manifest else None
+    return [s for s in leaderboard(run.cells, machine=machine) if s.variants > 1]
+
+
+def fastest(standings: list[Standing], strong=str) -> str:
+    """Which variant is fastest where, the first answer under the verdict: runner.leaderboard.winners' line (the
+    dashboard's overview says the same), pointing at the leaderboard below for every shape."""
+    return f"Fastest: {winners(standings, strong)} (every shape: the leaderboard below)."
 
 
 def facts(run: Run) -> list[str]:
@@ -106,10 +120,12 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     run = r.run
     parts = [f"<section id='{_e(run.run_id)}'><h2>{_e(run.run_id)}</h2>",
              "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", verdict_html(r.comparison)]
+    standings = contested(run)
+    if standings:
+        parts.append(f"<p class='fastest'>{fastest(standings, lambda variant: f'<strong>{_e(variant)}</strong>')}</p>")
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
-    machine = run.manifest.machine if run.manifest else None
-    parts += [leaderboard_html(run.cells, legacy_of([run.manifest]), machine),
+    parts += [leaderboard_html(standings, legacy_of([run.manifest])),
               *(table_html(t.heading, t.header, t.body())
                 for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
@@ -153,12 +169,12 @@ def figure_html(chart: figures.Chart, png: bytes) -> str:
             f"{_e(', '.join(chart.runs))}</figcaption></figure>")
 
 
-def leaderboard_html(cells: list[CellRecord], legacy: dict[str, str], machine=None) -> str:
-    contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
-    body = rows(contested, legacy)
+def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
+    """The contested `standings` as a table, each legacy variant it names said under it; "" when there are none."""
+    body = rows(standings, legacy)
     if not body:
         return ""
-    notes = "".join(f"<p class='meta'>{_e(note)}</p>" for note in legacy_notes(contested, legacy))
+    notes = "".join(f"<p class='meta'>{_e(note)}</p>" for note in legacy_notes(standings, legacy))
     return table_html("Leaderboard: the fastest correct variant per shape", list(body[0]),
                       [list(row.values()) for row in body]) + notes
 

@@ -82,6 +82,29 @@ def test_the_report_gives_a_run_the_tables_show_gives_it_beside_its_cells(capsys
     assert "### Serving" not in runs[HOPPER]
 
 
+def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shape_had_two_nothing(capsys, tmp_path):
+    """runner.leaderboard.winners' line (the dashboard overview's), on the page and in summary.md, before the charts
+    and the leaderboard; a run whose every shape ran one correct variant has no leaderboard and no such line."""
+    done = report(capsys, tmp_path, H200 / LAB5_TE)
+    assert done.code == 0, done.err
+    page = (tmp_path / "report" / "index.html").read_text()
+    line = ("<p class='fastest'>Fastest: <strong>cudnn</strong> fastest at 17, <strong>xla</strong> fastest at 1 of "
+            "18 shapes; auto within 5 % of the fastest at 1 of 2 (every shape: the leaderboard below).</p>")
+    assert page.index("REGRESSION") < page.index(line) < page.index("<h3>Charts") < page.index("<caption>Leaderboard")
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    said = "Fastest: **cudnn** fastest at 17, **xla** fastest at 1 of 18 shapes"
+    assert summary.index("REGRESSION") < summary.index(said) < summary.index("### Leaderboard")
+
+    started = datetime.fromisoformat("2026-12-03T00:00:00+00:00")
+    manifest, cells = copy_run(shipped("h200/" + LAB5_TE), "lab5-xla-alone", started)
+    write_run(tmp_path / "store" / "lab5-xla-alone", manifest, [c for c in cells if c.variant == "xla"])
+    alone = report(capsys, tmp_path / "alone", tmp_path / "store" / "lab5-xla-alone")
+    assert alone.code == 0, alone.err
+    page = (tmp_path / "alone" / "report" / "index.html").read_text()
+    assert "<figure class='chart'" in page and "Fastest" not in page and "<caption>Leaderboard" not in page
+    assert "Fastest" not in (tmp_path / "alone" / "report" / "summary.md").read_text()
+
+
 def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
     store = tmp_path / "store"
     shutil.copytree(H200 / HOPPER, store / HOPPER)
@@ -183,9 +206,9 @@ def test_compare_without_matplotlib_keeps_the_gates_verdict_and_says_which_extra
 
 
 def test_the_pages_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it():
-    from runner.artifacts import leaderboard_html
+    from runner.artifacts import contested, leaderboard_html
 
-    html = leaderboard_html(shipped(H200_LONG).cells, {"te": "deprecated; tokamax replaces it"})
+    html = leaderboard_html(contested(shipped(H200_LONG)), {"te": "deprecated; tokamax replaces it"})
     assert "<td>te (legacy)</td>" in html and "<p class='meta'>te (legacy): deprecated; tokamax replaces it</p>" in html
 
 
