@@ -27,6 +27,7 @@ ONE_TWO_FIVE_SPAN = 1e4  # the widest log axis (high / low: four decades) ticked
 # ten alone, where 1-2-5 would crowd it (here and in dashboard.charts.log_ticks)
 MAX_SERIES = 10  # lines one chart draws; its subtitle says when there were more (the tables hold every cell)
 SIZE_IN, DPI = (7.0, 3.9), 100
+FONT_PT = 9  # every text of a chart, its legend and footer too: 12.5 px at DPI, where 7 pt (under 10 px) read small
 
 
 @dataclass(frozen=True)
@@ -132,18 +133,24 @@ def colours(series: tuple[Series, ...]) -> dict[str, str]:
 def draw(chart: Chart, fmt: str = "png") -> bytes:
     """The chart as image bytes (png or svg), the same bytes for the same chart and matplotlib."""
     from matplotlib import rc_context
-    from matplotlib.figure import Figure
 
-    with rc_context({"svg.hashsalt": "attnbench", "svg.fonttype": "none", "font.size": 9}):
-        figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
-        axes = figure.subplots()
-        _plot(axes, chart)
-        figure.suptitle(f"{chart.title}\n{chart.subtitle}", x=0.01, ha="left", fontsize=9)
-        figure.supxlabel(f"runs: {', '.join(chart.runs)}", x=0.01, ha="left", fontsize=7, color="#555")
+    with rc_context({"svg.hashsalt": "attnbench", "svg.fonttype": "none", "font.size": FONT_PT}):
+        figure = figure_of(chart)
         data = io.BytesIO()
         metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
         figure.savefig(data, format=fmt, metadata=metadata)
     return data.getvalue()
+
+
+def figure_of(chart: Chart):
+    """The chart on a matplotlib Figure: its title and subtitle above, the legend right of the plot, the runs below."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=SIZE_IN, dpi=DPI, layout="constrained")
+    _plot(figure.subplots(), chart)
+    figure.suptitle(f"{chart.title}\n{chart.subtitle}", x=0.01, ha="left", fontsize=FONT_PT)
+    figure.supxlabel(f"runs: {', '.join(chart.runs)}", x=0.01, ha="left", fontsize=FONT_PT, color="#555")
+    return figure
 
 
 def _plot(axes, chart: Chart) -> None:
@@ -160,7 +167,7 @@ def _plot(axes, chart: Chart) -> None:
     axes.set_xlabel(chart.x)
     axes.set_ylabel(chart.y)
     axes.grid(True, which="major", color="#e8e8e8")
-    axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    axes.legend(fontsize=FONT_PT, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 
 def _log_y(axes) -> None:

@@ -111,3 +111,21 @@ def test_a_chart_of_a_window_sweep_draws_the_windowed_and_unwindowed_cells_as_tw
                                                          "naive W8": ((32, 0.5), (64, 1.0))}
     assert figures.draw(chart).startswith(b"\x89PNG")
     assert figures.latency_chart("w-a", "e", cells[:2]) is None  # a window alone sweeps no size: its tables show it
+
+
+def test_a_charts_legend_and_runs_read_at_the_house_size_and_the_legend_keeps_off_the_plot():
+    """Ten lines of long labels (MAX_SERIES) in 9 pt, as the titles, right of the plot and inside the figure."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    lines = tuple(figures.Series(f"cudnn_fp8 B{b} N64 K8 causal window 4096", "cudnn_fp8",
+                                 ((1024.0, b / 10), (8192.0, b)), 0) for b in range(1, figures.MAX_SERIES + 1))
+    chart = figures.Chart("c", "t", "s", "x", "y", lines, ("a-run-of-the-night",))
+    with rc_context({"font.size": figures.FONT_PT}):
+        figure = figures.figure_of(chart)
+        FigureCanvasAgg(figure).draw()  # the layout is made when drawn
+    legend, runs = figure.axes[0].get_legend(), figure._supxlabel
+    assert figures.FONT_PT >= 9 and {t.get_fontsize() for t in legend.get_texts()} == {figures.FONT_PT}
+    assert runs.get_text() == "runs: a-run-of-the-night" and runs.get_fontsize() == figures.FONT_PT
+    plot, box, whole = figure.axes[0].get_window_extent(), legend.get_window_extent(), figure.bbox
+    assert plot.x1 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1
