@@ -140,6 +140,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
         text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
     if len(found.no_longer_ok):
         text += f"; {len(found.no_longer_ok)} ok before and not now"
+    if len(found.missing):
+        text += f"; {len(found.missing)} ok before and missing now"
     if len(found.material):
         text += f"; ⚠ differs: {comparison.said(found.material)}"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
@@ -665,9 +667,11 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
 def like_with_like(found: comparison.Comparison) -> None:
     """Which cells the comparison is over, and the differences that change what a time means, beside the verdict;
     a comparison across power policies is labelled as one (the CLI refuses it unless asked)."""
-    st.markdown(f"Over the **{found.common} cells both runs hold** (A {found.common + len(found.only_a)}, B "
-                f"{found.common + len(found.only_b)}), **{len(found.cells)} timed in both**: every count and mean "
-                "below is over those alone.")
+    held = found.common + len(found.only_b)
+    short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
+    st.markdown(f"Over the **{found.common} cells both runs hold** (A {found.common + len(found.only_a) + len(found.missing)}, "
+                f"B {held}{short}), **{len(found.cells)} timed in both**: every count and mean below is over those "
+                "alone.")
     policy_a, policy_b = found.policies
     if policy_a != policy_b:
         st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "
@@ -681,6 +685,10 @@ def status_changes(found: comparison.Comparison) -> None:
     if len(found.no_longer_ok):
         st.warning(f"{len(found.no_longer_ok)} cell(s) were ok in A and are not in B: a regression, as "
                  "`attnbench compare` counts it")
+    if len(found.missing):
+        st.warning(f"{len(found.missing)} cell(s) were ok in A and are missing from B, which planned them: a "
+                   "regression, as `attnbench compare` counts it")
+        st.dataframe(key_last(found.missing), hide_index=True)
     if len(found.changes):
         st.caption("Status changes (A → B)")
         st.dataframe(key_last(found.changes), hide_index=True)

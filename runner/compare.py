@@ -114,9 +114,21 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
 
 
-def only_in(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """A's cells that B lacks (key, experiment, variant, shape, status), in A's order."""
-    missing = a[~a["key"].isin(b["key"])].reset_index(drop=True)
+def planned(manifest: Manifest | None) -> list[str] | None:
+    """The keys of every cell the run planned (its manifest's cell order, every shard's); None for a run from before
+    manifests carried it (its cells_planned counts only the shards that wrote a manifest)."""
+    return manifest.cell_order if manifest else None
+
+
+def lost(a: pd.DataFrame, b: pd.DataFrame, b_planned: list[str] | None) -> pd.Series:
+    """Whether each of A's cells is ok in A and absent from B though B planned it (a shard that never uploaded, a
+    run cut short): a regression. A cell B did not plan (another --only) is only in A."""
+    return a["status"].eq("ok") & ~a["key"].isin(b["key"]) & a["key"].isin(b_planned or ())
+
+
+def only_in(a: pd.DataFrame, b: pd.DataFrame, kept: pd.Series | None = None) -> pd.DataFrame:
+    """A's cells that B lacks (key, experiment, variant, shape, status), in A's order; only those `kept`, if given."""
+    missing = a[~a["key"].isin(b["key"]) & (True if kept is None else kept)].reset_index(drop=True)
     return pd.DataFrame({**{c: missing[c] for c in CELL_COLUMNS[:3]}, "shape": labels(missing),
                          "status": missing["status"]}, columns=[*CELL_COLUMNS, "status"])
 
@@ -300,6 +312,8 @@ class Comparison:
     cells: pd.DataFrame
     summary: pd.DataFrame
     common: int  # cells (keys) in both runs, whatever their status
+    missing: pd.DataFrame  # ok in A, planned by B and absent from it: a regression
+    planned_b: int | None  # the cells B planned (every shard's), None where its manifest does not list them
 
     @property
     def material(self) -> pd.DataFrame:
@@ -320,8 +334,9 @@ class Comparison:
 
     @property
     def regressed(self) -> bool:
-        """Slower beyond noise and the threshold, or ok in A and not in B."""
-        return bool(len(self.slower) or len(self.no_longer_ok))
+        """Slower beyond noise and the threshold, ok in A and not in B, or ok in A and missing from B, which planned
+        it."""
+        return bool(len(self.slower) or len(self.no_longer_ok) or len(self.missing))
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
@@ -331,8 +346,12 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
     table = cells(a, b, timer, threshold)
-    return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b), only_in(a, b),
-                      only_in(b, a), status_changes(a, b), table, summary(table), len(set(a["key"]) & set(b["key"])))
+    b_planned = planned(manifest_b)
+    gone = lost(a, b, b_planned)
+    return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),
+                      only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
+                      len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
+                      None if b_planned is None else len(b_planned))
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:

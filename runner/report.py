@@ -401,6 +401,7 @@ def comparison_sections(found) -> list[tuple]:
     return [
         ("Environment differences", found.environment.rename(columns={"a": "A", "b": "B"})),
         ("Status changes (A → B)", changes.rename(columns={"a": "A", "b": "B"})),
+        ("Missing from B (regressions: ok in A, planned by B, absent)", found.missing),
         ("Cells only in A", found.only_a),
         ("Cells only in B", found.only_b),
         ("Slower (regressions)", _times(found.slower)),
@@ -427,11 +428,14 @@ def verdict(found) -> str:
     from runner.compare import geomean, said
 
     counts = found.cells["verdict"].value_counts()
-    tally = (f"{found.common} cells in both (A {found.common + len(found.only_a)}, B {found.common + len(found.only_b)})"
+    held = found.common + len(found.only_b)
+    short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
+    tally = (f"{found.common} cells in both (A {found.common + len(found.only_a) + len(found.missing)}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×")
     line = f"no regression: {tally}" if not found.regressed else (
-        f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B ({tally})")
+        f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B"
+        + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
     return line + (f" · differs: {said(found.material)}" if len(found.material) else "")
 
 
@@ -467,7 +471,8 @@ def comparison_json(found) -> str:
     document = {
         "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
         "regressed": found.regressed, "verdict": verdict(found),
-        "regressions": [*found.slower["key"], *found.no_longer_ok["key"]],
+        "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
+        "missing_in_b": _records(found.missing), "b_planned": found.planned_b,
         "material_differences": _records(found.material), "environment": _records(found.environment),
         "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
         "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),

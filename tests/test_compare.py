@@ -38,10 +38,14 @@ def three_slower(run) -> list[str]:
 
 
 def copied(tmp_path, run_id: str, started: dt.datetime, template: str = TEMPLATE, factor=lambda cell: 1.0,
-           change=lambda cell: cell, policy: str | None = None, kept: slice = slice(None)) -> str:
+           change=lambda cell: cell, policy: str | None = None, kept: slice = slice(None),
+           order: list[str] | None = None) -> str:
     """A copy of a shipped run in tmp_path/results/RUN_ID, each cell `factor(cell)` times slower, then `change`d;
-    under another power `policy` if given (its spec hash kept: the policy alone differs); only its `kept` cells."""
+    under another power `policy` if given (its spec hash kept: the policy alone differs); only its `kept` cells;
+    planning the cells `order` lists, if given (its manifest's cell_order)."""
     manifest, cells = copy_run(shipped(template), run_id, started, factor=factor)
+    if order is not None:
+        manifest = manifest.model_copy(update={"cell_order": order})
     if policy:
         spec = manifest.spec
         manifest = manifest.model_copy(update={"spec": {**spec, "timing": {**spec["timing"], "power": policy}}})
@@ -162,6 +166,29 @@ def test_two_runs_sharing_some_cells_are_compared_over_those_alone_and_say_how_m
     assert found["cells"] and all(c["ratio"] == 1.0 for c in found["cells"])
     assert f"30 cells in both (A 50, B {total - 20})" in found["verdict"]
     assert "geomean B / A over those 1.000×" in found["verdict"]
+
+
+def test_a_cell_ok_in_a_that_b_planned_and_lacks_is_a_regression_one_b_did_not_plan_is_only_in_a(capsys, tmp_path):
+    """B planned every cell (its manifest's cell order, every shard's: a shard that never uploaded) and holds cells 20
+    on: A's ok cells among the first 20 are regressions, in a table of their own, and the verdict says B holds fewer
+    than it planned. C planned cells 10 on (another --only): cells 0-9 are only in A, as before."""
+    keys, ok = [c.key for c in shipped(TEMPLATE).cells], ok_keys(shipped(TEMPLATE))
+    a = copied(tmp_path, "lab5-a", DAY, order=keys)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), kept=slice(20, None), order=keys)
+    code, found = report(capsys, a, b)
+    lost = [k for k in keys[:20] if k in ok]
+    assert code == 1 and found["regressions"] == lost and [c["key"] for c in found["missing_in_b"]] == lost
+    assert [c["key"] for c in found["only_in_a"]] == [k for k in keys[:20] if k not in ok]
+    assert f"{len(lost)} ok in A and missing from B" in found["verdict"]
+    assert f"(A {len(keys)}, B {len(keys) - 20} of {len(keys)} planned)" in found["verdict"]
+    assert "Missing from B" in in_process(capsys, "compare", a, b).out
+    c = copied(tmp_path, "lab5-c", DAY + dt.timedelta(days=2), kept=slice(20, None), order=keys[10:])
+    code, found = report(capsys, a, c)
+    assert code == 1 and found["regressions"] == [k for k in keys[10:20] if k in ok]
+    assert [c["key"] for c in found["only_in_a"]] == keys[:10] + [k for k in keys[10:20] if k not in ok]
+    d = copied(tmp_path, "lab5-d", DAY + dt.timedelta(days=3), kept=slice(20, None), order=keys[20:])
+    code, found = report(capsys, a, d)
+    assert code == 0 and len(found["only_in_a"]) == 20 and "planned" not in found["verdict"]
 
 
 # --- comparable runs --------------------------------------------------------------------------------------------
