@@ -317,12 +317,15 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
 
 
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
-    """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape."""
+    """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape; a cell
+    sampled unsettled or on an unstable clock, or an FP8 variant's, marked as runner.leaderboard.time_of marks it."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
+    unsettled = _text(ok, "power_settled").eq(False) | _text(ok, "clock_unstable").eq(True)
+    fp8 = _text(ok, "fp8_baseline").notna()
     times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend,
-                              share if share == share else None)
-             for run, label, variant, ms, noise, backend, share in zip(
+                              share if share == share else None, bool(rough), bool(low))
+             for run, label, variant, ms, noise, backend, share, rough, low in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
-                 ok["backend"].where(ok["backend"].notna(), None), shares)]
+                 ok["backend"].where(ok["backend"].notna(), None), shares, unsettled, fp8)]
     return leaderboard.rank(times)

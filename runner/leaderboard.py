@@ -3,7 +3,10 @@
 A shape is every parameter of a cell (runner.shape's axes: B, T, S, N, K, H, dtype, causal, pass); only cells
 with status `ok` (ran and agreed with the reference) compete. For each shape the board gives the winner, its
 margin over the next fastest variant and over `auto` (jax.nn.dot_product_attention with implementation=None:
-what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. Light on
+what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. A time whose power
+state never settled (power.settled false, docs/timing.md) or whose SM clock moved more than 2 % (clock_unstable)
+ranks but is named "unsettled", and a margin it takes part in is never decisive; an FP8 variant (the record's `fp8`)
+ranks beside bf16 ones but is named "(FP8)", as it computes in another precision. Light on
 purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it from the same functions.
 """
 
@@ -31,6 +34,8 @@ class Time:
     noise: float
     backend: str | None = None
     clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock read while this timer sampled
+    unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
+    fp8: bool = False  # the variant computes in FP8 (the record's `fp8`), where the others at a bf16 shape do not
 
 
 @dataclass(frozen=True)
@@ -55,19 +60,30 @@ class Standing:
         return self.auto.seconds / self.winner.seconds - 1 if self.auto else None
 
     @property
+    def unsettled(self) -> bool:
+        """The winner or the runner-up was sampled unsettled (or on an unstable clock)."""
+        return any(t.unsettled for t in (self.winner, self.runner_up) if t)
+
+    @property
     def decisive(self) -> bool:
-        """The margin over the next exceeds both variants' noise: rerunning would likely keep the order."""
-        if self.runner_up is None:
+        """The margin over the next exceeds both variants' noise, both sampled in a settled state: rerunning would
+        likely keep the order."""
+        if self.runner_up is None or self.unsettled:
             return False
         gap = self.margin
         return gap > self.winner.noise and gap > self.runner_up.noise
 
 
+def unsettled(cell: CellRecord) -> bool:
+    """The cell's power state never settled (steady or burst), or its SM clock moved more than 2 % while sampled."""
+    return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
+
+
 def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
     peak at the SM clock read while that timer sampled, where the run's `machine` and the cell's telemetry give it
-    (telemetry spans one timer's samples, the headline's: by another timer, no share; runner.metrics.clock_of); None
-    if it has no time."""
+    (telemetry spans one timer's samples, the headline's: by another timer, no share; runner.metrics.clock_of), and
+    whether it was sampled unsettled and computes in FP8; None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
@@ -78,7 +94,7 @@ def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | 
     tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
     share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
-                share)
+                share, unsettled(cell), cell.fp8 is not None)
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:
@@ -132,8 +148,18 @@ def legacy_of(manifests: Iterable) -> dict[str, str]:
     return {name: info.legacy for m in manifests if m for name, info in m.variants.items() if info.legacy}
 
 
-def _named(variant: str, legacy: Mapping[str, str]) -> str:
-    return f"{variant} (legacy)" if variant in legacy else variant
+def _named(time: Time, legacy: Mapping[str, str]) -> str:
+    """The variant's name with its marks: legacy, FP8 (another precision than the bf16 variants it ranks beside),
+    unsettled (its power state or clock): 'cudnn_fp8 (FP8, unsettled)'."""
+    marks = [m for m, on in (("legacy", time.variant in legacy), ("FP8", time.fp8), ("unsettled", time.unsettled)) if on]
+    return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
+
+
+def _margin(standing: Standing) -> str:
+    """The margin over the next, and why it is not decisive where it is not: unsettled, else within noise."""
+    if standing.runner_up is None or standing.decisive:
+        return _percent(standing.margin)
+    return _percent(standing.margin) + (" (unsettled)" if standing.unsettled else " (within noise)")
 
 
 def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
@@ -143,14 +169,14 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown; a legacy variant is named so; `% MMA@clock`: the winner's
+    """One text row per shape, for a table or markdown; a legacy, FP8 or unsettled variant is named so (`_named`), and
+    a margin that is not decisive says why; `% MMA@clock`: the winner's
     time as a % of its GPUs' MMA peak at the SM clock read while the board's timer took its samples, where any winner
     has one (NVML reads the clock over the headline timer's samples only: a board by another timer, wall, has none)."""
     clocked = any(s.winner.clock_peak is not None for s in standings)
     return [{
-        "shape": s.shape, "fastest": _named(s.winner.variant, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",
-        "next": _named(s.runner_up.variant, legacy) if s.runner_up else "—",
-        "margin": _percent(s.margin) + ("" if s.decisive or s.runner_up is None else " (within noise)"),
+        "shape": s.shape, "fastest": _named(s.winner, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",
+        "next": _named(s.runner_up, legacy) if s.runner_up else "—", "margin": _margin(s),
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),
         **({"% MMA@clock": _share(s.winner.clock_peak)} if clocked else {}),

@@ -317,3 +317,18 @@ def test_a_window_sweep_from_null_is_swept_and_draws_its_windowed_cells_on_their
     pages = pd.DataFrame([{**params(seq_len=1, kv_seq_len=64, page_size=p).as_dict(), "variant": "xla"}
                           for p in (16, None)])
     assert views.size_axis(pages) is None and list(tables.case(pages, ["page_size"])) == ["P16", "dense"]
+
+
+def test_the_dashboard_board_marks_unsettled_and_fp8_cells_as_the_cli_board_does():
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    recorded = snap.cells(("hopper-long-20261202-110136",))
+    fwd_32k = (recorded["seq_len"] == 32768) & (recorded["pass"] == "fwd")
+    rough = recorded.assign(power_settled=~(fwd_32k & recorded["variant"].eq("cudnn_fp8")))
+
+    def row(frame: pd.DataFrame) -> pd.Series:
+        cells = tables.with_rates(frame, snap.runs, "device")
+        return tables.board(cells, tables.standings(cells), {}).set_index("shape").loc[
+            "B1 T32768 N64 K8 H128 bfloat16 causal fwd"]
+
+    assert row(rough)["fastest"] == "cudnn_fp8 (FP8, unsettled)" and row(rough)["margin"].endswith("(unsettled)")
+    assert row(recorded)["fastest"] == "cudnn_fp8 (FP8)" and "unsettled" not in row(recorded)["margin"]

@@ -179,3 +179,38 @@ def test_a_board_where_one_winner_has_a_share_of_the_peak_gives_the_column_and_a
     shares = {"T8": 41.23, "T16": None, "T32": float("nan")}
     board = rank(Time("run", shape, "xla", 1.0, 0.0, clock_peak=share) for shape, share in shares.items())
     assert [row["% MMA@clock"] for row in leaderboard.rows(board)] == ["41.2", "—", "—"]
+
+
+def test_an_unsettled_winner_or_runner_up_is_named_so_and_its_margin_is_never_decisive():
+    """A time sampled before its power state settled (or on a moving clock) ranks, but is flagged, and a margin it
+    takes part in, however wide, says "unsettled" where a settled one would say decisive."""
+    for rough in ("xla", "cudnn"):
+        (board,) = rank([Time("run", "T8", v, s, 0.01, unsettled=v == rough) for v, s in (("xla", 1.0), ("cudnn", 2.0))])
+        row = leaderboard.rows([board])[0]
+        assert board.unsettled and not board.decisive, rough
+        assert row["margin"] == "+100% (unsettled)", rough
+        assert f"{rough} (unsettled)" in (row["fastest"], row["next"]), rough
+    (settled,) = rank(times(("xla", 1.0), ("cudnn", 2.0)))
+    assert settled.decisive and leaderboard.rows([settled])[0]["margin"] == "+100%"
+
+
+def test_a_record_unsettled_by_power_or_clock_is_an_unsettled_time():
+    from runner.record import PowerState
+
+    old = next(c for c in shipped(H200_LONG).cells if c.status == "ok")
+    assert old.power is None and not leaderboard.time_of(old).unsettled  # not observed: not flagged
+    for policy in ("steady", "burst"):
+        settled = old.model_copy(update={"power": PowerState(policy=policy, settled=True)})
+        never = old.model_copy(update={"power": PowerState(policy=policy, settled=False)})
+        assert not leaderboard.time_of(settled).unsettled and leaderboard.time_of(never).unsettled, policy
+    assert leaderboard.time_of(old.model_copy(update={"clock_unstable": True})).unsettled
+
+
+def test_an_fp8_variant_is_named_fp8_beside_the_bf16_variants_it_ranks_with():
+    board = leaderboard.leaderboard(shipped(H200_LONG).cells)
+    fwd_32k = next(s for s in board if s.shape == "B1 T32768 N64 K8 H128 bfloat16 causal fwd")
+    row = leaderboard.rows([fwd_32k])[0]
+    assert row["fastest"] == "cudnn_fp8 (FP8)" and "FP8" not in row["next"]
+    (legacy_fp8,) = rank([Time("run", "T8", "tokamax_triton_fp8", 1.0, 0.0, fp8=True, unsettled=True)])
+    assert leaderboard.rows([legacy_fp8], {"tokamax_triton_fp8": "x"})[0]["fastest"] == (
+        "tokamax_triton_fp8 (legacy, FP8, unsettled)")
