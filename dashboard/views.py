@@ -126,12 +126,14 @@ def _run_row(r: pd.Series, run: str) -> list:
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     """How `run` moved against its predecessor, its worst slow-down, cells no longer ok, and a link to compare
     them."""
-    before = comparison.previous_run(snap.manifests, run)
+    found_before = comparison.previous(snap.manifests, run)
+    before, over = found_before.run, comparison.passed_over(found_before)
     found = comparison.compare(snap.cells((before,)), snap.cells((run,)), snap.manifests[before], snap.manifests[run],
                                timer=sel.timer) if before and sel.timer else None
     table = found.cells if found else pd.DataFrame()
     if table.empty:
-        return "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
+        said = "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
+        return said + (f" ({over})" if over else "")
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
     text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, geomean "
             f"{comparison.geomean(table['ratio']):.3f}×")
@@ -144,6 +146,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
         text += f"; {len(found.missing)} ok before and missing now"
     if len(found.material):
         text += f"; ⚠ differs: {comparison.said(found.material)}"
+    if over:
+        text += f"; {over}"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"
 
 

@@ -665,16 +665,18 @@ def _compared(args) -> tuple:
 
 def _previous_of(b, out: str | None):
     """The run before B in `out`, else in B's parent folder (a folder) or results/: the last earlier run of its spec
-    identity, GPU, power policy and timer (the dashboard's rule, runner.compare.previous_run); None when there is
-    none."""
-    from runner.compare import previous_run
+    identity, GPU, power policy and timer that planned a cell B planned (the dashboard's rule, runner.compare.previous),
+    naming on stderr the newer ones passed over; None when there is none."""
+    from runner.compare import passed_over, previous
 
     store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT), "--out")
     with _store_errors():
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
-        before = previous_run(found, "\0B")
-        return store.read(before) if before else None
+        before = previous(found, "\0B")
+        if before.skipped:
+            print(f"--against previous: {passed_over(before)}", file=sys.stderr)
+        return store.read(before.run) if before.run else None
 
 
 def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) -> list[str]:

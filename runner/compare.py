@@ -7,8 +7,9 @@ interquartile range of that cell); anything less is within noise.
 
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
-attnbench versions), GPU, power policy and timer; and the facts that change what a time means (power policy, library,
-driver and attnbench versions, the GPU's power limit, the spec identity) are named beside every verdict.
+attnbench versions), GPU, power policy and timer that planned a cell in common; and the facts that change what a time
+means (power policy, library, driver and attnbench versions, the GPU's power limit, the spec identity) are named
+beside every verdict.
 """
 
 from __future__ import annotations
@@ -283,15 +284,49 @@ def same_series(a: Manifest, b: Manifest) -> bool:
     return series_key(a) == series_key(b)
 
 
-def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
-    """The run of the same spec identity, GPU, power policy and timer that started last before `key`, if any."""
+NO_CELL_SHARED = "it planned no cell this run planned (another --only, --variants or --where)"
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The run before another (None where there is none) and the newer runs of its series passed over, with why."""
+
+    run: str | None
+    skipped: list[tuple[str, str]]
+
+
+def shares_cells(manifest: Manifest, keys: frozenset[str] | None) -> bool:
+    """Whether the run planned a cell among `keys` (its manifest's cell order); so taken where either side lists
+    none (runs stored before 2026-12-03)."""
+    return keys is None or not manifest.cell_order or not keys.isdisjoint(manifest.cell_order)
+
+
+def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
+    """The run of the same spec identity, GPU, power policy and timer that started last before `key` and planned a
+    cell `key` planned; the newer runs of that series that shared none, each with why."""
     run = manifests[key]
     if run is None:
-        return None
-    series = series_key(run)
-    earlier = [(started(m), k) for k, m in manifests.items()
-               if m and started(m) < started(run) and series_key(m) == series]
-    return max(earlier, key=lambda found: found[0])[1] if earlier else None
+        return Previous(None, [])
+    series, keys = series_key(run), frozenset(run.cell_order) if run.cell_order else None
+    earlier = sorted([(started(m), k) for k, m in manifests.items()
+                      if m and started(m) < started(run) and series_key(m) == series],
+                     key=lambda found: found[0], reverse=True)
+    skipped = []
+    for _, candidate in earlier:
+        if shares_cells(manifests[candidate], keys):
+            return Previous(candidate, skipped)
+        skipped.append((candidate, NO_CELL_SHARED))
+    return Previous(None, skipped)
+
+
+def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
+    """The run `previous` finds before `key`, if any."""
+    return previous(manifests, key).run
+
+
+def passed_over(found: Previous) -> str:
+    """The newer runs of the series `previous` passed over, as one clause: 'passed over p2 (why)'; '' where none."""
+    return "; ".join(f"passed over {run}: {why}" for run, why in found.skipped)
 
 
 # --- the whole comparison ----------------------------------------------------------------------------------------

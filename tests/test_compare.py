@@ -547,6 +547,25 @@ def test_previous_finds_the_run_before_an_upgrade_and_names_attnbench_beside_the
     assert {"fact": "spec hash", "a": "368e31dd7f4dae7f", "b": today.digest()} in found["environment"]
 
 
+def test_previous_passes_over_a_newer_run_of_the_series_that_planned_no_cell_b_planned_and_says_so(capsys, tmp_path):
+    """p1 and p3 ran --only the first 40 cells, p2 between them the rest (--only, --variants and --where leave the
+    spec identity as it is): p3's previous run is p1, and p2 is named as passed over, with why."""
+    keys = [c.key for c in shipped(TEMPLATE).cells]
+    copied(tmp_path, "p1", DAY, kept=slice(0, 40), order=keys[:40])
+    copied(tmp_path, "p2", DAY + dt.timedelta(hours=1), kept=slice(40, None), order=keys[40:])
+    copied(tmp_path, "p3", DAY + dt.timedelta(hours=2), kept=slice(0, 40), order=keys[:40])
+    code, found = report(capsys, "p3", "--against", "previous", "--out", tmp_path / "results")
+    assert code == 0 and found["a"]["run_id"] == "p1"
+    assert len(found["cells"]) == len(set(keys[:40]) & set(ok_keys(shipped(TEMPLATE))))
+    said = in_process(capsys, "compare", "p3", "--against", "previous", "--out", tmp_path / "results").errors
+    assert said == [f"--against previous: passed over p2: {compare.NO_CELL_SHARED}"]
+    manifests = {run: open_store(str(tmp_path / "results")).read(run).manifest for run in ("p1", "p2", "p3")}
+    assert compare.previous(manifests, "p3") == compare.Previous("p1", [("p2", compare.NO_CELL_SHARED)])
+    assert compare.previous(manifests, "p2") == compare.Previous(None, [("p1", compare.NO_CELL_SHARED)])
+    legacy = {**manifests, "p2": manifests["p2"].model_copy(update={"cell_order": None})}
+    assert compare.previous_run(legacy, "p3") == "p2"  # a run listing no plan is taken, as before
+
+
 def _with_ceilings(manifest, run_id: str, measured_by: str, reused: bool):
     """`manifest` as run `run_id`, its ceilings measured by `measured_by`'s start (reused, or its own)."""
     origin = manifest.machine.ceilings_origin.model_copy(update={"reused": reused, "run_id": measured_by,

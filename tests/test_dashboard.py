@@ -775,6 +775,19 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
     assert moves[1] == "- `lab5-0000` no earlier run to compare"
 
 
+def test_the_overviews_previous_run_passes_over_a_newer_one_that_planned_no_cell_it_planned(monkeypatch, tmp_path):
+    """p2 ran --only the cells p1 and p3 left out: p3's line is against p1 (runner.compare.previous, the CLI's
+    --against previous) and names p2 as passed over."""
+    template = shipped(H200_LAB5)
+    keys, day = [c.key for c in template.cells], datetime.fromisoformat("2026-12-10T00:00:00+00:00")
+    for hours, run, kept in ((0, "p1", slice(0, 40)), (1, "p2", slice(40, None)), (2, "p3", slice(0, 40))):
+        manifest, cells = copy_run(template, run, day + timedelta(hours=hours))
+        write_run(tmp_path / run, manifest.model_copy(update={"cell_order": keys[kept]}), cells[kept])
+    app = open_app(monkeypatch, tmp_path, run=["p3"])
+    against = next(m.value for m in app.markdown if m.value.startswith("**Against"))
+    assert against.splitlines()[2].startswith("- `p3` vs `p1`: ") and "; passed over p2: it planned no cell" in against
+
+
 # --- issue 9: light imports ------------------------------------------------------------------------------------------
 
 def test_the_dashboard_never_imports_jax_or_the_variant_registry():
