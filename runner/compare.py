@@ -67,13 +67,24 @@ def labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
     return pd.Series([shape.label(p, omit) for p in cells[SHAPE].to_dict("records")], index=cells.index, dtype=str)
 
 
+def unsettled(cells: pd.DataFrame) -> pd.Series:
+    """Cells sampled before their power state settled (power.settled false) or on an SM clock that moved more than
+    2 % (clock_unstable): runner.leaderboard.unsettled's rule, on a frame."""
+    def flag(name: str, value: bool) -> pd.Series:
+        return cells[name].eq(value) if name in cells else pd.Series(False, index=cells.index)
+    return flag("power_settled", False) | flag("clock_unstable", True)
+
+
 def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
-    """Cells ok in the run and timed by `timer`: their shape, `order`, and the timer's median, q1 and q3."""
+    """Cells ok in the run and timed by `timer`: their shape, `order`, the timer's median, q1 and q3, and whether
+    they were sampled `unsettled`."""
     columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
     if timer is None or f"{timer}_median_s" not in cells:
-        return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values()])
+        return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values(),
+                                     "unsettled"])
     ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
-    return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns)
+    return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns).assign(
+        unsettled=unsettled(ok).astype(bool))
 
 
 def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.ndarray:
@@ -86,8 +97,10 @@ def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.
 def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
           threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
     """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
-    and the verdict: 'faster', 'slower' or 'within noise'."""
-    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3"]], on="key", suffixes=("_a", "_b"))
+    and the verdict: 'faster', 'slower' or 'within noise'; `unsettled` names the side(s) sampled unsettled or on an
+    unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power state as well as code."""
+    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "unsettled"]], on="key",
+                                 suffixes=("_a", "_b"))
     both = both.sort_values("order").reset_index(drop=True)
     gap = (both["median_b"] - both["median_a"]).abs()
     iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
@@ -97,6 +110,8 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
         "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
         "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
         "verdict": verdicts(ratio, (gap > iqr_a) & (gap > iqr_b), threshold),
+        "unsettled": [", ".join(side for side, on in (("A", x), ("B", y)) if on)
+                      for x, y in zip(both["unsettled_a"].astype(bool), both["unsettled_b"].astype(bool))],
         **{axis: both[axis] for axis in SHAPE},
     })
 

@@ -386,10 +386,12 @@ def _ms(value: float) -> str:
 
 
 def _times(table):
-    """Timed cells as text: A and B in ms, B / A, each run's noise."""
+    """Timed cells as text: A and B in ms, B / A, each run's noise, and which side was sampled unsettled where any
+    was (runner.compare.cells)."""
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
-        "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format)})
+        "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
+        **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {})})
     return shown.reset_index(drop=True)
 
 

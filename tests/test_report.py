@@ -187,3 +187,27 @@ def test_show_prints_a_swept_axis_as_a_reader_reads_it_and_the_csv_keeps_sizes_w
     table = list(csv.DictReader(io.StringIO(export(serving, "csv", None))))
     assert [r["page_size"] for r in table] == ["16", "", "16", ""]
     assert [float(r["seconds_per_token"]) for r in table] == pytest.approx([0.8e-3 / 16] * 4)  # B8 x T2 new tokens
+
+
+def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which():
+    """compare's cell table names the side(s) whose power state never settled or whose clock moved: their ratio is
+    power state as well as code (the report's Slower table and the dashboard's every-cell table carry it)."""
+    from runner import compare
+    from runner.record import PowerState
+    from runner.report import comparison_sections
+    from stores import retimed
+
+    run = shipped(H200_LONG)
+    ok = [c for c in run.cells if c.status == "ok"]
+    rough, moving = ok[0].key, ok[1].key
+    b = [retimed(c, 2.0).model_copy(update={"power": PowerState(policy="steady", settled=c.key != rough),
+                                            "clock_unstable": c.key == moving}) for c in run.cells]
+    a = [c.model_copy(update={"clock_unstable": c.key == moving}) for c in run.cells]
+    found = compare.compare(frame(a), frame(b), run.manifest, run.manifest)
+    said = dict(zip(found.cells["key"], found.cells["unsettled"]))
+    assert said.pop(rough) == "B" and said.pop(moving) == "A, B" and set(said.values()) == {""}
+    slower = dict(comparison_sections(found))["Slower (regressions)"].set_index("key")["unsettled"]
+    assert slower[rough] == "B" and slower[moving] == "A, B"
+    settled = compare.compare(frame(run.cells), frame([retimed(c, 2.0) for c in run.cells]), run.manifest, run.manifest)
+    assert set(settled.cells["unsettled"]) == {""}
+    assert "unsettled" not in dict(comparison_sections(settled))["Slower (regressions)"]  # a column only where any is
