@@ -648,7 +648,7 @@ def test_the_leaderboard_tab_names_the_fastest_per_shape(monkeypatch):
     board = table(app, "fastest").set_index("shape")
     assert board.loc["B4 T128 N8 H64 bfloat16 fwd", "fastest"] == "cudnn"
     assert board.loc["B4 T128 N8 H64 bfloat16 fwd", "auto"].endswith("(xla)")
-    assert board.loc["B4 T2048 N8 H64 bfloat16 fwd", "fastest"] == "cudnn_fp8"
+    assert board.loc["B4 T2048 N8 H64 bfloat16 fwd", "fastest"] == "cudnn_fp8 (FP8)"  # an FP8 variant beside bf16 ones
     assert "| shape | fastest |" in app.code[0].value
 
 
