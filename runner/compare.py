@@ -32,8 +32,11 @@ TIMER_ORDER = ["device", "wall", "device_cold"]
 VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
-MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w"}
-MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine"}  # in `version X` and `worker W X` facts
+MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w", "gpu name", "device",
+            "compute capability", "devices"}
+# In `version X` and `worker W X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
+# ceilings too, runner.ceilings_cache.VERSIONED; tokamax's kernels are variants of their own).
+MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine", "cuda_runtime", "tokamax"}
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 IDENTITY = {"run id", "started", "ended", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
@@ -245,8 +248,8 @@ def differences(a: Manifest | None, b: Manifest | None) -> pd.DataFrame:
 
 def material(fact: str) -> bool:
     """A fact whose difference changes what a time means: power policy, spec identity, attnbench's version (its git
-    sha), driver, power limit, and the versions of jax, jaxlib, cuDNN and TransformerEngine (the run's or a
-    worker's)."""
+    sha), the GPU (name, compute capability, device count), driver, power limit, and the versions of jax, jaxlib,
+    cuDNN, TransformerEngine, the CUDA runtime and tokamax (the run's or a worker's)."""
     library = fact.rpartition(" ")[2]
     return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
 

@@ -432,6 +432,23 @@ def test_the_facts_that_change_what_a_time_means_are_material_the_runs_or_a_work
     assert "worker transformer_engine start s" not in set(found)  # the seconds it took are the run's own
 
 
+def test_the_gpu_its_count_the_cuda_runtime_and_tokamax_are_material_and_stand_beside_an_allowed_gpu_change(
+        capsys, tmp_path):
+    """Another GPU (name, compute capability, device count), CUDA runtime or tokamax changes what a time means: with
+    --allow-different-gpu the verdict names them, as the dashboard's 'not like with like' does."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-b", DAY + dt.timedelta(days=1))
+    m = manifest.machine
+    machine = m.model_copy(update={
+        "gpu": m.gpu.model_copy(update={"name": "NVIDIA L4"}), "compute_capability": "8.9", "device_count": 2,
+        "versions": {**m.versions, "cuda_runtime": "12.8", "tokamax": "9.9.9"}})
+    write_run(tmp_path / "results" / "lab5-b", manifest.model_copy(update={"machine": machine}), cells)
+    code, found = report(capsys, a, str(tmp_path / "results" / "lab5-b"), "--allow-different-gpu")
+    named = {d["fact"] for d in found["material_differences"]}
+    assert {"gpu name", "compute capability", "devices", "version cuda_runtime", "version tokamax"} <= named
+    assert "gpu name NVIDIA H200 → NVIDIA L4" in found["verdict"]
+
+
 def test_environments_put_what_differs_first_and_ignore_times_and_ids():
     manifests = {"a": shipped(H200_LAB5_NO_TE).manifest, "b": shipped(H200_LAB5).manifest}
     table = compare.environments(manifests)
