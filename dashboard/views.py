@@ -219,14 +219,13 @@ def latency(snap: data.Snapshot, sel: Selection) -> None:
                                      help="each table also as GitHub markdown, to copy into a note or an issue")
     runs_caption(sel)
     shown = experiments(ok)
-    fp8 = set(tables.fp8_variants(snap.manifests))
     first, rest = headline([cells for name, cells in shown if size_axis(cells)], sel)
     for cells in first:
-        latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
+        latency_row(cells, sel, speedups == "speed-up", as_markdown, snap.manifests, gpu_state)
     if rest and (more := more_experiments(rest)).open:
         with more:
             for cells in rest:
-                latency_row(cells, sel, speedups == "speed-up", as_markdown, fp8, gpu_state)
+                latency_row(cells, sel, speedups == "speed-up", as_markdown, snap.manifests, gpu_state)
     unswept = [cells for name, cells in shown if not size_axis(cells)]
     if unswept:
         st.subheader("Experiments that sweep no size")
@@ -251,7 +250,7 @@ def more_experiments(rest: list[pd.DataFrame]):
     return st.expander(f"{len(rest)} more experiment(s): {names}", key="more", bind="query-params")
 
 
-def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, fp8: set[str],
+def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, manifests: dict,
                 gpu_state: bool) -> None:
     """One experiment: its chart (with published figures at its shapes) beside its nvbench table; under them the SM
     clock and power when recorded and asked for (`gpu_state`), else a line naming cells whose clock moved."""
@@ -263,7 +262,7 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
                  f"speedup-{name}")
         else:
             fig = figure(drawn(cells, sel), sel, "latency_ms", "latency", low="q1_ms", high="q3_ms")
-            plot(published.draw(fig, drawn(cells, sel), size_axis(cells), "latency_ms", fp8), f"latency-{name}")
+            plot(published.draw(fig, drawn(cells, sel), size_axis(cells), "latency_ms", manifests), f"latency-{name}")
     with table:
         summary_table(cells, sel, as_markdown)
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
@@ -338,25 +337,25 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         if split(cells):
             scaling_rows(drawn(cells, sel), sel, y)
         elif ceilings:
-            throughput_row(drawn(cells, sel), sel, y, peaks, fp8)
+            throughput_row(drawn(cells, sel), sel, y, peaks, snap.manifests)
         else:
-            alone |= {f"rate-{name}": rate_figure(drawn(cells, sel), sel, y, peaks, fp8),
+            alone |= {f"rate-{name}": rate_figure(drawn(cells, sel), sel, y, peaks, snap.manifests),
                       **per_cell_figures(drawn(cells, sel), sel, y)}
     plot_beside(alone)
 
 
-def rate_figure(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]):
+def rate_figure(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, manifests: dict):
     """An experiment's rate along its size, published figures at its shapes, TFLOP/s with the measured peak."""
-    fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, fp8)
+    fig = published.draw(figure(cells, sel, y, charts.AXES[y], log_y=False), cells, size_axis(cells), y, manifests)
     return charts.peak_lines(fig, cells[y].max(), drawn_peak(cells, peaks)) if y == "tflops" else fig
 
 
-def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, fp8: set[str]) -> None:
+def throughput_row(cells: pd.DataFrame, sel: Selection, y: str, peaks: pd.Series, manifests: dict) -> None:
     """Rate of one experiment (with published figures at its shapes) beside its share of the measured ceiling
     (matmul peak, or bandwidth for decode); under the share, TFLOP/s' % of the MMA peak at each cell's clock, or
     beside GB/s a serving experiment's µs per generated token."""
     name = cells["experiment"].iloc[0]
-    fig = rate_figure(cells, sel, y, peaks, fp8)
+    fig = rate_figure(cells, sel, y, peaks, manifests)
     ceiling = share_figure(cells, sel)
     rate, share = st.columns(2)
     with rate:
@@ -550,10 +549,11 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
                 st.caption(note)
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
-    beside = published.table(tables.measured(sel.cells), set(tables.fp8_variants(snap.manifests)), snap.manifests)
+    beside = published.table(tables.measured(sel.cells), snap.manifests)
     if not beside.empty:
         st.subheader("Beside published figures")
-        st.caption("Each measured cell at the shape of a published figure (docs/reference/): measured / published "
+        st.caption("Each measured cell at the shape of a published figure, on the GPU the figure was measured on "
+                   "(docs/reference/), by the cell's headline timer (as `attnbench show`): measured / published "
                    "below 1 is faster than published.")
         st.dataframe(beside, hide_index=True)
 

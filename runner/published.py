@@ -22,6 +22,9 @@ cudnn-frontend's attention_training CSVs (format `cudnn-frontend-training`) hold
 timing it (flops per clock per SM x SMs x MHz, runner.metrics.peak_mma_tflops). A `fwd` row is a fwd cell; fwd +
 bwd is a fwd_bwd cell, and fwd + the deterministic bwd a fwd_bwd cell with `deterministic` true. Each backend is a
 series of its own (the entry's `series` maps backend -> name); its batch is the row's, so batch 2 never meets batch 1.
+
+A figure stands beside a cell only where the run's GPU (its manifest's NVML name, `machine.gpu.name`) is the one the
+figures were measured on (the entry's `gpu`): an L4's or a CPU's cell is never set against an H200's figure.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -52,6 +55,7 @@ class Figure:
     median_s: float
     peak_tflops: float | None = None  # the publisher's dense MMA rate at the clock it sampled, where it gives one
     cudnn: str | None = None  # the cuDNN the publisher's figure ran ("9.27.0"), None where it ran none (FA4)
+    gpu: str | None = None  # the GPU it was measured on, by NVML's name (sources.yaml's `gpu`: "NVIDIA H200")
 
 
 CUDNN_BACKENDS = ("cudnn", "transformer_engine")  # our backends whose attention kernel is cuDNN's (TE's fused attention)
@@ -178,7 +182,7 @@ def _load(where: str) -> dict[tuple, list[Figure]]:
     index: dict[tuple, list[Figure]] = {}
     for entry in yaml.safe_load(sources.read_text()):
         for figure in FORMATS[entry["format"]](Path(where) / entry["file"], entry["series"], entry["url"]):
-            index.setdefault((figure.shape, figure.fp8), []).append(figure)
+            index.setdefault((figure.shape, figure.fp8), []).append(replace(figure, gpu=entry.get("gpu")))
     return index
 
 
@@ -192,16 +196,28 @@ def lookup(values: dict, fp8: bool) -> list[Figure]:
     return figures().get((key(values), fp8), [])
 
 
+def gpu_of(manifest) -> str | None:
+    """The GPU a run ran on, by NVML's name; None for a CPU's run or where no manifest says."""
+    gpu = manifest.machine.gpu if manifest else None
+    return gpu.name if gpu else None
+
+
+def on_gpu(values: dict, fp8: bool, gpu: str | None) -> list[Figure]:
+    """The published figures at this shape measured on `gpu` (a run's, gpu_of): none for another GPU or a CPU."""
+    return [f for f in lookup(values, fp8) if gpu is not None and f.gpu == gpu]
+
+
 def beside(cells, fp8_variants: set[str], manifest=None) -> list[dict]:
-    """A row per (measured cell, published figure) at the same shape: measured / published below 1 is faster; the
+    """A row per (measured cell, published figure) at the same shape on the same GPU (the run's manifest's: none
+    without one): measured / published below 1 is faster; the
     cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
     side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA peak (ours from the run's
     machine and the cell's median SM clock)."""
-    machine, rows = manifest.machine if manifest else None, []
+    machine, gpu, rows = manifest.machine if manifest else None, gpu_of(manifest), []
     for c in cells:
         if c.status != "ok" or not c.median_s:
             continue
-        for figure in lookup(c.params.as_dict(), c.variant in fp8_variants):
+        for figure in on_gpu(c.params.as_dict(), c.variant in fp8_variants, gpu):
             row = {"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
                    "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
                    "measured / published": c.median_s / figure.median_s,

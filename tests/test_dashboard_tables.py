@@ -13,7 +13,7 @@ from dashboard import charts, data, tables
 from conftest import BUCKET
 from runner.results import CELLS, MANIFEST, assemble, misnamed
 from runner.store import open_store
-from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files
+from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, shipped
 from test_results import RUN_ID, manifest, some_records
 from test_store import lines
 
@@ -24,6 +24,12 @@ def rated(*folders: str, timer: str = "device") -> pd.DataFrame:
     keys = tuple(f.rpartition("/")[2] for f in folders)
     cells = tables.with_rates(snap.cells(keys), snap.runs, timer)
     return cells.assign(speedup=tables.speedup(cells, "xla"))
+
+
+def manifests(*folders: str) -> dict:
+    """The shipped runs' manifests by the dashboard's run key."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    return {key: snap.manifests[key] for key in (f.rpartition("/")[2] for f in folders)}
 
 
 # --- charts ------------------------------------------------------------------------------------------------------
@@ -240,7 +246,7 @@ def test_a_chart_of_one_shape_stands_its_bars_under_that_shape():
 def test_a_published_figure_is_rated_as_the_cells_are():
     from dashboard import published
 
-    found = published.matched(rated(H200_LONG), set())
+    found = published.matched(rated(H200_LONG), manifests(H200_LONG))
     assert len(found) and found["published_tflops"].tolist() == pytest.approx(
         (found["flops"] / (found["published_ms"] / 1e3) / 1e12).tolist())
 
@@ -261,9 +267,9 @@ def test_a_decode_cell_at_a_published_shape_draws_the_published_gbps():
     for name, value in p.as_dict().items():
         cells[name] = [value]
     cells["bytes_min"] = metrics.bytes_min(p)
-    found = published.matched(cells, set())
+    found = published.matched(cells, manifests(H200_LONG))
     assert found["published_gbps"].tolist() == pytest.approx([1309.3], rel=1e-3)  # the file's gbps
-    fig = published.draw(go.Figure(), cells, "kv_seq_len", "gbps", set())
+    fig = published.draw(go.Figure(), cells, "kv_seq_len", "gbps", manifests(H200_LONG))
     assert [t.name for t in fig.data] == ["published: cuDNN 9.27.0 decode, dense K and V (cudnn-frontend attention_inference), NVIDIA H200"]
     assert list(fig.data[0].y) == pytest.approx([1309.3], rel=1e-3)
     from dashboard import views
@@ -290,7 +296,7 @@ def test_the_decode_sweep_grid_draws_every_published_line_at_every_batch():
                            "bytes_min": metrics.bytes_min(p), "latency_ms": 1.0} for p in grid for v in ("xla", "cudnn")])
     x = views.size_axis(cells)
     assert x == "batch" and set(tables.line_axes(cells, x)) == {"seq_len", "kv_seq_len"}
-    fig = published.draw(go.Figure(), cells, x, "gbps", set())
+    fig = published.draw(go.Figure(), cells, x, "gbps", {"r": shipped(H200_LONG).manifest})
     drawn = {(t.hovertemplate.split("<br>")[0], b): y for t in fig.data for b, y in zip(t.x, t.y)}
     series = "published: cuDNN 9.27.0 decode, dense K and V (cudnn-frontend attention_inference), NVIDIA H200"
     expected = {(f"{series} · T{r['q_tokens']} S{r['kv_len']}", int(r["batch_size"])): float(r["gbps"]) for r in rows}

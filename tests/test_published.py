@@ -10,6 +10,7 @@ import yaml
 
 from runner import metrics, published
 from helpers import REPO, in_process, params
+from stores import H200_LONG, shipped
 
 REFERENCE = REPO / "docs" / "reference"
 LLAMA = dict(batch=1, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16")
@@ -113,9 +114,11 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
                           for s in (4096, 8192) for v in
                           ("cudnn", "cudnn_fp8")])
     assert cells["window"].isna().all() and set(SHAPE) <= set(cells)
-    found = matched(cells, {"cudnn_fp8"})
+    h200 = {"r": shipped(H200_LONG).manifest}  # an H200's run, whose manifest says cudnn_fp8 promises FP8
+    found = matched(cells, h200)
     assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
-    assert table(cells, {"cudnn_fp8"}, {})["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
+    timed = cells.assign(timer="device", median_s=1e-3)
+    assert table(timed, h200)["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
 
 
 def test_the_overlay_says_which_cudnn_each_side_ran():
@@ -146,7 +149,7 @@ def test_the_overlay_says_which_cudnn_each_side_ran():
     frame = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
                            "variant": variant, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": backend}
                           for variant, backend in (("cudnn", "cudnn"), ("xla", "xla"), ("te", "transformer_engine"))])
-    shown = dashboard_published.table(frame, set(), {"r": two.manifest})
+    shown = dashboard_published.table(frame.assign(timer="device", median_s=1e-3), {"r": two.manifest})
     assert shown[["variant", "our cuDNN", "published cuDNN"]].values.tolist() == [
         ["cudnn", "9.19.0", "9.19.1"], ["xla", "—", "9.19.1"], ["te", "9.14.0", "9.19.1"]]
 
@@ -258,3 +261,58 @@ def test_the_dashboards_leaderboard_gives_the_winners_share_of_the_mma_peak_at_i
     assert board["fastest"].tolist() == ["cudnn"] and board["% MMA@clock"].tolist() == ["61"]
     no_peak = cells.drop(columns="pct_of_clock_peak")
     assert "% MMA@clock" not in tables.board(no_peak, tables.standings(no_peak), {})
+
+
+def on(manifest, name: str | None):
+    """The manifest as if its run had been on another GPU (`name`), or on a CPU (None)."""
+    machine = manifest.machine
+    gpu = machine.gpu.model_copy(update={"name": name}) if name else None
+    return manifest.model_copy(update={"machine": machine.model_copy(update={"gpu": gpu})})
+
+
+def test_published_figures_stand_only_beside_cells_of_the_gpu_they_were_measured_on():
+    """sources.yaml's `gpu` (NVIDIA H200) against the run's manifest's GPU name: an L4's run (cc 8.9) or a CPU's
+    gets no H200 figure, in show's table and the dashboard's alike."""
+    import pandas as pd
+
+    from dashboard import published as dashboard_published
+
+    run = shipped(H200_LONG)
+    entries = yaml.safe_load((published.folder() / "sources.yaml").read_text())
+    assert {e["gpu"] for e in entries} == {"NVIDIA H200"}
+    assert all(f.gpu == "NVIDIA H200" for figures in published.figures().values() for f in figures)
+    fp8 = published.fp8_promised(run.manifest)
+    assert published.beside(run.cells, fp8, run.manifest)  # the H200's own run: beside its figures
+    for elsewhere in (on(run.manifest, "NVIDIA L4"), on(run.manifest, None), None):
+        assert published.beside(run.cells, fp8, elsewhere) == []
+    frame = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
+                           "variant": "cudnn", "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": "cudnn",
+                           "timer": "device", "median_s": 1e-3}])
+    assert len(dashboard_published.matched(frame, {"r": run.manifest})) == 1  # cuDNN 9.19.1 sdpa at batch 1
+    for elsewhere in (on(run.manifest, "NVIDIA L4"), on(run.manifest, None)):
+        assert dashboard_published.matched(frame, {"r": elsewhere}).empty
+        assert dashboard_published.table(frame, {"r": elsewhere}).empty
+    assert dashboard_published.matched(frame, {}).empty  # no manifest: no GPU known
+
+
+def test_the_chart_hover_says_which_cudnn_each_side_ran_and_the_table_times_by_the_headline():
+    """The published star's hover: the figure's cuDNN and each measured variant's there (9.19.0 beside 9.19.1 is two
+    libraries as well as two runs); the table's measured ms is the record's headline timer's, as show prints it,
+    whatever timer the dashboard rates by."""
+    import pandas as pd
+    import plotly.graph_objects as go
+
+    from dashboard import published as dashboard_published
+
+    two = shipped("h200/hopper-long-warm-20261203-023241")  # jax's cuDNN 9.19.0, TE's 9.14.0
+    frame = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
+                           "variant": variant, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 5.0, "backend": backend,
+                           "timer": "device", "median_s": 1e-3}
+                          for variant, backend in (("cudnn", "cudnn"), ("xla", "xla"), ("te", "transformer_engine"))])
+    fig = dashboard_published.draw(go.Figure(), frame, "seq_len", "latency_ms", {"r": two.manifest})
+    hover = {t.name: t.customdata[0] for t in fig.data}
+    sdpa = next(name for name in hover if "9.19.1" in name)
+    assert hover[sdpa] == "published: cuDNN 9.19.1 · ours: cudnn 9.19.0, te 9.14.0"
+    assert all("%{customdata}" in t.hovertemplate for t in fig.data)
+    shown = dashboard_published.table(frame, {"r": two.manifest})
+    assert set(shown["measured ms"]) == {1.0} and set(shown["timer"]) == {"device"}  # latency_ms (5, wall) unused
