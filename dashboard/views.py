@@ -681,7 +681,8 @@ def like_with_like(found: comparison.Comparison) -> None:
         st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "
                  "with like; `attnbench compare` refuses this pair unless given `--allow-policy-change`.")
     if len(found.material):
-        st.warning(f"Not like with like: {comparison.said(found.material)}")
+        settings = f" (settings: {found.settings})" if found.settings else ""
+        st.warning(f"Not like with like: {comparison.said(found.material)}{settings}")
 
 
 def status_changes(found: comparison.Comparison) -> None:

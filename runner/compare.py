@@ -14,6 +14,7 @@ beside every verdict.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, shape
 from runner.record import CeilingsOrigin, Manifest
-from runner.spec import identity
+from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
 DEFAULT_THRESHOLD = COMPARE_THRESHOLD_PERCENT / 100  # B / A beyond 1.05 (or below 1 / 1.05): slower (faster)
@@ -342,6 +343,36 @@ def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | No
     return previous(manifests, key).run
 
 
+def _setting(value: object) -> str:
+    return "default" if value is None else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def settings_said(a: Manifest, b: Manifest) -> str:
+    """The stored specs' settings in which A's and B's spec identities differ, as one line: 'timing.budget_s 0.2 →
+    1.0'; '' where their identities agree (or a manifest holds no spec to read)."""
+    if not (isinstance(a.spec, dict) and isinstance(b.spec, dict)) or spec_identity(a) == spec_identity(b):
+        return ""
+    return "; ".join(f"{path} {_setting(x)} → {_setting(y)}" for path, x, y in setting_changes(a.spec, b.spec))
+
+
+def apart(a: Manifest, b: Manifest) -> str:
+    """How two runs of one spec name and GPU fall in different series: their settings, power policy or timer."""
+    pairs = [("spec identity", spec_identity(a), spec_identity(b)), ("power policy", power_policy(a), power_policy(b)),
+             ("timer", headline_timer(a), headline_timer(b))]
+    parts = [f"{what} {x or 'none'} → {y or 'none'}" for what, x, y in pairs if x != y]
+    if settings := settings_said(a, b):
+        parts[0] = settings  # the settings that make the identities differ, rather than their hashes
+    return "; ".join(parts)
+
+
+def nearest_named(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
+    """The newest run started before `key` of its spec name and GPU, whatever its series."""
+    run = manifests[key]
+    named = [(started(m), k) for k, m in manifests.items() if run and m and started(m) < started(run)
+             and (m.name, gpu_name(m)) == (run.name, gpu_name(run))]
+    return max(named, key=lambda found: found[0])[1] if named else None
+
+
 def passed_over(found: Previous) -> str:
     """The newer runs of the series `previous` passed over, as one clause: 'passed over p2 (why)'; '' where none."""
     return "; ".join(f"passed over {run}: {why}" for run, why in found.skipped)
@@ -372,6 +403,11 @@ class Comparison:
     def material(self) -> pd.DataFrame:
         """The environment differences that change what a time means (fact, a, b), said beside the verdict."""
         return self.environment[self.environment["fact"].map(material).astype(bool)]
+
+    @property
+    def settings(self) -> str:
+        """The spec settings in which A's and B's identities differ, as one line ('' where they agree)."""
+        return settings_said(self.a, self.b) if self.a and self.b else ""
 
     @property
     def policies(self) -> tuple[str | None, str | None]:

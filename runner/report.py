@@ -438,7 +438,8 @@ def verdict(found) -> str:
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
-    return line + (f" · differs: {said(found.material)}" if len(found.material) else "")
+    line += f" · differs: {said(found.material)}" if len(found.material) else ""
+    return line + (f" · settings: {found.settings}" if found.settings else "")
 
 
 def print_comparison(found, console: Console) -> None:
@@ -475,7 +476,8 @@ def comparison_json(found) -> str:
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
         "missing_in_b": _records(found.missing), "b_planned": found.planned_b,
-        "material_differences": _records(found.material), "environment": _records(found.environment),
+        "material_differences": _records(found.material), "settings": found.settings,
+        "environment": _records(found.environment),
         "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
         "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
         "summary": _records(found.summary),

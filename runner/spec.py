@@ -182,13 +182,36 @@ def identity(content: dict) -> str:
     experiment's name, variants, sweep and the overrides it gives that differ from the spec's defaults; no prose. A
     field attnbench adds later (a setting, or a section of them) is absent from older runs and at its default in newer
     ones: left out of both, so an upgrade keeps the identity (docs/regressions.md says what it gets wrong)."""
-    normal = content
-    if isinstance(content, dict):
-        normal = {key: _section(key, value) for key, value in content.items()
-                  if key not in UNMEASURED and key != "experiments" and not _at_default(Spec, key, value)}
-        normal = {key: value for key, value in normal.items() if not (key in SECTIONS and value == {})}  # as absent
-        normal["experiments"] = _experiments(content)
-    return hashlib.sha256(json.dumps(normal, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(measured(content), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def measured(content: dict) -> object:
+    """What `identity` hashes: the stored spec without its prose and without the settings at today's default."""
+    if not isinstance(content, dict):
+        return content
+    normal = {key: _section(key, value) for key, value in content.items()
+              if key not in UNMEASURED and key != "experiments" and not _at_default(Spec, key, value)}
+    normal = {key: value for key, value in normal.items() if not (key in SECTIONS and value == {})}  # as absent
+    normal["experiments"] = _experiments(content)
+    return normal
+
+
+def setting_changes(a: dict, b: dict) -> list[tuple[str, object, object]]:
+    """The settings in which two stored specs' identities differ, as (path, A's value, B's value), a value at its
+    default None: ('timing.budget_s', None, 1.0), ('experiments.causal.variants', [...], [...])."""
+    flat_a, flat_b = _flat(measured(a)), _flat(measured(b))
+    return [(path, flat_a.get(path), flat_b.get(path)) for path in dict.fromkeys([*flat_a, *flat_b])
+            if flat_a.get(path) != flat_b.get(path)]
+
+
+def _flat(value: object, path: str = "") -> dict[str, object]:
+    """A measured spec as {dotted path: value}; experiments (a list) by their names."""
+    if isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value) and value:
+        value = {v["name"]: {k: x for k, x in v.items() if k != "name"} for v in value}
+    if not isinstance(value, dict) or not value:
+        return {path: value}
+    return {found: leaf for key, item in value.items()
+            for found, leaf in _flat(item, f"{path}.{key}" if path else str(key)).items()}
 
 
 @functools.cache

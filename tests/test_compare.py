@@ -583,6 +583,29 @@ def test_previous_passes_over_a_newer_run_of_the_series_that_planned_no_cell_b_p
     assert compare.previous_run(legacy, "p3") == "p2"  # a run listing no plan is taken, as before
 
 
+def _budget(tmp_path, run_id: str, started: dt.datetime, budget_s: float) -> str:
+    """A copy of TEMPLATE that sampled each cell for `budget_s` (its spec's timing.budget_s): another identity."""
+    manifest, cells = copy_run(shipped(TEMPLATE), run_id, started)
+    spec = manifest.spec
+    manifest = manifest.model_copy(update={"spec": {**spec, "timing": {**spec["timing"], "budget_s": budget_s}}})
+    return str(write_run(tmp_path / "results" / run_id, manifest, cells))
+
+
+def test_runs_of_other_settings_are_told_by_the_settings_that_differ_not_only_their_hashes(capsys, tmp_path):
+    """Last night sampled 0.2 s a cell, tonight 1 s: --against previous finds no run of tonight's series and says
+    which of last night's settings differ; comparing the two names them beside the spec identities' hashes."""
+    a, b = _budget(tmp_path, "lab5-short", DAY, 0.2), _budget(tmp_path, "lab5-long", DAY + dt.timedelta(days=1), 1.0)
+    done = in_process(capsys, "compare", "lab5-long", "--against", "previous", "--out", tmp_path / "results")
+    assert done.code == 0 and done.errors[0] == ("--against previous: lab5-short, the newest earlier run of lab5 on "
+                                                 "this GPU, is of another series: timing.budget_s 0.2 → 1.0")
+    code, found = report(capsys, a, b)
+    assert found["settings"] == "timing.budget_s 0.2 → 1.0" and found["verdict"].endswith(" · settings: " +
+                                                                                         found["settings"])
+    assert " · differs: spec identity " in found["verdict"]
+    assert compare.settings_said(*(open_store(str(tmp_path / "results")).read(r).manifest
+                                   for r in ("lab5-short", "lab5-short"))) == ""
+
+
 def _with_ceilings(manifest, run_id: str, measured_by: str, reused: bool):
     """`manifest` as run `run_id`, its ceilings measured by `measured_by`'s start (reused, or its own)."""
     origin = manifest.machine.ceilings_origin.model_copy(update={"reused": reused, "run_id": measured_by,
