@@ -62,8 +62,8 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
 
 
 def test_the_report_gives_a_run_the_tables_show_gives_it_beside_its_cells(capsys, tmp_path):
-    """The published figures at hopper-long's shapes and the CPU serving fixture's cost of paging and new tokens (and
-    decode_sweep's figures at its dense cells' shapes), on the page and in summary.md, under the run they belong to (runner.report.beside_tables, as `show`)."""
+    """The published figures at hopper-long's shapes and the CPU serving fixture's cost of paging and new tokens (no
+    published figure: those are an H200's), on the page and in summary.md, under the run they belong to (runner.report.beside_tables, as `show`)."""
     serving = REPO / "tests" / "fixtures" / "serving-cpu" / "serving-cpu-20261206"
     done = report(capsys, tmp_path, H200 / HOPPER, serving)
     assert done.code == 0, done.err
@@ -73,7 +73,7 @@ def test_the_report_gives_a_run_the_tables_show_gives_it_beside_its_cells(capsys
     assert "<caption>Published: measured / published at the same shape" in hopper
     assert "<caption>Serving: each cell" not in hopper
     assert "<caption>Serving: each cell beside the same shape without its paging" in served
-    assert "<caption>Published: measured / published" in served  # decode_sweep at its dense cells' shapes
+    assert "<caption>Published" not in served  # a CPU's run: no H200 figure beside it (runner.published.on_gpu)
     assert served.count("<td>paging</td>") == 8 and served.count("<td>new tokens</td>") == 8
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "### Published: measured / published" in summary and "### Serving: each cell beside" in summary

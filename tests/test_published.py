@@ -156,14 +156,22 @@ def test_the_overlay_says_which_cudnn_each_side_ran():
 
 @pytest.mark.slow
 def test_show_prints_a_dense_decode_cell_beside_the_published_decode_figure(tmp_path, capsys):
-    """serving.yaml's dense cell at decode_sweep's B1 / KV 2k shape, run by xla on a CPU: `show` prints it beside
-    cuDNN 9.27's published 0.006432 ms."""
+    """serving.yaml's dense cell at decode_sweep's B1 / KV 2k shape, run by xla on a CPU: `show` sets no H200 figure
+    beside it; its manifest naming an H200, `show` prints it beside cuDNN 9.27's published 0.006432 ms."""
+    import json
+
     from helpers import attnbench
 
     done = attnbench("run", REPO / "specs" / "serving.yaml", "--only", "dense", "--variants", "xla", "--where",
                      "batch=1", "kv_seq_len=2048", "seq_len=1", "--out", tmp_path, "--run-id", "d",
                      "--compile-cache", "off")
     assert done.returncode == 0, done.stderr
+    result = in_process(capsys, "show", str(tmp_path / "d"))
+    assert result.code == 0, result.err
+    assert "0.006432" not in result.out and "cuDNN 9.27.0 decode" not in result.out
+    manifest = tmp_path / "d" / "manifest.json"
+    facts = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**facts, "machine": {**facts["machine"], "gpu": {"name": "NVIDIA H200"}}}))
     result = in_process(capsys, "show", str(tmp_path / "d"))
     assert result.code == 0, result.err
     assert "0.006432" in result.out and "cuDNN 9.27.0 decode" in result.out
