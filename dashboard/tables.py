@@ -302,6 +302,18 @@ def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
     return table.sort_values("ratio", ascending=False).head(limit).reset_index(drop=True)
 
 
+def status_regressions(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Cells ok in one run of a history and not ok in the next (incorrect, failed, crashed ...), by runner.compare's
+    rule (status_changes' `regression`, the one `attnbench compare` exits 1 on): experiment, variant, shape, a, b,
+    reason, the runs before and after, and the key; oldest first."""
+    columns = ["experiment", "variant", "shape", "a", "b", "reason", "before", "after", "key"]
+    order = runs.loc[runs.index.isin(set(cells["run"]))].sort_values("started").index
+    found = [changes[changes["regression"]].assign(before=before, after=after)
+             for before, after in zip(order, order[1:])
+             for changes in [compare.status_changes(cells[cells["run"] == before], cells[cells["run"] == after])]]
+    return pd.concat(found, ignore_index=True)[columns] if found else pd.DataFrame(columns=columns)
+
+
 # --- leaderboard -------------------------------------------------------------------------------------------------
 
 def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: dict[str, str]) -> pd.DataFrame:

@@ -593,7 +593,7 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     if experiment in set(points["experiment"]):  # an experiment from a link that these runs lack is flagged above
         history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
                       f"{chosen} · {len(keys)} runs · {timer} timer")
-    worst_regressions(points)
+    worst_regressions(points, tables.status_regressions(cells, snap.runs))
 
 
 def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -> None:
@@ -619,23 +619,30 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
     plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history", share=1)
 
 
-def worst_regressions(points: pd.DataFrame) -> None:
-    """The largest step changes for the worse in any cell's history, each linked to a comparison of its runs."""
-    worst = tables.regressions(points)
+def worst_regressions(points: pd.DataFrame, broken: pd.DataFrame) -> None:
+    """The cells that stopped being ok (`broken`: tables.status_regressions), then the largest step changes for the
+    worse in any cell's history, each linked to a comparison of its runs."""
+    worst = pd.concat([broken, tables.regressions(points)], ignore_index=True)
     st.subheader("Worst regressions in this history")
     if worst.empty:
-        st.success("No cell stepped to a slower level (more than 5 % and beyond its noise).")
+        st.success("No cell went from ok to incorrect or failed, nor stepped to a slower level (more than 5 % and "
+                   "beyond its noise).")
         return
     st.markdown(regressions_markdown(worst))
 
 
 def regressions_markdown(worst: pd.DataFrame) -> str:
     """The regressions as a markdown table, each linked to a comparison of its runs (names escaped: an experiment
-    may be called anything)."""
-    rows = [[r.experiment, r.variant, r.shape, f"{r.ratio:.2f}×",
+    may be called anything): a cell that stopped being ok says so ('ok → incorrect'), a slower one by how much."""
+    rows = [[r.experiment, r.variant, r.shape, _change(r),
              f"[{r.before} → {r.after}]({link(run=[r.after, r.before], tab='Compare', a=r.before, b=r.after)})"]
             for r in worst.itertuples()]
-    return report.markdown_table(["experiment", "variant", "shape", "slower by", "runs (compare)"], rows)
+    return report.markdown_table(["experiment", "variant", "shape", "change", "runs (compare)"], rows)
+
+
+def _change(row) -> str:
+    ratio = getattr(row, "ratio", None)
+    return f"{ratio:.2f}×" if isinstance(ratio, float) and ratio == ratio else f"{row.a} → {row.b}"
 
 
 @guarded

@@ -1051,3 +1051,12 @@ def test_a_steady_value_draws_as_one_level_with_round_ticks():
     moving = charts.lines(steady.assign(high=[1980.0, 1980.0, 2010.0]), "seq_len", "clock", style, "t", "s",
                           log_y=False, low="low", high="high")
     assert moving.layout.yaxis.range is None
+
+
+def test_history_lists_a_cell_that_went_from_ok_to_incorrect_among_its_worst_regressions(monkeypatch):
+    """The shipped lab5 pair (cuDNN 9.19, then 9.14): two cudnn_fp8 cells ok, then incorrect; `attnbench compare`
+    exits 1 on them, and History's worst regressions list them, linked to the comparison."""
+    app = open_app(monkeypatch, run="lab5-20261202-110556", tab="History", hexp="fp8")
+    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200"
+    worst = texts(app.markdown)
+    assert worst.count("| ok → incorrect | [lab5-20261202-104743 → lab5-20261202-110556](?") == 2, worst

@@ -338,3 +338,23 @@ def test_the_dashboard_board_marks_unsettled_and_fp8_cells_as_the_cli_board_does
 
     assert row(rough)["fastest"] == "cudnn_fp8 (FP8, unsettled)" and row(rough)["margin"].endswith("(unsettled)")
     assert row(recorded)["fastest"] == "cudnn_fp8 (FP8)" and "unsettled" not in row(recorded)["margin"]
+
+
+def test_a_cell_that_went_from_ok_to_incorrect_is_a_regression_of_the_history_as_compare_says():
+    """lab5 on cuDNN 9.19 then 9.14: two cudnn_fp8 cells turn incorrect, which `attnbench compare` exits 1 on;
+    History's worst regressions list them, not only slower ok cells (runner.compare.status_changes' rule)."""
+    from dashboard import views
+    from runner import compare
+
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    before, after = (f.rpartition("/")[2] for f in (H200_LAB5_NO_TE, H200_LAB5))
+    cells = snap.cells((before, after))
+    broken = tables.status_regressions(cells, snap.runs)
+    found = compare.compare(cells[cells["run"] == before], cells[cells["run"] == after], snap.manifests[before],
+                            snap.manifests[after])
+    assert len(broken) == 2 and set(broken["key"]) == set(found.no_longer_ok["key"])
+    assert set(broken["variant"]) == {"cudnn_fp8"} and set(zip(broken["a"], broken["b"])) == {("ok", "incorrect")}
+    assert {(b, a) for b, a in zip(broken["before"], broken["after"])} == {(before, after)}
+    assert tables.status_regressions(cells[cells["run"] == after], snap.runs).empty  # one run: nothing to go from
+    line = views.regressions_markdown(broken).splitlines()[2]
+    assert "| cudnn_fp8 |" in line and "| ok → incorrect |" in line and f"[{before} → {after}]" in line
