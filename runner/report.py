@@ -424,6 +424,12 @@ def comparison_heading(found) -> list[str]:
             "runs' noise (IQR)"]
 
 
+def _unsettled(cells) -> str:
+    """'; 18 of those sampled unsettled in A or B' where any pair was (runner.compare.cells' `unsettled`)."""
+    count = int(cells["unsettled"].ne("").sum())
+    return f"; {count} of those sampled unsettled in A or B (power state or clock)" if count else ""
+
+
 def verdict(found) -> str:
     """One line: the regressions, or that there is none, over the cells both runs hold; then the material
     differences of their environments, if any."""
@@ -434,7 +440,8 @@ def verdict(found) -> str:
     short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
     tally = (f"{found.common} cells in both (A {found.common + len(found.only_a) + len(found.missing)}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
-             f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×")
+             f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
+             + _unsettled(found.cells))
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")

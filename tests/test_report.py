@@ -194,7 +194,7 @@ def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which()
     power state as well as code (the report's Slower table and the dashboard's every-cell table carry it)."""
     from runner import compare
     from runner.record import PowerState
-    from runner.report import comparison_sections
+    from runner.report import comparison_sections, verdict
     from stores import retimed
 
     run = shipped(H200_LONG)
@@ -210,4 +210,5 @@ def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which()
     assert slower[rough] == "B" and slower[moving] == "A, B"
     settled = compare.compare(frame(run.cells), frame([retimed(c, 2.0) for c in run.cells]), run.manifest, run.manifest)
     assert set(settled.cells["unsettled"]) == {""}
+    assert "2 of those sampled unsettled in A or B" in verdict(found) and "unsettled" not in verdict(settled)
     assert "unsettled" not in dict(comparison_sections(settled))["Slower (regressions)"]  # a column only where any is
