@@ -321,7 +321,7 @@ def test_show_sets_each_deterministic_cell_beside_the_same_cell_without(capsys):
     folder = REPO / "tests" / "fixtures" / "schema10-packed" / "schema10-packed-20261206-000000"
     rows = determinism_rows(read_run(folder).cells)  # the deterministic experiment's cells, the packed one's without
     assert [(r["variant"], r["shape"], r["bits repeat"]) for r in rows] == [
-        (name, "B2 T32 N4 K2 H16 float32 causal fwd_bwd docs2", "True") for name in ("naive", "xla")]
+        (name, "B2 T32 N4 K2 H16 float32 causal fwd_bwd docs2", "yes") for name in ("naive", "xla")]
     result = in_process(capsys, "show", folder)
     assert result.code == 0 and "deterministic backward: its time beside the same cell's without" in result.out
 
