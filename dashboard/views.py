@@ -135,8 +135,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
         said = "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
         return said + (f" ({over})" if over else "")
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
-    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, geomean "
-            f"{comparison.geomean(table['ratio']):.3f}×")
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, "
+            f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
         text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"

@@ -772,6 +772,7 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
     assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | 2026-10-04 00:00:00 |")
     moves = against.splitlines()[2:]
     assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
+    assert ", geomean B / A " in moves[0]  # which way the ratio reads, as compare's verdict and the Compare tab say
     assert moves[1] == "- `lab5-0000` no earlier run to compare"
 
 
