@@ -333,7 +333,7 @@ def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
     sampled unsettled or on an unstable clock, or an FP8 variant's, marked as runner.leaderboard.time_of marks it."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
-    unsettled = _text(ok, "power_settled").eq(False) | _text(ok, "clock_unstable").eq(True)
+    unsettled = compare.unsettled(ok)  # one rule with compare's cell table
     fp8 = _text(ok, "fp8_baseline").notna()
     times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend,
                               share if share == share else None, bool(rough), bool(low))
