@@ -16,6 +16,7 @@ from runner.record import Manifest
 SHAPE = list(shape.NAMES)
 shape_labels = compare.labels  # each cell's shape as text, as `attnbench compare` writes it
 SIZES = list(shape.SIZES)  # axes drawn on a log2 x axis
+STEP_THRESHOLD = 0.05  # History's steps: a level this much slower (or faster), and beyond the cell's noise
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -262,7 +263,7 @@ def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def steps(values: list[float], spreads: list[float], window: int = 3,
-          threshold: float = 0.05) -> list[tuple[int, float]]:
+          threshold: float = STEP_THRESHOLD) -> list[tuple[int, float]]:
     """Where a series steps: (index of the first point at the new level, new level / old level).
 
     The medians of up to `window` points before and after each index differ by more than `threshold` and more

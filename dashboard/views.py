@@ -619,14 +619,18 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
     plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history", share=1)
 
 
+NO_REGRESSIONS = (  # the threshold as tables.steps applies it
+    f"No cell went from ok to incorrect or failed, nor stepped to a slower level (more than "
+    f"{100 * tables.STEP_THRESHOLD:g} % and beyond its noise).")
+
+
 def worst_regressions(points: pd.DataFrame, broken: pd.DataFrame) -> None:
     """The cells that stopped being ok (`broken`: tables.status_regressions), then the largest step changes for the
     worse in any cell's history, each linked to a comparison of its runs."""
     worst = pd.concat([broken, tables.regressions(points)], ignore_index=True)
     st.subheader("Worst regressions in this history")
     if worst.empty:
-        st.success("No cell went from ok to incorrect or failed, nor stepped to a slower level (more than 5 % and "
-                   "beyond its noise).")
+        st.success(NO_REGRESSIONS)
         return
     st.markdown(regressions_markdown(worst))
 

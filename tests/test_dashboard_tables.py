@@ -3,6 +3,7 @@ cache), dashboard/tables.py (what views compute) and dashboard/charts.py (axis t
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import pandas as pd
@@ -145,6 +146,15 @@ def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
     (step,) = tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.1], [0.01] * 7)
     assert step[0] == 3 and step[1] == pytest.approx(1.1, abs=0.01)
     assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within twice the noise
+
+
+def test_the_history_says_the_threshold_its_steps_apply():
+    from dashboard import views
+
+    said = float(re.search(r"more than ([\d.]+) %", views.NO_REGRESSIONS)[1]) / 100
+    before = [1.0] * 3
+    assert tables.steps(before + [1 + said * 1.2] * 3, [0.0] * 6)  # past what the text says: a step
+    assert not tables.steps(before + [1 + said * 0.8] * 3, [0.0] * 6)  # short of it: none
 
 
 def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
