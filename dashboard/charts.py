@@ -13,14 +13,14 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from runner import shape
-from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS  # as the reports: a variant's colour, a log axis's ticks
+from runner.figures import GRID_COLOUR as GRID  # as the reports: the grid's colour, a variant's, a log axis's ticks
+from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
 PATTERNS = ["", "/", "\\", "x", ".", "+"]
 MAX_RUNS = len(DASHES)  # runs one chart tells apart; the views say when they draw fewer than selected
 HEIGHT = 460
-GRID = "#e8e8e8"
 # Plain styling instead of a plotly template: a template is expanded into every figure (most of its bytes and of
 # the time to build it), and streamlit's own theme is off (views.plot).
 PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",

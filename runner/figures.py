@@ -23,6 +23,7 @@ VARIANT_COLOURS = {
 }
 SPARE_COLOURS = ["#17becf", "#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"]
 STYLES = ["-", "--", ":", "-."]
+GRID_COLOUR = "#e8e8e8"  # the major grid lines, here and on the dashboard's charts (dashboard.charts.GRID)
 ONE_TWO_FIVE_SPAN = 1e4  # the widest log axis (high / low: four decades) ticked 1-2-5; a wider one, its powers of
 # ten alone, where 1-2-5 would crowd it (here and in dashboard.charts.log_ticks)
 MAX_SERIES = 10  # lines one chart draws; its subtitle says when there were more (the tables hold every cell)
@@ -166,7 +167,7 @@ def _plot(axes, chart: Chart) -> None:
         _log_y(axes)
     axes.set_xlabel(chart.x)
     axes.set_ylabel(chart.y)
-    axes.grid(True, which="major", color="#e8e8e8")
+    axes.grid(True, which="major", color=GRID_COLOUR)
     axes.legend(fontsize=FONT_PT, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
 
 

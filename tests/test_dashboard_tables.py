@@ -35,6 +35,18 @@ def manifests(*folders: str) -> dict:
 
 # --- charts ------------------------------------------------------------------------------------------------------
 
+def test_the_dashboards_charts_draw_their_grid_in_the_reports_colour():
+    import plotly.graph_objects as go
+    from matplotlib.colors import to_hex
+    from runner import figures
+
+    chart = figures.Chart("c", "t", "s", "x", "y", (figures.Series("cudnn", "cudnn", ((1024.0, 1.0), (2048.0, 2.0))),),
+                          ("r",))
+    report = figures.figure_of(chart).axes[0].xaxis.get_gridlines()[0].get_color()
+    dashboard = charts._layout(go.Figure(), "t", "s", "seq_len", "median_ms").layout
+    assert to_hex(report) == dashboard.xaxis.gridcolor == dashboard.yaxis.gridcolor
+
+
 def test_log_ticks_are_1_2_5_with_one_beyond_each_end():
     assert charts.log_ticks(0.004, 0.13) == [0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2]
     assert charts.log_ticks(3, 4) == [2, 5]  # within one decade there are still labels
