@@ -27,6 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the checkout's runner, installed or not
+
+from runner.registry import VARIANTS_ENV  # noqa: E402
+
 VARIANT = {"instant": "test_instant", "declined": "test_blocked"}
 SEQ_LENS = list(range(1, 11))  # none a multiple of 16: test_blocked declines every cell by its own rule
 HEADS = list(range(1, 11))
@@ -52,11 +56,17 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_env() -> dict[str, str]:
+    """The environment of a benchmarked run: the tests' variant files registered as a user's are (runner.registry),
+    and no run id inherited."""
+    return {**os.environ, VARIANTS_ENV: str(ROOT / "tests" / "variants"), "ATTNBENCH_RUN_ID": ""}
+
+
 def run_once(kind: str, cells: int, work: Path) -> dict:
     """One `attnbench run` of the kind's spec; times of every progress line as it arrives."""
     spec = work / f"{kind}-{cells}.yaml"
     spec.write_text(spec_text(kind, cells))
-    env = {**os.environ, "ATTNBENCH_VARIANTS": str(ROOT / "tests" / "variants"), "ATTNBENCH_RUN_ID": ""}
+    env = run_env()
     command = [sys.executable, "-m", "runner", "run", str(spec), "--out", str(work / "out"), "--spool",
                str(work / "spool"), "--run-id", f"bench-{kind}-{cells}"]
     load_before = os.getloadavg()[0]

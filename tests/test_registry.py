@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, params, spec_data
+from helpers import REPO, params, script, spec_data
 from runner.machine import Device, current_device
 from runner.registry import (BACKENDS, BROKEN, VARIANTS, VARIANTS_ENV, Requires, Variant, backend_of, decline, load_all,
                              unmet)
@@ -151,6 +151,12 @@ def blocked(monkeypatch):
     monkeypatch.setenv(VARIANTS_ENV, str(BLOCKED.parent))
     load_all()
     return VARIANTS["test_blocked"]  # conftest's registry_as_it_was unregisters it and tests/variants' others after
+
+
+def test_the_run_loops_benchmark_registers_the_test_variants_as_a_user_would(monkeypatch):
+    for name, value in script("scripts/bench_supervisor.py").run_env().items():
+        monkeypatch.setenv(name, value)
+    assert {"test_instant", "test_blocked"} <= set(load_all())  # conftest's registry_as_it_was unregisters them after
 
 
 def test_a_variant_file_outside_the_package_registers_with_its_rules(blocked):
