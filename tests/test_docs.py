@@ -4,6 +4,7 @@ what their command writes now, and every command the README and Getting started 
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -109,6 +110,120 @@ def test_the_variant_reference_says_what_each_declines():
     table = hooks().variant_reference(load_all())
     row = next(line for line in table.splitlines() if line.startswith("| `cudnn_fp8` |"))
     assert "logit soft cap: not implemented" in row and "pass fwd" in row
+
+
+# --- the numbers the pages quote from the code -----------------------------------------------------------------------
+
+# The code owns each of these numbers; a page quotes it in its prose, where it reads on GitHub as on the site, and is
+# held to it here (a marker the build fills in would leave a gap in the sentence on GitHub). A row: the page, its
+# phrase with the number as {} (whitespace as any), and the code's value in the phrase's unit. Every place the
+# phrase stands must say the value, and it must stand somewhere: a reworded sentence updates its row.
+def quoted() -> list[tuple[str, str, float]]:
+    import runner
+    from runner import artifacts, ceilings_cache, cli, limits, metrics, power, run, sampling, shard, spec, spool, store
+    from runner import termination
+    from dashboard import charts
+
+    timing, shape = spec.TimingSettings(), spec.Shape.model_json_schema()["properties"]
+    return [
+        ("timing.md", "while NVML is read every {} ms", 1e3 * power.INTERVAL_S),
+        ("timing.md", "A background thread reads NVML every {} ms", 1e3 * power.INTERVAL_S),
+        ("timing.md", "only once {} more are queued", sampling.QUEUED),
+        ("timing.md", "the SM clock within {} % for", 100 * power.SETTLE_TOLERANCE),
+        ("timing.md", "the SM clock within 1 % for {} s, over a window", power.SETTLE_WINDOW_S),
+        ("timing.md", "`heavy_after_s` ({} s)", timing.heavy_after_s),
+        ("timing.md", "the power drawn over the last {} s within", power.SETTLE_WINDOW_S),
+        ("timing.md", "within {} % of the 0.5 s before", 100 * power.CAP_TOLERANCE),
+        ("timing.md", "which moves in steps of about {} ms", 1e3 * power.ENERGY_STEP_S),
+        ("timing.md", "step error w / (w − {} ms)", 1e3 * power.ENERGY_STEP_S),
+        ("timing.md", "the mean clock of the two within {} %", 100 * power.SETTLE_TOLERANCE),
+        ("timing.md", "`light_after_s` ({} s)", timing.light_after_s),
+        ("timing.md", "`light_share` ({} %)", 100 * timing.light_share),
+        ("timing.md", "the energy counter read from {} s into the load", power.LIGHT_RAMP_S),
+        ("timing.md", "its samples are the calls from {} s on", power.LIGHT_RAMP_S),
+        ("timing.md", "at least `min_samples` ({}, `FLOOR_SAMPLES`", spec.FLOOR_SAMPLES),
+        ("timing.md", "a chunk of calls of {} ms or more is one call", 1e3 * sampling.CHUNK_S),
+        ("timing.md", "within {} s (`CARRY_GAP_S`)", spec.CARRY_GAP_S),
+        ("timing.md", "its two {} s windows", power.SETTLE_WINDOW_S),
+        ("timing.md", "it is judged after {} s of its load", 2 * power.SETTLE_WINDOW_S),
+        ("timing.md", "of its load instead of {} s", timing.heavy_after_s + power.SETTLE_WINDOW_S),
+        ("timing.md", "back within {} °C", power.COOL_MARGIN_C),
+        ("timing.md", "flags `clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
+        ("timing.md", "records per {} s bin", sampling.SOAK_BIN_S),
+        ("timing.md", "older than {} days (`MAX_AGE_DAYS`)", ceilings_cache.MAX_AGE_DAYS),
+        ("timing.md", "(more than {} days old)", ceilings_cache.MAX_AGE_DAYS),
+        ("timing.md", "at least half (`SHARE_OF_MMA`, {})", ceilings_cache.SHARE_OF_MMA),
+        ("timing.md", "each new ceiling is at least {} % (`SHARE_OF_KEPT`)", 100 * ceilings_cache.SHARE_OF_KEPT),
+        ("results.md", "group commits, {} ms apart at most", 1e3 * spool.GROUP_S),
+        ("results.md", "those of the last {} ms", 1e3 * spool.GROUP_S),
+        ("results.md", "its probe of `--out` and its first read of the store wait at most {} s each", cli.PROBE_TIMEOUT_S),
+        ("results.md", "its first read of the store wait at most {} s each", spool.PULL_TIMEOUT_S),
+        ("results.md", "`--store-timeout` seconds (default {})", store.DEFAULT_TIMEOUT_S),
+        ("results.md", "(the last upload gets {} s;", termination.SIGTERM_UPLOAD_S),
+        ("results.md", "`clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
+        ("results.md", "SM clock moved more than {} % while it was sampled", 100 * power.UNSTABLE_SPREAD),
+        ("results.md", "| {} | stdout's reader went away", cli.EXIT_PIPE),
+        ("command-line.md", "tables grow up to {} columns", cli.PIPE_WIDTH),
+        ("command-line.md", "one line per problem (at most {}, then a count)", spec.MAX_PROBLEMS),
+        ("command-line.md", "are retried every {} s for up to", store.AUTH_PAUSE_S),
+        ("command-line.md", "for up to {} s (`AUTH_GRACE_S`", store.AUTH_GRACE_S),
+        ("command-line.md", "reach after about {} s (someone is waiting)", store.READ_TIMEOUT_S),
+        ("command-line.md", "`run` keeps the {} s of `--store-timeout`", store.DEFAULT_TIMEOUT_S),
+        ("command-line.md", "up to {} characters: a name and the time", spec.RUN_ID_MAX_LENGTH),
+        ("command-line.md", "ends the output quietly with exit {} (128 + SIGPIPE", cli.EXIT_PIPE),
+        ("command-line.md", "more than max_cells ({})", spec.DEFAULT_MAX_CELLS),
+        ("command-line.md", "raise max_cells (at most {})", spec.MAX_CELLS),
+        ("specs.md", "a spec file of at most {} MiB", spec.MAX_SPEC_BYTES / 2**20),
+        ("specs.md", "nested at most {} levels", spec.MAX_DEPTH),
+        ("specs.md", "holding at most {} values once YAML aliases are expanded", spec.MAX_VALUES),
+        ("specs.md", "integers of at most {} digits", spec.MAX_DIGITS),
+        ("specs.md", "(`batch` ≤ {},", shape["batch"]["maximum"]),
+        ("specs.md", "and `head_dim` ≤ {})", shape["head_dim"]["maximum"]),
+        ("specs.md", "at most `max_cells` cells (default {},", spec.DEFAULT_MAX_CELLS),
+        ("specs.md", "or with `--max-cells`, up to {});", spec.MAX_CELLS),
+        ("specs.md", "alone need more than {} TiB", limits.MAX_INPUT_BYTES / 2**40),
+        ("specs.md", "(nor {}; [results](results.md), shards)", shard.MAX_SHARDS),
+        ("specs.md", "×{} with backward", metrics.BWD_FLOP_FACTOR),
+        ("regressions.md", "(`--threshold`, default {} %)", runner.COMPARE_THRESHOLD_PERCENT),
+        ("regressions.md", "an SM clock that moved more than {} % (`clock_unstable`)", 100 * power.UNSTABLE_SPREAD),
+        ("regressions.md", "at most {} charts inline", artifacts.MAX_CHARTS),
+        ("dashboard.md", "beyond both runs' noise and {} %", runner.COMPARE_THRESHOLD_PERCENT),
+        ("dashboard.md", "cells whose clock moved more than {} % are named", 100 * power.UNSTABLE_SPREAD),
+        ("dashboard.md", "they draw up to {} runs", charts.MAX_RUNS),
+        ("design.md", "compiles the programs of its next {} cells together", run.AHEAD_CELLS),
+    ]
+
+
+NUMBER = r"(\d[\d,]*(?:\.\d+)?|one|two|three|four|five)"
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+
+
+def quote_drift(pages: dict[str, str], rows: list[tuple[str, str, float]]) -> list[str]:
+    """Each row whose phrase stands nowhere on its page, or says another number there than the code's."""
+    problems = []
+    for page, phrase, value in rows:
+        text = " ".join(pages[page].split())
+        pattern = r"\s+".join(map(re.escape, " ".join(phrase.split()).split(" "))).replace(re.escape("{}"), NUMBER)
+        said = re.findall(pattern, text)
+        if not said:
+            problems.append(f"{page}: no longer says {phrase!r} (reworded? update tests/test_docs.py's quoted())")
+        problems += [f"{page}: {phrase.replace('{}', n)!r}, where the code says {value:g}"
+                     for n in said if not math.isclose(WORDS.get(n) or float(n.replace(",", "")), value)]
+    return problems
+
+
+def test_every_number_a_page_quotes_from_the_code_is_the_codes():
+    rows = quoted()
+    pages = {page: (REPO / "docs" / page).read_text() for page, _, _ in rows}
+    assert quote_drift(pages, rows) == []
+
+
+def test_a_page_that_quotes_another_number_or_drops_the_phrase_is_named():
+    pages = {"p.md": "a stream that starts\n  within 2 s (`CARRY_GAP_S`) of the end, and three samples"}
+    assert quote_drift(pages, [("p.md", "within {} s (`CARRY_GAP_S`)", 1.0), ("p.md", "and {} samples", 3),
+                               ("p.md", "the cap carried", 1)]) == [
+        "p.md: 'within 2 s (`CARRY_GAP_S`)', where the code says 1",
+        "p.md: no longer says 'the cap carried' (reworded? update tests/test_docs.py's quoted())"]
 
 
 # --- the results pages ---------------------------------------------------------------------------------------------
