@@ -672,6 +672,7 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
     like_with_like(found)
     status_changes(found)
+    other_timers(found)
     if found.cells.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
     else:
@@ -712,6 +713,15 @@ def status_changes(found: comparison.Comparison) -> None:
         if len(only):
             st.caption(f"{len(only)} cell(s) only in {which}")
             st.dataframe(key_last(only), hide_index=True)
+
+
+def other_timers(found: comparison.Comparison) -> None:
+    """Cells ok in both that different timers timed (no verdict: neither a regression nor an improvement), counted as
+    compare's verdict counts them, in a table."""
+    if len(found.other_timers):
+        st.warning(f"{report.timers_said(found)}: no {found.timer or 'shared'} time in both runs, so neither a "
+                   "regression nor an improvement")
+        st.dataframe(key_last(found.other_timers), hide_index=True)
 
 
 def key_last(cells: pd.DataFrame) -> pd.DataFrame:

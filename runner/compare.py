@@ -91,6 +91,28 @@ def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
         unsettled=unsettled(ok).astype(bool))
 
 
+def timers_of(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's timers that hold a median, as text ('device, wall'; '—' where none)."""
+    names = timers(cells)
+    held = cells[[f"{t}_median_s" for t in names]].notna().to_numpy()
+    return pd.Series([", ".join(t for t, on in zip(names, row) if on) or "—" for row in held], index=cells.index,
+                     dtype=object)
+
+
+def other_timers(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> pd.DataFrame:
+    """Cells ok in both runs and not timed by `timer` in both (device in A, wall in B: the device timer failed in
+    one run): no ratio of theirs is like with like, so none is a verdict, and they are counted and named instead
+    (key, experiment, variant, shape, the timers each run holds), in A's order."""
+    ok_a, ok_b = a[a["status"].eq("ok")], b[b["status"].eq("ok")]
+    compared = set(timed(a, timer)["key"]) & set(timed(b, timer)["key"])
+    both = ok_a.merge(ok_b.assign(timers_b=timers_of(ok_b))[["key", "timers_b"]], on="key")
+    both = both.assign(timers_a=timers_of(both))
+    apart = both[~both["key"].isin(compared)].sort_values("order").reset_index(drop=True)
+    return pd.DataFrame({**{c: apart[c] for c in CELL_COLUMNS[:3]}, "shape": labels(apart),
+                         "timers A": apart["timers_a"], "timers B": apart["timers_b"]},
+                        columns=[*CELL_COLUMNS, "timers A", "timers B"])
+
+
 def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.ndarray:
     """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only beyond noise."""
     slower = beyond_noise & (ratio > 1 + threshold)
@@ -398,6 +420,7 @@ class Comparison:
     common: int  # cells (keys) in both runs, whatever their status
     missing: pd.DataFrame  # ok in A, planned by B and absent from it: a regression
     planned_b: int | None  # the cells B planned (every shard's), None where its manifest does not list them
+    other_timers: pd.DataFrame  # ok in both, not timed by `timer` in both: no verdict, never a regression
 
     @property
     def material(self) -> pd.DataFrame:
@@ -440,7 +463,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),
                       only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
                       len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
-                      None if b_planned is None else len(b_planned))
+                      None if b_planned is None else len(b_planned), other_timers(a, b, timer))
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:

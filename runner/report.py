@@ -406,6 +406,7 @@ def comparison_sections(found) -> list[tuple]:
         ("Missing from B (regressions: ok in A, planned by B, absent)", found.missing),
         ("Cells only in A", found.only_a),
         ("Cells only in B", found.only_b),
+        (f"Timed by different timers (not compared: no {found.timer or 'shared'} time in both)", found.other_timers),
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
         ("Geometric mean of B / A per experiment and variant", summary),
@@ -430,6 +431,22 @@ def _unsettled(cells) -> str:
     return f"; {count} of those sampled unsettled in A or B (power state or clock)" if count else ""
 
 
+def _cells(count: int) -> str:
+    return f"{count} cell" + ("" if count == 1 else "s")
+
+
+def timers_said(found) -> str:
+    """'3 cells timed by different timers (not compared)': cells ok in both that no timer timed in both (the CLI's
+    verdict, the report's and the dashboard's Compare tab say it so); '' where none."""
+    count = len(found.other_timers)
+    return f"{_cells(count)} timed by different timers (not compared)" if count else ""
+
+
+def _apart(found) -> str:
+    """'; 3 cells timed by different timers (not compared)' where any were."""
+    return f"; {timers_said(found)}" if len(found.other_timers) else ""
+
+
 def verdict(found) -> str:
     """One line: the regressions, or that there is none, over the cells both runs hold; then the material
     differences of their environments, if any."""
@@ -441,7 +458,7 @@ def verdict(found) -> str:
     tally = (f"{found.common} cells in both (A {found.common + len(found.only_a) + len(found.missing)}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
-             + _unsettled(found.cells))
+             + _unsettled(found.cells) + _apart(found))
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
@@ -487,6 +504,7 @@ def comparison_json(found) -> str:
         "environment": _records(found.environment),
         "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
         "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
+        "different_timers": _records(found.other_timers),
         "summary": _records(found.summary),
     }
     return json.dumps(document, indent=2) + "\n"

@@ -193,6 +193,31 @@ def test_a_cell_ok_in_a_that_b_planned_and_lacks_is_a_regression_one_b_did_not_p
 
 # --- comparable runs --------------------------------------------------------------------------------------------
 
+def wall_only(cell):
+    """The cell as a run whose device timer failed (CUPTI) records it: timed by wall alone, 2x slower."""
+    wall = [t.model_copy(update={k: getattr(t, k) * 2 for k in ("median_s", "q1_s", "q3_s", "min_s")})
+            for t in cell.timings if t.timer == "wall"]
+    return cell.model_copy(update={"timings": wall, "timer": "wall", "median_s": wall[0].median_s, "kernels": []})
+
+
+def test_a_cell_timed_by_different_timers_in_a_and_b_is_counted_and_named_never_a_verdict(capsys, tmp_path):
+    """Two cells whose device timer failed in B (wall alone, twice as slow): no ratio of theirs is like with like, so
+    they are neither slower nor within noise, and the verdict, a table and the json name them."""
+    apart = ok_keys(shipped(TEMPLATE))[4:6]
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), change=lambda c: wall_only(c) if c.key in apart else c)
+    code, found = report(capsys, a, b)
+    assert code == 0 and found["timer"] == "device" and not {c["key"] for c in found["cells"]} & set(apart)
+    assert [(c["key"], c["timers A"], c["timers B"]) for c in found["different_timers"]] == [
+        (key, "device, wall", "wall") for key in apart]
+    assert "; 2 cells timed by different timers (not compared)" in found["verdict"]
+    table = in_process(capsys, "compare", a, b)
+    shown = table.out.split("Timed by different timers (not compared: no device time in both)")[1].split("Geometric")[0]
+    assert table.code == 0 and [k for k in ok_keys(shipped(TEMPLATE)) if k in shown] == apart
+    assert report(capsys, a, a)[1]["different_timers"] == []
+    assert "different timers" not in report(capsys, a, a)[1]["verdict"]
+
+
 def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp_path):
     steady = copied(tmp_path, "lab5-steady", DAY)
     burst = copied(tmp_path, "lab5-burst", DAY + dt.timedelta(days=1), policy="burst")
