@@ -156,7 +156,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "each new ceiling is at least {} % (`SHARE_OF_KEPT`)", 100 * ceilings_cache.SHARE_OF_KEPT),
         ("results.md", "group commits, {} ms apart at most", 1e3 * spool.GROUP_S),
         ("results.md", "those of the last {} ms", 1e3 * spool.GROUP_S),
-        ("results.md", "its probe of `--out` and its first read of the store wait at most {} s each", cli.PROBE_TIMEOUT_S),
+        ("results.md", "its probe of `--out` and its first read of the store wait at most {} s", cli.PROBE_TIMEOUT_S),
         ("results.md", "its first read of the store wait at most {} s each", spool.PULL_TIMEOUT_S),
         ("results.md", "`--store-timeout` seconds (default {})", store.DEFAULT_TIMEOUT_S),
         ("results.md", "(the last upload gets {} s;", termination.SIGTERM_UPLOAD_S),
