@@ -78,6 +78,11 @@ def cudnn_sides(points: pd.DataFrame, x: str) -> dict:
     return {value: said(group) for value, group in points.groupby(x, sort=False)}
 
 
+def absent(runs: list[str], manifests: dict) -> list[str]:
+    """Why the runs on a GPU may miss published figures (runner.published.absent), each reason once."""
+    return sorted({note for run in runs if (note := published.absent(manifests.get(run)))})
+
+
 def table(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """Measured beside published, a row per matching cell on the figure's GPU, by each record's headline timer (as
     `attnbench show`, whatever timer the sidebar chose): below 1, faster than the published figure; the cuDNN each

@@ -550,12 +550,16 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
     beside = published.table(tables.measured(sel.cells), snap.manifests)
-    if not beside.empty:
+    missing = published.absent(sel.runs, snap.manifests)
+    if not beside.empty or missing:
         st.subheader("Beside published figures")
+    if not beside.empty:
         st.caption("Each measured cell at the shape of a published figure, on the GPU the figure was measured on "
                    "(docs/reference/), by the cell's headline timer (as `attnbench show`): measured / published "
                    "below 1 is faster than published.")
         st.dataframe(beside, hide_index=True)
+    for note in missing:
+        st.caption(note)
 
 
 def board_summary(standings: list[board.Standing]) -> str:

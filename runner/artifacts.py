@@ -76,7 +76,8 @@ def summary(reports: list[Report]) -> str:
         if board := leaderboard_markdown(standings, legacy_of([r.run.manifest])):
             parts += ["### Leaderboard", board]
         for t in report.beside_tables(r.run.cells, r.run.manifest):
-            parts += [f"### {t.heading}", report.markdown_table(t.header, t.body())]
+            parts += [f"### {t.heading}", *([report.markdown_table(t.header, t.body())] if t.rows else []),
+                      *([t.note] if t.note else [])]
         parts += [f"![{chart.title}]({figure_name(chart)})" for chart in r.charts]
     return "\n\n".join(parts) + "\n"
 
@@ -126,8 +127,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
     parts += [leaderboard_html(standings, legacy_of([run.manifest])),
-              *(table_html(t.heading, t.header, t.body())
-                for t in report.beside_tables(run.cells, run.manifest)),
+              *(beside_html(t) for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
               "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),
               "</section>"]
@@ -190,6 +190,12 @@ def cells_html(experiment: str, cells: list[CellRecord]) -> str:
     fixed = shape.label(shapes[0], omit=tuple(varying))
     return table_html(f"{experiment} · {fixed} · {len(cells)} cells", header, body,
                       [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells])
+
+
+def beside_html(t: report.Beside) -> str:
+    """A table beside the leaderboard, its note under it (or, where it has no rows, its heading and the note)."""
+    table = table_html(t.heading, t.header, t.body()) if t.rows else f"<h3>{_e(t.heading)}</h3>"
+    return table + (f"<p class='meta'>{_e(t.note)}</p>" if t.note else "")
 
 
 def table_html(title: str, header: list[str], body: list[list[str]], classes: list[str] | None = None) -> str:

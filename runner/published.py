@@ -42,6 +42,7 @@ from runner import metrics, shape
 
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
 CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
+SOURCES = "sources.yaml"  # the folder's index: each file of figures, where it came from, its GPU and format
 
 
 @dataclass(frozen=True)
@@ -174,13 +175,18 @@ FORMATS = {"cudnn-frontend-sdpa": _cudnn_frontend, "cudnn-frontend-inference": _
            "cudnn-frontend-training": _cudnn_frontend_training}
 
 
+def _entries(where: Path) -> list[dict] | None:
+    """sources.yaml's entries, None where the folder holds none (an image built without docs/reference/)."""
+    sources = where / SOURCES
+    return yaml.safe_load(sources.read_text()) if sources.is_file() else None
+
+
 @cache
 def _load(where: str) -> dict[tuple, list[Figure]]:
-    sources = Path(where) / "sources.yaml"
-    if not sources.is_file():
-        return {}
     index: dict[tuple, list[Figure]] = {}
-    for entry in yaml.safe_load(sources.read_text()):
+    for entry in _entries(Path(where)) or []:
+        if not (Path(where) / entry["file"]).is_file():  # absent() says so where a run expected its figures
+            continue
         for figure in FORMATS[entry["format"]](Path(where) / entry["file"], entry["series"], entry["url"]):
             index.setdefault((figure.shape, figure.fp8), []).append(replace(figure, gpu=entry.get("gpu")))
     return index
@@ -200,6 +206,19 @@ def gpu_of(manifest) -> str | None:
     """The GPU a run ran on, by NVML's name; None for a CPU's run or where no manifest says."""
     gpu = manifest.machine.gpu if manifest else None
     return gpu.name if gpu else None
+
+
+def absent(manifest) -> str | None:
+    """Why a run on a GPU may miss published figures it would be set beside: the reference folder holds no
+    sources.yaml (so no GPU's figures are known), or a file it lists for the run's GPU is missing; None where they
+    were read, and for a CPU's run, which expects none."""
+    gpu, where = gpu_of(manifest), folder()
+    entries = _entries(where) if gpu else []
+    if entries is None:
+        return (f"no published figures: {where} holds no {SOURCES} (an image or install without docs/reference/; "
+                f"${REFERENCE_ENV} names the folder)")
+    missing = [e["file"] for e in entries if e.get("gpu") == gpu and not (where / e["file"]).is_file()]
+    return f"published figures of the {gpu} not read: {', '.join(missing)} missing in {where}" if missing else None
 
 
 def on_gpu(values: dict, fp8: bool, gpu: str | None) -> list[Figure]:

@@ -265,6 +265,7 @@ class Beside:
     title: str
     rows: list[dict[str, str]]
     right: tuple[str, ...]  # its numeric columns
+    note: str | None = None  # one line under the rows, or in their stead: why some that were expected are missing
 
     @property
     def header(self) -> list[str]:
@@ -293,7 +294,10 @@ def published_rows(cells: list[CellRecord], manifest) -> list[dict[str, str]]:
 def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
     """The tables `show`, `attnbench report` (its page and summary.md) give a run beside its cells and leaderboard:
     scaling across devices, the cost of a deterministic backward, of paging, shuffled pages, ragged lengths and new
-    tokens, and the published figures at its shapes; each only where the run holds the cells for it."""
+    tokens, and the published figures at its shapes; each only where the run holds the cells for it, or where a run on
+    a GPU finds the published figures' folder without them (its note says so)."""
+    from runner import published
+
     tables = [
         Beside("scaling: t(1) / (D x t(D)) against the variant's one-device cell", scaling_rows(cells),
                ("D", "ms", "efficiency", "comm ms", "compute ms")),
@@ -303,15 +307,19 @@ def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
                serving_rows(cells), ("ms", "beside ms", "cost")),
         Beside("published: measured / published at the same shape (below 1: faster than published)",
                published_rows(cells, manifest), ("measured ms", "published ms", "measured / published",
-                                                 "measured % MMA@clock", "published % MMA@clock")),
+                                                 "measured % MMA@clock", "published % MMA@clock"),
+               published.absent(manifest)),
     ]
-    return [t for t in tables if t.rows]
+    return [t for t in tables if t.rows or t.note]
 
 
 def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:
     """`show`'s tables beside the leaderboard (beside_tables), each as a terminal table."""
     for t in beside_tables(cells, manifest):
-        console.print(rich_table(t.title, t.header, t.body(), right=t.right))
+        if t.rows:
+            console.print(rich_table(t.title, t.header, t.body(), right=t.right))
+        if t.note:
+            console.print(escape(t.note), highlight=False)
 
 
 def _part_state(part) -> str:

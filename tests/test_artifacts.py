@@ -3,6 +3,7 @@ PNG figures and a markdown summary; what a 3,000-cell run's report weighs; `comp
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import sys
@@ -81,6 +82,24 @@ def test_the_report_gives_a_run_the_tables_show_gives_it_beside_its_cells(capsys
     runs = {part.split("\n")[0]: part for part in summary.split("\n## ")[1:]}
     assert "### Published" in runs[HOPPER] and "### Serving" in runs["serving-cpu-20261206"]
     assert "### Serving" not in runs[HOPPER]
+
+
+def test_the_report_says_why_a_gpus_run_has_no_published_figure(capsys, tmp_path, monkeypatch):
+    """Made where the published figures' folder holds none (an image built without docs/reference/): the run's
+    published section is that one line, on the page and in summary.md (runner.published.absent, as `show`)."""
+    from runner import published
+
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path / "none"))
+    done = report(capsys, tmp_path, H200 / HOPPER)
+    assert done.code == 0, done.err
+    note = published.absent(shipped(f"h200/{HOPPER}").manifest)
+    assert note.startswith("no published figures: ")
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<h3>Published: measured / published at the same shape (below 1: faster than published)</h3>" \
+           f"<p class='meta'>{html.escape(note, quote=True)}</p>" in page
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert f"### Published: measured / published at the same shape (below 1: faster than published)\n\n{note}\n" \
+           in summary
 
 
 def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shape_had_two_nothing(capsys, tmp_path):

@@ -958,6 +958,18 @@ def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cud
                                                                 ("te", "9.14.0")}
 
 
+def test_the_leaderboard_says_why_a_gpus_run_has_no_published_figure(monkeypatch, tmp_path):
+    """Served where the published figures' folder holds none (an image built without docs/reference/): the
+    Leaderboard tab's published section is that one line (runner.published.absent, as `attnbench show`)."""
+    from runner import published
+
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    app = open_app(monkeypatch, run="hopper-long-warm-20261203-023241", tab="Leaderboard")
+    assert "Beside published figures" in texts(app.subheader)
+    assert f"no published figures: {tmp_path} holds no sources.yaml" in texts(app.caption)
+    assert not any("published ms" in frame.value for frame in app.dataframe)
+
+
 def test_a_legend_is_given_the_columns_its_widest_entry_allows_and_the_height_its_rows_take():
     """plotly lays a legend of several rows out in columns of its widest entry, as many as its plot's width holds:
     the figure fixes that number (a column is a fraction of the plot's width, so a wider window draws the same rows)

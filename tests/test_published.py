@@ -94,6 +94,40 @@ def test_no_reference_folder_means_no_published_series(tmp_path, monkeypatch):
     assert published.lookup(params(**LLAMA, seq_len=8192, causal=True).as_dict(), False) == []
 
 
+def test_a_run_on_a_gpu_says_why_it_has_no_published_figure_where_the_folder_holds_none(tmp_path, monkeypatch):
+    """An image or install without docs/reference/: no GPU's figures are known, so a GPU's run says so; a CPU's run
+    expects none and says nothing."""
+    run = shipped(H200_LONG)
+    assert published.absent(run.manifest) is None  # the checkout's folder: read
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    for gpu in ("NVIDIA H200", "NVIDIA L4"):
+        assert published.absent(on(run.manifest, gpu)) == (
+            f"no published figures: {tmp_path} holds no sources.yaml (an image or install without docs/reference/; "
+            "$ATTNBENCH_REFERENCE names the folder)")
+    assert published.absent(on(run.manifest, None)) is None and published.absent(None) is None
+
+
+def test_a_file_of_the_runs_gpu_missing_from_the_folder_is_named_and_the_others_still_read(tmp_path, monkeypatch):
+    run = shipped(H200_LONG)
+    entries = yaml.safe_load((published.CHECKOUT / "sources.yaml").read_text())
+    *kept, gone = [entry["file"] for entry in entries]  # gone: the training figures; kept: the sdpa ones
+    for name in ["sources.yaml", *kept]:
+        (tmp_path / name).write_bytes((published.CHECKOUT / name).read_bytes())
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    note = published.absent(run.manifest)
+    assert note == f"published figures of the NVIDIA H200 not read: {gone} missing in {tmp_path}"
+    assert published.absent(on(run.manifest, "NVIDIA L4")) is None  # sources.yaml lists no L4 figure
+    assert published.figures() and published.beside(run.cells, published.fp8_promised(run.manifest), run.manifest)
+
+
+def test_show_says_why_a_gpus_run_has_no_published_figure(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv(published.REFERENCE_ENV, str(tmp_path))
+    result = in_process(capsys, "show", REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136")
+    assert result.code == 0
+    assert "published: measured / published" not in result.out
+    assert f"no published figures: {tmp_path} holds no sources.yaml" in " ".join(result.out.split())
+
+
 def test_show_prints_measured_over_published_for_the_shipped_h200_run(capsys):
     run = REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136"
     result = in_process(capsys, "show", run)
