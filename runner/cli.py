@@ -863,6 +863,7 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """The command line's exit code (argparse's own too: 2 for bad arguments, 0 for --help)."""
     try:
+        TERMINATION.arm()
         code = _main(argv)
         sys.stdout.flush()  # output that fit in the buffer meets a closed pipe here
         return code

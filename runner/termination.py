@@ -1,7 +1,9 @@
 """SIGTERM, handled from the first instant of the process (a Spot notice gives a pod 15 s).
 
 Outside the measuring loop SIGTERM raises Interrupted, which the command line turns into exit 75; inside it,
-SIGTERM only sets an event that the loop checks at least every 0.2 s, so no write is cut in half.
+SIGTERM only sets an event that the loop checks at least every 0.2 s, so no write is cut in half. While the
+command line's modules load (installed, not yet armed) it only sets the event too: raised inside an import, it
+would escape main() as a traceback and exit 1; main() arms it and raises there.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ class Termination:
         self.at: float | None = None
 
     def install(self) -> None:
+        """Handle SIGTERM from here, setting the event only until arm()."""
+        self.raising = False
         signal.signal(signal.SIGTERM, self._handle)
+
+    def arm(self) -> None:
+        """Raise Interrupted on SIGTERM from here on, and now if one came while the command line loaded."""
+        self.raising = True
+        if self.event.is_set():
+            raise Interrupted()
 
     def _handle(self, signum, frame) -> None:
         if not self.event.is_set():

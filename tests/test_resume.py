@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -268,10 +269,25 @@ def test_sigterm_in_a_long_cell_abandons_it_and_exits_75_within_10_s(emulator, t
     assert all(c.attempts == 1 for c in open_store(OUT).read("preempted").cells)
 
 
-def test_sigterm_at_start_up_exits_75(emulator, tiny_spec, tmp_path):
-    run = start_run(tiny_spec, "early", tmp_path / "spool")
-    time.sleep(0.3)  # importing, parsing: before any cell
-    sigterm_within_the_limit(run)
+def test_sigterm_at_start_up_exits_75(gate, tiny_spec, tmp_path):
+    """SIGTERM while the run starts up, held at its first request to the store: a fixed sleep met it while the
+    command line's modules loaded on a busy machine and before start-up ended on a quick one."""
+    asked, released = threading.Event(), threading.Event()
+
+    def hold(method, path):
+        asked.set()
+        released.wait(RUN_TIMEOUT_S)
+
+    gate.refuse = hold
+    spool = tmp_path / "spool"
+    run = start_run(tiny_spec, "early", spool)
+    try:
+        assert asked.wait(RUN_TIMEOUT_S) and run.poll() is None, (spool / "stderr.txt").read_text()
+        sigterm_within_the_limit(run)
+    finally:
+        released.set()
+    said = (spool / "stderr.txt").read_text()
+    assert said.splitlines()[-1] == "interrupted by SIGTERM before measuring began; nothing to upload", said
 
 
 def test_sigterm_while_the_store_is_down_exits_75_within_10_s(emulator, tmp_path):

@@ -1,9 +1,10 @@
-"""runner/termination.py: SIGTERM raises Interrupted outside the measuring loop, only sets the event inside it, and
-leaves the last upload what remains of its budget."""
+"""runner/termination.py: SIGTERM raises Interrupted outside the measuring loop, only sets the event inside it and
+while the command line loads, and leaves the last upload what remains of its budget."""
 
 from __future__ import annotations
 
 import signal
+import threading
 
 import pytest
 
@@ -19,6 +20,27 @@ def test_sigterm_outside_the_loop_raises_and_inside_only_sets_the_event():
     with pytest.raises(Interrupted):
         t._handle(signal.SIGTERM, None)  # outside again: raises
     assert not isinstance(Interrupted(), Exception)  # so no `except Exception` on the way swallows it
+
+
+def test_sigterm_while_the_command_line_loads_only_sets_the_event_and_arming_raises(monkeypatch):
+    """Installed, not yet armed (the command line's modules loading): raised inside an import, Interrupted escaped
+    main() as a traceback, exit 1 (a fixed sleep before the signal met that window on a busy machine)."""
+    t = Termination()
+    monkeypatch.setattr(termination.signal, "signal", lambda signum, handler: None)  # this process keeps its own
+    t.install()
+    t._handle(signal.SIGTERM, None)  # no exception: the event only
+    assert t.event.is_set()
+    with pytest.raises(Interrupted):
+        t.arm()
+
+
+def test_a_sigterm_that_came_while_the_command_line_loaded_exits_75_as_main_begins(monkeypatch, capsys):
+    from runner import cli
+
+    monkeypatch.setattr(cli.TERMINATION, "event", threading.Event())
+    cli.TERMINATION.event.set()
+    assert cli.main(["list"]) == cli.EXIT_SIGTERM
+    assert capsys.readouterr().err == "interrupted by SIGTERM before measuring began; nothing to upload\n"
 
 
 def test_the_upload_gets_what_is_left_of_its_budget_and_at_least_a_second(monkeypatch):
