@@ -676,7 +676,7 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
     like_with_like(found)
     status_changes(found)
-    other_timers(found)
+    timers_and_kernels(found)
     if found.cells.empty:
         st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
     else:
@@ -719,13 +719,18 @@ def status_changes(found: comparison.Comparison) -> None:
             st.dataframe(key_last(only), hide_index=True)
 
 
-def other_timers(found: comparison.Comparison) -> None:
-    """Cells ok in both that different timers timed (no verdict: neither a regression nor an improvement), counted as
-    compare's verdict counts them, in a table."""
+def timers_and_kernels(found: comparison.Comparison) -> None:
+    """Cells ok in both that different timers timed (no verdict: neither a regression nor an improvement), and the
+    compared cells that ran another kernel in B, each counted as compare's verdict counts them, in a table."""
     if len(found.other_timers):
         st.warning(f"{report.timers_said(found)}: no {found.timer or 'shared'} time in both runs, so neither a "
                    "regression nor an improvement")
         st.dataframe(key_last(found.other_timers), hide_index=True)
+    if len(found.kernels):
+        st.warning(f"{report.kernels_said(found)}, of the {len(found.cells)} timed in both (its backend or its "
+                   "library kernels differ: the `kernel` column): their B / A is another kernel's as well as the "
+                   "code's")
+        st.dataframe(key_last(found.kernels), hide_index=True)
 
 
 def key_last(cells: pd.DataFrame) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -79,16 +80,20 @@ def unsettled(cells: pd.DataFrame) -> pd.Series:
     return flag("power_settled", False) | flag("clock_unstable", True)
 
 
+def _text(cells: pd.DataFrame, name: str) -> pd.Series:
+    return cells[name] if name in cells else pd.Series(None, index=cells.index, dtype=object)
+
+
 def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
-    """Cells ok in the run and timed by `timer`: their shape, `order`, the timer's median, q1 and q3, and whether
-    they were sampled `unsettled`."""
+    """Cells ok in the run and timed by `timer`: their shape, `order`, the timer's median, q1 and q3, whether they
+    were sampled `unsettled`, and what ran (`backend`, `kernels`: None where the record names none)."""
     columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
     if timer is None or f"{timer}_median_s" not in cells:
         return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values(),
-                                     "unsettled"])
+                                     "unsettled", "backend", "kernels"])
     ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
     return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns).assign(
-        unsettled=unsettled(ok).astype(bool))
+        unsettled=unsettled(ok).astype(bool), backend=_text(ok, "backend"), kernels=_text(ok, "kernels"))
 
 
 def timers_of(cells: pd.DataFrame) -> pd.Series:
@@ -113,6 +118,36 @@ def other_timers(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> pd.Data
                         columns=[*CELL_COLUMNS, "timers A", "timers B"])
 
 
+# XLA names a kernel it generates after the HLO fusion or op it made ('loop_multiply_fusion_2', 'wrapped_transpose',
+# 'gemm_fusion_dot_5', 'triton_softmax_2'): where it stands in the program, renumbered as the program changes, never
+# which kernel it is. A library names its kernel for what it is (cuDNN's, cuBLAS' nvjet_*, TransformerEngine's, a
+# Pallas mha_forward).
+XLA_NAMED = re.compile(r"(wrapped_[a-z]+|[a-z_]*fusion|gemm_fusion_dot|triton_softmax)(_\d+)?")
+
+
+def library_kernels(kernels: object) -> frozenset[str] | None:
+    """The library kernels among a cell's (CellRecord.row's ';'-joined names; XLA_NAMED's left out); None where the
+    record names no kernel (a wall timer, a CPU): unknown, not none."""
+    names = [k for k in kernels.split(";") if k] if isinstance(kernels, str) else []
+    return frozenset(k for k in names if not XLA_NAMED.fullmatch(k)) if names else None
+
+
+def kernel_change(backend_a: object, backend_b: object, kernels_a: object, kernels_b: object) -> str:
+    """What ran in B in place of what ran in A, by the records' own fields: 'backend xla → cudnn' where the backends
+    the compiled programs prove differ, else 'another kernel' where the library kernels seen by the device timer
+    differ as sets; '' where neither differs or a side does not say (no backend, no kernels)."""
+    if isinstance(backend_a, str) and isinstance(backend_b, str) and backend_a != backend_b:
+        return f"backend {backend_a} → {backend_b}"
+    seen_a, seen_b = library_kernels(kernels_a), library_kernels(kernels_b)
+    return "another kernel" if seen_a is not None and seen_b is not None and seen_a != seen_b else ""
+
+
+def kernels_apart(a: object, b: object) -> tuple[str, str]:
+    """The library kernels only A ran and only B ran, each as ';'-joined text ('' where none)."""
+    seen_a, seen_b = library_kernels(a) or frozenset(), library_kernels(b) or frozenset()
+    return ";".join(sorted(seen_a - seen_b)), ";".join(sorted(seen_b - seen_a))
+
+
 def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.ndarray:
     """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only beyond noise."""
     slower = beyond_noise & (ratio > 1 + threshold)
@@ -124,9 +159,11 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
           threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
     """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
     and the verdict: 'faster', 'slower' or 'within noise'; `unsettled` names the side(s) sampled unsettled or on an
-    unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power state as well as code."""
-    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "unsettled"]], on="key",
-                                 suffixes=("_a", "_b"))
+    unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power state as well as code; `kernel`
+    says where B ran another implementation than A (kernel_change: 'backend xla → cudnn', 'another kernel'; ''
+    where not), whose ratio is another kernel's as well as this code's."""
+    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "unsettled", "backend", "kernels"]],
+                                 on="key", suffixes=("_a", "_b"))
     both = both.sort_values("order").reset_index(drop=True)
     gap = (both["median_b"] - both["median_a"]).abs()
     iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
@@ -138,8 +175,22 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
         "verdict": verdicts(ratio, (gap > iqr_a) & (gap > iqr_b), threshold),
         "unsettled": [", ".join(side for side, on in (("A", x), ("B", y)) if on)
                       for x, y in zip(both["unsettled_a"].astype(bool), both["unsettled_b"].astype(bool))],
+        "kernel": [kernel_change(*sides) for sides in zip(both["backend_a"], both["backend_b"], both["kernels_a"],
+                                                            both["kernels_b"])],
         **{axis: both[axis] for axis in SHAPE},
     })
+
+
+def kernel_changes(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The cells of `table` (compared, with their verdicts) that ran another kernel in B: key, experiment, variant,
+    shape, verdict, the change, and the library kernels only A ran and only B ran."""
+    changed = table[table["kernel"].ne("")]
+    kernels_a, kernels_b = (changed["key"].map(dict(zip(run["key"], _text(run, "kernels")))) for run in (a, b))
+    apart = [kernels_apart(x, y) for x, y in zip(kernels_a, kernels_b)]
+    return pd.DataFrame({**{c: changed[c] for c in CELL_COLUMNS}, "verdict": changed["verdict"],
+                         "change": changed["kernel"], "only A ran": [x for x, _ in apart],
+                         "only B ran": [y for _, y in apart]},
+                        columns=[*CELL_COLUMNS, "verdict", "change", "only A ran", "only B ran"]).reset_index(drop=True)
 
 
 def geomean(values: pd.Series) -> float:
@@ -421,6 +472,7 @@ class Comparison:
     missing: pd.DataFrame  # ok in A, planned by B and absent from it: a regression
     planned_b: int | None  # the cells B planned (every shard's), None where its manifest does not list them
     other_timers: pd.DataFrame  # ok in both, not timed by `timer` in both: no verdict, never a regression
+    kernels: pd.DataFrame  # compared cells that ran another kernel in B (kernel_changes)
 
     @property
     def material(self) -> pd.DataFrame:
@@ -463,7 +515,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),
                       only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
                       len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
-                      None if b_planned is None else len(b_planned), other_timers(a, b, timer))
+                      None if b_planned is None else len(b_planned), other_timers(a, b, timer),
+                      kernel_changes(a, b, table))
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:

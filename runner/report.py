@@ -394,12 +394,13 @@ def _ms(value: float) -> str:
 
 
 def _times(table):
-    """Timed cells as text: A and B in ms, B / A, each run's noise, and which side was sampled unsettled where any
-    was (runner.compare.cells)."""
+    """Timed cells as text: A and B in ms, B / A, each run's noise, which side was sampled unsettled where any was,
+    and where B ran another kernel where any did (runner.compare.cells)."""
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
         "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
-        **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {})})
+        **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {}),
+        **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {})})
     return shown.reset_index(drop=True)
 
 
@@ -415,6 +416,7 @@ def comparison_sections(found) -> list[tuple]:
         ("Cells only in A", found.only_a),
         ("Cells only in B", found.only_b),
         (f"Timed by different timers (not compared: no {found.timer or 'shared'} time in both)", found.other_timers),
+        ("Ran another kernel in B (compared all the same)", found.kernels),
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
         ("Geometric mean of B / A per experiment and variant", summary),
@@ -450,9 +452,17 @@ def timers_said(found) -> str:
     return f"{_cells(count)} timed by different timers (not compared)" if count else ""
 
 
+def kernels_said(found) -> str:
+    """'5 cells ran another kernel in B' of the cells timed in both (runner.compare.kernel_change); '' where none
+    did."""
+    return f"{_cells(len(found.kernels))} ran another kernel in B" if len(found.kernels) else ""
+
+
 def _apart(found) -> str:
-    """'; 3 cells timed by different timers (not compared)' where any were."""
-    return f"; {timers_said(found)}" if len(found.other_timers) else ""
+    """'; of those, 5 cells ran another kernel in B; 3 cells timed by different timers (not compared)', each where
+    any."""
+    kernels = f"; of those, {kernels_said(found)}" if len(found.kernels) else ""
+    return kernels + (f"; {timers_said(found)}" if len(found.other_timers) else "")
 
 
 def verdict(found) -> str:
@@ -512,7 +522,7 @@ def comparison_json(found) -> str:
         "environment": _records(found.environment),
         "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
         "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
-        "different_timers": _records(found.other_timers),
+        "different_timers": _records(found.other_timers), "another_kernel": _records(found.kernels),
         "summary": _records(found.summary),
     }
     return json.dumps(document, indent=2) + "\n"

@@ -177,27 +177,30 @@ def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
     assert "report:" not in done.out  # stdout holds the markdown alone
 
 
-def test_compare_reports_page_names_cells_timed_by_different_timers(capsys, tmp_path):
-    """The night before timed a cell by wall alone (its device timer failed): the page's verdict counts it and its
-    table names it, as the CLI's do."""
+def test_compare_reports_page_names_cells_timed_by_different_timers_and_cells_that_ran_another_kernel(capsys,
+                                                                                                        tmp_path):
+    """The night before timed a cell by wall alone (its device timer failed) and ran another kernel in another: the
+    page's verdict counts both and its tables name them, as the CLI's do."""
     store = nights(tmp_path / "store")
     before = open_store(str(store)).read(BEFORE)
     ok = [c for c in before.cells if c.status == "ok" and c.kernels]
-    wall = ok[5]
+    wall, other = ok[5], ok[6]
 
     def changed(c):
         if c.key == wall.key:
             kept = [t for t in c.timings if t.timer == "wall"]
             return c.model_copy(update={"timings": kept, "timer": "wall", "median_s": kept[0].median_s})
-        return c
+        return c.model_copy(update={"backend": "another"}) if c.key == other.key else c
     write_run(store / BEFORE, before.manifest, [changed(c) for c in before.cells])
     done = in_process(capsys, "compare", store / LAB5_TE, "--against", "previous", "--format", "markdown",
                       "--report", tmp_path / "night")
     page = (tmp_path / "night" / "index.html").read_text()
-    said = "; 1 cell timed by different timers (not compared)"
+    said = "of those, 1 cell ran another kernel in B; 1 cell timed by different timers (not compared)"
     assert done.code == 1 and said in done.out and said in page
     timers = page.split("Timed by different timers")[1].split("</table>")[0]
-    assert wall.key in timers and ok[6].key not in timers
+    kernels = page.split("Ran another kernel in B")[1].split("</table>")[0]
+    assert wall.key in timers and other.key not in timers and other.key in kernels and wall.key not in kernels
+    assert f"backend another → {other.backend}" in kernels
 
 
 def test_a_report_beside_its_run_in_the_store_leaves_the_run_as_it_read(capsys, tmp_path):

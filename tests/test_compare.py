@@ -218,6 +218,43 @@ def test_a_cell_timed_by_different_timers_in_a_and_b_is_counted_and_named_never_
     assert "different timers" not in report(capsys, a, a)[1]["verdict"]
 
 
+def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_counted(capsys, tmp_path):
+    """Compared all the same, but marked: one cell whose backend changed (auto: xla in A, cudnn in B), one whose
+    cuDNN kernel changed (another knob); a cell whose XLA fusions were renumbered ran no other kernel."""
+    cells = shipped(TEMPLATE).cells
+    auto, cudnn, xla = (next(c.key for c in cells if c.status == "ok" and c.variant == v) for v in ("auto", "cudnn",
+                                                                                                  "xla"))
+
+    def changed(cell):
+        if cell.key == auto:
+            return cell.model_copy(update={"backend": "cudnn", "kernels": ["cudnn_generated_fort_native_sdpa_x"]})
+        if cell.key == cudnn:
+            return cell.model_copy(update={"kernels": [k.replace("knob_7", "knob_32") for k in cell.kernels]})
+        renumbered = [k.rstrip("0123456789").rstrip("_") + "_9" for k in cell.kernels]
+        return cell.model_copy(update={"kernels": renumbered}) if cell.key == xla else cell
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), change=changed)
+    code, found = report(capsys, a, b)
+    marks = {c["key"]: c["kernel"] for c in found["cells"] if c["kernel"]}
+    assert code == 0 and marks == {auto: "backend xla → cudnn", cudnn: "another kernel"}
+    assert "; of those, 2 cells ran another kernel in B" in found["verdict"]
+    (row,) = [r for r in found["another_kernel"] if r["key"] == cudnn]
+    assert "knob_7" in row["only A ran"] and "knob_32" in row["only B ran"] and row["verdict"] == "within noise"
+    assert "Ran another kernel in B" in in_process(capsys, "compare", a, b).out
+    assert report(capsys, a, a)[1]["another_kernel"] == []
+
+
+@pytest.mark.parametrize("a, b, told", [
+    ("loop_multiply_fusion;gemm_fusion_dot_5;nvjet_sm90_x", "loop_multiply_fusion_2;gemm_fusion_dot;nvjet_sm90_x", ""),
+    ("wrapped_transpose;mha_forward", "wrapped_transpose_1;triton_softmax_2", "another kernel"),
+    ("cudnn_generated_knob_7", "", ""),  # B names no kernel (a wall timer): unknown, not another
+    ("_ZN5cudnn6fusion21lean_reduction_kernel", "_ZN5cudnn6fusion21lean_reduction_kernel;fusion_3", ""),
+])
+def test_another_kernel_is_a_library_kernel_set_that_differs_never_an_xla_fusions_number(a, b, told):
+    assert compare.kernel_change("xla", "xla", a, b) == told
+    assert compare.kernel_change("xla", None, a, a) == ""  # a backend not recorded: unknown, not another
+
+
 def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp_path):
     steady = copied(tmp_path, "lab5-steady", DAY)
     burst = copied(tmp_path, "lab5-burst", DAY + dt.timedelta(days=1), policy="burst")

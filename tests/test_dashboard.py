@@ -497,28 +497,32 @@ def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, t
     assert set(table(lenient, "verdict")["verdict"]) == {"within noise"}  # as `compare --threshold 40`
 
 
-def test_the_compare_tab_names_cells_timed_by_different_timers(monkeypatch, tmp_path):
-    """Two cells whose device timer failed in B (wall alone) have no verdict and are named, as `attnbench compare`
-    counts them."""
+def test_the_compare_tab_names_cells_timed_by_different_timers_and_cells_that_ran_another_kernel(monkeypatch,
+                                                                                                   tmp_path):
+    """Two cells whose device timer failed in B (wall alone) have no verdict and are named; a cell whose cuDNN kernel
+    changed keeps its verdict and is marked, as `attnbench compare` counts them."""
     template = shipped("h200/lab5-warm-20261203-023042")
     ok = [c for c in template.cells if c.status == "ok"]
-    apart = [c.key for c in ok[4:6]]
+    apart, cudnn = [c.key for c in ok[4:6]], next(c.key for c in ok if c.variant == "cudnn")
 
     def changed(c):
         if c.key in apart:
             wall = [t for t in c.timings if t.timer == "wall"]
             return c.model_copy(update={"timings": wall, "timer": "wall", "median_s": wall[0].median_s})
-        return c
+        return c.model_copy(update={"kernels": ["another_cudnn_kernel"]}) if c.key == cudnn else c
     for run, day in (("lab5-a", "2026-12-10"), ("lab5-b", "2026-12-11")):
         manifest, cells = copy_run(template, run, pd.Timestamp(f"{day}T00:00Z").to_pydatetime())
         write_run(tmp_path / "h200" / run, manifest, [changed(c) for c in cells] if run == "lab5-b" else cells)
     app = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b")
     warned = texts(app.warning)
     assert "2 cells timed by different timers (not compared): no device time in both runs" in warned
+    assert "1 cell ran another kernel in B, of the " in warned
     assert table(app, "timers B")[["key", "timers A", "timers B"]].values.tolist() == [
         [key, "device, wall", "wall"] for key in apart]
     shared = table(app, "ratio").set_index("key")
-    assert not set(apart) & set(shared.index)
+    assert not set(apart) & set(shared.index) and shared.loc[cudnn, "kernel"] == "another kernel"
+    assert set(shared["kernel"]) == {"", "another kernel"}
+    assert table(app, "only B ran")["only B ran"].tolist() == ["another_cudnn_kernel"]
 
 
 # --- issue 14: scale -------------------------------------------------------------------------------------------------
