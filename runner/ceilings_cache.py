@@ -38,9 +38,11 @@ MAX_AGE_DAYS = 7.0
 VERSIONED = ("jax", "jaxlib", "cuda_runtime", "cudnn")
 TIMER = "device"  # CUPTI's kernel time, runner.timers.DeviceTimer: what gpu's measurements take the median of
 NEEDED = ("matmul_peak_tflops", "memory_bandwidth_gbps", "run_id", "measured_at")
-# XLA_FLAGS that cannot change the GPU's compiled matmul or copy: the CPU platform's fake devices (runner.machine adds
-# them for the spec's largest split, so they would re-key a run of another spec), the CPU backend's flags, and dumps
-NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_cpu_", "--xla_dump_", "--xla_gpu_dump_")
+# XLA_FLAGS that cannot change a platform's compiled kernels: the CPU platform's fake devices (runner.machine adds
+# them for the spec's largest split, so they would re-key a run of another spec), dumps, and the other platform's
+# backend flags (a GPU's ceilings and cells compile nothing for the CPU backend, a CPU's nothing for the GPU's)
+NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_dump_", "--xla_gpu_dump_")
+OTHER_BACKEND = {"gpu": ("--xla_cpu_",), "cpu": ("--xla_gpu_",)}
 # Plausible ceilings: a matmul at least this share of the GPU's dense bf16 MMA rate at its clock cap, and, where an
 # entry for the key is being renewed, each ceiling at least this share of that entry's: well under the readings of a
 # GPU alone (docs/timing.md, Plausible ceilings), above those of one whose time is shared
@@ -48,11 +50,12 @@ SHARE_OF_MMA = 0.5
 SHARE_OF_KEPT = 0.9
 
 
-def kernel_flags(xla_flags: str) -> list[str]:
-    """XLA_FLAGS that can change the GPU's kernels, normalised: each flag's last setting (XLA's), sorted."""
-    last = {}
+def kernel_flags(xla_flags: str, platform: str = "gpu") -> list[str]:
+    """XLA_FLAGS that can change the kernels of `platform` (jax's: gpu or cpu), normalised: each flag's last setting
+    (XLA's), sorted. The ceilings' key and the manifest's machine.xla_flags both read them so."""
+    left_out, last = NO_KERNEL_FLAGS + OTHER_BACKEND.get(platform, ()), {}
     for flag in xla_flags.split():
-        if not flag.startswith(NO_KERNEL_FLAGS):
+        if not flag.startswith(left_out):
             last[flag.split("=", 1)[0]] = flag
     return sorted(last.values())
 

@@ -614,7 +614,8 @@ def _shown_run(args):
 
 def cmd_show(args, console: Console) -> int:
     from runner.leaderboard import leaderboard, legacy_of
-    from runner.report import export, leaderboard_markdown, leaderboard_table, print_beside, print_tables, summary_line
+    from runner.report import (export, kernel_line, leaderboard_markdown, leaderboard_table, print_beside, print_tables,
+                               summary_line)
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
@@ -622,6 +623,8 @@ def cmd_show(args, console: Console) -> int:
     _warn(run.problems)
     if args.format == "table":
         machine = run.manifest.machine if run.manifest else None
+        if line := kernel_line(run.manifest):
+            console.print(escape(line))
         print_tables(run.cells, console, machine)
         leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
         print_beside(run.cells, run.manifest, console)

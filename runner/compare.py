@@ -8,8 +8,8 @@ interquartile range of that cell); anything less is within noise.
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
 attnbench versions), GPU, power policy and timer that planned a cell in common; and the facts that change what a time
-means (power policy, library, driver and attnbench versions, the GPU's power limit, the spec identity) are named
-beside every verdict.
+means (power policy, library, driver and attnbench versions, the GPU's power limit, the spec identity, the XLA_FLAGS
+and environment variables that can change kernels) are named beside every verdict.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, shape
-from runner.record import CeilingsOrigin, Manifest
+from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -35,7 +35,9 @@ VERDICTS = ("faster", "slower", "within noise")
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
 MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w", "gpu name", "device",
-            "compute capability", "devices"}
+            "compute capability", "devices", "xla_flags", "kernel env"}
+# A fact a run's manifest does not record (Machine.NOT_RECORDED: a field older runners did not write) is unknown, so no
+# difference of it is said to change the times, while the environment table shows it beside the other run's value.
 # In `version X` and `worker W X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
 # ceilings too, runner.ceilings_cache.VERSIONED; tokamax's kernels are variants of their own).
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine", "cuda_runtime", "tokamax"}
@@ -281,7 +283,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "compute capability": _capability(m.machine.compute_capability), "power policy": power_policy(m),
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
-        "ceilings measured": _measured(m.machine.ceilings_origin),
+        "ceilings measured": _measured(m.machine.ceilings_origin), **m.machine.kernel_settings(),
         **{f"gpu {k}": v for k, v in gpu.items()},
         **{f"version {k}": v for k, v in m.machine.versions.items()},
         **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
@@ -322,8 +324,9 @@ def differences(a: Manifest | None, b: Manifest | None) -> pd.DataFrame:
 
 def material(fact: str) -> bool:
     """A fact whose difference changes what a time means: power policy, spec identity, attnbench's version (its git
-    sha), the GPU (name, compute capability, device count), driver, power limit, and the versions of jax, jaxlib,
-    cuDNN, TransformerEngine, the CUDA runtime and tokamax (the run's or a worker's)."""
+    sha), the GPU (name, compute capability, device count), driver, power limit, the XLA_FLAGS and environment
+    variables that can change kernels, and the versions of jax, jaxlib, cuDNN, TransformerEngine, the CUDA runtime
+    and tokamax (the run's or a worker's)."""
     library = fact.rpartition(" ")[2]
     return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
 
@@ -476,8 +479,11 @@ class Comparison:
 
     @property
     def material(self) -> pd.DataFrame:
-        """The environment differences that change what a time means (fact, a, b), said beside the verdict."""
-        return self.environment[self.environment["fact"].map(material).astype(bool)]
+        """The environment differences that change what a time means (fact, a, b), said beside the verdict: not those
+        where a run did not record the fact (unknown, not known to differ)."""
+        found = self.environment
+        recorded = ~found[["a", "b"]].eq(NOT_RECORDED).any(axis=1)
+        return found[found["fact"].map(material).astype(bool) & recorded]
 
     @property
     def settings(self) -> str:

@@ -11,6 +11,7 @@ import math
 import os
 import socket
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from runner.record import CeilingsOrigin, GpuFacts, Machine
@@ -92,6 +93,32 @@ def versions() -> dict[str, str]:
     return {k: v for k, v in found.items() if v}
 
 
+# Environment variables that can change which kernels the run's libraries compile or pick, recorded in the manifest
+# (machine.kernel_env) as the run's environment gave them: TransformerEngine's runtime settings (NVTE_*: its attention
+# backend, NVTE_FUSED_ATTN, NVTE_FLASH_ATTN, NVTE_FUSED_ATTN_BACKEND, NVTE_ALLOW_NONDETERMINISTIC_ALGO, FP8 recipes...)
+# but its build's, paths and logging; JAX's settings that change what XLA compiles; and NVIDIA_TF32_OVERRIDE (cuBLAS's
+# and cuDNN's TF32). XLA_FLAGS is recorded apart (machine.xla_flags); memory fractions, caches, paths, platforms and
+# credentials are not about kernels.
+KERNEL_ENV_PREFIXES = ("NVTE_",)
+NOT_KERNEL_ENV = ("BUILD", "CCACHE", "CMAKE", "FRAMEWORK", "ARCHS", "DIR", "PATH", "HOME", "DEBUG", "LOG", "UNITTEST")
+KERNEL_ENV = frozenset({
+    "JAX_DEFAULT_MATMUL_PRECISION", "JAX_ENABLE_X64", "JAX_ENABLE_PGLE", "JAX_PGLE_PROFILING_RUNS",
+    "JAX_OPTIMIZATION_LEVEL", "JAX_EXEC_TIME_OPTIMIZATION_EFFORT", "JAX_USE_SHARDY_PARTITIONER",
+    "JAX_PALLAS_USE_MOSAIC_GPU", "NVIDIA_TF32_OVERRIDE"})
+
+
+def kernel_variable(name: str) -> bool:
+    """Whether an environment variable can change the kernels a run measures (KERNEL_ENV's rule)."""
+    words = name.split("_")[1:]
+    return name in KERNEL_ENV or (name.startswith(KERNEL_ENV_PREFIXES) and
+                                  not any(word in NOT_KERNEL_ENV for word in words))
+
+
+def kernel_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables of `environ` that can change the kernels a run measures, by name."""
+    return {name: environ[name] for name in sorted(environ) if kernel_variable(name)}
+
+
 DIRTY = "-dirty"  # after a commit whose tracked files were edited (`git describe --dirty`'s suffix)
 
 
@@ -113,7 +140,10 @@ def git_sha() -> str | None:
 def describe(device: Device, device_count: int, found_versions: dict[str, str], gpu: GpuFacts | None = None,
              matmul_peak_tflops: float | None = None, memory_bandwidth_gbps: float | None = None,
              ceilings_origin: CeilingsOrigin | None = None) -> Machine:
-    """The machine record for a run's manifest."""
+    """The machine record for a run's manifest, with the settings of this process's environment that can change its
+    kernels (read before any cell: the runner's own per-cell settings are not among them)."""
+    from runner.ceilings_cache import kernel_flags  # it keys the ceilings with the same flags, and imports this module
+
     return Machine(
         host=socket.gethostname(),
         platform=device.platform,
@@ -125,4 +155,6 @@ def describe(device: Device, device_count: int, found_versions: dict[str, str], 
         matmul_peak_tflops=matmul_peak_tflops,
         memory_bandwidth_gbps=memory_bandwidth_gbps,
         ceilings_origin=ceilings_origin,
+        xla_flags=kernel_flags(os.environ.get("XLA_FLAGS", ""), device.platform),
+        kernel_env=kernel_env(os.environ),
     )

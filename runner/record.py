@@ -338,6 +338,10 @@ class CeilingsOrigin(Strict):
                       "here were not kept for later runs (not plausible: docs/timing.md).")
 
 
+NOT_RECORDED = "not recorded"  # a fact older runners did not write (None), never to be read as none set
+NONE_SET = "(none)"
+
+
 class Machine(Strict):
     """Where a run ran."""
 
@@ -354,6 +358,23 @@ class Machine(Strict):
                                                 "(read + write bytes of a large copy over its kernel time).")
     ceilings_origin: CeilingsOrigin | None = Field(None, description="Where the two ceilings came from: measured at "
                                                    "this run's start or reused, and when; None without ceilings.")
+    xla_flags: list[str] | None = Field(None, description="The XLA_FLAGS that can change the run's kernels, as its "
+                                        "environment gave them, normalised as the ceilings' key has them (runner."
+                                        "ceilings_cache.kernel_flags: each flag's last setting, sorted; the CPU's fake "
+                                        "devices, dumps and the other platform's flags left out); [] where none is "
+                                        "set. None: not recorded (runs before 2026-12-07).")
+    kernel_env: dict[str, str] | None = Field(None, description="The environment variables that can change the run's "
+                                              "kernels (runner.machine.kernel_variable: TransformerEngine's NVTE_* but "
+                                              "build, path and logging ones, JAX's settings of what XLA compiles, "
+                                              "NVIDIA_TF32_OVERRIDE), by name; {} where none is set. None: not "
+                                              "recorded (runs before 2026-12-07).")
+
+    def kernel_settings(self) -> dict[str, str]:
+        """xla_flags and kernel env as text ('--xla_gpu_autotune_level=0', 'NVTE_FUSED_ATTN=0'): NONE_SET where the
+        run recorded none set, NOT_RECORDED where its runner did not record them."""
+        flags, env = self.xla_flags, self.kernel_env
+        return {"xla_flags": NOT_RECORDED if flags is None else " ".join(flags) or NONE_SET,
+                "kernel env": NOT_RECORDED if env is None else " ".join(f"{k}={v}" for k, v in env.items()) or NONE_SET}
 
 
 class VariantInfo(Strict):

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from runner import metrics, paging, shape
 from runner.cells import unsplit
-from runner.record import CellRecord
+from runner.record import NONE_SET, NOT_RECORDED, CellRecord
 from runner.spool import Totals
 
 
@@ -337,6 +337,15 @@ def runs_table(runs: list, uri: str) -> Table:
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
     return rich_table(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows)
+
+
+def kernel_line(manifest) -> str | None:
+    """show's header: the run's settings that can change its kernels, where any is set ('environment that can change
+    kernels: xla_flags --xla_gpu_autotune_level=0 · kernel env NVTE_FUSED_ATTN=0'); None where none is set, or the run
+    did not record them (compare and the dashboard's environments say 'not recorded' beside another run's)."""
+    shown = [f"{fact} {value}" for fact, value in (manifest.machine.kernel_settings() if manifest else {}).items()
+             if value not in (NONE_SET, NOT_RECORDED)]
+    return "environment that can change kernels: " + " · ".join(shown) if shown else None
 
 
 def summary_line(cells: list[CellRecord]) -> str:

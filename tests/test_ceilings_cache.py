@@ -330,3 +330,13 @@ def test_kernel_flags_are_sorted_and_keep_each_flags_last_setting():
     assert ceilings_cache.kernel_flags("") == []
     assert ceilings_cache.kernel_flags("--xla_gpu_b=1 --xla_dump_to=d --xla_gpu_a --xla_gpu_b=2") == [
         "--xla_gpu_a", "--xla_gpu_b=2"]
+
+
+def test_kernel_flags_of_a_cpu_keep_the_cpu_backends_flags_and_leave_out_the_gpus():
+    """A CPU's run compiles for the CPU backend alone, a GPU's ceilings and cells for the GPU's: each keeps its own
+    backend's flags and the flags of both, never the other's (the GPU is the default, the ceilings' key)."""
+    flags = "--xla_cpu_enable_fast_math=false --xla_gpu_autotune_level=0 --xla_backend_optimization_level=1"
+    assert ceilings_cache.kernel_flags(flags, "cpu") == ["--xla_backend_optimization_level=1",
+                                                         "--xla_cpu_enable_fast_math=false"]
+    assert ceilings_cache.kernel_flags(flags) == ceilings_cache.kernel_flags(flags, "gpu") == [
+        "--xla_backend_optimization_level=1", "--xla_gpu_autotune_level=0"]

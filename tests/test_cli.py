@@ -46,6 +46,11 @@ def tiny_spec() -> dict:
 SHIPPED_RUN = REPO / "examples" / "results" / "cpu" / "lab5-20261202-104832"  # 76 cells: 41 ok, 35 skipped
 
 
+# XLA's default for the CPU flag, a GPU flag a CPU's run leaves out, a TE backend choice and a path TE reads
+KERNEL_SETTINGS = {"XLA_FLAGS": "--xla_gpu_autotune_level=0 --xla_cpu_enable_fast_math=false",
+                   "NVTE_FUSED_ATTN": "0", "NVTE_CUDA_INCLUDE_DIR": "/nowhere"}
+
+
 @pytest.fixture(scope="module")
 def spec_path(tmp_path_factory):
     return write_spec(tmp_path_factory.mktemp("spec") / "tiny.yaml", tiny_spec())
@@ -53,10 +58,12 @@ def spec_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run(spec_path, tmp_path_factory):
-    """One real run of the tiny spec, shared by the tests that read it: (process, run folder)."""
+    """One real run of the tiny spec, shared by the tests that read it: (process, run folder). Its environment sets
+    settings that can change kernels (KERNEL_SETTINGS), which change nothing on a CPU but its manifest."""
     out = tmp_path_factory.mktemp("results")
     spool = tmp_path_factory.mktemp("spool")
-    result = attnbench("run", spec_path, "--out", out, "--run-id", RUN_ID, ATTNBENCH_SPOOL=str(spool))
+    result = attnbench("run", spec_path, "--out", out, "--run-id", RUN_ID, ATTNBENCH_SPOOL=str(spool),
+                       **KERNEL_SETTINGS)
     return result, out / RUN_ID
 
 
@@ -338,6 +345,19 @@ def test_run_exits_0_and_writes_manifest_and_cells(run, spec_path):
     assert manifest["cells_planned"] == 10
     lines = (run_dir / CELLS).read_text().splitlines()
     assert len(lines) == 10 and all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_the_manifest_records_the_environments_settings_that_can_change_kernels_and_show_names_them(run, capsys):
+    """From the process that describes the machine (the run's first worker): XLA_FLAGS normalised for the run's
+    platform (a CPU's: its backend's flags, not the GPU's), and the kernel environment by the documented rule."""
+    _, run_dir = run
+    machine = json.loads((run_dir / MANIFEST).read_text())["machine"]
+    kernel_env = {k: v for k, v in machine["kernel_env"].items() if k not in os.environ}  # the test's own, if any
+    assert machine["xla_flags"] == ["--xla_cpu_enable_fast_math=false"] and kernel_env == {"NVTE_FUSED_ATTN": "0"}
+    shown = in_process(capsys, "show", run_dir).out.splitlines()
+    assert shown[0].startswith("environment that can change kernels: xla_flags --xla_cpu_enable_fast_math=false · "
+                               "kernel env ") and "NVTE_FUSED_ATTN=0" in shown[0]
+    assert "environment that can change kernels" not in in_process(capsys, "show", SHIPPED_RUN).out  # not recorded
 
 
 def test_resuming_a_finished_run_measures_nothing_and_leaves_its_manifest_as_it_was(run, spec_path, tmp_path):

@@ -282,6 +282,42 @@ def test_material_differences_stand_beside_the_verdict(capsys, tmp_path):
         f"{before.versions['cudnn']} → 9.99.0")
 
 
+def with_kernel_settings(tmp_path, run_id: str, started: dt.datetime, xla_flags: list[str] | None,
+                         kernel_env: dict[str, str] | None) -> str:
+    """A copy of the template run whose manifest records these XLA_FLAGS and kernel environment (None: not recorded,
+    as the shipped runs, written before the fields were)."""
+    manifest, cells = copy_run(shipped(TEMPLATE), run_id, started)
+    machine = manifest.machine.model_copy(update={"xla_flags": xla_flags, "kernel_env": kernel_env})
+    return str(write_run(tmp_path / "results" / run_id, manifest.model_copy(update={"machine": machine}), cells))
+
+
+def test_xla_flags_or_a_kernel_environment_variable_that_differ_stand_beside_the_verdict(capsys, tmp_path):
+    """Two nightly runs that differ only by a flag that changes kernels are not like with like: the verdict names it,
+    in the order the runs give their flags (normalised: sorted, each flag's last setting)."""
+    a = with_kernel_settings(tmp_path, "lab5-a", DAY, ["--xla_gpu_autotune_level=0"], {})
+    b = with_kernel_settings(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), [], {"NVTE_FUSED_ATTN": "0"})
+    last = in_process(capsys, "compare", a, b).out.strip().splitlines()[-1]
+    assert last.startswith("no regression: ") and last.endswith(
+        " · differs: xla_flags --xla_gpu_autotune_level=0 → (none); kernel env (none) → NVTE_FUSED_ATTN=0")
+    same = with_kernel_settings(tmp_path, "lab5-c", DAY + dt.timedelta(days=2), [], {"NVTE_FUSED_ATTN": "0"})
+    code, found = report(capsys, b, same)
+    assert code == 0 and found["material_differences"] == [] and " · differs" not in found["verdict"]
+
+
+def test_a_run_that_did_not_record_its_kernel_settings_says_not_recorded_and_no_difference_of_them_is_material(
+        capsys, tmp_path):
+    """Runs written before the fields were: unknown, never read as none set. Beside a run that recorded them, the
+    environment table shows 'not recorded' against its value, and the verdict names no difference of them."""
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = with_kernel_settings(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), ["--xla_gpu_autotune_level=0"], {})
+    code, found = report(capsys, a, b)
+    assert code == 0 and found["material_differences"] == [] and " · differs" not in found["verdict"]
+    assert {"fact": "xla_flags", "a": "not recorded", "b": "--xla_gpu_autotune_level=0"} in found["environment"]
+    assert {"fact": "kernel env", "a": "not recorded", "b": "(none)"} in found["environment"]
+    both_old = compare.environments({"a": shipped(TEMPLATE).manifest, "b": shipped(H200_LAB5).manifest})
+    assert both_old.loc[["xla_flags", "kernel env"], ["a", "b"]].eq("not recorded").all().all()
+
+
 def test_previous_skips_a_run_of_another_power_policy(capsys, tmp_path):
     copied(tmp_path, "lab5-steady-before", DAY - dt.timedelta(days=2), factor=lambda c: 0.5)
     copied(tmp_path, "lab5-burst-nearer", DAY - dt.timedelta(days=1), policy="burst")

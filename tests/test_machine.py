@@ -145,3 +145,36 @@ def test_telemetry_and_facts_read_the_gpu_cuda_visible_devices_names(monkeypatch
         argv, 0, ", ".join(["x"] * len(gpu.SMI_FIELDS)) + "\n", ""))
     gpu._smi_facts(0)
     assert printed == ["--id=3"]
+
+
+@pytest.mark.parametrize("name, kept", [
+    ("NVTE_FUSED_ATTN", True), ("NVTE_FLASH_ATTN", True), ("NVTE_FUSED_ATTN_BACKEND", True),
+    ("NVTE_ALLOW_NONDETERMINISTIC_ALGO", True), ("NVTE_DPA_FP8_RECIPE", True), ("JAX_DEFAULT_MATMUL_PRECISION", True),
+    ("JAX_PALLAS_USE_MOSAIC_GPU", True), ("NVIDIA_TF32_OVERRIDE", True),
+    ("NVTE_CUDA_INCLUDE_DIR", False), ("NVTE_BUILD_DEBUG", False), ("NVTE_DEBUG_LEVEL", False),
+    ("NVTE_FRAMEWORK", False), ("NVTE_CUDA_ARCHS", False), ("NVTE_USE_CCACHE", False),
+    ("XLA_FLAGS", False), ("XLA_PYTHON_CLIENT_MEM_FRACTION", False), ("XLA_PYTHON_CLIENT_PREALLOCATE", False),
+    ("JAX_COMPILATION_CACHE_DIR", False), ("JAX_PLATFORMS", False), ("JAX_LOG_COMPILES", False),
+    ("CUDA_VISIBLE_DEVICES", False), ("GOOGLE_APPLICATION_CREDENTIALS", False), ("AWS_SECRET_ACCESS_KEY", False),
+])  # fmt: skip
+def test_the_kernel_environment_is_the_libraries_kernel_settings_not_paths_memory_or_secrets(name, kept):
+    assert machine.kernel_variable(name) is kept
+    assert machine.kernel_env({name: "0", "HOME": "/root"}) == ({name: "0"} if kept else {})
+
+
+def test_the_cpus_record_holds_the_environments_kernel_settings_and_says_none_set_apart_from_not_recorded(monkeypatch):
+    for name in [n for n in machine.os.environ if machine.kernel_variable(n)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # the runner's fake devices: left out
+    record = describe(current_device(), 1, {})
+    assert (record.xla_flags, record.kernel_env) == ([], {})
+    assert record.kernel_settings() == {"xla_flags": "(none)", "kernel env": "(none)"}
+    assert record.model_copy(update={"xla_flags": None, "kernel_env": None}).kernel_settings() == {
+        "xla_flags": "not recorded", "kernel env": "not recorded"}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true --xla_gpu_autotune_level=0 "
+                       "--xla_cpu_enable_fast_math=false")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "0")
+    record = describe(current_device(), 1, {})
+    assert (record.xla_flags, record.kernel_env) == (["--xla_cpu_enable_fast_math=false"], {"NVTE_FUSED_ATTN": "0"})
+    assert record.kernel_settings() == {"xla_flags": "--xla_cpu_enable_fast_math=false",
+                                        "kernel env": "NVTE_FUSED_ATTN=0"}

@@ -448,3 +448,38 @@ def test_the_v14_to_v15_step_names_the_first_timer_as_the_one_the_telemetry_span
     files = [p for folder in (SHIPPED, EVIDENCE, FIXTURES) for p in sorted(folder.rglob("cells*.jsonl"))]
     telemetry = [cell.telemetry for path in files for cell in map(read_cell, lines(path)) if cell.telemetry]
     assert len(telemetry) > 1000 and {t.timer for t in telemetry} == {"device"}
+
+
+BEFORE_KERNEL_SETTINGS = "c51bfaa"  # main before the manifest recorded XLA_FLAGS and the kernel environment
+
+
+def older_record_module(monkeypatch):
+    """runner/record.py as main had it before the kernel settings: a real older reader (skipped without the history)."""
+    import subprocess
+    import sys
+    import types
+
+    done = subprocess.run(["git", "show", f"{BEFORE_KERNEL_SETTINGS}:runner/record.py"], cwd=REPO, capture_output=True,
+                          text=True)
+    if done.returncode:
+        pytest.skip(f"no git history holding {BEFORE_KERNEL_SETTINGS} here: {done.stderr.strip()}")
+    module = types.ModuleType("record_before_kernel_settings")
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # pydantic resolves its annotations there
+    exec(compile(done.stdout, "record_before_kernel_settings.py", "exec"), module.__dict__)
+    return module
+
+
+def test_the_kernel_settings_need_no_step_a_manifest_before_them_reads_not_recorded_an_older_reader_keeps_them(
+        monkeypatch):
+    """No field an older reader knows changes: an older manifest lacks the two fields (None, said 'not recorded',
+    never '(none)'), and a reader from before them keeps them as extra fields and writes them back unchanged."""
+    old = read_run(FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000").manifest
+    assert (old.machine.xla_flags, old.machine.kernel_env) == (None, None)
+    assert set(old.machine.kernel_settings().values()) == {"not recorded"}
+    machine = manifest().machine.model_copy(update={"xla_flags": ["--xla_gpu_autotune_level=0"], "kernel_env": {}})
+    data = json.loads(manifest(machine=machine).model_dump_json())
+    assert read_manifest(data).machine.kernel_settings() == {"xla_flags": "--xla_gpu_autotune_level=0",
+                                                             "kernel env": "(none)"}
+    older = older_record_module(monkeypatch).read_manifest(data)
+    assert older.machine.model_extra == {"xla_flags": ["--xla_gpu_autotune_level=0"], "kernel_env": {}}
+    assert json.loads(older.model_dump_json()) == data
