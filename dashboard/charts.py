@@ -15,12 +15,14 @@ from plotly.colors import qualitative
 from runner import shape
 from runner.figures import GRID_COLOUR as GRID  # as the reports: the grid's colour, a variant's, a log axis's ticks
 from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS
+from runner.power import UNSTABLE_SPREAD
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
 PATTERNS = ["", "/", "\\", "x", ".", "+"]
 MAX_RUNS = len(DASHES)  # runs one chart tells apart; the views say when they draw fewer than selected
 HEIGHT = 460
+UNSTABLE = f"{100 * UNSTABLE_SPREAD:g} %"  # an SM clock that moved more than this while sampled: clock_unstable
 # Plain styling instead of a plotly template: a template is expanded into every figure (most of its bytes and of
 # the time to build it), and streamlit's own theme is off (views.plot).
 PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
@@ -315,7 +317,7 @@ def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: 
 def _ring_unstable(fig: go.Figure, df: pd.DataFrame, x: str, y: str) -> None:
     flagged = df[df["unstable"]] if "unstable" in df else df.iloc[:0]
     if len(flagged):
-        fig.add_trace(go.Scatter(x=flagged[x], y=flagged[y], mode="markers", name="clock unstable (> 2 %)",
+        fig.add_trace(go.Scatter(x=flagged[x], y=flagged[y], mode="markers", name=f"clock unstable (> {UNSTABLE})",
                                  legend="legend", marker={"symbol": "circle-open", "size": 16, "color": "#d62728",
                                                           "line": {"width": 2}}, hoverinfo="skip"))
 

@@ -269,7 +269,7 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
         if gpu_state:
             telemetry_row(drawn(cells, sel), sel)
         elif unstable := int(cells["unstable"].sum()):
-            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than 2 % (ringed in red); "
+            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than {charts.UNSTABLE} (ringed in red); "
                        "their clock and power: **GPU clock and power** above")
 
 
@@ -293,7 +293,7 @@ def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     name = cells["experiment"].iloc[0]
     unstable = int(cells["unstable"].sum())
     st.caption(f"GPU state while **{name}** was timed" + (f": ⚠ {unstable} cell(s) whose SM clock moved more than "
-                                                          "2 % (ringed in red)" if unstable else ""))
+                                                          f"{charts.UNSTABLE} (ringed in red)" if unstable else ""))
     clock = figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
                    "min–max")
     power = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")

@@ -26,6 +26,7 @@ from helpers import DASHBOARD_SERVER
 from helpers import REPO, charts, figures, in_process, open_app
 from dashboard import data
 from runner.cli import build_parser, dashboard_argv
+from runner.power import UNSTABLE_SPREAD
 from runner.results import CELLS
 from runner.store import LocalStore
 from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, broken, copy_files, copy_run,
@@ -609,10 +610,11 @@ def steady(tmp_path) -> Path:
 def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_flagged(monkeypatch, steady):
     plain = open_app(monkeypatch, steady, more="true")  # latency alone, the unstable cell named
     assert {heading(f) for f in figures(plain)} == {"fwd: latency vs T", "fwd-bwd: latency vs T"}
-    assert "⚠ 1 cell(s) of **fwd** whose SM clock moved more than 2 %" in texts(plain.caption)
+    flagged = f"{100 * UNSTABLE_SPREAD:g} %"  # the rule that flags a cell clock_unstable (runner.power), as said
+    assert f"⚠ 1 cell(s) of **fwd** whose SM clock moved more than {flagged}" in texts(plain.caption)
     app = open_app(monkeypatch, steady, clock="true")
     assert {heading(f) for f in figures(app)} >= {"fwd: SM clock vs T", "fwd: power vs T", "fwd: latency vs T"}
-    ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == "clock unstable (> 2 %)")
+    ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == f"clock unstable (> {flagged})")
     assert ringed["x"] == [32768]
     limit = [s for s in titled(app, "fwd: power")["layout"]["shapes"] if s.get("y0") == 700.0]
     assert limit
