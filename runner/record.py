@@ -698,7 +698,8 @@ MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:
     """Bring a stored record or manifest of any earlier schema_version to this one, step by step.
 
-    A version newer than this reader's is left as it is: its known fields read and the rest are kept.
+    A version newer than this reader's is left as it is: its known fields read and the rest are kept. A record whose
+    fields a step cannot read (a string where the spec's mapping was) is a ValueError, as a bad line is.
     """
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -706,7 +707,11 @@ def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:
     if version < SCHEMA_VERSION:
         data = copy.deepcopy(data)  # the steps edit nested objects in place
     while version < SCHEMA_VERSION:
-        data = MIGRATIONS[version](data, kind)
+        try:
+            data = MIGRATIONS[version](data, kind)
+        except (AttributeError, TypeError, KeyError, IndexError) as error:  # a field of another shape than it had
+            raise ValueError(f"not a valid record (upgrading schema_version {version} to {version + 1}: "
+                             f"{type(error).__name__}: {error})") from None
         version += 1
         data["schema_version"] = version
     return data
