@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
         "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
         "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
     soak.add_argument("--seconds", type=SOAK_SECONDS, default=30.0, dest="soak", metavar="SECONDS",
-                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: 30; the spec's "
-                      "timing.soak_s under run)")
+                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: %(default)g; "
+                      "the spec's timing.soak_s under run)")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
     validate.add_argument("spec")
@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
 
     runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
-    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
+    runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
 
     _compare_parser(sub)
 
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "server, it opens from a folder, a bucket or a CI artifact")
     report.add_argument("runs", nargs="+", metavar="RUN", help="run folders, or run ids in --out")
     report.add_argument("--out", help="where the run ids are, and their previous runs: a results folder or "
-                        "gs://bucket/prefix (default: results, or each run folder's parent folder)")
+                        f"gs://bucket/prefix (default: {DEFAULT_OUT}, or each run folder's parent folder)")
     _report_option(report, required=True)
 
     sub.add_parser("schema", help="print the spec's JSON Schema")
@@ -97,15 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
     dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: $ATTNBENCH_RESULTS, else "
                            "examples/results/)")
-    dashboard.add_argument("--port", type=PORT, default=8501, help=f"port to serve on, {PORT.range} (default: 8501)")
-    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: localhost)")
+    dashboard.add_argument("--port", type=PORT, default=8501,
+                           help=f"port to serve on, {PORT.range} (default: %(default)s)")
+    dashboard.add_argument("--address", default="localhost", help="address to serve on (default: %(default)s)")
     return parser
 
 
 def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of `run`, which `soak` shares."""
     run.add_argument("spec", help="experiment spec (YAML)")
-    run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: results)")
+    run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
     run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
                      help="run id; a rerun with the same id resumes (default: $ATTNBENCH_RUN_ID, else name-time)")
     run.add_argument("--shard", metavar="I/N",
@@ -114,7 +115,7 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("--spool", type=Path, help="local copy of results before upload "
                      "(default: $ATTNBENCH_SPOOL, else attnbench/spool in $XDG_CACHE_HOME, or in ~/.cache when unset)")
     run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",
-                     help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: 30)")
+                     help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: %(default)g)")
     run.add_argument("--store-timeout", type=STORE_TIMEOUT, metavar="SECONDS",
                      help=f"how long one store call retries before giving up for now, {STORE_TIMEOUT.range} "
                      "(default: 120)")
@@ -148,8 +149,8 @@ def _compare_parser(sub) -> None:
     compare = sub.add_parser("compare", help="compare run B with run A cell by cell; exit 1 if B regressed")
     compare.add_argument("runs", nargs="+", metavar="RUN", help="A B: run folders, or run ids in --out; with "
                          "--against previous, B alone")
-    compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix (default: results, "
-                         "or B's parent folder for --against previous)")
+    compare.add_argument("--out", help="where run ids are: a results folder or gs://bucket/prefix "
+                         f"(default: {DEFAULT_OUT}, or B's parent folder for --against previous)")
     compare.add_argument("--against", choices=["previous"], help="previous: A is the newest earlier run of B's spec "
                          "identity (what it measures, kept across attnbench versions), GPU, power policy and timer in "
                          "--out (the dashboard's previous run)")

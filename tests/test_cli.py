@@ -201,6 +201,24 @@ def test_max_cells_ranges_to_the_most_a_spec_may_allow():
     assert MAX_CELLS.high == SPEC_MOST
 
 
+def test_every_default_an_options_help_names_is_the_one_it_takes():
+    """An option's help that says its default says the value argparse gives it, as argparse itself writes it there
+    (%(default)s), so the two cannot part."""
+    import argparse
+
+    from runner.cli import build_parser
+
+    parser = build_parser()
+    for name, sub in [("attnbench", parser), *parser._subparsers._group_actions[0].choices.items()]:
+        for action in sub._actions:
+            if (not action.help or action.default in (None, argparse.SUPPRESS) or isinstance(action.default, bool)
+                    or "(default: " not in action.help):
+                continue
+            said = re.search(r"\(default: ([^;,)]+)", sub._get_formatter()._expand_help(action))[1]
+            value = f"{action.default:g}" if isinstance(action.default, float) else str(action.default)
+            assert said == value, (name, action.dest)
+
+
 def test_the_run_options_bounds_and_defaults_are_their_owners():
     """What argparse spells without importing its owner (quick commands stay quick) is the owner's: a spec's limits
     (runner.spec), the store's timeout (runner.store) and a run's options (runner.run.Options)."""
