@@ -122,9 +122,14 @@ def quoted() -> list[tuple[str, str, float]]:
     import runner
     from runner import artifacts, ceilings_cache, cli, limits, metrics, power, run, sampling, shard, spec, spool, store
     from runner import termination
-    from dashboard import charts
+    from dashboard import charts, data
 
     timing, shape = spec.TimingSettings(), spec.Shape.model_json_schema()["properties"]
+    commands = cli.build_parser()._subparsers._group_actions[0].choices
+
+    def default(command: str, dest: str):
+        return next(action.default for action in commands[command]._actions if action.dest == dest)
+
     return [
         ("timing.md", "while NVML is read every {} ms", 1e3 * power.INTERVAL_S),
         ("timing.md", "A background thread reads NVML every {} ms", 1e3 * power.INTERVAL_S),
@@ -150,6 +155,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "back within {} °C", power.COOL_MARGIN_C),
         ("timing.md", "flags `clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
         ("timing.md", "records per {} s bin", sampling.SOAK_BIN_S),
+        ("timing.md", "`attnbench soak SPEC [--seconds {}]", default("soak", "soak")),
         ("timing.md", "older than {} days (`MAX_AGE_DAYS`)", ceilings_cache.MAX_AGE_DAYS),
         ("timing.md", "(more than {} days old)", ceilings_cache.MAX_AGE_DAYS),
         ("timing.md", "at least half (`SHARE_OF_MMA`, {})", ceilings_cache.SHARE_OF_MMA),
@@ -160,6 +166,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("results.md", "its first read of the store wait at most {} s each", spool.PULL_TIMEOUT_S),
         ("results.md", "`--store-timeout` seconds (default {})", store.DEFAULT_TIMEOUT_S),
         ("results.md", "(the last upload gets {} s;", termination.SIGTERM_UPLOAD_S),
+        ("results.md", "`--flush-every` apart (default {})", default("run", "flush_every")),
         ("results.md", "`clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
         ("results.md", "SM clock moved more than {} % while it was sampled", 100 * power.UNSTABLE_SPREAD),
         ("results.md", "| {} | stdout's reader went away", cli.EXIT_PIPE),
@@ -184,12 +191,15 @@ def quoted() -> list[tuple[str, str, float]]:
         ("specs.md", "alone need more than {} TiB", limits.MAX_INPUT_BYTES / 2**40),
         ("specs.md", "(nor {}; [results](results.md), shards)", shard.MAX_SHARDS),
         ("specs.md", "×{} with backward", metrics.BWD_FLOP_FACTOR),
+        ("specs.md", "`documents` D (default {})", shape["documents"]["default"]),
+        ("specs.md", "`kv_spread` s in [0, 1] (default {})", shape["kv_spread"]["default"]),
         ("regressions.md", "(`--threshold`, default {} %)", runner.COMPARE_THRESHOLD_PERCENT),
         ("regressions.md", "an SM clock that moved more than {} % (`clock_unstable`)", 100 * power.UNSTABLE_SPREAD),
         ("regressions.md", "at most {} charts inline", artifacts.MAX_CHARTS),
         ("dashboard.md", "beyond both runs' noise and {} %", runner.COMPARE_THRESHOLD_PERCENT),
         ("dashboard.md", "cells whose clock moved more than {} % are named", 100 * power.UNSTABLE_SPREAD),
         ("dashboard.md", "they draw up to {} runs", charts.MAX_RUNS),
+        ("dashboard.md", "a bucket: every {} minutes", data.REMOTE_TTL_S / 60),
         ("design.md", "compiles the programs of its next {} cells together", run.AHEAD_CELLS),
     ]
 
