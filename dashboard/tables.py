@@ -331,12 +331,13 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
 
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape; a cell
-    sampled unsettled or on an unstable clock, or an FP8 variant's, marked as runner.leaderboard.time_of marks it."""
+    sampled unsettled or on an unstable clock, or an FP8 variant's, marked as runner.leaderboard.time_of marks it; a
+    noise not known stays NaN, which no margin is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
     unsettled = compare.unsettled(ok)  # one rule with compare's cell table
     fp8 = _text(ok, "fp8_baseline").notna()
-    times = [leaderboard.Time(run, label, variant, ms / 1e3, noise if noise == noise else 0.0, backend,
+    times = [leaderboard.Time(run, label, variant, ms / 1e3, float(noise), backend,
                               share if share == share else None, bool(rough), bool(low))
              for run, label, variant, ms, noise, backend, share, rough, low in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],

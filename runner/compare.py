@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, shape
+from runner.leaderboard import beyond_noise
 from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest
 from runner.spec import identity, setting_changes
 
@@ -174,7 +175,7 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
         "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
         "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
         "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
-        "verdict": verdicts(ratio, (gap > iqr_a) & (gap > iqr_b), threshold),
+        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold),
         "unsettled": [", ".join(side for side, on in (("A", x), ("B", y)) if on)
                       for x, y in zip(both["unsettled_a"].astype(bool), both["unsettled_b"].astype(bool))],
         "kernel": [kernel_change(*sides) for sides in zip(both["backend_a"], both["backend_b"], both["kernels_a"],

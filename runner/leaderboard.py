@@ -31,7 +31,7 @@ class Time:
     shape: str
     variant: str
     seconds: float
-    noise: float
+    noise: float  # NaN: not known (a table's missing IQR / median), never read as quiet
     backend: str | None = None
     clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock read while this timer sampled
     unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
@@ -65,13 +65,27 @@ class Standing:
         return any(t.unsettled for t in (self.winner, self.runner_up) if t)
 
     @property
+    def noise_unknown(self) -> bool:
+        """The winner's or the runner-up's noise is not known."""
+        return any(t.noise != t.noise for t in (self.winner, self.runner_up) if t)
+
+    @property
     def decisive(self) -> bool:
-        """The margin over the next exceeds both variants' noise, both sampled in a settled state: rerunning would
-        likely keep the order."""
+        """The margin over the next exceeds both variants' noise (beyond_noise: a noise not known is never
+        exceeded), both sampled in a settled state: rerunning would likely keep the order."""
         if self.runner_up is None or self.unsettled:
             return False
-        gap = self.margin
-        return gap > self.winner.noise and gap > self.runner_up.noise
+        return bool(beyond_noise(self.margin, self.winner.noise, self.runner_up.noise))
+
+
+def beyond_noise(gap, *noises):
+    """Whether a gap exceeds every noise (floats or pandas Series alike): a noise not known (NaN) is never exceeded,
+    so a gap beside one is never beyond noise, never read as a perfectly quiet time's. The one rule of the board's
+    decisive margins, the dashboard's standings and runner.compare's verdicts."""
+    beyond = True
+    for noise in noises:
+        beyond = beyond & (gap > noise)  # NaN compares False
+    return beyond
 
 
 def unsettled(cell: CellRecord) -> bool:
@@ -156,10 +170,12 @@ def _named(time: Time, legacy: Mapping[str, str]) -> str:
 
 
 def _margin(standing: Standing) -> str:
-    """The margin over the next, and why it is not decisive where it is not: unsettled, else within noise."""
+    """The margin over the next, and why it is not decisive where it is not: unsettled, else a noise not known, else
+    within noise."""
     if standing.runner_up is None or standing.decisive:
         return _percent(standing.margin)
-    return _percent(standing.margin) + (" (unsettled)" if standing.unsettled else " (within noise)")
+    why = "unsettled" if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
+    return f"{_percent(standing.margin)} ({why})"
 
 
 def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:

@@ -493,6 +493,15 @@ def test_a_gap_inside_the_first_runs_noise_is_within_noise_and_a_cell_not_ok_has
     assert table[["key", "verdict"]].values.tolist() == [["a", "within noise"]]
 
 
+def test_a_gap_beside_a_noise_not_known_is_within_noise_never_beyond_a_quiet_one():
+    """A cell whose quartiles one run did not record: its noise is not known, and no gap is beyond it
+    (runner.leaderboard.beyond_noise, the board's rule too)."""
+    a = pd.DataFrame([_timed("a", 1.0, 0.001)]).assign(wall_q1_s=float("nan"), wall_q3_s=float("nan"))
+    b = pd.DataFrame([_timed("a", 1.5, 0.001)])
+    assert compare.cells(a, b, "wall")["verdict"].tolist() == ["within noise"]
+    assert compare.cells(b.assign(wall_median_s=1.0), b, "wall")["verdict"].tolist() == ["slower"]
+
+
 def test_a_regression_is_a_cell_ok_in_a_and_not_in_b_not_any_change_of_status():
     a = pd.DataFrame([_timed("a", 1.0, 0.001), _timed("b", 1.0, 0.001, status="skipped")])
     b = pd.DataFrame([_timed(k, 1.0, 0.001, status="failed") for k in "ab"])

@@ -362,6 +362,25 @@ def test_the_dashboard_board_marks_unsettled_and_fp8_cells_as_the_cli_board_does
     assert row(recorded)["fastest"] == "cudnn_fp8 (FP8)" and "unsettled" not in row(recorded)["margin"]
 
 
+def test_the_dashboard_board_reads_a_missing_noise_as_unknown_never_as_quiet():
+    """A cell whose noise (IQR / median) is missing: its margin is not decisive and says the noise is unknown, as
+    runner.leaderboard.beyond_noise rules for the CLI's board and compare's verdicts, where it read as 0."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    recorded = snap.cells(("hopper-long-20261202-110136",))
+    shape = "B1 T32768 N64 K8 H128 bfloat16 causal fwd"
+
+    def standing(frame: pd.DataFrame) -> tuple[bool, str]:
+        cells = tables.with_rates(frame, snap.runs, "device")
+        (found,) = [s for s in tables.standings(cells) if s.shape == shape]
+        return found.decisive, tables.board(cells, [found], {})["margin"][0]
+
+    at_shape = tables.shape_labels(recorded) == shape
+    assert standing(recorded)[0]  # every noise known: decisive
+    quiet = recorded.assign(device_noise=recorded["device_noise"].mask(at_shape & recorded["variant"].eq("cudnn_fp8")))
+    decisive, margin = standing(quiet)
+    assert not decisive and margin.endswith("(noise unknown)")
+
+
 def test_a_cell_that_went_from_ok_to_incorrect_is_a_regression_of_the_history_as_compare_says():
     """lab5 on cuDNN 9.19 then 9.14: two cudnn_fp8 cells turn incorrect, which `attnbench compare` exits 1 on;
     History's worst regressions list them, not only slower ok cells (runner.compare.status_changes' rule)."""

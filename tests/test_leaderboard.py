@@ -42,6 +42,17 @@ def test_a_margin_inside_the_noise_of_one_variant_alone_is_not_decisive():
         assert not board.decisive, (winner, runner_up)
 
 
+def test_a_margin_beside_a_noise_not_known_is_never_decisive_and_says_so():
+    """A noise not recorded (NaN) reads as unknown, not as a perfectly quiet time: 50 % clear of a known noise is
+    decisive, beside an unknown one it is not."""
+    unknown = float("nan")
+    for winner, runner_up in ((unknown, 0.01), (0.01, unknown)):
+        (board,) = rank([Time("run", "T8", "xla", 1.0, winner), Time("run", "T8", "cudnn", 1.5, runner_up)])
+        assert not board.decisive and leaderboard.rows([board])[0]["margin"] == "+50% (noise unknown)"
+    (known,) = rank(times(("xla", 1.0), ("cudnn", 1.5)))
+    assert known.decisive and leaderboard.rows([known])[0]["margin"] == "+50%"
+
+
 def test_a_margin_under_half_a_percent_reads_as_none_and_a_lone_winner_has_no_noise_note():
     (tiny,) = rank(times(("xla", 1.0), ("cudnn", 1.001), noise=0.0))
     (alone,) = rank(times(("xla", 1.0)))
