@@ -35,6 +35,9 @@ EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat o
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
+RUN_ID_ENV = "ATTNBENCH_RUN_ID"  # run's --run-id where not given (a Job's pods, each shard, share it)
+COMPILE_CACHE_ENV = "ATTNBENCH_COMPILE_CACHE"  # run's --compile-cache where not given
+DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and all, instead of its one line
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 
@@ -107,8 +110,8 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of `run`, which `soak` shares."""
     run.add_argument("spec", help="experiment spec (YAML)")
     run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
-    run.add_argument("--run-id", default=os.environ.get("ATTNBENCH_RUN_ID"),
-                     help="run id; a rerun with the same id resumes (default: $ATTNBENCH_RUN_ID, else name-time)")
+    run.add_argument("--run-id", default=os.environ.get(RUN_ID_ENV),
+                     help=f"run id; a rerun with the same id resumes (default: ${RUN_ID_ENV}, else name-time)")
     run.add_argument("--shard", metavar="I/N",
                      help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
                      "most the cells (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
@@ -124,8 +127,8 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("--where", nargs="+", action="extend", metavar="AXIS=V[,V…]", type=_condition, default=[],
                      help="run only the cells whose params have one of these values, e.g. tp=1 or "
                      "seq_len=4096,8192 causal=true (values as records carry them: heads per tensor-parallel shard)")
-    run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get("ATTNBENCH_COMPILE_CACHE"),
-                     help="persistent compilation cache (default: $ATTNBENCH_COMPILE_CACHE, else the spec's "
+    run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get(COMPILE_CACHE_ENV),
+                     help=f"persistent compilation cache (default: ${COMPILE_CACHE_ENV}, else the spec's "
                      "compile_cache, else attnbench/jax in $XDG_CACHE_HOME, or in ~/.cache when unset)")
     run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
                      help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
@@ -476,7 +479,7 @@ def _preflight(args, spec, shard) -> Ready:
     with _store_errors("--out"):
         check_uri(args.out)
     if shard and not args.run_id:
-        raise UsageError(f"shard {shard}: give --run-id (or ATTNBENCH_RUN_ID) so that every shard writes the same run")
+        raise UsageError(f"shard {shard}: give --run-id (or {RUN_ID_ENV}) so that every shard writes the same run")
     run_id = _run_id(args.run_id or new_run_id(spec))
     store = _open_store(args.out, "--out", args.store_timeout, auth_grace=True)
     root = args.spool or default_spool_root()
@@ -517,8 +520,8 @@ def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:
     """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec."""
     return (f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash {other.spec_hash}) and {spec_path} "
             f"({spec.name}, spec hash {spec.digest()}) measures otherwise (another spec, or its file, --budget, "
-            "--power or --seconds changed); a rerun resumes only the same: give another --run-id (or unset "
-            "ATTNBENCH_RUN_ID)")
+            f"--power or --seconds changed); a rerun resumes only the same: give another --run-id (or unset "
+            f"{RUN_ID_ENV})")
 
 
 def _say_unreachable(ready: Ready) -> None:
@@ -951,10 +954,10 @@ def _main(argv: list[str] | None) -> int:
 
 def _internal_error(error: Exception, command: str) -> int:
     """The last line of defence's one line (what to install, or what went wrong) and its exit code."""
-    if os.environ.get("ATTNBENCH_DEBUG"):
+    if os.environ.get(DEBUG_ENV):
         raise error
     missing = _missing_library(error, command)
-    _stderr().print(missing or f"attnbench: internal error: {type(error).__name__}: {error} (ATTNBENCH_DEBUG=1 "
+    _stderr().print(missing or f"attnbench: internal error: {type(error).__name__}: {error} ({DEBUG_ENV}=1 "
                     "shows where)", markup=False)
     return EXIT_INPUT if command == "compare" else EXIT_INTERNAL  # compare's 1 says B regressed, never this
 

@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checkout's runner, installed or not
 
+from runner.cli import RUN_ID_ENV  # noqa: E402
 from runner.registry import VARIANTS_ENV  # noqa: E402
 
 VARIANT = {"instant": "test_instant", "declined": "test_blocked"}
@@ -59,7 +60,7 @@ def cpu_s(pid: int) -> float:
 def run_env() -> dict[str, str]:
     """The environment of a benchmarked run: the tests' variant files registered as a user's are (runner.registry),
     and no run id inherited."""
-    return {**os.environ, VARIANTS_ENV: str(ROOT / "tests" / "variants"), "ATTNBENCH_RUN_ID": ""}
+    return {**os.environ, VARIANTS_ENV: str(ROOT / "tests" / "variants"), RUN_ID_ENV: ""}
 
 
 def run_once(kind: str, cells: int, work: Path) -> dict:

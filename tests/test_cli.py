@@ -219,6 +219,17 @@ def test_every_default_an_options_help_names_is_the_one_it_takes():
             assert said == value, (name, action.dest)
 
 
+def test_the_help_names_the_environment_variables_their_readers_read():
+    """The CLI names them without importing their readers (the dashboard's streamlit, the spool's store clients)."""
+    from dashboard.data import RESULTS_ENV
+    from runner.cli import build_parser
+    from runner.spool import SPOOL_ENV
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    helps = {(name, a.dest): " ".join(a.help.split()) for name, sub in commands.items() for a in sub._actions if a.help}
+    assert f"(default: ${RESULTS_ENV}, else" in helps["dashboard", "results"]
+    assert f"(default: ${SPOOL_ENV}, else" in helps["run", "spool"]
+
 def test_the_run_options_bounds_and_defaults_are_their_owners():
     """What argparse spells without importing its owner (quick commands stay quick) is the owner's: a spec's limits
     (runner.spec), the store's timeout (runner.store) and a run's options (runner.run.Options)."""

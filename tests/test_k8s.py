@@ -20,7 +20,7 @@ import yaml
 
 from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
-from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
+from runner.cli import COMPILE_CACHE_ENV, EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, RUN_ID_ENV, build_parser
 from runner.registry import load_all
 from runner.cells import expand as cells_of
 from runner.shard import families
@@ -238,7 +238,7 @@ def test_run_id_is_the_job_name_and_shards_match_completions(run_objects):
     job = one(run_objects, "Job")
     assert job["metadata"]["name"] == "lab5-test"
     env = env_of(job["spec"]["template"]["spec"]["containers"][0])
-    run_id = env["ATTNBENCH_RUN_ID"]["valueFrom"]["fieldRef"]["fieldPath"]
+    run_id = env[RUN_ID_ENV]["valueFrom"]["fieldRef"]["fieldPath"]
     assert run_id == "metadata.labels['batch.kubernetes.io/job-name']"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == SHARDS
     assert env["JOB_COMPLETIONS"]["value"] == str(SHARDS)
@@ -250,7 +250,7 @@ def test_results_uri_and_images_come_from_the_render(run_objects):
     job_env = env_of(one(run_objects, "Job")["spec"]["template"]["spec"]["containers"][0])
     assert job_env["ATTNBENCH_RESULTS"] == {"name": "ATTNBENCH_RESULTS", "value": RESULTS}  # job.yaml carries its own
     # shards and later runs share compiled programs through the bucket (the runner's own SA may write there)
-    assert job_env["ATTNBENCH_COMPILE_CACHE"]["value"] == f"{RESULTS}-jax-cache"
+    assert job_env[COMPILE_CACHE_ENV]["value"] == f"{RESULTS}-jax-cache"
     images = {c["image"] for pod in pod_specs(run_objects) for c in pod["containers"]}
     assert images == {IMAGE, IMAGE.replace("runner", "dashboard")}
 
@@ -476,7 +476,7 @@ def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nigh
     pod = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     (run,), (compare,) = pod["initContainers"], pod["containers"]
     run_env, compare_env = env_of(run), env_of(compare)
-    assert run_env["ATTNBENCH_RUN_ID"] == compare_env["ATTNBENCH_RUN_ID"]  # B is the run just made: the Job's name
+    assert run_env[RUN_ID_ENV] == compare_env[RUN_ID_ENV]  # B is the run just made: the Job's name
     assert run_env["ATTNBENCH_RESULTS"]["value"] == compare_env["ATTNBENCH_RESULTS"]["value"] == RESULTS
     assert run_env["ATTNBENCH_COMPILE_CACHE"]["value"] == f"{RESULTS}-jax-cache"
     values = {"ATTNBENCH_RESULTS": RESULTS, "ATTNBENCH_RUN_ID": "nightly-lab5-l4-29433600"}
