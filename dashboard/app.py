@@ -22,7 +22,6 @@ FILTERS.update({axis.name: axis.name for axis in shape.AXES if axis.quiet})  # w
 FIND = ("gpu", "spec", "sha", "since", "until")  # Find runs' widgets
 TIMER_HELP = "device: GPU time of the kernels the call ran; wall: host clock around the call and block_until_ready."
 RUNS_LISTED = 100  # run ids the Runs list offers, newest first: a long list costs every page load, not only the first
-SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
 # The nvbench tables are markdown (views.summary_table): Streamlit pads their cells for prose, so a table of six columns
 # ran past its column at 1280 px (under the chart or table beside it). Tighter cells fit it; one wider still scrolls
 # inside its column.
@@ -137,7 +136,7 @@ def selection_ui(snap: data.Snapshot) -> views.Selection:
 
 
 def main() -> None:
-    st.set_page_config(page_title="attnbench", layout="wide", initial_sidebar_state=SIDEBAR_PX)
+    st.set_page_config(page_title="attnbench", layout="wide", initial_sidebar_state=charts.SIDEBAR_PX)
     st.html(TABLE_CSS)
     uri = data.results_uri(sys.argv[1:])
     snap = data.load(uri)

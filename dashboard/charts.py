@@ -123,10 +123,12 @@ def _layout(fig: go.Figure, title: str, subtitle: str, x: str, y: str) -> go.Fig
 
 
 # The layout is fitted to a browser window 1280 px wide (a laptop's): its main area, beside the 400 px sidebar
-# (app.SIDEBAR_PX) and 80 px of padding each side, is 720 px, of which a row of columns shares 704 (two columns stand
+# (app.py sets it) and 80 px of padding each side, is 720 px, of which a row of columns shares 704 (two columns stand
 # 16 px apart). A chart is fitted to its column's width (views.plot's `share` of a row), by default
 # the narrowest a chart gets: the Latency chart beside its table, 5 of 11 (320 px; half a row is 352).
-MAIN_PX, GAP_PX, NARROWEST = 720, 16, 5 / 11
+WINDOW_PX, PADDING_PX = 1280, 80
+SIDEBAR_PX = 400  # wide enough for a whole run id in each chip: ids tell runs apart, cut ones do not
+MAIN_PX, GAP_PX, NARROWEST = WINDOW_PX - SIDEBAR_PX - 2 * PADDING_PX, 16, 5 / 11
 MARGIN_L, MARGIN_R = 60, 20
 
 
