@@ -258,8 +258,11 @@ def _select(spec, only, variants, where=()):
                  for n in variants or [] if n not in known_variants]
     if problems:
         raise UsageError("\n".join(problems))
-    cells = [c for c in expand(spec)
-             if (not only or c.experiment in only) and (not variants or c.variant in variants)]
+    cells = [c for c in expand(spec) if not only or c.experiment in only]
+    if variants and not any(c.variant in variants for c in cells):
+        have = ", ".join(dict.fromkeys(c.variant for c in cells))
+        raise UsageError(f"--variants: no cell runs {', '.join(variants)} (the cells run: {have})")
+    cells = [c for c in cells if not variants or c.variant in variants]
     for name, values in where:
         attr = BY_NAME[name].attr
         present = {getattr(c.params, attr) for c in cells}
