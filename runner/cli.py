@@ -807,13 +807,20 @@ def _read_timeout() -> float:
     return READ_TIMEOUT_S
 
 
-def cmd_runs(args, console: Console) -> int:
-    from runner.report import runs_table
+def _existing(uri: str, option: str, timeout_s: float | None = None):
+    """The store `option` names, if a folder that is there ("no runs" would read as an empty folder) or a bucket."""
     from runner.store import LocalStore
 
-    store = _open_store(args.out, "--out", _read_timeout())
-    if isinstance(store, LocalStore) and not store.root.is_dir():  # "no runs" would read as an empty folder
-        raise UsageError(f"--out {args.out}: no such folder")
+    store = _open_store(uri, option, timeout_s)
+    if isinstance(store, LocalStore) and not store.root.is_dir():
+        raise UsageError(f"{option} {uri}: no such folder")
+    return store
+
+
+def cmd_runs(args, console: Console) -> int:
+    from runner.report import runs_table
+
+    store = _existing(args.out, "--out", _read_timeout())
     with _store_errors():
         runs = [store.read(run_id) for run_id in store.runs()]
     if not runs:
@@ -849,8 +856,32 @@ def dashboard_argv(args) -> list[str]:
     return argv + (["--", "--results", args.results] if args.results else [])
 
 
+def _servable(address: str, port: int) -> None:
+    """--address and --port bound as the server will bind them: a name that is no address here or a port in use is
+    bad input before streamlit starts (it had a traceback for the one, a line after its banner for the other)."""
+    import socket
+
+    from runner.spec import short
+
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as error:
+        raise UsageError(f"--address {short(address)}: not a host name or address here ({error.strerror})") from None
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as tornado binds: a port in TIME_WAIT serves
+            probe.bind(where)
+    except OSError as error:
+        raise UsageError(f"--address {address} --port {port}: cannot serve there ({error.strerror})") from None
+
+
 def cmd_dashboard(args, console: Console) -> int:
+    from dashboard.data import RESULTS_ENV
+
     _importable("streamlit")
+    _servable(args.address, args.port)
+    if results := args.results or os.environ.get(RESULTS_ENV):  # else the shipped runs
+        _existing(results, "--results" if args.results else f"${RESULTS_ENV}")
     argv = dashboard_argv(args)
     os.execv(argv[0], argv)
 

@@ -4,9 +4,11 @@ bad-input-walk-20261207.txt): each now exits with one line naming what and where
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 
-from helpers import REPO, attnbench, spec_data, write_spec
+from helpers import REPO, attnbench, in_process, spec_data, write_spec
 from runner.results import MANIFEST
 
 SHIPPED_RUN = REPO / "examples" / "results" / "cpu" / "lab5-20261202-104832"
@@ -38,3 +40,33 @@ def test_variants_that_no_selected_cell_runs_are_refused_naming_the_ones_that_ar
     assert (result.returncode, result.stderr, result.stdout) == (  # was exit 0: "0 cells"
         2, "error: --variants: no cell runs naive (the cells run: xla)\n", "")
     assert not (tmp_path / "results").exists()
+
+
+def test_the_dashboard_refuses_results_that_are_not_there_before_it_serves(tmp_path):  # it served, with an error page
+    result = attnbench("dashboard", "--results", tmp_path / "nowhere", "--port", free_port(), timeout=30)
+    assert (result.returncode, result.stderr) == (2, f"error: --results {tmp_path / 'nowhere'}: no such folder\n")
+    result = attnbench("dashboard", "--port", free_port(), timeout=30, ATTNBENCH_RESULTS="gs://No_Such!")
+    assert result.returncode == 2 and result.stderr.startswith("error: $ATTNBENCH_RESULTS 'gs://No_Such!': not a bucket")
+
+
+def test_the_dashboard_refuses_an_address_or_port_it_cannot_serve_on_in_one_line():
+    result = attnbench("dashboard", "--address", "not a host", "--port", free_port(), timeout=30)
+    assert result.returncode == 2 and "Traceback" not in result.stderr  # was streamlit's traceback, exit 1
+    assert result.stderr.startswith("error: --address 'not a host': not a host name or address here (")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = attnbench("dashboard", "--address", "127.0.0.1", "--port", port, timeout=30)
+    assert (result.returncode, result.stderr) == (  # was exit 1 after streamlit's banner
+        2, f"error: --address 127.0.0.1 --port {port}: cannot serve there (Address already in use)\n")
+
+
+def test_the_dashboard_serves_on_a_free_port(monkeypatch, capsys, tmp_path):
+    served = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: served.append(argv))
+    in_process(capsys, "dashboard", "--address", "127.0.0.1", "--port", free_port(), "--results", tmp_path)
+    assert len(served) == 1 and served[0][-2:] == ["--results", str(tmp_path)]
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return probe.getsockname()[1]
