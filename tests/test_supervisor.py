@@ -81,6 +81,7 @@ from runner.attention import naive_attention
 from runner.registry import variant
 
 MARKS = {str(tmp_path / "marks")!r}
+HOLD = {str(tmp_path / "hold")!r}
 
 
 def mark(what):
@@ -100,9 +101,10 @@ def preloaded():
 def jax_mark(p):
     """Plain attention in JAX's worker that notes when it was built; its last cell (T 64) waits for the other group's
     preload first, so JAX's group outlasts the spare's start however busy the machine (a spare that never comes while
-    it measures makes the wait run out: preload after the last build)."""
+    it measures makes the wait run out: preload after the last build), and while the file HOLD is there, so that a
+    test finds both workers alive at a known point."""
     deadline = time.monotonic() + 120
-    while p.seq_len == 64 and not preloaded() and time.monotonic() < deadline:
+    while p.seq_len == 64 and (not preloaded() or os.path.exists(HOLD)) and time.monotonic() < deadline:
         time.sleep(0.02)
     mark("built")
     return functools.partial(naive_attention, causal=p.causal)
@@ -136,6 +138,7 @@ def test_the_next_groups_worker_loads_its_libraries_while_the_first_one_measures
 
 def test_killing_the_runner_takes_the_spare_worker_along(tmp_path):
     spec, variants = _two_groups(tmp_path)
+    (tmp_path / "hold").touch()  # JAX's worker held at T 64 with the spare up: both alive until the kill
     run = subprocess.Popen(command("run", spec, "--out", tmp_path / "out", "--spool", tmp_path / "spool"), cwd=REPO,
                            env=environment(ATTNBENCH_VARIANTS=variants), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
