@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import pytest
@@ -181,6 +182,12 @@ def test_run_show_and_runs_refuse_a_bad_store_in_one_line(out, emulator, tiny_sp
         assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
+def refused_first(count: int, status: int):
+    """A Gate rule: the first `count` requests answered `status`, then every one passed through."""
+    asked = itertools.count()
+    return lambda method, path: status if next(asked) < count else None
+
+
 def refused_for(seconds: float, status: int):
     """A Gate rule: every request answered `status` until `seconds` from now, then passed through."""
     until = time.monotonic() + seconds
@@ -189,9 +196,10 @@ def refused_for(seconds: float, status: int):
 
 @pytest.mark.slow
 def test_credentials_refused_at_first_are_retried_and_the_run_goes_on(gate, metadata_server, tmp_path, capsys):
-    """A new node's metadata server is there but slow, and its credentials come late: 401 for the first seconds, then
-    the run writes its results."""
-    gate.refuse = refused_for(3.0, 401)
+    """A new node's metadata server is there but slow, and its credentials come late: 401 for the first requests,
+    then the run writes its results (401 for the first 3 s after the rule was set left none refused where the run's
+    start-up took longer)."""
+    gate.refuse = refused_first(2, 401)
     path = write_spec(tmp_path / "s.yaml", spec_data())
     outcome = in_process(capsys, "run", path, "--out", f"gs://{BUCKET}/results", "--run-id", "late-auth",
                          "--spool", tmp_path / "spool")
