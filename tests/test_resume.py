@@ -221,14 +221,24 @@ def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_wh
     assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(read_run(folder).cells) >= 3
 
 
+def start_up_s(spec: Path, spool: Path) -> float:
+    """Seconds a run takes to start up on this machine now: one refused before the store (a bad run id)."""
+    started = time.monotonic()
+    assert start_run(spec, "not an id", spool).wait(RUN_TIMEOUT_S) == EXIT_INPUT
+    return time.monotonic() - started
+
+
 def test_an_unreachable_store_is_said_within_10_s_and_does_not_hold_up_measuring(emulator, tmp_path):
+    """Within 10 s of start-up, the run's own on this machine (a busy 2-core one took 4 s to start and said it 9.3 s
+    after starting: 10 s from the process's start raced the machine)."""
     emulator.stop()
     spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
+    start_up = start_up_s(spec, tmp_path / "refused")
     started = time.monotonic()
     run = start_gated(spec, "unreachable", spool, gates)  # the default store timeout: 120 s
     said = lambda: [line for line in (spool / "stderr.txt").read_text().splitlines() if "into the spool" in line]  # noqa: E731
-    wait_for(said, timeout_s=30)
-    assert time.monotonic() - started < 10  # the probe waits 5 s at most
+    wait_for(said, timeout_s=30 + start_up)
+    assert time.monotonic() - started < start_up + 10, start_up  # the probe waits 5 s at most
     [warning] = said()
     assert warning.startswith(f"warning: {OUT}: unreachable")
     assert f"into the spool {spooled(spool, 'unreachable')};" in warning and "retried for up to 120 s" in warning
