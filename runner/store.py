@@ -39,6 +39,8 @@ GCE_PRODUCT_NAME = "/sys/class/dmi/id/product_name"  # "Google Compute Engine" o
 GCE_METADATA_IP = "169.254.169.254"
 T = TypeVar("T")
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's: a URL with its scheme, despite the name
+EMULATOR_URL = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[^/\s:@\[\]]+)(:\d{1,5})?/?")
 
 
 # What a bucket serves an object as: a report's page must open in a browser (attnbench report), not download.
@@ -253,11 +255,18 @@ class LocalStore(Store):
 class GcsStore(Store):
     """gs://bucket/prefix through google-cloud-storage: credentials from the environment, its retry policy.
 
-    STORAGE_EMULATOR_HOST, when set, points the client at an emulator (the client reads it itself).
+    STORAGE_EMULATOR_HOST, when set, points the client at an emulator (the client reads it itself; one that is no
+    http(s)://HOST[:PORT] is refused here).
     """
 
     def __init__(self, bucket: str, prefix: str, timeout_s: float = DEFAULT_TIMEOUT_S, client_bucket=None):
-        if client_bucket is None and not os.environ.get("STORAGE_EMULATOR_HOST") and not metadata_server_here():
+        self.uri = f"gs://{bucket}/{prefix}".rstrip("/")
+        emulator = os.environ.get(EMULATOR_ENV)
+        if client_bucket is None and emulator and not EMULATOR_URL.fullmatch(emulator):
+            # the client would send every request to it and fail each in words that never name the variable
+            raise StoreError(f"{self.uri}: ${EMULATOR_ENV} {emulator[:80]!r} is not an emulator's URL "
+                             "(http://HOST:PORT)")
+        if client_bucket is None and not emulator and not metadata_server_here():
             # google-auth's own switch, read when it is imported: its search for credentials would otherwise ping a
             # metadata server that is not there three times, 3 s in all, before it says there are none
             os.environ.setdefault("NO_GCE_CHECK", "true")
@@ -266,7 +275,6 @@ class GcsStore(Store):
             from google.cloud.storage.retry import DEFAULT_RETRY
         except ImportError:
             raise StoreError("gs:// needs google-cloud-storage: pip install 'attnbench[gcs]'") from None
-        self.uri = f"gs://{bucket}/{prefix}".rstrip("/")
         self.prefix = f"{prefix}/" if prefix else ""
         self.retry = DEFAULT_RETRY.with_deadline(timeout_s)  # exponential backoff until the deadline
         self.timeout_s, self.bucket_name = timeout_s, bucket

@@ -8,6 +8,8 @@ import os
 import shutil
 import socket
 
+import pytest
+
 from helpers import REPO, attnbench, in_process, spec_data, write_spec
 from runner.results import MANIFEST
 
@@ -70,3 +72,18 @@ def test_the_dashboard_serves_on_a_free_port(monkeypatch, capsys, tmp_path):
 def free_port() -> int:
     with socket.create_server(("127.0.0.1", 0)) as probe:
         return probe.getsockname()[1]
+
+
+def test_an_emulator_host_without_its_scheme_is_named_in_one_line(tmp_path):
+    result = attnbench("runs", "--out", "gs://bucket/runs", timeout=30, STORAGE_EMULATOR_HOST="localhost:9023")
+    assert (result.returncode, result.stderr) == (  # was "unreachable (No connection adapters were found for ...)"
+        2, "error: --out gs://bucket/runs: $STORAGE_EMULATOR_HOST 'localhost:9023' is not an emulator's URL "
+           "(http://HOST:PORT)\n")
+
+
+@pytest.mark.parametrize("host", ["http://127.0.0.1:9023", "http://localhost:9023/", "https://[::1]:9023", "http://emu"])
+def test_an_emulator_url_with_its_scheme_opens_a_store(monkeypatch, host):
+    from runner.store import GcsStore
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
+    assert GcsStore("bucket", "runs").uri == "gs://bucket/runs"  # the client is made; nothing is asked of it yet
