@@ -381,8 +381,10 @@ def _message(err: dict) -> str:
         return f"use letters, digits, '.', '_' and '-', starting with a letter or digit (got {short(err['input'])})"
     if kind == "string_too_long":
         return f"must be at most {ctx['max_length']} characters"
-    if kind == "too_short":
+    if kind in ("too_short", "string_too_short"):
         return "must not be empty"
+    if kind == "invalid_key":
+        return f"key {short(err['input'])} is not a string (quote it)"
     if kind == "value_error":  # a validator's own sentence, without pydantic's "Value error, "
         return str(ctx.get("error", err["msg"]))
     if kind == "literal_error":
@@ -405,7 +407,8 @@ def _message(err: dict) -> str:
 
 
 def _problems(error: ValidationError) -> list[str]:
-    return [f"{_where(e['loc'])}: {_message(e)}" for e in error.errors()]
+    return [f"{_where(e['loc'][:-1] if e['type'] == 'invalid_key' else e['loc'])}: {_message(e)}"  # loc ends in the key
+            for e in error.errors()]
 
 
 def parse_spec(data: object, known_variants: set[str], where: str | Path | None = None) -> Spec:
@@ -462,12 +465,17 @@ def _read(path: Path) -> str:
 def _parse_yaml(path: Path, text: str) -> object:
     try:
         return yaml.load(text, Loader=_Loader)
+    except yaml.reader.ReaderError as error:  # a control character, which PyYAML places by offset alone
+        line, column = text.count("\n", 0, error.position) + 1, error.position - text.rfind("\n", 0, error.position)
+        raise SpecError([f"{path}:{line}:{column}: not valid YAML (character #x{error.character:04x} is not allowed)"]) \
+            from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         if isinstance(error, _Beyond):
             raise SpecError([f"{where}: {error.problem}"]) from None
-        raise SpecError([f"{where}: not valid YAML ({getattr(error, 'problem', None) or error})"]) from None
+        problem = (getattr(error, "problem", None) or str(error)).splitlines()[0]
+        raise SpecError([f"{where}: not valid YAML ({problem})"]) from None
 
 
 def _cross_field_problems(spec: Spec) -> list[str]:

@@ -186,6 +186,32 @@ def test_unreadable_yaml_names_line_and_column(tmp_path):
     assert caught.value.problems == [f"{path}:5:1: not valid YAML (expected ',' or ']', but got '<stream end>')"]
 
 
+@pytest.mark.parametrize("text, where, code", [
+    ("name: t\nexperiments: [{name: a\x00, variants: [xla]}]\n", "2:23", "0000"),
+    ("\x07name: t\n", "1:1", "0007"),
+])  # fmt: skip
+def test_a_control_character_is_one_line_naming_line_and_column(tmp_path, text, where, code):
+    path = write_spec(tmp_path / "control.yaml", text)
+    with pytest.raises(SpecError) as caught:  # was two lines, the second '  in "<unicode string>", position 22'
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}:{where}: not valid YAML (character #x{code} is not allowed)"]
+
+
+def test_a_key_that_is_not_a_string_is_named_in_its_mapping():
+    data = spec_data(exp(sweep={1: [2]}))
+    data[3] = "x"
+    with pytest.raises(SpecError) as caught:  # was "experiments[0].sweep[1]: Keys should be strings", an index's look
+        parse_spec(data, KNOWN)
+    assert caught.value.problems == ["experiments[0].sweep: key 1 is not a string (quote it)",
+                                     "spec: key 3 is not a string (quote it)"]
+
+
+def test_an_empty_experiment_name_says_so_in_its_words():
+    with pytest.raises(SpecError) as caught:  # was pydantic's "String should have at least 1 character"
+        parse_spec(spec_data(exp(name="")), KNOWN)
+    assert caught.value.problems == ["experiments[0].name: must not be empty"]
+
+
 def test_bad_indentation_names_line_and_column(tmp_path):
     path = write_spec(tmp_path / "bad.yaml", "name: t\n  bad: indent\n")
     with pytest.raises(SpecError) as caught:
