@@ -545,7 +545,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
             st.subheader(run)
             st.markdown(board_summary(mine))
             st.dataframe(tables.board(sel.cells, mine, legacy), hide_index=True)
-            for note in board.legacy_notes(mine, legacy):
+            for note in board.notes(mine, legacy):
                 st.caption(note)
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine, legacy), language="markdown")

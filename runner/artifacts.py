@@ -11,7 +11,7 @@ from itertools import islice
 from dataclasses import dataclass
 
 from runner import compare, figures, report, shape
-from runner.leaderboard import Standing, leaderboard, legacy_notes, legacy_of, rows, winners
+from runner.leaderboard import Standing, leaderboard, legacy_of, notes, rows, winners
 from runner.record import CellRecord
 from runner.report import COLUMNS, leaderboard_markdown, summary_line
 from runner.results import Run
@@ -174,9 +174,9 @@ def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
     body = rows(standings, legacy)
     if not body:
         return ""
-    notes = "".join(f"<p class='meta'>{_e(note)}</p>" for note in legacy_notes(standings, legacy))
+    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in notes(standings, legacy))
     return table_html("Leaderboard: the fastest correct variant per shape", list(body[0]),
-                      [list(row.values()) for row in body]) + notes
+                      [list(row.values()) for row in body]) + under
 
 
 def cells_html(experiment: str, cells: list[CellRecord]) -> str:

@@ -169,19 +169,48 @@ def _named(time: Time, legacy: Mapping[str, str]) -> str:
     return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
 
 
-def _margin(standing: Standing) -> str:
-    """The margin over the next, and why it is not decisive where it is not: unsettled, else a noise not known, else
-    within noise."""
+def _not_decisive(standing: Standing) -> str | None:
+    """Why a margin over the next is not decisive: unsettled, else a noise not known, else within noise; None where it
+    is decisive or there is no next."""
     if standing.runner_up is None or standing.decisive:
-        return _percent(standing.margin)
-    why = "unsettled" if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
-    return f"{_percent(standing.margin)} ({why})"
+        return None
+    return "unsettled" if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
+
+
+def _margin(standing: Standing) -> str:
+    """The margin over the next, and why it is not decisive where it is not (_not_decisive)."""
+    why = _not_decisive(standing)
+    return _percent(standing.margin) + (f" ({why})" if why else "")
 
 
 def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
     """A line for each legacy variant the board names: what deprecated it and what replaces it."""
     named = {t.variant for s in standings for t in (s.winner, s.runner_up) if t}
     return [f"{name} (legacy): {legacy[name]}" for name in sorted(named & legacy.keys())]
+
+
+def marks_key(standings: list[Standing]) -> str:
+    """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8 and
+    unsettled on a variant's name, noise unknown on a margin. The one wording of `show`'s board, the report's and the
+    dashboard's Leaderboard tab."""
+    from runner.power import UNSTABLE_SPREAD  # here: the board's other readers never need the sampler's module
+
+    shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
+    meanings = [
+        ("(FP8)", any(t.fp8 for t in shown), "computes in FP8, another precision than the bf16 variants it ranks "
+         "beside"),
+        ("(unsettled)", any(t.unsettled for t in shown), "sampled before its power state settled or on an SM clock "
+         f"that moved more than {100 * UNSTABLE_SPREAD:g} %: a margin it takes part in is never decisive"),
+        ("(noise unknown)", any(_not_decisive(s) == "noise unknown" for s in standings),
+         "a noise (IQR / median) not recorded: the margin is never decisive"),
+    ]
+    said = [f"{mark} {meaning}" for mark, on, meaning in meanings if on]
+    return "Marks: " + "; ".join(said) + "." if said else ""
+
+
+def notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
+    """The lines under a board: what its marks mean (marks_key), then what deprecated each legacy variant it names."""
+    return [line for line in [marks_key(standings), *legacy_notes(standings, legacy)] if line]
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:

@@ -141,7 +141,7 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto, and
     with the run's `machine` its % of the MMA peak at its clock; under it, what deprecated each legacy variant it
     names."""
-    from runner.leaderboard import leaderboard, legacy_notes, rows
+    from runner.leaderboard import leaderboard, notes, rows
 
     contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
     if not contested:
@@ -149,20 +149,20 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
     body = rows(contested, legacy)
     console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
                              [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock")))
-    for note in legacy_notes(contested, legacy):
+    for note in notes(contested, legacy):
         console.print(escape(note), highlight=False)
 
 
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
-    """runner.leaderboard's standings as a markdown table, each legacy variant it names said under it; "" when there
-    are none."""
-    from runner.leaderboard import legacy_notes, rows
+    """runner.leaderboard's standings as a markdown table, what its marks mean and each legacy variant it names said
+    under it (runner.leaderboard.notes); "" when there are none."""
+    from runner.leaderboard import notes, rows
 
     body = rows(standings, legacy)
     if not body:
         return ""
-    notes = "".join(f"\n\n{note}" for note in legacy_notes(standings, legacy))
-    return markdown_table(list(body[0]), [list(row.values()) for row in body]) + notes
+    under = "".join(f"\n\n{note}" for note in notes(standings, legacy))
+    return markdown_table(list(body[0]), [list(row.values()) for row in body]) + under
 
 
 def scaling_rows(cells: list[CellRecord]) -> list[dict[str, str]]:

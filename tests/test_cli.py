@@ -799,6 +799,8 @@ def test_show_prints_the_leaderboard_of_the_committed_kernel_shootout(capsys):
     # both sampled before their GPU settled (power.settled false in the run's schema-3 records): named so, never decisive
     assert ("| B1 T8192 N64 K8 H128 float16 causal fwd | pallas_mgpu (unsettled) | 1.871 | cudnn (unsettled) | "
             "+6% (unsettled) | — | 3 | 63 |") in lines
+    assert lines[-1] == ("Marks: (unsettled) sampled before its power state settled or on an SM clock that moved "
+                         "more than 2 %: a margin it takes part in is never decisive.")  # what the marks mean
     table = in_process(capsys, "show", kernels)
     assert table.code == 0 and "leaderboard: the fastest correct variant per shape" in table.out
 

@@ -680,6 +680,15 @@ def test_the_leaderboard_tab_names_the_fastest_per_shape(monkeypatch):
     assert board.loc["B4 T128 N8 H64 bfloat16 fwd", "auto"].endswith("(xla)")
     assert board.loc["B4 T2048 N8 H64 bfloat16 fwd", "fastest"] == "cudnn_fp8 (FP8)"  # an FP8 variant beside bf16 ones
     assert "| shape | fastest |" in app.code[0].value
+    key = [c.value for c in app.caption if c.value.startswith("Marks: ")]
+    assert key == [board_key(shipped(H200_LAB5_NO_TE).cells)] and key[0].startswith("Marks: (FP8) computes in FP8")
+    assert key[0] in app.code[0].value  # the markdown board says it too
+
+
+def board_key(cells) -> str:
+    from runner import leaderboard
+
+    return leaderboard.marks_key([s for s in leaderboard.leaderboard(cells) if s.variants > 1])
 
 
 def test_crashed_and_timed_out_cells_are_failures_apart_from_skips(monkeypatch, tmp_path):

@@ -53,6 +53,25 @@ def test_a_margin_beside_a_noise_not_known_is_never_decisive_and_says_so():
     assert known.decisive and leaderboard.rows([known])[0]["margin"] == "+50%"
 
 
+def test_a_boards_key_line_says_what_each_mark_it_shows_means_and_only_those():
+    """One line under the board, from one owner (runner.leaderboard.marks_key): a board with no mark has none; FP8
+    alone is explained alone; unsettled and a noise not known where they show."""
+    plain = rank(times(("xla", 1.0), ("cudnn", 1.5)))
+    assert leaderboard.marks_key(plain) == "" and leaderboard.notes(plain, {}) == []
+    assert leaderboard_markdown(plain).count("\n\n") == 0
+    fp8 = rank([Time("run", "T8", "cudnn_fp8", 1.0, 0.01, fp8=True), Time("run", "T8", "cudnn", 1.5, 0.01)])
+    said = leaderboard.marks_key(fp8)
+    assert said.startswith("Marks: (FP8) computes in FP8") and "unsettled" not in said and "noise" not in said
+    assert leaderboard_markdown(fp8).endswith("\n\n" + said)
+    rough = rank([Time("run", "T8", "xla", 1.0, 0.01, unsettled=True), Time("run", "T8", "cudnn", 1.5, float("nan"))])
+    assert "(unsettled) sampled before its power state settled or on an SM clock that moved more than 2 %" in (
+        leaderboard.marks_key(rough))
+    assert "noise unknown" not in leaderboard.marks_key(rough)  # the margin says unsettled, not noise unknown
+    quiet = rank([Time("run", "T8", "xla", 1.0, 0.01), Time("run", "T8", "cudnn", 1.5, float("nan"))])
+    assert leaderboard.marks_key(quiet) == ("Marks: (noise unknown) a noise (IQR / median) not recorded: the margin "
+                                            "is never decisive.")
+
+
 def test_a_margin_under_half_a_percent_reads_as_none_and_a_lone_winner_has_no_noise_note():
     (tiny,) = rank(times(("xla", 1.0), ("cudnn", 1.001), noise=0.0))
     (alone,) = rank(times(("xla", 1.0)))
@@ -105,7 +124,8 @@ def test_markdown_has_a_row_per_shape():
     board = leaderboard.leaderboard(shipped(H200_LONG).cells)
     lines = leaderboard_markdown(board).splitlines()
     assert lines[0] == "| shape | fastest | ms | next | margin | auto | variants |"
-    assert len(lines) == 2 + len(board)
+    assert len(lines) == 2 + len(board) + 2  # a blank line, then what its (FP8) marks mean
+    assert lines[-1] == leaderboard.marks_key(board) and lines[-1].startswith("Marks: (FP8) ")
     assert leaderboard_markdown([]) == ""
 
 
