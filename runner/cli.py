@@ -478,9 +478,14 @@ def _preflight(args, spec, shard) -> Ready:
     from runner.run import new_run_id
     from runner.spool import default_spool_root, spool_store
     from runner.store import DEFAULT_TIMEOUT_S, check_uri
+    from runner.worker import memory_limit
 
     with _store_errors("--out"):
         check_uri(args.out)
+    try:
+        memory_limit()
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or {RUN_ID_ENV}) so that every shard writes the same run")
     run_id = _run_id(args.run_id or new_run_id(spec))

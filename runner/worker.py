@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import re
 import signal
 import sys
 import time
@@ -30,6 +31,7 @@ from runner.spec import Spec
 from runner.tuning_cache import TuningCache, open_cache
 
 PR_SET_PDEATHSIG = 1
+MEMORY_LIMIT_ENV = "ATTNBENCH_WORKER_MEMORY_LIMIT"
 
 
 @dataclass(frozen=True)
@@ -223,16 +225,27 @@ def serve(inbox: Connection, outbox: Connection) -> None:
         begun = measurer.begin(payload.upcoming) if payload.upcoming else None
 
 
+def memory_limit(environ=os.environ) -> int | None:
+    """$ATTNBENCH_WORKER_MEMORY_LIMIT, the bytes of address space each worker may map (the tests' `oom`), or None;
+    a ValueError names the variable and what is wrong with its value (the run checks it before its first cell)."""
+    text = environ.get(MEMORY_LIMIT_ENV)
+    if not text:
+        return None
+    if not re.fullmatch(r"[0-9]{1,18}", text) or int(text) == 0:
+        raise ValueError(f"${MEMORY_LIMIT_ENV} {text[:40]!r}: must be a whole number of bytes above 0")
+    return int(text)
+
+
 def main(argv: list[str]) -> None:
     faulthandler.enable()  # a segfault in a kernel says where on stderr, which the supervisor keeps
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the supervisor's to handle
     os.dup2(2, 1)  # libraries that print to stdout would mix into the supervisor's tables: send it to stderr
     inbox, outbox = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
-    if limit := os.environ.get("ATTNBENCH_WORKER_MEMORY_LIMIT"):
+    if limit := memory_limit():
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     serve(inbox, outbox)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: a GPU runtime's atexit hooks can hang after a poisoned context

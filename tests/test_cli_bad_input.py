@@ -87,3 +87,19 @@ def test_an_emulator_url_with_its_scheme_opens_a_store(monkeypatch, host):
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", host)
     assert GcsStore("bucket", "runs").uri == "gs://bucket/runs"  # the client is made; nothing is asked of it yet
+
+
+@pytest.mark.parametrize("limit", ["junk", "0", "-5", "1e9", "9" * 19])
+def test_a_worker_memory_limit_that_is_no_number_of_bytes_is_refused_before_the_run(tmp_path, limit):
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    result = attnbench("run", spec, "--out", tmp_path / "results", "--spool", tmp_path / "spool",
+                       ATTNBENCH_WORKER_MEMORY_LIMIT=limit)
+    assert (result.returncode, result.stderr) == (  # was the worker's traceback and an internal error, exit 1
+        2, f"error: $ATTNBENCH_WORKER_MEMORY_LIMIT {limit!r}: must be a whole number of bytes above 0\n")
+    assert not (tmp_path / "results").exists() and not (tmp_path / "spool").exists()
+
+
+def test_a_worker_memory_limit_in_bytes_is_read():
+    from runner.worker import memory_limit
+
+    assert [memory_limit(env) for env in ({}, {"ATTNBENCH_WORKER_MEMORY_LIMIT": str(4 << 30)})] == [None, 4 << 30]
