@@ -129,10 +129,11 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     found_before = comparison.previous(snap.manifests, run)
     before, over = found_before.run, comparison.passed_over(found_before)
     found = comparison.compare(snap.cells((before,)), snap.cells((run,)), snap.manifests[before], snap.manifests[run],
-                               timer=sel.timer) if before and sel.timer else None
+                               timer=sel.timer) if before else None
     table = found.cells if found else pd.DataFrame()
     if table.empty:
-        said = "no earlier run to compare" if before is None else f"no cell shared with `{before}`"
+        said = ("no earlier run to compare" if found is None else
+                f"nothing to compare with `{before}`: {comparison.nothing_compared(found)}")
         return said + (f" ({over})" if over else "")
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
     text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, "
@@ -678,7 +679,8 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     status_changes(found)
     timers_and_kernels(found)
     if found.cells.empty:
-        st.info("The two runs share no measured cell (same experiment, variant and shape) under the filters.")
+        st.info(f"No cell to compare under the filters: {comparison.nothing_compared(found)} (a cell: the same "
+                "experiment, variant and shape).")
     else:
         compare_results(found)
     environments({a: snap.manifests[a], b: snap.manifests[b]}, "A and B")

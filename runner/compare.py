@@ -510,6 +510,27 @@ class Comparison:
         return bool(len(self.slower) or len(self.no_longer_ok) or len(self.missing))
 
 
+def _some(count: int) -> str:
+    return "no cell" if not count else f"{count} cell" + ("" if count == 1 else "s")
+
+
+def nothing_compared(found: Comparison) -> str:
+    """Why no cell has a verdict, as a clause: 'their plans share no cell', or 'their plans share 40 cells, none timed
+    ok in both' (their manifests' cell_order; where a run lists none, stored before 2026-12-03, the cells both hold
+    instead: 'they hold 40 cells in common, ...'), naming the cells timed by different timers where any were."""
+    plans = [m.cell_order if m else None for m in (found.a, found.b)]
+    if all(plans):
+        shared = len(set(plans[0]) & set(plans[1]))
+        clause = f"their plans share {_some(shared)}"
+    else:
+        shared = found.common
+        clause = f"they hold {_some(shared)} in common"
+    if not shared:
+        return clause
+    apart = len(found.other_timers)
+    return clause + ", none timed ok in both" + (f" ({_some(apart)} timed by different timers)" if apart else "")
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
             threshold: float = DEFAULT_THRESHOLD, timer: str | None = None) -> Comparison:
     """A against B (frames of runner.frames.cells' columns); the timer is `timer` if both runs have it, else A's

@@ -255,6 +255,25 @@ def test_another_kernel_is_a_library_kernel_set_that_differs_never_an_xla_fusion
     assert compare.kernel_change("xla", None, a, a) == ""  # a backend not recorded: unknown, not another
 
 
+def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cells_none_timed_in_both():
+    """By the manifests' plans where both list one, else by the cells both runs hold (runs before 2026-12-03)."""
+    template = shipped(TEMPLATE)
+    keys = [c.key for c in template.cells]
+    manifest = template.manifest.model_copy(update={"cell_order": keys})
+    a = frames.cells(template.cells)
+    failed = a.assign(status="failed")
+    found = compare.compare(a, failed, manifest, manifest)
+    assert compare.nothing_compared(found) == f"their plans share {len(keys)} cells, none timed ok in both"
+    apart = compare.compare(a, failed, manifest.model_copy(update={"cell_order": keys[:3]}),
+                            manifest.model_copy(update={"cell_order": keys[3:]}))
+    assert compare.nothing_compared(apart) == "their plans share no cell"
+    unplanned = compare.compare(a, failed.iloc[:1], None, None)
+    assert compare.nothing_compared(unplanned) == "they hold 1 cell in common, none timed ok in both"
+    wall = a.assign(device_median_s=float("nan"))  # every cell timed by wall alone in B
+    assert compare.nothing_compared(compare.compare(a, wall, None, None)).endswith(
+        f"none timed ok in both ({len(ok_keys(template))} cells timed by different timers)")
+
+
 def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp_path):
     steady = copied(tmp_path, "lab5-steady", DAY)
     burst = copied(tmp_path, "lab5-burst", DAY + dt.timedelta(days=1), policy="burst")

@@ -828,6 +828,24 @@ def test_the_overviews_previous_run_passes_over_a_newer_one_that_planned_no_cell
     assert against.splitlines()[2].startswith("- `p3` vs `p1`: ") and "; passed over p2: it planned no cell" in against
 
 
+def test_the_overview_says_whether_the_previous_runs_plan_shared_no_cell_or_shared_cells_none_timed_in_both(
+        monkeypatch, tmp_path):
+    """p2 planned p1's cells and every one failed: the plans share them, none timed ok in both, which is not 'no cell
+    shared'; the Compare tab of two runs whose plans are apart says that instead."""
+    template = shipped(H200_LAB5)
+    keys, day = [c.key for c in template.cells], datetime.fromisoformat("2026-12-10T00:00:00+00:00")
+    for hours, run, kept in ((0, "p1", slice(0, 40)), (1, "p2", slice(0, 40)), (2, "p3", slice(40, None))):
+        manifest, cells = copy_run(template, run, day + timedelta(hours=hours))
+        cells = [broken(c, "failed", "worker died") for c in cells] if run == "p2" else cells
+        write_run(tmp_path / run, manifest.model_copy(update={"cell_order": keys[kept]}), cells[kept])
+    app = open_app(monkeypatch, tmp_path, run=["p2"])
+    against = next(m.value for m in app.markdown if m.value.startswith("**Against"))
+    assert against.splitlines()[2].startswith("- `p2` nothing to compare with `p1`: their plans share 40 cells, none "
+                                              "timed ok in both")
+    apart = open_app(monkeypatch, tmp_path, tab="Compare", a="p1", b="p3")
+    assert "No cell to compare under the filters: their plans share no cell" in texts(apart.info)
+
+
 # --- issue 9: light imports ------------------------------------------------------------------------------------------
 
 def test_the_dashboard_never_imports_jax_or_the_variant_registry():
