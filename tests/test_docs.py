@@ -4,6 +4,7 @@ what their command writes now, and every command the README and Getting started 
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import shutil
@@ -120,8 +121,8 @@ def test_the_variant_reference_says_what_each_declines():
 # phrase stands must say the value, and it must stand somewhere: a reworded sentence updates its row.
 def quoted() -> list[tuple[str, str, float]]:
     import runner
-    from runner import artifacts, ceilings_cache, cli, limits, metrics, power, run, sampling, shard, spec, spool, store
-    from runner import termination
+    from runner import artifacts, ceilings_cache, cli, gpu, limits, metrics, power, run, sampling, shard, spec, spool
+    from runner import store, termination
     from dashboard import charts, data
 
     timing, shape = spec.TimingSettings(), spec.Shape.model_json_schema()["properties"]
@@ -129,6 +130,9 @@ def quoted() -> list[tuple[str, str, float]]:
 
     def default(command: str, dest: str):
         return next(action.default for action in commands[command]._actions if action.dest == dest)
+
+    def parameter(function, name: str):
+        return inspect.signature(function).parameters[name].default
 
     return [
         ("timing.md", "while NVML is read every {} ms", 1e3 * power.INTERVAL_S),
@@ -156,6 +160,8 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "flags `clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
         ("timing.md", "records per {} s bin", sampling.SOAK_BIN_S),
         ("timing.md", "`attnbench soak SPEC [--seconds {}]", default("soak", "soak")),
+        ("timing.md", "the median CUPTI kernel time of an {}³ bf16 matmul", parameter(gpu.matmul_peak_tflops, "size")),
+        ("timing.md", "and of a {} GiB copy", parameter(gpu.memory_bandwidth_gbps, "size_bytes") / 2**30),
         ("timing.md", "older than {} days (`MAX_AGE_DAYS`)", ceilings_cache.MAX_AGE_DAYS),
         ("timing.md", "(more than {} days old)", ceilings_cache.MAX_AGE_DAYS),
         ("timing.md", "at least half (`SHARE_OF_MMA`, {})", ceilings_cache.SHARE_OF_MMA),
