@@ -248,7 +248,7 @@ class LocalStore(Store):
                 files.append(name)
             else:
                 others[name] = FOLDER if path.is_dir() else "a link to nothing" if path.is_symlink() else \
-                    "not a regular file"
+                    "a pipe, socket or device"
         return sorted(n for n in files if not n.rpartition("/")[2].startswith(".")), others  # .tmp: writes in flight
 
 

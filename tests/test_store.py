@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 import pytest
@@ -104,6 +105,14 @@ def test_a_shard_object_of_no_shard_is_a_problem_not_a_silent_loss(store):
         f"{store.location(RUN)}/cells-5-of-2.jsonl: shard 5 of 2 does not exist (shards are 0 to 1); left out",
         f"{store.location(RUN)}/manifest.jsonl: a manifest object is .json, not .jsonl; left out"]
     assert store.listing()[RUN].problems == run.problems  # the dashboard's table of runs says so too
+
+
+def test_a_pipe_where_a_part_should_be_is_named_as_what_it_is_and_never_opened(tmp_path):
+    store = open_store(str(tmp_path))
+    store.put(f"{RUN}/manifest.json", manifest().model_dump_json().encode())
+    os.mkfifo(tmp_path / RUN / "cells.jsonl")  # opening it would wait for a writer that never comes
+    assert store.read(RUN).problems == [  # was "not a regular file, not a file; left out"
+        f"{store.location(RUN)}/cells.jsonl: a pipe, socket or device, not a file; left out"]
 
 
 def test_a_layout_name_that_is_no_file_is_a_problem_that_show_prints(tmp_path, capsys):
