@@ -837,10 +837,15 @@ def cmd_runs(args, console: Console) -> int:
 
 
 def _warn(problems: list[str]) -> None:
-    """Warnings on stderr, so that what stdout carries (a table, CSV) stays data."""
+    """Warnings on stderr, so that what stdout carries (a table, CSV) stays data; past the first MAX_PROBLEMS (a
+    file of binary junk is a warning a line), counted, not listed."""
+    from runner.spec import MAX_PROBLEMS
+
     err = _stderr()
-    for problem in problems:
+    for problem in problems[:MAX_PROBLEMS]:
         err.print(f"[yellow]warning[/]: {escape(problem)}")  # a problem names paths like experiments[0]
+    if len(problems) > MAX_PROBLEMS:
+        err.print(f"[yellow]warning[/]: … and {len(problems) - MAX_PROBLEMS:,} more warnings")
 
 
 def cmd_schema(args, console: Console) -> int:

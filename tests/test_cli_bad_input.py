@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from helpers import REPO, attnbench, in_process, spec_data, write_spec
-from runner.results import MANIFEST
+from runner.results import CELLS, MANIFEST
 
 SHIPPED_RUN = REPO / "examples" / "results" / "cpu" / "lab5-20261202-104832"
 
@@ -103,3 +103,15 @@ def test_a_worker_memory_limit_in_bytes_is_read():
     from runner.worker import memory_limit
 
     assert [memory_limit(env) for env in ({}, {"ATTNBENCH_WORKER_MEMORY_LIMIT": str(4 << 30)})] == [None, 4 << 30]
+
+
+def test_a_cells_file_of_junk_lines_warns_of_the_first_twenty_and_counts_the_rest(tmp_path):
+    run = stored(tmp_path, "junk")
+    with open(run / CELLS, "a") as cells:
+        cells.write("".join(f"junk {i}\n" for i in range(5000)))  # was 5,000 warning lines
+    result = attnbench("show", run, "--format", "csv")
+    warnings = result.stderr.splitlines()
+    assert result.returncode == 0 and len(warnings) == 21
+    assert warnings[0] == f"warning: {run / CELLS}:77: not valid JSON (Expecting value)"
+    assert warnings[-1] == "warning: … and 4,980 more warnings"
+    assert len(result.stdout.splitlines()) == 77  # the header and the shipped run's 76 cells
