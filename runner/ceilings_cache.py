@@ -5,7 +5,7 @@ measured at every start (1.8-5.4 s of an H200 worker's start, before the first c
 The key is what can change them: the GPU (its name and NVML uuid, and the SMs CUDA gives this process: a MIG
 instance of it has fewer, under the same uuid), the driver, the power limit and the clock caps in
 force (the maximum SM clock and the application clocks), the libraries that compile and run the two measurements
-(jax, jaxlib, the CUDA runtime and cuDNN jaxlib loaded), the XLA_FLAGS that can change their kernels (kernel_flags),
+(jax, jaxlib, the CUDA runtime and cuDNN jaxlib loaded), the XLA_FLAGS that can change their kernels (machine.kernel_flags),
 the timer that times them, and FORMAT (the way they are measured). Any part that differs is another key, so they are
 measured afresh; so are kept ones older than MAX_AGE_DAYS, with `run --measure-ceilings`, with the compile cache off
 (nowhere to keep them), and where NVML gives no uuid (nothing tells this GPU from another). Entries are kept as
@@ -24,7 +24,7 @@ import math
 from typing import Callable
 
 from runner.kept import Kept, digest
-from runner.machine import FAKE_DEVICES_FLAG
+from runner.machine import kernel_flags
 from runner.metrics import Ceilings, peak_mma_tflops
 from runner.record import CeilingsOrigin, GpuFacts, utc_now
 
@@ -38,26 +38,11 @@ MAX_AGE_DAYS = 7.0
 VERSIONED = ("jax", "jaxlib", "cuda_runtime", "cudnn")
 TIMER = "device"  # CUPTI's kernel time, runner.timers.DeviceTimer: what gpu's measurements take the median of
 NEEDED = ("matmul_peak_tflops", "memory_bandwidth_gbps", "run_id", "measured_at")
-# XLA_FLAGS that cannot change a platform's compiled kernels: the CPU platform's fake devices (runner.machine adds
-# them for the spec's largest split, so they would re-key a run of another spec), dumps, and the other platform's
-# backend flags (a GPU's ceilings and cells compile nothing for the CPU backend, a CPU's nothing for the GPU's)
-NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_dump_", "--xla_gpu_dump_")
-OTHER_BACKEND = {"gpu": ("--xla_cpu_",), "cpu": ("--xla_gpu_",)}
 # Plausible ceilings: a matmul at least this share of the GPU's dense bf16 MMA rate at its clock cap, and, where an
 # entry for the key is being renewed, each ceiling at least this share of that entry's: well under the readings of a
 # GPU alone (docs/timing.md, Plausible ceilings), above those of one whose time is shared
 SHARE_OF_MMA = 0.5
 SHARE_OF_KEPT = 0.9
-
-
-def kernel_flags(xla_flags: str, platform: str = "gpu") -> list[str]:
-    """XLA_FLAGS that can change the kernels of `platform` (jax's: gpu or cpu), normalised: each flag's last setting
-    (XLA's), sorted. The ceilings' key and the manifest's machine.xla_flags both read them so."""
-    left_out, last = NO_KERNEL_FLAGS + OTHER_BACKEND.get(platform, ()), {}
-    for flag in xla_flags.split():
-        if not flag.startswith(left_out):
-            last[flag.split("=", 1)[0]] = flag
-    return sorted(last.values())
 
 
 def key(gpu: GpuFacts | None, versions: dict[str, str], xla_flags: str = "") -> dict | None:

@@ -93,6 +93,23 @@ def versions() -> dict[str, str]:
     return {k: v for k, v in found.items() if v}
 
 
+# XLA_FLAGS that cannot change a platform's compiled kernels: the CPU platform's fake devices (added above for
+# the spec's largest split, so they would re-key a run of another spec), dumps, and the other platform's
+# backend flags (a GPU's ceilings and cells compile nothing for the CPU backend, a CPU's nothing for the GPU's)
+NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_dump_", "--xla_gpu_dump_")
+OTHER_BACKEND = {"gpu": ("--xla_cpu_",), "cpu": ("--xla_gpu_",)}
+
+
+def kernel_flags(xla_flags: str, platform: str = "gpu") -> list[str]:
+    """XLA_FLAGS that can change the kernels of `platform` (jax's: gpu or cpu), normalised: each flag's last setting
+    (XLA's), sorted. The manifest's machine.xla_flags and the ceilings' key (runner.ceilings_cache) both read them so."""
+    left_out, last = NO_KERNEL_FLAGS + OTHER_BACKEND.get(platform, ()), {}
+    for flag in xla_flags.split():
+        if not flag.startswith(left_out):
+            last[flag.split("=", 1)[0]] = flag
+    return sorted(last.values())
+
+
 # Environment variables that can change which kernels the run's libraries compile or pick, recorded in the manifest
 # (machine.kernel_env) as the run's environment gave them: TransformerEngine's runtime settings (NVTE_*: its attention
 # backend, NVTE_FUSED_ATTN, NVTE_FLASH_ATTN, NVTE_FUSED_ATTN_BACKEND, NVTE_ALLOW_NONDETERMINISTIC_ALGO, FP8 recipes...)
@@ -142,8 +159,6 @@ def describe(device: Device, device_count: int, found_versions: dict[str, str], 
              ceilings_origin: CeilingsOrigin | None = None) -> Machine:
     """The machine record for a run's manifest, with the settings of this process's environment that can change its
     kernels (read before any cell: the runner's own per-cell settings are not among them)."""
-    from runner.ceilings_cache import kernel_flags  # it keys the ceilings with the same flags, and imports this module
-
     return Machine(
         host=socket.gethostname(),
         platform=device.platform,

@@ -360,7 +360,7 @@ class Machine(Strict):
                                                    "this run's start or reused, and when; None without ceilings.")
     xla_flags: list[str] | None = Field(None, description="The XLA_FLAGS that can change the run's kernels, as its "
                                         "environment gave them, normalised as the ceilings' key has them (runner."
-                                        "ceilings_cache.kernel_flags: each flag's last setting, sorted; the CPU's fake "
+                                        "machine.kernel_flags: each flag's last setting, sorted; the CPU's fake "
                                         "devices, dumps and the other platform's flags left out); [] where none is "
                                         "set. None: not recorded (runs before 2026-12-07).")
     kernel_env: dict[str, str] | None = Field(None, description="The environment variables that can change the run's "

@@ -327,8 +327,8 @@ def test_the_key_holds_the_xla_flags_that_can_change_a_kernel(h200, tmp_path, mo
 
 
 def test_kernel_flags_are_sorted_and_keep_each_flags_last_setting():
-    assert ceilings_cache.kernel_flags("") == []
-    assert ceilings_cache.kernel_flags("--xla_gpu_b=1 --xla_dump_to=d --xla_gpu_a --xla_gpu_b=2") == [
+    assert machine.kernel_flags("") == []
+    assert machine.kernel_flags("--xla_gpu_b=1 --xla_dump_to=d --xla_gpu_a --xla_gpu_b=2") == [
         "--xla_gpu_a", "--xla_gpu_b=2"]
 
 
@@ -336,7 +336,7 @@ def test_kernel_flags_of_a_cpu_keep_the_cpu_backends_flags_and_leave_out_the_gpu
     """A CPU's run compiles for the CPU backend alone, a GPU's ceilings and cells for the GPU's: each keeps its own
     backend's flags and the flags of both, never the other's (the GPU is the default, the ceilings' key)."""
     flags = "--xla_cpu_enable_fast_math=false --xla_gpu_autotune_level=0 --xla_backend_optimization_level=1"
-    assert ceilings_cache.kernel_flags(flags, "cpu") == ["--xla_backend_optimization_level=1",
+    assert machine.kernel_flags(flags, "cpu") == ["--xla_backend_optimization_level=1",
                                                          "--xla_cpu_enable_fast_math=false"]
-    assert ceilings_cache.kernel_flags(flags) == ceilings_cache.kernel_flags(flags, "gpu") == [
+    assert machine.kernel_flags(flags) == machine.kernel_flags(flags, "gpu") == [
         "--xla_backend_optimization_level=1", "--xla_gpu_autotune_level=0"]
