@@ -757,7 +757,9 @@ def _gate_report(where: str | None, b, found) -> None:
     try:
         _write_report(where, [(b, found)], "--report")
     except UsageError as error:
-        _report_failed(where, str(error).splitlines()[0].removeprefix(f"--report {where}: "))
+        said = str(error).splitlines()[0]  # "--report WHERE: why", WHERE quoted where it is no URI at all
+        why = said.removeprefix(f"--report {where}: ").removeprefix(f"--report {where!r}: ")
+        _report_failed(where, why.removeprefix("--report "))  # a path under it, as the store names it
     except ModuleNotFoundError as error:  # matplotlib draws its figures: the '.[report]' extra
         if not (missing := _missing_library(error, "--report")):
             raise
@@ -797,9 +799,9 @@ def _write_report(where: str | None, runs: list, option: str) -> None:
         return
     from runner import artifacts
 
+    store = _open_store(where, option)  # a location that can never be written is said before a figure is drawn
     made = artifacts.files([artifacts.Report(run, artifacts.charts_of(run), found) for run, found in runs])
-    store = _open_store(where, option)
-    with _store_errors():
+    with _store_errors(option):
         for name, data in made.items():
             store.put(name, data)
     print(f"report: {store.location(artifacts.INDEX)} ({len(made[artifacts.INDEX]) / 1024:,.0f} KiB; "

@@ -115,3 +115,20 @@ def test_a_cells_file_of_junk_lines_warns_of_the_first_twenty_and_counts_the_res
     assert warnings[0] == f"warning: {run / CELLS}:77: not valid JSON (Expecting value)"
     assert warnings[-1] == "warning: … and 4,980 more warnings"
     assert len(result.stdout.splitlines()) == 77  # the header and the shipped run's 76 cells
+
+
+def test_a_report_location_that_cannot_be_written_is_named_once_by_its_option(tmp_path):
+    stored(tmp_path, "a"), stored(tmp_path, "b")
+    (tmp_path / "file").write_text("")
+    results = tmp_path / "results"
+    bad_uri = attnbench("compare", "a", "b", "--out", results, "--report", "gs://No_Such!")
+    assert (bad_uri.returncode, bad_uri.stderr) == (0, "warning: --report gs://No_Such!: not written: not a bucket URI; "
+                                                    "expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -); the "
+                                                    "comparison stands\n")  # was "--report 'gs://No_Such!'" again
+    under_file = attnbench("compare", "a", "b", "--out", results, "--report", tmp_path / "file" / "report")
+    assert under_file.stderr == (f"warning: --report {tmp_path / 'file' / 'report'}: not written: "
+                                 f"{tmp_path / 'file' / 'report' / 'index.html'}: Not a directory; the comparison "
+                                 "stands\n")
+    report = attnbench("report", "a", "--out", results, "--output", tmp_path / "file" / "report")
+    assert (report.returncode, report.stderr) == (  # was the path alone, without the option that named it
+        2, f"error: --output {tmp_path / 'file' / 'report' / 'index.html'}: Not a directory\n")
