@@ -26,11 +26,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def held_port() -> socket.socket:
+    """A loopback port kept for as long as the socket is open: bound with SO_REUSEADDR and never listening, so a
+    server of ours binds it beside (http.server and tornado set SO_REUSEADDR too), no bind(0) elsewhere is given it
+    meanwhile, and a client meets a closed port while no server listens. free_port's number is free for anyone
+    between its close and the server's bind."""
+    held = socket.socket()
+    held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    held.bind(("127.0.0.1", 0))
+    return held
+
+
 class Emulator:
-    """gcp-storage-emulator as a subprocess with its data on disk, so a stop and a start keep the objects."""
+    """gcp-storage-emulator as a subprocess with its data on disk, so a stop and a start keep the objects; its port
+    is held from its first start to the end of the test, outages included, so its restart finds it free."""
 
     def __init__(self, data_dir: Path):
-        self.data_dir, self.port = data_dir, free_port()
+        self.held = held_port()
+        self.data_dir, self.port = data_dir, self.held.getsockname()[1]
         self.host = f"http://127.0.0.1:{self.port}"
         self.log = data_dir / "emulator.log"
         self.process: subprocess.Popen | None = None
@@ -99,6 +112,7 @@ def emulator(tmp_path, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", server.host)
     yield server
     server.kill()
+    server.held.close()
 
 
 def shapes_spec(folder: Path, seq_lens: list[int]) -> Path:
@@ -272,4 +286,6 @@ def no_metadata_server(monkeypatch):
 
     if _metadata.detect_gce_residency_linux():
         pytest.skip("this machine is a GCE VM: a metadata server serves it")
-    point_metadata_at(monkeypatch, f"127.0.0.1:{free_port()}")
+    with held_port() as closed:
+        point_metadata_at(monkeypatch, f"127.0.0.1:{closed.getsockname()[1]}")
+        yield

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import time
 
 import pytest
 
 import runner.store as store_module
-from conftest import BUCKET, free_port
+from conftest import BUCKET, held_port
 from helpers import attnbench, in_process, spec_data, write_spec
 from runner.cli import main
 from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
@@ -169,12 +170,23 @@ def test_a_missing_run_reads_as_problems(store):
 
 
 def test_an_unreachable_bucket_is_unavailable(monkeypatch):
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{free_port()}")  # nobody listens
-    store = open_store(f"gs://{BUCKET}/x", timeout_s=1)
-    with pytest.raises(StoreUnavailable):
-        store.names()
-    with pytest.raises(StoreUnavailable):
-        store.put("r/cells.jsonl", b"")
+    with held_port() as closed:  # nobody listens, nor can start to meanwhile
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{closed.getsockname()[1]}")
+        store = open_store(f"gs://{BUCKET}/x", timeout_s=1)
+        with pytest.raises(StoreUnavailable):
+            store.names()
+        with pytest.raises(StoreUnavailable):
+            store.put("r/cells.jsonl", b"")
+
+
+def test_a_stopped_emulator_keeps_its_port_until_it_starts_again(emulator):
+    """An outage test's emulator comes back on the same port (the run's clients know it): meanwhile a bind without
+    SO_REUSEADDR, as bind(0)'s search for a free port is, is refused it."""
+    emulator.stop()
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.bind(("127.0.0.1", emulator.port))
+    emulator.start()
+    assert emulator.bucket().exists()
 
 
 def test_a_missing_bucket_is_bad_input(emulator):
