@@ -224,10 +224,13 @@ def _variants():
 def _load(spec_path: str, max_cells: int | None):
     """The spec, refused before it is expanded when its cells are too many or too large for any GPU."""
     from runner.limits import limits
+    from runner.registry import VARIANTS_ENV, unloaded_files
     from runner.spec import SpecError, load_spec
 
+    known = set(_variants())
+    _warn([f"${VARIANTS_ENV} {name}: {why}; its variants are not loaded" for name, why in unloaded_files().items()])
     try:
-        spec = load_spec(spec_path, set(_variants()))
+        spec = load_spec(spec_path, known)
     except SpecError as error:
         raise UsageError("\n".join(error.problems)) from None
     if problems := limits(spec, max_cells):

@@ -225,8 +225,16 @@ def load_all() -> dict[str, Variant]:
         name = f"{package.__name__}.{module.name}"
         _import(name, lambda: importlib.import_module(name))
     for path in _extra_files():
-        _import(str(path), lambda: _import_file(path))
+        if not path.is_file() or path.suffix != ".py":  # importlib would fail it as "'NoneType' has no 'loader'"
+            BROKEN[str(path)] = "no such file or folder" if not path.exists() else "not a .py file"
+        else:
+            _import(str(path), lambda: _import_file(path))
     return VARIANTS
+
+
+def unloaded_files() -> dict[str, str]:
+    """The files $ATTNBENCH_VARIANTS names that load_all could not load, with why."""
+    return {name: why for name, why in BROKEN.items() if not name.startswith(f"{__package__}.variants.")}
 
 
 def backend_of(custom_calls: list[str]) -> str:

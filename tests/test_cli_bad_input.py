@@ -132,3 +132,15 @@ def test_a_report_location_that_cannot_be_written_is_named_once_by_its_option(tm
     report = attnbench("report", "a", "--out", results, "--output", tmp_path / "file" / "report")
     assert (report.returncode, report.stderr) == (  # was the path alone, without the option that named it
         2, f"error: --output {tmp_path / 'file' / 'report' / 'index.html'}: Not a directory\n")
+
+
+def test_variant_files_that_do_not_load_are_named_by_validate_and_run(tmp_path):
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
+    named = os.pathsep.join(str(p) for p in (tmp_path / "nowhere.py", tmp_path / "notes.txt", tmp_path / "broken.py"))
+    result = attnbench("validate", spec, ATTNBENCH_VARIANTS=named)
+    assert result.returncode == 0 and result.stderr.splitlines() == [  # was silent: its variants were just unknown
+        f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'nowhere.py'}: no such file or folder; its variants are not loaded",
+        f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'notes.txt'}: not a .py file; its variants are not loaded",
+        f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'broken.py'}: RuntimeError: boom; its variants are not loaded"]
