@@ -74,6 +74,10 @@ PROBE_TIMEOUT_S = 10.0  # a bucket out of reach is given up on after this, not a
 
 def _probe_within(location: str, seconds: float) -> None:
     """_probe, but a store that does not answer within `seconds` counts as unusable (TimeoutError)."""
+    from runner.store import GCS_URI
+
+    if location.startswith("gs://") and not GCS_URI.fullmatch(location):  # no answer would come: say so at once
+        raise ValueError("not a bucket URI; expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -)")
     failure: list[BaseException] = []
 
     def probe() -> None:

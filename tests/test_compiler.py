@@ -120,6 +120,14 @@ def test_a_bucket_out_of_reach_is_given_up_on_within_the_probes_time(monkeypatch
     assert time.monotonic() - start < 5
 
 
+def test_a_cache_uri_that_names_no_bucket_is_given_up_on_without_waiting(monkeypatch):
+    monkeypatch.setattr(compiler, "_probe", lambda location: time.sleep(60))  # was the probe's full 10 s
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"^not a bucket URI; expected gs://BUCKET\[/PREFIX\]"):
+        compiler._probe_within("gs://No_Such!/cache", 0.5)
+    assert time.monotonic() - start < 0.4
+
+
 def test_off_means_no_cache(tmp_path):
     assert compile_in_a_new_process("off")[0] == {"used": "off", "cached": None}
 
