@@ -196,7 +196,7 @@ def _cells(spec: Path) -> tuple[int, int] | None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="k8s/render.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="k8s/render.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--spec", required=True, type=Path, help="experiment spec (YAML) the Job runs")
     parser.add_argument("--shards", type=int, default=1, help="Job completions = parallelism = shards (one GPU each)")
     parser.add_argument("--gpu", default="l4", help="overlay under k8s/overlays/: l4, h100, or a whole multi-GPU node: l4-x2, l4-x4, h100-x8")

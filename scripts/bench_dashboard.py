@@ -257,7 +257,7 @@ def cell(values: list[float], mib: bool) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stores", nargs="+", default=["floor", "shipped", "40x400", "200x400", "500x100"],
                         help="floor (a one-chart app, for scale), floor-preloaded (the same served with "
                              "dashboard/preload.py), shipped (examples/results) or RUNSxCELLS")

@@ -18,7 +18,7 @@ from runner.store import LocalStore  # noqa: E402  (the checkout this script is 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("n", nargs="?", type=int, default=100_000, help="objects to delete")
     n = parser.parse_args().n
     root = Path(tempfile.mkdtemp(prefix="bench-delete-"))

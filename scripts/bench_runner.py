@@ -258,7 +258,7 @@ def read_specs(paths: list[Path]) -> list:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("spec", nargs="?", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "bench-runner")
     parser.add_argument("--ahead-off", action="store_true", help="also a warm run with --compile-ahead off")

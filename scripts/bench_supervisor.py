@@ -105,7 +105,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--counts", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--kinds", nargs="+", choices=list(VARIANT), default=list(VARIANT))
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench-supervisor")

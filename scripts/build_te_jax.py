@@ -270,7 +270,7 @@ def build(dockerfile: Path, out: Path, preflight_only: bool) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dockerfile", type=Path, default=ROOT / "Dockerfile")
     parser.add_argument("--out", type=Path, default=ROOT / ".venv-tools" / "te-jax")
     parser.add_argument("--preflight-only", action="store_true",

@@ -82,7 +82,7 @@ def decode(run_dir: Path) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("table", choices=["power", "kernels", "decode"])
     parser.add_argument("runs", nargs="+", type=Path)
     args = parser.parse_args()

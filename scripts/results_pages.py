@@ -182,7 +182,7 @@ def generate() -> dict[str, bytes]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "results")
     out = parser.parse_args().out
     made = generate()

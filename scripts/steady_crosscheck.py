@@ -32,7 +32,7 @@ def rows(text: str | None) -> list[tuple]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--rows")
     parser.add_argument("--carried", action="store_true", help="steady rows measured after the same cell")

@@ -327,3 +327,20 @@ def test_the_demo_and_what_follows_run_as_written(tmp_path):
     assert "cudnn" in outputs[RUN_HERE[3]]
     assert len(list((tmp_path / "results").iterdir())) == 2  # the demo's run and the hopper run
 
+
+
+# --- the scripts' own help -----------------------------------------------------------------------------------------
+
+HELPED_SCRIPTS = sorted(str(p.relative_to(REPO)) for p in [*(REPO / "scripts").glob("*.py"), REPO / "k8s" / "render.py"]
+                        if "ArgumentParser(" in p.read_text())
+
+
+@pytest.mark.parametrize("path", HELPED_SCRIPTS)
+def test_a_scripts_help_opens_with_its_docstrings_whole_first_paragraph(path):
+    """`--help` says what the script is in whole sentences: bench_runner's stopped at 'then warm (and,', the first
+    line of a paragraph that went on."""
+    opening = " ".join((REPO / path).read_text().split('"""')[1].split("\n\n")[0].split())
+    done = subprocess.run([sys.executable, path, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env=environment(COLUMNS="2000"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert opening in " ".join(done.stdout.split())
