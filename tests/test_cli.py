@@ -948,3 +948,18 @@ def test_the_command_line_page_has_every_command_and_every_option_in_its_synopsi
     assert sorted(set(commands) - set(shown)) == []
     assert {name: sorted(o for o in options[name] if not re.search(rf"(?<![\w-]){o}(?![\w-])", shown[name]))
             for name in commands} == {name: [] for name in commands}
+
+
+def test_every_option_a_page_gives_a_command_is_one_it_takes():
+    """The other way round: an option the docs or README write after `attnbench CMD` (in a synopsis, a code block or
+    a `code span`) exists on that command (soak takes run's), so a renamed or dropped flag leaves no page behind."""
+    from runner.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    options = {name: {o for a in parser._actions for o in a.option_strings} for name, parser in commands.items()}
+    pages = [REPO / "README.md", *(p for p in (REPO / "docs").rglob("*.md") if p.name != "benchmarks.md")]
+    given = {(page.name, name, flag) for page in pages
+             for name, rest in re.findall(r"attnbench (\w+)([^\n`]*)", page.read_text()) if name in options
+             for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", rest)}
+    assert len(given) > 40  # the pages' synopses and examples were read
+    assert sorted(g for g in given if g[2] not in options[g[1]]) == []
