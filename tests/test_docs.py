@@ -344,3 +344,33 @@ def test_a_scripts_help_opens_with_its_docstrings_whole_first_paragraph(path):
                           env=environment(COLUMNS="2000"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert opening in " ".join(done.stdout.split())
+
+
+# --- outputs the pages copy ----------------------------------------------------------------------------------------
+
+def transcripts() -> list[tuple[str, str, list[str]]]:
+    """Each `    $ attnbench ARGS` block of a page (not the evidence log, whose outputs are history): the page, the
+    arguments, and the lines shown after it, `...` (an elision) dropped."""
+    found = []
+    for page in sorted((REPO / "docs").glob("*.md")):
+        if page.name == "benchmarks.md":
+            continue
+        for block in re.findall(r"^    \$ attnbench (.+)\n((?:    (?!\$).*\n)*)", page.read_text(), re.MULTILINE):
+            shown = [line.strip() for line in block[1].splitlines() if line.strip() not in ("", "...")]
+            found.append((page.name, block[0], shown))
+    return found
+
+
+def test_the_pages_have_transcripts_to_hold():
+    assert [(page, args.split()[0]) for page, args, _ in transcripts()] == [("regressions.md", "compare")]
+
+
+@pytest.mark.parametrize("page,args,shown", transcripts(), ids=lambda v: v if isinstance(v, str) else None)
+def test_an_output_a_page_copies_is_what_the_command_prints_now(capsys, page, args, shown):
+    """A transcript on a page (`$ attnbench compare A B` and its verdict) is run as written on the shipped runs;
+    every line it shows is in today's output, so a verdict that changes is found here, not by a reader."""
+    from helpers import in_process
+
+    outcome = in_process(capsys, *args.split())
+    printed = " ".join((outcome.out + outcome.err).split())
+    assert shown and [line for line in shown if " ".join(line.split()) not in printed] == []
