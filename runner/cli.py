@@ -30,6 +30,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
+
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat or grep exit then
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
@@ -919,7 +921,8 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """The command line's exit code (argparse's own too: 2 for bad arguments, 0 for --help)."""
     try:
-        TERMINATION.arm()
+        if TERMINATION.event.is_set():  # SIGTERM came while the modules loaded
+            raise Interrupted()
         code = _main(argv)
         sys.stdout.flush()  # output that fit in the buffer meets a closed pipe here
         return code

@@ -3,7 +3,7 @@
 Outside the measuring loop SIGTERM raises Interrupted, which the command line turns into exit 75; inside it,
 SIGTERM only sets an event that the loop checks at least every 0.2 s, so no write is cut in half. While the
 command line's modules load (installed, not yet armed) it only sets the event too: raised inside an import, it
-would escape main() as a traceback and exit 1; main() arms it and raises there.
+would escape main() as a traceback and exit 1; main() raises it as it begins.
 """
 
 from __future__ import annotations
@@ -38,10 +38,8 @@ class Termination:
         signal.signal(signal.SIGTERM, self._handle)
 
     def arm(self) -> None:
-        """Raise Interrupted on SIGTERM from here on, and now if one came while the command line loaded."""
+        """Raise Interrupted on SIGTERM from here on (the modules loaded); one that came before is in the event."""
         self.raising = True
-        if self.event.is_set():
-            raise Interrupted()
 
     def _handle(self, signum, frame) -> None:
         if not self.event.is_set():

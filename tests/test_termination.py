@@ -4,6 +4,8 @@ while the command line loads, and leaves the last upload what remains of its bud
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -22,7 +24,7 @@ def test_sigterm_outside_the_loop_raises_and_inside_only_sets_the_event():
     assert not isinstance(Interrupted(), Exception)  # so no `except Exception` on the way swallows it
 
 
-def test_sigterm_while_the_command_line_loads_only_sets_the_event_and_arming_raises(monkeypatch):
+def test_sigterm_while_the_command_line_loads_only_sets_the_event_until_armed(monkeypatch):
     """Installed, not yet armed (the command line's modules loading): raised inside an import, Interrupted escaped
     main() as a traceback, exit 1 (a fixed sleep before the signal met that window on a busy machine)."""
     t = Termination()
@@ -30,8 +32,9 @@ def test_sigterm_while_the_command_line_loads_only_sets_the_event_and_arming_rai
     t.install()
     t._handle(signal.SIGTERM, None)  # no exception: the event only
     assert t.event.is_set()
+    t.arm()
     with pytest.raises(Interrupted):
-        t.arm()
+        t._handle(signal.SIGTERM, None)  # armed: raises, as before it was installed
 
 
 def test_a_sigterm_that_came_while_the_command_line_loaded_exits_75_as_main_begins(monkeypatch, capsys):
@@ -41,6 +44,14 @@ def test_a_sigterm_that_came_while_the_command_line_loaded_exits_75_as_main_begi
     cli.TERMINATION.event.set()
     assert cli.main(["list"]) == cli.EXIT_SIGTERM
     assert capsys.readouterr().err == "interrupted by SIGTERM before measuring began; nothing to upload\n"
+
+
+def test_a_process_that_imported_the_command_line_is_armed():
+    """Once runner.cli has loaded, SIGTERM raises again (a script that imports it, as scripts/bench_supervisor.py
+    does, is stopped by it); a fresh interpreter, as this one's in-process runs leave it armed whatever cli does."""
+    code = "import runner.cli; from runner.termination import TERMINATION; print(TERMINATION.raising)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout == "True\n", done.stderr
 
 
 def test_the_upload_gets_what_is_left_of_its_budget_and_at_least_a_second(monkeypatch):
