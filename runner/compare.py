@@ -9,7 +9,10 @@ Like with like: a comparison is over the cells both runs hold (by cell key) and 
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
 attnbench versions), GPU, power policy and timer that planned a cell in common; and the facts that change what a time
 means (power policy, library, driver and attnbench versions, the GPU's power limit, the spec identity, the XLA_FLAGS
-and environment variables that can change kernels) are named beside every verdict.
+and environment variables that can change kernels) are named beside every verdict. A cell ok in both that the
+compared timer did not time in both (a device timer that failed in one run) is counted and named, never a verdict;
+a compared cell that ran another implementation in B (its backend, or its library kernels: kernel_change) keeps its
+verdict and is marked and counted.
 """
 
 from __future__ import annotations
@@ -151,10 +154,10 @@ def kernels_apart(a: object, b: object) -> tuple[str, str]:
     return ";".join(sorted(seen_a - seen_b)), ";".join(sorted(seen_b - seen_a))
 
 
-def verdicts(ratio: pd.Series, beyond_noise: pd.Series, threshold: float) -> np.ndarray:
-    """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only beyond noise."""
-    slower = beyond_noise & (ratio > 1 + threshold)
-    faster = beyond_noise & (ratio < 1 / (1 + threshold))
+def verdicts(ratio: pd.Series, beyond: pd.Series, threshold: float) -> np.ndarray:
+    """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only `beyond` noise."""
+    slower = beyond & (ratio > 1 + threshold)
+    faster = beyond & (ratio < 1 / (1 + threshold))
     return np.where(slower, "slower", np.where(faster, "faster", "within noise"))
 
 
