@@ -248,6 +248,15 @@ def read_runs(paths: list[Path], option: str) -> list:
     return runs
 
 
+def read_measured_runs(paths: list[Path], option: str) -> list:
+    """read_runs, refusing runs of which no cell was measured (declined, lost, or stored before cells named their
+    worker): they price nothing, where --estimate took a median of no prices."""
+    runs = read_runs(paths, option)
+    if not measured(runs):
+        fail([f"{option}: no measured cell in {', '.join(map(str, paths))}"])
+    return runs
+
+
 def read_specs(paths: list[Path]) -> list:
     if not paths:
         fail(["--estimate prices the specs given by --specs SPEC...: give at least one"])
@@ -277,14 +286,11 @@ def main() -> None:
         print(compare(*args.compare))
         return
     if args.prices:
-        prices = medians(measured(read_runs(args.prices, "--prices")))
-        if not prices:
-            fail([f"--prices: no measured cell in {', '.join(map(str, args.prices))}"])
-        print(prices_literal(prices))
+        print(prices_literal(medians(measured(read_measured_runs(args.prices, "--prices")))))
         return
     if args.estimate:
         specs = read_specs(args.specs)
-        runs = read_runs(args.estimate, "--estimate")
+        runs = read_measured_runs(args.estimate, "--estimate")
         rows = estimate(runs, specs, run_device(runs[0]))
         print(json.dumps(rows, indent=2), file=sys.stderr)
         print(estimate_table(rows))

@@ -113,6 +113,7 @@ def test_the_machine_step_says_its_seconds_and_whether_the_ceilings_were_measure
 
 
 SHIPPED = "examples/results/h200/decode-20261202"
+UNPRICED = "examples/results/h200/lab5-20261202-110556"  # stored before a cell named its worker: none is priced
 
 
 @pytest.mark.parametrize("args, problem", [
@@ -124,6 +125,8 @@ SHIPPED = "examples/results/h200/decode-20261202"
     (["--compare", SHIPPED, "examples/results/h200/lab5-20261202-104743"],
      "--compare: decode-20261202 and lab5-20261202-104743 have no cell timed"),
     (["--prices", "TRUNCATED"], "--prices TRUNCATED: TRUNCATED/cells.jsonl:1: not valid JSON"),
+    (["--estimate", UNPRICED, "--specs", "specs/smoke.yaml"], f"--estimate: no measured cell in {UNPRICED}"),
+    (["--prices", UNPRICED], f"--prices: no measured cell in {UNPRICED}"),
     ([], "give a SPEC to run, or --compare, --estimate or --prices"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
