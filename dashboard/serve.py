@@ -6,6 +6,7 @@ server as warm as the second one does. `streamlit run dashboard/app.py` serves t
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from contextlib import asynccontextmanager
 
@@ -15,6 +16,9 @@ from starlette.middleware import Middleware
 from dashboard.preload import PreloadPlotly
 
 APP = "app.py"  # beside this file
+# st.cache_data asks for a viewer's session; at start-up there is none, by design, and Streamlit's warning of it
+# ('missing ScriptRunContext! This warning can be ignored ...') stood in every server's log, the first line after its URL
+NO_SESSION_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
 
 def prepare(argv: list[str]) -> None:
@@ -22,7 +26,13 @@ def prepare(argv: list[str]) -> None:
     importlib.import_module("dashboard.app")
     from dashboard import data
 
-    data.load(data.results_uri(argv))
+    log = logging.getLogger(NO_SESSION_LOGGER)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        data.load(data.results_uri(argv))
+    finally:
+        log.setLevel(level)
 
 
 @asynccontextmanager

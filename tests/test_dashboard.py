@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import re
 import shutil
@@ -885,8 +886,16 @@ def test_the_server_imports_the_page_and_reads_the_store_before_it_answers(monke
         async with serve.prepared(serve.app):
             return "dashboard.app" in sys.modules, list(read)
 
-    imported, read_at_start = asyncio.run(start())
+    warned = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = warned.append
+    logging.getLogger(serve.NO_SESSION_LOGGER).addHandler(handler)  # Streamlit's loggers do not propagate
+    try:
+        imported, read_at_start = asyncio.run(start())
+    finally:
+        logging.getLogger(serve.NO_SESSION_LOGGER).removeHandler(handler)
     assert imported and read_at_start == [str(tmp_path)]
+    assert [r.getMessage() for r in warned] == []  # no 'missing ScriptRunContext!' in the server's log
     assert len(data.load(str(tmp_path)).runs) == 3 and read == [str(tmp_path)]  # the session's load: from the cache
 
 
