@@ -112,7 +112,7 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of `run`, which `soak` shares."""
     run.add_argument("spec", help="experiment spec (YAML)")
     run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
-    run.add_argument("--run-id", default=os.environ.get(RUN_ID_ENV),
+    run.add_argument("--run-id", default=os.environ.get(RUN_ID_ENV) or None,  # set but empty: not set
                      help=f"run id; a rerun with the same id resumes (default: ${RUN_ID_ENV}, else name-time)")
     run.add_argument("--shard", metavar="I/N",
                      help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
@@ -493,7 +493,7 @@ def _preflight(args, spec, shard) -> Ready:
         raise UsageError(str(error)) from None
     if shard and not args.run_id:
         raise UsageError(f"shard {shard}: give --run-id (or {RUN_ID_ENV}) so that every shard writes the same run")
-    run_id = _run_id(args.run_id or new_run_id(spec))
+    run_id = _run_id(new_run_id(spec) if args.run_id is None else args.run_id)  # --run-id "" is refused, not new
     store = _open_store(args.out, "--out", args.store_timeout, auth_grace=True)
     root = args.spool or default_spool_root()
     spool_dir = spool_store(root, store).root / run_id

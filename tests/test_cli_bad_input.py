@@ -144,3 +144,12 @@ def test_variant_files_that_do_not_load_are_named_by_validate_and_run(tmp_path):
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'nowhere.py'}: no such file or folder; its variants are not loaded",
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'notes.txt'}: not a .py file; its variants are not loaded",
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'broken.py'}: RuntimeError: boom; its variants are not loaded"]
+
+
+def test_an_empty_run_id_is_refused_where_given_and_unset_where_the_environment_leaves_it_empty(tmp_path):
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    given = attnbench("run", spec, "--out", tmp_path / "results", "--run-id", "", "--dry-run")
+    assert (given.returncode, given.stderr) == (  # was a new run id: `--run-id "$UNSET"` never resumed its run
+        2, "error: run id '': use up to 116 letters, digits, '.', '_' and '-', starting with a letter or digit\n")
+    unset = attnbench("run", spec, "--out", tmp_path / "results", "--dry-run", ATTNBENCH_RUN_ID="")
+    assert unset.returncode == 0, unset.stderr
