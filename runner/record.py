@@ -13,7 +13,7 @@ import datetime as dt
 import re
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from runner.shape import READING, Cotangent, Fp8Matmul, Params, Strict
 
@@ -41,6 +41,10 @@ class TimerSummary(Strict):
 
 class Correctness(Strict):
     """Agreement with the float32 reference on the same (dtype-rounded) inputs."""
+
+    # a kernel that writes NaN has a NaN error, which JSON spells only as a string ("NaN", "Infinity"); every reader
+    # takes those back as the floats (pydantic's lax floats), where null, the default, failed every reader
+    model_config = ConfigDict(ser_json_inf_nan="strings")
 
     max_abs_err: float
     rel_err: float = Field(description="||out - ref|| / ||ref|| for the output.")

@@ -115,3 +115,16 @@ def test_the_relative_error_is_the_errors_norm_over_the_references():
     for scale in (1e-3, 3.0, 1e4):
         ref = jnp.full((4, 8), scale, jnp.float32)
         assert checks.rel_err(ref * 1.01, ref) == pytest.approx(0.01, rel=1e-3)
+
+
+def test_a_reference_of_zeros_is_met_by_zeros_alone_never_0_over_0():
+    """dq and dk are zeros where each query sees one key (seq_len 1): their relative error was NaN for every
+    kernel, written as null, and the run's next read of the record ended it as an internal error."""
+    import math
+
+    import jax.numpy as jnp
+
+    zeros = jnp.zeros((2, 4), jnp.float32)
+    assert checks.rel_err(zeros, zeros) == 0.0
+    assert checks.rel_err(zeros.at[0, 0].set(1e-3), zeros) == math.inf
+    assert math.isnan(checks.rel_err(zeros.at[0, 0].set(jnp.nan), jnp.ones((2, 4))))  # a NaN kernel stays NaN

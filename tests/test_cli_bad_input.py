@@ -153,3 +153,32 @@ def test_an_empty_run_id_is_refused_where_given_and_unset_where_the_environment_
         2, "error: run id '': use up to 116 letters, digits, '.', '_' and '-', starting with a letter or digit\n")
     unset = attnbench("run", spec, "--out", tmp_path / "results", "--dry-run", ATTNBENCH_RUN_ID="")
     assert unset.returncode == 0, unset.stderr
+
+
+NAN_VARIANT = '''
+from runner.registry import variant
+
+
+@variant("nan_kernel")
+def build(p):
+    """Attention that writes NaN everywhere, as a broken kernel does."""
+    from runner.attention import naive_attention
+
+    return lambda q, k, v: naive_attention(q, k, v, causal=p.causal) * float("nan")
+'''
+
+
+def test_a_kernel_that_writes_nan_is_an_incorrect_cell_and_the_run_goes_on(tmp_path):
+    (tmp_path / "nan_kernel.py").write_text(NAN_VARIANT)
+    spec = write_spec(tmp_path / "spec.yaml", spec_data(
+        {"name": "a", "variants": ["nan_kernel", "xla"], "sweep": {"pass": ["fwd", "fwd_bwd"]}},
+        {"name": "one-key", "variants": ["xla"], "seq_len": 1, "pass": "fwd_bwd"}))  # dq and dk are zeros here
+    result = attnbench("run", spec, "--out", tmp_path / "results", "--run-id", "nan", "--spool", tmp_path / "spool",
+                       ATTNBENCH_VARIANTS=str(tmp_path / "nan_kernel.py"))
+    assert "internal error" not in result.stderr  # was exit 1 at the first NaN cell: its errors were written null
+    cells = [json.loads(line) for line in (tmp_path / "results" / "nan" / CELLS).read_text().splitlines()]
+    assert sorted((c["experiment"], c["variant"], c["params"]["pass"], c["status"]) for c in cells) == [
+        ("a", "nan_kernel", "fwd", "incorrect"), ("a", "nan_kernel", "fwd_bwd", "incorrect"),
+        ("a", "xla", "fwd", "ok"), ("a", "xla", "fwd_bwd", "ok"), ("one-key", "xla", "fwd_bwd", "ok")]
+    assert "dq relative error nan > tolerance" in next(c["reason"] for c in cells if c["params"]["pass"] == "fwd_bwd"
+                                                           and c["variant"] == "nan_kernel")

@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from helpers import REPO
-from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, GpuFacts, Manifest, read_cell,
-                           read_manifest, upgrade, v8_bytes_min)
+from runner.record import (MIGRATIONS, SCHEMA_VERSION, V1_VARIANTS, CellRecord, Correctness, GpuFacts, Manifest,
+                           read_cell, read_manifest, upgrade, v8_bytes_min)
 from runner import metrics, paging
 from runner.results import CELLS, MANIFEST
 from runner.shape import cell_key
@@ -483,3 +483,16 @@ def test_the_kernel_settings_need_no_step_a_manifest_before_them_reads_not_recor
     older = older_record_module(monkeypatch).read_manifest(data)
     assert older.machine.model_extra == {"xla_flags": ["--xla_gpu_autotune_level=0"], "kernel_env": {}}
     assert json.loads(older.model_dump_json()) == data
+
+
+def test_a_kernels_nan_and_inf_errors_are_written_and_read_back_as_themselves():
+    """A kernel that writes NaN has NaN errors: pydantic wrote them as null, which no reader took back, so the run
+    that measured the cell ended as an internal error at its next read of the record (exit 1)."""
+    import math
+
+    errors = Correctness(max_abs_err=math.nan, rel_err=math.nan, grad_rel_err={"dq": math.inf, "dk": -math.inf,
+                                                                             "dv": 1.0}, tolerance=2e-3)
+    line = record(status="incorrect", correctness=errors).model_dump_json(by_alias=True)
+    for read in (CellRecord.model_validate_json(line), read_cell(json.loads(line))):  # the run's read, a store's
+        assert math.isnan(read.correctness.rel_err) and math.isnan(read.correctness.max_abs_err)
+        assert read.correctness.grad_rel_err == {"dq": math.inf, "dk": -math.inf, "dv": 1.0}
