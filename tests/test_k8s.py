@@ -488,6 +488,16 @@ def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nigh
     assert "nvidia.com/gpu" not in compare["resources"]["limits"]  # the GPU is the run's; compare reads JSON
 
 
+def test_the_nightly_job_the_regressions_page_names_is_one_the_default_schedule_makes():
+    """A CronJob's Job is named for its scheduled minute since the epoch: the page's example is a night at the
+    default schedule's hour (it named a midnight, where the CronJob runs at 03:00 UTC)."""
+    from helpers import script
+
+    minute, hour = script("k8s/render.py").SCHEDULE.split()[:2]
+    named = re.findall(r"job/nightly-lab5-l4-(\d+)", (REPO / "docs" / "regressions.md").read_text())
+    assert named and [int(m) % (24 * 60) for m in named] == [int(hour) * 60 + int(minute)] * len(named)
+
+
 def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can_fix(nightly):
     _, objects, _ = nightly
     cron = one(objects, "CronJob")["spec"]
