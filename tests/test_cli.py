@@ -851,7 +851,7 @@ def test_a_manifest_that_is_not_json_is_reported_once(tmp_path, capsys):
 
 
 def test_an_empty_run_exports_the_header_alone(tmp_path, capsys):
-    """A nightly export of a run whose every cell was skipped away is no error: the columns, no rows."""
+    """A nightly export of a run that stored no cell is no error: the columns, no rows."""
     import pandas as pd
 
     folder = tmp_path / "empty-run"
