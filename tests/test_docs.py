@@ -282,6 +282,18 @@ def test_the_readme_is_a_front_door():
     assert "make test" in commands(README)  # .ci/run runs it
 
 
+def beyond_the_lab(text: str) -> list[str]:
+    """The rows of a page's "the lab | attnbench" table."""
+    start = text.index("| the lab | attnbench |")
+    return text[start:].split("\n\n", 1)[0].splitlines()
+
+
+def test_the_sites_home_says_what_the_readme_adds_to_the_lab():
+    """docs/index.md's table of what attnbench adds to the lab is the README's, row for row: the home page had kept
+    an older one (Pallas with a configuration search, no training or serving row) after the README moved on."""
+    assert beyond_the_lab((REPO / "docs" / "index.md").read_text()) == beyond_the_lab(README.read_text())
+
+
 def test_every_command_of_the_readme_and_getting_started_is_run_by_a_test():
     assert set(RUN_HERE) <= set(commands(README))  # what the test below runs is what the README says
     unrun = []
