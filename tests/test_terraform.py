@@ -367,6 +367,16 @@ def test_every_api_backed_resource_waits_for_the_api_it_calls(config):
     assert not found, "\n".join(found)
 
 
+def test_the_runbook_names_every_api_terraform_enables(config):
+    """gke.md's step 3 lists the APIs terraform enables itself; it had left out containerfilesystem (image streaming)."""
+    from helpers import REPO
+
+    services = sorted(s.removesuffix(".googleapis.com") for block in config["locals"] if "services" in block
+                      for s in block["services"])
+    named = re.search(r"Terraform enables everything else itself\s+\(([^)]*)\)", (REPO / "docs" / "gke.md").read_text())
+    assert named and sorted(named[1].replace(",", " ").split()) == services
+
+
 def test_workload_identity_principals_take_the_pool_from_the_cluster(config):
     texts = expanded(config)
     principals = {address for address, text in texts.items() if "workloadIdentityPools" in text}
