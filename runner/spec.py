@@ -440,6 +440,8 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     """Read and validate a YAML spec file; each problem names the file (and, past reading it, the YAML path)."""
     path = Path(path)
     data = _parse_yaml(path, _read(path))
+    if data is None:  # no document, or comments alone
+        raise SpecError([f"{path}: empty; a spec is a YAML mapping with name, experiments, ..."])
     if not isinstance(data, dict):
         raise SpecError([f"{path}: must be a YAML mapping with name, experiments, ... (got {type(data).__name__})"])
     return parse_spec(data, known_variants, path)

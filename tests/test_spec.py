@@ -212,6 +212,14 @@ def test_an_empty_experiment_name_says_so_in_its_words():
     assert caught.value.problems == ["experiments[0].name: must not be empty"]
 
 
+@pytest.mark.parametrize("text", ["", "# a spec, some day\n", "---\n"])
+def test_an_empty_spec_says_it_is_empty(tmp_path, text):
+    path = write_spec(tmp_path / "empty.yaml", text)
+    with pytest.raises(SpecError) as caught:  # was "must be a YAML mapping ... (got NoneType)"
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}: empty; a spec is a YAML mapping with name, experiments, ..."]
+
+
 def test_bad_indentation_names_line_and_column(tmp_path):
     path = write_spec(tmp_path / "bad.yaml", "name: t\n  bad: indent\n")
     with pytest.raises(SpecError) as caught:
@@ -272,7 +280,7 @@ def test_a_folder_is_not_a_spec(tmp_path):
     assert caught.value.problems == [f"{tmp_path}: cannot read (Is a directory)"]
 
 
-@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("", "NoneType"), ("just text\n", "str")])
+@pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("just text\n", "str")])
 def test_document_that_is_not_a_mapping(tmp_path, text, kind):
     path = write_spec(tmp_path / "list.yaml", text)
     with pytest.raises(SpecError) as caught:
