@@ -294,6 +294,20 @@ def test_the_sites_home_says_what_the_readme_adds_to_the_lab():
     assert beyond_the_lab((REPO / "docs" / "index.md").read_text()) == beyond_the_lab(README.read_text())
 
 
+def test_a_section_a_page_sends_the_reader_to_by_name_is_there():
+    """`(see "Node sizes")` names a heading of the same page, `(see "--against previous" in regressions.md)` a heading
+    or bold lead-in of that page: the command line page sent readers to a "Catching regressions" no page has, and
+    gke.md to a "GPU evidence" that is timing.md's."""
+    def titles(page: str) -> set[str]:
+        text = (REPO / "docs" / page).read_text()
+        return {" ".join(t.split()) for t in re.findall(r"^#+ (.+)$|\*\*`?([^*`]+)`?\*\*", text, re.MULTILINE)
+                for t in t if t}
+
+    sent = [(page.name, " ".join(title.split()), other or page.name) for page in (REPO / "docs").glob("*.md")
+            for title, other in re.findall(r'\(see "([^"]+)"(?: in ([a-z-]+\.md))?\)', page.read_text())]
+    assert len(sent) >= 5 and [s for s in sent if s[1] not in titles(s[2])] == []
+
+
 def test_every_command_of_the_readme_and_getting_started_is_run_by_a_test():
     assert set(RUN_HERE) <= set(commands(README))  # what the test below runs is what the README says
     unrun = []
