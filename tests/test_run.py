@@ -16,7 +16,7 @@ from runner.cells import Cell, power_class
 from runner.machine import current_device
 from runner.metrics import Ceilings
 from runner.shape import Params
-from runner.registry import VARIANTS, variant
+from runner.registry import VARIANTS, load_all, variant
 from runner.spool import Spool, Uploader, spool_store
 from runner.store import LocalStore
 
@@ -136,6 +136,7 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
 def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_cells_together():
     """Cells of a worker by the decade of their FLOPs per call, lightest first; a shape's variants stay together
     (one inputs-and-reference), across experiments too; otherwise the spec's order; the same cells every time."""
+    load_all()  # the order asks each variant's worker: alone, or first, this test had no registry
     long, short = params(seq_len=4096), params(seq_len=64)
     cells = [Cell("a", "xla", long), Cell("a", "naive", long), Cell("a", "xla", short),
              Cell("b", "cudnn", long), Cell("b", "xla", params(seq_len=80)), Cell("b", "naive", short)]
@@ -148,6 +149,7 @@ def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_ce
 
 def test_a_shapes_forward_backward_cells_run_just_before_its_forward_ones():
     """One set of inputs and reference serves both passes (runner.inputs.Truths), whichever experiments hold them."""
+    load_all()
     forward, both = params(seq_len=4096), params(seq_len=4096, pass_="fwd_bwd")
     cells = [Cell("fwd", "xla", forward), Cell("fwd", "xla", params(seq_len=8192)), Cell("train", "xla", both),
              Cell("train", "naive", both), Cell("fwd", "naive", forward)]
