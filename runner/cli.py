@@ -117,7 +117,7 @@ def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N",
                      help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
                      "most the cells (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
-    run.add_argument("--spool", type=Path, help="local copy of results before upload "
+    run.add_argument("--spool", type=_folder, help="local copy of results before upload "
                      "(default: $ATTNBENCH_SPOOL, else attnbench/spool in $XDG_CACHE_HOME, or in ~/.cache when unset)")
     run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",
                      help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: %(default)g)")
@@ -206,6 +206,14 @@ class Bounded:
         if not (math.isfinite(value) and inside and value <= self.high):
             raise argparse.ArgumentTypeError(f"must be {self.range} (got {text})")
         return value
+
+
+def _folder(text: str) -> Path:
+    """A folder option's value; an empty one (a pipeline's unset variable) is refused, where Path('') is the current
+    folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("must name a folder (got '')")
+    return Path(text)
 
 
 FLUSH_EVERY = Bounded(0.1, 3600, "seconds")
@@ -626,7 +634,8 @@ def _shown_run(args):
     if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
         raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
     with _store_errors():  # reading can find the store out of reach, not only opening it
-        return _open_store(args.out or DEFAULT_OUT, "--out", _read_timeout()).read(_run_id(args.run))
+        return _open_store(DEFAULT_OUT if args.out is None else args.out, "--out", _read_timeout()).read(
+            _run_id(args.run))
 
 
 def cmd_show(args, console: Console) -> int:
@@ -689,7 +698,9 @@ def _previous_of(b, out: str | None):
     naming on stderr the newer ones passed over; None when there is none."""
     from runner.compare import apart, nearest_named, passed_over, previous
 
-    store = _open_store(out or (str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT), "--out")
+    if out is None:
+        out = str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
+    store = _open_store(out, "--out")
     with _store_errors():
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has

@@ -182,3 +182,19 @@ def test_a_kernel_that_writes_nan_is_an_incorrect_cell_and_the_run_goes_on(tmp_p
         ("a", "xla", "fwd", "ok"), ("a", "xla", "fwd_bwd", "ok"), ("one-key", "xla", "fwd_bwd", "ok")]
     assert "dq relative error nan > tolerance" in next(c["reason"] for c in cells if c["params"]["pass"] == "fwd_bwd"
                                                            and c["variant"] == "nan_kernel")
+
+
+@pytest.mark.parametrize("args", [["show", "a"], ["compare", "a", "a"], ["compare", "a", "--against", "previous"],
+                                  ["report", "a", "--output", "REPORT"]])
+def test_an_empty_out_is_refused_by_every_reader_as_runs_and_run_refuse_it(tmp_path, args):
+    # an empty --out was read as results/, the default
+    result = attnbench(*[str(tmp_path / "report") if a == "REPORT" else a for a in args], "--out", "")
+    assert (result.returncode, result.stderr, result.stdout) == (
+        2, "error: --out '': not a results location; expected a folder or gs://bucket/prefix\n", "")
+
+
+def test_an_empty_spool_is_refused_where_it_was_the_current_folder(tmp_path):
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    result = attnbench("run", spec, "--out", tmp_path / "results", "--spool", "", "--dry-run")
+    assert (result.returncode, result.stderr) == (
+        2, "attnbench run: error: argument --spool: must name a folder (got '') (see attnbench run --help)\n")
