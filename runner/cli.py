@@ -395,7 +395,7 @@ def _dry_run(cells, shard, console: Console) -> int:
     for cell in cells:
         reason = decline(VARIANTS[cell.variant], cell.params, device)
         console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
-    console.print(f"{len(cells)} cells" + (f" in shard {shard}" if shard else ""))
+    console.print(_counted(len(cells), "cell") + (f" in shard {shard}" if shard else ""))
     print(f"dry run: checked {DRY_RUN_CHECKED}; not checked: {DRY_RUN_UNCHECKED}", file=sys.stderr)
     return EXIT_OK
 

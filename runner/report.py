@@ -352,7 +352,8 @@ def summary_line(cells: list[CellRecord]) -> str:
     counts: dict[str, int] = {}
     for c in cells:
         counts[c.status] = counts.get(c.status, 0) + 1
-    return f"{len(cells)} cells: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    noun = "cell" if len(cells) == 1 else "cells"
+    return f"{len(cells):,} {noun}: " + ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
 
 
 def phase_line(totals: Totals) -> str:

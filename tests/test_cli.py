@@ -300,7 +300,7 @@ def test_a_dry_run_says_what_it_checked_and_what_it_did_not(spec_path, tmp_path,
 def test_only_and_variants_select_cells(spec_path, capsys):
     result = in_process(capsys, "run", spec_path, "--dry-run", "--only", "backward", "--variants", "xla", "cudnn")
     assert result.code == 0, result.err
-    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
+    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cell"]
 
 
 def test_unknown_experiment_and_variant_exit_2_with_a_line_each(spec_path, capsys):
@@ -323,7 +323,7 @@ def test_where_selects_the_cells_whose_params_have_one_of_its_values(spec_path, 
         "4 cells",
     ]
     result = in_process(capsys, "run", spec_path, "--dry-run", "--variants", "xla", "--where", "pass=fwd_bwd")
-    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cells"]
+    assert result.out.splitlines() == ["backward/xla B1 T8 N4 K1 H8 float32 causal fwd_bwd: run", "1 cell"]
 
 
 def test_repeated_selections_add_up_rather_than_replace_each_other(spec_path, capsys):

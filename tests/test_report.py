@@ -24,6 +24,8 @@ def test_a_cells_note_prints_as_text_not_markup():
 
 def test_summary_line_counts_statuses():
     assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
+    assert summary_line(some_records()[:1]) == "1 cell: 1 " + some_records()[0].status  # not '1 cells'
+    assert summary_line(some_records() * 250).startswith("1,250 cells: 250 incorrect, 500 ok")  # as validate counts
 
 
 def test_export_csv_has_one_row_per_cell(tmp_path):
