@@ -247,6 +247,9 @@ def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_co
 @pytest.mark.parametrize("a, b, told", [
     ("loop_multiply_fusion;gemm_fusion_dot_5;nvjet_sm90_x", "loop_multiply_fusion_2;gemm_fusion_dot;nvjet_sm90_x", ""),
     ("wrapped_transpose;mha_forward", "wrapped_transpose_1;triton_softmax_2", "another kernel"),
+    ("wrapped_dynamic_slice_2;mha_forward", "wrapped_dynamic_slice;mha_forward", ""),
+    ("wrapped_dynamic_update_slice;mha_forward", "wrapped_dynamic_update_slice_3;mha_forward", ""),
+    ("wrapped_select_and_scatter_1;wrapped_atan2;mha_forward", "wrapped_select_and_scatter;mha_forward", ""),
     ("cudnn_generated_knob_7", "", ""),  # B names no kernel (a wall timer): unknown, not another
     ("_ZN5cudnn6fusion21lean_reduction_kernel", "_ZN5cudnn6fusion21lean_reduction_kernel;fusion_3", ""),
 ])
