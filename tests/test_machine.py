@@ -153,6 +153,8 @@ def test_telemetry_and_facts_read_the_gpu_cuda_visible_devices_names(monkeypatch
     ("JAX_PALLAS_USE_MOSAIC_GPU", True), ("NVIDIA_TF32_OVERRIDE", True),
     ("NVTE_CUDA_INCLUDE_DIR", False), ("NVTE_BUILD_DEBUG", False), ("NVTE_DEBUG_LEVEL", False),
     ("NVTE_FRAMEWORK", False), ("NVTE_CUDA_ARCHS", False), ("NVTE_USE_CCACHE", False),
+    ("NVTE_BUILD_THREADS_PER_JOB", False), ("NVTE_CMAKE_ARGS", False), ("NVTE_CUDNN_LIB_PATH", False),
+    ("NVTE_CUDA_HOME", False), ("NVTE_FUSED_ATTN_LOG_CONFIG", False), ("NVTE_UNITTEST_SEED", False),
     ("XLA_FLAGS", False), ("XLA_PYTHON_CLIENT_MEM_FRACTION", False), ("XLA_PYTHON_CLIENT_PREALLOCATE", False),
     ("JAX_COMPILATION_CACHE_DIR", False), ("JAX_PLATFORMS", False), ("JAX_LOG_COMPILES", False),
     ("CUDA_VISIBLE_DEVICES", False), ("GOOGLE_APPLICATION_CREDENTIALS", False), ("AWS_SECRET_ACCESS_KEY", False),
