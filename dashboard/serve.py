@@ -17,7 +17,8 @@ from dashboard.preload import PreloadPlotly
 
 APP = "app.py"  # beside this file
 # st.cache_data asks for a viewer's session; at start-up there is none, by design, and Streamlit's warning of it
-# ('missing ScriptRunContext! This warning can be ignored ...') stood in every server's log, the first line after its URL
+# ('missing ScriptRunContext! This warning can be ignored ...') stood in every server's log, the first line after
+# its URL
 NO_SESSION_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
 

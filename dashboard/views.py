@@ -270,8 +270,8 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
         if gpu_state:
             telemetry_row(drawn(cells, sel), sel)
         elif unstable := int(cells["unstable"].sum()):
-            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than {charts.UNSTABLE} (ringed in red); "
-                       "their clock and power: **GPU clock and power** above")
+            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than {charts.UNSTABLE} "
+                       "(ringed in red); their clock and power: **GPU clock and power** above")
 
 
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:

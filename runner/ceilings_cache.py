@@ -5,12 +5,12 @@ measured at every start (1.8-5.4 s of an H200 worker's start, before the first c
 The key is what can change them: the GPU (its name and NVML uuid, and the SMs CUDA gives this process: a MIG
 instance of it has fewer, under the same uuid), the driver, the power limit and the clock caps in
 force (the maximum SM clock and the application clocks), the libraries that compile and run the two measurements
-(jax, jaxlib, the CUDA runtime and cuDNN jaxlib loaded), the XLA_FLAGS that can change their kernels (machine.kernel_flags),
-the timer that times them, and FORMAT (the way they are measured). Any part that differs is another key, so they are
-measured afresh; so are kept ones older than MAX_AGE_DAYS, with `run --measure-ceilings`, with the compile cache off
-(nowhere to keep them), and where NVML gives no uuid (nothing tells this GPU from another). Entries are kept as
-runner/kept.py keeps them: in a local folder, or the bucket for a Job; a corrupt one is warned about in one line and
-measured afresh.
+(jax, jaxlib, the CUDA runtime and cuDNN jaxlib loaded), the XLA_FLAGS that can change their kernels
+(machine.kernel_flags), the timer that times them, and FORMAT (the way they are measured). Any part that differs
+is another key, so they are measured afresh; so are kept ones older than MAX_AGE_DAYS, with `run
+--measure-ceilings`, with the compile cache off (nowhere to keep them), and where NVML gives no uuid (nothing tells
+this GPU from another). Entries are kept as runner/kept.py keeps them: in a local folder, or the bucket for a Job; a
+corrupt one is warned about in one line and measured afresh.
 
 A low reading (a GPU time-shared with another pod, a hot neighbour) would spoil a week of runs, so ceilings that are
 not plausible (implausible) are neither kept nor reused: the run that measured them rates against them, and its

@@ -102,7 +102,8 @@ OTHER_BACKEND = {"gpu": ("--xla_cpu_",), "cpu": ("--xla_gpu_",)}
 
 def kernel_flags(xla_flags: str, platform: str = "gpu") -> list[str]:
     """XLA_FLAGS that can change the kernels of `platform` (jax's: gpu or cpu), normalised: each flag's last setting
-    (XLA's), sorted. The manifest's machine.xla_flags and the ceilings' key (runner.ceilings_cache) both read them so."""
+    (XLA's), sorted. The manifest's machine.xla_flags and the ceilings' key (runner.ceilings_cache) both read them
+    so."""
     left_out, last = NO_KERNEL_FLAGS + OTHER_BACKEND.get(platform, ()), {}
     for flag in xla_flags.split():
         if not flag.startswith(left_out):

@@ -469,8 +469,8 @@ def _parse_yaml(path: Path, text: str) -> object:
         return yaml.load(text, Loader=_Loader)
     except yaml.reader.ReaderError as error:  # a control character, which PyYAML places by offset alone
         line, column = text.count("\n", 0, error.position) + 1, error.position - text.rfind("\n", 0, error.position)
-        raise SpecError([f"{path}:{line}:{column}: not valid YAML (character #x{error.character:04x} is not allowed)"]) \
-            from None
+        raise SpecError([f"{path}:{line}:{column}: not valid YAML "
+                         f"(character #x{error.character:04x} is not allowed)"]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -48,7 +48,8 @@ def test_the_dashboard_refuses_results_that_are_not_there_before_it_serves(tmp_p
     result = attnbench("dashboard", "--results", tmp_path / "nowhere", "--port", free_port(), timeout=30)
     assert (result.returncode, result.stderr) == (2, f"error: --results {tmp_path / 'nowhere'}: no such folder\n")
     result = attnbench("dashboard", "--port", free_port(), timeout=30, ATTNBENCH_RESULTS="gs://No_Such!")
-    assert result.returncode == 2 and result.stderr.startswith("error: $ATTNBENCH_RESULTS 'gs://No_Such!': not a bucket")
+    assert result.returncode == 2 and result.stderr.startswith(
+        "error: $ATTNBENCH_RESULTS 'gs://No_Such!': not a bucket")
 
 
 def test_the_dashboard_refuses_an_address_or_port_it_cannot_serve_on_in_one_line():
@@ -81,7 +82,8 @@ def test_an_emulator_host_without_its_scheme_is_named_in_one_line(tmp_path):
            "(http://HOST:PORT)\n")
 
 
-@pytest.mark.parametrize("host", ["http://127.0.0.1:9023", "http://localhost:9023/", "https://[::1]:9023", "http://emu"])
+@pytest.mark.parametrize("host", ["http://127.0.0.1:9023", "http://localhost:9023/", "https://[::1]:9023",
+                                  "http://emu"])
 def test_an_emulator_url_with_its_scheme_opens_a_store(monkeypatch, host):
     from runner.store import GcsStore
 
@@ -122,9 +124,9 @@ def test_a_report_location_that_cannot_be_written_is_named_once_by_its_option(tm
     (tmp_path / "file").write_text("")
     results = tmp_path / "results"
     bad_uri = attnbench("compare", "a", "b", "--out", results, "--report", "gs://No_Such!")
-    assert (bad_uri.returncode, bad_uri.stderr) == (0, "warning: --report gs://No_Such!: not written: not a bucket URI; "
-                                                    "expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -); the "
-                                                    "comparison stands\n")  # was "--report 'gs://No_Such!'" again
+    assert (bad_uri.returncode, bad_uri.stderr) == (0, "warning: --report gs://No_Such!: not written: not a bucket "
+                                                    "URI; expected gs://BUCKET[/PREFIX] (bucket: a-z 0-9 . _ -); "
+                                                    "the comparison stands\n")  # was "--report 'gs://No_Such!'" again
     under_file = attnbench("compare", "a", "b", "--out", results, "--report", tmp_path / "file" / "report")
     assert under_file.stderr == (f"warning: --report {tmp_path / 'file' / 'report'}: not written: "
                                  f"{tmp_path / 'file' / 'report' / 'index.html'}: Not a directory; the comparison "

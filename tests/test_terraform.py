@@ -368,7 +368,8 @@ def test_every_api_backed_resource_waits_for_the_api_it_calls(config):
 
 
 def test_the_runbook_names_every_api_terraform_enables(config):
-    """gke.md's step 3 lists the APIs terraform enables itself; it had left out containerfilesystem (image streaming)."""
+    """gke.md's step 3 lists the APIs terraform enables itself; it had left out containerfilesystem (image
+    streaming)."""
     from helpers import REPO
 
     services = sorted(s.removesuffix(".googleapis.com") for block in config["locals"] if "services" in block
