@@ -903,13 +903,24 @@ def _servable(address: str, port: int) -> None:
         raise UsageError(f"--address {address} --port {port}: cannot serve there ({error.strerror})") from None
 
 
+def _servable_results(uri: str, option: str) -> None:
+    """A results folder must be there ("no runs" would read as an empty folder); a bucket's URI is checked, not
+    opened: the page reads the bucket and says why it cannot until it can (a new GKE node's metadata server, the
+    dashboard's credentials, can answer late; opening the store here would exit and crash-loop the pod)."""
+    from runner.store import check_uri
+
+    with _store_errors(option):
+        if check_uri(uri) is None and not Path(uri).is_dir():
+            raise UsageError(f"{option} {uri}: no such folder")
+
+
 def cmd_dashboard(args, console: Console) -> int:
     from dashboard.data import RESULTS_ENV
 
     _importable("streamlit")
     _servable(args.address, args.port)
     if results := args.results or os.environ.get(RESULTS_ENV):  # else the shipped runs
-        _existing(results, "--results" if args.results else f"${RESULTS_ENV}")
+        _servable_results(results, "--results" if args.results else f"${RESULTS_ENV}")
     argv = dashboard_argv(args)
     os.execv(argv[0], argv)
 

@@ -70,6 +70,23 @@ def test_the_dashboard_serves_on_a_free_port(monkeypatch, capsys, tmp_path):
     assert len(served) == 1 and served[0][-2:] == ["--results", str(tmp_path)]
 
 
+def test_the_dashboard_serves_a_bucket_whose_credentials_are_not_there_yet(monkeypatch, capsys):
+    """The page reads the bucket and says why it cannot until it can: a new GKE node's metadata server can answer
+    late, and a start-up that opened the store exited 2 (File ... was not found), crash-looping the pod."""
+    served = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: served.append(argv))
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nowhere/key.json")
+    done = in_process(capsys, "dashboard", "--port", free_port(), "--results", "gs://bucket/runs")
+    assert (done.code, done.errors, len(served)) == (None, [], 1)
+    assert served[0][-2:] == ["--results", "gs://bucket/runs"]
+    monkeypatch.setenv("ATTNBENCH_RESULTS", "gs://No_Such!/runs")
+    done = in_process(capsys, "dashboard", "--port", free_port())
+    assert (done.code, done.errors, len(served)) == (2, [
+        "error: $ATTNBENCH_RESULTS 'gs://No_Such!/runs': not a bucket URI; expected gs://BUCKET[/PREFIX] (bucket: a-z "
+        "0-9 . _ -)"], 1)
+
+
 def free_port() -> int:
     with socket.create_server(("127.0.0.1", 0)) as probe:
         return probe.getsockname()[1]
