@@ -126,9 +126,9 @@ def other_timers(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> pd.Data
 
 # XLA names a kernel it generates after the HLO fusion or op it made ('loop_multiply_fusion_2', 'wrapped_transpose',
 # 'gemm_fusion_dot_5', 'triton_softmax_2'): where it stands in the program, renumbered as the program changes, never
-# which kernel it is. A wrapped op is 'wrapped_' and its opcode, underscores and digits in it ('wrapped_dynamic_slice_2',
-# 'wrapped_select_and_scatter', 'wrapped_atan2': xla's fusion_wrapper_base.cc). A library names its kernel for what it is (cuDNN's, cuBLAS' nvjet_*, TransformerEngine's, a
-# Pallas mha_forward).
+# which kernel it is. A wrapped op is 'wrapped_' and its opcode, underscores and digits in it
+# ('wrapped_dynamic_slice_2', 'wrapped_select_and_scatter', 'wrapped_atan2': xla's fusion_wrapper_base.cc). A library
+# names its kernel for what it is (cuDNN's, cuBLAS' nvjet_*, TransformerEngine's, a Pallas mha_forward).
 XLA_NAMED = re.compile(r"(wrapped_[a-z0-9_]+|[a-z_]*fusion|gemm_fusion_dot|triton_softmax)(_\d+)?")
 
 
