@@ -673,13 +673,15 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
                                         "compare --threshold`")
     if a not in snap.runs.index or b not in snap.runs.index:
         return
-    cells_a, cells_b = (tables.filtered(snap.cells((r,)), sel.filters) for r in (a, b))
+    whole_a, whole_b = snap.cells((a,)), snap.cells((b,))
+    cells_a, cells_b = tables.filtered(whole_a, sel.filters), tables.filtered(whole_b, sel.filters)
     found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
     like_with_like(found)
     status_changes(found)
     timers_and_kernels(found)
     if found.cells.empty:
-        st.info(f"No cell to compare under the filters: {comparison.nothing_compared(found)} (a cell: the same "
+        cut = len(cells_a) < len(whole_a) or len(cells_b) < len(whole_b)
+        st.info(f"No cell to compare under the filters: {comparison.nothing_compared(found, cut)} (a cell: the same "
                 "experiment, variant and shape).")
     else:
         compare_results(found)
@@ -691,9 +693,9 @@ def like_with_like(found: comparison.Comparison) -> None:
     a comparison across power policies is labelled as one (the CLI refuses it unless asked)."""
     held = found.common + len(found.only_b)
     short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
-    st.markdown(f"Over the **{found.common} cells both runs hold** (A {found.common + len(found.only_a) + len(found.missing)}, "
-                f"B {held}{short}), **{len(found.cells)} timed in both**: every count and mean below is over those "
-                "alone.")
+    held_a = found.common + len(found.only_a) + len(found.missing)
+    st.markdown(f"Over the **{found.common} cells both runs hold** (A {held_a}, B {held}{short}), "
+                f"**{len(found.cells)} timed in both**: every count and mean below is over those alone.")
     policy_a, policy_b = found.policies
     if policy_a != policy_b:
         st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "

@@ -518,12 +518,18 @@ def _some(count: int) -> str:
     return "no cell" if not count else f"{count} cell" + ("" if count == 1 else "s")
 
 
-def nothing_compared(found: Comparison) -> str:
+def nothing_compared(found: Comparison, filtered: bool = False) -> str:
     """Why no cell has a verdict, as a clause: 'their plans share no cell', or 'their plans share 40 cells, none timed
     ok in both' (their manifests' cell_order; where a run lists none, stored before 2026-12-03, the cells both hold
-    instead: 'they hold 40 cells in common, ...'), naming the cells timed by different timers where any were."""
+    instead: 'they hold 40 cells in common, ...'), naming the cells timed by different timers where any were. Where
+    `filtered` (a filter cut the frames compared: the dashboard's), the plans are not what was compared, so the cells
+    both frames hold are counted: 'the filters keep no cell both runs hold', or 'the filters keep 4 cells both runs
+    hold, none timed ok in both'."""
     plans = [m.cell_order if m else None for m in (found.a, found.b)]
-    if all(plans):
+    if filtered:
+        shared = found.common
+        clause = f"the filters keep {_some(shared)} both runs hold"
+    elif all(plans):
         shared = len(set(plans[0]) & set(plans[1]))
         clause = f"their plans share {_some(shared)}"
     else:

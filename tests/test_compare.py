@@ -272,6 +272,11 @@ def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cell
     assert compare.nothing_compared(apart) == "their plans share no cell"
     unplanned = compare.compare(a, failed.iloc[:1], None, None)
     assert compare.nothing_compared(unplanned) == "they hold 1 cell in common, none timed ok in both"
+    kept = compare.compare(a.iloc[:4], failed.iloc[:4], manifest, manifest)  # a filter kept 4 cells of each run
+    assert compare.nothing_compared(kept, filtered=True) == (
+        "the filters keep 4 cells both runs hold, none timed ok in both")
+    cut = compare.compare(a.iloc[:0], failed.iloc[:0], manifest, manifest)
+    assert compare.nothing_compared(cut, filtered=True) == "the filters keep no cell both runs hold"
     wall = a.assign(device_median_s=float("nan"))  # every cell timed by wall alone in B
     assert compare.nothing_compared(compare.compare(a, wall, None, None)).endswith(
         f"none timed ok in both ({len(ok_keys(template))} cells timed by different timers)")

@@ -847,6 +847,21 @@ def test_the_overview_says_whether_the_previous_runs_plan_shared_no_cell_or_shar
     assert "No cell to compare under the filters: their plans share no cell" in texts(apart.info)
 
 
+def test_the_compare_tab_says_the_filters_keep_no_cell_both_runs_hold_not_what_their_plans_share(monkeypatch,
+                                                                                                  tmp_path):
+    """p1 and p2 ran the same 40 cells, every one ok; a filter on an experiment only p3 ran keeps none of them: the
+    tab said 'their plans share 40 cells, none timed ok in both' (the plans, not the cells the filters kept)."""
+    template = shipped(H200_LAB5)
+    keys, day = [c.key for c in template.cells], datetime.fromisoformat("2026-12-10T00:00:00+00:00")
+    for hours, run, kept in ((0, "p1", slice(0, 40)), (1, "p2", slice(0, 40)), (2, "p3", slice(40, None))):
+        manifest, cells = copy_run(template, run, day + timedelta(hours=hours))
+        write_run(tmp_path / run, manifest.model_copy(update={"cell_order": keys[kept]}), cells[kept])
+    app = open_app(monkeypatch, tmp_path, run=["p1", "p2", "p3"], experiment="gqa", tab="Compare", a="p1", b="p2")
+    assert "No cell to compare under the filters: the filters keep no cell both runs hold" in texts(app.info)
+    whole = open_app(monkeypatch, tmp_path, run=["p1", "p2", "p3"], tab="Compare", a="p1", b="p2")
+    assert not [t for t in texts(whole.info) if t.startswith("No cell to compare")]
+
+
 # --- issue 9: light imports ------------------------------------------------------------------------------------------
 
 def test_the_dashboard_never_imports_jax_or_the_variant_registry():
