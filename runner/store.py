@@ -38,6 +38,8 @@ METADATA_PING_S = 1.0  # the metadata server's ping, where the machine does not 
 GCE_PRODUCT_NAME = "/sys/class/dmi/id/product_name"  # "Google Compute Engine" on a GCE VM
 GCE_METADATA_IP = "169.254.169.254"
 T = TypeVar("T")
+ERROR_CHARS = 200  # of a library's error text in a message: its first line, shortened (_first_line)
+ELLIPSIS = " … "
 GCS_URI = re.compile(r"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(?:/(?P<prefix>.*))?")
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's: a URL with its scheme, despite the name
 EMULATOR_URL = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[^/\s:@\[\]]+)(:\d{1,5})?/?")
@@ -342,8 +344,18 @@ class GcsStore(Store):
             raise StoreUnavailable(f"{self.uri}: unreachable ({_first_line(error)})") from None
 
 
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+def _first_line(error: Exception, limit: int = ERROR_CHARS) -> str:
+    """The error's first line; a longer one than `limit` keeps its head and its tail, each cut at a word, with an
+    ellipsis between: requests' text names the host and port first and the cause (Connection refused) last, with a
+    request's URL between, and an HTTP error its status first and the server's words last."""
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if len(line) <= limit:
+        return line
+    half = (limit - len(ELLIPSIS)) // 2
+    head, tail = line[:half], line[-half:]
+    head = head.rpartition(" ")[0] or head  # a word cut short is left out, unless it is the whole part
+    tail = tail.partition(" ")[2] or tail
+    return f"{head}{ELLIPSIS}{tail}"
 
 
 def metadata_server_here() -> bool:

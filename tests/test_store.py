@@ -170,13 +170,35 @@ def test_a_missing_run_reads_as_problems(store):
 
 
 def test_an_unreachable_bucket_is_unavailable(monkeypatch):
+    """Its message keeps the host and port (the head of requests' text) and the cause (its tail), cut at words with an
+    ellipsis between: it was cut at 200 characters, mid-word, before the cause ("(Caused by NewConnect")."""
     with held_port() as closed:  # nobody listens, nor can start to meanwhile
-        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{closed.getsockname()[1]}")
+        port = closed.getsockname()[1]
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
         store = open_store(f"gs://{BUCKET}/x", timeout_s=1)
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(StoreUnavailable) as listing:
             store.names()
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(StoreUnavailable) as upload:
             store.put("r/cells.jsonl", b"")
+    for error in (listing.value, upload.value):
+        said = str(error).partition("(ConnectionError: ")[2]
+        assert f"host='127.0.0.1', port={port}" in said and " … " in said, said
+        assert said.rstrip(")\"'").endswith("Connection refused"), said
+
+
+@pytest.mark.parametrize("text, head, tail", [
+    ("GET https://storage.googleapis.com/b/" + "x" * 300 + " 503 Service Unavailable", "GET", "503 Service Unavailable"),
+    ("a " * 150 + "cause", "a a", "a cause"),
+    ("word" * 80, "word", "word"),  # no space to cut at: cut where the limit falls
+])
+def test_a_long_error_keeps_its_head_and_its_cause(text, head, tail):
+    short = store_module._first_line(RuntimeError(text + "\nsecond line"))
+    assert len(short) <= 200 and " … " in short and short.startswith(head) and short.endswith(tail)
+    before, _, after = short.partition(" … ")
+    assert text.startswith(before) and text.endswith(after)
+    if " " in text:  # cut between words, not in one
+        assert text[len(before)] == " " and text[-len(after) - 1] == " "
+    assert store_module._first_line(RuntimeError("short\nsecond")) == "short"
 
 
 def test_a_stopped_emulator_keeps_its_port_until_it_starts_again(emulator):
