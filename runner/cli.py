@@ -11,6 +11,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, RUN_ID_ENV
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -37,9 +38,6 @@ EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat o
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 DEFAULT_OUT = "results"
-RUN_ID_ENV = "ATTNBENCH_RUN_ID"  # run's --run-id where not given (a Job's pods, each shard, share it)
-COMPILE_CACHE_ENV = "ATTNBENCH_COMPILE_CACHE"  # run's --compile-cache where not given
-DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and all, instead of its one line
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 

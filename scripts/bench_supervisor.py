@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the checkout's runner, installed or not
 
-from runner.cli import RUN_ID_ENV  # noqa: E402
+from runner import RUN_ID_ENV  # noqa: E402
 from runner.registry import VARIANTS_ENV  # noqa: E402
 
 VARIANT = {"instant": "test_instant", "declined": "test_blocked"}

@@ -20,7 +20,8 @@ import yaml
 
 from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
-from runner.cli import COMPILE_CACHE_ENV, EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, RUN_ID_ENV, build_parser
+from runner import COMPILE_CACHE_ENV, RUN_ID_ENV
+from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
 from runner.registry import load_all
 from runner.cells import expand as cells_of
 from runner.shard import families

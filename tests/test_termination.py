@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from helpers import REPO
 from runner import termination
 from runner.termination import Interrupted, Termination
 
@@ -47,11 +48,21 @@ def test_a_sigterm_that_came_while_the_command_line_loaded_exits_75_as_main_begi
 
 
 def test_a_process_that_imported_the_command_line_is_armed():
-    """Once runner.cli has loaded, SIGTERM raises again (a script that imports it, as scripts/bench_supervisor.py
-    does, is stopped by it); a fresh interpreter, as this one's in-process runs leave it armed whatever cli does."""
+    """Once runner.cli has loaded, SIGTERM raises again; a fresh interpreter, as this one's in-process runs leave it
+    armed whatever cli does."""
     code = "import runner.cli; from runner.termination import TERMINATION; print(TERMINATION.raising)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout == "True\n", done.stderr
+
+
+def test_the_run_loops_benchmark_script_leaves_sigterm_as_python_has_it():
+    """scripts/bench_supervisor.py reads the run id's variable from runner, not runner.cli, whose import armed SIGTERM
+    to raise Interrupted: a SIGTERM to the script ended it with that traceback."""
+    code = ("import importlib.util, signal, sys; spec = importlib.util.spec_from_file_location('bench', "
+            "'scripts/bench_supervisor.py'); spec.loader.exec_module(importlib.util.module_from_spec(spec)); "
+            "print('runner.cli' in sys.modules, signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.stdout == "False True\n", done.stderr
 
 
 def test_the_upload_gets_what_is_left_of_its_budget_and_at_least_a_second(monkeypatch):
