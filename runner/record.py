@@ -454,17 +454,46 @@ V1_VARIANTS = {
 }
 
 
+class BadRecord(ValueError):
+    """A stored field a migration step reads is of a shape no writer gave it (a string where the spec's mapping was):
+    the record is bad input, as a bad line is. Any other error inside a step is the step's bug and raises as one."""
+
+
+NUMBER = (int, float)
+
+
+def _field(mapping: dict, path: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+    """The field `path` names (its last part is the key in `mapping`), `default` where missing or null; BadRecord
+    where it is of another kind."""
+    value = mapping.get(path.rsplit(".", 1)[-1])
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        names = kind if isinstance(kind, tuple) else (kind,)
+        raise BadRecord(f"{path} is {type(value).__name__}, not {' or '.join(n.__name__ for n in names)}")
+    return value
+
+
+def _items(mapping: dict, path: str, kind: type) -> list:
+    """The list `path` names ([] where missing or null), each of its items of `kind`, else BadRecord."""
+    values = _field(mapping, path, list, [])
+    if bad := [v for v in values if not isinstance(v, kind)]:
+        raise BadRecord(f"{path} holds a {type(bad[0]).__name__}, not {kind.__name__}")
+    return values
+
+
 def _v1_to_v2(data: dict, kind: str) -> dict:
     """Schema 2: manifests carry what a reader needs about each variant; GPU facts are typed (empty is None);
     FP8 cells name their baseline."""
     if kind == "manifest":
-        names = [v for exp in (data.get("spec") or {}).get("experiments", []) for v in exp.get("variants", [])]
+        experiments = _items(_field(data, "spec", dict, {}), "spec.experiments", dict)
+        names = [v for exp in experiments for v in _items(exp, "spec.experiments.variants", str)]
         data["variants"] = {n: V1_VARIANTS[n].model_dump() for n in dict.fromkeys(names) if n in V1_VARIANTS}
         if isinstance(data.get("machine"), dict):
             data["machine"]["gpu"] = data["machine"].get("gpu") or None
         data["gpu_at_end"] = data.get("gpu_at_end") or None
     elif isinstance(data.get("fp8"), dict) and data["fp8"].get("baseline") is None:
-        known = V1_VARIANTS.get(data.get("variant"))
+        known = V1_VARIANTS.get(_field(data, "variant", str))
         data["fp8"]["baseline"] = known.fp8_baseline if known else None
     return data
 
@@ -485,13 +514,14 @@ def _v3_to_v4(data: dict, kind: str) -> dict:
     telemetry = data.get("telemetry") if kind == "cell" else None
     if not isinstance(telemetry, dict):
         return data
-    if telemetry.get("drawn_w") is not None and (data.get("phases") or {}).get("device", 0.0) < 0.5:
+    device_s = _field(_field(data, "phases", dict, {}), "phases.device", NUMBER, 0.0)
+    if _field(telemetry, "telemetry.drawn_w", NUMBER) is not None and device_s < 0.5:
         telemetry["drawn_w"] = None
-    state, power_w = data.get("power") or {}, telemetry.get("power_w") or {}
+    state, power_w = _field(data, "power", dict, {}), _field(telemetry, "telemetry.power_w", dict, {})
     watts = telemetry.get("drawn_w")
-    if watts is None and state.get("policy") == "steady" and (state.get("wait_s") or 0.0) >= 1.0:
-        watts = power_w.get("mean")
-    seconds, flops = data.get("median_s"), data.get("flops")
+    if watts is None and state.get("policy") == "steady" and (_field(state, "power.wait_s", NUMBER) or 0.0) >= 1.0:
+        watts = _field(power_w, "telemetry.power_w.mean", NUMBER)
+    seconds, flops = _field(data, "median_s", NUMBER), _field(data, "flops", NUMBER)
     if watts and seconds and data.get("timer") != "wall":
         data["energy_j"] = watts * seconds
         data["tflops_per_j"] = flops / 1e12 / data["energy_j"] if flops else None
@@ -584,7 +614,7 @@ def _v7_to_v8(data: dict, kind: str) -> dict:
     read 53,560 GB/s on an H200 whose copy bandwidth is 4,285. The step recounts the cell's bytes from its params by
     schema 8's rule and scales gbps and pct_of_bandwidth by new / old; a cell whose every row takes part (no
     padding, no window, not causal with T < S) is left as it was."""
-    if kind != "cell" or not isinstance(data.get("params"), dict) or not data.get("bytes_min"):
+    if kind != "cell" or not isinstance(data.get("params"), dict) or not _field(data, "bytes_min", NUMBER):
         return data
     try:
         recounted = v8_bytes_min(data["params"])
@@ -669,8 +699,8 @@ def _v13_to_v14(data: dict, kind: str) -> dict:
     state, telemetry = (data.get("power"), data.get("telemetry")) if kind == "cell" else (None, None)
     if not isinstance(state, dict) or not isinstance(telemetry, dict) or state.get("policy") != "steady":
         return data
-    reasons = [r for r in telemetry.get("throttle") or [] if r != "idle"]
-    note = state.get("note") or ""
+    reasons = [r for r in _items(telemetry, "telemetry.throttle", str) if r != "idle"]
+    note = _field(state, "power.note", str, "")
     if reasons and ("light" in note or "no throttle" in note):
         drawn = re.search(r"\d+ W of \d+ W", note)
         state["note"] = (f"not light while sampled: its samples' telemetry saw {', '.join(reasons)}; a runner before "
@@ -703,7 +733,8 @@ def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:
     """Bring a stored record or manifest of any earlier schema_version to this one, step by step.
 
     A version newer than this reader's is left as it is: its known fields read and the rest are kept. A record whose
-    fields a step cannot read (a string where the spec's mapping was) is a ValueError, as a bad line is.
+    fields a step cannot read (a string where the spec's mapping was: BadRecord, which each step raises for the
+    shapes it reads) is a ValueError, as a bad line is; any other error of a step is a bug and raises as it is.
     """
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -713,9 +744,9 @@ def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:
     while version < SCHEMA_VERSION:
         try:
             data = MIGRATIONS[version](data, kind)
-        except (AttributeError, TypeError, KeyError, IndexError) as error:  # a field of another shape than it had
+        except BadRecord as error:
             raise ValueError(f"not a valid record (upgrading schema_version {version} to {version + 1}: "
-                             f"{type(error).__name__}: {error})") from None
+                             f"{error})") from None
         version += 1
         data["schema_version"] = version
     return data

@@ -31,7 +31,7 @@ def test_a_manifest_whose_spec_is_not_a_mapping_is_a_warning_and_the_other_runs_
     result = attnbench("runs", "--out", tmp_path / "results")
     assert result.returncode == 0 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [f"warning: {bad / MANIFEST}: not a valid record (upgrading schema_version 1 "
-                                          "to 2: AttributeError: 'str' object has no attribute 'get')"]
+                                          "to 2: spec is str, not dict)"]
     assert SHIPPED_RUN.name in result.stdout  # the good run, by its manifest's run id
 
 

@@ -4,6 +4,7 @@ step by step, without the variant registry; readers keep fields they do not know
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,38 @@ def test_a_cell_on_several_devices_has_a_key_and_label_of_its_own():
 def test_a_schema_version_that_is_no_version_is_refused_never_read_as_one(version):
     with pytest.raises(ValueError, match="is not a version"):
         upgrade({"schema_version": version}, "cell")
+
+
+@pytest.mark.parametrize("kind, fields, said", [
+    ("manifest", {"spec": "lab5"}, "upgrading schema_version 1 to 2: spec is str, not dict"),
+    ("manifest", {"spec": {"experiments": ["a"]}}, "spec.experiments holds a str, not dict"),
+    ("manifest", {"spec": {"experiments": [{"variants": [["xla"]]}]}}, "spec.experiments.variants holds a list, "
+                                                                       "not str"),
+    ("cell", {"variant": ["te_fp8"], "fp8": {}}, "upgrading schema_version 1 to 2: variant is list, not str"),
+    ("cell", {"telemetry": {"drawn_w": 300.0}, "phases": {"device": "1 s"}}, "phases.device is str, not int or float"),
+    ("cell", {"telemetry": {"power_w": 300.0}, "power": {"policy": "steady", "wait_s": 2.0}},
+     "telemetry.power_w is float, not dict"),
+    ("cell", {"telemetry": {}, "power": "steady"}, "upgrading schema_version 3 to 4: power is str, not dict"),
+    ("cell", {"params": {}, "bytes_min": "4 GB"},
+     "upgrading schema_version 7 to 8: bytes_min is str, not int or float"),
+    ("cell", {"telemetry": {"throttle": "power cap"}, "power": {"policy": "steady"}},
+     "upgrading schema_version 13 to 14: telemetry.throttle is str, not list"),
+    ("cell", {"telemetry": {"throttle": ["sw_power_cap"]}, "power": {"policy": "steady", "note": 3}},
+     "power.note is int, not str"),
+])
+def test_a_field_a_step_reads_of_a_shape_no_writer_gave_is_a_bad_record_named_by_its_path(kind, fields, said):
+    with pytest.raises(ValueError, match=f"^not a valid record \\(.*{re.escape(said)}\\)$"):
+        upgrade({"schema_version": 1, **fields}, kind)
+
+
+def test_a_steps_own_bug_raises_as_itself_never_as_a_bad_record(monkeypatch):
+    """A step's programming error (a TypeError from its code, not from the record's shapes) must not hide as a
+    record left out with a warning."""
+    def buggy(data: dict, kind: str) -> dict:
+        return data["schema_version"] + "1"  # int + str: the step's bug
+    monkeypatch.setitem(MIGRATIONS, SCHEMA_VERSION - 1, buggy)
+    with pytest.raises(TypeError):
+        upgrade(json.loads(record().model_dump_json(by_alias=True)) | {"schema_version": SCHEMA_VERSION - 1}, "cell")
 
 
 def test_upgrade_leaves_the_callers_data_alone():
