@@ -21,7 +21,8 @@ MAX_CHARTS = 24  # charts per run: a run of a thousand experiments stays a page 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;color:#222;margin:0 auto;max-width:1200px;padding:1em 2em}
 h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-top:.6em}h3{margin-top:1.4em}
-table{border-collapse:collapse;font-size:12px;margin:.4em 0 1em}th,td{border:1px solid #ddd;padding:2px 6px}
+table{border-collapse:collapse;font-size:12px;margin:.4em 0 1em;display:block;max-width:100%;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:2px 6px}
 th{background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.bad td{color:#b00}tr.skip td{color:#a70}figure{margin:1em 0}figure img{max-width:100%}
 figcaption,.meta{color:#555;font-size:12px}.verdict{font-weight:600}.regressed{color:#b00}

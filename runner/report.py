@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,6 +415,31 @@ def _times(table):
     return shown.reset_index(drop=True)
 
 
+def differing(a: str, b: str) -> tuple[str, str]:
+    """A's and B's kernel names cut to where they differ, at '_': the first word and the word before they part kept,
+    the rest both share as '…' ('cudnn_…_knob_7_64x128x64_…', 'cudnn_…_knob_32_64x256x64_…'), where two names of 100
+    characters cut alike at 40 read the same; whole where a side is empty or a cut leaves it nothing."""
+    words_a, words_b = a.split("_"), b.split("_")
+    head = len(os.path.commonprefix([words_a, words_b]))
+    tail = len(os.path.commonprefix([words_a[head:][::-1], words_b[head:][::-1]]))
+    if not a or not b or head + tail < 2 or min(len(words_a), len(words_b)) - head - tail < 1:
+        return a, b
+
+    def cut(words: list[str]) -> str:
+        start = max(head - 1, 1)  # the last shared word before they part ('knob' of 'knob_7') stays
+        kept = words[:1] + (["…"] if start > 1 else []) + words[start:len(words) - tail]
+        return "_".join(kept + (["…"] if tail else []))
+
+    return cut(words_a), cut(words_b)
+
+
+def kernels_shown(kernels):
+    """compare's 'ran another kernel' table with each row's two kernel lists cut to where they differ (differing);
+    `--format json` keeps them whole."""
+    cut = [differing(a, b) for a, b in zip(kernels["only A ran"], kernels["only B ran"])]
+    return kernels.assign(**{"only A ran": [a for a, _ in cut], "only B ran": [b for _, b in cut]})
+
+
 def comparison_sections(found) -> list[tuple]:
     """(title, table) pairs: what differs before the times (environment, status, cells in one run only), then the
     regressions, the cells that got faster and the geometric means; the cells within noise are only counted."""
@@ -426,7 +452,8 @@ def comparison_sections(found) -> list[tuple]:
         ("Cells only in A", found.only_a),
         ("Cells only in B", found.only_b),
         (f"Timed by different timers (not compared: no {found.timer or 'shared'} time in both)", found.other_timers),
-        ("Ran another kernel in B (compared all the same)", found.kernels),
+        ("Ran another kernel in B (compared all the same; kernel names cut to where A's and B's differ)",
+         kernels_shown(found.kernels)),
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
         ("Geometric mean of B / A per experiment and variant", summary),

@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 
 from helpers import REPO, in_process
 from runner import compare, frames
+from runner.report import differing
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
 from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, H200_LONG_TE_FAILED, SHIPPED, broken, copy_run,
@@ -240,7 +241,10 @@ def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_co
     assert "; of those, 2 cells ran another kernel in B" in found["verdict"]
     (row,) = [r for r in found["another_kernel"] if r["key"] == cudnn]
     assert "knob_7" in row["only A ran"] and "knob_32" in row["only B ran"] and row["verdict"] == "within noise"
-    assert "Ran another kernel in B" in in_process(capsys, "compare", a, b).out
+    assert row["only A ran"].startswith("cudnn_generated_fort_native_sdpa_sm90_flash_fprop")  # json: whole names
+    shown = in_process(capsys, "compare", a, b).out.split("Ran another kernel in B")[1].split("Geometric")[0]
+    (line,) = [line for line in shown.splitlines() if cudnn in line]
+    assert "cudnn_…_knob_7_" in line and "cudnn_…_knob_32_" in line  # cut alike at 40 characters, A and B read the same
     assert report(capsys, a, a)[1]["another_kernel"] == []
 
 
@@ -256,6 +260,21 @@ def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_co
 def test_another_kernel_is_a_library_kernel_set_that_differs_never_an_xla_fusions_number(a, b, told):
     assert compare.kernel_change("xla", "xla", a, b) == told
     assert compare.kernel_change("xla", None, a, a) == ""  # a backend not recorded: unknown, not another
+
+
+@pytest.mark.parametrize("a, b, shown", [
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
+     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_32_64x256x64_4x1x1_cga1x1x1_kernel0_0",
+     ("cudnn_…_knob_7_64x128x64_…", "cudnn_…_knob_32_64x256x64_…")),
+    ("nvjet_sm90_tst_256x96_64x4_2x1_v", "nvjet_sm90_tst_256x128_64x4_1x2_h",
+     ("nvjet_…_tst_256x96_64x4_2x1_v", "nvjet_…_tst_256x128_64x4_1x2_h")),
+    ("x_y_1", "x_z_1", ("x_y_…", "x_z_…")),
+    ("", "nvjet_sm90_tss_256x128", ("", "nvjet_sm90_tss_256x128")),  # only B ran one: nothing shared to cut
+    ("mha_forward", "mha_forward_fused", ("mha_forward", "mha_forward_fused")),  # a cut would leave A nothing
+    ("x_1", "y_1", ("x_1", "y_1")),  # nothing but the last word shared
+])
+def test_the_kernels_two_runs_ran_are_shown_from_where_they_differ(a, b, shown):
+    assert differing(a, b) == shown
 
 
 def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cells_none_timed_in_both():
