@@ -404,7 +404,8 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
     for variant, series in points.groupby("variant", sort=False):
         colour = style.colour[variant]
         band = pd.concat([series[x], series[x][::-1]])
-        name = f"{variant} ({series['cells'].iloc[0]} cells)" if "cells" in series else variant
+        count = series["cells"].iloc[0] if "cells" in series else None
+        name = variant if count is None else f"{variant} ({count} cell{'' if count == 1 else 's'})"
         fig.add_trace(go.Scatter(x=band, y=pd.concat([series["q3_ms"], series["q1_ms"][::-1]]), fill="toself",
                                  fillcolor=colour, opacity=0.18, line={"width": 0}, hoverinfo="skip",
                                  showlegend=False, legendgroup=variant))

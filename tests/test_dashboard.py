@@ -793,6 +793,15 @@ def test_history_and_compare_aggregate_only_the_cells_both_runs_hold_and_say_how
     assert f"Over the **30 cells both runs hold** (A 50, B {len(keys) - 20})" in texts(compared.markdown)
 
 
+
+def test_a_history_line_over_one_cell_says_1_cell(monkeypatch, tmp_path):
+    """lab5's two H200 runs share one cudnn cell of default-shape (bfloat16 alone): its legend says '1 cell'."""
+    for run in (H200_LAB5_NO_TE, H200_LAB5):
+        shutil.copytree(SHIPPED / run, tmp_path / run)
+    app = open_app(monkeypatch, tmp_path, run=H200_LAB5.split("/")[1], tab="History", hexp="default-shape")
+    names = {t["name"] for t in figures(app)[0]["data"] if t.get("mode") == "lines+markers" and t["x"] != [None]}
+    assert "cudnn (1 cell)" in names and "xla (2 cells)" in names
+
 def test_history_runs_along_git_shas_where_the_runs_have_them(monkeypatch, tmp_path):
     generate(tmp_path, 6, 76, templates=(H200_LAB5,))
     by_sha = open_app(monkeypatch, tmp_path, tab="History", hx="git sha", hexp="seq-len")
