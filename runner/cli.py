@@ -459,7 +459,7 @@ def cmd_run(args, console: Console) -> int:
     location = ready.store.location(ready.run_id)
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
-                      args.measure_ceilings)
+                      args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None)
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)

@@ -70,6 +70,7 @@ class Options:
     compile_cache: str | None = None
     compile_ahead: bool = True
     measure_ceilings: bool = False  # measure the machine's ceilings even where ones kept for it could be reused
+    unreachable: str | None = None  # the store out of reach at start-up, said then: not said again until it answers
 
 
 @dataclass
@@ -129,8 +130,10 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
     try:
         done = uploader.pull(store.with_timeout(PULL_TIMEOUT_S))
     except StoreUnavailable as error:
-        print(f"warning: {error}; measuring meanwhile, resuming from the spool {uploader.spool.dir}",
-              file=sys.stderr, flush=True)
+        if uploader.error is None:  # else said at start-up, with what the run does about it
+            print(f"warning: {error}; measuring meanwhile, resuming from the spool {uploader.spool.dir}",
+                  file=sys.stderr, flush=True)
+        uploader.error = str(error)  # said: the uploader's failures go unsaid until the store answers
         done = set()
     except OtherRun:  # uploader.refused: the run ends before its first cell
         done = set()
@@ -325,7 +328,8 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
             options: Options, order: list[str] | None = None) -> Outcome:
     """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
     the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
-    uploader = Uploader(spool, store, options.flush_every_s, lambda manifest: same_run(manifest, spec))
+    uploader = Uploader(spool, store, options.flush_every_s, lambda manifest: same_run(manifest, spec),
+                        options.unreachable)
     done = first_pull(uploader, store)
     if uploader.refused:
         return Outcome(False, False, len(spool.keys() & {c.key for c in cells}), len(cells), uploader.error,

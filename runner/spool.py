@@ -267,9 +267,11 @@ class Uploader:
     """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart.
     `resumes` says whether a part the store already holds under the run id is one this part may join (the run's:
     run.same_run for its spec; None: any); until an upload has landed, the store's parts are checked at every try,
-    so a store out of reach when the run started is checked when it first answers, before anything is put."""
+    so a store out of reach when the run started is checked when it first answers, before anything is put.
+    `unreachable`: why the store was out of reach at start-up, said then: an outage is said once, until it answers."""
 
-    def __init__(self, spool: Spool, store: Store, every_s: float, resumes: Callable[[Manifest], bool] | None = None):
+    def __init__(self, spool: Spool, store: Store, every_s: float, resumes: Callable[[Manifest], bool] | None = None,
+                 unreachable: str | None = None):
         self.spool, self.store, self.every_s, self.resumes = spool, store, every_s, resumes
         self.stored: set[str] = set()  # keys the store holds for this part, as far as we know
         self.sent: dict[str, bytes] = {}  # manifest, consolidated cells and marker as last put
@@ -281,7 +283,7 @@ class Uploader:
         self.refused: OtherRun | None = None  # the store's run of another spec: nothing is uploaded, ever
         self._books = threading.Lock()
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
-        self.error: str | None = None  # why the last upload failed; None once one works
+        self.error = unreachable  # why the last upload (or the store's probe) failed, said once; None once one works
         self._wake, self._stopping, self._changed = threading.Event(), threading.Event(), threading.Condition()
         self._now = threading.Event()  # a commit waits: upload without waiting for the group
         self._uploaded_at = self._waited_at = -math.inf  # the last upload's start; the end of commit's last wait

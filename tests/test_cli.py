@@ -963,3 +963,20 @@ def test_every_option_a_page_gives_a_command_is_one_it_takes():
              for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", rest)}
     assert len(given) > 40  # the pages' synopses and examples were read
     assert sorted(g for g in given if g[2] not in options[g[1]]) == []
+
+
+def test_a_run_against_a_bucket_that_never_answers_warns_once_then_errs(tmp_path):
+    """One warning at start-up says what the run does about the store, then the one error line: the first read of the
+    store and the uploader's first failure, which said the same store out of reach again, are not said twice (they
+    were two more warnings). A cell this CPU declines: nothing to measure, the store's path alone."""
+    from conftest import BUCKET, held_port
+    from runner.cli import EXIT_NOT_UPLOADED
+
+    spec = write_spec(tmp_path / "spec.yaml", spec_data({"name": "a", "variants": ["cudnn"]}))
+    with held_port() as closed:  # nobody listens, nor can start to meanwhile
+        result = attnbench("run", spec, "--out", f"gs://{BUCKET}/r", "--spool", tmp_path / "spool", "--run-id", "dead",
+                           "--store-timeout", "2", STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{closed.getsockname()[1]}")
+    warning, error = result.stderr.splitlines()
+    assert result.returncode == EXIT_NOT_UPLOADED, result.stderr
+    assert warning.startswith(f"warning: gs://{BUCKET}/r: unreachable") and "into the spool" in warning
+    assert error.startswith(f"error: results not uploaded to gs://{BUCKET}/r/dead")

@@ -173,6 +173,34 @@ def test_uploads_resume_when_the_store_comes_back(tmp_path):
     assert read_run(blocked / RUN).cells == [record()]
 
 
+class OutOfReach(LocalStore):
+    """A store that answers nothing: every call is StoreUnavailable."""
+
+    def read(self, run_id: str):
+        raise StoreUnavailable(f"{self.uri}: unreachable")
+
+    def put(self, name: str, data: bytes) -> None:
+        raise StoreUnavailable(f"{self.uri}: unreachable")
+
+
+@pytest.mark.parametrize("said_at_start", [False, True])
+def test_a_store_out_of_reach_is_said_once(tmp_path, capsys, said_at_start):
+    """The run's first read of the store and every failed upload after it say the outage once between them, and not
+    at all where the run's start-up probe said it (cli._say_unreachable): each said it again, three warnings."""
+    from runner.run import first_pull
+
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    store = OutOfReach(tmp_path / "store")
+    uploader = Uploader(spool, store, every_s=0.05, unreachable="said at start-up" if said_at_start else None)
+    assert first_pull(uploader, store) == set()
+    uploader.start()
+    spool.add(record())
+    uploader.notify()
+    assert uploader.close() is False
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == (0 if said_at_start else 1), warnings
+
+
 def files_under(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
