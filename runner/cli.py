@@ -559,7 +559,8 @@ def _run_report(spool, location: str, console: Console) -> None:
 
     records = spool.records()  # the run read back, as any reader reads it
     if len(records) <= REPORT_CELLS:
-        print_tables(records, console)
+        manifest = spool.manifest()
+        print_tables(records, console, manifest.machine if manifest else None)  # as show prints them
     else:
         console.print(f"{len(records):,} cells, more than a run's end prints; attnbench show {location} prints them")
     console.print(f"{summary_line(records)}\n{phase_line(spool.totals)}\nresults: {location}", highlight=False)

@@ -86,9 +86,10 @@ def _after(header: str, column: tuple, columns: list[tuple]) -> list[tuple]:
 
 def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
     """Shape columns that vary within the experiment, then the measurements (given the run's machine, the % of its
-    MMA peak at each cell's clock beside TFLOP/s); constant ones in the title."""
+    MMA peak at each cell's clock beside TFLOP/s where any cell has one, as the leaderboard's: none on a CPU);
+    constant ones in the title."""
     columns = COLUMNS
-    if machine is not None:
+    if any(metrics.clock_peak(c, machine) is not None for c in cells):
         columns = _after("TFLOP/s", clock_column(machine), columns)
     if any(paging.serving(c.params) for c in cells):
         columns = _after("% copy", TOKEN_COLUMN, columns)

@@ -980,3 +980,25 @@ def test_a_run_against_a_bucket_that_never_answers_warns_once_then_errs(tmp_path
     assert result.returncode == EXIT_NOT_UPLOADED, result.stderr
     assert warning.startswith(f"warning: gs://{BUCKET}/r: unreachable") and "into the spool" in warning
     assert error.startswith(f"error: results not uploaded to gs://{BUCKET}/r/dead")
+
+
+def test_show_and_a_runs_closing_tables_print_the_clock_column_alike(capsys, tmp_path):
+    """On a CPU neither prints % MMA@clock (show printed it all dashes); with a GPU's clock both do (the closing
+    tables never did): runner.report.experiment_table decides for both."""
+    from rich.console import Console
+
+    from runner.cli import _run_report
+    from runner.spool import Spool
+    from runner.store import LocalStore
+    from stores import H200_LONG, shipped, telemetry
+
+    result = in_process(capsys, "show", SHIPPED_RUN)
+    assert result.code == 0 and "TFLOP/s" in result.out and "% MMA@clock" not in result.out
+    gpu = shipped(H200_LONG)
+    spool = Spool(LocalStore(tmp_path / "spool"), gpu.manifest.run_id, None)
+    spool.write_manifest(gpu.manifest)
+    for cell in gpu.cells:
+        spool.add(telemetry(cell))
+    console = Console(record=True, width=400)
+    _run_report(spool, "somewhere", console)
+    assert "% MMA@clock" in console.export_text()

@@ -10,7 +10,7 @@ from helpers import params
 from runner.frames import cells as frame
 from runner.report import export, markdown, markdown_table, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
-from stores import H200_LONG, shipped
+from stores import CPU_LAB5, H200_LONG, shipped, telemetry
 from test_results import record, some_records
 
 
@@ -106,8 +106,9 @@ def test_an_optional_column_goes_after_the_one_it_belongs_beside_wherever_that_s
     from runner import report
 
     run = shipped(H200_LONG)
-    decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16)
-    serving = run.cells[0].model_copy(update=dict(params=decode))
+    decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16,
+                    dtype=run.cells[0].params.dtype)  # one the GPU has an MMA rate for
+    serving = telemetry(run.cells[0]).model_copy(update=dict(params=decode))  # with a clock: % MMA@clock shows
     monkeypatch.setattr(report, "COLUMNS", [("first", False, lambda c: "x"), *report.COLUMNS])
     header = [column.header for column in report.experiment_table("e", [serving], run.manifest.machine).columns]
     assert header.index("% MMA@clock") == header.index("TFLOP/s") + 1
@@ -214,3 +215,18 @@ def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which()
     assert set(settled.cells["unsettled"]) == {""}
     assert "2 of those sampled unsettled in A or B" in verdict(found) and "unsettled" not in verdict(settled)
     assert "unsettled" not in dict(comparison_sections(settled))["Slower (regressions)"]  # a column only where any is
+
+
+def test_the_clock_column_is_shown_where_a_cell_of_the_experiment_fills_it():
+    """A run on a CPU has no GPU clock: `show` printed its % MMA@clock column all dashes, which the run's closing
+    tables left out. Both print through experiment_table, which shows it where any cell has a clock."""
+    from runner import report
+
+    def header(cells, machine) -> list[str]:
+        return [column.header for column in report.experiment_table("e", cells, machine).columns]
+
+    cpu, gpu = shipped(CPU_LAB5), shipped(H200_LONG)
+    assert "% MMA@clock" not in header(cpu.cells, cpu.manifest.machine)
+    clocked = [telemetry(c) for c in gpu.cells]
+    assert "% MMA@clock" in header(clocked, gpu.manifest.machine)
+    assert "% MMA@clock" not in header(gpu.cells, gpu.manifest.machine)  # recorded before NVML's readings were
