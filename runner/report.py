@@ -118,11 +118,14 @@ def print_tables(cells: list[CellRecord], console: Console, machine=None) -> Non
         console.print(experiment_table(name, group, machine))
 
 
-def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = ()) -> Table:
-    """A titled rich table of text rows; the `right` columns right-aligned."""
+def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = (),
+               fold: tuple[str, ...] = ()) -> Table:
+    """A titled rich table of text rows; the `right` columns right-aligned, the `fold` columns' long words folded
+    onto more lines where a narrow terminal would cut them short with '…'."""
     table = Table(title=title, title_justify="default")  # left, not padded to the table's width
     for name in header:
-        table.add_column(name, justify="right" if name in right else "left")
+        table.add_column(name, justify="right" if name in right else "left",
+                         overflow="fold" if name in fold else "ellipsis")
     for row in rows:
         table.add_row(*row)
     return table
@@ -434,11 +437,14 @@ def differing(a: str, b: str) -> tuple[str, str]:
     return cut(words_a), cut(words_b)
 
 
+KERNEL_NAMES = ("only A ran", "only B ran")  # compare's kernel columns: what tells A from B is at their names' end
+
+
 def kernels_shown(kernels):
     """compare's 'ran another kernel' table with each row's two kernel lists cut to where they differ (differing);
     `--format json` keeps them whole."""
-    cut = [differing(a, b) for a, b in zip(kernels["only A ran"], kernels["only B ran"])]
-    return kernels.assign(**{"only A ran": [a for a, _ in cut], "only B ran": [b for _, b in cut]})
+    cut = [differing(a, b) for a, b in zip(*(kernels[name] for name in KERNEL_NAMES))]
+    return kernels.assign(**{name: [pair[side] for pair in cut] for side, name in enumerate(KERNEL_NAMES)})
 
 
 def comparison_sections(found) -> list[tuple]:
@@ -528,7 +534,8 @@ def print_comparison(found, console: Console) -> None:
     for title, table in comparison_sections(found):
         if len(table):
             rows = [list(map(escape, row)) for row in table.astype(str).itertuples(index=False)]
-            console.print(rich_table(title, list(map(str, table.columns)), rows, right=("A ms", "B ms", "B / A")))
+            console.print(rich_table(title, list(map(str, table.columns)), rows, right=("A ms", "B ms", "B / A"),
+                                     fold=KERNEL_NAMES))
     console.print(escape(verdict(found)))
 
 

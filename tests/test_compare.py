@@ -13,7 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from helpers import REPO, in_process
-from runner import compare, frames
+from runner import cli, compare, frames
 from runner.report import differing
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
@@ -260,6 +260,22 @@ def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_co
 def test_another_kernel_is_a_library_kernel_set_that_differs_never_an_xla_fusions_number(a, b, told):
     assert compare.kernel_change("xla", "xla", a, b) == told
     assert compare.kernel_change("xla", None, a, a) == ""  # a backend not recorded: unknown, not another
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_terminal_too_narrow_for_the_kernel_names_folds_them_never_cuts_them(capsys, monkeypatch, tmp_path, width):
+    """At 80 and 120 columns (a terminal's: compare prints as wide as the pipe width) the cells of `only A ran` and
+    `only B ran` read, joined line by line, as the whole cut names: 'knob_7' and 'knob_32' both there."""
+    cudnn = next(c.key for c in shipped(TEMPLATE).cells if c.status == "ok" and c.variant == "cudnn")
+    a = copied(tmp_path, "lab5-a", DAY)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), change=lambda c: c.model_copy(update={
+        "kernels": [k.replace("knob_7_64x128x64", "knob_32_64x256x64") for k in c.kernels]}) if c.key == cudnn else c)
+    monkeypatch.setattr(cli, "PIPE_WIDTH", width)
+    shown = in_process(capsys, "compare", a, b).out.split("Ran another kernel in B")[1].split("Geometric")[0]
+    rows = [line.split("│")[1:-1] for line in shown.splitlines() if line.startswith("│")]
+    assert rows and max(len(line) for line in shown.splitlines()) <= width
+    assert ["".join(row[i].strip() for row in rows) for i in (-2, -1)] == ["cudnn_…_knob_7_64x128x64_…",
+                                                                           "cudnn_…_knob_32_64x256x64_…"]
 
 
 @pytest.mark.parametrize("a, b, shown", [
