@@ -441,10 +441,12 @@ KERNEL_NAMES = ("only A ran", "only B ran")  # compare's kernel columns: what te
 
 
 def kernels_shown(kernels):
-    """compare's 'ran another kernel' table with each row's two kernel lists cut to where they differ (differing);
-    `--format json` keeps them whole."""
+    """compare's 'ran another kernel' table with each row's two kernel lists cut to where they differ (differing)
+    and a space after each ';', where a page or a terminal may wrap a list of names; `--format json` keeps them
+    whole."""
     cut = [differing(a, b) for a, b in zip(*(kernels[name] for name in KERNEL_NAMES))]
-    return kernels.assign(**{name: [pair[side] for pair in cut] for side, name in enumerate(KERNEL_NAMES)})
+    return kernels.assign(**{name: [pair[side].replace(";", "; ") for pair in cut]
+                             for side, name in enumerate(KERNEL_NAMES)})
 
 
 def comparison_sections(found) -> list[tuple]:

@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 
 from helpers import REPO, in_process
 from runner import cli, compare, frames
+from runner import report as report_module
 from runner.report import differing
 from runner.results import CELLS, MANIFEST
 from runner.store import open_store
@@ -291,6 +292,15 @@ def test_a_terminal_too_narrow_for_the_kernel_names_folds_them_never_cuts_them(c
 ])
 def test_the_kernels_two_runs_ran_are_shown_from_where_they_differ(a, b, shown):
     assert differing(a, b) == shown
+
+
+def test_a_list_of_kernels_is_shown_with_a_space_after_each_semicolon_where_a_page_may_wrap_it():
+    """The te-causal xla cell of lab5's H200 pair: B ran two nvjet kernels, 80 characters with no space in them."""
+    kernels = pd.DataFrame({"only A ran": ["nvjet_sm90_tss_128x128_64x6_2x1_v_bz_NNT"],
+                            "only B ran": ["nvjet_sm90_tss_128x128_64x6_2x1_v_bz_TNT;"
+                                           "nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT"]})
+    shown = report_module.kernels_shown(kernels)
+    assert shown.iloc[0].tolist() == ["nvjet_…_bz_NNT", "nvjet_…_bz_TNT; nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT"]
 
 
 def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cells_none_timed_in_both():
