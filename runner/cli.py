@@ -24,6 +24,7 @@ import os
 import re
 import select
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -398,35 +399,38 @@ def _dry_run(cells, shard, console: Console) -> int:
     return EXIT_OK
 
 
-def _writable(store, run_id: str, dry_run: bool = False) -> Exception | None:
+def _writable(store, run_id: str) -> Exception | None:
     """A store that cannot take results is bad input before the first cell; a bucket out of reach is returned, to
-    be retried while measuring (a local folder that refuses a write now will refuse it later too). A dry run checks
-    a local folder without writing to it (a bucket's probe object is removed again). A local run folder must be a
-    folder or one that can be made: a file of the run id's name would refuse every upload."""
+    be retried while measuring (a local folder that refuses a folder now will refuse it later too). A local --out and
+    its run folder must be folders or ones that can be made (a file of the run id's name would refuse every upload),
+    checked by _uncreatable alone, in a dry run as in a run; a bucket takes a probe object, removed again."""
     from runner.store import LocalStore, StoreError, StoreUnavailable, with_auth_grace
 
-    local = isinstance(store, LocalStore)
-    if local and dry_run and (problem := _uncreatable(store.root)):
-        raise UsageError(f"--out {store.uri}: cannot write results there ({problem})")
+    if isinstance(store, LocalStore):
+        for folder, what in ((store.root, "results"), (store.root / run_id, f"run {run_id}")):
+            if problem := _uncreatable(folder):
+                raise UsageError(f"--out {store.uri}: cannot write {what} there ({problem})")
+        return None
     try:
-        if not (local and dry_run):
-            with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
-    except (StoreError, StoreUnavailable) as error:
-        if isinstance(error, StoreUnavailable) and not local:
-            return error
+        with_auth_grace(store.with_timeout(PROBE_TIMEOUT_S).probe)
+    except StoreUnavailable as error:
+        return error
+    except StoreError as error:
         raise UsageError(f"--out {store.uri}: cannot write results there ({error})") from None
-    if local and (problem := _uncreatable(store.root / run_id)):
-        raise UsageError(f"--out {store.uri}: cannot write run {run_id} there ({problem})")
     return None
 
 
 def _uncreatable(folder: Path) -> str | None:
-    """Why this process could not make or write the folder, or None; makes nothing."""
+    """Why this process could not make the folder or write in it, or None: a folder made and removed again in the
+    nearest one that exists, which leaves nothing (permission bits say nothing for root, nor of a filesystem that
+    takes no new folder, such as /proc)."""
     existing = next(p for p in [folder, *folder.parents] if p.exists())
     if not existing.is_dir():
         return f"{existing} is not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing}: permission denied"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".attnbench-probe-", dir=existing))
+    except OSError as error:
+        return f"{existing}: cannot make a folder in it: {error.strerror}"
     return None
 
 
@@ -505,7 +509,7 @@ def _preflight(args, spec, shard) -> Ready:
     spool_dir = spool_store(root, store).root / run_id
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
-    unreachable = _writable(store, run_id, args.dry_run)
+    unreachable = _writable(store, run_id)
     places = [(spool_store(root, store), str(spool_dir), False)]
     if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
         places.insert(0, (store, store.location(run_id), not args.dry_run))

@@ -4,7 +4,6 @@ exits 2 with one short line, in bounded time and memory. Real YAML files through
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -231,8 +230,7 @@ def test_out_under_a_file_is_refused_before_the_first_cell(tmp_path, capsys):
     path = write_spec(tmp_path / "s.yaml", spec_data())
     outcome = in_process(capsys, "run", path, "--out", out, "--spool", tmp_path / "spool")
     assert outcome.code == 2 and outcome.out == ""  # was: every cell measured, then exit 3
-    assert outcome.errors == [f"error: --out {out}: cannot write results there "
-                              f"({out}/.attnbench-probe-{os.getpid()}: Not a directory)"]
+    assert outcome.errors == [f"error: --out {out}: cannot write results there ({tmp_path / 'a-file'} is not a folder)"]
     assert outcome.seconds < SECONDS and not (tmp_path / "spool").exists()
 
 
@@ -255,3 +253,20 @@ def test_out_to_a_bucket_that_does_not_exist_is_refused_before_the_first_cell(tm
     assert outcome.errors[0].startswith("error: --out gs://no-such-bucket/results: cannot write results there (")
     assert "no such bucket" in outcome.err
     assert outcome.seconds < SECONDS and not (tmp_path / "spool").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, which takes no new folder")
+def test_a_dry_run_refuses_an_out_the_run_refuses_in_the_same_line(tmp_path, capsys):
+    """/proc takes no new folder, yet its permission bits let root write there (os.access said yes): a dry run
+    exited 0 where the run refused the same --out with exit 2. Both now ask one check, which makes a folder there and
+    removes it."""
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    out = Path("/proc") / "attnbench-results"
+    refusals = []
+    for dry in ([], ["--dry-run"]):
+        outcome = in_process(capsys, "run", path, "--out", out, "--spool", tmp_path / "spool", *dry)
+        assert outcome.code == 2 and outcome.out == "" and len(outcome.errors) == 1, outcome
+        refusals.append(outcome.errors[0])
+        assert not (tmp_path / "spool").exists()
+    assert refusals[0] == refusals[1] and refusals[0].startswith(f"error: --out {out}: cannot write results there (")
+    assert not out.exists() and not [p for p in (tmp_path).iterdir() if p.name.startswith(".attnbench")]
