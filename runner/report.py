@@ -542,10 +542,13 @@ def print_comparison(found, console: Console) -> None:
 
 
 def comparison_markdown(found) -> str:
-    """The comparison as GitHub markdown: the heading, a table per section that has rows, the verdict in bold."""
-    parts = ["### attnbench compare", "\n".join(f"- {line}" for line in comparison_heading(found))]
+    """The comparison as GitHub markdown: the verdict in bold under the heading (a PR comment is read from the top,
+    where the terminal's verdict comes last, for a CI log's tail), the two runs and the rule, a table per section
+    that has rows."""
+    parts = ["### attnbench compare", f"**{verdict(found)}**",
+             "\n".join(f"- {line}" for line in comparison_heading(found))]
     parts += [f"#### {title}\n\n{markdown(table).rstrip()}" for title, table in comparison_sections(found) if len(table)]
-    return "\n\n".join(parts + [f"**{verdict(found)}**"]) + "\n"
+    return "\n\n".join(parts) + "\n"
 
 
 def _records(table) -> list[dict]:
