@@ -730,6 +730,10 @@ def timers_and_kernels(found: comparison.Comparison) -> None:
         st.warning(f"{report.timers_said(found)}: no {found.timer or 'shared'} time in both runs, so neither a "
                    "regression nor an improvement")
         st.dataframe(key_last(found.other_timers), hide_index=True)
+    if len(found.without_timer):
+        st.warning(f"{report.untimed_said(found)}: timed alike in both, by other timers, so neither a regression nor "
+                   "an improvement")
+        st.dataframe(key_last(found.without_timer), hide_index=True)
     if len(found.kernels):
         st.warning(f"{report.kernels_said(found)}, of the {len(found.cells)} timed in both: its backend differs, or "
                    "the kernels it launched that a library names (cuDNN, cuBLAS, TransformerEngine, Pallas; XLA's "

@@ -110,18 +110,21 @@ def timers_of(cells: pd.DataFrame) -> pd.Series:
                      dtype=object)
 
 
-def other_timers(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> pd.DataFrame:
-    """Cells ok in both runs and not timed by `timer` in both (device in A, wall in B: the device timer failed in
-    one run): no ratio of theirs is like with like, so none is a verdict, and they are counted and named instead
-    (key, experiment, variant, shape, the timers each run holds), in A's order."""
+def not_compared(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Cells ok in both runs and not timed by `timer` in both, none a verdict, each counted and named (key,
+    experiment, variant, shape, the timers each run holds), in A's order, in two kinds: timed by different timers
+    (device in A, wall alone in B: the device timer failed in one run), whose ratio is not like with like; and timed
+    by the same timers in both, `timer` not among them (wall alone in both: it failed in both runs)."""
     ok_a, ok_b = a[a["status"].eq("ok")], b[b["status"].eq("ok")]
     compared = set(timed(a, timer)["key"]) & set(timed(b, timer)["key"])
     both = ok_a.merge(ok_b.assign(timers_b=timers_of(ok_b))[["key", "timers_b"]], on="key")
     both = both.assign(timers_a=timers_of(both))
-    apart = both[~both["key"].isin(compared)].sort_values("order").reset_index(drop=True)
-    return pd.DataFrame({**{c: apart[c] for c in CELL_COLUMNS[:3]}, "shape": labels(apart),
-                         "timers A": apart["timers_a"], "timers B": apart["timers_b"]},
-                        columns=[*CELL_COLUMNS, "timers A", "timers B"])
+    apart = both[~both["key"].isin(compared)].sort_values("order")
+    named = pd.DataFrame({**{c: apart[c] for c in CELL_COLUMNS[:3]}, "shape": labels(apart),
+                          "timers A": apart["timers_a"], "timers B": apart["timers_b"]},
+                         columns=[*CELL_COLUMNS, "timers A", "timers B"])
+    differ = named["timers A"].ne(named["timers B"])
+    return named[differ].reset_index(drop=True), named[~differ].reset_index(drop=True)
 
 
 # XLA names a kernel it generates after the HLO fusion or op it made ('loop_multiply_fusion_2', 'wrapped_transpose',
@@ -479,7 +482,8 @@ class Comparison:
     common: int  # cells (keys) in both runs, whatever their status
     missing: pd.DataFrame  # ok in A, planned by B and absent from it: a regression
     planned_b: int | None  # the cells B planned (every shard's), None where its manifest does not list them
-    other_timers: pd.DataFrame  # ok in both, not timed by `timer` in both: no verdict, never a regression
+    other_timers: pd.DataFrame  # ok in both, timed by different timers (not_compared): no verdict, no regression
+    without_timer: pd.DataFrame  # ok in both, the same timers in both, `timer` not among them: no verdict either
     kernels: pd.DataFrame  # compared cells that ran another kernel in B (kernel_changes)
 
     @property
@@ -521,7 +525,8 @@ def _some(count: int) -> str:
 def nothing_compared(found: Comparison, filtered: bool = False) -> str:
     """Why no cell has a verdict, as a clause: 'their plans share no cell', or 'their plans share 40 cells, none timed
     ok in both' (their manifests' cell_order; where a run lists none, stored before 2026-12-03, the cells both hold
-    instead: 'they hold 40 cells in common, ...'), naming the cells timed by different timers where any were. Where
+    instead: 'they hold 40 cells in common, ...'), naming the cells timed by different timers and those with no time
+    of the compared timer in either run where any were. Where
     `filtered` (a filter cut the frames compared: the dashboard's), the plans are not what was compared, so the cells
     both frames hold are counted: 'the filters keep no cell both runs hold', or 'the filters keep 4 cells both runs
     hold, none timed ok in both'."""
@@ -537,8 +542,11 @@ def nothing_compared(found: Comparison, filtered: bool = False) -> str:
         clause = f"they hold {_some(shared)} in common"
     if not shared:
         return clause
-    apart = len(found.other_timers)
-    return clause + ", none timed ok in both" + (f" ({_some(apart)} timed by different timers)" if apart else "")
+    differ, alike = len(found.other_timers), len(found.without_timer)
+    why = [f"{_some(differ)} timed by different timers" if differ else "",
+           f"{_some(alike)} with no {found.timer or 'shared'} time in either" if alike else ""]
+    said = "; ".join(w for w in why if w)
+    return clause + ", none timed ok in both" + (f" ({said})" if said else "")
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
@@ -553,7 +561,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),
                       only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
                       len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
-                      None if b_planned is None else len(b_planned), other_timers(a, b, timer),
+                      None if b_planned is None else len(b_planned), *not_compared(a, b, timer),
                       kernel_changes(a, b, table))
 
 

@@ -461,6 +461,8 @@ def comparison_sections(found) -> list[tuple]:
         ("Cells only in A", found.only_a),
         ("Cells only in B", found.only_b),
         (f"Timed by different timers (not compared: no {found.timer or 'shared'} time in both)", found.other_timers),
+        (f"No {found.timer or 'shared'} time in either run (not compared: the same timers in both)",
+         found.without_timer),
         ("Ran another kernel in B (compared all the same; kernel names cut to where A's and B's differ)",
          kernels_shown(found.kernels)),
         ("Slower (regressions)", _times(found.slower)),
@@ -492,10 +494,17 @@ def _cells(count: int) -> str:
 
 
 def timers_said(found) -> str:
-    """'3 cells timed by different timers (not compared)': cells ok in both that no timer timed in both (the CLI's
-    verdict, the report's and the dashboard's Compare tab say it so); '' where none."""
+    """'3 cells timed by different timers (not compared)': cells ok in both whose timers differ between the runs (the
+    CLI's verdict, the report's and the dashboard's Compare tab say it so); '' where none."""
     count = len(found.other_timers)
     return f"{_cells(count)} timed by different timers (not compared)" if count else ""
+
+
+def untimed_said(found) -> str:
+    """'2 cells with no device time in either run (not compared)': cells ok in both, timed by the same timers in
+    both, the compared one not among them (it failed in both runs); '' where none."""
+    count = len(found.without_timer)
+    return f"{_cells(count)} with no {found.timer or 'shared'} time in either run (not compared)" if count else ""
 
 
 def kernels_said(found) -> str:
@@ -505,10 +514,10 @@ def kernels_said(found) -> str:
 
 
 def _apart(found) -> str:
-    """'; of those, 5 cells ran another kernel in B; 3 cells timed by different timers (not compared)', each where
-    any."""
+    """'; of those, 5 cells ran another kernel in B; 3 cells timed by different timers (not compared); 2 cells with
+    no device time in either run (not compared)', each where any."""
     kernels = f"; of those, {kernels_said(found)}" if len(found.kernels) else ""
-    return kernels + (f"; {timers_said(found)}" if len(found.other_timers) else "")
+    return kernels + "".join(f"; {said}" for said in (timers_said(found), untimed_said(found)) if said)
 
 
 def verdict(found) -> str:
@@ -572,7 +581,8 @@ def comparison_json(found) -> str:
         "environment": _records(found.environment),
         "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
         "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
-        "different_timers": _records(found.other_timers), "another_kernel": _records(found.kernels),
+        "different_timers": _records(found.other_timers), "no_timer_in_either": _records(found.without_timer),
+        "another_kernel": _records(found.kernels),
         "summary": _records(found.summary),
     }
     return json.dumps(document, indent=2) + "\n"

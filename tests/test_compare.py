@@ -220,6 +220,24 @@ def test_a_cell_timed_by_different_timers_in_a_and_b_is_counted_and_named_never_
     assert "different timers" not in report(capsys, a, a)[1]["verdict"]
 
 
+def test_a_cell_timed_by_wall_alone_in_both_runs_is_counted_apart_from_different_timers(capsys, tmp_path):
+    """Its timers are the same in both (wall, wall): it was listed and counted as 'different timers', which means
+    device in A and wall in B; it has no device time in either run, said so in its own words and table."""
+    both, b_only = ok_keys(shipped(TEMPLATE))[4:6]
+    a = copied(tmp_path, "lab5-a", DAY, change=lambda c: wall_only(c) if c.key == both else c)
+    b = copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1),
+               change=lambda c: wall_only(c) if c.key in (both, b_only) else c)
+    code, found = report(capsys, a, b)
+    assert code == 0 and found["timer"] == "device" and not {c["key"] for c in found["cells"]} & {both, b_only}
+    assert [(c["key"], c["timers A"], c["timers B"]) for c in found["different_timers"]] == [
+        (b_only, "device, wall", "wall")]
+    assert [(c["key"], c["timers A"], c["timers B"]) for c in found["no_timer_in_either"]] == [(both, "wall", "wall")]
+    assert found["verdict"].endswith("; 1 cell timed by different timers (not compared); 1 cell with no device time "
+                                     "in either run (not compared)")
+    shown = in_process(capsys, "compare", a, b).out
+    assert both in shown.split("No device time in either run (not compared: the same timers in both)")[1]
+
+
 def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_counted(capsys, tmp_path):
     """Compared all the same, but marked: one cell whose backend changed (auto: xla in A, cudnn in B), one whose
     cuDNN kernel changed (another knob); a cell whose XLA fusions were renumbered ran no other kernel."""
@@ -325,6 +343,9 @@ def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cell
     wall = a.assign(device_median_s=float("nan"))  # every cell timed by wall alone in B
     assert compare.nothing_compared(compare.compare(a, wall, None, None)).endswith(
         f"none timed ok in both ({len(ok_keys(template))} cells timed by different timers)")
+    alike = compare.compare(wall, wall, None, None)  # wall alone in both: no device time in either, not "different"
+    assert compare.nothing_compared(alike).endswith(
+        f"none timed ok in both ({len(ok_keys(template))} cells with no device time in either)")
 
 
 def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp_path):
