@@ -506,18 +506,21 @@ def test_the_compare_tab_names_cells_timed_by_different_timers_and_cells_that_ra
     template = shipped("h200/lab5-warm-20261203-023042")
     ok = [c for c in template.cells if c.status == "ok"]
     apart, cudnn = [c.key for c in ok[4:6]], next(c.key for c in ok if c.variant == "cudnn")
+    alike = next(c.key for c in ok[6:] if c.key != cudnn)  # wall alone in both: no device time in either
 
     def changed(c):
-        if c.key in apart:
+        if c.key in [*apart, alike]:
             wall = [t for t in c.timings if t.timer == "wall"]
             return c.model_copy(update={"timings": wall, "timer": "wall", "median_s": wall[0].median_s})
         return c.model_copy(update={"kernels": ["another_cudnn_kernel"]}) if c.key == cudnn else c
     for run, day in (("lab5-a", "2026-12-10"), ("lab5-b", "2026-12-11")):
         manifest, cells = copy_run(template, run, pd.Timestamp(f"{day}T00:00Z").to_pydatetime())
-        write_run(tmp_path / "h200" / run, manifest, [changed(c) for c in cells] if run == "lab5-b" else cells)
+        write_run(tmp_path / "h200" / run, manifest, [changed(c) if run == "lab5-b" or c.key == alike else c
+                                                      for c in cells])
     app = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b")
     warned = texts(app.warning)
     assert "2 cells timed by different timers (not compared): no device time in both runs" in warned
+    assert "1 cell with no device time in either run (not compared): timed alike in both" in warned
     assert "1 cell ran another kernel in B, of the " in warned
     assert table(app, "timers B")[["key", "timers A", "timers B"]].values.tolist() == [
         [key, "device, wall", "wall"] for key in apart]
