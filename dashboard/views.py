@@ -737,8 +737,8 @@ def timers_and_kernels(found: comparison.Comparison) -> None:
     if len(found.kernels):
         st.warning(f"{report.kernels_said(found)}, of the {len(found.cells)} timed in both: its backend differs, or "
                    "the kernels it launched that a library names (cuDNN, cuBLAS, TransformerEngine, Pallas; XLA's "
-                   "fusions left out), as the `change` column says, the names cut to where A's and B's differ. Their "
-                   "B / A is another kernel's as well as the code's")
+                   "fusions left out), or its GEMM kernels alone (another GEMM), as the `change` column says, the "
+                   "names cut to where A's and B's differ. Their B / A is another kernel's as well as the code's")
         st.dataframe(key_last(report.kernels_shown(found.kernels)), hide_index=True)
 
 

@@ -142,14 +142,28 @@ def library_kernels(kernels: object) -> frozenset[str] | None:
     return frozenset(k for k in names if not XLA_NAMED.fullmatch(k)) if names else None
 
 
+# A GEMM library's kernel, by the plain name it starts with: cuBLAS' nvjet_* (Hopper's), its split-K reduction, and
+# cuBLAS' and CUTLASS's gemm kernels (sm90_xmma_gemm_…, cutlass3x_sm90_tensorop_gemm_…). A mangled or templated name
+# (an attention kernel built on CUTLASS names cutlass::gemm in its arguments) is not one. Which GEMM kernel runs a
+# matmul is XLA's GEMM autotuner's pick, made afresh as a program compiles: of two nights of lab5 on the same
+# libraries (h200 lab5-warm 12-02 and 12-03), 9 xla and naive cells ran another nvjet tile, or nvjet in place of
+# XLA's Triton gemm_fusion_dot, while their attention ran as before.
+GEMM_NAMED = re.compile(r"nvjet_\w*|splitKreduce\w*|(sm\d+|ampere|turing|volta|cutlass)\w*gemm\w*")
+ANOTHER_GEMM, ANOTHER_KERNEL = "another GEMM", "another kernel"
+
+
 def kernel_change(backend_a: object, backend_b: object, kernels_a: object, kernels_b: object) -> str:
     """What ran in B in place of what ran in A, by the records' own fields: 'backend xla → cudnn' where the backends
-    the compiled programs prove differ, else 'another kernel' where the library kernels seen by the device timer
-    differ as sets; '' where neither differs or a side does not say (no backend, no kernels)."""
+    the compiled programs prove differ, else where the library kernels seen by the device timer differ as sets,
+    'another GEMM' where the kernels that differ are all GEMM kernels (GEMM_NAMED: the autotuner's pick) and
+    'another kernel' where any other differs (the attention kernel: another knob of cuDNN's); '' where nothing
+    differs or a side does not say (no backend, no kernels)."""
     if isinstance(backend_a, str) and isinstance(backend_b, str) and backend_a != backend_b:
         return f"backend {backend_a} → {backend_b}"
     seen_a, seen_b = library_kernels(kernels_a), library_kernels(kernels_b)
-    return "another kernel" if seen_a is not None and seen_b is not None and seen_a != seen_b else ""
+    if seen_a is None or seen_b is None or seen_a == seen_b:
+        return ""
+    return ANOTHER_GEMM if all(GEMM_NAMED.fullmatch(k) for k in seen_a ^ seen_b) else ANOTHER_KERNEL
 
 
 def kernels_apart(a: object, b: object) -> tuple[str, str]:

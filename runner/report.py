@@ -508,14 +508,19 @@ def untimed_said(found) -> str:
 
 
 def kernels_said(found) -> str:
-    """'5 cells ran another kernel in B' of the cells timed in both (runner.compare.kernel_change); '' where none
-    did."""
-    return f"{_cells(len(found.kernels))} ran another kernel in B" if len(found.kernels) else ""
+    """'5 cells ran another kernel in B; 9 cells ran another GEMM in B' of the cells timed in both
+    (runner.compare.kernel_change: another backend or attention kernel, then GEMM kernels alone), each where any;
+    '' where none did."""
+    from runner.compare import ANOTHER_GEMM
+
+    gemm = found.kernels["change"].eq(ANOTHER_GEMM)
+    counts = ((int((~gemm).sum()), "another kernel"), (int(gemm.sum()), "another GEMM"))
+    return "; ".join(f"{_cells(count)} ran {what} in B" for count, what in counts if count)
 
 
 def _apart(found) -> str:
-    """'; of those, 5 cells ran another kernel in B; 3 cells timed by different timers (not compared); 2 cells with
-    no device time in either run (not compared)', each where any."""
+    """'; of those, 5 cells ran another kernel in B; 9 cells ran another GEMM in B; 3 cells timed by different timers
+    (not compared); 2 cells with no device time in either run (not compared)', each where any."""
     kernels = f"; of those, {kernels_said(found)}" if len(found.kernels) else ""
     return kernels + "".join(f"; {said}" for said in (timers_said(found), untimed_said(found)) if said)
 

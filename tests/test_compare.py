@@ -275,6 +275,14 @@ def test_a_cell_that_ran_another_backend_or_library_kernel_in_b_is_marked_and_co
     ("wrapped_select_and_scatter_1;wrapped_atan2;mha_forward", "wrapped_select_and_scatter;mha_forward", ""),
     ("cudnn_generated_knob_7", "", ""),  # B names no kernel (a wall timer): unknown, not another
     ("_ZN5cudnn6fusion21lean_reduction_kernel", "_ZN5cudnn6fusion21lean_reduction_kernel;fusion_3", ""),
+    # GEMM kernels alone differ: the GEMM autotuner's pick, not the attention kernel
+    ("gemm_fusion_dot_3;loop_fusion", "nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT;loop_fusion", "another GEMM"),
+    ("nvjet_sm90_tss_256x128_64x4_1x2_h_bz_coopA_NNT", "nvjet_sm90_tss_128x160_64x5_2x1_v_bz_NNT", "another GEMM"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_kernel", "cutlass3x_sm90_tensorop_gemm_bf16_x;"
+     "splitKreduce_kernel", "another GEMM"),
+    ("cudnn_generated_knob_7;nvjet_sm90_a", "cudnn_generated_knob_32;nvjet_sm90_b", "another kernel"),  # both
+    ("mha_forward;nvjet_sm90_a", "nvjet_sm90_a", "another kernel"),
+    ("_ZN7cutlass4gemm6kernel_fmha_fwd", "_ZN7cutlass4gemm6kernel_fmha_fwd_v2", "another kernel"),  # mangled: no GEMM
 ])
 def test_another_kernel_is_a_library_kernel_set_that_differs_never_an_xla_fusions_number(a, b, told):
     assert compare.kernel_change("xla", "xla", a, b) == told
@@ -319,6 +327,16 @@ def test_a_list_of_kernels_is_shown_with_a_space_after_each_semicolon_where_a_pa
                                            "nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT"]})
     shown = report_module.kernels_shown(kernels)
     assert shown.iloc[0].tolist() == ["nvjet_…_bz_NNT", "nvjet_…_bz_TNT; nvjet_sm90_tst_128x64_64x8_2x1_v_bz_TNT"]
+
+
+def test_two_nights_on_the_same_libraries_differ_in_gemm_kernels_alone():
+    """h200 lab5-warm of 12-02 and 12-03 (jax, cuDNN, CUDA alike): 9 xla and naive cells ran another nvjet tile, or
+    nvjet in place of XLA's Triton gemm_fusion_dot; their attention kernels ran as before."""
+    a, b = (shipped(f"h200/lab5-warm-{run}") for run in ("20261202-182308", "20261203-023042"))
+    found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest)
+    assert found.kernels["change"].value_counts().to_dict() == {"another GEMM": 9}
+    assert set(found.kernels["variant"]) == {"xla", "naive"}
+    assert "; of those, 9 cells ran another GEMM in B" in report_module.verdict(found)
 
 
 def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cells_none_timed_in_both():
