@@ -138,9 +138,11 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
     text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, "
             f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
+    text += f"; of those, {report.kernels_said(found)}" if len(found.kernels) else ""
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
-        text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×"
+        marked = f" ({worst['kernel']})" if worst["kernel"] else ""  # its ratio is another kernel's as well
+        text += f"; worst {worst['experiment']}/{worst['variant']} {worst['shape']} {worst['ratio']:.2f}×{marked}"
     if len(found.no_longer_ok):
         text += f"; {len(found.no_longer_ok)} ok before and not now"
     if len(found.missing):
