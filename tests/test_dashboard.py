@@ -830,14 +830,15 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
 
 def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ran_another_kernel(monkeypatch,
                                                                                                   tmp_path):
-    """lab5's H200 pair: cuDNN 9.19 then 9.14, whose cudnn cells ran another knob; the worst of them is marked, as
-    compare's verdict counts them."""
+    """lab5's H200 pair: cuDNN 9.19 then 9.14, whose cudnn cells ran another knob (and six cells another cuBLAS
+    GEMM); the worst of them is marked, as compare's verdict counts them."""
     for run in (H200_LAB5_NO_TE, H200_LAB5):
         shutil.copytree(SHIPPED / run, tmp_path / run)
     app = open_app(monkeypatch, tmp_path, run=[H200_LAB5.split("/")[1]])
     (move,) = [line for m in app.markdown for line in m.value.splitlines()
                if line.startswith("- `lab5-20261202-110556")]
-    assert "64 cells both timed, geomean B / A 1.047×; of those, 29 cells ran another kernel in B; worst " in move
+    assert ("64 cells both timed, geomean B / A 1.047×; of those, 23 cells ran another kernel in B; 6 cells ran "
+            "another GEMM in B; worst ") in move
     assert "/cudnn B4 T128 N8 H64 bfloat16 fwd 1.54× (another kernel);" in move
 
 
