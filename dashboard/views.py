@@ -741,7 +741,13 @@ def timers_and_kernels(found: comparison.Comparison) -> None:
                    "the kernels it launched that a library names (cuDNN, cuBLAS, TransformerEngine, Pallas; XLA's "
                    "fusions left out), or its GEMM kernels alone (another GEMM), as the `change` column says, the "
                    "names cut to where A's and B's differ. Their B / A is another kernel's as well as the code's")
-        st.dataframe(key_last(report.kernels_shown(found.kernels)), hide_index=True)
+        st.dataframe(names_before_shape(report.kernels_shown(found.kernels)), hide_index=True)
+
+
+def names_before_shape(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernels table with the shape, then the key, after the kernel names, so a 1280 px window shows what A and
+    B ran, where the shape's 230 px pushed both names out of sight."""
+    return kernels[[c for c in kernels.columns if c not in ("shape", "key")] + ["shape", "key"]]
 
 
 def key_last(cells: pd.DataFrame) -> pd.DataFrame:
