@@ -718,7 +718,8 @@ def status_changes(found: comparison.Comparison) -> None:
         st.dataframe(key_last(found.missing), hide_index=True)
     if len(found.changes):
         st.caption("Status changes (A → B)")
-        st.dataframe(key_last(found.changes), hide_index=True)
+        st.dataframe(key_last(found.changes), hide_index=True,  # not sized by the first rows' empty reasons
+                     column_config={"reason": st.column_config.TextColumn(width="large")})
     for which, only in (("A", found.only_a), ("B", found.only_b)):
         if len(only):
             st.caption(f"{len(only)} cell(s) only in {which}")

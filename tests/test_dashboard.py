@@ -494,6 +494,8 @@ def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, t
     assert [c["ratio"] for c in found["cells"]] == pytest.approx(shown["ratio"].tolist())
     changes = table(app, "regression")
     assert changes[["key", "a", "b", "regression"]].values.tolist() == [[turned, "ok", "incorrect", True]]
+    drawn = next(t for t in app.dataframe if "regression" in t.value)  # its reason's width not set by empty rows
+    assert json.loads(drawn.proto.columns)["reason"]["width"] == "large"
     assert "1 cell(s) were ok in A and are not in B" in texts(app.warning)
     lenient = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b", threshold="40")
     assert set(table(lenient, "verdict")["verdict"]) == {"within noise"}  # as `compare --threshold 40`
