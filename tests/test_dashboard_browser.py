@@ -20,6 +20,7 @@ import pytest
 from playwright import sync_api
 
 from conftest import free_port
+from helpers import in_process
 from helpers import DASHBOARD_SERVER as SERVER
 from helpers import REPO as ROOT
 from stores import CPU_LAB5, H200_LONG, broken, copy_run, generate, shipped, telemetry, write_run
@@ -220,6 +221,34 @@ def test_every_tab_renders_with_data_and_is_photographed(page, url):
         assert in_open_tab(page, PLOTS if tab in CHARTED else TABLES) >= 1
         assert page.locator("[data-testid=stAlertContentInfo]").count() == 0  # no "nothing to show here"
         screenshot(page, tab.lower())
+
+
+def test_the_reports_comparison_of_a_cudnn_version_change_fits_a_1280_px_window(page, capsys, tmp_path):
+    """lab5's H200 pair (cuDNN 9.19, then 9.14): its 'ran another kernel' table, of 100-character kernel names,
+    widened the page to 1940 px; the names cut to where A's and B's differ and a table too wide scrolling inside
+    the page, it fits."""
+    out = tmp_path / "report"
+    done = in_process(capsys, "compare", SHIPPED / "h200" / "lab5-20261202-104743",
+                      SHIPPED / "h200" / "lab5-20261202-110556", "--report", str(out))
+    assert done.code == 1  # B regressed
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto((out / "index.html").as_uri())
+    assert "knob_32" in page.inner_text("body")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    scrolled = page.evaluate("[...document.querySelectorAll('table')].filter(t => t.scrollWidth > t.clientWidth + 1)"
+                             ".map(t => t.caption.textContent)")
+    assert scrolled == []  # none needs its scroll bar either
+
+
+def test_a_report_table_wider_than_the_page_scrolls_inside_it(page, tmp_path):
+    """A cell of 400 characters without a space (a kernel list no cut shortens) scrolls its table, not the page."""
+    from runner import artifacts
+
+    html = tmp_path / "wide.html"
+    html.write_text(f"<style>{artifacts.STYLE}</style>" + artifacts.table_html("wide", ["kernels"], [["k" * 400]]))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(html.as_uri())
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
 
 
 def test_a_choice_goes_into_the_url_and_the_url_opens_it_again(page, browser, url):
