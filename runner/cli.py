@@ -424,8 +424,9 @@ def _uncreatable(folder: Path) -> str | None:
     """Why this process could not make the folder or write in it, or None: a folder made and removed again in the
     nearest one that exists, which leaves nothing (permission bits say nothing for root, nor of a filesystem that
     takes no new folder, such as /proc)."""
-    existing = next(p for p in [folder, *folder.parents] if p.exists())
-    if not existing.is_dir():
+    existing = next(p for p in [folder, *folder.parents] if os.path.exists(p))  # False where a parent cannot be
+    # entered (Path.exists raises PermissionError there: an internal error where a clear refusal is due)
+    if not os.path.isdir(existing):
         return f"{existing} is not a folder"
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".attnbench-probe-", dir=existing))
@@ -466,6 +467,12 @@ def cmd_run(args, console: Console) -> int:
                       args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None)
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
+    with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
+        return _run_end(outcome, spool, location, ready, spec, args, console)
+
+
+def _run_end(outcome, spool, location: str, ready: Ready, spec, args, console: Console) -> int:
+    """A run's closing tables, its refusal found past the start-up check, and its exit code."""
     _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
     if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
         print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
@@ -489,7 +496,8 @@ class Ready:
 
 def _preflight(args, spec, shard) -> Ready:
     """Every check a run makes before its first cell, in a dry run too: --out, the shard's run id, the run id, the
-    store (credentials, write access), the spool. A dry run writes nothing, to a local folder or the spool."""
+    store (credentials, write access), the spool. A dry run leaves nothing, in a local folder or the spool (a folder
+    made to prove one can be, and removed)."""
     from runner.run import new_run_id
     from runner.spool import default_spool_root, spool_store
     from runner.store import DEFAULT_TIMEOUT_S, check_uri
@@ -922,8 +930,12 @@ def cmd_dashboard(args, console: Console) -> int:
 
     _importable("streamlit")
     _servable(args.address, args.port)
-    if results := args.results or os.environ.get(RESULTS_ENV):  # else the shipped runs
-        _servable_results(results, "--results" if args.results else f"${RESULTS_ENV}")
+    results, option = (args.results, "--results") if args.results is not None else (
+        os.environ.get(RESULTS_ENV), f"${RESULTS_ENV}")
+    if results == "":  # a pipeline's unset variable: the shipped runs would be served as if they were the lab's
+        raise UsageError(f"{option}: must name a results folder or a bucket (got '')")
+    if results is not None:  # else the shipped runs
+        _servable_results(results, option)
     argv = dashboard_argv(args)
     os.execv(argv[0], argv)
 

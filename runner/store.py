@@ -339,7 +339,7 @@ class GcsStore(Store):
             raise StoreError(f"{self.uri}: {not_found} ({_first_line(error)})") from None
         except api.RetryError as error:  # the retry policy gave up: say on what
             cause = f"{type(error.cause).__name__}: {_first_line(error.cause)}" if error.cause else _first_line(error)
-            raise StoreUnavailable(f"{self.uri}: unreachable for {self.timeout_s:g}s ({cause})") from None
+            raise StoreUnavailable(f"{self.uri}: unreachable for {round(self.timeout_s, 1):g} s ({cause})") from None
         except (api.GoogleAPIError, auth.GoogleAuthError, requests.RequestException) as error:
             raise StoreUnavailable(f"{self.uri}: unreachable ({_first_line(error)})") from None
 

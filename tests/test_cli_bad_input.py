@@ -217,3 +217,36 @@ def test_an_empty_spool_is_refused_where_it_was_the_current_folder(tmp_path):
     result = attnbench("run", spec, "--out", tmp_path / "results", "--spool", "", "--dry-run")
     assert (result.returncode, result.stderr) == (
         2, "attnbench run: error: argument --spool: must name a folder (got '') (see attnbench run --help)\n")
+
+
+def test_the_dashboard_refuses_an_empty_results_as_the_other_commands_refuse_an_empty_out(monkeypatch, capsys):
+    """An empty --results or $ATTNBENCH_RESULTS (a pipeline's unset variable) served the shipped example runs as if
+    they were the lab's."""
+    served = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: served.append(argv))
+    done = in_process(capsys, "dashboard", "--port", free_port(), "--results", "")
+    assert (done.code, done.errors, served) == (2, ["error: --results: must name a results folder or a bucket (got '')"],
+                                                [])
+    monkeypatch.setenv("ATTNBENCH_RESULTS", "")
+    done = in_process(capsys, "dashboard", "--port", free_port())
+    assert (done.code, done.errors, served) == (
+        2, ["error: $ATTNBENCH_RESULTS: must name a results folder or a bucket (got '')"], [])
+
+
+def test_an_out_below_a_folder_that_cannot_be_entered_is_checked_without_an_internal_error(monkeypatch, tmp_path):
+    """Path.exists raises PermissionError below a folder this user cannot enter (the image runs as uid 10001): the
+    --out check was an internal error, exit 1. Root enters every folder, so the test has stat refuse as the kernel
+    would for another user."""
+    from runner import cli
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(f"{locked}{os.sep}"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    assert cli._uncreatable(locked / "inner" / "out") is None  # root makes the folder in locked; others are refused

@@ -77,3 +77,24 @@ def test_the_upload_gets_what_is_left_of_its_budget_and_at_least_a_second(monkey
     assert t.left() == pytest.approx(termination.SIGTERM_UPLOAD_S - 2.5)
     now[0] += 60
     assert t.left() == 1.0
+
+
+def test_a_sigterm_after_the_cells_were_measured_changes_nothing_the_run_says_or_returns(monkeypatch, capsys, tmp_path):
+    """Past the measuring loop, SIGTERM raised Interrupted while the closing tables printed: main() said 'before
+    measuring began; nothing to upload' and exited 75 where every cell was measured and uploaded."""
+    from helpers import in_process, spec_data, write_spec
+    from runner import cli
+
+    monkeypatch.setattr(cli.TERMINATION, "event", threading.Event())  # this process's later runs keep theirs
+    monkeypatch.setattr(cli.TERMINATION, "at", None)
+    report = cli._run_report
+
+    def signalled_report(*args, **kwargs):
+        cli.TERMINATION._handle(signal.SIGTERM, None)  # as the handler is called when the signal comes
+        return report(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "_run_report", signalled_report)
+    path = write_spec(tmp_path / "s.yaml", spec_data())
+    done = in_process(capsys, "run", path, "--out", tmp_path / "out", "--spool", tmp_path / "spool", "--run-id", "r")
+    assert done.code == 0 and "before measuring began" not in done.err, done
+    assert cli.TERMINATION.event.is_set() and cli.TERMINATION.raising  # flagged while it closed, raising again after
