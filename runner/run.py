@@ -133,7 +133,7 @@ def first_pull(uploader: Uploader, store: Store) -> set[str]:
         if uploader.error is None:  # else said at start-up, with what the run does about it
             print(f"warning: {error}; measuring meanwhile, resuming from the spool {uploader.spool.dir}",
                   file=sys.stderr, flush=True)
-        uploader.error = str(error)  # said: the uploader's failures go unsaid until the store answers
+        uploader.said(error)  # the uploader's failures of this kind go unsaid until the store answers
         done = set()
     except OtherRun:  # uploader.refused: the run ends before its first cell
         done = set()

@@ -284,6 +284,7 @@ class Uploader:
         self._books = threading.Lock()
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
         self.error = unreachable  # why the last upload (or the store's probe) failed, said once; None once one works
+        self._said: type | None = StoreUnavailable if unreachable else None  # the kind of failure last said
         self._wake, self._stopping, self._changed = threading.Event(), threading.Event(), threading.Condition()
         self._now = threading.Event()  # a commit waits: upload without waiting for the group
         self._uploaded_at = self._waited_at = -math.inf  # the last upload's start; the end of commit's last wait
@@ -481,12 +482,19 @@ class Uploader:
                 self.error = None
         return True
 
+    def said(self, error: Exception) -> None:
+        """`error` was said to the user elsewhere (the run's first read of the store): failures of its kind go unsaid
+        until the store answers."""
+        self.error, self._said = str(error), type(error)
+
     def _failed(self, error: Exception) -> None:
         if isinstance(error, OtherRun):  # kept in self.refused, said by the run as it ends
             return
         known = isinstance(error, (StoreError, StoreUnavailable))
-        if self.error is None:
+        kind = StoreUnavailable if isinstance(error, StoreUnavailable) else type(error)
+        if self.error is None or kind is not self._said:  # an outage said once; a failure of another kind said too
             _warn(f"{error if known else repr(error)}; results stay in {self.spool.dir}, upload retried")
+            self._said = kind
         with self._changed:
             self.error = str(error) if known else repr(error)
             self._changed.notify_all()

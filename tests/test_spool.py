@@ -20,7 +20,7 @@ from helpers import REPO, attnbench, command, environment, in_process, spec_data
 from runner.cells import Cell
 from runner.cli import EXIT_SIGTERM
 from runner.spool import GROUP_S, OtherRun, Spool, Uploader, spool_store
-from runner.store import LocalStore, StoreUnavailable, read_run
+from runner.store import LocalStore, StoreError, StoreUnavailable, read_run
 from test_results import manifest, record, some_records
 
 RUN = "run-1"
@@ -428,3 +428,28 @@ def test_sigterm_while_consolidating_exits_75_within_the_limit_and_the_next_run_
     assert third.returncode == 0, third.stderr
     assert not (folder / "cells").exists() and len((folder / "cells.jsonl").read_text().splitlines()) == 300
     assert read_run(folder).problems == []
+
+
+class OutOfReachThenRefusing(LocalStore):
+    """A store out of reach for its first call, then answering every write with 403 (its permission revoked)."""
+
+    calls = 0
+
+    def put(self, name: str, data: bytes) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise StoreUnavailable(f"{self.uri}: unreachable")
+        raise StoreError(f"{self.uri}: 403 Forbidden")
+
+
+def test_a_failure_of_another_kind_after_an_outage_is_said_too(tmp_path, capsys):
+    """An outage is said once; a 403 once the store answers is another failure, said when it comes, where it stayed
+    unsaid until the run ended, hours later, behind the outage's one warning."""
+    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
+    uploader = Uploader(spool, OutOfReachThenRefusing(tmp_path / "store"), every_s=0.05)
+    uploader.start()
+    spool.add(record())
+    uploader.notify()
+    assert uploader.close() is False
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert [("unreachable" in w, "403 Forbidden" in w) for w in warnings] == [(True, False), (False, True)], warnings
