@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from runner import compare, figures, report, shape
 from runner.leaderboard import Standing, leaderboard, legacy_of, notes, rows, winners
 from runner.record import CellRecord
-from runner.report import COLUMNS, leaderboard_markdown, summary_line
+from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
 
 INDEX, SUMMARY = "index.html", "summary.md"
@@ -184,10 +184,10 @@ def cells_html(experiment: str, cells: list[CellRecord]) -> str:
     """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements."""
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
-    header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in COLUMNS)]
-    body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status,
-             *([get(c) for _, _, get in COLUMNS] if c.status == "ok" or c.correctness else
-               ["-"] * (len(COLUMNS) - 1) + [c.reason])] for c, s in zip(cells, shapes)]
+    columns = report.measurement_columns(cells)
+    header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in columns)]
+    body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status, *report.measured(c, columns)]
+            for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))
     return table_html(f"{experiment} · {fixed} · {len(cells)} cells", header, body,
                       [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells])

@@ -84,15 +84,34 @@ def _after(header: str, column: tuple, columns: list[tuple]) -> list[tuple]:
     return columns[:at] + [column] + columns[at:]
 
 
-def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
-    """Shape columns that vary within the experiment, then the measurements (given the run's machine, the % of its
-    MMA peak at each cell's clock beside TFLOP/s where any cell has one, as the leaderboard's: none on a CPU);
-    constant ones in the title."""
-    columns = COLUMNS
-    if any(metrics.clock_peak(c, machine) is not None for c in cells):
-        columns = _after("TFLOP/s", clock_column(machine), columns)
+# Columns that only a GPU fills (the copy bandwidth measured in the run, the SM clock NVML read, the % of the MMA peak
+# at that clock): an experiment's table holds one where some cell has a value in it, so a CPU run's has no column of
+# dashes.
+GPU_ONLY = ("% copy", "SM MHz", "% MMA@clock")
+
+
+def measured(c: CellRecord, columns: list[tuple]) -> list[str]:
+    """A cell's measurement values under `columns`; dashes and its reason where it measured nothing."""
+    if c.status == "ok" or c.correctness:
+        return [get(c) for _, _, get in columns]
+    return ["-"] * (len(columns) - 1) + [c.reason]
+
+
+def measurement_columns(cells: list[CellRecord], machine=None) -> list[tuple]:
+    """COLUMNS for an experiment's `cells`: % MMA@clock (given the run's machine) beside TFLOP/s, µs/token beside
+    % copy where a cell serves, and each GPU_ONLY column only where some cell has a value in it."""
+    columns = _after("TFLOP/s", clock_column(machine), COLUMNS)
     if any(paging.serving(c.params) for c in cells):
         columns = _after("% copy", TOKEN_COLUMN, columns)
+    rows = [measured(c, columns) for c in cells]
+    return [column for i, column in enumerate(columns)
+            if column[0] not in GPU_ONLY or any(row[i] != "-" for row in rows)]
+
+
+def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
+    """Shape columns that vary within the experiment, then the measurements (measurement_columns: none that only a
+    GPU fills on a CPU); constant ones in the title."""
+    columns = measurement_columns(cells, machine)
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))
@@ -103,10 +122,8 @@ def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
         table.add_column(header, justify="right" if right else "left")
     for c, values in zip(cells, shapes):
         style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
-        measured = [get(c) for _, _, get in columns] if c.status == "ok" or c.correctness else \
-            ["-"] * (len(columns) - 1) + [c.reason]
-        measured = [escape(m) for m in measured]  # text, not markup: a note's [clock moved 12%], an extra's [tokamax]
-        table.add_row(c.variant, *(shape.shown(k, values) for k in varying), c.status, *measured, style=style)
+        values_shown = [escape(m) for m in measured(c, columns)]  # text, not markup: a note's [clock moved 12%]
+        table.add_row(c.variant, *(shape.shown(k, values) for k in varying), c.status, *values_shown, style=style)
     return table
 
 

@@ -334,3 +334,15 @@ def test_the_pages_cell_table_reads_a_swept_axis_as_show_does():
              for w in (None, 4) for d in (False, True)]
     page = cells_html("e", cells)
     assert "<td>no window</td>" in page and "<td>yes</td>" in page and "None" not in page and "True" not in page
+
+
+def test_the_pages_cell_tables_hold_no_column_only_a_gpu_fills_on_a_cpu_run():
+    """A CPU run's page has no % copy or SM MHz column of dashes, as show prints it (report.measurement_columns);
+    a GPU's clock shows SM MHz."""
+    from runner.artifacts import cells_html
+    from stores import CPU_LAB5, H200_LONG, shipped, telemetry
+
+    page = "".join(cells_html("e", [cell]) for cell in shipped(CPU_LAB5).cells)
+    assert "<th>GB/s</th>" in page
+    assert [h for h in ("% copy", "SM MHz", "% MMA@clock") if f"<th>{h}</th>" in page] == []
+    assert "<th>SM MHz</th>" in cells_html("e", [telemetry(shipped(H200_LONG).cells[0])])

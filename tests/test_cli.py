@@ -982,23 +982,35 @@ def test_a_run_against_a_bucket_that_never_answers_warns_once_then_errs(tmp_path
     assert error.startswith(f"error: results not uploaded to gs://{BUCKET}/r/dead")
 
 
-def test_show_and_a_runs_closing_tables_print_the_clock_column_alike(capsys, tmp_path):
-    """On a CPU neither prints % MMA@clock (show printed it all dashes); with a GPU's clock both do (the closing
-    tables never did): runner.report.experiment_table decides for both."""
+def _closing_tables(manifest, cells, folder) -> str:
+    """What a run's end prints (runner.cli._run_report) for `cells` read back from a spool."""
     from rich.console import Console
 
     from runner.cli import _run_report
     from runner.spool import Spool
     from runner.store import LocalStore
-    from stores import H200_LONG, shipped, telemetry
 
-    result = in_process(capsys, "show", SHIPPED_RUN)
-    assert result.code == 0 and "TFLOP/s" in result.out and "% MMA@clock" not in result.out
-    gpu = shipped(H200_LONG)
-    spool = Spool(LocalStore(tmp_path / "spool"), gpu.manifest.run_id, None)
-    spool.write_manifest(gpu.manifest)
-    for cell in gpu.cells:
-        spool.add(telemetry(cell))
+    spool = Spool(LocalStore(folder), manifest.run_id, None)
+    spool.write_manifest(manifest)
+    for cell in cells:
+        spool.add(cell)
     console = Console(record=True, width=400)
     _run_report(spool, "somewhere", console)
-    assert "% MMA@clock" in console.export_text()
+    return console.export_text()
+
+
+def test_show_and_a_runs_closing_tables_print_the_columns_only_a_gpu_fills_alike(capsys, tmp_path):
+    """On a CPU neither prints % copy, SM MHz nor % MMA@clock (show printed them all dashes); with a GPU's clock both
+    print SM MHz and % MMA@clock (the closing tables never printed the latter): runner.report.measurement_columns
+    decides for both."""
+    from stores import CPU_LAB5, H200_LONG, shipped, telemetry
+
+    cpu = shipped(CPU_LAB5)
+    result = in_process(capsys, "show", SHIPPED_RUN)
+    for printed in (result.out, _closing_tables(cpu.manifest, cpu.cells, tmp_path / "cpu")):
+        assert "TFLOP/s" in printed and "GB/s" in printed
+        assert [h for h in ("% copy", "SM MHz", "% MMA@clock") if h in printed] == []
+    gpu = shipped(H200_LONG)
+    closing = _closing_tables(gpu.manifest, [telemetry(cell) for cell in gpu.cells], tmp_path / "gpu")
+    assert "% MMA@clock" in closing and "SM MHz" in closing
+

@@ -89,15 +89,16 @@ def test_a_pipe_or_a_line_break_in_a_value_stays_in_its_cell():
 
 
 def test_show_prints_microseconds_per_generated_token_for_serving_cells_only():
-    """B8 x T2 new tokens in 0.8 ms: 50 µs a token, beside % copy; a prefill experiment has no such column."""
+    """B8 x T2 new tokens in 0.8 ms: 50 µs a token (beside % copy where a GPU fills it: after GB/s here, a CPU's
+    record); a prefill experiment has no such column."""
     decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16)
     serving = record(params=decode).model_copy(update=dict(experiment="decode", median_s=8e-4))
     console = Console(record=True, width=400)
     print_tables([serving, some_records()[0]], console)
     decode_table, prefill_table = console.export_text().split("\nexp ")
-    header = [h.strip() for h in next(line for line in decode_table.splitlines() if "% copy" in line).split("┃")]
+    header = [h.strip() for h in next(line for line in decode_table.splitlines() if "µs/token" in line).split("┃")]
     row = [v.strip() for v in next(line for line in decode_table.splitlines() if "│ xla " in line).split("│")]
-    assert header.index("µs/token") == header.index("% copy") + 1 and dict(zip(header, row))["µs/token"] == "50"
+    assert header.index("µs/token") == header.index("GB/s") + 1 and dict(zip(header, row))["µs/token"] == "50"
     assert "µs/token" not in prefill_table
 
 
@@ -108,7 +109,7 @@ def test_an_optional_column_goes_after_the_one_it_belongs_beside_wherever_that_s
     run = shipped(H200_LONG)
     decode = params(batch=8, seq_len=2, kv_seq_len=64, causal=True, kv_lengths="uniform", page_size=16,
                     dtype=run.cells[0].params.dtype)  # one the GPU has an MMA rate for
-    serving = telemetry(run.cells[0]).model_copy(update=dict(params=decode))  # with a clock: % MMA@clock shows
+    serving = telemetry(run.cells[0]).model_copy(update=dict(params=decode, pct_of_bandwidth=40.0))  # a clock, a copy
     monkeypatch.setattr(report, "COLUMNS", [("first", False, lambda c: "x"), *report.COLUMNS])
     header = [column.header for column in report.experiment_table("e", [serving], run.manifest.machine).columns]
     assert header.index("% MMA@clock") == header.index("TFLOP/s") + 1
