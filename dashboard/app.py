@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, tables, views, widgets
-from runner import compare, shape
+from runner import compare, counted, shape
 from runner.record import SCHEMA_VERSION
 
 FILTERS = {"experiment": "Experiment", "variant": "Variant", "dtype": "dtype", "causal": "Causal", "pass": "Pass"}
@@ -37,7 +37,7 @@ TABS = {
 
 def source_ui(snap: data.Snapshot) -> None:
     """Where the runs come from, and a button to read them again."""
-    st.sidebar.caption(f"results: `{snap.uri}` · {len(snap.runs)} run(s) · schema_version {SCHEMA_VERSION}")
+    st.sidebar.caption(f"results: `{snap.uri}` · {counted(len(snap.runs), 'run')} · schema_version {SCHEMA_VERSION}")
     if st.sidebar.button("Reload runs"):
         data.reload()
         st.rerun()
@@ -85,7 +85,7 @@ def runs_ui(runs: pd.DataFrame) -> list[str]:
     chosen = widgets.multi(st.sidebar, "Runs", [*listed, *kept], "run", "is not a run in this store",
                            help="Run ids, newest first; type to search. Find runs narrows the list.")
     if len(found) < len(runs):
-        st.sidebar.caption(f"{len(found)} of {len(runs)} runs match Find runs")
+        st.sidebar.caption(f"{len(found):,} of {counted(len(runs), 'run')} match Find runs")
     if len(found) > RUNS_LISTED:
         st.sidebar.caption(f"Listing the newest {RUNS_LISTED}: Find runs reaches the others")
     return chosen

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from runner import shape
+from runner import counted, shape
 from runner.figures import GRID_COLOUR as GRID  # as the reports: the grid's colour, a variant's, a log axis's ticks
 from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS
 from runner.power import UNSTABLE_SPREAD
@@ -405,7 +405,7 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
         colour = style.colour[variant]
         band = pd.concat([series[x], series[x][::-1]])
         count = series["cells"].iloc[0] if "cells" in series else None
-        name = variant if count is None else f"{variant} ({count} cell{'' if count == 1 else 's'})"
+        name = variant if count is None else f"{variant} ({counted(count, 'cell')})"
         fig.add_trace(go.Scatter(x=band, y=pd.concat([series["q3_ms"], series["q1_ms"][::-1]]), fill="toself",
                                  fillcolor=colour, opacity=0.18, line={"width": 0}, hoverinfo="skip",
                                  showlegend=False, legendgroup=variant))

@@ -13,7 +13,7 @@ import streamlit as st
 from dashboard import charts, data, published, tables, widgets
 from runner import compare as comparison
 from runner import leaderboard as board
-from runner import report, shape
+from runner import counted, report, shape
 from runner.machine import DIRTY
 
 MAX_PROBLEMS_SHOWN = 20
@@ -88,7 +88,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     run of its spec on its GPU. Markdown only: the page's first view stays light for the browser."""
     status = sel.cells["status"]
     gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or "—"
-    st.markdown(f"**{len(sel.runs)} of {len(snap.runs)} runs** · {gpus} · cells: **{(status == 'ok').sum()} ok**, "
+    st.markdown(f"**{len(sel.runs):,} of {counted(len(snap.runs), 'run')}** · {gpus} · "
+                f"cells: **{(status == 'ok').sum()} ok**, "
                 f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
     if line := fastest(sel):
@@ -136,7 +137,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
                 f"nothing to compare with `{before}`: {comparison.nothing_compared(found)}")
         return said + (f" ({over})" if over else "")
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
-    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {len(table)} cells both timed, "
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {counted(len(table), 'cell')} "
+            "both timed, "
             f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
     text += f"; of those, {report.kernels_said(found)}" if len(found.kernels) else ""
     if len(slower):
@@ -160,8 +162,8 @@ def experiments(cells: pd.DataFrame, note: str = "") -> list[tuple[str, pd.DataF
     """The experiments to draw, in spec order, at most MAX_EXPERIMENTS (a caption names the rest)."""
     names = list(dict.fromkeys(cells.sort_values(["order"], kind="stable")["experiment"]))
     if len(names) > MAX_EXPERIMENTS:
-        st.caption(f"Showing {MAX_EXPERIMENTS} of {len(names)} experiments{note}; pick others with the Experiment "
-                   f"filter: {', '.join(names[MAX_EXPERIMENTS:])}")
+        st.caption(f"Showing {MAX_EXPERIMENTS} of {counted(len(names), 'experiment')}{note}; pick others with the "
+                   f"Experiment filter: {', '.join(names[MAX_EXPERIMENTS:])}")
     return [(name, cells[cells["experiment"] == name]) for name in names[:MAX_EXPERIMENTS]]
 
 
@@ -199,8 +201,8 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
 
 def runs_caption(sel: Selection) -> None:
     if len(sel.runs) > charts.MAX_RUNS:
-        st.caption(f"Charts draw the {charts.MAX_RUNS} newest of the {len(sel.runs)} selected runs (one line style "
-                   "each); tables hold them all. History compares many runs.")
+        st.caption(f"Charts draw the {charts.MAX_RUNS} newest of the {counted(len(sel.runs), 'selected run')} "
+                   "(one line style each); tables hold them all. History compares many runs.")
 
 
 # --- tabs ----------------------------------------------------------------------------------------------------------
@@ -272,8 +274,8 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
         if gpu_state:
             telemetry_row(drawn(cells, sel), sel)
         elif unstable := int(cells["unstable"].sum()):
-            st.caption(f"⚠ {unstable} cell(s) of **{name}** whose SM clock moved more than {charts.UNSTABLE} "
-                       "(ringed in red); their clock and power: **GPU clock and power** above")
+            st.caption(f"⚠ {counted(unstable, 'cell')} of **{name}** whose SM clock moved more than "
+                       f"{charts.UNSTABLE} (ringed in red); their clock and power: **GPU clock and power** above")
 
 
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
@@ -295,8 +297,8 @@ def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     """SM clock (min to max) and mean power (to max) against the same axis as latency, power limit dashed."""
     name = cells["experiment"].iloc[0]
     unstable = int(cells["unstable"].sum())
-    st.caption(f"GPU state while **{name}** was timed" + (f": ⚠ {unstable} cell(s) whose SM clock moved more than "
-                                                          f"{charts.UNSTABLE} (ringed in red)" if unstable else ""))
+    unsettled = f": ⚠ {counted(unstable, 'cell')} whose SM clock moved more than {charts.UNSTABLE} (ringed in red)"
+    st.caption(f"GPU state while **{name}** was timed" + (unsettled if unstable else ""))
     clock = figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
                    "min–max")
     power = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")
@@ -599,7 +601,7 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
         st.caption("Some of these runs record no git sha: drawn against their date.")
     if experiment in set(points["experiment"]):  # an experiment from a link that these runs lack is flagged above
         history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
-                      f"{chosen} · {len(keys)} runs · {timer} timer")
+                      f"{chosen} · {counted(len(keys), 'run')} · {timer} timer")
     worst_regressions(points, tables.status_regressions(cells, snap.runs))
 
 
@@ -696,7 +698,7 @@ def like_with_like(found: comparison.Comparison) -> None:
     held = found.common + len(found.only_b)
     short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
     held_a = found.common + len(found.only_a) + len(found.missing)
-    st.markdown(f"Over the **{found.common} cells both runs hold** (A {held_a}, B {held}{short}), "
+    st.markdown(f"Over the **{counted(found.common, 'cell')} both runs hold** (A {held_a}, B {held}{short}), "
                 f"**{len(found.cells)} timed in both**: every count and mean below is over those alone.")
     policy_a, policy_b = found.policies
     if policy_a != policy_b:
@@ -707,13 +709,20 @@ def like_with_like(found: comparison.Comparison) -> None:
         st.warning(f"Not like with like: {comparison.said(found.material)}{settings}")
 
 
+def _were(count: int) -> str:
+    """`1 cell was`, `3 cells were`."""
+    return f"{counted(count, 'cell')} {'was' if count == 1 else 'were'}"
+
+
 def status_changes(found: comparison.Comparison) -> None:
     """Cells whose status changed (a cell ok in A and not in B is a regression) and cells in one run only."""
     if len(found.no_longer_ok):
-        st.warning(f"{len(found.no_longer_ok)} cell(s) were ok in A and are not in B: a regression, as "
+        st.warning(f"{_were(len(found.no_longer_ok))} ok in A and {'is' if len(found.no_longer_ok) == 1 else 'are'} "
+                   "not in B: a regression, as "
                  "`attnbench compare` counts it")
     if len(found.missing):
-        st.warning(f"{len(found.missing)} cell(s) were ok in A and are missing from B, which planned them: a "
+        st.warning(f"{_were(len(found.missing))} ok in A and {'is' if len(found.missing) == 1 else 'are'} missing "
+                   "from B, which planned them: a "
                    "regression, as `attnbench compare` counts it")
         st.dataframe(key_last(found.missing), hide_index=True)
     if len(found.changes):
@@ -722,7 +731,7 @@ def status_changes(found: comparison.Comparison) -> None:
                      column_config={"reason": st.column_config.TextColumn(width="large")})
     for which, only in (("A", found.only_a), ("B", found.only_b)):
         if len(only):
-            st.caption(f"{len(only)} cell(s) only in {which}")
+            st.caption(f"{counted(len(only), 'cell')} only in {which}")
             st.dataframe(key_last(only), hide_index=True)
 
 
@@ -819,7 +828,7 @@ def cells(snap: data.Snapshot, sel: Selection) -> None:
         st.dataframe(skipped, hide_index=True, column_config={"reason": st.column_config.TextColumn(width="large")})
     every = displayable(sel.cells)
     st.subheader("Every cell")
-    st.caption(f"{len(every)} cells · every field of the record · click a header to sort")
+    st.caption(f"{counted(len(every), 'cell')} · every field of the record · click a header to sort")
     st.dataframe(every, hide_index=True)
     st.download_button("Download CSV", every.to_csv(index=False), file_name="attnbench-cells.csv", mime="text/csv")
 

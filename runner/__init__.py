@@ -31,3 +31,8 @@ COMPARE_THRESHOLD_PERCENT = 5.0
 RUN_ID_ENV = "ATTNBENCH_RUN_ID"  # run's --run-id where not given (a Job's pods, each shard, share it)
 COMPILE_CACHE_ENV = "ATTNBENCH_COMPILE_CACHE"  # run's --compile-cache where not given
 DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and all, instead of its one line
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """`1 cell`, `1,250 cells`: every count printed with its noun, here where the CLI and the dashboard share it."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"

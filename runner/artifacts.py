@@ -10,7 +10,7 @@ import html
 from itertools import islice
 from dataclasses import dataclass
 
-from runner import compare, figures, report, shape
+from runner import compare, counted, figures, report, shape
 from runner.leaderboard import Standing, leaderboard, legacy_of, notes, rows, winners
 from runner.record import CellRecord
 from runner.report import leaderboard_markdown, summary_line
@@ -139,7 +139,7 @@ def charts_note(run: Run, charts: tuple[figures.Chart, ...]) -> str:
     """Which experiments are drawn: those that sweep a size, at most MAX_CHARTS."""
     shown = f"the first {len(charts)}" if len(charts) == MAX_CHARTS else f"{len(charts)}"
     return (f"<p class='meta'>Median latency against the size each experiment sweeps: {shown} of "
-            f"{len(by_experiment(run.cells))} experiments; the tables below hold every cell.</p>")
+            f"{counted(len(by_experiment(run.cells)), 'experiment')}; the tables below hold every cell.</p>")
 
 
 def verdict_html(found) -> str:
@@ -189,7 +189,7 @@ def cells_html(experiment: str, cells: list[CellRecord]) -> str:
     body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status, *report.measured(c, columns)]
             for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))
-    return table_html(f"{experiment} · {fixed} · {len(cells)} cells", header, body,
+    return table_html(f"{experiment} · {fixed} · {counted(len(cells), 'cell')}", header, body,
                       [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells])
 
 

@@ -11,7 +11,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, RUN_ID_ENV
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, RUN_ID_ENV, counted
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -305,18 +305,14 @@ def _shard(text: str | None, cells: list):
     except ValueError as error:
         raise UsageError(f"{where}: {error}") from None
     if shard and shard.count > (most := len(families(cells))):
-        raise UsageError(f"{where}: {shard.count:,} shards for {len(cells):,} cells in {_families(most)} (the cells "
-                         f"that share one set of inputs and reference run on one shard); use at most {most:,}")
+        raise UsageError(f"{where}: {shard.count:,} shards for {counted(len(cells), 'cell')} in {_families(most)} "
+                         "(the cells that share one set of inputs and reference run on one shard); "
+                         f"use at most {most:,}")
     return shard
 
 
 def _families(count: int) -> str:
-    return _counted(count, "family", "families")
-
-
-def _counted(count: int, noun: str, plural: str | None = None) -> str:
-    """`1 figure`, `2 figures`."""
-    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+    return counted(count, "family", "families")
 
 
 def _run_id(run_id: str) -> str:
@@ -361,13 +357,18 @@ def _open_spool(root: Path, store, run_id: str, shard):
         raise UsageError(f"--spool {root}: cannot write there ({error})") from None
 
 
+def _cells_in(done: int, where) -> str:
+    """`all 3 cells are in …`, `the 1 cell is in …`, `no cell is in …`: where a run's done cells are kept."""
+    return {0: "no cell is", 1: "the 1 cell is"}.get(done, f"all {counted(done, 'cell')} are") + f" in {where}"
+
+
 def _run_exit(outcome, spool, location: str) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
-    kept = f"all {outcome.done} cells are in {spool.dir}"
+    kept = _cells_in(outcome.done, spool.dir)
     if not outcome.finished:
         stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
-        print(f"interrupted by SIGTERM: {outcome.done} of {outcome.planned} cells done, {stored}; rerun with "
-              f"--run-id {spool.run_id} to resume", file=sys.stderr)
+        print(f"interrupted by SIGTERM: {outcome.done:,} of {counted(outcome.planned, 'cell')} done, {stored}; "
+              f"rerun with --run-id {spool.run_id} to resume", file=sys.stderr)
         return EXIT_SIGTERM
     if not outcome.uploaded:
         print(f"error: results not uploaded to {location} ({outcome.error}); {kept}; rerun with --run-id "
@@ -394,7 +395,7 @@ def _dry_run(cells, shard, console: Console) -> int:
     for cell in cells:
         reason = decline(VARIANTS[cell.variant], cell.params, device)
         console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
-    console.print(_counted(len(cells), "cell") + (f" in shard {shard}" if shard else ""))
+    console.print(counted(len(cells), "cell") + (f" in shard {shard}" if shard else ""))
     print(f"dry run: checked {DRY_RUN_CHECKED}; not checked: {DRY_RUN_UNCHECKED}", file=sys.stderr)
     return EXIT_OK
 
@@ -476,7 +477,7 @@ def _run_end(outcome, spool, location: str, ready: Ready, spec, args, console: C
     _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
     if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
         print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
-              f"before the first upload: nothing uploaded, its {outcome.done} cells are in the spool {spool.dir}",
+              f"before the first upload: nothing uploaded, {_cells_in(outcome.done, f'the spool {spool.dir}')}",
               file=sys.stderr)
         return EXIT_INPUT
     return _run_exit(outcome, spool, location)
@@ -574,7 +575,8 @@ def _run_report(spool, location: str, console: Console) -> None:
         manifest = spool.manifest()
         print_tables(records, console, manifest.machine if manifest else None)  # as show prints them
     else:
-        console.print(f"{len(records):,} cells, more than a run's end prints; attnbench show {location} prints them")
+        console.print(f"{counted(len(records), 'cell')}, more than a run's end prints; attnbench show {location} "
+                      "prints them")
     console.print(f"{summary_line(records)}\n{phase_line(spool.totals)}\nresults: {location}", highlight=False)
 
 
@@ -582,7 +584,7 @@ def cmd_validate(args, console: Console) -> int:
     from runner.cells import count
 
     spec = _load(args.spec, args.max_cells)
-    console.print(f"{args.spec}: ok ({_counted(len(spec.experiments), 'experiment')}, {_counted(count(spec), 'cell')})",
+    console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(count(spec), 'cell')})",
                   highlight=False)
     return EXIT_OK
 
@@ -766,7 +768,8 @@ def cmd_compare(args, console: Console) -> int:
     found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest,
                             args.threshold / 100)
     if not found.common:
-        raise UsageError(f"A ({a.run_id}, {len(a.cells)} cells) and B ({b.run_id}, {len(b.cells)} cells) share no "
+        raise UsageError(f"A ({a.run_id}, {counted(len(a.cells), 'cell')}) and B ({b.run_id}, "
+                         f"{counted(len(b.cells), 'cell')}) share no "
                          "cell (the same experiment, variant and shape): are they runs of the same spec?")
     if args.format == "table":
         report.print_comparison(found, console)
@@ -832,7 +835,7 @@ def _write_report(where: str | None, runs: list, option: str) -> None:
         for name, data in made.items():
             store.put(name, data)
     print(f"report: {store.location(artifacts.INDEX)} ({len(made[artifacts.INDEX]) / 1024:,.0f} KiB; "
-          f"{artifacts.SUMMARY} and {_counted(len(made) - 2, 'figure')} beside it)", file=sys.stderr)
+          f"{artifacts.SUMMARY} and {counted(len(made) - 2, 'figure')} beside it)", file=sys.stderr)
 
 
 def _read_timeout() -> float:
@@ -874,7 +877,7 @@ def _warn(problems: list[str]) -> None:
     for problem in problems[:MAX_PROBLEMS]:
         err.print(f"[yellow]warning[/]: {escape(problem)}")  # a problem names paths like experiments[0]
     if len(problems) > MAX_PROBLEMS:
-        err.print(f"[yellow]warning[/]: … and {len(problems) - MAX_PROBLEMS:,} more warnings")
+        err.print(f"[yellow]warning[/]: … and {counted(len(problems) - MAX_PROBLEMS, 'more warning')}")
 
 
 def cmd_schema(args, console: Console) -> int:

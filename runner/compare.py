@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pandas as pd
 
-from runner import COMPARE_THRESHOLD_PERCENT, shape
+from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
 from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest
 from runner.spec import identity, setting_changes
@@ -533,7 +533,7 @@ class Comparison:
 
 
 def _some(count: int) -> str:
-    return "no cell" if not count else f"{count} cell" + ("" if count == 1 else "s")
+    return "no cell" if not count else counted(count, "cell")
 
 
 def nothing_compared(found: Comparison, filtered: bool = False) -> str:

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runner import metrics, paging, shape
+from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
 from runner.record import NONE_SET, NOT_RECORDED, CellRecord
 from runner.spool import Totals
@@ -374,8 +374,7 @@ def summary_line(cells: list[CellRecord]) -> str:
     counts: dict[str, int] = {}
     for c in cells:
         counts[c.status] = counts.get(c.status, 0) + 1
-    noun = "cell" if len(cells) == 1 else "cells"
-    return f"{len(cells):,} {noun}: " + ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
+    return f"{counted(len(cells), 'cell')}: " + ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
 
 
 def phase_line(totals: Totals) -> str:
@@ -506,22 +505,19 @@ def _unsettled(cells) -> str:
     return f"; {count} of those sampled unsettled in A or B (power state or clock)" if count else ""
 
 
-def _cells(count: int) -> str:
-    return f"{count} cell" + ("" if count == 1 else "s")
-
-
 def timers_said(found) -> str:
     """'3 cells timed by different timers (not compared)': cells ok in both whose timers differ between the runs (the
     CLI's verdict, the report's and the dashboard's Compare tab say it so); '' where none."""
     count = len(found.other_timers)
-    return f"{_cells(count)} timed by different timers (not compared)" if count else ""
+    return f"{counted(count, 'cell')} timed by different timers (not compared)" if count else ""
 
 
 def untimed_said(found) -> str:
     """'2 cells with no device time in either run (not compared)': cells ok in both, timed by the same timers in
     both, the compared one not among them (it failed in both runs); '' where none."""
     count = len(found.without_timer)
-    return f"{_cells(count)} with no {found.timer or 'shared'} time in either run (not compared)" if count else ""
+    return f"{counted(count, 'cell')} with no {found.timer or 'shared'} time in either run (not compared)" \
+        if count else ""
 
 
 def kernels_said(found) -> str:
@@ -532,7 +528,7 @@ def kernels_said(found) -> str:
 
     gemm = found.kernels["change"].eq(ANOTHER_GEMM)
     counts = ((int((~gemm).sum()), "another kernel"), (int(gemm.sum()), "another GEMM"))
-    return "; ".join(f"{_cells(count)} ran {what} in B" for count, what in counts if count)
+    return "; ".join(f"{counted(count, 'cell')} ran {what} in B" for count, what in counts if count)
 
 
 def _apart(found) -> str:
@@ -550,7 +546,8 @@ def verdict(found) -> str:
     counts = found.cells["verdict"].value_counts()
     held = found.common + len(found.only_b)
     short = f" of {found.planned_b} planned" if found.planned_b is not None and held < found.planned_b else ""
-    tally = (f"{found.common} cells in both (A {found.common + len(found.only_a) + len(found.missing)}, B {held}{short})"
+    held_a = found.common + len(found.only_a) + len(found.missing)
+    tally = (f"{counted(found.common, 'cell')} in both (A {held_a}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
              + _unsettled(found.cells) + _apart(found))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
+from runner import counted
 from runner.assembly import cell_record, ceilings
 from runner.cells import Cell, family, run_class
 from runner.metrics import Ceilings
@@ -211,7 +212,7 @@ def measure_one(ctx: Context, cell: Cell, declined: str | None, job: Job) -> Rec
         except WorkerLost as lost:
             ctx.pool.lose()
             if job.ahead:
-                print(f"warning: the {group} worker died while compiling {len(job.ahead)} cells ahead with "
+                print(f"warning: the {group} worker died while compiling {counted(len(job.ahead), 'cell')} ahead with "
                       f"{cell.label()}; measuring it again alone, and compiling nothing ahead from here on",
                       file=sys.stderr, flush=True)
                 ctx.compile_ahead = False
@@ -343,7 +344,8 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finished = False
         try:
             if closed:  # what the store still needs (a consolidation a killed pod left) is done on closing
-                console.print(f"{spool.run_id}: all {len(cells)} cells were done and the run ended at {closed}; "
+                every = "the 1 cell was" if len(cells) == 1 else f"all {counted(len(cells), 'cell')} were"
+                console.print(f"{spool.run_id}: {every} done and the run ended at {closed}; "
                               "nothing to measure, its manifest stays as it was")
                 finished = True
             else:
@@ -382,7 +384,7 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     ctx = Context(spec, spool, uploader, pool, hello.device, ceilings(hello.machine), resumed,
                   cell_timeout_s(spec.timing), pool.stop_event, compile_ahead and not resumed)
     if already := len(done & {c.key for c in cells}):
-        console.print(f"resuming {spool.run_id}: {already} of {len(cells)} cells already done")
+        console.print(f"resuming {spool.run_id}: {already:,} of {counted(len(cells), 'cell')} already done")
     finished = measure_all(ctx, cells, done, console)
     spool.write_manifest(close_manifest(manifest, ctx, finished))
     return finished

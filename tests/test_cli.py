@@ -1014,3 +1014,20 @@ def test_show_and_a_runs_closing_tables_print_the_columns_only_a_gpu_fills_alike
     closing = _closing_tables(gpu.manifest, [telemetry(cell) for cell in gpu.cells], tmp_path / "gpu")
     assert "% MMA@clock" in closing and "SM MHz" in closing
 
+
+def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
+    """'the 1 cell is in …' and '0 of 1 cell done', where it said 'all 1 cells are in …'; 'all 1,250 cells are in'
+    for many (runner.counted, the one way a count is printed)."""
+    from types import SimpleNamespace
+
+    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, _run_exit
+    from runner.run import Outcome
+
+    spool = SimpleNamespace(dir="/spool/r", run_id="r")
+    assert _run_exit(Outcome(True, False, 1, 1, "no network"), spool, "gs://b/r") == EXIT_NOT_UPLOADED
+    assert "; the 1 cell is in /spool/r; rerun" in capsys.readouterr().err
+    assert _run_exit(Outcome(False, False, 0, 1, "no network"), spool, "gs://b/r") == EXIT_SIGTERM
+    assert capsys.readouterr().err.startswith("interrupted by SIGTERM: 0 of 1 cell done, not uploaded (no network); "
+                                              "no cell is in /spool/r")
+    _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r")
+    assert "; all 1,250 cells are in /spool/r; rerun" in capsys.readouterr().err

@@ -171,7 +171,7 @@ def test_a_run_that_has_written_only_its_manifest_renders_every_tab(monkeypatch,
     for tab in TABS:
         app = open_app(monkeypatch, tmp_path, tab=tab)
         assert not app.exception and not app.error, tab
-    assert app.markdown[0].value.startswith("**1 of 1 runs** · NVIDIA H200 · cells: **0 ok**")
+    assert app.markdown[0].value.startswith("**1 of 1 run** · NVIDIA H200 · cells: **0 ok**")
 
 
 def two_nights(folder: Path) -> tuple[str, str]:
@@ -496,7 +496,7 @@ def test_the_compare_tab_and_attnbench_compare_agree_cell_by_cell(monkeypatch, t
     assert changes[["key", "a", "b", "regression"]].values.tolist() == [[turned, "ok", "incorrect", True]]
     drawn = next(t for t in app.dataframe if "regression" in t.value)  # its reason's width not set by empty rows
     assert json.loads(drawn.proto.columns)["reason"]["width"] == "large"
-    assert "1 cell(s) were ok in A and are not in B" in texts(app.warning)
+    assert "1 cell was ok in A and is not in B" in texts(app.warning)
     lenient = open_app(monkeypatch, tmp_path, tab="Compare", a="lab5-a", b="lab5-b", threshold="40")
     assert set(table(lenient, "verdict")["verdict"]) == {"within noise"}  # as `compare --threshold 40`
 
@@ -620,7 +620,7 @@ def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_
     plain = open_app(monkeypatch, steady, more="true")  # latency alone, the unstable cell named
     assert {heading(f) for f in figures(plain)} == {"fwd: latency vs T", "fwd-bwd: latency vs T"}
     flagged = f"{100 * UNSTABLE_SPREAD:g} %"  # the rule that flags a cell clock_unstable (runner.power), as said
-    assert f"⚠ 1 cell(s) of **fwd** whose SM clock moved more than {flagged}" in texts(plain.caption)
+    assert f"⚠ 1 cell of **fwd** whose SM clock moved more than {flagged}" in texts(plain.caption)
     app = open_app(monkeypatch, steady, clock="true")
     assert {heading(f) for f in figures(app)} >= {"fwd: SM clock vs T", "fwd: power vs T", "fwd: latency vs T"}
     ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == f"clock unstable (> {flagged})")

@@ -216,7 +216,7 @@ def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_wh
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
     assert error.startswith(f"error: run id taken: {OUT}/taken holds a run of spec other (spec hash {'f' * 16}) and "
                             f"{spec} (test, spec hash ")
-    assert error.endswith(f"found before the first upload: nothing uploaded, its {len(read_run(folder).cells)} "
+    assert error.endswith(f"found before the first upload: nothing uploaded, all {len(read_run(folder).cells)} "
                           f"cells are in the spool {folder}")
     assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(read_run(folder).cells) >= 3
 
