@@ -469,18 +469,13 @@ def cmd_run(args, console: Console) -> int:
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
-        return _run_end(outcome, spool, location, ready, spec, args, console)
-
-
-def _run_end(outcome, spool, location: str, ready: Ready, spec, args, console: Console) -> int:
-    """A run's closing tables, its refusal found past the start-up check, and its exit code."""
-    _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-    if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
-        print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
-              f"before the first upload: nothing uploaded, {_cells_in(outcome.done, f'the spool {spool.dir}')}",
-              file=sys.stderr)
-        return EXIT_INPUT
-    return _run_exit(outcome, spool, location)
+        _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
+        if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
+            print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
+                  f"before the first upload: nothing uploaded, {_cells_in(outcome.done, f'the spool {spool.dir}')}",
+                  file=sys.stderr)
+            return EXIT_INPUT
+        return _run_exit(outcome, spool, location)
 
 
 @dataclass
