@@ -709,21 +709,20 @@ def like_with_like(found: comparison.Comparison) -> None:
         st.warning(f"Not like with like: {comparison.said(found.material)}{settings}")
 
 
-def _were(count: int) -> str:
-    """`1 cell was`, `3 cells were`."""
-    return f"{counted(count, 'cell')} {'was' if count == 1 else 'were'}"
+def _ok_in_a_and(count: int, rest: str) -> str:
+    """`1 cell was ok in A and is {rest}`, `3 cells were ok in A and are {rest}`."""
+    one = count == 1
+    return f"{counted(count, 'cell')} {'was' if one else 'were'} ok in A and {'is' if one else 'are'} {rest}"
 
 
 def status_changes(found: comparison.Comparison) -> None:
     """Cells whose status changed (a cell ok in A and not in B is a regression) and cells in one run only."""
     if len(found.no_longer_ok):
-        st.warning(f"{_were(len(found.no_longer_ok))} ok in A and {'is' if len(found.no_longer_ok) == 1 else 'are'} "
-                   "not in B: a regression, as "
-                 "`attnbench compare` counts it")
+        st.warning(_ok_in_a_and(len(found.no_longer_ok), "not in B")
+                   + ": a regression, as `attnbench compare` counts it")
     if len(found.missing):
-        st.warning(f"{_were(len(found.missing))} ok in A and {'is' if len(found.missing) == 1 else 'are'} missing "
-                   "from B, which planned them: a "
-                   "regression, as `attnbench compare` counts it")
+        st.warning(_ok_in_a_and(len(found.missing), "missing from B") + ", which planned them: a regression, as "
+                   "`attnbench compare` counts it")
         st.dataframe(key_last(found.missing), hide_index=True)
     if len(found.changes):
         st.caption("Status changes (A → B)")
