@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import math
+import stat
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -447,9 +448,19 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     return parse_spec(data, known_variants, path)
 
 
+# What a spec path names when it is no regular file: reading it would fail obscurely or never end (a FIFO waits for a
+# writer, /dev/zero never ends, a terminal waits for input)
+NOT_A_FILE = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a device",
+              stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}
+
+
 def _read(path: Path) -> str:
-    """The file's text, read no further than MAX_SPEC_BYTES (a spec given as /dev/zero ends there too)."""
+    """The file's text, read no further than MAX_SPEC_BYTES; a path that is not a regular file is refused before it is
+    opened."""
     try:
+        if not stat.S_ISREG(mode := path.stat().st_mode):
+            kind = NOT_A_FILE.get(stat.S_IFMT(mode), "a special file")
+            raise SpecError([f"{path}: {kind}, not a file; a spec is a YAML file"])
         with open(path, "rb") as f:
             data = f.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:

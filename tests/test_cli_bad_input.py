@@ -44,6 +44,15 @@ def test_variants_that_no_selected_cell_runs_are_refused_naming_the_ones_that_ar
     assert not (tmp_path / "results").exists()
 
 
+def test_a_spec_that_is_a_fifo_is_refused_at_once_in_one_line(tmp_path):
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)  # no writer: reading it waited forever
+    for args in (["validate", fifo], ["run", fifo, "--out", tmp_path / "results", "--dry-run"]):
+        result = attnbench(*args, timeout=30)
+        assert (result.returncode, result.stderr) == (
+            2, f"error: {fifo}: a FIFO (named pipe), not a file; a spec is a YAML file\n")
+
+
 def test_the_dashboard_refuses_results_that_are_not_there_before_it_serves(tmp_path):  # it served, with an error page
     result = attnbench("dashboard", "--results", tmp_path / "nowhere", "--port", free_port(), timeout=30)
     assert (result.returncode, result.stderr) == (2, f"error: --results {tmp_path / 'nowhere'}: no such folder\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -274,10 +276,14 @@ def test_missing_file(tmp_path):
     assert caught.value.problems == [f"{path}: no such file"]
 
 
-def test_a_folder_is_not_a_spec(tmp_path):
+@pytest.mark.parametrize("kind", ["a folder", "a device"])
+def test_a_path_that_is_not_a_regular_file_is_refused_before_it_is_read(tmp_path, kind):
+    """/dev/null read as an empty spec, a folder as one that cannot be read (a FIFO: test_cli_bad_input, in a
+    subprocess, for it waited forever)."""
+    path = tmp_path if kind == "a folder" else Path(os.devnull)
     with pytest.raises(SpecError) as caught:
-        load_spec(tmp_path, KNOWN)
-    assert caught.value.problems == [f"{tmp_path}: cannot read (Is a directory)"]
+        load_spec(path, KNOWN)
+    assert caught.value.problems == [f"{path}: {kind}, not a file; a spec is a YAML file"]
 
 
 @pytest.mark.parametrize("text, kind", [("- a\n- b\n", "list"), ("just text\n", "str")])
