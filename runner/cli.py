@@ -381,8 +381,9 @@ DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id (that --ou
                    "spec under it), --out (credentials, and a probe object written and removed in a bucket), and that "
                    "the spool and a local --out and its run folder can be made")
 DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the compile cache (one that cannot be "
-                     "used costs the run a warning and compiling without it), the workers' libraries and devices, and "
-                     "each cell's compile and run")
+                     "used costs the run a warning and compiling without it), the workers' libraries and devices (and "
+                     "so that a resumed run's machine and kernel settings are this one's), and each cell's compile and "
+                     "run")
 
 
 def _dry_run(cells, shard, console: Console) -> int:
@@ -447,7 +448,7 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.run import Options, execute
+    from runner.run import Options, OtherMachine, execute
     from runner.shard import select
 
     _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell, and a dry
@@ -466,8 +467,13 @@ def cmd_run(args, console: Console) -> int:
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
                       args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None)
-    with spool, _store_errors():
-        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
+    try:
+        with spool, _store_errors():
+            outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
+    except OtherMachine as changes:
+        raise UsageError(f"run id {ready.run_id}: resuming it here would mix cells timed under two settings (the "
+                         f"run's → this process's: {changes}); rerun under the run's settings, or give another "
+                         f"--run-id (or unset {RUN_ID_ENV}) for a new run") from None
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
         if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since

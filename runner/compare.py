@@ -29,7 +29,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest
+from runner.record import NOT_RECORDED, CeilingsOrigin, Machine, Manifest
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -353,6 +353,21 @@ def material(fact: str) -> bool:
     return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
 
 
+def material_of(found: pd.DataFrame) -> pd.DataFrame:
+    """The differences (fact, a, b) that change what a time means: not those where a run did not record the fact
+    (unknown, not known to differ)."""
+    recorded = ~found[["a", "b"]].eq(NOT_RECORDED).any(axis=1)
+    return found[found["fact"].map(material).astype(bool) & recorded]
+
+
+def machine_changes(run: Manifest, machine: Machine) -> str:
+    """How `machine` differs from the one `run` was measured on, in the facts that change what a time means, as one
+    line ('' where none): what resuming the run there would mix into it. The machine alone is compared: the GPU, its
+    driver and power limit, the device count, library versions, XLA_FLAGS and kernel env (run.same_run owns the spec
+    and power policy; attnbench's own version may change, as same_run allows a resume after an upgrade)."""
+    return said(material_of(differences(run, run.model_copy(update={"machine": machine}))))
+
+
 def said(found: pd.DataFrame) -> str:
     """Differences (fact, a, b) as one line: 'power policy steady → burst; version cudnn 9.14.0 → 9.19.0'."""
     return "; ".join(f"{r.fact} {r.a} → {r.b}" for r in found.itertuples())
@@ -502,11 +517,8 @@ class Comparison:
 
     @property
     def material(self) -> pd.DataFrame:
-        """The environment differences that change what a time means (fact, a, b), said beside the verdict: not those
-        where a run did not record the fact (unknown, not known to differ)."""
-        found = self.environment
-        recorded = ~found[["a", "b"]].eq(NOT_RECORDED).any(axis=1)
-        return found[found["fact"].map(material).astype(bool) & recorded]
+        """The environment differences that change what a time means (fact, a, b), said beside the verdict."""
+        return material_of(self.environment)
 
     @property
     def settings(self) -> str:

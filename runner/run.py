@@ -2,7 +2,9 @@
 or a crash can lose: runner/spool.py).
 
 A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
-took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again.
+took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again. A
+rerun on a machine, or under kernel settings, other than the ones the run's manifest records is refused before any
+cell: one run holds cells timed under one setting.
 A worker that dies or overruns the cell's time limit costs only its cell. On SIGTERM the cell in flight is
 abandoned (measured again on resume), what is done is uploaded, and the process exits within 10 s.
 """
@@ -56,6 +58,23 @@ def same_run(manifest: Manifest, spec: Spec) -> bool:
     stored = manifest.spec if isinstance(manifest.spec, dict) else {}
     timing = stored.get("timing") if isinstance(stored.get("timing"), dict) else {}
     return bool(stored) and identity(stored) == spec.identity() and timing.get("power") == spec.timing.power
+
+
+class OtherMachine(Exception):
+    """A resume on a machine that differs from the run's manifest in facts that change what a time means (its message:
+    compare.machine_changes' line): refused before any cell, or one run would hold cells timed under both."""
+
+
+def refuse_other_machine(spool: Spool, machine: Machine) -> None:
+    """Raise OtherMachine where this part holds cells and its manifest's machine differs from `machine` in a material
+    fact (runner.compare.material; one the run did not record is no difference)."""
+    previous = spool.manifest()
+    if previous is None or not spool.keys():  # nothing measured yet: nothing to mix
+        return
+    from runner.compare import machine_changes  # pandas: loaded by a resume alone
+
+    if changes := machine_changes(previous, machine):
+        raise OtherMachine(changes)
 
 
 def cell_timeout_s(settings: TimingSettings) -> float:
@@ -376,6 +395,7 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     except Stopped:
         return False
     spool = uploader.spool
+    refuse_other_machine(spool, hello.machine)
     manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
                             order if order is not None else [c.key for c in cells])
     spool.write_manifest(manifest)

@@ -478,6 +478,77 @@ def test_a_run_after_an_upgrade_resumes_by_identity_and_power_policy(run, spec_p
     assert not same_run(upgraded.model_copy(update={"spec": {**stored.spec, "name": "other"}}), spec)
 
 
+def unfinished(run_dir: Path, out: Path, **machine) -> Path:
+    """A copy of the run in the results folder `out` as a pod killed after its 8th cell left it (its last 2 cells
+    gone), its manifest's machine record updated with `machine` (None: a field its runner did not write)."""
+    folder = out / RUN_ID
+    shutil.copytree(run_dir, folder)
+    lines = (folder / CELLS).read_text().splitlines(keepends=True)
+    (folder / CELLS).write_text("".join(lines[:8]))
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "machine": {**manifest["machine"], **machine}}))
+    return folder
+
+
+def resume(spec_path, out: Path, xla_flags: str) -> subprocess.CompletedProcess:
+    """The run resumed from `out` with a new spool, under KERNEL_SETTINGS but `xla_flags`."""
+    settings = {**KERNEL_SETTINGS, "XLA_FLAGS": xla_flags}
+    spool = out.with_name(out.name + "-spool")
+    return attnbench("run", spec_path, "--out", out, "--run-id", RUN_ID, ATTNBENCH_SPOOL=str(spool), **settings)
+
+
+def held(folder: Path) -> tuple[dict, bytes]:
+    """A run folder's manifest, as JSON (a resume re-puts the copy its spool holds), and its cells, as bytes."""
+    return json.loads((folder / MANIFEST).read_text()), (folder / CELLS).read_bytes()
+
+
+def test_a_resume_under_other_xla_flags_is_refused_before_any_cell(run, spec_path, tmp_path):
+    """One run must not hold cells timed under two kernel settings (every reader presents them as one run): a resume
+    whose material machine facts (runner.compare.material) differ from the run's manifest is refused in one line,
+    in seconds, measuring and writing nothing; flags that change no CPU kernel (a GPU's, a dump) are no difference."""
+    folder = unfinished(run[1], tmp_path / "out")
+    before = held(folder)
+    clock = time.monotonic()
+    refused = resume(spec_path, tmp_path / "out", "--xla_cpu_enable_fast_math=true")
+    assert (refused.returncode, refused.stderr) == (2, (
+        f"error: run id {RUN_ID}: resuming it here would mix cells timed under two settings (the run's → this "
+        "process's: xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true); rerun under the "
+        "run's settings, or give another --run-id (or unset ATTNBENCH_RUN_ID) for a new run\n"))
+    assert time.monotonic() - clock < 30 and not [line for line in refused.stdout.splitlines() if line.startswith("[")]
+    assert held(folder) == before
+    same = resume(spec_path, tmp_path / "out", f"--xla_gpu_autotune_level=4 --xla_cpu_enable_fast_math=false "
+                  f"--xla_dump_to={tmp_path / 'dump'}")
+    assert same.returncode == 0, same.stderr
+    assert f"resuming {RUN_ID}: 8 of 10 cells already done" in same.stdout and len(read_run(folder).cells) == 10
+
+
+def test_a_run_that_did_not_record_its_kernel_settings_resumes_under_any(run, spec_path, tmp_path):
+    """A manifest written before xla_flags and kernel_env were recorded says nothing of them: no refusal for a fact the
+    run did not record; the resume's manifest records its own."""
+    folder = unfinished(run[1], tmp_path / "out", xla_flags=None, kernel_env=None)
+    resumed = resume(spec_path, tmp_path / "out", "--xla_cpu_enable_fast_math=true")
+    assert resumed.returncode == 0, resumed.stderr
+    machine = json.loads((folder / MANIFEST).read_text())["machine"]
+    assert machine["xla_flags"] == ["--xla_cpu_enable_fast_math=true"] and len(read_run(folder).cells) == 10
+
+
+def test_a_resume_of_a_part_that_holds_no_cell_yet_is_a_new_start(run, tmp_path):
+    """A process killed before its first cell left a manifest and nothing timed under it: nothing to mix, no refusal."""
+    from runner import run as runner_run
+    from runner.record import CellRecord, read_manifest
+    from runner.spool import Spool, spool_store
+    from runner.store import LocalStore
+
+    manifest = read_manifest(json.loads((run[1] / MANIFEST).read_text()))
+    spool = Spool(spool_store(tmp_path / "spool", LocalStore(tmp_path / "out")), RUN_ID, None)
+    spool.write_manifest(manifest)
+    other = manifest.machine.model_copy(update={"kernel_env": {}})
+    runner_run.refuse_other_machine(spool, other)
+    spool.add(CellRecord.model_validate_json((run[1] / CELLS).read_text().splitlines()[0]))
+    with pytest.raises(runner_run.OtherMachine, match="^kernel env NVTE_FUSED_ATTN=0 → \\(none\\)$"):
+        runner_run.refuse_other_machine(spool, other)
+
+
 def test_run_cells_are_ok_on_cpu_and_cudnn_is_skipped_with_its_reason(run, spec_path):
     _, run_dir = run
     loaded = read_run(run_dir)
