@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import math
+import os
 import stat
 from pathlib import Path
 from typing import Annotated, Literal
@@ -448,25 +449,30 @@ def load_spec(path: str | Path, known_variants: set[str]) -> Spec:
     return parse_spec(data, known_variants, path)
 
 
-# What a spec path names when it is no regular file: reading it would fail obscurely or never end (a FIFO waits for a
-# writer, /dev/zero never ends, a terminal waits for input)
-NOT_A_FILE = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a device",
-              stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}
+# What a spec path names when it is neither a regular file nor a pipe: reading it would fail obscurely or never end
+# (/dev/zero never ends, a terminal waits for input)
+NOT_A_FILE = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}
 
 
 def _read(path: Path) -> str:
-    """The file's text, read no further than MAX_SPEC_BYTES; a path that is not a regular file is refused before it is
-    opened."""
+    """The file's text, read no further than MAX_SPEC_BYTES. A pipe is read too (`<(envsubst < spec.yaml)`), opened
+    without waiting for a writer, so a FIFO that none holds open reads as empty instead of hanging; any other path
+    that is not a regular file is refused before it is opened."""
     try:
-        if not stat.S_ISREG(mode := path.stat().st_mode):
-            kind = NOT_A_FILE.get(stat.S_IFMT(mode), "a special file")
-            raise SpecError([f"{path}: {kind}, not a file; a spec is a YAML file"])
-        with open(path, "rb") as f:
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise SpecError([f"{path}: {NOT_A_FILE.get(stat.S_IFMT(mode), 'a special file')}, not a file; a spec is "
+                             "a YAML file"])
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open waits for a writer; this does not
+        os.set_blocking(descriptor, True)  # a writer that holds it open is waited for as it writes
+        with os.fdopen(descriptor, "rb") as f:
             data = f.read(MAX_SPEC_BYTES + 1)
     except FileNotFoundError:
         raise SpecError([f"{path}: no such file"]) from None
     except OSError as error:
         raise SpecError([f"{path}: cannot read ({error.strerror})"]) from None
+    if not data and stat.S_ISFIFO(mode):
+        raise SpecError([f"{path}: a FIFO (named pipe) that nothing writes to; a spec is a YAML file"])
     if len(data) > MAX_SPEC_BYTES:
         raise SpecError([f"{path}: more than {MAX_SPEC_BYTES >> 20} MiB; a spec is a page or two of YAML"])
     try:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import socket
+import subprocess
 
 import pytest
 
-from helpers import REPO, attnbench, in_process, spec_data, write_spec
+from helpers import REPO, attnbench, command, environment, in_process, spec_data, write_spec
 from runner.results import CELLS, MANIFEST
 
 SHIPPED_RUN = REPO / "examples" / "results" / "cpu" / "lab5-20261202-104832"
@@ -44,13 +46,20 @@ def test_variants_that_no_selected_cell_runs_are_refused_naming_the_ones_that_ar
     assert not (tmp_path / "results").exists()
 
 
-def test_a_spec_that_is_a_fifo_is_refused_at_once_in_one_line(tmp_path):
+def test_a_spec_that_is_a_fifo_nothing_writes_to_is_refused_at_once_in_one_line(tmp_path):
     fifo = tmp_path / "spec.yaml"
     os.mkfifo(fifo)  # no writer: reading it waited forever
     for args in (["validate", fifo], ["run", fifo, "--out", tmp_path / "results", "--dry-run"]):
         result = attnbench(*args, timeout=30)
         assert (result.returncode, result.stderr) == (
-            2, f"error: {fifo}: a FIFO (named pipe), not a file; a spec is a YAML file\n")
+            2, f"error: {fifo}: a FIFO (named pipe) that nothing writes to; a spec is a YAML file\n")
+
+
+def test_a_spec_given_through_a_pipe_is_read():  # a generated spec: attnbench validate <(envsubst < spec.yaml)
+    line = f"{shlex.join(map(str, command('validate')))} <(cat specs/smoke.yaml)"
+    result = subprocess.run(["bash", "-c", line], cwd=REPO, capture_output=True, text=True, timeout=60, env=environment())
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert result.stdout.endswith(": ok (2 experiments, 20 cells)\n")  # smoke.yaml's, read through the pipe
 
 
 def test_the_dashboard_refuses_results_that_are_not_there_before_it_serves(tmp_path):  # it served, with an error page
