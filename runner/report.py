@@ -371,10 +371,12 @@ def kernel_line(manifest) -> str | None:
 
 
 def summary_line(cells: list[CellRecord]) -> str:
+    """'5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped'; '0 cells' for a run of none, not an empty list after a colon."""
     counts: dict[str, int] = {}
     for c in cells:
         counts[c.status] = counts.get(c.status, 0) + 1
-    return f"{counted(len(cells), 'cell')}: " + ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
+    by_status = ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
+    return f"{counted(len(cells), 'cell')}: {by_status}" if cells else counted(0, "cell")
 
 
 def phase_line(totals: Totals) -> str:

@@ -26,6 +26,7 @@ def test_summary_line_counts_statuses():
     assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
     assert summary_line(some_records()[:1]) == "1 cell: 1 " + some_records()[0].status  # not '1 cells'
     assert summary_line(some_records() * 250).startswith("1,250 cells: 250 incorrect, 500 ok")  # as validate counts
+    assert summary_line([]) == "0 cells"  # a run of none: not "0 cells: ", an empty list after a colon
 
 
 def test_export_csv_has_one_row_per_cell(tmp_path):
