@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
 
@@ -608,7 +609,7 @@ def _preloads(variants) -> dict[str, str | None]:
 def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
     from runner.registry import BROKEN, unmet
-    from runner.report import rich_table
+    from runner.report import Grid, print_grid
 
     variants = _variants()
     preloads = _preloads(variants)  # before the device: TransformerEngine must load ahead of JAX's GPU backend
@@ -617,10 +618,12 @@ def cmd_list(args, console: Console) -> int:
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
         what = f"legacy ({v.legacy}). {v.doc}" if v.legacy else v.doc
-        rows.append([name, v.backend or "when compiled", f"[yellow]no[/]: {escape(reason)}" if reason else
-                     "[green]yes[/]", escape(what)])  # a reason may name an extra, '.[tokamax]', not a style
-    rows += [[module, "-", f"[red]broken[/]: {escape(error)}", ""] for module, error in sorted(BROKEN.items())]
-    console.print(rich_table(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows))
+        rows.append([name, v.backend or "when compiled", Text.assemble(("no", "yellow"), f": {reason}") if reason
+                     else Text.assemble(("yes", "green")), what])
+    rows += [[module, "-", Text.assemble(("broken", "red"), f": {error}"), ""]
+             for module, error in sorted(BROKEN.items())]
+    print_grid(Grid(f"variants on {device.describe()}", ["variant", "backend", "here", "what it is"], rows,
+                    wraps=("here", "what it is")), console)
     return EXIT_OK
 
 
@@ -856,7 +859,7 @@ def _existing(uri: str, option: str, timeout_s: float | None = None):
 
 
 def cmd_runs(args, console: Console) -> int:
-    from runner.report import runs_table
+    from runner.report import print_grid, runs_grid
 
     store = _existing(args.out, "--out", _read_timeout())
     with _store_errors():
@@ -864,7 +867,7 @@ def cmd_runs(args, console: Console) -> int:
     if not runs:
         console.print(f"no runs in {store.uri}")
         return EXIT_OK
-    console.print(runs_table(runs, store.uri))
+    print_grid(runs_grid(runs, store.uri), console)
     _warn([p for run in runs for p in run.problems])
     return EXIT_OK
 

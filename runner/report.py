@@ -1,6 +1,8 @@
 """The one printer: a run's cells, its leaderboard, the runs of a store, the variants here and two runs compared
 (`attnbench compare`), as rich tables on a terminal and as GitHub markdown (a comparison also as json); csv or
-parquet for export. pandas loads only for exports and comparisons (the CLI's quick commands stay quick)."""
+parquet for export. pandas loads only for exports and comparisons (the CLI's quick commands stay quick). A terminal
+table is a Grid of text that meets the terminal's width in `fitted`: no value cut short, the least needed columns left
+out where it is narrow, and a line that says which."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
@@ -84,6 +88,12 @@ def _after(header: str, column: tuple, columns: list[tuple]) -> list[tuple]:
     return columns[:at] + [column] + columns[at:]
 
 
+# The measurement columns a terminal too narrow for a run's table leaves out (Grid.drops), first to last: the
+# readings that explain a time before the time's own rates, the note last (a failure's reason, an FP8 verdict). The
+# cell's name (variant, the shape axes that vary, status), its median ms and its TFLOP/s are never left out.
+LEFT_OUT_FIRST = ("temp MiB", "SM MHz", "timer", "wall ms", "backend", "% copy", "GB/s", "rel err", "µs/token",
+                  "% MMA@clock", "note")
+
 # Columns that only a GPU fills (the copy bandwidth measured in the run, the SM clock NVML read, the % of the MMA peak
 # at that clock): an experiment's table holds one where some cell has a value in it, so a CPU run's has no column of
 # dashes.
@@ -108,23 +118,19 @@ def measurement_columns(cells: list[CellRecord], machine=None) -> list[tuple]:
             if column[0] not in GPU_ONLY or any(row[i] != "-" for row in rows)]
 
 
-def experiment_table(name: str, cells: list[CellRecord], machine=None) -> Table:
+def experiment_grid(name: str, cells: list[CellRecord], machine=None) -> Grid:
     """Shape columns that vary within the experiment, then the measurements (measurement_columns: none that only a
-    GPU fills on a CPU); constant ones in the title."""
+    GPU fills on a CPU); constant ones in the title. A failed cell's row is red, a skipped one's yellow."""
     columns = measurement_columns(cells, machine)
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     fixed = shape.label(shapes[0], omit=tuple(varying))
-    table = Table(title=f"{name}  [dim]{fixed}[/]", title_justify="default")  # left, not padded to the table's width
-    for header in ["variant", *(shape.column(k) for k in varying), "status"]:
-        table.add_column(header)
-    for header, right, _ in columns:
-        table.add_column(header, justify="right" if right else "left")
-    for c, values in zip(cells, shapes):
-        style = {"ok": None, "skipped": "yellow"}.get(c.status, "red")
-        values_shown = [escape(m) for m in measured(c, columns)]  # text, not markup: a note's [clock moved 12%]
-        table.add_row(c.variant, *(shape.shown(k, values) for k in varying), c.status, *values_shown, style=style)
-    return table
+    header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in columns)]
+    rows = [[c.variant, *(shape.shown(k, values) for k in varying), c.status, *measured(c, columns)]
+            for c, values in zip(cells, shapes)]
+    return Grid(f"{name}  [dim]{fixed}[/]", header, rows, right=tuple(name for name, right, _ in columns if right),
+                wraps=("note",), drops=LEFT_OUT_FIRST,
+                styles=tuple({"ok": None, "skipped": "yellow"}.get(c.status, "red") for c in cells))
 
 
 def print_tables(cells: list[CellRecord], console: Console, machine=None) -> None:
@@ -132,20 +138,92 @@ def print_tables(cells: list[CellRecord], console: Console, machine=None) -> Non
     for c in cells:
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
-        console.print(experiment_table(name, group, machine))
+        print_grid(experiment_grid(name, group, machine), console)
 
 
-def rich_table(title: str, header: list[str], rows: list[list[str]], right: tuple[str, ...] = (),
-               fold: tuple[str, ...] = ()) -> Table:
-    """A titled rich table of text rows; the `right` columns right-aligned, the `fold` columns' long words folded
-    onto more lines where a narrow terminal would cut them short with '…'."""
-    table = Table(title=title, title_justify="default")  # left, not padded to the table's width
-    for name in header:
-        table.add_column(name, justify="right" if name in right else "left",
-                         overflow="fold" if name in fold else "ellipsis")
-    for row in rows:
-        table.add_row(*row)
-    return table
+WRAP_MIN = 14  # characters a line that a wrapping column (a note, a shape) keeps before a column is left out
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A terminal table as text (a value never markup), before it meets a width: each value whole on its line but the
+    `wraps` columns' (their words folded onto more lines where the table needs the room), and where a terminal is too
+    narrow for that, the `drops` columns left out, first to last (fitted)."""
+
+    title: str  # markup: a dim part
+    header: list[str]
+    rows: list[list[str | Text]]  # Text where a value has a style of its own
+    right: tuple[str, ...] = ()  # right-aligned: the numbers
+    wraps: tuple[str, ...] = ()
+    drops: tuple[str | tuple[str, ...], ...] = ()  # a tuple of names: left out together (A's and B's)
+    styles: tuple[str | None, ...] = ()  # each row's, where rows have one
+
+    def widths(self, shown: list[str], compact: bool) -> list[int]:
+        """Each shown column's width: its widest value or its header, the header's longest word where `compact`
+        (the header wraps); a wrapping column's at most WRAP_MIN."""
+        return [self._width(self.header.index(name), compact) for name in shown]
+
+    def _width(self, at: int, compact: bool) -> int:
+        name = self.header[at]
+        head = max(map(cell_len, name.split() or [""])) if compact else cell_len(name)
+        widest = max([head, *(_text(row[at]).cell_len for row in self.rows)])
+        return min(widest, max(WRAP_MIN, head)) if name in self.wraps else widest
+
+
+def _text(value: str | Text) -> Text:
+    return value if isinstance(value, Text) else Text(value)
+
+
+def _table_width(widths: list[int]) -> int:
+    """A rich table's width, its columns `widths` wide: a space each side of each, a rule between two and at each
+    edge."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def fitted(grid: Grid, width: int, leave_out: bool = True) -> tuple[Table, list[str]]:
+    """`grid` as a rich table `width` columns wide, and the columns left out for it (_shown; none where not
+    `leave_out`, as in a pipe). Every column but a wrapping one gets a fixed width that holds its values whole, so rich
+    narrows only the wrapping ones; where even the columns kept do not fit, the numbers alone keep theirs and rich
+    folds the text onto more lines: never a value cut short with '…'."""
+    shown = _shown(grid, width) if leave_out else list(grid.header)
+    table = Table(title=grid.title, title_justify="default")  # left, not padded to the table's width
+    for name, fixed in zip(shown, _fixed_widths(grid, shown, width)):
+        table.add_column(name, justify="right" if name in grid.right else "left", overflow="fold",
+                         width=None if name in grid.wraps else fixed)
+    at = [grid.header.index(name) for name in shown]
+    for row, style in zip(grid.rows, grid.styles or [None] * len(grid.rows)):
+        table.add_row(*(_text(row[i]) for i in at), style=style)
+    return table, [name for name in grid.header if name not in shown]
+
+
+def _shown(grid: Grid, width: int) -> list[str]:
+    """The grid's columns less as few of its drops, in their order, as let the rest fit `width` whole (headers
+    wrapped at spaces, each wrapping column WRAP_MIN wide)."""
+    shown = list(grid.header)
+    for names in ((drop,) if isinstance(drop, str) else drop for drop in grid.drops):
+        if _table_width(grid.widths(shown, compact=True)) <= width:
+            break
+        shown = [name for name in shown if name not in names]
+    return shown
+
+
+def _fixed_widths(grid: Grid, shown: list[str], width: int) -> list[int | None]:
+    """The shown columns' widths: each header on one line where that fits, else wrapped at its spaces; where neither
+    fits, the numbers' alone (right-aligned columns), the text columns None: rich narrows those, folding them."""
+    for compact in (False, True):
+        if _table_width(widths := grid.widths(shown, compact)) <= width:
+            return widths
+    return [fixed if name in grid.right else None for name, fixed in zip(shown, widths)]
+
+
+def print_grid(grid: Grid, console: Console) -> None:
+    """`grid` at a terminal's width, a line under it naming the columns left out to fit (fitted); every column in a
+    pipe, where a script or a log reads it (PIPE_WIDTH wide, runner.cli)."""
+    table, left_out = fitted(grid, console.width, leave_out=console.is_terminal)
+    console.print(table)
+    if left_out:
+        console.print(escape(f"left out at {console.width} columns: {', '.join(left_out)} (all in a wider terminal, or "
+                             "piped: | less -S)"), highlight=False)
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -158,21 +236,34 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines + ["| " + " | ".join(map(cell, row)) + " |" for row in rows])
 
 
+# What a terminal too narrow for the leaderboard leaves out, first to last; its shape, fastest variant, time and margin
+# stay.
+LEADERBOARD_LEFT_OUT_FIRST = ("variants", "auto", "next", "% MMA@clock")
+
+
 def leaderboard_table(cells: list[CellRecord], console: Console,
                       legacy: Mapping[str, str] = MappingProxyType({}), machine=None) -> None:
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto, and
     with the run's `machine` its % of the MMA peak at its clock; under it, what deprecated each legacy variant it
     names."""
-    from runner.leaderboard import leaderboard, notes, rows
+    from runner.leaderboard import leaderboard, notes
 
     contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
     if not contested:
         return
-    body = rows(contested, legacy)
-    console.print(rich_table("leaderboard: the fastest correct variant per shape", list(body[0]),
-                             [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock")))
+    print_grid(leaderboard_grid(contested, legacy), console)
     for note in notes(contested, legacy):
         console.print(escape(note), highlight=False)
+
+
+def leaderboard_grid(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> Grid:
+    """runner.leaderboard's standings (one at least) as a terminal's table."""
+    from runner.leaderboard import rows
+
+    body = rows(standings, legacy)
+    return Grid("leaderboard: the fastest correct variant per shape", list(body[0]),
+                [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock"),
+                wraps=("shape", "fastest", "next", "margin", "auto"), drops=LEADERBOARD_LEFT_OUT_FIRST)
 
 
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
@@ -280,6 +371,14 @@ def _noise(c: CellRecord) -> float:
     return next((t.noise for t in c.timings if t.timer == c.timer), math.inf)
 
 
+# The text columns of the tables beside the leaderboard that a terminal's table folds at spaces, and what a terminal too
+# narrow for one leaves out, first to last (a name no table has is passed over): the sources and versions behind a
+# published figure, the experiment (the shape names the pass), the % MMA columns, then what explains a cost beyond it.
+BESIDE_WRAPS = ("shape", "beside", "cost", "published")
+BESIDE_LEFT_OUT_FIRST = ("published", "published cuDNN", "our cuDNN", "experiment", "published % MMA@clock",
+                         "measured % MMA@clock", "bits repeat", "compute ms", "comm ms", "beside", "beside ms")
+
+
 @dataclass(frozen=True)
 class Beside:
     """A table a run gets beside its cells and leaderboard, where it holds the cells for it."""
@@ -303,6 +402,11 @@ class Beside:
         """The rows under `header`, "-" where a row lacks a column."""
         header = self.header
         return [[row.get(name, "-") for name in header] for row in self.rows]
+
+    def grid(self) -> Grid:
+        """The table as a terminal's (show's)."""
+        return Grid(self.title, self.header, self.body(), right=self.right, wraps=BESIDE_WRAPS,
+                    drops=BESIDE_LEFT_OUT_FIRST)
 
 
 def published_rows(cells: list[CellRecord], manifest) -> list[dict[str, str]]:
@@ -339,7 +443,7 @@ def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:
     """`show`'s tables beside the leaderboard (beside_tables), each as a terminal table."""
     for t in beside_tables(cells, manifest):
         if t.rows:
-            console.print(rich_table(t.title, t.header, t.body(), right=t.right))
+            print_grid(t.grid(), console)
         if t.note:
             console.print(escape(t.note), highlight=False)
 
@@ -350,7 +454,7 @@ def _part_state(part) -> str:
     return "not started" if part.manifest is None and not part.cells else "unfinished"
 
 
-def runs_table(runs: list, uri: str) -> Table:
+def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
     rows = []
     for run in runs:
@@ -358,7 +462,8 @@ def runs_table(runs: list, uri: str) -> Table:
         rows += [[run.run_id, name, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
-    return rich_table(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows)
+    return Grid(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows,
+                drops=("name", "started"))  # a run's id starts with its spec's name where none was given
 
 
 def kernel_line(manifest) -> str | None:
@@ -456,6 +561,16 @@ def differing(a: str, b: str) -> tuple[str, str]:
 
 
 KERNEL_NAMES = ("only A ran", "only B ran")  # compare's kernel columns: what tells A from B is at their names' end
+# compare's text columns whose words a terminal's table folds onto more lines (a shape, B's reason, an environment's
+# A and B, kernel names); the rest, times and ratios among them, stay whole (Grid)
+COMPARED_WRAPS = ("shape", "reason", "A", "B", *KERNEL_NAMES)
+# What a terminal too narrow for a comparison's table leaves out, first to last: the cell's key (for scripts: --format
+# json), which kernel B ran and which side was sampled unsettled (the verdict counts both), both runs' noise; in the
+# table of kernels, the verdict and the kind of change; in the status changes, whether one is a regression (ok in A,
+# not in B) and B's reason. The cell's experiment, variant and shape, A ms, B ms and B / A, A's and B's status and
+# the kernels only A or only B ran are never left out.
+COMPARED_LEFT_OUT_FIRST = ("key", "kernel", "unsettled", ("noise A", "noise B"), "verdict", "change", "regression",
+                           "reason")
 
 
 def kernels_shown(kernels):
@@ -563,12 +678,16 @@ def verdict(found) -> str:
 def print_comparison(found, console: Console) -> None:
     for line in comparison_heading(found):
         console.print(escape(line))
-    for title, table in comparison_sections(found):
-        if len(table):
-            rows = [list(map(escape, row)) for row in table.astype(str).itertuples(index=False)]
-            console.print(rich_table(title, list(map(str, table.columns)), rows, right=("A ms", "B ms", "B / A"),
-                                     fold=KERNEL_NAMES))
+    for grid in comparison_grids(found):
+        print_grid(grid, console)
     console.print(escape(verdict(found)))
+
+
+def comparison_grids(found) -> list[Grid]:
+    """The terminal's table of each section that has rows (comparison_sections)."""
+    return [Grid(title, list(map(str, table.columns)), [list(row) for row in table.astype(str).itertuples(index=False)],
+                 right=("A ms", "B ms", "B / A"), wraps=COMPARED_WRAPS, drops=COMPARED_LEFT_OUT_FIRST)
+            for title, table in comparison_sections(found) if len(table)]
 
 
 def comparison_markdown(found) -> str:

@@ -6,11 +6,11 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from helpers import params
+from helpers import REPO, params
 from runner.frames import cells as frame
 from runner.report import export, markdown, markdown_table, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
-from stores import CPU_LAB5, H200_LONG, shipped, telemetry
+from stores import CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, shipped, telemetry
 from test_results import record, some_records
 
 
@@ -112,7 +112,7 @@ def test_an_optional_column_goes_after_the_one_it_belongs_beside_wherever_that_s
                     dtype=run.cells[0].params.dtype)  # one the GPU has an MMA rate for
     serving = telemetry(run.cells[0]).model_copy(update=dict(params=decode, pct_of_bandwidth=40.0))  # a clock, a copy
     monkeypatch.setattr(report, "COLUMNS", [("first", False, lambda c: "x"), *report.COLUMNS])
-    header = [column.header for column in report.experiment_table("e", [serving], run.manifest.machine).columns]
+    header = report.experiment_grid("e", [serving], run.manifest.machine).header
     assert header.index("% MMA@clock") == header.index("TFLOP/s") + 1
     assert header.index("µs/token") == header.index("% copy") + 1
 
@@ -221,14 +221,183 @@ def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which()
 
 def test_the_clock_column_is_shown_where_a_cell_of_the_experiment_fills_it():
     """A run on a CPU has no GPU clock: `show` printed its % MMA@clock column all dashes, which the run's closing
-    tables left out. Both print through experiment_table, which shows it where any cell has a clock."""
+    tables left out. Both print through experiment_grid, which shows it where any cell has a clock."""
     from runner import report
 
     def header(cells, machine) -> list[str]:
-        return [column.header for column in report.experiment_table("e", cells, machine).columns]
+        return report.experiment_grid("e", cells, machine).header
 
     cpu, gpu = shipped(CPU_LAB5), shipped(H200_LONG)
     assert "% MMA@clock" not in header(cpu.cells, cpu.manifest.machine)
     clocked = [telemetry(c) for c in gpu.cells]
     assert "% MMA@clock" in header(clocked, gpu.manifest.machine)
     assert "% MMA@clock" not in header(gpu.cells, gpu.manifest.machine)  # recorded before NVML's readings were
+
+
+# --- a terminal's width: the tables of show and compare fitted to it (runner.report.fitted) --------------------------
+
+WIDTHS = (80, 100, 120, 160)
+SHOWN = ("h200/hopper-long-warm-20261202", "h200/lab5-warm-20261203-023042", "h200/llama3.1-70b-20261203",
+         "h200/decode-20261202", CPU_LAB5)  # many GPU columns, many shape axes, serving columns, a CPU's few
+
+
+def on_terminal(grid, width: int) -> str:
+    """What print_grid writes to a terminal `width` columns wide, styles dropped."""
+    import io
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=width, record=True)
+    from runner.report import print_grid
+
+    print_grid(grid, console)
+    return console.export_text()
+
+
+def cells_of(line: str) -> list[str]:
+    return [cell.strip() for cell in line[1:-1].split(line[0])]
+
+
+def read_back(text: str, whole: tuple[str, ...]) -> tuple[list[str], list[dict[str, str]], list[str] | None]:
+    """A printed grid's header (each header's wrapped lines joined), the first line of each of its rows by header (a
+    row starts where one of the `whole` columns, numbers that never wrap, has a value), and the columns its left-out
+    line names."""
+    import re
+
+    lines = text.splitlines()
+    header = [" ".join(filter(None, parts)) for parts in zip(*(cells_of(line) for line in lines if line[0] == "┃"))]
+    numeric = [i for i, name in enumerate(header) if name in whole]
+    body = [cells_of(line) for line in lines if line[0] == "│"]
+    rows = [dict(zip(header, cells)) for cells in body if not numeric or any(cells[i] for i in numeric)]
+    under = " ".join(line.strip() for line in lines[next(i for i, line in enumerate(lines) if line[0] == "└") + 1:])
+    said = re.fullmatch(r"left out at \d+ columns: (.*) \(all in a wider terminal, or piped: \| less -S\)", under)
+    assert said or not under, under
+    return header, rows, said[1].split(", ") if said else None
+
+
+def assert_whole(grid, width: int) -> list[str]:
+    """At `width`: no line wider; every column but the grid's drops shown; each number of each row whole in its cell;
+    the left-out line naming exactly the columns not shown. The columns left out."""
+    text = on_terminal(grid, width)
+    assert max(map(len, text.splitlines())) <= width
+    header, rows, left_out = read_back(text, numbers_of(grid))
+    dropped = [name for name in grid.header if name not in header]
+    assert left_out == (dropped or None)
+    droppable = {name for drop in grid.drops for name in ((drop,) if isinstance(drop, str) else drop)}
+    assert set(dropped) <= droppable, f"{set(dropped) - droppable} left out, not among the drops"
+    numbers = [name for name in header if name in numbers_of(grid)]
+    if numbers:
+        assert len(rows) == len(grid.rows)
+        for row, shown in zip(grid.rows, rows):
+            assert [shown[name] for name in numbers] == [row[grid.header.index(name)] for name in numbers]
+    return dropped
+
+
+def numbers_of(grid) -> tuple[str, ...]:
+    """The grid's numeric columns that never wrap (a cost, '+3.1% (within noise)', may)."""
+    return tuple(name for name in grid.right if name not in grid.wraps)
+
+
+def experiment_grids(run) -> list:
+    from runner.report import experiment_grid
+
+    by_experiment: dict[str, list] = {}
+    for c in run.cells:
+        by_experiment.setdefault(c.experiment, []).append(c)
+    return [experiment_grid(name, cells, run.manifest.machine) for name, cells in by_experiment.items()]
+
+
+@pytest.mark.parametrize("folder", SHOWN)
+def test_show_on_a_narrow_terminal_leaves_columns_out_and_cuts_no_number(folder):
+    """show at 120 columns cut median ms and TFLOP/s to '6…' among 16 columns; now, at each width, the least needed
+    columns go first (LEFT_OUT_FIRST), every number shown is whole, and a line names what was left out."""
+    grids = experiment_grids(shipped(folder))
+    dropped = {width: [assert_whole(grid, width) for grid in grids] for width in WIDTHS}
+    assert any(dropped[80])  # each run's tables are too wide for 80 columns whole: the test leaves columns out
+    for grid in grids:
+        assert not assert_whole(grid, 400)  # wide enough: every column
+
+
+@pytest.mark.parametrize("folder", [SHIPPED / "h200/hopper-long-warm-20261202", SHIPPED / "h200/llama3.1-70b-20261203",
+                                    REPO / "tests/fixtures/serving-cpu/serving-cpu-20261206"])
+def test_shows_leaderboard_and_the_tables_beside_it_fit_a_narrow_terminal_too(folder):
+    """The leaderboard (its variant count and margin over auto first) and the tables beside it (the published
+    figures' sources and cuDNN versions first; what a serving cost is set beside) leave columns out as the cells'
+    tables do."""
+    from runner.leaderboard import leaderboard
+    from runner.report import beside_tables, leaderboard_grid
+    from runner.store import read_run
+
+    run = read_run(folder)
+    contested = [s for s in leaderboard(run.cells, machine=run.manifest.machine) if s.variants > 1]
+    grids = [t.grid() for t in beside_tables(run.cells, run.manifest) if t.rows]
+    assert grids
+    grids += [leaderboard_grid(contested)] if contested else []  # a run of one variant a shape has no board
+    for width in WIDTHS:
+        for grid in grids:
+            assert_whole(grid, width)
+
+
+def test_a_narrow_terminal_leaves_out_no_more_than_it_must():
+    """Each wrapping column (the note) is counted WRAP_MIN wide, not its widest value's, when a width is tried: counted
+    whole, a 70-character FP8 verdict would leave out every column it could at 160."""
+    fwd, _ = experiment_grids(shipped("h200/hopper-long-warm-20261202"))
+    assert assert_whole(fwd, 160) == ["temp MiB"]
+    assert assert_whole(fwd, 120) == ["timer", "wall ms", "SM MHz", "temp MiB", "backend"]
+
+
+def test_where_even_the_columns_kept_do_not_fit_the_text_folds_and_the_numbers_stay_whole():
+    """At 60 columns a run of seven shape axes cannot show its cells' names whole: rich folds the text columns onto
+    more lines, never '…', and each time and rate keeps its width."""
+    grid = experiment_grids(shipped("h200/llama3.1-70b-20261203"))[0]
+    text = on_terminal(grid, 60)
+    assert "…" not in text and max(map(len, text.splitlines())) <= 60
+    _, rows, _ = read_back(text, numbers_of(grid))
+    numbers = [grid.header.index(name) for name in ("median ms", "TFLOP/s")]
+    assert [[row["median ms"], row["TFLOP/s"]] for row in rows] == [[row[i] for i in numbers] for row in grid.rows]
+
+
+def compared(a: str, b: str):
+    from runner import compare
+
+    run_a, run_b = shipped(a), shipped(b)
+    return compare.compare(frame(run_a.cells), frame(run_b.cells), run_a.manifest, run_b.manifest)
+
+
+@pytest.mark.parametrize("pair", [("h200/hopper-long-warm-20261202", "h200/hopper-long-warm-20261203-023241"),
+                                  ("h200/lab5-warm-20261202-182308", "h200/lab5-warm-20261203-023042"),
+                                  (H200_LAB5_NO_TE, H200_LAB5)])  # status changes, another kernel
+def test_compare_on_a_narrow_terminal_keeps_each_time_and_ratio_whole(pair):
+    """compare at 80 columns wrapped a shape over seven lines and cut the key, experiment and variant with '…'; now
+    each table leaves out the key, then the noise, before a time, and folds only its shape, reasons and kernel names:
+    the status changes and the kernels B ran too fit 80 columns with their cells' names whole."""
+    from runner.report import comparison_grids
+
+    grids = comparison_grids(compared(*pair))
+    assert any("A ms" in grid.header for grid in grids)
+    for width in WIDTHS:
+        for grid in grids:
+            assert_whole(grid, width)
+
+
+def test_a_pipe_keeps_every_column_however_wide_the_table():
+    """Piped output is read by scripts: PIPE_WIDTH wide, every column kept, no left-out line, where a terminal as wide
+    leaves columns out."""
+    import io
+
+    from runner.cli import PIPE_WIDTH
+    from runner.report import Grid, print_grid
+
+    header = [f"c{i}" for i in range(30)]
+    grid = Grid("wide", header, [["123456"] * 30], right=tuple(header), drops=tuple(header[1:]))
+    piped = Console(file=io.StringIO(), width=PIPE_WIDTH, record=True)  # not a terminal
+    print_grid(grid, piped)
+    shown, _, left_out = read_back(piped.export_text(), ())
+    assert shown == header and left_out is None
+    assert assert_whole(grid, PIPE_WIDTH)  # a terminal: some left out
+
+
+def test_the_columns_left_out_first_are_columns_a_run_has():
+    """LEFT_OUT_FIRST names measurement columns by header: a header renamed would leave its column never left out."""
+    from runner import report
+
+    headers = {name for name, _, _ in [*report.COLUMNS, report.TOKEN_COLUMN, report.clock_column(None)]}
+    assert set(report.LEFT_OUT_FIRST) <= headers
