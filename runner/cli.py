@@ -656,27 +656,15 @@ def _shown_run(args):
 
 
 def cmd_show(args, console: Console) -> int:
-    from runner.leaderboard import leaderboard, legacy_of
-    from runner.report import (export, kernel_line, leaderboard_markdown, leaderboard_table, print_beside, print_tables,
-                               summary_line)
+    from runner.report import export
 
     run = _shown_run(args)
     if run.manifest is None and not run.cells:
         raise UsageError("\n".join(run.problems))
     _warn(run.problems)
-    if args.format == "table":
-        machine = run.manifest.machine if run.manifest else None
-        if line := kernel_line(run.manifest):
-            console.print(escape(line))
-        print_tables(run.cells, console, machine)
-        leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
-        print_beside(run.cells, run.manifest, console)
-        console.print(summary_line(run.cells))
-        return EXIT_OK
-    if args.format == "leaderboard":
-        machine = run.manifest.machine if run.manifest else None
-        sys.stdout.write(leaderboard_markdown(leaderboard(run.cells, machine=machine), legacy_of([run.manifest]))
-                         + "\n")
+    if args.format in SHOWN:
+        with _output_console(args.output, console) as out:
+            SHOWN[args.format](run, out)
         return EXIT_OK
     if args.format == "parquet":
         _parquet_ready(args.output)
@@ -687,6 +675,45 @@ def cmd_show(args, console: Console) -> int:
     if text is not None:
         sys.stdout.write(text)
     return EXIT_OK
+
+
+def _show_table(run, console: Console) -> None:
+    """show's tables: the run's cells per experiment, its leaderboard, the tables beside them, its summary line."""
+    from runner.leaderboard import legacy_of
+    from runner.report import kernel_line, leaderboard_table, print_beside, print_tables, summary_line
+
+    machine = run.manifest.machine if run.manifest else None
+    if line := kernel_line(run.manifest):
+        console.print(escape(line))
+    print_tables(run.cells, console, machine)
+    leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
+    print_beside(run.cells, run.manifest, console)
+    console.print(summary_line(run.cells))
+
+
+def _show_leaderboard(run, console: Console) -> None:
+    """show --format leaderboard: the run's leaderboard as markdown."""
+    from runner.leaderboard import leaderboard, legacy_of
+    from runner.report import leaderboard_markdown
+
+    machine = run.manifest.machine if run.manifest else None
+    console.file.write(leaderboard_markdown(leaderboard(run.cells, machine=machine), legacy_of([run.manifest])) + "\n")
+
+
+SHOWN = {"table": _show_table, "leaderboard": _show_leaderboard}  # show's formats printed as text, not exported
+
+
+@contextmanager
+def _output_console(output: Path | None, console: Console):
+    """stdout's console, or with --output a console that writes the file as a pipe would read the text."""
+    if output is None:
+        yield console
+        return
+    try:
+        with open(output, "w") as file:
+            yield _piped(file)
+    except OSError as error:
+        raise UsageError(f"--output {output}: {error.strerror or error}") from None
 
 
 def _parquet_ready(output: Path | None) -> None:
@@ -999,7 +1026,12 @@ def _stdout() -> Console:
     """stdout: on a terminal its width; in pipes and pod logs tables up to PIPE_WIDTH wide and lines never
     wrapped or padded."""
     console = StdoutConsole(highlight=False)
-    return console if console.is_terminal else StdoutConsole(highlight=False, width=PIPE_WIDTH, soft_wrap=True)
+    return console if console.is_terminal else _piped()
+
+
+def _piped(file=None) -> Console:
+    """A console for a pipe, a pod's log or a file: tables up to PIPE_WIDTH wide, lines never wrapped or padded."""
+    return StdoutConsole(file=file, highlight=False, width=PIPE_WIDTH, soft_wrap=True)
 
 
 def _stderr() -> Console:

@@ -668,6 +668,16 @@ def test_show_missing_folder_exits_2(tmp_path, capsys):
     assert len(result.errors) == 1 and "missing" in result.err
 
 
+@pytest.mark.parametrize("fmt", ["table", "leaderboard"])
+def test_show_output_writes_the_text_a_pipe_reads(tmp_path, capsys, fmt):
+    """--output is written for every format: the table and the leaderboard as piped stdout reads them (they went to
+    stdout, no file written)."""
+    piped = in_process(capsys, "show", SHIPPED_RUN, "--format", fmt)
+    result = in_process(capsys, "show", SHIPPED_RUN, "--format", fmt, "--output", tmp_path / "shown.txt")
+    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (tmp_path / "shown.txt").read_text() == piped.out
+
+
 def test_show_output_into_a_missing_folder_is_bad_input(tmp_path, capsys):
     result = in_process(capsys, "show", SHIPPED_RUN, "--format", "csv", "--output", tmp_path / "no-such-folder" / "x.csv")
     assert result.code == 2

@@ -177,6 +177,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("results.md", "SM clock moved more than {} % while it was sampled", 100 * power.UNSTABLE_SPREAD),
         ("results.md", "| {} | stdout's reader went away", cli.EXIT_PIPE),
         ("command-line.md", "tables grow up to {} columns", cli.PIPE_WIDTH),
+        ("command-line.md", "the table as a pipe reads it (no colour, up to {} columns)", cli.PIPE_WIDTH),
         ("command-line.md", "one line per problem (at most {}, then a count)", spec.MAX_PROBLEMS),
         ("command-line.md", "are retried every {} s for up to", store.AUTH_PAUSE_S),
         ("command-line.md", "for up to {} s (`AUTH_GRACE_S`", store.AUTH_GRACE_S),
