@@ -107,7 +107,7 @@ def fastest(sel: Selection) -> str:
     """Which variant is fastest where, the first thing the page answers: the newest selected run's leaderboard in a
     line, over the shapes where two or more correct variants ran ('' where none did)."""
     newest = sel.cells[sel.cells["run"] == sel.runs[0]] if sel.runs else sel.cells.iloc[:0]
-    contested = [s for s in tables.standings(newest) if s.variants > 1]
+    contested = board.contested(tables.standings(newest))
     if not contested:
         return ""
     return (f"**Fastest** in `{sel.runs[0]}` by the {sel.timer} timer: {board_summary(contested)} "
@@ -539,9 +539,28 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
     if not standings:
         st.info("No measured cell in the selection.")
         return
-    st.caption(f"Per shape: the fastest correct variant ({sel.timer} timer), how much longer the next takes (within "
-               "noise: the gap is smaller than either's IQR) and how much longer `auto` takes, with the backend JAX "
-               "picked for it.")
+    if contested := board.contested(standings):
+        boards(snap, sel, contested)
+    else:
+        st.info("No shape in the selection where two or more variants ran correctly: no leaderboard.")
+    beside = published.table(tables.measured(sel.cells), snap.manifests)
+    missing = published.absent(sel.runs, snap.manifests)
+    if not beside.empty or missing:
+        st.subheader("Beside published figures")
+    if not beside.empty:
+        st.caption("Each measured cell at the shape of a published figure, on the GPU the figure was measured on "
+                   "(docs/reference/), by the cell's headline timer (as `attnbench show`): measured / published "
+                   "below 1 is faster than published.")
+        st.dataframe(beside, hide_index=True)
+    for note in missing:
+        st.caption(note)
+
+
+def boards(snap: data.Snapshot, sel: Selection, standings: list[board.Standing]) -> None:
+    """Each selected run's leaderboard over its contested shapes (runner.leaderboard.contested), as `show`'s."""
+    st.caption(f"Per shape where two or more variants ran correctly: the fastest correct variant ({sel.timer} timer), "
+               "how much longer the next takes (within noise: the gap is smaller than either's IQR) and how much "
+               "longer `auto` takes, with the backend JAX picked for it.")
     as_markdown = st.toggle("Tables as markdown", key="md", bind="query-params")
     for run in sel.runs:
         mine = [s for s in standings if s.run_id == run]
@@ -554,17 +573,6 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
                 st.caption(note)
             if as_markdown:
                 st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
-    beside = published.table(tables.measured(sel.cells), snap.manifests)
-    missing = published.absent(sel.runs, snap.manifests)
-    if not beside.empty or missing:
-        st.subheader("Beside published figures")
-    if not beside.empty:
-        st.caption("Each measured cell at the shape of a published figure, on the GPU the figure was measured on "
-                   "(docs/reference/), by the cell's headline timer (as `attnbench show`): measured / published "
-                   "below 1 is faster than published.")
-        st.dataframe(beside, hide_index=True)
-    for note in missing:
-        st.caption(note)
 
 
 def board_summary(standings: list[board.Standing]) -> str:

@@ -11,7 +11,7 @@ from itertools import islice
 from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
-from runner.leaderboard import Standing, leaderboard, legacy_of, notes, rows, winners
+from runner.leaderboard import Standing, contested, leaderboard, legacy_of, notes, rows, winners
 from runner.record import CellRecord
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
@@ -71,7 +71,7 @@ def summary(reports: list[Report]) -> str:
         parts += [f"## {r.run.run_id}", "\n".join(f"- {fact}" for fact in facts(r.run))]
         parts.append(f"**{report.verdict(r.comparison)}** (against {r.comparison.a.run_id})" if r.comparison
                      else "No earlier run of this spec identity, GPU, power policy and timer to compare with.")
-        standings = contested(r.run)
+        standings = standings_of(r.run)
         if standings:
             parts.append(fastest(standings, lambda variant: f"**{variant}**"))
         if board := leaderboard_markdown(standings, legacy_of([r.run.manifest])):
@@ -83,11 +83,11 @@ def summary(reports: list[Report]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def contested(run: Run) -> list[Standing]:
-    """The run's leaderboard over the shapes where two or more variants ran correctly (with its machine, each time's
+def standings_of(run: Run) -> list[Standing]:
+    """The run's leaderboard over its contested shapes (runner.leaderboard.contested; with its machine, each time's
     share of the MMA peak at its clock)."""
     machine = run.manifest.machine if run.manifest else None
-    return [s for s in leaderboard(run.cells, machine=machine) if s.variants > 1]
+    return contested(leaderboard(run.cells, machine=machine))
 
 
 def fastest(standings: list[Standing], strong=str) -> str:
@@ -122,7 +122,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     run = r.run
     parts = [f"<section id='{_e(run.run_id)}'><h2>{_e(run.run_id)}</h2>",
              "<p class='meta'>" + " · ".join(map(_e, facts(run))) + "</p>", verdict_html(r.comparison)]
-    standings = contested(run)
+    standings = standings_of(run)
     if standings:
         parts.append(f"<p class='fastest'>{fastest(standings, lambda variant: f'<strong>{_e(variant)}</strong>')}</p>")
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),

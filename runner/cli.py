@@ -693,11 +693,12 @@ def _show_table(run, console: Console) -> None:
 
 def _show_leaderboard(run, console: Console) -> None:
     """show --format leaderboard: the run's leaderboard as markdown."""
-    from runner.leaderboard import leaderboard, legacy_of
+    from runner.leaderboard import contested, leaderboard, legacy_of
     from runner.report import leaderboard_markdown
 
     machine = run.manifest.machine if run.manifest else None
-    console.file.write(leaderboard_markdown(leaderboard(run.cells, machine=machine), legacy_of([run.manifest])) + "\n")
+    board = contested(leaderboard(run.cells, machine=machine))
+    console.file.write(leaderboard_markdown(board, legacy_of([run.manifest])) + "\n")
 
 
 SHOWN = {"table": _show_table, "leaderboard": _show_leaderboard}  # show's formats printed as text, not exported

@@ -133,6 +133,13 @@ def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, machine=N
     return rank(t for t in (time_of(c, timer, machine) for c in cells) if t is not None)
 
 
+def contested(standings: Iterable[Standing]) -> list[Standing]:
+    """The shapes a board shows: those where two or more variants ran correctly (one alone has no race to win). The
+    one rule of `show`'s board, `show --format leaderboard`, the report and the dashboard's overview and Leaderboard
+    tab."""
+    return [s for s in standings if s.variants > 1]
+
+
 AUTO_CLOSE = 0.05  # `auto` this close to the fastest counts as having picked well
 
 

@@ -246,13 +246,13 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto, and
     with the run's `machine` its % of the MMA peak at its clock; under it, what deprecated each legacy variant it
     names."""
-    from runner.leaderboard import leaderboard, notes
+    from runner.leaderboard import contested, leaderboard, notes
 
-    contested = [s for s in leaderboard(cells, machine=machine) if s.variants > 1]
-    if not contested:
+    board = contested(leaderboard(cells, machine=machine))
+    if not board:
         return
-    print_grid(leaderboard_grid(contested, legacy), console)
-    for note in notes(contested, legacy):
+    print_grid(leaderboard_grid(board, legacy), console)
+    for note in notes(board, legacy):
         console.print(escape(note), highlight=False)
 
 

@@ -252,9 +252,9 @@ def test_compare_without_matplotlib_keeps_the_gates_verdict_and_says_which_extra
 
 
 def test_the_pages_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it():
-    from runner.artifacts import contested, leaderboard_html
+    from runner.artifacts import leaderboard_html, standings_of
 
-    html = leaderboard_html(contested(shipped(H200_LONG)), {"te": "deprecated; tokamax replaces it"})
+    html = leaderboard_html(standings_of(shipped(H200_LONG)), {"te": "deprecated; tokamax replaces it"})
     assert "<td>te (legacy)</td>" in html and "<p class='meta'>te (legacy): deprecated; tokamax replaces it</p>" in html
 
 

@@ -678,6 +678,17 @@ def test_show_output_writes_the_text_a_pipe_reads(tmp_path, capsys, fmt):
     assert (tmp_path / "shown.txt").read_text() == piped.out
 
 
+def test_show_leaderboard_has_the_rows_of_shows_board(capsys):
+    """One board: --format leaderboard holds the shapes show's table does, those two or more variants ran correctly
+    (it held every shape, 17 against 13 for the shipped CPU run)."""
+    board = in_process(capsys, "show", SHIPPED_RUN).out.split("leaderboard: ")[1]
+    table = table_rows(board[:board.index("└")].replace("┃", "│"))
+    markdown = [line for line in in_process(capsys, "show", SHIPPED_RUN, "--format", "leaderboard").out.splitlines()
+                if line.startswith("| B")]
+    assert [line.split(" | ")[0].removeprefix("| ") for line in markdown] == [row["shape"] for row in table]
+    assert len(table) == 13 and all(int(row["variants"]) > 1 for row in table)
+
+
 def test_show_output_into_a_missing_folder_is_bad_input(tmp_path, capsys):
     result = in_process(capsys, "show", SHIPPED_RUN, "--format", "csv", "--output", tmp_path / "no-such-folder" / "x.csv")
     assert result.code == 2

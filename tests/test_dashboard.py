@@ -106,13 +106,13 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
     ran, as runner.leaderboard ranks its records by their headline (device) timer; the runs' table keeps a run to a
     line (a git sha cut to 12 characters)."""
     from dashboard import views
-    from runner.leaderboard import leaderboard
+    from runner.leaderboard import contested, leaderboard
 
     app = open_app(monkeypatch, run=[LAB5, LAB5_NO_TE])
     newest = shipped(H200_LAB5)
-    contested = [s for s in leaderboard(newest.cells) if s.variants > 1]
+    board = contested(leaderboard(newest.cells))
     said = [m.value for m in app.markdown if m.value.startswith("**Fastest**")]
-    assert said == [f"**Fastest** in `{LAB5}` by the device timer: {views.board_summary(contested)} (every shape: "
+    assert said == [f"**Fastest** in `{LAB5}` by the device timer: {views.board_summary(board)} (every shape: "
                     "Leaderboard)"]
     assert ("**cudnn** fastest at 17, **xla** fastest at 1 of 18 shapes; auto within 5 % of the fastest at 1 of 2"
             in said[0])
@@ -694,10 +694,20 @@ def test_the_leaderboard_tab_names_the_fastest_per_shape(monkeypatch):
     assert key[0] in app.code[0].value  # the markdown board says it too
 
 
+def test_the_leaderboard_tab_holds_the_shapes_shows_board_does(monkeypatch):
+    """One board: the shapes two or more variants ran correctly (runner.leaderboard.contested), 13 of the CPU run's 17
+    timed ones, as show's and the report's; the tab held all 17."""
+    from runner.leaderboard import contested, leaderboard
+
+    board = table(open_app(monkeypatch, run=CPU_LAB5.rpartition("/")[2], tab="Leaderboard"), "fastest")
+    every = leaderboard(shipped(CPU_LAB5).cells)
+    assert sorted(board["shape"]) == sorted(s.shape for s in contested(every)) and (len(board), len(every)) == (13, 17)
+
+
 def board_key(cells) -> str:
     from runner import leaderboard
 
-    return leaderboard.marks_key([s for s in leaderboard.leaderboard(cells) if s.variants > 1])
+    return leaderboard.marks_key(leaderboard.contested(leaderboard.leaderboard(cells)))
 
 
 def test_crashed_and_timed_out_cells_are_failures_apart_from_skips(monkeypatch, tmp_path):
