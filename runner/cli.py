@@ -789,9 +789,7 @@ def cmd_compare(args, console: Console) -> int:
 
     a, b = _compared(args)
     if a is None:
-        m = b.manifest
-        print(f"no earlier run of {m.name} on {compare.gpu_name(m)} than {b.run_id} with its spec identity, power "
-              f"policy ({compare.power_policy(m) or 'none'}) and timer: nothing to compare with", file=sys.stderr)
+        _nothing_before(b.manifest, args)
         _gate_report(args.report, b, None)
         return EXIT_OK
     if problems := _not_comparable(a, b, args.allow_different_gpu, args.allow_policy_change):
@@ -810,6 +808,20 @@ def cmd_compare(args, console: Console) -> int:
         sys.stdout.write(text)
     _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK
+
+
+def _nothing_before(m, args) -> None:
+    """--against previous on a series' first night: the reason on stderr, and for markdown and json a document that
+    says it (a pipeline reads one every night, never an empty stdout)."""
+    from runner import compare, report
+
+    said = (f"no earlier run of {m.name} on {compare.gpu_name(m)} than {m.run_id} with its spec identity, power "
+            f"policy ({compare.power_policy(m) or 'none'}) and timer: nothing to compare with")
+    print(said, file=sys.stderr)
+    if args.format == "markdown":
+        sys.stdout.write(report.no_comparison_markdown(said))
+    elif args.format == "json":
+        sys.stdout.write(report.no_comparison_json(m, args.threshold / 100, said))
 
 
 def _gate_report(where: str | None, b, found) -> None:

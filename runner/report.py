@@ -700,6 +700,20 @@ def comparison_markdown(found) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def no_comparison_markdown(reason: str) -> str:
+    """compare's markdown where B has no run to be compared with: the heading and the reason in the verdict's place."""
+    return f"### attnbench compare\n\n**{reason}**\n"
+
+
+def no_comparison_json(b, threshold: float, reason: str) -> str:
+    """compare's json where B (its manifest `b`) has no run to be compared with (--against previous on a series'
+    first night): comparison_json's keys that say something without A, A null, no regression, the reason as the
+    verdict."""
+    document = {"a": None, "b": _run(b), "threshold": threshold, "regressed": False, "verdict": reason,
+                "regressions": []}
+    return json.dumps(document, indent=2) + "\n"
+
+
 def _records(table) -> list[dict]:
     return json.loads(table.to_json(orient="records"))  # NaN as null
 
