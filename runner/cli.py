@@ -571,10 +571,11 @@ REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `at
 
 def _run_report(spool, location: str, console: Console) -> None:
     from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
+    from runner.results import in_run_order
 
-    records = spool.records()  # the run read back, as any reader reads it
+    manifest = spool.manifest()
+    records = in_run_order(spool.records(), manifest)  # the run read back, in its order, as any reader reads it
     if len(records) <= REPORT_CELLS:
-        manifest = spool.manifest()
         print_tables(records, console, manifest.machine if manifest else None)  # as show prints them
     else:
         console.print(f"{counted(len(records), 'cell')}, more than a run's end prints; attnbench show {location} "

@@ -1107,6 +1107,20 @@ def test_show_and_a_runs_closing_tables_print_the_columns_only_a_gpu_fills_alike
     assert "% MMA@clock" in closing and "SM MHz" in closing
 
 
+def test_a_runs_closing_tables_list_the_cells_in_shows_order(capsys, tmp_path):
+    """The manifest's cell_order for both, whatever order the cells were measured and spooled in (the closing tables
+    listed them as spooled: seq-len's T 128 before T 64)."""
+    from stores import CPU_LAB5, shipped
+
+    def rows(printed: str) -> list[list[str]]:
+        return [cells[:3] for line in printed.splitlines() if line.startswith("│")
+                if (cells := [c.strip() for c in line.split("│")[1:-1]])[0]]
+
+    cpu = shipped(CPU_LAB5)
+    shown = rows(in_process(capsys, "show", SHIPPED_RUN).out.split("leaderboard: ")[0])
+    assert len(shown) == 76 and rows(_closing_tables(cpu.manifest, cpu.cells[::-1], tmp_path)) == shown
+
+
 def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
     """'the 1 cell is in …' and '0 of 1 cell done', where it said 'all 1 cells are in …'; 'all 1,250 cells are in'
     for many (runner.counted, the one way a count is printed)."""
