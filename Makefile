@@ -24,11 +24,11 @@ demo: $(INSTALLED)
 	$(BIN)/attnbench run $(DEMO_SPEC) --out $(DEMO_RESULTS)/ --spool $(DEMO_SPOOL) --budget 0.2
 	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID (attnbench runs lists them)"
 
-# the results dashboard on http://localhost:8501: the runs in results/ (make demo's) once there is one, else the
-# shipped examples/results; RESULTS=dir-or-gs://bucket/prefix picks other runs
-DASHBOARD_RESULTS = $(or $(RESULTS),$(if $(wildcard $(DEMO_RESULTS)/*/manifest.json),$(DEMO_RESULTS)))
+# the results dashboard on http://localhost:8501: attnbench dashboard's default ($ATTNBENCH_RESULTS, else the runs in
+# results/, make demo's, once there is one, else the shipped examples/results); RESULTS=dir-or-gs://bucket/prefix
+# picks other runs
 dashboard: $(INSTALLED)
-	$(BIN)/attnbench dashboard $(if $(DASHBOARD_RESULTS),--results $(DASHBOARD_RESULTS))
+	$(BIN)/attnbench dashboard $(if $(RESULTS),--results $(RESULTS))
 
 # the runner's own speed: SPEC cold and warm (compilation cache) as whole processes (docs/benchmarks.md)
 bench-runner: $(INSTALLED)

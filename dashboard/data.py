@@ -20,11 +20,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from runner import frames, shape
+from runner import DEFAULT_OUT, frames, shape
 from runner.record import Manifest
 from runner.compare import gpu_name, power_policy, spec_identity
 from runner.results import assemble, run_of
-from runner.store import Store, open_store
+from runner.store import LocalStore, Store, open_store
 
 RESULTS_ENV = "ATTNBENCH_RESULTS"
 SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
@@ -50,10 +50,20 @@ class ParsedRun:
 
 
 def results_uri(argv: list[str]) -> str:
-    """--results after streamlit's `--`, else $ATTNBENCH_RESULTS, else the runs shipped in the repository."""
+    """--results after streamlit's `--`, else default_results()."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument("--results", default=os.environ.get(RESULTS_ENV, str(SHIPPED_RESULTS)))
-    return parser.parse_known_args(argv)[0].results
+    parser.add_argument("--results")
+    given = parser.parse_known_args(argv)[0].results
+    return default_results() if given is None else given
+
+
+def default_results() -> str:
+    """The dashboard's results without --results: $ATTNBENCH_RESULTS, else results/ once it holds a run (where `run`
+    writes and every other reader looks: make demo's runs), else the runs shipped in the repository."""
+    if (given := os.environ.get(RESULTS_ENV)) is not None:
+        return given
+    local = LocalStore(DEFAULT_OUT)
+    return local.uri if local.root.is_dir() and local.runs() else str(SHIPPED_RESULTS)
 
 
 def _last(folder: str) -> str:

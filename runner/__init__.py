@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 COMPARE_THRESHOLD_PERCENT = 5.0
 # The command line's environment variables, here where a script reads them without importing runner.cli (which arms
 # SIGTERM to raise: a script that imported it for a name was ended by a traceback).
+DEFAULT_OUT = "results"  # where run writes and every reader looks by default (the dashboard too, once it holds a run)
 RUN_ID_ENV = "ATTNBENCH_RUN_ID"  # run's --run-id where not given (a Job's pods, each shard, share it)
 COMPILE_CACHE_ENV = "ATTNBENCH_COMPILE_CACHE"  # run's --compile-cache where not given
 DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and all, instead of its one line

@@ -11,7 +11,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, RUN_ID_ENV, counted
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -39,7 +39,6 @@ EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3
 EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat or grep exit then
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
-DEFAULT_OUT = "results"
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
 
@@ -101,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dashboard = sub.add_parser("dashboard", help="open the results dashboard (streamlit) in a browser")
     dashboard.add_argument("--results", help="results folder or gs://bucket/prefix (default: $ATTNBENCH_RESULTS, else "
-                           "examples/results/)")
+                           f"{DEFAULT_OUT}/ when it holds a run, else examples/results/)")
     dashboard.add_argument("--port", type=PORT, default=8501,
                            help=f"port to serve on, {PORT.range} (default: %(default)s)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: %(default)s)")
@@ -932,15 +931,14 @@ def cmd_schema(args, console: Console) -> int:
     return EXIT_OK
 
 
-def dashboard_argv(args) -> list[str]:
+def dashboard_argv(args, results: str) -> list[str]:
     """The `streamlit run` command line that serves dashboard/app.py through dashboard/serve.py (which prepares the
-    server before it answers)."""
+    server before it answers) over `results`."""
     import dashboard
 
     app = Path(dashboard.__file__).with_name("serve.py")
-    argv = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-            "--server.address", args.address, "--browser.gatherUsageStats", "false"]
-    return argv + (["--", "--results", args.results] if args.results else [])
+    return [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
+            "--server.address", args.address, "--browser.gatherUsageStats", "false", "--", "--results", results]
 
 
 def _servable(address: str, port: int) -> None:
@@ -974,7 +972,7 @@ def _servable_results(uri: str, option: str) -> None:
 
 
 def cmd_dashboard(args, console: Console) -> int:
-    from dashboard.data import RESULTS_ENV
+    from dashboard.data import RESULTS_ENV, default_results
 
     _importable("streamlit")
     _servable(args.address, args.port)
@@ -982,9 +980,9 @@ def cmd_dashboard(args, console: Console) -> int:
         os.environ.get(RESULTS_ENV), f"${RESULTS_ENV}")
     if results == "":  # a pipeline's unset variable: the shipped runs would be served as if they were the lab's
         raise UsageError(f"{option}: must name a results folder or a bucket (got '')")
-    if results is not None:  # else the shipped runs
+    if results is not None:  # else results/ or the shipped runs, which are there
         _servable_results(results, option)
-    argv = dashboard_argv(args)
+    argv = dashboard_argv(args, results or default_results())
     os.execv(argv[0], argv)
 
 

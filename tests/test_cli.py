@@ -619,22 +619,34 @@ def test_show_parquet_without_pyarrow_says_which_extra_to_install(run, tmp_path,
     assert not (tmp_path / "cells.parquet").exists()
 
 
-def test_the_dashboards_default_results_are_what_its_help_says(monkeypatch, tmp_path):
-    """Without --results the dashboard is given none and reads $ATTNBENCH_RESULTS, else the shipped runs, as the
-    help says (dashboard/data.py owns the default; the help named the shipped runs alone)."""
+def test_the_dashboards_default_results_are_what_its_help_says(monkeypatch, tmp_path, capsys):
+    """Without --results the dashboard serves $ATTNBENCH_RESULTS, else results/ once it holds a run (make demo's, where
+    every other reader looks), else the shipped runs, as the help says (dashboard.data.default_results owns it; it
+    served the shipped runs beside a results/ that held the demo's)."""
+    from conftest import free_port
     from dashboard.data import RESULTS_ENV, SHIPPED_RESULTS, results_uri
-    from runner.cli import build_parser, dashboard_argv
+    from runner.cli import build_parser
 
-    parser = build_parser()
-    args = parser.parse_args(["dashboard"])
-    argv = dashboard_argv(args)
-    passed = argv[argv.index("--") + 1:] if "--" in argv else []  # the app's own arguments, as streamlit hands them on
-    help_text = " ".join(parser._subparsers._group_actions[0].choices["dashboard"].format_help().split())
-    assert f"(default: ${RESULTS_ENV}, else {SHIPPED_RESULTS.relative_to(REPO)}/)" in help_text
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["dashboard"].format_help().split())
+    assert f"(default: ${RESULTS_ENV}, else results/ when it holds a run, else {SHIPPED_RESULTS.relative_to(REPO)}/)" \
+        in help_text
+
+    def served() -> str:
+        started = []
+        monkeypatch.setattr(os, "execv", lambda path, argv: started.append(argv))
+        assert in_process(capsys, "dashboard", "--port", free_port()).code is None  # execv returns here: no server
+        passed = started[0][started[0].index("--") + 1:]  # the app's own arguments, as streamlit hands them on
+        assert results_uri(passed) == passed[-1]
+        return passed[-1]
+
     monkeypatch.delenv(RESULTS_ENV, raising=False)
-    assert results_uri(passed) == str(SHIPPED_RESULTS)
-    monkeypatch.setenv(RESULTS_ENV, str(tmp_path))
-    assert results_uri(passed) == str(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    assert served() == str(SHIPPED_RESULTS)  # results/ holds no run yet
+    shutil.copytree(SHIPPED_RUN, tmp_path / "results" / SHIPPED_RUN.name)
+    assert served() == str(tmp_path / "results")
+    monkeypatch.setenv(RESULTS_ENV, str(SHIPPED_RESULTS))
+    assert served() == str(SHIPPED_RESULTS)
 
 
 def test_dashboard_without_streamlit_says_which_extra_to_install(capsys, monkeypatch):

@@ -1004,8 +1004,9 @@ def test_without_a_plotly_chunk_the_page_is_served_unchanged_and_the_log_says_so
         f"no PlotlyChart chunk in {tmp_path}/manifest.json: pages are served without plotly.js preloaded"]
 
 
-def test_results_uri_from_argv_env_or_shipped(monkeypatch):
+def test_results_uri_from_argv_env_or_shipped(monkeypatch, tmp_path):
     monkeypatch.delenv(data.RESULTS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no results/ here
     assert data.results_uri([]) == str(data.SHIPPED_RESULTS)
     assert data.results_uri(["--results", "gs://bucket/prefix"]) == "gs://bucket/prefix"
     monkeypatch.setenv(data.RESULTS_ENV, "/elsewhere")
@@ -1014,11 +1015,10 @@ def test_results_uri_from_argv_env_or_shipped(monkeypatch):
 
 def test_cli_dashboard_runs_streamlit_on_the_app():
     args = build_parser().parse_args(["dashboard", "--results", "gs://b/p", "--port", "9999", "--address", "0.0.0.0"])
-    argv = dashboard_argv(args)
+    argv = dashboard_argv(args, "gs://b/p")
     assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == DASHBOARD_SERVER
     assert argv[argv.index("--server.port") + 1] == "9999" and argv[argv.index("--server.address") + 1] == "0.0.0.0"
     assert argv[-3:] == ["--", "--results", "gs://b/p"]
-    assert "--" not in dashboard_argv(build_parser().parse_args(["dashboard"]))
 
 
 def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
