@@ -1029,6 +1029,16 @@ def test_the_command_line_page_names_every_variant_and_every_show_format():
     assert f"[--format {'|'.join(formats)}]" in text
 
 
+def test_the_command_line_pages_refusal_of_an_out_is_in_runs_words(capsys):
+    """The page's example of an --out that cannot be written is what run says today (it quoted a bucket probe's object,
+    '/data/results/.attnbench-probe-7', for a local folder); the reason at its end is the OS's, which differs for a
+    user who is not root (Permission denied)."""
+    text = (REPO / "docs" / "command-line.md").read_text()
+    (line,) = [line.strip() for line in text.splitlines() if line.strip().startswith("error: --out ")]
+    said = in_process(capsys, "run", REPO / "specs" / "smoke.yaml", "--out", line.split()[2].rstrip(":"), "--dry-run")
+    assert said.code == 2 and [error.rsplit(": ", 1)[0] for error in said.errors] == [line.rsplit(": ", 1)[0]]
+
+
 def synopses(text: str) -> dict[str, str]:
     """Each command's synopsis lines on the command line page (`    attnbench NAME …` and the lines that go on)."""
     found = {}
