@@ -78,7 +78,7 @@ def load_problems(snap: data.Snapshot, runs: list[str]) -> None:
     if problems:
         shown = "\n".join(f"- `{p}`" for p in problems[:MAX_PROBLEMS_SHOWN])
         more = len(problems) - MAX_PROBLEMS_SHOWN
-        st.warning(f"{len(problems)} problem(s) reading results; the rest loaded:\n{shown}"
+        st.warning(f"{counted(len(problems), 'problem')} reading results; the rest loaded:\n{shown}"
                    + (f"\n- …and {more} more" if more > 0 else ""))
 
 
@@ -252,7 +252,7 @@ def headline(charted: list[pd.DataFrame], sel: Selection) -> tuple[list[pd.DataF
 def more_experiments(rest: list[pd.DataFrame]):
     """An expander naming the other experiments; its content runs only when it is open (a link opens it: more=true)."""
     names = ", ".join(cells["experiment"].iloc[0] for cells in rest)
-    return st.expander(f"{len(rest)} more experiment(s): {names}", key="more", bind="query-params")
+    return st.expander(f"{counted(len(rest), 'more experiment')}: {names}", key="more", bind="query-params")
 
 
 def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, manifests: dict,
@@ -814,7 +814,8 @@ def environments(manifests: dict, which: str) -> None:
     if len(differs):
         changes = "; ".join(f"**{fact}**: " + " → ".join(dict.fromkeys(table.loc[fact].drop("differs")))
                             for fact in differs)
-        st.warning(f"{len(differs)} environment fact(s) differ: {changes}")
+        st.warning(f"{counted(len(differs), 'environment fact')} {'differs' if len(differs) == 1 else 'differ'}: "
+                   f"{changes}")
     shown = table.drop(columns="differs")
     st.dataframe(shown.style.apply(lambda row: ["background-color: #fde2e1" if table.loc[row.name, "differs"]
                                                 else "" for _ in row], axis=1))

@@ -669,7 +669,7 @@ def verdict(found) -> str:
              f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
              + _unsettled(found.cells) + _apart(found))
     line = f"no regression: {tally}" if not found.regressed else (
-        f"REGRESSION: {len(found.slower)} cell(s) slower, {len(found.no_longer_ok)} ok in A and not in B"
+        f"REGRESSION: {counted(len(found.slower), 'cell')} slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
     line += f" · differs: {said(found.material)}" if len(found.material) else ""
     return line + (f" · settings: {found.settings}" if found.settings else "")

@@ -51,9 +51,9 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
         (HOPPER, "fwd"), (HOPPER, "fwd-bwd")])
     assert page.count("<figure class='chart'") == len(figures) == page.count("src='data:image/png;base64,")
     assert not re.search(r"""(src|href)=['"](?!data:|#)""", page), "the page refers to nothing outside itself"
-    assert "Against lab5-20261202-104743: REGRESSION: 13 cell(s) slower" in page  # LAB5_TE's, of another spec hash
+    assert "Against lab5-20261202-104743: REGRESSION: 13 cells slower" in page  # LAB5_TE's, of another spec hash
     assert "· differs: version cudnn 9.19.0 → 9.14.0; version transformer_engine — → 2.20.2" in page
-    assert "REGRESSION: 1 cell(s) slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
+    assert "REGRESSION: 1 cell slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
     hopper = page[page.index(f"<section id='{HOPPER}'>"):]  # its verdict first, then its charts, then the detail
     assert hopper.index("REGRESSION") < hopper.index("<figure") < hopper.index("<caption>Slower (regressions)")
     assert "<caption>Leaderboard" in page and page.count("<section id=") == 2
@@ -172,7 +172,7 @@ def test_compare_writes_the_report_and_names_it(capsys, tmp_path):
                       "--report", tmp_path / "night")
     assert done.code == 1  # the regression is still the gate's verdict
     page = (tmp_path / "night" / "index.html").read_text()
-    assert "REGRESSION: 3 cell(s) slower" in page and "REGRESSION: 3 cell(s) slower" in done.out
+    assert "REGRESSION: 3 cells slower" in page and "REGRESSION: 3 cells slower" in done.out
     assert f"report: {tmp_path / 'night' / 'index.html'}" in done.err
     assert "report:" not in done.out  # stdout holds the markdown alone
 
@@ -228,7 +228,7 @@ def test_a_report_the_store_refuses_leaves_the_gates_verdict(capsys, tmp_path):
     (tmp_path / "file").write_text("not a folder")
     done = in_process(capsys, "compare", store / LAB5_TE, "--against", "previous", "--format", "markdown",
                       "--report", tmp_path / "file" / "report")
-    assert done.code == 1 and "REGRESSION: 3 cell(s) slower" in done.out  # the regression, not exit 2
+    assert done.code == 1 and "REGRESSION: 3 cells slower" in done.out  # the regression, not exit 2
     assert done.errors[-1].startswith(f"warning: --report {tmp_path / 'file' / 'report'}: ")
     assert done.errors[-1].endswith("; the comparison stands")
 

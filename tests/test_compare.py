@@ -82,7 +82,7 @@ def test_three_cells_30_percent_slower_exit_1_naming_exactly_those_cells(capsys,
     assert {c["key"]: c["ratio"] for c in found["cells"] if c["key"] in slower} == pytest.approx(
         dict.fromkeys(slower, 1.3))
     table = in_process(capsys, "compare", a, b)
-    assert table.code == 1 and table.out.splitlines()[-1].startswith("REGRESSION: 3 cell(s) slower, 0 ok in A")
+    assert table.code == 1 and table.out.splitlines()[-1].startswith("REGRESSION: 3 cells slower, 0 ok in A")
     regressions = table.out.split("Slower (regressions)")[1].split("Geometric mean")[0]
     assert {k for k in ok_keys(shipped(TEMPLATE)) if k in regressions} == set(slower)
 
@@ -152,7 +152,7 @@ def test_markdown_output_renders_as_tables(capsys, pair):
     assert [h.split("</th>")[0] for h in head.split("<th>")[1:]] == [
         "key", "experiment", "variant", "shape", "A ms", "B ms", "B / A", "noise A", "noise B"]
     assert [row.split("</td>")[0] for row in body.split("<tr>\n<td>")[1:]] == slower
-    assert "<strong>REGRESSION: 3 cell(s) slower" in html.split("<table>")[0]  # the answer before the tables
+    assert "<strong>REGRESSION: 3 cells slower" in html.split("<table>")[0]  # the answer before the tables
 
 
 def test_two_runs_sharing_some_cells_are_compared_over_those_alone_and_say_how_many(capsys, tmp_path):

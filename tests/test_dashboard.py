@@ -292,7 +292,7 @@ def test_bad_lines_and_a_missing_manifest_are_reported_at_the_top_and_the_rest_r
     app = open_app(monkeypatch, tmp_path, run=LONG, tab="Cells")
     assert not app.exception and not app.error
     warning = app.warning[0].value
-    assert "problem(s) reading results" in warning and "not valid JSON" in warning
+    assert "problems reading results" in warning and "not valid JSON" in warning
     assert "schema_version 'x' is not a version" in warning and "no-manifest/manifest.json: missing" in warning
     assert len(table(app, "duration_s")) == len(cell_lines(H200_LONG))  # every good line still loads
     assert "no-manifest" in app.multiselect(key="run").options
@@ -466,6 +466,7 @@ def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
 def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypatch):
     app = open_app(monkeypatch, tab="Compare", a=LAB5_NO_TE, b=LAB5)
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
+    assert re.search(r"\b\d+ environment facts differ: ", texts(app.warning))  # through runner.counted: no 'fact(s)'
     # a cell's key (a hash) last in every table of cells: the reason a status changed, or the times, read first
     changes, shared = table(app, "regression"), table(app, "verdict")
     assert list(changes.columns)[:6] == ["experiment", "variant", "shape", "a", "b", "reason"]
@@ -548,7 +549,7 @@ def test_only_the_open_tab_is_built(monkeypatch):
 def test_latency_charts_the_headline_first_and_the_other_experiments_when_opened(monkeypatch):
     first = open_app(monkeypatch, run=LAB5)
     assert [heading(f) for f in figures(first)] == ["seq-len: latency vs T"]
-    assert [e.label for e in first.main.expander] == ["3 more experiment(s): batch, gqa, te-causal"]
+    assert [e.label for e in first.main.expander] == ["3 more experiments: batch, gqa, te-causal"]
     assert not first.main.expander[0].children  # not built until opened
     opened = open_app(monkeypatch, run=LAB5, more="true")
     assert [heading(f) for f in figures(opened)] == [

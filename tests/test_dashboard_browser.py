@@ -541,7 +541,7 @@ def test_at_500_runs_the_first_view_draws_the_headline_and_the_rest_on_one_click
     assert_no_error_text(page)
     assert chips(page, "run") == ["hopper-long-0499"] and in_open_tab(page, PLOTS) == 1
     assert "Listing the newest 100" in page.inner_text("[data-testid=stSidebar]")
-    page.locator(".st-key-more summary", has_text="8 more experiment(s)").click()
+    page.locator(".st-key-more summary", has_text="8 more experiments").click()
     page.wait_for_function(f"document.querySelectorAll('[role=tabpanel]:not([hidden]) {PLOTS}').length > 1",
                            timeout=60_000)
     settle(page)
