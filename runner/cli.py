@@ -66,11 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
         "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
     soak.add_argument("--seconds", type=SOAK_SECONDS, default=30.0, dest="soak", metavar="SECONDS",
-                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: %(default)g; "
-                      "the spec's timing.soak_s under run)")
+                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: %(default)g, "
+                      "whatever the spec's timing.soak_s, which `run` uses)")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
-    validate.add_argument("spec")
+    validate.add_argument("spec", help="experiment spec (YAML)")
     _max_cells_option(validate)
 
     sub.add_parser("list", help="variants and whether each can run here")
@@ -80,8 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", metavar="RUN", help="a run folder <out>/<run_id>, or a run id in --out")
     show.add_argument("--out", help="where the run id RUN is: a results folder or gs://bucket/prefix (default: "
                       "results, when RUN is not a folder)")
-    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table")
-    show.add_argument("--output", type=Path, help="write the export here instead of stdout (parquet needs it)")
+    show.add_argument("--format", choices=["table", "csv", "markdown", "parquet", "leaderboard"], default="table",
+                      help="table: the terminal's tables; csv, markdown, parquet: a row per cell, every field; "
+                      "leaderboard: the board as markdown (default: %(default)s)")
+    show.add_argument("--output", type=Path, metavar="FILE", help="write it to FILE instead of stdout, in any format "
+                      "(parquet needs it)")
 
     runs = sub.add_parser("runs", help="list the runs in a results location, with each shard's progress")
     runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
@@ -161,7 +164,9 @@ def _compare_parser(sub) -> None:
     compare.add_argument("--threshold", type=THRESHOLD, default=runner.COMPARE_THRESHOLD_PERCENT, metavar="PERCENT",
                          help=f"slower or faster only beyond this and both runs' noise, {THRESHOLD.range} "
                          f"(default: {runner.COMPARE_THRESHOLD_PERCENT:g})")
-    compare.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    compare.add_argument("--format", choices=["table", "markdown", "json"], default="table",
+                         help="table: for a terminal or a log, the verdict last; markdown: for a PR comment, the "
+                         "verdict first; json: for a program (default: %(default)s)")
     compare.add_argument("--allow-different-gpu", action="store_true", help="compare runs of different GPUs")
     compare.add_argument("--allow-policy-change", action="store_true",
                          help="compare runs of different power policies (steady, burst)")

@@ -1039,6 +1039,20 @@ def test_the_command_line_pages_refusal_of_an_out_is_in_runs_words(capsys):
     assert said.code == 2 and [error.rsplit(": ", 1)[0] for error in said.errors] == [line.rsplit(": ", 1)[0]]
 
 
+def test_every_argument_of_every_command_says_what_it_is_and_any_default_it_has():
+    """validate's SPEC had no words, show's and compare's --format neither words nor their default."""
+    import argparse
+
+    from runner.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    arguments = [(name, a) for name, parser in commands.items() for a in parser._actions
+                 if not isinstance(a, argparse._HelpAction)]
+    assert [(name, a.dest) for name, a in arguments if not a.help] == []
+    assert [(name, a.dest) for name, a in arguments if a.option_strings and a.default not in (None, False, [])
+            and "default" not in a.help] == []
+
+
 def synopses(text: str) -> dict[str, str]:
     """Each command's synopsis lines on the command line page (`    attnbench NAME …` and the lines that go on)."""
     found = {}
