@@ -25,7 +25,7 @@ table{border-collapse:collapse;font-size:12px;margin:.4em 0 1em;display:block;ma
 th,td{border:1px solid #ddd;padding:2px 6px}
 th{background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.bad td{color:#b00}tr.skip td{color:#a70}figure{margin:1em 0}figure img{max-width:100%}
-figcaption,.meta{color:#555;font-size:12px}.verdict{font-weight:600}.regressed{color:#b00}
+.meta{color:#555;font-size:12px}.verdict{font-weight:600}.regressed{color:#b00}
 """
 
 
@@ -98,9 +98,14 @@ def fastest(standings: list[Standing], strong=str) -> str:
 
 def facts(run: Run) -> list[str]:
     m = run.manifest
-    known = [f"spec {m.name}", f"GPU {compare.gpu_name(m)}", f"started {m.started_at}",
-             f"git {m.git_sha or '?'}"] if m else []
+    known = [f"spec {m.name}", _device(m), f"started {m.started_at}", f"git {m.git_sha or '?'}"] if m else []
     return known + [summary_line(run.cells)]
+
+
+def _device(m) -> str:
+    """'GPU NVIDIA H200', or 'no GPU (cpu)' for a run on another device."""
+    gpu = m.machine.gpu
+    return f"GPU {gpu.name}" if gpu and gpu.name else f"no GPU ({m.machine.device_kind})"
 
 
 # --- html ------------------------------------------------------------------------------------------------------------
@@ -166,8 +171,7 @@ def comparison_html(found) -> str:
 def figure_html(chart: figures.Chart, png: bytes) -> str:
     data = base64.b64encode(png).decode()
     return (f"<figure class='chart' data-chart='{_e(chart.name)}'><img alt='{_e(chart.title)}' "
-            f"src='data:image/png;base64,{data}'><figcaption>{_e(chart.title)} · {_e(chart.subtitle)} · runs: "
-            f"{_e(', '.join(chart.runs))}</figcaption></figure>")
+            f"src='data:image/png;base64,{data}'></figure>")  # its title, subtitle and runs are drawn in the PNG
 
 
 def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:

@@ -147,7 +147,8 @@ def winners(standings: list[Standing], strong=str) -> str:
     """Which variant is fastest where, in a line: 'cudnn fastest at 12 of 20 shapes, te at 8; auto within 5 % of the
     fastest at 6 of 14', each winner as `strong` writes it (a printer's bold)."""
     wins = Counter(s.winner.variant for s in standings).most_common()
-    text = ", ".join(f"{strong(v)} fastest at {n}" for v, n in wins) + f" of {len(standings)} shapes"
+    text = ", ".join(f"{strong(v)} {'fastest ' if i == 0 else ''}at {n}" for i, (v, n) in enumerate(wins))
+    text += f" of {len(standings)} shapes"
     with_auto = [s for s in standings if s.over_auto is not None]
     if with_auto:
         close = sum(s.over_auto <= AUTO_CLOSE for s in with_auto)

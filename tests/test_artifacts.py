@@ -14,7 +14,7 @@ import pytest
 
 from helpers import REPO, attnbench, in_process
 from runner.store import open_store
-from stores import H200_LONG, copy_run, generate, shipped, write_run
+from stores import CPU_LAB5, H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
 LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder: lab5-20261202-104743 (the same spec identity)
@@ -56,7 +56,7 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
     assert "REGRESSION: 1 cell slower, 0 ok in A and not in B (24 cells in both" in page  # HOPPER's
     hopper = page[page.index(f"<section id='{HOPPER}'>"):]  # its verdict first, then its charts, then the detail
     assert hopper.index("REGRESSION") < hopper.index("<figure") < hopper.index("<caption>Slower (regressions)")
-    assert "<caption>Leaderboard" in page and page.count("<section id=") == 2
+    assert "<caption>Leaderboard" in page and page.count("<section id=") == 2 and "GPU NVIDIA H200" in page
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"](figures/{name})" in summary for name in figures)
     assert "(against hopper-long-cold-20261203-023241)" in summary
@@ -108,11 +108,11 @@ def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shap
     done = report(capsys, tmp_path, H200 / LAB5_TE)
     assert done.code == 0, done.err
     page = (tmp_path / "report" / "index.html").read_text()
-    line = ("<p class='fastest'>Fastest: <strong>cudnn</strong> fastest at 17, <strong>xla</strong> fastest at 1 of "
+    line = ("<p class='fastest'>Fastest: <strong>cudnn</strong> fastest at 17, <strong>xla</strong> at 1 of "
             "18 shapes; auto within 5 % of the fastest at 1 of 2 (every shape: the leaderboard below).</p>")
     assert page.index("REGRESSION") < page.index(line) < page.index("<h3>Charts") < page.index("<caption>Leaderboard")
     summary = (tmp_path / "report" / "summary.md").read_text()
-    said = "Fastest: **cudnn** fastest at 17, **xla** fastest at 1 of 18 shapes"
+    said = "Fastest: **cudnn** fastest at 17, **xla** at 1 of 18 shapes"
     assert summary.index("REGRESSION") < summary.index(said) < summary.index("### Leaderboard")
 
     started = datetime.fromisoformat("2026-12-03T00:00:00+00:00")
@@ -123,6 +123,17 @@ def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shap
     page = (tmp_path / "alone" / "report" / "index.html").read_text()
     assert "<figure class='chart'" in page and "Fastest" not in page and "<caption>Leaderboard" not in page
     assert "Fastest" not in (tmp_path / "alone" / "report" / "summary.md").read_text()
+
+
+def test_a_cpu_runs_report_says_it_had_no_gpu_and_names_each_chart_once(capsys, tmp_path):
+    """'no GPU (cpu)', where the facts said 'GPU cpu'; a chart's title, subtitle and runs are drawn in its PNG alone,
+    where a caption under it said them again."""
+    done = report(capsys, tmp_path, REPO / "examples" / "results" / CPU_LAB5)
+    assert done.code == 0, done.err
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "no GPU (cpu)" in page and "GPU cpu" not in page
+    assert page.count("<figure class='chart'") == 4 and "<figcaption" not in page
+    assert "\n- no GPU (cpu)\n" in (tmp_path / "report" / "summary.md").read_text()
 
 
 def test_a_run_without_an_earlier_one_says_so(capsys, tmp_path):
