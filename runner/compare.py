@@ -42,7 +42,7 @@ MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu pow
             "compute capability", "devices", "xla_flags", "kernel env"}
 # A fact a run's manifest does not record (Machine.NOT_RECORDED: a field older runners did not write) is unknown, so no
 # difference of it is said to change the times, while the environment table shows it beside the other run's value.
-# In `version X` and `worker W X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
+# In `version X` and `worker W: X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
 # ceilings too, runner.ceilings_cache.VERSIONED; tokamax's kernels are variants of their own).
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine", "cuda_runtime", "tokamax"}
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
@@ -308,7 +308,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "ceilings measured": _measured(m.machine.ceilings_origin), **m.machine.kernel_settings(),
         **{f"gpu {k}": v for k, v in gpu.items()},
         **{f"version {k}": v for k, v in m.machine.versions.items()},
-        **{f"worker {name} {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
+        **{f"worker {name}: {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
         **{f"worker {name} start s": round(sum(w.start_s.values()), 1) for name, w in m.workers.items() if w.start_s},
         **{f"seconds {phase}": round(seconds, 1) for phase, seconds in m.phases.items()},
         "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,

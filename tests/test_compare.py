@@ -661,8 +661,8 @@ def test_the_facts_that_change_what_a_time_means_are_material_the_runs_or_a_work
     b = a.model_copy(update={"machine": machine, "workers": workers})
     found = compare.differences(a, b)["fact"]
     assert set(found[found.map(compare.material)]) == {"gpu driver", "gpu power_limit_w", "version jaxlib",
-                                                       "worker transformer_engine jax"}
-    assert {"host", "worker transformer_engine numpy"} <= set(found)
+                                                       "worker transformer_engine: jax"}
+    assert {"host", "worker transformer_engine: numpy"} <= set(found)
     assert "worker transformer_engine start s" not in set(found)  # the seconds it took are the run's own
 
 
