@@ -22,7 +22,7 @@ DEMO_SPOOL ?= build/spool
 # the demo's spool lives in the checkout (build/spool), so `make clean` removes it; other runs spool to ~/.cache/attnbench
 demo: $(INSTALLED)
 	$(BIN)/attnbench run $(DEMO_SPEC) --out $(DEMO_RESULTS)/ --spool $(DEMO_SPOOL) --budget 0.2
-	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID (attnbench runs lists them)"
+	@echo "see it: make dashboard (the runs in $(DEMO_RESULTS)/), or $(BIN)/attnbench show RUN_ID ($(BIN)/attnbench runs lists them)"
 
 # the results dashboard on http://localhost:8501: attnbench dashboard's default ($ATTNBENCH_RESULTS, else the runs in
 # results/, make demo's, once there is one, else the shipped examples/results); RESULTS=dir-or-gs://bucket/prefix

@@ -30,6 +30,7 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
     lines = planned("demo", DEMO_RESULTS=str(tmp_path))
     assert f"--out {tmp_path}/" in lines[0]
     assert "see it: make dashboard" in lines[-1]
+    assert "(.venv/bin/attnbench runs lists them)" in lines[-1]  # a command that runs from the checkout, as README's
 
 
 def test_clean_keeps_the_test_tools_which_clean_tools_removes():
