@@ -29,7 +29,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import NOT_RECORDED, CeilingsOrigin, Machine, Manifest
+from runner.record import NOT_RECORDED, CeilingsOrigin, Machine, Manifest, gpu_name
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -262,12 +262,6 @@ def status_changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 # --- environments ------------------------------------------------------------------------------------------------
-
-def gpu_name(manifest: Manifest) -> str:
-    """The GPU's name, else the device kind (cpu)."""
-    gpu = manifest.machine.gpu
-    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
-
 
 def power_policy(manifest: Manifest) -> str | None:
     """The power state the run's spec sampled cells in (steady or burst); None for runs from before the choice."""

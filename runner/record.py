@@ -435,6 +435,12 @@ class Manifest(Strict):
 
 # What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs
 # read the same whatever variants exist today.
+def gpu_name(manifest: Manifest) -> str:
+    """The GPU's name, else the device kind (cpu): how every reader tells machines apart (compare, runs, report)."""
+    gpu = manifest.machine.gpu
+    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
+
+
 V1_VARIANTS = {
     "naive": VariantInfo(doc="From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights.",
                          backend="xla"),

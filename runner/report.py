@@ -22,7 +22,7 @@ from rich.text import Text
 
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
-from runner.record import NONE_SET, NOT_RECORDED, CellRecord
+from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_name
 from runner.spool import Totals
 
 
@@ -455,14 +455,16 @@ def _part_state(part) -> str:
 
 
 def runs_grid(runs: list, uri: str) -> Grid:
-    """One row per part of each run (the whole run, or each shard): cells done of planned, and its state."""
+    """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
+    told apart), cells done of planned, and its state."""
     rows = []
     for run in runs:
-        name, started = (run.manifest.name, run.manifest.started_at) if run.manifest else ("-", "-")
-        rows += [[run.run_id, name, started, part.shard or "-",
+        m = run.manifest
+        name, gpu, started = (m.name, gpu_name(m), m.started_at) if m else ("-", "-", "-")
+        rows += [[run.run_id, name, gpu, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
-    return Grid(f"runs in {uri}", ["run", "name", "started", "shard", "cells", "state"], rows,
+    return Grid(f"runs in {uri}", ["run", "name", "device", "started", "shard", "cells", "state"], rows,
                 drops=("name", "started"))  # a run's id starts with its spec's name where none was given
 
 
@@ -605,8 +607,6 @@ def comparison_sections(found) -> list[tuple]:
 
 
 def _describe(m) -> str:
-    from runner.compare import gpu_name
-
     return f"{m.run_id} ({m.name} · {gpu_name(m)} · started {m.started_at})"
 
 
@@ -719,8 +719,6 @@ def _records(table) -> list[dict]:
 
 
 def _run(m) -> dict:
-    from runner.compare import gpu_name
-
     return {"run_id": m.run_id, "spec": m.name, "gpu": gpu_name(m), "started_at": m.started_at}
 
 
