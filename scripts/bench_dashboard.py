@@ -59,6 +59,9 @@ PLOTS = ".js-plotly-plot"
 DRAWN = ("document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning' "
          "&& !document.querySelector('[data-testid=stSkeleton]') "  # elements whose code is still loading
          "&& [...document.querySelectorAll('.js-plotly-plot')].every(p => p.querySelector('.main-svg'))")
+# A chart's text as a person reads it: a wrapped subtitle's lines joined by spaces (its textContent runs them together:
+# 'devicetimer' where charts.fit_titles broke the line after 'device')
+READ = "(t => [...t.querySelectorAll('tspan.line')].map(l => l.textContent).join(' ') || t.textContent)"
 
 
 def free_port() -> int:
@@ -174,8 +177,8 @@ def toggle(page, timer: str) -> float:
     """Seconds from clicking a timer to every chart redrawn by it."""
     start = time.perf_counter()
     page.locator(".st-key-timer label", has_text=timer).click()
-    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')]"
-                           f".every(t => t.textContent.includes('{timer} timer'))", timeout=120_000)
+    page.wait_for_function(f"[...document.querySelectorAll('{PLOTS} text.gtitle-subtitle')].map({READ})"
+                           f".every(t => t.includes('{timer} timer'))", timeout=120_000)
     return time.perf_counter() - start
 
 
