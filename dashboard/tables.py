@@ -288,28 +288,33 @@ def steps(values: list[float], spreads: list[float], window: int = 3,
 
 
 def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
-    """The largest slow-downs found by `steps` in each cell's history: the runs before and after, and the ratio."""
+    """The largest slow-downs found by `steps` in each cell's history: the runs before and after, the ratio, and
+    what the run after ran in place of the run before's (`kernel`: runner.compare.kernel_change, '' where the same)."""
     found = []
     for key, cell in points.groupby("key", sort=False):
         values = cell["median_ms"].tolist()
         spread = ((cell["q3_ms"] - cell["q1_ms"]) / cell["median_ms"]).tolist()
         for index, ratio in steps(values, spread):
             if ratio > 1:
+                before, after = cell.iloc[index - 1], cell.iloc[index]
                 found.append({"experiment": cell["experiment"].iloc[0], "variant": cell["variant"].iloc[0],
                               "shape": shape.label(cell.iloc[0][SHAPE].to_dict()), "ratio": ratio,
-                              "before": cell["run"].iloc[index - 1], "after": cell["run"].iloc[index],
-                              "key": key})
-    table = pd.DataFrame(found, columns=["experiment", "variant", "shape", "ratio", "before", "after", "key"])
+                              "before": before["run"], "after": after["run"], "key": key,
+                              "kernel": compare.kernel_change(before["backend"], after["backend"], before["kernels"],
+                                                              after["kernels"])})
+    table = pd.DataFrame(found, columns=["experiment", "variant", "shape", "ratio", "before", "after", "key",
+                                         "kernel"])
     return table.sort_values("ratio", ascending=False).head(limit).reset_index(drop=True)
 
 
 def status_regressions(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """Cells ok in one run of a history and not ok in the next (incorrect, failed, crashed ...), by runner.compare's
     rule (status_changes' `regression`, the one `attnbench compare` exits 1 on): experiment, variant, shape, a, b,
-    reason, the runs before and after, and the key; oldest first."""
-    columns = ["experiment", "variant", "shape", "a", "b", "reason", "before", "after", "key"]
+    reason, the runs before and after, and the key; oldest first. Their `kernel` mark is '' (regressions' column):
+    compare marks only the cells timed in both."""
+    columns = ["experiment", "variant", "shape", "a", "b", "reason", "before", "after", "key", "kernel"]
     order = runs.loc[runs.index.isin(set(cells["run"]))].sort_values("started").index
-    found = [changes[changes["regression"]].assign(before=before, after=after)
+    found = [changes[changes["regression"]].assign(before=before, after=after, kernel="")
              for before, after in zip(order, order[1:])
              for changes in [compare.status_changes(cells[cells["run"] == before], cells[cells["run"] == after])]]
     return pd.concat(found, ignore_index=True)[columns] if found else pd.DataFrame(columns=columns)

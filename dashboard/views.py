@@ -650,15 +650,21 @@ def worst_regressions(points: pd.DataFrame, broken: pd.DataFrame) -> None:
         st.success(NO_REGRESSIONS)
         return
     st.markdown(regressions_markdown(worst))
+    if worst["kernel"].ne("").any():
+        st.caption(f"kernel: what the run after ran in place of the run before's, as `attnbench compare` marks a cell "
+                   f"(its ratio is another kernel's as well as the code's). {comparison.KERNEL_KEY}")
 
 
 def regressions_markdown(worst: pd.DataFrame) -> str:
     """The regressions as a markdown table, each linked to a comparison of its runs (names escaped: an experiment
-    may be called anything): a cell that stopped being ok says so ('ok → incorrect'), a slower one by how much."""
-    rows = [[r.experiment, r.variant, r.shape, _change(r),
+    may be called anything): a cell that stopped being ok says so ('ok → incorrect'), a slower one by how much, and
+    where any ran another kernel after its step, a `kernel` column marks it."""
+    marked = bool(worst["kernel"].ne("").any())
+    rows = [[r.experiment, r.variant, r.shape, _change(r), *([r.kernel] if marked else []),
              f"[{r.before} → {r.after}]({link(run=[r.after, r.before], tab='Compare', a=r.before, b=r.after)})"]
             for r in worst.itertuples()]
-    return report.markdown_table(["experiment", "variant", "shape", "change", "runs (compare)"], rows)
+    return report.markdown_table(["experiment", "variant", "shape", "change", *(["kernel"] if marked else []),
+                                  "runs (compare)"], rows)
 
 
 def _change(row) -> str:
@@ -754,10 +760,9 @@ def timers_and_kernels(found: comparison.Comparison) -> None:
                    "an improvement")
         st.dataframe(key_last(found.without_timer), hide_index=True)
     if len(found.kernels):
-        st.warning(f"{report.kernels_said(found)}, of the {len(found.cells)} timed in both: its backend differs, or "
-                   "the kernels it launched that a library names (cuDNN, cuBLAS, TransformerEngine, Pallas; XLA's "
-                   "fusions left out), or its GEMM kernels alone (another GEMM), as the `change` column says, the "
-                   "names cut to where A's and B's differ. Their B / A is another kernel's as well as the code's")
+        st.warning(f"{report.kernels_said(found)}, of the {len(found.cells)} timed in both, as the `change` column "
+                   f"says ({comparison.KERNEL_KEY}), the names cut to where A's and B's differ. Their B / A is another "
+                   "kernel's as well as the code's")
         st.dataframe(names_before_shape(report.kernels_shown(found.kernels)), hide_index=True)
 
 

@@ -150,6 +150,11 @@ def library_kernels(kernels: object) -> frozenset[str] | None:
 # XLA's Triton gemm_fusion_dot, while their attention ran as before.
 GEMM_NAMED = re.compile(r"nvjet_\w*|splitKreduce\w*|(sm\d+|ampere|turing|volta|cutlass)\w*gemm\w*")
 ANOTHER_GEMM, ANOTHER_KERNEL = "another GEMM", "another kernel"
+# What kernel_change's marks mean, in one line: the key beside every table that shows them (the dashboard's Compare tab
+# and History).
+KERNEL_KEY = (f"backend xla → cudnn: the compiled programs took other backends; {ANOTHER_KERNEL}: the kernels a "
+              "library names differ (cuDNN, cuBLAS, TransformerEngine, Pallas; XLA's fusions left out); "
+              f"{ANOTHER_GEMM}: only the GEMM kernels differ (XLA's GEMM autotuner's pick)")
 
 
 def kernel_change(backend_a: object, backend_b: object, kernels_a: object, kernels_b: object) -> str:

@@ -220,7 +220,18 @@ def test_every_tab_renders_with_data_and_is_photographed(page, url):
         assert_no_error_text(page)
         assert in_open_tab(page, PLOTS if tab in CHARTED else TABLES) >= 1
         assert page.locator("[data-testid=stAlertContentInfo]").count() == 0  # no "nothing to show here"
+        if tab == "History":
+            assert_history_marks_another_kernel(page)
         screenshot(page, tab.lower())
+
+
+def assert_history_marks_another_kernel(page) -> None:
+    """lab5's History (cuDNN 9.19, then 9.14): its worst regressions, cuDNN cells 1.09-1.54x slower, each ran another
+    cuDNN kernel (knob_32 for knob_7), and say so as `attnbench compare` does, with the key under the table."""
+    panel = page.locator("[role=tabpanel]:not([hidden])")
+    rows = panel.locator("[data-testid=stMarkdownContainer] table tr", has_text="1.54×").all_inner_texts()
+    assert rows and all("another kernel" in row for row in rows), rows
+    assert "another GEMM: only the GEMM kernels differ" in panel.inner_text()
 
 
 def test_the_reports_comparison_of_a_cudnn_version_change_fits_a_1280_px_window(page, capsys, tmp_path):

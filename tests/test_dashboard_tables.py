@@ -3,6 +3,7 @@ cache), dashboard/tables.py (what views compute) and dashboard/charts.py (axis t
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shutil
 
@@ -14,7 +15,7 @@ from dashboard import charts, data, tables
 from conftest import BUCKET
 from runner.results import CELLS, MANIFEST, assemble, misnamed
 from runner.store import open_store
-from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, shipped
+from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, copy_run, shipped, write_run
 from test_results import RUN_ID, manifest, some_records
 from test_store import lines
 
@@ -399,3 +400,26 @@ def test_a_cell_that_went_from_ok_to_incorrect_is_a_regression_of_the_history_as
     assert tables.status_regressions(cells[cells["run"] == after], snap.runs).empty  # one run: nothing to go from
     line = views.regressions_markdown(broken).splitlines()[2]
     assert "| cudnn_fp8 |" in line and "| ok → incorrect |" in line and f"[{before} → {after}]" in line
+
+
+def test_a_history_step_on_another_cudnn_kernel_is_marked_as_compare_marks_it(tmp_path):
+    """Two runs of lab5 (cuDNN 9.19) in a store made here, B a day later with two cudnn cells 50 % slower, one of
+    them on another cuDNN kernel (knob_32 for knob_7, as cuDNN 9.14 picked): History's worst regressions mark that
+    one 'another kernel' (runner.compare.kernel_change, as the Compare tab and `attnbench compare` mark it), the
+    other nothing, and their table shows the marks in a `kernel` column."""
+    from dashboard import views
+
+    template = shipped(H200_LAB5_NO_TE)
+    renamed, same = [c.key for c in template.cells if c.variant == "cudnn" and c.status == "ok"][:2]
+    for run_id, day, factor in (("lab5-a", 1, 1.0), ("lab5-b", 2, 1.5)):
+        manifest, cells = copy_run(template, run_id, dt.datetime(2026, 11, day, tzinfo=dt.timezone.utc),
+                                   factor=lambda c: factor if c.key in (renamed, same) else 1.0)
+        cells = [c.model_copy(update={"kernels": [k.replace("knob_7", "knob_32") for k in c.kernels]})
+                 if c.key == renamed and factor > 1 else c for c in cells]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    cells = snap.cells(tuple(snap.runs.index))
+    worst = tables.regressions(tables.history(cells, snap.runs, "device"))
+    assert dict(zip(worst["key"], worst["kernel"])) == {renamed: "another kernel", same: ""}
+    marked = [line for line in views.regressions_markdown(worst).splitlines() if "1.50×" in line]
+    assert len(marked) == 2 and sum("| another kernel |" in line for line in marked) == 1
