@@ -34,7 +34,8 @@ def _text(cells: pd.DataFrame, name: str) -> pd.Series:
 def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd.DataFrame:
     """Latency (median, q1, q3 in ms), noise, TFLOP/s, GB/s, their % of the run's measured ceilings and the TFLOP/s'
     % of the MMA peak at the clock read while `timer` sampled (a cell's telemetry is its headline's: NaN by another
-    timer), by `timer` (NaN where a cell has no such timing); a serving cell's µs per generated token; sizes in MiB."""
+    timer), by `timer` (NaN where a cell has no such timing); a serving cell's µs per generated token; sizes in MiB;
+    whether its clock was `unstable` and whether `timer` did not converge (`unconverged`)."""
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
@@ -51,6 +52,7 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
         us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")).where(
             _column(cells, "serving").eq(1)) * 1e6,  # a serving cell's, per new token
         unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
+        unconverged=compare.unconverged(cells, timer),  # by this timer: its noise never met timing.target_noise
     )
 
 
@@ -125,16 +127,25 @@ def keyed(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 # --- summary tables (nvbench) ------------------------------------------------------------------------------------
 
+# A summary entry's marks: (the with_rates column that sets it, the mark, what it means). The one owner of the marks
+# and of their legend (legend), which names only those a table shows.
+MARKS = (("unstable", "⚠", "SM clock unstable"),
+         ("unconverged", "†", f"{report.NOT_CONVERGED} ({report.NOT_CONVERGED_WHY})"))
+
+
 def _summary_text(row: pd.Series) -> str:
-    text = f"{row['latency_ms']:.3g} ±{row['noise']:.1%}"
-    if row["unstable"]:
-        text += " ⚠"
+    text = f"{row['latency_ms']:.3g} ±{row['noise']:.1%}" + "".join(f" {mark}" for on, mark, _ in MARKS if row[on])
     return text + (f" ·{row['speedup']:.2f}×" if pd.notna(row["speedup"]) else "")
+
+
+def legend(cells: pd.DataFrame) -> str:
+    """What the marks in these cells' summary entries mean, each only where a cell carries it ('' where none does)."""
+    return " · ".join(f"{mark}: {meaning}" for on, mark, meaning in MARKS if on in cells and cells[on].any())
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
     """One experiment's nvbench-style table (of one run): a row per swept value, a column per variant, each entry
-    'median ±noise ·speed-up over the baseline' (column `speedup`)."""
+    'median ±noise ·speed-up over the baseline' (column `speedup`), marked as MARKS says."""
     index = swept(cells) or ["shape"]
     table = cells.assign(shape=fixed_shape(cells)).sort_values("order")
     table = table.assign(entry=table.apply(_summary_text, axis=1))

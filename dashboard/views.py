@@ -281,7 +281,9 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
     """nvbench's tables, one per run: swept values down, variants across, 'median ±noise ·speed-up'; with
     `as_markdown`, all of them again as one markdown block (with a copy button)."""
-    st.caption(f"median (ms) ±noise (IQR / median) ·speed-up over **{sel.baseline}** · ⚠: SM clock unstable")
+    marks = tables.legend(cells)
+    st.caption(f"median (ms) ±noise (IQR / median) ·speed-up over **{sel.baseline}**"
+               + (f" · {marks}" if marks else ""))
     texts = []
     for run in [r for r in sel.runs if r in set(cells["run"])]:
         table = tables.summary(cells[cells["run"] == run])

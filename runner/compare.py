@@ -86,6 +86,13 @@ def unsettled(cells: pd.DataFrame) -> pd.Series:
     return flag("power_settled", False) | flag("clock_unstable", True)
 
 
+def unconverged(cells: pd.DataFrame, timer: str) -> pd.Series:
+    """Cells whose `timer` did not converge (its record's `converged` false: the noise stayed above target_noise when
+    the budget or max_samples ran out); a timer that records none is not said to."""
+    column = f"{timer}_converged"
+    return cells[column].eq(False) if column in cells else pd.Series(False, index=cells.index)
+
+
 def _text(cells: pd.DataFrame, name: str) -> pd.Series:
     return cells[name] if name in cells else pd.Series(None, index=cells.index, dtype=object)
 

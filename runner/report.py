@@ -42,9 +42,24 @@ def _timing_ms(c: CellRecord, timer: str) -> float | None:
     return next((t.median_s * 1e3 for t in c.timings if t.timer == timer), None)
 
 
+# A time whose noise never met timing.target_noise (its record's `converged` false), and why: its note in `show`, the
+# run's closing tables and the report, compare's count of such pairs, its mark's meaning in the dashboard's tables
+# (dashboard.tables.MARKS).
+NOT_CONVERGED, NOT_CONVERGED_WHY = "not converged", "noise above its target when sampling stopped"
+
+
+def _marks(c: CellRecord) -> list[str]:
+    """What a reader should know of the cell's headline time: its SM clock moved, its noise never met its target."""
+    marks = [f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []
+    headline = next((t for t in c.timings if t.timer == c.timer), None)
+    if headline and not headline.converged:
+        marks.append(f"{NOT_CONVERGED}: noise {headline.noise:.0%} on {headline.samples} samples")
+    return marks
+
+
 def _note(c: CellRecord) -> str:
     note = c.fp8.verdict if c.fp8 else c.reason
-    return f"{note} [clock moved {c.telemetry.clock_spread:.0%}]" if c.clock_unstable else note
+    return " ".join(part for part in [note, *(f"[{mark}]" for mark in _marks(c))] if part)
 
 
 # Measurement columns: (header, right-aligned, getter). Beside device time, the host clock shows what the lab

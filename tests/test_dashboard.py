@@ -383,6 +383,16 @@ def test_log_axes_tick_at_1_2_5(monkeypatch):
     assert mantissas == {1, 2, 5} and len(axis["tickvals"]) >= 4 and axis["ticktext"][0] != ""
 
 
+def test_a_cpu_runs_tables_mark_times_that_did_not_converge_and_name_no_clock(monkeypatch):
+    """The shipped CPU run reads no SM clock and most of its wall times ran out of budget: the legend above its
+    nvbench tables says what † means and nothing of a clock, and its entries carry the mark (tables.MARKS)."""
+    app = select(open_app(monkeypatch), CPU_LAB5.rpartition("/")[2])
+    app.radio(key="timer").set_value("wall").run()
+    legends = [c.value for c in app.caption if c.value.startswith("median (ms)")]
+    assert legends and all("†: not converged" in c and "SM clock" not in c for c in legends)
+    assert any(" † ·" in m.value for m in app.markdown if m.value.startswith("| T |"))
+
+
 def test_a_variant_has_one_colour_in_every_chart(monkeypatch, tmp_path):
     app = select(open_app(monkeypatch, lab5_trio(tmp_path), tab="Latency", more="true"), LAB5, LAB5_NO_TE)
     seen = {}

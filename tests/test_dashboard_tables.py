@@ -136,6 +136,22 @@ def test_the_summary_table_has_swept_values_down_and_variants_across():
     assert markdown[0] == "| T | naive | xla | cudnn |" and len(markdown) == 7
 
 
+def test_the_summary_marks_a_time_that_did_not_converge_and_its_legend_names_only_the_marks_shown():
+    """A CPU run reads no clock: its legend said '⚠: SM clock unstable' all the same. Each mark and its meaning have
+    one owner (tables.MARKS); a time whose noise never met its target is marked †, by the timer the page shows."""
+    seq = tables.measured(rated(H200_LAB5).query("experiment == 'seq-len'"))
+    assert not seq["unstable"].any() and not seq["unconverged"].any() and tables.legend(seq) == ""
+    slow = seq["seq_len"] == 512
+    marked = seq.assign(unconverged=slow)
+    table = tables.summary(marked).set_index("T")
+    assert table.loc[512, "xla"].split(" ·")[0].endswith(" †") and "†" not in table.loc[256, "xla"]
+    assert tables.legend(marked) == "†: not converged (noise above its target when sampling stopped)"
+    both = tables.legend(marked.assign(unstable=slow))
+    assert both.startswith("⚠: SM clock unstable · †: not converged")
+    wall = tables.measured(rated(H200_LAB5, timer="wall"))  # the wall timer ran out of budget on most H200 cells
+    assert wall["unconverged"].any() and not tables.measured(rated(H200_LAB5))["unconverged"].all()
+
+
 def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
     cells = pd.DataFrame({
         "key": list("abcdef"), "run": ["r1", "r1", "r2", "r1", "r1", "r2"], "experiment": ["e"] * 6,

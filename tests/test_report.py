@@ -22,6 +22,20 @@ def test_a_cells_note_prints_as_text_not_markup():
     assert "pip install 'attnbench[tokamax]' [clock moved 9%]" in console.export_text()
 
 
+def test_a_time_that_did_not_converge_says_so_in_its_note():
+    """`show`, a run's closing tables and the report's cell tables: a headline time whose noise never met its target
+    ends its note with how noisy it stayed and on how many samples; a converged one says nothing."""
+    ok = [c for c in shipped(CPU_LAB5).cells if c.status == "ok"]
+    loose = next(c for c in ok if not c.timings[0].converged)
+    settled = next(c for c in ok if c.timings[0].converged)
+    console = Console(record=True, width=400)
+    print_tables([loose, settled], console)
+    rows = [line for line in console.export_text().splitlines() if " ok " in line]
+    headline = loose.timings[0]
+    assert rows[0].rstrip(" │").endswith(f"[not converged: noise {headline.noise:.0%} on {headline.samples} samples]")
+    assert "not converged" not in rows[1]
+
+
 def test_summary_line_counts_statuses():
     assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
     assert summary_line(some_records()[:1]) == "1 cell: 1 " + some_records()[0].status  # not '1 cells'
