@@ -141,6 +141,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
             "both timed, "
             f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
     text += f"; of those, {report.kernels_said(found)}" if len(found.kernels) else ""
+    if said := report.unconverged_said(table):
+        text += f"; {said}" + (f", {len(found.unconfirmed)} unconfirmed" if len(found.unconfirmed) else "")
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
         marked = f" ({worst['kernel']})" if worst["kernel"] else ""  # its ratio is another kernel's as well
@@ -784,12 +786,16 @@ def compare_results(found: comparison.Comparison) -> None:
     """Counts and the overall ratio, geomeans per experiment and variant, bars per cell, then every cell."""
     table, threshold = found.cells, f"{100 * found.threshold:g} %"
     counts = table["verdict"].value_counts()
-    columns = st.columns(4)
+    columns = st.columns(5)
     columns[0].metric("Geomean B / A", f"{comparison.geomean(table['ratio']):.3f}×",
                       help="below 1: B is faster overall")
     columns[1].metric("Faster beyond noise", int(counts.get("faster", 0)), help=f"and beyond {threshold}")
     columns[2].metric("Slower beyond noise", int(counts.get("slower", 0)), help=f"and beyond {threshold}")
     columns[3].metric("Within noise", int(counts.get("within noise", 0)), help=f"or within {threshold}")
+    columns[4].metric("Unconfirmed", int(counts.get("unconfirmed", 0)),
+                      help=f"moved beyond {threshold} and both runs' noise, but a side did not converge and the gap is "
+                           f"not beyond {comparison.CONFIRM_NOISES}× its noise on {comparison.CONFIRM_SAMPLES} "
+                           "samples a side: never a regression (docs/regressions.md)")
     chart, summary = st.columns([3, 2])
     with summary:
         st.caption("Per experiment and variant: geometric mean of B / A and cells beyond noise")
@@ -802,10 +808,12 @@ def compare_results(found: comparison.Comparison) -> None:
         cells = cells.assign(shape=tables.shape_labels(cells, tables.swept(cells) or None))
         plot(charts.ratio_bars(cells, f"{experiment}: latency B / A per cell",
                                f"{tables.fixed_shape(cells)} · {found.timer} timer · green faster, red slower "
-                               f"(beyond {threshold} and both runs' IQR), grey within noise"),
+                               f"(beyond {threshold} and both runs' IQR), grey within noise, orange unconfirmed"),
              "compare", share=3 / 5)
-    st.caption("Every shared cell (click a header to sort)")
+    unconverged = report.unconverged_said(table)
+    st.caption("Every shared cell (click a header to sort)" + (f" · {unconverged}" if unconverged else ""))
     st.dataframe(key_last(table.drop(columns=tables.SHAPE)), hide_index=True, column_config={
+        "unconverged": st.column_config.TextColumn("not converged"),
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
         "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
         "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g"),

@@ -3,7 +3,9 @@
 One implementation for both, over flat cell frames (CellRecord.row, a row a cell) and the runs' manifests, with
 pandas alone: the dashboard imports this and never imports JAX. A cell is slower (or faster) only when B / A of its
 median passes the threshold (asv's --factor, as a percentage) and the gap exceeds both runs' noise (each run's
-interquartile range of that cell); anything less is within noise.
+interquartile range of that cell); anything less is within noise. A pair either side of which did not converge (its
+noise stayed above timing.target_noise when its budget or max_samples ran out) moves only beyond twice each side's
+noise, on CONFIRM_SAMPLES samples a side or more; a move short of that is `unconfirmed`, named and never a regression.
 
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
@@ -35,7 +37,11 @@ from runner.spec import identity, setting_changes
 SHAPE = list(shape.NAMES)
 DEFAULT_THRESHOLD = COMPARE_THRESHOLD_PERCENT / 100  # B / A beyond 1.05 (or below 1 / 1.05): slower (faster)
 TIMER_ORDER = ["device", "wall", "device_cold"]
-VERDICTS = ("faster", "slower", "within noise")
+VERDICTS = ("faster", "slower", "within noise", "unconfirmed")
+# A pair a side of which did not converge: its noise is an estimate from a noisy window (on 3 samples, two of its
+# quartiles are interpolated), so a move counts only beyond CONFIRM_NOISES times each side's noise, on CONFIRM_SAMPLES
+# samples a side (the default timing.min_samples: where the sampler first tests the noise); short of that, unconfirmed.
+CONFIRM_NOISES, CONFIRM_SAMPLES = 2, 10
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
 MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w", "gpu name", "device",
@@ -98,15 +104,17 @@ def _text(cells: pd.DataFrame, name: str) -> pd.Series:
 
 
 def timed(cells: pd.DataFrame, timer: str | None) -> pd.DataFrame:
-    """Cells ok in the run and timed by `timer`: their shape, `order`, the timer's median, q1 and q3, whether they
-    were sampled `unsettled`, and what ran (`backend`, `kernels`: None where the record names none)."""
+    """Cells ok in the run and timed by `timer`: their shape, `order`, the timer's median, q1, q3 and samples, whether
+    they were sampled `unsettled` or `unconverged`, and what ran (`backend`, `kernels`: None where the record names
+    none)."""
     columns = {f"{timer}_{k}_s": k for k in ("median", "q1", "q3")}
     if timer is None or f"{timer}_median_s" not in cells:
         return pd.DataFrame(columns=["run", "key", "experiment", "variant", *SHAPE, "order", *columns.values(),
-                                     "unsettled", "backend", "kernels"])
+                                     "samples", "unsettled", "unconverged", "backend", "kernels"])
     ok = cells[(cells["status"] == "ok") & cells[f"{timer}_median_s"].notna()]
     return ok[["run", "key", "experiment", "variant", *SHAPE, "order", *columns]].rename(columns=columns).assign(
-        unsettled=unsettled(ok).astype(bool), backend=_text(ok, "backend"), kernels=_text(ok, "kernels"))
+        samples=pd.to_numeric(_text(ok, f"{timer}_samples")), unsettled=unsettled(ok).astype(bool),
+        unconverged=unconverged(ok, timer).astype(bool), backend=_text(ok, "backend"), kernels=_text(ok, "kernels"))
 
 
 def timers_of(cells: pd.DataFrame) -> pd.Series:
@@ -184,22 +192,38 @@ def kernels_apart(a: object, b: object) -> tuple[str, str]:
     return ";".join(sorted(seen_a - seen_b)), ";".join(sorted(seen_b - seen_a))
 
 
-def verdicts(ratio: pd.Series, beyond: pd.Series, threshold: float) -> np.ndarray:
-    """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only `beyond` noise."""
-    slower = beyond & (ratio > 1 + threshold)
-    faster = beyond & (ratio < 1 / (1 + threshold))
-    return np.where(slower, "slower", np.where(faster, "faster", "within noise"))
+def verdicts(ratio: pd.Series, beyond: pd.Series, threshold: float, confirmed: pd.Series) -> np.ndarray:
+    """'slower' past 1 + threshold, 'faster' below 1 / (1 + threshold), either only `beyond` noise; such a move that
+    is not `confirmed` (a side did not converge, and the move is short of the stricter rule: confirmed) is
+    'unconfirmed'."""
+    moved = beyond & ((ratio > 1 + threshold) | (ratio < 1 / (1 + threshold)))
+    return np.where(moved & ~confirmed, "unconfirmed",
+                    np.where(moved & (ratio > 1), "slower", np.where(moved, "faster", "within noise")))
+
+
+def confirmed(both: pd.DataFrame, gap: pd.Series, iqr_a: pd.Series, iqr_b: pd.Series) -> pd.Series:
+    """Whether a pair's move can be trusted: both sides converged, or the gap is beyond CONFIRM_NOISES times each
+    side's noise on CONFIRM_SAMPLES samples a side or more."""
+    settled = ~(both["unconverged_a"].astype(bool) | both["unconverged_b"].astype(bool))
+    sampled = both["samples_a"].ge(CONFIRM_SAMPLES) & both["samples_b"].ge(CONFIRM_SAMPLES)
+    return settled | (sampled & beyond_noise(gap, CONFIRM_NOISES * iqr_a, CONFIRM_NOISES * iqr_b))
+
+
+def flagged_sides(a: pd.Series, b: pd.Series) -> list[str]:
+    """Which side each pair's flag holds on: 'A', 'B', 'A, B', or '' where neither."""
+    return [", ".join(side for side, on in (("A", x), ("B", y)) if on) for x, y in zip(a.astype(bool), b.astype(bool))]
 
 
 def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
           threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
     """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
-    and the verdict: 'faster', 'slower' or 'within noise'; `unsettled` names the side(s) sampled unsettled or on an
-    unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power state as well as code; `kernel`
+    and the verdict: 'faster', 'slower', 'within noise' or 'unconfirmed' (verdicts, confirmed); `unsettled` names the
+    side(s) sampled unsettled or on an unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power
+    state as well as code; `unconverged` the side(s) whose noise never met its target; `kernel`
     says where B ran another implementation than A (kernel_change: 'backend xla → cudnn', 'another kernel'; ''
     where not), whose ratio is another kernel's as well as this code's."""
-    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "unsettled", "backend", "kernels"]],
-                                 on="key", suffixes=("_a", "_b"))
+    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "samples", "unsettled", "unconverged",
+                                                  "backend", "kernels"]], on="key", suffixes=("_a", "_b"))
     both = both.sort_values("order").reset_index(drop=True)
     gap = (both["median_b"] - both["median_a"]).abs()
     iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
@@ -208,9 +232,9 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
         "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
         "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
         "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
-        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold),
-        "unsettled": [", ".join(side for side, on in (("A", x), ("B", y)) if on)
-                      for x, y in zip(both["unsettled_a"].astype(bool), both["unsettled_b"].astype(bool))],
+        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold, confirmed(both, gap, iqr_a, iqr_b)),
+        "unsettled": flagged_sides(both["unsettled_a"], both["unsettled_b"]),
+        "unconverged": flagged_sides(both["unconverged_a"], both["unconverged_b"]),
         "kernel": [kernel_change(*sides) for sides in zip(both["backend_a"], both["backend_b"], both["kernels_a"],
                                                             both["kernels_b"])],
         **{axis: both[axis] for axis in SHAPE},
@@ -234,13 +258,15 @@ def geomean(values: pd.Series) -> float:
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower."""
+    """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower, or were within
+    noise; how many moved unconfirmed where any did."""
     counts = pd.crosstab([table["experiment"], table["variant"]], table["verdict"])
     means = table.groupby(["experiment", "variant"], sort=False)["ratio"].agg(geomean).rename("geomean B/A")
     joined = means.to_frame().join(counts).fillna(0)
     for verdict in VERDICTS:
         joined[verdict] = joined[verdict].astype(int) if verdict in joined else 0
-    return joined[["geomean B/A", "faster", "slower", "within noise"]].reset_index()
+    shown = [v for v in VERDICTS if v != "unconfirmed" or joined[v].any()]
+    return joined[["geomean B/A", *shown]].reset_index()
 
 
 def planned(manifest: Manifest | None) -> list[str] | None:
@@ -540,13 +566,18 @@ class Comparison:
         return self.cells[self.cells["verdict"] == "slower"]
 
     @property
+    def unconfirmed(self) -> pd.DataFrame:
+        """Cells that moved beyond noise and the threshold, a side not converged, short of `confirmed`'s rule."""
+        return self.cells[self.cells["verdict"] == "unconfirmed"]
+
+    @property
     def no_longer_ok(self) -> pd.DataFrame:
         return self.changes[self.changes["regression"]]
 
     @property
     def regressed(self) -> bool:
-        """Slower beyond noise and the threshold, ok in A and not in B, or ok in A and missing from B, which planned
-        it."""
+        """Slower beyond noise and the threshold (never unconfirmed), ok in A and not in B, or ok in A and missing
+        from B, which planned it."""
         return bool(len(self.slower) or len(self.no_longer_ok) or len(self.missing))
 
 

@@ -549,12 +549,13 @@ def _ms(value: float) -> str:
 
 
 def _times(table):
-    """Timed cells as text: A and B in ms, B / A, each run's noise, which side was sampled unsettled where any was,
-    and where B ran another kernel where any did (runner.compare.cells)."""
+    """Timed cells as text: A and B in ms, B / A, each run's noise, which side was sampled unsettled and which did not
+    converge where any was, and where B ran another kernel where any did (runner.compare.cells)."""
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
         "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
         **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {}),
+        **({"not converged": table["unconverged"]} if table["unconverged"].ne("").any() else {}),
         **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {})})
     return shown.reset_index(drop=True)
 
@@ -617,6 +618,7 @@ def comparison_sections(found) -> list[tuple]:
          kernels_shown(found.kernels)),
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
+        ("Unconfirmed (moved, a side not converged: no regression, no improvement)", _times(found.unconfirmed)),
         ("Geometric mean of B / A per experiment and variant", summary),
     ]
 
@@ -626,9 +628,24 @@ def _describe(m) -> str:
 
 
 def comparison_heading(found) -> list[str]:
+    from runner.compare import CONFIRM_NOISES, CONFIRM_SAMPLES
+
     return [f"A: {_describe(found.a)}", f"B: {_describe(found.b)}",
             f"{found.timer or 'no shared'} timer; slower or faster: B / A beyond {100 * found.threshold:g} % and both "
-            "runs' noise (IQR)"]
+            f"runs' noise (IQR); where a side did not converge, beyond {CONFIRM_NOISES}× its noise on "
+            f"{CONFIRM_SAMPLES} samples a side, else unconfirmed"]
+
+
+def unconverged_said(cells) -> str:
+    """'28 of those not converged in A or B (noise above its target when sampling stopped)' where any compared pair
+    was (runner.compare.cells' `unconverged`; the CLI's verdict and the dashboard's say it so); '' where none."""
+    count = int(cells["unconverged"].ne("").sum())
+    return f"{count} of those {NOT_CONVERGED} in A or B ({NOT_CONVERGED_WHY})" if count else ""
+
+
+def _unconverged(cells) -> str:
+    said = unconverged_said(cells)
+    return f"; {said}" if said else ""
 
 
 def _unsettled(cells) -> str:
@@ -681,8 +698,10 @@ def verdict(found) -> str:
     held_a = found.common + len(found.only_a) + len(found.missing)
     tally = (f"{counted(found.common, 'cell')} in both (A {held_a}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
-             f"{counts.get('within noise', 0)} within noise; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
-             + _unsettled(found.cells) + _apart(found))
+             f"{counts.get('within noise', 0)} within noise"
+             + (f", {len(found.unconfirmed)} unconfirmed (a side not converged)" if len(found.unconfirmed) else "")
+             + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
+             + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found))
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {counted(len(found.slower), 'cell')} slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
@@ -743,6 +762,7 @@ def comparison_json(found) -> str:
         "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
+        "unconfirmed": list(found.unconfirmed["key"]),
         "missing_in_b": _records(found.missing), "b_planned": found.planned_b,
         "material_differences": _records(found.material), "settings": found.settings,
         "environment": _records(found.environment),

@@ -26,6 +26,7 @@ from helpers import DASHBOARD_APP as APP
 from helpers import DASHBOARD_SERVER
 from helpers import REPO, charts, figures, in_process, open_app
 from dashboard import data
+from dashboard.charts import VERDICT_COLOURS
 from runner.cli import build_parser, dashboard_argv
 from runner.power import UNSTABLE_SPREAD
 from runner.results import CELLS
@@ -473,6 +474,28 @@ def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
     assert summary["geomean B/A"].to_numpy() == pytest.approx(1.25)
 
 
+def test_compare_counts_and_draws_a_move_a_side_of_which_did_not_converge_as_unconfirmed(monkeypatch, tmp_path):
+    """B's first cell twice as slow on 3 samples that never converged: unconfirmed, as `attnbench compare` says,
+    counted beside slower and faster, drawn orange, its side named in the every-cell table."""
+    template = shipped(H200_LONG)
+    first = next(c.key for c in template.cells if c.status == "ok")
+    for run_id, day, factor in (("a-run", 1, 1.0), ("b-run", 2, 2.0)):
+        manifest, cells = copy_run(template, run_id, pd.Timestamp(f"2026-12-0{day}T00:00Z").to_pydatetime(),
+                                   factor=lambda c: factor if c.key == first else 1.0)
+        cells = [c.model_copy(update={"timings": [t.model_copy(update={"samples": 3, "converged": False})
+                                                  for t in c.timings]}) if c.key == first and factor > 1 else c
+                 for c in cells]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run")
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["Unconfirmed"] == "1" and metrics["Slower beyond noise"] == "0"
+    every = table(app, "unconverged").set_index("key")
+    assert every.loc[first, "verdict"] == "unconfirmed" and every.loc[first, "unconverged"] == "B"
+    assert "of those not converged in A or B (noise above its target" in texts(app.caption)
+    bars = next(f for f in figures(app) if "B / A" in json.dumps(f["layout"]))["data"][0]
+    assert VERDICT_COLOURS["unconfirmed"] in bars["marker"]["color"]
+
+
 def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypatch):
     app = open_app(monkeypatch, tab="Compare", a=LAB5_NO_TE, b=LAB5)
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)
@@ -864,7 +887,8 @@ def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ra
     (move,) = [line for m in app.markdown for line in m.value.splitlines()
                if line.startswith("- `lab5-20261202-110556")]
     assert ("64 cells both timed, geomean B / A 1.047×; of those, 23 cells ran another kernel in B; 6 cells ran "
-            "another GEMM in B; worst ") in move
+            "another GEMM in B; 1 of those not converged in A or B (noise above its target when sampling stopped); "
+            "worst ") in move
     assert "/cudnn B4 T128 N8 H64 bfloat16 fwd 1.54× (another kernel);" in move
 
 
