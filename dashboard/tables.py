@@ -144,15 +144,17 @@ def legend(cells: pd.DataFrame) -> str:
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
-    """One experiment's nvbench-style table (of one run): a row per swept value, a column per variant, each entry
-    'median ±noise ·speed-up over the baseline' (column `speedup`), marked as MARKS says."""
+    """One experiment's nvbench-style table (of one run): a row per swept value (as `show` writes it: yes / no, 'no
+    window'), a column per variant, each entry 'median ±noise ·speed-up over the baseline' (column `speedup`), marked
+    as MARKS says."""
     index = swept(cells) or ["shape"]
     table = cells.assign(shape=fixed_shape(cells)).sort_values("order")
     table = table.assign(entry=table.apply(_summary_text, axis=1))
     variants = list(dict.fromkeys(table["variant"]))
     pivot = table.pivot_table(index=index, columns="variant", values="entry", aggfunc="first", sort=False)
-    pivot = pivot[variants].rename_axis(columns=None)
-    return pivot.reset_index().rename(columns={a: shape.column(a) for a in SHAPE})
+    pivot = pivot[variants].rename_axis(columns=None).reset_index()
+    pivot = pivot.assign(**{a: pivot[a].map(lambda v, a=a: shape.text(a, v)) for a in index if a in SHAPE})
+    return pivot.rename(columns={a: shape.column(a) for a in SHAPE})
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -127,11 +127,12 @@ def test_the_summary_table_has_swept_values_down_and_variants_across():
     cells = rated(H200_LAB5)
     seq = tables.measured(cells[cells["experiment"] == "seq-len"])
     table = tables.summary(seq.assign(unstable=seq["seq_len"] == 512))
-    assert list(table.columns) == ["T", "naive", "xla", "cudnn"] and list(table["T"]) == [64, 128, 256, 512, 1024]
+    assert list(table.columns) == ["T", "naive", "xla", "cudnn"] and list(table["T"]) == ["64", "128", "256", "512",
+                                                                                        "1024"]
     cudnn = seq[(seq["variant"] == "cudnn") & (seq["seq_len"] == 1024)].iloc[0]
-    assert table.set_index("T").loc[1024, "cudnn"] == (
+    assert table.set_index("T").loc["1024", "cudnn"] == (
         f"{cudnn['latency_ms']:.3g} ±{cudnn['noise']:.1%} ·{cudnn['speedup']:.2f}×")
-    assert "⚠" in table.set_index("T").loc[512, "xla"] and "⚠" not in table.set_index("T").loc[256, "xla"]
+    assert "⚠" in table.set_index("T").loc["512", "xla"] and "⚠" not in table.set_index("T").loc["256", "xla"]
     markdown = tables.markdown(table).splitlines()
     assert markdown[0] == "| T | naive | xla | cudnn |" and len(markdown) == 7
 
@@ -144,12 +145,19 @@ def test_the_summary_marks_a_time_that_did_not_converge_and_its_legend_names_onl
     slow = seq["seq_len"] == 512
     marked = seq.assign(unconverged=slow)
     table = tables.summary(marked).set_index("T")
-    assert table.loc[512, "xla"].split(" ·")[0].endswith(" †") and "†" not in table.loc[256, "xla"]
+    assert table.loc["512", "xla"].split(" ·")[0].endswith(" †") and "†" not in table.loc["256", "xla"]
     assert tables.legend(marked) == "†: not converged (noise above its target when sampling stopped)"
     both = tables.legend(marked.assign(unstable=slow))
     assert both.startswith("⚠: SM clock unstable · †: not converged")
     wall = tables.measured(rated(H200_LAB5, timer="wall"))  # the wall timer ran out of budget on most H200 cells
     assert wall["unconverged"].any() and not tables.measured(rated(H200_LAB5))["unconverged"].all()
+
+
+def test_a_summary_row_reads_an_axis_as_show_does():
+    """The causal experiment sweeps causal: its rows read no / yes, as `attnbench show` and the report write them
+    (runner.shape.text), where the dashboard read False / True."""
+    causal = tables.measured(rated(H200_LAB5).query("experiment == 'causal'"))
+    assert list(tables.summary(causal)["causal"]) == ["no", "yes"]
 
 
 def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
