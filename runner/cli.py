@@ -938,12 +938,14 @@ def cmd_schema(args, console: Console) -> int:
 
 def dashboard_argv(args, results: str) -> list[str]:
     """The `streamlit run` command line that serves dashboard/app.py through dashboard/serve.py (which prepares the
-    server before it answers) over `results`."""
+    server before it answers) over `results`, to viewers: no Deploy button, no developer menu (client.toolbarMode
+    viewer)."""
     import dashboard
 
     app = Path(dashboard.__file__).with_name("serve.py")
     return [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(args.port),
-            "--server.address", args.address, "--browser.gatherUsageStats", "false", "--", "--results", results]
+            "--server.address", args.address, "--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer",
+            "--", "--results", results]
 
 
 def _servable(address: str, port: int) -> None:

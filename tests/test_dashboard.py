@@ -1054,6 +1054,7 @@ def test_cli_dashboard_runs_streamlit_on_the_app():
     assert argv[1:4] == ["-m", "streamlit", "run"] and Path(argv[4]) == DASHBOARD_SERVER
     assert argv[argv.index("--server.port") + 1] == "9999" and argv[argv.index("--server.address") + 1] == "0.0.0.0"
     assert argv[-3:] == ["--", "--results", "gs://b/p"]
+    assert argv[argv.index("--client.toolbarMode") + 1] == "viewer"  # no Deploy button, no developer menu
 
 
 def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
