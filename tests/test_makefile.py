@@ -33,6 +33,14 @@ def test_the_demos_last_line_says_how_to_see_the_run(tmp_path):
     assert "(.venv/bin/attnbench runs lists them)" in lines[-1]  # a command that runs from the checkout, as README's
 
 
+def test_the_quiet_install_says_what_it_does_and_how_long_before_it_starts():
+    """pip installs quietly (-q) for about 2 minutes on a fresh machine: a line before it says so (make -n -B: the
+    install as a fresh clone would run it, nothing run)."""
+    done = subprocess.run(["make", "-n", "-B", "--no-print-directory", ".venv/.installed"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    assert done[0].startswith("echo ") and "about 2 minutes" in done[0] and "-m venv" in done[1]
+
+
 def test_clean_keeps_the_test_tools_which_clean_tools_removes():
     def made(target: str) -> str:
         # --no-print-directory: under `make test` this make is a sub-make, which names its directory otherwise
