@@ -583,12 +583,12 @@ KERNEL_NAMES = ("only A ran", "only B ran")  # compare's kernel columns: what te
 # A and B, kernel names); the rest, times and ratios among them, stay whole (Grid)
 COMPARED_WRAPS = ("shape", "reason", "A", "B", *KERNEL_NAMES)
 # What a terminal too narrow for a comparison's table leaves out, first to last: the cell's key (for scripts: --format
-# json), which kernel B ran and which side was sampled unsettled (the verdict counts both), both runs' noise; in the
-# table of kernels, the verdict and the kind of change; in the status changes, whether one is a regression (ok in A,
-# not in B) and B's reason. The cell's experiment, variant and shape, A ms, B ms and B / A, A's and B's status and
-# the kernels only A or only B ran are never left out.
-COMPARED_LEFT_OUT_FIRST = ("key", "kernel", "unsettled", ("noise A", "noise B"), "verdict", "change", "regression",
-                           "reason")
+# json), which kernel B ran, which side was sampled unsettled and which did not converge (the verdict counts all
+# three), both runs' noise; in the table of kernels, the verdict and the kind of change; in the status changes,
+# whether one is a regression (ok in A, not in B) and B's reason. The cell's experiment, variant and shape, A ms, B ms
+# and B / A, A's and B's status and the kernels only A or only B ran are never left out.
+COMPARED_LEFT_OUT_FIRST = ("key", "kernel", "unsettled", "not converged", ("noise A", "noise B"), "verdict", "change",
+                           "regression", "reason")
 
 
 def kernels_shown(kernels):
