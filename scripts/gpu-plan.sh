@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The H200 evidence that issues 37 (training), 38 (serving) and 42 (GPU-hours) wait for, as named steps that one
+# device call runs in order until its deadline, from the project root with tokamax staged (scripts/stage-tokamax.sh):
+#   DEADLINE=$(( $(date +%s) + 520 )) scripts/gpu-plan.sh OUTDIR STEP...     (scripts/gpu-plan.sh list: the steps)
+# Each run writes into OUTDIR/results under a dated run id, so a later call with that folder carried back resumes it.
+# Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to OUTDIR/steps.txt.
+set -uo pipefail
+declare -A STEPS=(
+  [env]="python3 -m runner env"
+  [gputests]="python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu.py tests/test_pallas_gpu.py tests/test_paged_gpu.py"
+  [train-fwd]="RUN training-fwd specs/training.yaml --only fwd"
+  [train-fwdbwd]="RUN training-fwdbwd specs/training.yaml --only fwd-bwd"
+  [train-packed]="RUN training-packed specs/training.yaml --only packed deterministic"
+  [train-tuned]="RUN training-tuned specs/training.yaml --only tuned"
+  [train-burst]="RUN training-fwd-burst specs/training.yaml --only fwd --power burst"
+  [serve-sweep]="RUN serving-sweep specs/serving.yaml --only decode-sweep"
+  [serve-rest]="RUN serving-rest specs/serving.yaml --only dense shuffled ragged multi-token page-size mla"
+  [serve-burst]="RUN serving-sweep-burst specs/serving.yaml --only decode-sweep --power burst"
+  [bench-lab5]="python3 scripts/bench_runner.py specs/lab5.yaml --out OUTDIR/bench"
+  [bench-hopper]="python3 scripts/bench_runner.py specs/hopper-long.yaml --out OUTDIR/bench"
+  [preset-70b]="RUN llama3.1-70b-steady specs/models/llama3.1-70b.yaml"
+  [cross]="python3 scripts/steady_crosscheck.py OUTDIR/steady-crosscheck-DAY.json"
+  [cross-carried]="python3 scripts/steady_crosscheck.py OUTDIR/steady-crosscheck-carried-DAY.json --carried"
+)
+ORDER=(env gputests train-fwd train-fwdbwd serve-sweep cross cross-carried train-packed train-tuned serve-rest
+       train-burst serve-burst bench-lab5 bench-hopper preset-70b)
+if [[ ${1:-} == list ]]; then for step in "${ORDER[@]}"; do echo "$step: ${STEPS[$step]}"; done; exit 0; fi
+out=${1:?usage: scripts/gpu-plan.sh OUTDIR STEP... (scripts/gpu-plan.sh list: the steps)}
+shift
+for step in "$@"; do
+  [[ -v STEPS[$step] ]] || { echo "gpu-plan: no step $step (scripts/gpu-plan.sh list: the steps)" >&2; exit 2; }
+done
+: "${DEADLINE:?gpu-plan: set DEADLINE, the epoch second by which every step has ended}"
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+mkdir -p "$out/results"
+day=$(date -u +%Y%m%d)
+for step in "$@"; do
+  line=${STEPS[$step]//OUTDIR/$out}
+  line=${line//DAY/$day}
+  if [[ $line == RUN\ * ]]; then  # RUN NAME SPEC ARGS...: a run into OUTDIR/results, resumed if it is there
+    read -r _ name rest <<< "$line"
+    line="python3 -m runner run $rest --out $out/results --run-id $name-$day"
+  fi
+  left=$(( DEADLINE - $(date +%s) ))
+  if (( left < 25 )); then echo "$step: not started (deadline)" | tee -a "$out/steps.txt"; continue; fi
+  start=$(date +%s)
+  # shellcheck disable=SC2086  # the step's words, split as written above
+  timeout --signal=TERM --kill-after=15 "$left" $line >> "$out/plan.log" 2>&1
+  echo "$step: exit $? after $(( $(date +%s) - start ))s: $line" | tee -a "$out/steps.txt"
+done
