@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
 from runner.leaderboard import Standing, contested, leaderboard, legacy_of, notes, rows, winners
-from runner.record import CellRecord
+from runner.record import CellRecord, gpu_model, gpu_name
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
 
@@ -103,9 +103,8 @@ def facts(run: Run) -> list[str]:
 
 
 def _device(m) -> str:
-    """'GPU NVIDIA H200', or 'no GPU (cpu)' for a run on another device."""
-    gpu = m.machine.gpu
-    return f"GPU {gpu.name}" if gpu and gpu.name else f"no GPU ({m.machine.device_kind})"
+    """'GPU NVIDIA H200', or 'no GPU (cpu)' for a run on another device (record.gpu_name, the one rule)."""
+    return f"GPU {gpu_name(m)}" if gpu_model(m) else f"no GPU ({gpu_name(m)})"
 
 
 # --- html ------------------------------------------------------------------------------------------------------------

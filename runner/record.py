@@ -431,16 +431,21 @@ class Manifest(Strict):
                                          "from runs before 2026-12-03 (readers re-expand their spec).")
 
 
+def gpu_model(manifest: Manifest) -> str | None:
+    """The GPU's name as NVML read it; None on a machine without one (cpu)."""
+    gpu = manifest.machine.gpu
+    return gpu.name if gpu and gpu.name else None
+
+
+def gpu_name(manifest: Manifest) -> str:
+    """The GPU's name, else the device kind (cpu): how every reader tells machines apart (compare, runs, report)."""
+    return gpu_model(manifest) or manifest.machine.device_kind
+
+
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------
 
 # What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs
 # read the same whatever variants exist today.
-def gpu_name(manifest: Manifest) -> str:
-    """The GPU's name, else the device kind (cpu): how every reader tells machines apart (compare, runs, report)."""
-    gpu = manifest.machine.gpu
-    return gpu.name if gpu and gpu.name else manifest.machine.device_kind
-
-
 V1_VARIANTS = {
     "naive": VariantInfo(doc="From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights.",
                          backend="xla"),
