@@ -110,7 +110,7 @@ def fastest(sel: Selection) -> str:
     contested = board.contested(tables.standings(newest))
     if not contested:
         return ""
-    return (f"**Fastest** in `{sel.runs[0]}` by the {sel.timer} timer: {board_summary(contested)} "
+    return (f"By the {sel.timer} timer in `{sel.runs[0]}`: {board_summary(contested)} "
             "(every shape: Leaderboard)")
 
 

@@ -92,8 +92,8 @@ def standings_of(run: Run) -> list[Standing]:
 
 def fastest(standings: list[Standing], strong=str) -> str:
     """Which variant is fastest where, the first answer under the verdict: runner.leaderboard.winners' line (the
-    dashboard's overview says the same), pointing at the leaderboard below for every shape."""
-    return f"Fastest: {winners(standings, strong)} (every shape: the leaderboard below)."
+    dashboard's overview says the same, 'fastest' once), pointing at the leaderboard below for every shape."""
+    return f"{winners(standings, strong)} (every shape: the leaderboard below)."
 
 
 def facts(run: Run) -> list[str]:
