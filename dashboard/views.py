@@ -561,14 +561,17 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
 
 
 def boards(snap: data.Snapshot, sel: Selection, standings: list[board.Standing]) -> None:
-    """Each selected run's leaderboard over its contested shapes (runner.leaderboard.contested), as `show`'s."""
+    """Each selected run's leaderboard over its contested shapes (runner.leaderboard.contested), as `show`'s; a run
+    with none says so, where it was left out without a word."""
     st.caption(f"Per shape where two or more variants ran correctly: the fastest correct variant ({sel.timer} timer), "
                "how much longer the next takes (within noise: the gap is smaller than either's IQR) and how much "
                "longer `auto` takes, with the backend JAX picked for it.")
     as_markdown = st.toggle("Tables as markdown", key="md", bind="query-params")
     for run in sel.runs:
         mine = [s for s in standings if s.run_id == run]
-        if mine:
+        if not mine:
+            st.caption(f"{run}: no leaderboard (no shape where two or more variants ran correctly)")
+        else:
             legacy = board.legacy_of([snap.manifests.get(run)])
             st.subheader(run)
             st.markdown(board_summary(mine))

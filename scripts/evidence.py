@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.leaderboard import leaderboard  # noqa: E402
+from runner.leaderboard import contested, leaderboard  # noqa: E402
 from runner.report import leaderboard_markdown  # noqa: E402
 from runner.record import CellRecord  # noqa: E402
 from runner.store import read_run  # noqa: E402
@@ -51,7 +51,8 @@ def kernels(run_dir: Path) -> str:
     """Per shape: the leaderboard (fastest correct variant, margin over the next and over auto), then every
     tuned variant's winning configuration."""
     cells = read_run(run_dir).cells
-    lines = [leaderboard_markdown(leaderboard(cells)), "", "| experiment | shape | variant | TFLOP/s | configuration (of candidates that ran) |",
+    lines = [leaderboard_markdown(contested(leaderboard(cells))), "",
+             "| experiment | shape | variant | TFLOP/s | configuration (of candidates that ran) |",
              "|---|---|---|---|---|"]
     for c in cells:
         if c.tuning and c.status == "ok":

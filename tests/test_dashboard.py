@@ -121,6 +121,18 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
     assert len(sha) == 40 and f"| {sha[:12]} |" in texts(llama.markdown) and sha not in texts(llama.markdown)
 
 
+def test_the_first_screens_winners_are_over_the_shapes_two_variants_ran_correctly(monkeypatch):
+    """The CPU lab5 run timed 17 shapes, 4 of them by one correct variant alone: its first screen counts the 13 that
+    runner.leaderboard.contested holds, as show's board does, not every shape timed."""
+    from runner.leaderboard import leaderboard
+
+    run = shipped(CPU_LAB5)
+    assert len(leaderboard(run.cells)) == 17
+    app = open_app(monkeypatch, run=[CPU_LAB5.rpartition("/")[2]])
+    said = [m.value for m in app.markdown if m.value.startswith("By the ")]
+    assert len(said) == 1 and " of 13 shapes" in said[0], said
+
+
 def test_the_runs_table_keeps_the_dirty_suffix_of_edited_code(monkeypatch, tmp_path):
     """A run of edited code (runner.machine.git_sha's `-dirty` after the commit) reads so in the runs' table, where
     the sha is cut to 12 characters: the cut takes the commit, not the suffix."""
@@ -735,6 +747,14 @@ def test_the_leaderboard_tab_holds_the_shapes_shows_board_does(monkeypatch):
     board = table(open_app(monkeypatch, run=CPU_LAB5.rpartition("/")[2], tab="Leaderboard"), "fastest")
     every = leaderboard(shipped(CPU_LAB5).cells)
     assert sorted(board["shape"]) == sorted(s.shape for s in contested(every)) and (len(board), len(every)) == (13, 17)
+
+
+def test_the_leaderboard_tab_says_which_run_has_no_board(monkeypatch):
+    """A selected run whose every shape ran one correct variant (the soak) has no board, and the tab says so under
+    its name, where it left the run out without a word."""
+    app = open_app(monkeypatch, run=[LAB5, SOAK], tab="Leaderboard")
+    assert LAB5 in [h.value for h in app.subheader] and SOAK not in [h.value for h in app.subheader]
+    assert f"{SOAK}: no leaderboard (no shape where two or more variants ran correctly)" in texts(app.caption)
 
 
 def board_key(cells) -> str:

@@ -336,15 +336,15 @@ def test_shows_leaderboard_and_the_tables_beside_it_fit_a_narrow_terminal_too(fo
     """The leaderboard (its variant count and margin over auto first) and the tables beside it (the published
     figures' sources and cuDNN versions first; what a serving cost is set beside) leave columns out as the cells'
     tables do."""
-    from runner.leaderboard import leaderboard
+    from runner.leaderboard import contested, leaderboard
     from runner.report import beside_tables, leaderboard_grid
     from runner.store import read_run
 
     run = read_run(folder)
-    contested = [s for s in leaderboard(run.cells, machine=run.manifest.machine) if s.variants > 1]
+    board = contested(leaderboard(run.cells, machine=run.manifest.machine))
     grids = [t.grid() for t in beside_tables(run.cells, run.manifest) if t.rows]
     assert grids
-    grids += [leaderboard_grid(contested)] if contested else []  # a run of one variant a shape has no board
+    grids += [leaderboard_grid(board)] if board else []  # a run of one variant a shape has no board
     for width in WIDTHS:
         for grid in grids:
             assert_whole(grid, width)
