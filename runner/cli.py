@@ -575,10 +575,10 @@ REPORT_CELLS = 2_000  # a run's end prints its tables up to this many cells; `at
 
 def _run_report(spool, location: str, console: Console) -> None:
     from runner.report import phase_line, print_tables, summary_line  # pandas: not imported to refuse bad input
-    from runner.results import in_run_order
+    from runner.results import in_cell_order
 
     manifest = spool.manifest()
-    records = in_run_order(spool.records(), manifest)  # the run read back, in its order, as any reader reads it
+    records = in_cell_order(spool.records(), manifest)  # the run read back, in its order, as any reader reads it
     if len(records) <= REPORT_CELLS:
         print_tables(records, console, manifest.machine if manifest else None)  # as show prints them
     else:

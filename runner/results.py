@@ -261,9 +261,10 @@ def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | No
     return merged_manifest(parts), problems
 
 
-def in_run_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
-    """Cells in the run's order (shards interleave otherwise); ones it does not list go last. The order is the
-    manifest's own; a run written before manifests carried it falls back on expanding its stored spec."""
+def in_cell_order(cells: list[CellRecord], manifest: Manifest | None) -> list[CellRecord]:
+    """Cells in the manifest's cell_order, the spec's (shards interleave otherwise; runner.run.in_run_order is the
+    order they were measured in); ones it does not list go last. A run written before manifests carried it falls back
+    on expanding its stored spec."""
     if manifest is None:
         return cells
     keys = manifest.cell_order or _legacy_order(manifest.spec_hash, json.dumps(manifest.spec, sort_keys=True))
@@ -308,7 +309,7 @@ def assemble(location: str, objects: dict[str, bytes]) -> Run:
     if not any(part_of(name)[0] == "manifest" for name in objects):  # one that is there but unreadable is told above
         problems.insert(0, f"{location}/{MANIFEST}: missing (is {location} a run folder?)")
     cells, repeats = unique([c for p in parts for c in p.cells], location)
-    return Run(location, manifest, in_run_order(cells, manifest), problems + repeats, parts)
+    return Run(location, manifest, in_cell_order(cells, manifest), problems + repeats, parts)
 
 
 def run_of(name: str) -> tuple[str, str]:
