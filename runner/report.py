@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,13 +158,22 @@ def print_tables(cells: list[CellRecord], console: Console, machine=None) -> Non
 
 
 WRAP_MIN = 14  # characters a line that a wrapping column (a note, a shape) keeps before a column is left out
+FOLD_MIN = 4  # characters a line of folded text keeps where even the columns kept do not fit a terminal
+NUMBER = re.compile(r"[-+±]?(\d[\d,]*(\.\d+)?|\.\d+)(e[-+]?\d+)?(/(\d+|\?))?\s?[×%]?")  # 0.985×, 1e-05, +3%, 8/10
+
+
+def whole(value: str) -> bool:
+    """Whether a value is number-like: one that is never cut across lines, at any width (a cut '40' over '96' reads
+    as two numbers)."""
+    return NUMBER.fullmatch(value.strip()) is not None
 
 
 @dataclass(frozen=True)
 class Grid:
     """A terminal table as text (a value never markup), before it meets a width: each value whole on its line but the
     `wraps` columns' (their words folded onto more lines where the table needs the room), and where a terminal is too
-    narrow for that, the `drops` columns left out, first to last (fitted)."""
+    narrow for that, the `drops` columns left out, first to last (fitted). A number (`whole`) is never cut, in any
+    column."""
 
     title: str  # markup: a dim part
     header: list[str]
@@ -184,6 +194,11 @@ class Grid:
         widest = max([head, *(_text(row[at]).cell_len for row in self.rows)])
         return min(widest, max(WRAP_MIN, head)) if name in self.wraps else widest
 
+    def floor(self, name: str) -> int:
+        """The least width of a column: its widest number, else FOLD_MIN."""
+        values = [_text(row[self.header.index(name)]) for row in self.rows]
+        return max([FOLD_MIN, *(v.cell_len for v in values if whole(v.plain))])
+
 
 def _text(value: str | Text) -> Text:
     return value if isinstance(value, Text) else Text(value)
@@ -198,13 +213,16 @@ def _table_width(widths: list[int]) -> int:
 def fitted(grid: Grid, width: int, leave_out: bool = True) -> tuple[Table, list[str]]:
     """`grid` as a rich table `width` columns wide, and the columns left out for it (_shown; none where not
     `leave_out`, as in a pipe). Every column but a wrapping one gets a fixed width that holds its values whole, so rich
-    narrows only the wrapping ones; where even the columns kept do not fit, the numbers alone keep theirs and rich
-    folds the text onto more lines: never a value cut short with '…'."""
+    narrows only the wrapping ones; where even the columns kept do not fit, each column narrows to no less than its
+    floor (Grid.floor: its numbers whole), folding only text, and a table wider still runs past `width`: never a value
+    cut short with '…', never a number cut across lines."""
     shown = _shown(grid, width) if leave_out else list(grid.header)
-    table = Table(title=grid.title, title_justify="default")  # left, not padded to the table's width
-    for name, fixed in zip(shown, _fixed_widths(grid, shown, width)):
-        table.add_column(name, justify="right" if name in grid.right else "left", overflow="fold",
-                         width=None if name in grid.wraps else fixed)
+    widths = _fixed_widths(grid, shown, width)
+    wider = None not in widths and _table_width(widths) > width  # rich expands a table given a width: only then
+    table = Table(title=grid.title, title_justify="default",  # left, not padded to the table's width
+                  width=_table_width(widths) if wider else None)
+    for name, fixed in zip(shown, widths):
+        table.add_column(name, justify="right" if name in grid.right else "left", overflow="fold", width=fixed)
     at = [grid.header.index(name) for name in shown]
     for row, style in zip(grid.rows, grid.styles or [None] * len(grid.rows)):
         table.add_row(*(_text(row[i]) for i in at), style=style)
@@ -223,19 +241,30 @@ def _shown(grid: Grid, width: int) -> list[str]:
 
 
 def _fixed_widths(grid: Grid, shown: list[str], width: int) -> list[int | None]:
-    """The shown columns' widths: each header on one line where that fits, else wrapped at its spaces; where neither
-    fits, the numbers' alone (right-aligned columns), the text columns None: rich narrows those, folding them."""
+    """The shown columns' widths: each header on one line where that fits, else wrapped at its spaces, the wrapping
+    columns None (rich narrows those); where neither fits, narrowed (_narrowed)."""
     for compact in (False, True):
         if _table_width(widths := grid.widths(shown, compact)) <= width:
-            return widths
-    return [fixed if name in grid.right else None for name, fixed in zip(shown, widths)]
+            return [None if name in grid.wraps else fixed for name, fixed in zip(shown, widths)]
+    return _narrowed(widths, [min(grid.floor(name), fixed) for name, fixed in zip(shown, widths)], width)
+
+
+def _narrowed(widths: list[int], floors: list[int], width: int) -> list[int]:
+    """`widths` narrowed, the widest first, until the table fits `width` or each is at its floor."""
+    widths = list(widths)
+    while _table_width(widths) > width:
+        narrowable = [i for i, (w, least) in enumerate(zip(widths, floors)) if w > least]
+        if not narrowable:
+            break
+        widths[max(narrowable, key=lambda i: widths[i])] -= 1
+    return widths
 
 
 def print_grid(grid: Grid, console: Console) -> None:
     """`grid` at a terminal's width, a line under it naming the columns left out to fit (fitted); every column in a
     pipe, where a script or a log reads it (PIPE_WIDTH wide, runner.cli)."""
     table, left_out = fitted(grid, console.width, leave_out=console.is_terminal)
-    console.print(table)
+    console.print(table, crop=False)  # a table wider than the terminal (fitted) runs past it, its numbers whole
     if left_out:
         console.print(escape(f"left out at {console.width} columns: {', '.join(left_out)} (all in a wider terminal, or "
                              "piped: | less -S)"), highlight=False)
