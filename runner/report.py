@@ -173,7 +173,7 @@ class Grid:
     """A terminal table as text (a value never markup), before it meets a width: each value whole on its line but the
     `wraps` columns' (their words folded onto more lines where the table needs the room), and where a terminal is too
     narrow for that, the `drops` columns left out, first to last (fitted). A number (`whole`) is never cut, in any
-    column."""
+    column, nor a value of a `kept` column (an id one copies)."""
 
     title: str  # markup: a dim part
     header: list[str]
@@ -182,6 +182,7 @@ class Grid:
     wraps: tuple[str, ...] = ()
     drops: tuple[str | tuple[str, ...], ...] = ()  # a tuple of names: left out together (A's and B's)
     styles: tuple[str | None, ...] = ()  # each row's, where rows have one
+    kept: tuple[str, ...] = ()  # text columns whose values are never folded either
 
     def widths(self, shown: list[str], compact: bool) -> list[int]:
         """Each shown column's width: its widest value or its header, the header's longest word where `compact`
@@ -195,9 +196,10 @@ class Grid:
         return min(widest, max(WRAP_MIN, head)) if name in self.wraps else widest
 
     def floor(self, name: str) -> int:
-        """The least width of a column: its widest number, else FOLD_MIN."""
+        """The least width of a column: its widest number (every value of a `kept` column), else FOLD_MIN."""
         values = [_text(row[self.header.index(name)]) for row in self.rows]
-        return max([FOLD_MIN, *(v.cell_len for v in values if whole(v.plain))])
+        kept = [v.cell_len for v in values if name in self.kept or whole(v.plain)]
+        return max([FOLD_MIN, *kept])
 
 
 def _text(value: str | Text) -> Text:
@@ -500,7 +502,8 @@ def _part_state(part) -> str:
 
 def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
-    told apart), cells done of planned, and its state."""
+    told apart), cells done of planned, and its state. The run id, which one copies into show, is never folded: a
+    narrow terminal leaves out the name, the start, the shard where no run is sharded, and the device first."""
     rows = []
     for run in runs:
         m = run.manifest
@@ -508,8 +511,10 @@ def runs_grid(runs: list, uri: str) -> Grid:
         rows += [[run.run_id, name, gpu, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
-    return Grid(f"runs in {uri}", ["run", "name", "device", "started", "shard", "cells", "state"], rows,
-                drops=("name", "started"))  # a run's id starts with its spec's name where none was given
+    sharded = any(part.shard for run in runs for part in run.parts)
+    drops = ("name", "started", *(() if sharded else ("shard",)), "device")  # a run id starts with its spec's name
+    return Grid(f"runs in {uri}", ["run", "name", "device", "started", "shard", "cells", "state"], rows, drops=drops,
+                kept=("run",))
 
 
 def kernel_line(manifest) -> str | None:
