@@ -775,10 +775,14 @@ def no_comparison_markdown(reason: str) -> str:
 
 def no_comparison_json(b, threshold: float, reason: str) -> str:
     """compare's json where B (its manifest `b`) has no run to be compared with (--against previous on a series'
-    first night): comparison_json's keys that say something without A, A null, no regression, the reason as the
-    verdict."""
-    document = {"a": None, "b": _run(b), "threshold": threshold, "regressed": False, "verdict": reason,
-                "regressions": []}
+    first night): every night's keys (comparison_json's), A and what needs it null, each section empty, no
+    regression, the reason as the verdict; a consumer of any night reads this one too."""
+    from runner import compare
+
+    planned = compare.planned(b)
+    document = {"a": None, "b": _run(b), "timer": None, "threshold": threshold, "regressed": False, "verdict": reason,
+                "regressions": [], "unconfirmed": [], "b_planned": None if planned is None else len(planned),
+                "settings": None, **dict.fromkeys(SECTIONS, [])}
     return json.dumps(document, indent=2) + "\n"
 
 
@@ -790,20 +794,24 @@ def _run(m) -> dict:
     return {"run_id": m.run_id, "spec": m.name, "gpu": gpu_name(m), "started_at": m.started_at}
 
 
+# comparison_json's sections: each a table of the comparison (runner.compare.Comparison) as a list of records.
+SECTIONS = {
+    "missing_in_b": lambda found: found.missing, "material_differences": lambda found: found.material,
+    "environment": lambda found: found.environment, "status_changes": lambda found: found.changes,
+    "only_in_a": lambda found: found.only_a, "only_in_b": lambda found: found.only_b,
+    "cells": lambda found: found.cells.drop(columns=list(shape.NAMES)),
+    "different_timers": lambda found: found.other_timers, "no_timer_in_either": lambda found: found.without_timer,
+    "another_kernel": lambda found: found.kernels, "summary": lambda found: found.summary,
+}
+
+
 def comparison_json(found) -> str:
     """Every section and every cell timed in both (its verdict, key and shape), for a pipeline to read."""
     document = {
         "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
-        "unconfirmed": list(found.unconfirmed["key"]),
-        "missing_in_b": _records(found.missing), "b_planned": found.planned_b,
-        "material_differences": _records(found.material), "settings": found.settings,
-        "environment": _records(found.environment),
-        "status_changes": _records(found.changes), "only_in_a": _records(found.only_a),
-        "only_in_b": _records(found.only_b), "cells": _records(found.cells.drop(columns=list(shape.NAMES))),
-        "different_timers": _records(found.other_timers), "no_timer_in_either": _records(found.without_timer),
-        "another_kernel": _records(found.kernels),
-        "summary": _records(found.summary),
+        "unconfirmed": list(found.unconfirmed["key"]), "b_planned": found.planned_b, "settings": found.settings,
+        **{name: _records(table(found)) for name, table in SECTIONS.items()},
     }
     return json.dumps(document, indent=2) + "\n"

@@ -578,17 +578,21 @@ def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp
 
 
 def test_against_previous_with_no_earlier_run_still_gives_json_and_markdown(capsys, tmp_path):
-    """A pipeline's first night reads a document, never an empty stdout: json with compare's keys (A null, no
-    regression, the reason as the verdict), markdown with the reason under the heading."""
+    """A pipeline's first night reads a document, never an empty stdout: json with every night's keys (A and what
+    needs it null, each section empty, no regression, the reason as the verdict), where it held 6 of a night's 20;
+    markdown with the reason under the heading."""
     b = copied(tmp_path, "lab5-first", DAY)
     reason = ("no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power policy (steady) "
               "and timer: nothing to compare with")
     code, found = report(capsys, b, "--against", "previous", "--threshold", "7")
-    assert (code, found) == (0, {"a": None, "b": found["b"], "threshold": 0.07, "regressed": False, "verdict": reason,
-                                 "regressions": []})
+    said = {key: found[key] for key in ("a", "timer", "threshold", "regressed", "verdict", "settings")}
+    assert (code, said) == (0, {"a": None, "timer": None, "threshold": 0.07, "regressed": False, "verdict": reason,
+                                "settings": None})
     assert found["b"]["run_id"] == "lab5-first"
+    assert all(value == [] for value in found.values() if isinstance(value, list))
     copied(tmp_path, "lab5-second", DAY + dt.timedelta(days=1))
-    assert found.keys() <= report(capsys, "lab5-second", "--against", "previous", "--out", tmp_path / "results")[1].keys()
+    second = report(capsys, "lab5-second", "--against", "previous", "--out", tmp_path / "results")[1]
+    assert found.keys() == second.keys() and second["cells"]
     done = in_process(capsys, "compare", b, "--against", "previous", "--format", "markdown")
     assert (done.code, done.out, done.errors) == (0, f"### attnbench compare\n\n**{reason}**\n", [reason])
 
