@@ -37,6 +37,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from runner import counted
+
 GOLDEN = (1 + 5 ** 0.5) / 2
 
 
@@ -119,8 +121,8 @@ def pool_note(p) -> str:
     keys, rows = sum(lengths(p)), sum(pages_of(p)) * p.page_size
     if 2 * keys >= rows:
         return ""
-    return (f"page pool mostly empty: {rows // p.page_size:,} page(s) of {p.page_size:,} tokens hold {keys:,} keys "
-            f"({keys / rows:.1%} of its rows); a kernel that reads whole pages reads the empty rows too")
+    return (f"page pool mostly empty: {counted(rows // p.page_size, 'page')} of {p.page_size:,} tokens hold {keys:,} "
+            f"keys ({keys / rows:.1%} of its rows); a kernel that reads whole pages reads the empty rows too")
 
 
 def stride(pages: int) -> int:

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
-from runner import shape
+from runner import counted, shape
 from runner.cells import cell_problem
 from runner.machine import Device
 from runner.metrics import FP8_MATMULS
@@ -315,5 +315,6 @@ def _devices_unmet(v: Variant, params: Params, device: Device | None) -> str | N
         most = "one device" if v.requires.max_devices == 1 else f"at most {v.requires.max_devices} devices"
         return f"{v.name} runs on {most}, not {params.devices} (it does not split the sequence)"
     if device and params.devices > device.count:
-        return f"the cell needs {params.devices} devices; this worker sees {device.count} {device.platform} device(s)"
+        sees = counted(device.count, f"{device.platform} device")
+        return f"the cell needs {params.devices} devices; this worker sees {sees}"
     return None

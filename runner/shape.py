@@ -17,6 +17,8 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo,
                       create_model, model_validator)
 
+from runner import counted
+
 DType = Literal["float32", "bfloat16", "float16"]
 Pass = Literal["fwd", "fwd_bwd"]
 Bias = Literal["none", "alibi"]
@@ -294,7 +296,7 @@ class Strict(BaseModel):
         if isinstance(data, dict) and not (info.context or {}).get("reading"):
             known = set(cls.model_fields) | {f.alias for f in cls.model_fields.values() if f.alias}
             if unknown := [str(key) for key in data if key not in known]:
-                raise ValueError(f"unknown field(s) {', '.join(unknown)}")
+                raise ValueError(f"{counted(len(unknown), 'unknown field')}: {', '.join(unknown)}")
         return data
 
 

@@ -72,8 +72,8 @@ def test_a_paged_cell_whose_pool_is_mostly_empty_pages_says_so_in_its_note():
         return cell_record(Cell("bigpage", "xla_paged", p), "r", "2026-01-01T00:00:00+00:00", 1.0, status, reason,
                            timings=[timing("wall", 1e-3)] if status == "ok" else [])
 
-    assert record(65536).reason == ("page pool mostly empty: 2 page(s) of 65,536 tokens hold 200 keys (0.2% of its "
+    assert record(65536).reason == ("page pool mostly empty: 2 pages of 65,536 tokens hold 200 keys (0.2% of its "
                                     "rows); a kernel that reads whole pages reads the empty rows too")
-    assert record(256).reason.startswith("page pool mostly empty: 2 page(s) of 256 tokens hold 200 keys (39.1%")
+    assert record(256).reason.startswith("page pool mostly empty: 2 pages of 256 tokens hold 200 keys (39.1%")
     assert record(16).reason == "" and record(128).reason == ""  # 200 keys in 256 rows: most of the pool is keys
     assert record(65536, "skipped", "naive declines a paged KV cache").reason == "naive declines a paged KV cache"

@@ -211,8 +211,10 @@ def test_a_reader_keeps_a_field_it_does_not_know():
 
 def test_a_writer_refuses_a_field_the_contract_does_not_define():
     fields = record().model_dump()
-    with pytest.raises(ValidationError, match="unknown field"):
+    with pytest.raises(ValidationError, match="1 unknown field: power_state_of_mind"):
         CellRecord(**fields, power_state_of_mind="calm")
+    with pytest.raises(ValidationError, match="2 unknown fields: mood, cluster"):  # where it said 'field(s)'
+        CellRecord(**fields, mood="calm", cluster="gke-1")
     with pytest.raises(ValidationError, match="unknown field"):
         GpuFacts(name="H200", sm_clock="1980")
     with pytest.raises(ValidationError, match="unknown field"):
