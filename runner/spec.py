@@ -456,7 +456,7 @@ NOT_A_FILE = {stat.S_IFDIR: "a folder", stat.S_IFCHR: "a device", stat.S_IFBLK: 
 
 def _read(path: Path) -> str:
     """The file's text, read no further than MAX_SPEC_BYTES. A pipe is read too (`<(envsubst < spec.yaml)`), opened
-    without waiting for a writer, so a FIFO that none holds open reads as empty instead of hanging; any other path
+    without waiting for a writer, so a FIFO that none holds open yet reads as empty instead of hanging; any other path
     that is not a regular file is refused before it is opened."""
     try:
         mode = path.stat().st_mode
@@ -472,7 +472,8 @@ def _read(path: Path) -> str:
     except OSError as error:
         raise SpecError([f"{path}: cannot read ({error.strerror})"]) from None
     if not data and stat.S_ISFIFO(mode):
-        raise SpecError([f"{path}: a FIFO (named pipe) that nothing writes to; a spec is a YAML file"])
+        raise SpecError([f"{path}: a pipe that gave nothing (no writer, or one that wrote nothing, e.g. a generator "
+                         "that failed); a spec is a YAML file"])
     if len(data) > MAX_SPEC_BYTES:
         raise SpecError([f"{path}: more than {MAX_SPEC_BYTES >> 20} MiB; a spec is a page or two of YAML"])
     try:

@@ -52,7 +52,16 @@ def test_a_spec_that_is_a_fifo_nothing_writes_to_is_refused_at_once_in_one_line(
     for args in (["validate", fifo], ["run", fifo, "--out", tmp_path / "results", "--dry-run"]):
         result = attnbench(*args, timeout=30)
         assert (result.returncode, result.stderr) == (
-            2, f"error: {fifo}: a FIFO (named pipe) that nothing writes to; a spec is a YAML file\n")
+            2, f"error: {fifo}: a pipe that gave nothing (no writer, or one that wrote nothing, e.g. a generator that "
+            "failed); a spec is a YAML file\n")
+
+
+def test_a_pipe_whose_writer_wrote_nothing_says_it_gave_nothing():  # `: | attnbench validate /dev/stdin`
+    line = f": | {shlex.join(map(str, command('validate')))} /dev/stdin"
+    result = subprocess.run(["bash", "-c", line], cwd=REPO, capture_output=True, text=True, timeout=60, env=environment())
+    assert (result.returncode, result.stderr) == (2, "error: /dev/stdin: a pipe that gave nothing (no writer, or one "
+                                                  "that wrote nothing, e.g. a generator that failed); a spec is a YAML "
+                                                  "file\n")
 
 
 def test_a_spec_given_through_a_pipe_is_read():  # a generated spec: attnbench validate <(envsubst < spec.yaml)
