@@ -94,9 +94,12 @@ def versions() -> dict[str, str]:
 
 
 # XLA_FLAGS that cannot change a platform's compiled kernels: the CPU platform's fake devices (added above for
-# the spec's largest split, so they would re-key a run of another spec), dumps, and the other platform's
-# backend flags (a GPU's ceilings and cells compile nothing for the CPU backend, a CPU's nothing for the GPU's)
-NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_dump_", "--xla_gpu_dump_")
+# the spec's largest split, so they would re-key a run of another spec), dumps, the locations of caches (a pod's own
+# path, as kernel_env leaves out *DIR*/*PATH* variables: a cache keeps what compiling would make), and the other
+# platform's backend flags (a GPU's ceilings and cells compile nothing for the CPU backend, a CPU's nothing for the
+# GPU's). A path that picks code stays: --xla_gpu_cuda_data_dir chooses the toolkit whose ptxas and libdevice compile.
+CACHE_FLAGS = ("--xla_gpu_per_fusion_autotune_cache_dir", "--xla_gpu_kernel_cache_file")
+NO_KERNEL_FLAGS = (FAKE_DEVICES_FLAG, "--xla_dump_", "--xla_gpu_dump_", *CACHE_FLAGS)
 OTHER_BACKEND = {"gpu": ("--xla_cpu_",), "cpu": ("--xla_gpu_",)}
 
 

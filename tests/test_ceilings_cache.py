@@ -340,3 +340,13 @@ def test_kernel_flags_of_a_cpu_keep_the_cpu_backends_flags_and_leave_out_the_gpu
                                                          "--xla_cpu_enable_fast_math=false"]
     assert machine.kernel_flags(flags) == machine.kernel_flags(flags, "gpu") == [
         "--xla_backend_optimization_level=1", "--xla_gpu_autotune_level=0"]
+
+
+def test_kernel_flags_leave_out_a_caches_location_and_keep_a_path_that_picks_the_compiler():
+    """A per-pod cache folder must not make a resume another machine (nor re-key the ceilings), as kernel_env leaves
+    out *DIR*/*PATH* variables; the CUDA toolkit folder picks ptxas and libdevice, which compile the kernels."""
+    pod = "--xla_gpu_per_fusion_autotune_cache_dir=/tmp/pod-{} --xla_gpu_kernel_cache_file=/tmp/pod-{}/kernels"
+    assert machine.kernel_flags(pod.format("a", "a")) == machine.kernel_flags(pod.format("b", "b")) == []
+    toolkit = "--xla_gpu_cuda_data_dir=/usr/local/cuda-{}"
+    assert machine.kernel_flags(toolkit.format("12.9")) == ["--xla_gpu_cuda_data_dir=/usr/local/cuda-12.9"]
+    assert machine.kernel_flags(toolkit.format("12.9")) != machine.kernel_flags(toolkit.format("13.0"))
