@@ -36,6 +36,7 @@ from rich.text import Text
 TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
+EXIT_NOT_RESUMABLE = 4  # run: this run cannot be resumed on this machine (another GPU, libraries or kernel settings)
 EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat or grep exit then
 EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
@@ -453,7 +454,8 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.run import Options, OtherMachine, execute
+    from runner.run import Options, execute
+    from runner.spool import OtherMachine
     from runner.shard import select
 
     _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell, and a dry
@@ -472,19 +474,21 @@ def cmd_run(args, console: Console) -> int:
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
                       args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None)
-    try:
-        with spool, _store_errors():
-            outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
-    except OtherMachine as changes:
-        raise UsageError(f"run id {ready.run_id}: resuming it here would mix cells timed under two settings (the "
-                         f"run's → this process's: {changes}); rerun under the run's settings, or give another "
-                         f"--run-id (or unset {RUN_ID_ENV}) for a new run") from None
+    with spool, _store_errors():
+        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
+    if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
+        print(f"error: {_other_machine(ready.run_id, outcome.refused, '')}", file=sys.stderr)
+        return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-        if refused := outcome.refused:  # past the start-up check: the store out of reach then, or written to since
+        kept = _cells_in(outcome.done, f"the spool {spool.dir}")
+        if isinstance(refused := outcome.refused, OtherMachine):  # the store out of reach at start-up
+            found = f"; found when {location} answered: nothing uploaded, {kept}"
+            print(f"error: {_other_machine(ready.run_id, refused, found)}", file=sys.stderr)
+            return EXIT_NOT_RESUMABLE
+        if refused:  # past the start-up check: the store out of reach then, or written to since
             print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
-                  f"before the first upload: nothing uploaded, {_cells_in(outcome.done, f'the spool {spool.dir}')}",
-                  file=sys.stderr)
+                  f"before the first upload: nothing uploaded, {kept}", file=sys.stderr)
             return EXIT_INPUT
         return _run_exit(outcome, spool, location)
 
@@ -552,6 +556,14 @@ def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
             raise UsageError(str(error)) from None
         if other := next((m for m in held if not same_run(m, spec)), None):
             raise UsageError(_another_spec(run_id, where, other, spec, spec_path))
+
+
+def _other_machine(run_id: str, changes, found: str) -> str:
+    """Why resuming the run `run_id` on this machine is refused (exit 4): `changes`, its material differences from the
+    machine the run's cells were measured on; `found`: when, if after cells were measured into the spool."""
+    return (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
+            f"{changes}){found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for "
+            "a new run")
 
 
 def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:
@@ -685,11 +697,12 @@ def cmd_show(args, console: Console) -> int:
 def _show_table(run, console: Console) -> None:
     """show's tables: the run's cells per experiment, its leaderboard, the tables beside them, its summary line."""
     from runner.leaderboard import legacy_of
-    from runner.report import kernel_line, leaderboard_table, print_beside, print_tables, summary_line
+    from runner.report import earlier_line, kernel_line, leaderboard_table, print_beside, print_tables, summary_line
 
     machine = run.manifest.machine if run.manifest else None
-    if line := kernel_line(run.manifest):
-        console.print(escape(line))
+    for line in (kernel_line(run.manifest), earlier_line(run.manifest)):
+        if line:
+            console.print(escape(line))
     print_tables(run.cells, console, machine)
     leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
     print_beside(run.cells, run.manifest, console)

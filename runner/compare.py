@@ -51,6 +51,11 @@ MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu pow
 # In `version X` and `worker W: X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
 # ceilings too, runner.ceilings_cache.VERSIONED; tokamax's kernels are variants of their own).
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine", "cuda_runtime", "tokamax"}
+# The material facts a resume goes on across (runner.run.Resume), where every other material fact of the machine
+# refuses it: on GKE a node pool upgrades its driver on its own and a retried shard may land on a node of a newer one,
+# while the image pins every library. The run's manifest keeps the driver its earlier cells ran under (earlier_facts).
+RESUMABLE = {"gpu driver"}
+ABSENT = "—"  # a fact one run has and another has not, in the environments table
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 IDENTITY = {"run id", "started", "ended", "command", "gpu temperature_c", "gpu sm_clock_mhz",
             "gpu power_w", "gpu mem_clock_mhz", "matmul peak (TFLOP/s)", "memory bandwidth (GB/s)"}
@@ -343,6 +348,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         **{f"worker {name}: {k}": v for name, w in m.workers.items() for k, v in w.versions.items()},
         **{f"worker {name} start s": round(sum(w.start_s.values()), 1) for name, w in m.workers.items() if w.start_s},
         **{f"seconds {phase}": round(seconds, 1) for phase, seconds in m.phases.items()},
+        **{f"earlier {fact}": ", ".join(values) for fact, values in (m.earlier_facts or {}).items()},
         "compile cache": m.compile_cache, "command": " ".join(m.argv), "schema_version": m.schema_version,
     }
     return {k: str(v) for k, v in found.items() if v is not None}
@@ -363,7 +369,7 @@ def environments(manifests: Mapping[str, Manifest | None]) -> pd.DataFrame:
     """Runs side by side, one column each, a row per fact; `differs` marks environment facts (not the run's
     identity, times or momentary readings) that are not the same in every run, and those rows come first."""
     columns = {key: facts(m) for key, m in manifests.items()}
-    table = pd.DataFrame(columns).fillna("—")
+    table = pd.DataFrame(columns).fillna(ABSENT)
     differs = (table.nunique(axis=1) > 1) & ~table.index.map(momentary).astype(bool)
     if not reused_ceilings(manifests):
         differs &= table.index != "ceilings measured"
@@ -392,12 +398,35 @@ def material_of(found: pd.DataFrame) -> pd.DataFrame:
     return found[found["fact"].map(material).astype(bool) & recorded]
 
 
-def machine_changes(run: Manifest, machine: Machine) -> str:
-    """How `machine` differs from the one `run` was measured on, in the facts that change what a time means, as one
-    line ('' where none): what resuming the run there would mix into it. The machine alone is compared: the GPU, its
-    driver and power limit, the device count, library versions, XLA_FLAGS and kernel env (run.same_run owns the spec
-    and power policy; attnbench's own version may change, as same_run allows a resume after an upgrade)."""
-    return said(material_of(differences(run, run.model_copy(update={"machine": machine}))))
+def refuses_resume(fact: str) -> bool:
+    """Whether a difference of the fact between a run's manifest and this machine refuses resuming the run here: a
+    material fact of the machine but those a resume goes on across (RESUMABLE)."""
+    return material(fact) and fact not in RESUMABLE
+
+
+def machine_changes(run: Manifest, machine: Machine) -> pd.DataFrame:
+    """How `machine` differs from the one `run` was measured on, in the facts that change what a time means (fact, a:
+    the run's, b: the machine's): what resuming the run there would mix into it. The machine alone is compared: the
+    GPU, its driver and power limit, the device count, library versions, XLA_FLAGS and kernel env (run.same_run owns
+    the spec and power policy; attnbench's own version may change, as same_run allows a resume after an upgrade)."""
+    return material_of(differences(run, run.model_copy(update={"machine": machine})))
+
+
+def resumed_across(runs: list[Manifest], machine: Machine) -> tuple[str, dict[str, list[str]]]:
+    """Resuming a run whose cells were measured under `runs` (its parts' manifests) on `machine`: the differences that
+    refuse it, as one line ('' where none), and the earlier values of the facts it goes on across (RESUMABLE), with
+    those the manifests kept of processes before them, where they differ from the machine's."""
+    refused, earlier = [], {}
+    for run in runs:
+        found = machine_changes(run, machine)
+        refuses = found["fact"].map(refuses_resume).astype(bool)
+        refused += [said(found[refuses])] if refuses.any() else []
+        now = facts(run.model_copy(update={"machine": machine}))
+        kept = [(fact, value) for fact, values in (run.earlier_facts or {}).items() for value in values]
+        for fact, value in [*zip(found["fact"][~refuses], found["a"][~refuses]), *kept]:
+            if value != now.get(fact, ABSENT) and value not in earlier.setdefault(fact, []):
+                earlier[fact].append(value)
+    return "; ".join(dict.fromkeys(refused)), {fact: values for fact, values in earlier.items() if values}
 
 
 def said(found: pd.DataFrame) -> str:

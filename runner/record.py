@@ -429,6 +429,13 @@ class Manifest(Strict):
     cell_order: list[str] | None = Field(None, description="Keys of the whole run's cells (every shard's) in run "
                                          "order, for readers to present them without today's spec model; absent "
                                          "from runs before 2026-12-03 (readers re-expand their spec).")
+    earlier_facts: dict[str, list[str]] | None = Field(None, description="Facts of the machine that earlier processes "
+                                                       "or shards of this run measured cells under, where they differ "
+                                                       "from this manifest's and the resume went on (runner.compare."
+                                                       "RESUMABLE: the GPU driver), as compare names them ('gpu "
+                                                       "driver'), each with its earlier values. None: no such "
+                                                       "difference (and runs before 2026-12-07; an older reader keeps "
+                                                       "it as an extra field).")
 
 
 def gpu_model(manifest: Manifest) -> str | None:

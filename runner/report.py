@@ -526,6 +526,15 @@ def kernel_line(manifest) -> str | None:
     return "environment that can change kernels: " + " · ".join(shown) if shown else None
 
 
+def earlier_line(manifest) -> str | None:
+    """show's header: the machine facts that some of the run's cells were measured under, where a resume went on
+    across them ('cells measured before a resume on another driver: gpu driver 550.54.15'); None where every cell was
+    measured under the manifest's."""
+    earlier = (manifest.earlier_facts if manifest else None) or {}
+    shown = [f"{fact} {', '.join(values)}" for fact, values in earlier.items()]
+    return "cells measured before a resume on another driver: " + " · ".join(shown) if shown else None
+
+
 def summary_line(cells: list[CellRecord]) -> str:
     """'5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped'; '0 cells' for a run of none, not an empty list after a colon."""
     counts: dict[str, int] = {}

@@ -236,7 +236,8 @@ def _part_order(part: Part) -> tuple[int, int]:
 
 
 def merged_manifest(parts: list[Part]) -> Manifest | None:
-    """A sharded run's manifest: the first shard's, over all of them (planned summed, ended once all ended)."""
+    """A sharded run's manifest: the first shard's, over all of them (planned summed, ended once all ended, the facts
+    earlier cells were measured under gathered)."""
     manifests = [p.manifest for p in parts if p.manifest]
     if len(parts) == 1 or not manifests:
         return manifests[0] if manifests else None
@@ -245,7 +246,17 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
         "started_at": min(m.started_at for m in manifests),
         "ended_at": max(m.ended_at for m in manifests) if all(p.finished for p in parts) else None,
         "cells_planned": sum(m.cells_planned for m in manifests),
+        "earlier_facts": _earlier_facts(manifests),
     })
+
+
+def _earlier_facts(manifests: list[Manifest]) -> dict[str, list[str]] | None:
+    """The machine facts that each part's earlier cells were measured under (Manifest.earlier_facts), together."""
+    merged: dict[str, list[str]] = {}
+    for manifest in manifests:
+        for fact, values in (manifest.earlier_facts or {}).items():
+            merged[fact] = list(dict.fromkeys([*merged.get(fact, []), *values]))
+    return merged or None
 
 
 def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:

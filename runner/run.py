@@ -3,8 +3,9 @@ or a crash can lose: runner/spool.py).
 
 A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
 took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again. A
-rerun on a machine, or under kernel settings, other than the ones the run's manifest records is refused before any
-cell: one run holds cells timed under one setting.
+rerun on a machine, or under kernel settings, other than the ones the manifests of the run's parts record is refused
+(Resume): before any cell, or when a store out of reach at start-up first answers, before any upload; one run holds
+cells timed under one setting. Another GPU driver alone is no refusal: the manifest keeps the earlier one.
 A worker that dies or overruns the cell's time limit costs only its cell. On SIGTERM the cell in flight is
 abandoned (measured again on resume), what is done is uploaded, and the process exits within 10 s.
 """
@@ -32,7 +33,7 @@ from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
 from runner.shape import Params
 from runner.registry import VARIANTS, decline
 from runner.spec import Spec, TimingSettings, identity
-from runner.spool import PULL_TIMEOUT_S, OtherRun, Spool, Uploader
+from runner.spool import PULL_TIMEOUT_S, OtherMachine, OtherRun, Refused, Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
@@ -60,21 +61,37 @@ def same_run(manifest: Manifest, spec: Spec) -> bool:
     return bool(stored) and identity(stored) == spec.identity() and timing.get("power") == spec.timing.power
 
 
-class OtherMachine(Exception):
-    """A resume on a machine that differs from the run's manifest in facts that change what a time means (its message:
-    compare.machine_changes' line): refused before any cell, or one run would hold cells timed under both."""
+class Resume:
+    """The check of this process's machine against the manifests the run's cells were measured under (its spool's,
+    every part's in the store), at start-up and again when a store out of reach then first answers: a difference in a
+    fact that refuses a resume (runner.compare.refuses_resume) raises OtherMachine, or one run would hold cells timed
+    under two settings; one it goes on across (the driver) is said in a line and kept in the manifest (earlier_facts)."""
 
+    def __init__(self, spool: Spool, machine: Machine):
+        self.spool, self.machine = spool, machine
+        self.earlier: dict[str, list[str]] = {}
+        self.manifest_written = False  # this process's manifest is the spool's: one found later is added to it
+        self._lock = threading.Lock()
 
-def refuse_other_machine(spool: Spool, machine: Machine) -> None:
-    """Raise OtherMachine where this part holds cells and its manifest's machine differs from `machine` in a material
-    fact (runner.compare.material; one the run did not record is no difference)."""
-    previous = spool.manifest()
-    if previous is None or not spool.keys():  # nothing measured yet: nothing to mix
-        return
-    from runner.compare import machine_changes  # pandas: loaded by a resume alone
+    def __call__(self, manifests: list[Manifest]) -> None:
+        if not manifests:
+            return
+        from runner.compare import resumed_across  # pandas: loaded by a resume alone
 
-    if changes := machine_changes(previous, machine):
-        raise OtherMachine(changes)
+        refused, earlier = resumed_across(manifests, self.machine)
+        if refused:
+            raise OtherMachine(refused)
+        with self._lock:
+            merged = {fact: list(dict.fromkeys([*self.earlier.get(fact, []), *values]))
+                      for fact, values in {**self.earlier, **earlier}.items()}
+            if merged == self.earlier:
+                return
+            said = "; ".join(f"{fact} {', '.join(values)}" for fact, values in merged.items())
+            print(f"warning: run {self.spool.run_id}: its earlier cells were measured under {said}, not this "
+                  "process's; resuming, and its manifest keeps that (earlier_facts)", file=sys.stderr, flush=True)
+            self.earlier = merged
+            if self.manifest_written and (manifest := self.spool.manifest()):
+                self.spool.write_manifest(manifest.model_copy(update={"earlier_facts": merged}))
 
 
 def cell_timeout_s(settings: TimingSettings) -> float:
@@ -102,7 +119,7 @@ class Outcome:
     done: int  # cells of this run (or shard) the spool holds
     planned: int
     error: str | None = None  # why the upload failed
-    refused: OtherRun | None = None  # the store, once it answered, held a run of another spec: nothing uploaded
+    refused: Refused | None = None  # the store held a run of another spec, or cells of another machine: none uploaded
 
 
 @dataclass
@@ -311,8 +328,9 @@ def _spool_declined(ctx: Context, records: list[CellRecord]) -> list[CellRecord]
 
 
 def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str,
-                 order: list[str]) -> Manifest:
-    """This run's (or shard's) manifest; a resumed one keeps the first start time. `order`: the run's cell keys."""
+                 order: list[str], earlier: dict[str, list[str]] | None = None) -> Manifest:
+    """This run's (or shard's) manifest; a resumed one keeps the first start time. `order`: the run's cell keys;
+    `earlier`: the machine facts its earlier cells were measured under, where they differ (Resume)."""
     previous = spool.manifest()
     names = dict.fromkeys(v for exp in spec.experiments for v in exp.variants)
     return Manifest(
@@ -329,11 +347,13 @@ def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machin
         variants={name: VARIANTS[name].info() for name in names if name in VARIANTS},
         compile_cache=cache,
         cell_order=order,
+        earlier_facts=earlier or None,
     )
 
 
-def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest:
-    """Workers, phase totals, the GPU at the end, and the end time once every cell is done."""
+def close_manifest(manifest: Manifest, ctx: Context, finished: bool, earlier: dict[str, list[str]]) -> Manifest:
+    """Workers, phase totals, the GPU at the end, the end time once every cell is done, and the machine facts that
+    earlier cells were measured under (`earlier`: found since start-up too, once the store answered)."""
     from runner import gpu
 
     workers = {group: WorkerInfo(versions=h.versions, error=h.error, start_s=h.start_s,
@@ -341,7 +361,8 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool) -> Manifest
                for group, h in ctx.pool.hellos.items()}
     at_end = gpu.readings() if ctx.device.compute_capability else None
     return manifest.model_copy(update={"workers": workers, "phases": dict(ctx.spool.totals.phases),
-                                       "gpu_at_end": at_end, "ended_at": utc_now() if finished else None})
+                                       "gpu_at_end": at_end, "ended_at": utc_now() if finished else None,
+                                       "earlier_facts": earlier or None})
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
@@ -372,7 +393,8 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
                                     order)
         finally:
             pool.kill() if stop.is_set() else pool.close()
-            uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
+            if not uploader.refused:  # a refused resume leaves the marker as it found it: it measured nothing of it
+                uploader.mark(None)  # a cell abandoned on SIGTERM is no poison
             uploaded = uploader.close(stop, lambda: store.with_timeout(TERMINATION.left()))
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error, uploader.refused)
@@ -395,10 +417,13 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     except Stopped:
         return False
     spool = uploader.spool
-    refuse_other_machine(spool, hello.machine)
+    resume = Resume(spool, hello.machine)
+    if not uploader.measuring_on(resume):
+        return False
     manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
-                            order if order is not None else [c.key for c in cells])
+                            order if order is not None else [c.key for c in cells], resume.earlier)
     spool.write_manifest(manifest)
+    resume.manifest_written = True
     uploader.notify()
     # after a process died mid-cell, nothing is compiled ahead: a batch that took the pod down would blame that cell
     ctx = Context(spec, spool, uploader, pool, hello.device, ceilings(hello.machine), resumed,
@@ -406,5 +431,5 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already:,} of {counted(len(cells), 'cell')} already done")
     finished = measure_all(ctx, cells, done, console)
-    spool.write_manifest(close_manifest(manifest, ctx, finished))
+    spool.write_manifest(close_manifest(manifest, ctx, finished, resume.earlier))
     return finished

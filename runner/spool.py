@@ -254,7 +254,11 @@ class Spool:
         self.close()
 
 
-class OtherRun(Exception):
+class Refused(Exception):
+    """This part may not join what the store holds under its run id: nothing of it is uploaded there, ever."""
+
+
+class OtherRun(Refused):
     """The store holds a run of another spec under this run id (a part's manifest that `resumes` refuses): nothing of
     this part may be uploaded there."""
 
@@ -263,11 +267,22 @@ class OtherRun(Exception):
         self.where, self.manifest = where, manifest
 
 
+class OtherMachine(Refused):
+    """The run's cells were measured on a machine that differs from this process's in facts that refuse a resume
+    (runner.compare.refuses_resume; the message: those differences as one line). `late`: found when the store first
+    answered, after cells were measured into the spool, rather than before the first cell."""
+
+    def __init__(self, changes: str, late: bool = False):
+        super().__init__(changes)
+        self.late = late
+
+
 class Uploader:
     """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart.
     `resumes` says whether a part the store already holds under the run id is one this part may join (the run's:
     run.same_run for its spec; None: any); until an upload has landed, the store's parts are checked at every try,
-    so a store out of reach when the run started is checked when it first answers, before anything is put.
+    so a store out of reach when the run started is checked when it first answers, before anything is put; at the
+    pull, so are the machines the store's parts were measured on, once the run has told how (`measuring_on`).
     `unreachable`: why the store was out of reach at start-up, said then: an outage is said once, until it answers."""
 
     def __init__(self, spool: Spool, store: Store, every_s: float, resumes: Callable[[Manifest], bool] | None = None,
@@ -278,9 +293,12 @@ class Uploader:
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
         self.store_manifest: Manifest | None = None  # this part's manifest as the store held it at the pull
+        self.store_measured: list[Manifest] = []  # the manifests of the store's parts that cells were measured under
+        self._machine_check: Callable[[list[Manifest]], None] | None = None  # raises OtherMachine
+        self._checking = threading.Lock()  # the pull's manifests and the machine's check, whichever comes second
         self.pulled = False
         self.landed = False  # an upload of this process reached the store
-        self.refused: OtherRun | None = None  # the store's run of another spec: nothing is uploaded, ever
+        self.refused: Refused | None = None  # a run of another spec, or cells of another machine: nothing uploaded
         self._books = threading.Lock()
         self._scanned, self._pending = 0, []  # spooled keys looked at so far; those of them not yet stored
         self.error = unreachable  # why the last upload (or the store's probe) failed, said once; None once one works
@@ -292,10 +310,16 @@ class Uploader:
 
     def pull(self, store: Store | None = None) -> set[str]:
         """Fold the store's copy of this part into the spool; return the keys of every cell the store holds. A store
-        that holds a run of another spec under the run id raises OtherRun, and nothing is folded in."""
+        that holds a run of another spec under the run id raises OtherRun, and one whose cells were measured on a
+        machine the run's check refuses (`measuring_on`) OtherMachine: nothing is folded in."""
         store = store or self.store
         run = store.read(self.spool.run_id)
         self._refuse_another([p.manifest for p in run.parts if p.manifest], store)
+        with self._checking:  # a part of this shard that holds no cell was measuring nothing; another shard's may be
+            self.store_measured = [p.manifest for p in run.parts
+                                   if p.manifest and (p.cells or p.shard != self.spool.shard)]
+            if self._machine_check:
+                self._check_machine(self.store_measured, late=True)
         own = next((p for p in run.parts if p.shard == self.spool.shard), None)
         if own:
             for record in own.cells:
@@ -310,7 +334,7 @@ class Uploader:
         return self.store_keys
 
     def flush(self, store: Store | None = None) -> None:
-        """Put what changed since the last upload; raises StoreError or StoreUnavailable, and OtherRun for good."""
+        """Put what changed since the last upload; raises StoreError or StoreUnavailable, and Refused for good."""
         store = store or self.store
         if self.refused:
             raise self.refused
@@ -339,6 +363,31 @@ class Uploader:
                 self.error = str(self.refused)
                 self._changed.notify_all()
             raise self.refused
+
+    def measuring_on(self, check: Callable[[list[Manifest]], None]) -> bool:
+        """Check the machine this process measures on (`check` raises OtherMachine) against the manifests the run's
+        cells were measured under: the spool's, and the store's parts' once a pull has read them (a pull still to come
+        checks them as it reads them, before anything is uploaded). False where refused: nothing is uploaded."""
+        spooled = self.spool.manifest()
+        with self._checking:
+            self._machine_check = check
+            held = [*([spooled] if spooled and self.spool.keys() else []), *self.store_measured]
+        try:
+            self._check_machine(held, late=False)
+        except OtherMachine:
+            return False
+        return True
+
+    def _check_machine(self, manifests: list[Manifest], late: bool) -> None:
+        """Raise OtherMachine, and keep it, where the check refuses the machine against these manifests."""
+        try:
+            self._machine_check(manifests)
+        except OtherMachine as refused:
+            with self._changed:  # a commit waiting for the store stops waiting
+                self.refused = OtherMachine(str(refused), late)
+                self.error = str(self.refused)
+                self._changed.notify_all()
+            raise self.refused from None
 
     def _behind(self) -> list[str]:
         """Spooled keys the store lacks, from the ones spooled since the last look: no pass over the whole part.
@@ -488,7 +537,7 @@ class Uploader:
         self.error, self._said = str(error), type(error)
 
     def _failed(self, error: Exception) -> None:
-        if isinstance(error, OtherRun):  # kept in self.refused, said by the run as it ends
+        if isinstance(error, Refused):  # kept in self.refused, said by the run as it ends
             return
         known = isinstance(error, (StoreError, StoreUnavailable))
         kind = StoreUnavailable if isinstance(error, StoreUnavailable) else type(error)

@@ -510,7 +510,7 @@ def test_a_resume_under_other_xla_flags_is_refused_before_any_cell(run, spec_pat
     before = held(folder)
     clock = time.monotonic()
     refused = resume(spec_path, tmp_path / "out", "--xla_cpu_enable_fast_math=true")
-    assert (refused.returncode, refused.stderr) == (2, (
+    assert (refused.returncode, refused.stderr) == (4, (
         f"error: run id {RUN_ID}: resuming it here would mix cells timed under two settings (the run's → this "
         "process's: xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true); rerun under the "
         "run's settings, or give another --run-id (or unset ATTNBENCH_RUN_ID) for a new run\n"))
@@ -534,19 +534,144 @@ def test_a_run_that_did_not_record_its_kernel_settings_resumes_under_any(run, sp
 
 def test_a_resume_of_a_part_that_holds_no_cell_yet_is_a_new_start(run, tmp_path):
     """A process killed before its first cell left a manifest and nothing timed under it: nothing to mix, no refusal."""
-    from runner import run as runner_run
     from runner.record import CellRecord, read_manifest
-    from runner.spool import Spool, spool_store
+    from runner.run import Resume
+    from runner.spool import OtherMachine, Spool, Uploader, spool_store
     from runner.store import LocalStore
 
     manifest = read_manifest(json.loads((run[1] / MANIFEST).read_text()))
     spool = Spool(spool_store(tmp_path / "spool", LocalStore(tmp_path / "out")), RUN_ID, None)
     spool.write_manifest(manifest)
     other = manifest.machine.model_copy(update={"kernel_env": {}})
-    runner_run.refuse_other_machine(spool, other)
+    uploader = Uploader(spool, LocalStore(tmp_path / "out"), 1.0)
+    assert uploader.measuring_on(Resume(spool, other)) and uploader.refused is None
     spool.add(CellRecord.model_validate_json((run[1] / CELLS).read_text().splitlines()[0]))
-    with pytest.raises(runner_run.OtherMachine, match="^kernel env NVTE_FUSED_ATTN=0 → \\(none\\)$"):
-        runner_run.refuse_other_machine(spool, other)
+    assert not uploader.measuring_on(Resume(spool, other))
+    assert isinstance(uploader.refused, OtherMachine) and str(uploader.refused) == "kernel env NVTE_FUSED_ATTN=0 → (none)"
+
+
+def spooled(out: Path, root: Path) -> Path:
+    """The spool folder of run RUN_ID to the results folder `out`, under the spool root `root`."""
+    from runner.spool import spool_store
+    from runner.store import open_store
+
+    return spool_store(root, open_store(str(out))).root / RUN_ID
+
+
+def answers_late(monkeypatch, out: Path, spool: Path) -> None:
+    """The results folder `out` out of reach (StoreUnavailable) until the spool folder `spool` holds a cell: a pod on
+    a new node (an empty spool) that cannot reach the bucket for its first seconds, at a known point, no clock raced."""
+    from runner.store import LocalStore, StoreUnavailable
+
+    real = {name: getattr(LocalStore, name) for name in ("read", "manifests")}
+
+    def out_of_reach(name):
+        def call(store, run_id):
+            cells = spool / CELLS
+            if store.root == out and not (cells.exists() and cells.read_bytes().strip()):
+                raise StoreUnavailable(f"{out}: unreachable")
+            return real[name](store, run_id)
+        return call
+
+    for name in real:
+        monkeypatch.setattr(LocalStore, name, out_of_reach(name))
+
+
+def test_a_resume_whose_store_answers_late_is_refused_when_it_answers_keeping_what_it_measured(
+        run, spec_path, tmp_path, capsys, monkeypatch):
+    """A pod on a new node (an empty spool) that cannot reach the bucket at first measures meanwhile; the first read
+    that answers finds the run's cells timed under other settings: refused then, before anything is uploaded, exit
+    4, the cells measured meanwhile in the spool it names, the store's run as it was."""
+    out = tmp_path / "out"
+    folder = unfinished(run[1], out)
+    before = held(folder)
+    spool = spooled(out, tmp_path / "spool")
+    answers_late(monkeypatch, out, spool)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", KERNEL_SETTINGS["NVTE_FUSED_ATTN"])
+    done = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool",
+                      "--flush-every", "1")
+    measured = read_run(spool).cells
+    kept = "the 1 cell is" if len(measured) == 1 else f"all {len(measured)} cells are"
+    assert done.code == 4 and done.errors[-1] == (
+        f"error: run id {RUN_ID}: resuming it here would mix cells timed under two settings (the run's → this "
+        "process's: xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true); found when "
+        f"{folder} answered: nothing uploaded, {kept} in the spool {spool}; rerun under the run's settings, or give "
+        "another --run-id (or unset ATTNBENCH_RUN_ID) for a new run"), done.err
+    assert measured and held(folder) == before
+    monkeypatch.setenv("XLA_FLAGS", KERNEL_SETTINGS["XLA_FLAGS"])  # the run's: that spool now holds the other's cells
+    again = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool")
+    assert again.code == 4 and "--xla_cpu_enable_fast_math=true → --xla_cpu_enable_fast_math=false" in again.err
+
+
+def test_a_shard_under_other_settings_than_another_shard_of_its_run_is_refused(spec_path, tmp_path):
+    """Two pods of one run's shards, each with its own spool, under two kernel settings: the second is refused against
+    the first's stored manifest (exit 4, no cell), where the run read back as one under the first's settings."""
+    out = tmp_path / "out"
+
+    def shard(index: int, xla_flags: str) -> subprocess.CompletedProcess:
+        return attnbench("run", spec_path, "--out", out, "--run-id", RUN_ID, "--shard", f"{index}/2",
+                         ATTNBENCH_SPOOL=str(tmp_path / f"spool-{index}"), XLA_FLAGS=xla_flags)
+
+    first = shard(0, "--xla_cpu_enable_fast_math=false")
+    assert first.returncode == 0, first.stderr
+    second = shard(1, "--xla_cpu_enable_fast_math=true")
+    assert second.returncode == 4 and "xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true" \
+        in second.stderr, second.stderr
+    assert not [line for line in second.stdout.splitlines() if line.startswith("[")]
+    assert [p.shard for p in read_run(out / RUN_ID).parts if p.cells] == ["0/2"]
+    again = shard(1, "--xla_cpu_enable_fast_math=false")
+    assert again.returncode == 0, again.stderr
+
+
+def test_a_resume_on_another_driver_goes_on_says_so_and_the_run_keeps_the_earlier_driver(run, spec_path, tmp_path,
+                                                                                        capsys):
+    """On GKE a retried shard may land on a node whose driver was upgraded, the image pinning every library: the
+    driver alone refuses no resume. One stderr line says so; the manifest keeps what the earlier cells ran under, and
+    show's header and compare's environment facts say it. (A CPU has no driver: the run's manifest is given one.)"""
+    folder = unfinished(run[1], tmp_path / "out", gpu={"driver": "550.54.15"})
+    resumed = resume(spec_path, tmp_path / "out", KERNEL_SETTINGS["XLA_FLAGS"])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"warning: run {RUN_ID}: its earlier cells were measured under gpu driver 550.54.15, not this process's; " \
+        "resuming, and its manifest keeps that (earlier_facts)\n" in resumed.stderr
+    loaded = read_run(folder)
+    assert loaded.manifest.earlier_facts == {"gpu driver": ["550.54.15"]} and len(loaded.cells) == 10
+    shown = in_process(capsys, "show", folder).out.splitlines()
+    assert "cells measured before a resume on another driver: gpu driver 550.54.15" in shown[:2]
+    compared = in_process(capsys, "compare", run[1], folder, "--format", "json")
+    environment = {row["fact"]: row for row in json.loads(compared.out)["environment"]}
+    assert environment["earlier gpu driver"]["b"] == "550.54.15"
+
+
+def test_a_resume_on_another_driver_whose_store_answers_late_keeps_the_earlier_driver(run, spec_path, tmp_path,
+                                                                                     capsys, monkeypatch):
+    """The driver found when the store first answers, after the manifest was written: the manifest the run uploads
+    and ends with keeps it all the same."""
+    out = tmp_path / "out"
+    folder = unfinished(run[1], out, gpu={"driver": "550.54.15"})
+    answers_late(monkeypatch, out, spooled(out, tmp_path / "spool"))
+    for name, value in KERNEL_SETTINGS.items():
+        monkeypatch.setenv(name, value)
+    done = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool",
+                      "--flush-every", "1")
+    assert done.code == 0 and "its earlier cells were measured under gpu driver 550.54.15" in done.err, done.err
+    assert read_run(folder).manifest.earlier_facts == {"gpu driver": ["550.54.15"]}
+
+
+def test_a_refused_resume_leaves_the_spools_in_flight_marker_as_it_found_it(run, spec_path, tmp_path):
+    """A process that died mid-cell left its marker in the spool; a refused resume measured nothing, so the crash
+    count stays, where blanking it gave that cell one more attempt than MAX_ATTEMPTS on every refused try."""
+    from runner.results import inflight_name
+
+    unfinished(run[1], tmp_path / "out")
+    marker = spooled(tmp_path / "out", tmp_path / "out-spool") / inflight_name(None)
+    marker.parent.mkdir(parents=True)
+    last = json.loads((run[1] / CELLS).read_text().splitlines()[-1])["key"]
+    marker.write_text(json.dumps({"key": last, "attempts": 1}))
+    before = marker.read_bytes()
+    refused = resume(spec_path, tmp_path / "out", "--xla_cpu_enable_fast_math=true")
+    assert refused.returncode == 4, refused.stderr
+    assert marker.read_bytes() == before
 
 
 def test_run_cells_are_ok_on_cpu_and_cudnn_is_skipped_with_its_reason(run, spec_path):

@@ -927,3 +927,23 @@ def test_the_regressions_pages_example_is_what_compare_prints_now(capsys):
     assert result.code == 1, result.err
     assert result.out.splitlines()[-1] == lines[-1].strip()
 
+
+
+def test_a_resume_goes_on_across_the_driver_alone_and_keeps_the_earlier_values():
+    """Which facts refuse a resume (compare.refuses_resume): the GPU, its power limit and the libraries do, the driver
+    (RESUMABLE: a GKE node pool upgrades it on its own) does not; its earlier values are kept, with those a manifest
+    kept of processes before it, but not one equal to this machine's."""
+    from runner.record import GpuFacts, Machine, Manifest
+
+    machine = Machine(host="h", platform="gpu", device_kind="H200", device_count=1, versions={"jax": "0.8.0"},
+                      gpu=GpuFacts(name="NVIDIA H200", driver="580.95", power_limit_w=700))
+    run = Manifest(run_id="r", name="t", spec={}, spec_hash="0" * 16, started_at="2026-12-07T00:00:00+00:00",
+                   machine=machine.model_copy(update={"gpu": machine.gpu.model_copy(update={"driver": "570.10"})}),
+                   earlier_facts={"gpu driver": ["560.1", "580.95"]})
+    assert compare.resumed_across([run], machine) == ("", {"gpu driver": ["570.10", "560.1"]})
+    assert compare.resumed_across([run.model_copy(update={"earlier_facts": None})], machine) == (
+        "", {"gpu driver": ["570.10"]})
+    capped = machine.model_copy(update={"gpu": machine.gpu.model_copy(update={"power_limit_w": 500.0})})
+    assert compare.resumed_across([run], capped)[0] == "gpu power_limit_w 700.0 → 500.0"
+    upgraded = machine.model_copy(update={"versions": {"jax": "0.9.0"}})
+    assert compare.resumed_across([run, run], upgraded)[0] == "version jax 0.8.0 → 0.9.0"

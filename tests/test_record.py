@@ -520,6 +520,17 @@ def test_the_kernel_settings_need_no_step_a_manifest_before_them_reads_not_recor
     assert json.loads(older.model_dump_json()) == data
 
 
+def test_earlier_facts_need_no_step_an_older_reader_keeps_them(monkeypatch):
+    """A manifest's earlier_facts (the driver a resumed run's earlier cells ran under) is optional: one without it
+    reads None, and a reader from before it keeps it as an extra field and writes it back unchanged."""
+    assert read_run(FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000").manifest.earlier_facts is None
+    data = json.loads(manifest(earlier_facts={"gpu driver": ["570.10"]}).model_dump_json())
+    assert read_manifest(data).earlier_facts == {"gpu driver": ["570.10"]}
+    older = older_record_module(monkeypatch).read_manifest(data)
+    assert older.model_extra["earlier_facts"] == {"gpu driver": ["570.10"]}
+    assert json.loads(older.model_dump_json()) == data
+
+
 def test_a_kernels_nan_and_inf_errors_are_written_and_read_back_as_themselves():
     """A kernel that writes NaN has NaN errors: pydantic wrote them as null, which no reader took back, so the run
     that measured the cell ended as an internal error at its next read of the record (exit 1)."""

@@ -119,7 +119,7 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
             lambda cls, *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k)))
     monkeypatch.setattr(CellRecord, "model_dump_json", lambda self, **k: dumps.append(self.key) or dump(self, **k))
     assert run.measure_all(ctx, cells, set(), Console(file=open("/dev/null", "w")))
-    manifest = run.close_manifest(test_results.manifest(run_id="r"), ctx, True)
+    manifest = run.close_manifest(test_results.manifest(run_id="r"), ctx, True, {})
     assert ctx.uploader.close()
     assert reads == ["model_validate_json"] * len(cells)  # the run's one read of each
     assert dumps == [c.key for c in cells]  # the worker's one write of each
@@ -235,3 +235,15 @@ def test_a_store_that_holds_a_run_of_another_spec_at_the_first_pull_starts_no_wo
                               run.Options())
     assert outcome.refused.manifest == held and (outcome.uploaded, outcome.done) == (False, 0)
     assert store.names() == ["r/manifest.json"] and spool.manifest() is None
+
+
+def test_closing_a_manifest_keeps_the_machine_facts_a_late_store_gave(tmp_path):
+    """A store out of reach at start-up that answers mid-run with cells measured on another driver (run.Resume): the
+    manifest the run closes keeps that driver, where the one written at start could not know it."""
+    import types
+
+    ctx = context(tmp_path)
+    ctx.pool = types.SimpleNamespace(hellos={})  # no worker started
+    closed = run.close_manifest(test_results.manifest(run_id="r"), ctx, False, {"gpu driver": ["550.54.15"]})
+    assert closed.earlier_facts == {"gpu driver": ["550.54.15"]}
+    assert run.close_manifest(test_results.manifest(run_id="r"), ctx, False, {}).earlier_facts is None

@@ -245,12 +245,15 @@ def test_a_sibling_shards_manifest_of_the_same_spec_lets_the_shards_upload_land(
 
     from runner import run
     from runner.cells import expand
+    from runner.machine import versions
     from runner.registry import load_all
     from runner.spec import parse_spec
 
     spec = parse_spec(spec_data({"name": "a", "variants": ["cudnn"]}), set(load_all()))  # declines float32: none run
     store = LocalStore(tmp_path / "out")
-    sibling = manifest(run_id=RUN, shard="0/2", spec=spec.model_dump(mode="json"), spec_hash=spec.digest())
+    machine = manifest().machine.model_copy(update={"versions": versions()})  # this CPU's: a machine it resumes on
+    sibling = manifest(run_id=RUN, shard="0/2", spec=spec.model_dump(mode="json"), spec_hash=spec.digest(),
+                       machine=machine)
     store.put(f"{RUN}/manifest-0-of-2.json", sibling.model_dump_json().encode())
     cells = expand(spec)
     with Spool(spool_store(tmp_path / "spool", store), RUN, "1/2") as spool:
