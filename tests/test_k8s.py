@@ -21,7 +21,7 @@ import yaml
 from deploy_tools import assert_clean, checkov, kustomize, skips, tool
 from helpers import REPO
 from runner import COMPILE_CACHE_ENV, RUN_ID_ENV
-from runner.cli import EXIT_INPUT, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
+from runner.cli import EXIT_INPUT, EXIT_NOT_RESUMABLE, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
 from runner.registry import load_all
 from runner.cells import expand as cells_of
 from runner.shard import families
@@ -202,6 +202,8 @@ def test_runner_job_is_indexed_and_fails_fast_only_on_spec_errors(overlay):
     assert 10 < grace <= SPOT_POD_SHARE_S, "the runner's 10 s to exit, inside GKE's 15 s for pods on a Spot notice"
     fail_job = [r for r in rest if r["action"] == "FailJob"]
     assert [r["onExitCodes"]["values"] for r in fail_job] == [[2]]
+    fail_index = [r["onExitCodes"]["values"] for r in rest if r["action"] == "FailIndex"]  # needs backoffLimitPerIndex
+    assert fail_index == [[EXIT_NOT_RESUMABLE]], "a shard retried on another machine fails alone, not the Job"
     assert all(r["onExitCodes"]["containerName"] == "attnbench" for r in rest)
 
 
@@ -504,11 +506,13 @@ def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can
     cron = one(objects, "CronJob")["spec"]
     assert cron["concurrencyPolicy"] == "Forbid" and cron["timeZone"] == "Etc/UTC"
     job = cron["jobTemplate"]["spec"]
-    assert job["backoffLimit"] >= 1 and job["podReplacementPolicy"] == "Failed" and job["activeDeadlineSeconds"] > 0
+    assert job["backoffLimitPerIndex"] >= 1 and job["podReplacementPolicy"] == "Failed"  # FailIndex needs the first
+    assert job["activeDeadlineSeconds"] > 0
     rules = job["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     by_container = {(r["action"], r["onExitCodes"]["containerName"]): r["onExitCodes"]["values"] for r in rules[1:]}
     assert by_container == {("FailJob", "attnbench"): [EXIT_INPUT], ("Ignore", "attnbench"): [EXIT_SIGTERM],
+                            ("FailIndex", "attnbench"): [EXIT_NOT_RESUMABLE],
                             ("FailJob", "compare"): [EXIT_REGRESSION, EXIT_INPUT]}
 
 
