@@ -206,11 +206,21 @@ def verdicts(ratio: pd.Series, beyond: pd.Series, threshold: float, confirmed: p
                     np.where(moved & (ratio > 1), "slower", np.where(moved, "faster", "within noise")))
 
 
-def confirmed(both: pd.DataFrame, gap: pd.Series, iqr_a: pd.Series, iqr_b: pd.Series) -> pd.Series:
+def confirm_samples(manifest: Manifest | None) -> int:
+    """The samples a side needs for an unconverged move to count: CONFIRM_SAMPLES, or fewer for a burst run, whose
+    sampler takes timing.min_samples and stops (it never aims at target_noise), so no burst cell could reach more."""
+    if manifest is None or power_policy(manifest) != "burst":
+        return CONFIRM_SAMPLES
+    taken = manifest.spec.get("timing", {}).get("min_samples", CONFIRM_SAMPLES)
+    return min(CONFIRM_SAMPLES, taken) if isinstance(taken, int) else CONFIRM_SAMPLES
+
+
+def confirmed(both: pd.DataFrame, gap: pd.Series, iqr_a: pd.Series, iqr_b: pd.Series,
+              floors: tuple[int, int] = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.Series:
     """Whether a pair's move can be trusted: both sides converged, or the gap is beyond CONFIRM_NOISES times each
-    side's noise on CONFIRM_SAMPLES samples a side or more."""
+    side's noise on each side's `floors` samples or more (confirm_samples)."""
     settled = ~(both["unconverged_a"].astype(bool) | both["unconverged_b"].astype(bool))
-    sampled = both["samples_a"].ge(CONFIRM_SAMPLES) & both["samples_b"].ge(CONFIRM_SAMPLES)
+    sampled = both["samples_a"].ge(floors[0]) & both["samples_b"].ge(floors[1])
     return settled | (sampled & beyond_noise(gap, CONFIRM_NOISES * iqr_a, CONFIRM_NOISES * iqr_b))
 
 
@@ -219,8 +229,8 @@ def flagged_sides(a: pd.Series, b: pd.Series) -> list[str]:
     return [", ".join(side for side, on in (("A", x), ("B", y)) if on) for x, y in zip(a.astype(bool), b.astype(bool))]
 
 
-def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
-          threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
+def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float = DEFAULT_THRESHOLD,
+          floors: tuple[int, int] = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.DataFrame:
     """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
     and the verdict: 'faster', 'slower', 'within noise' or 'unconfirmed' (verdicts, confirmed); `unsettled` names the
     side(s) sampled unsettled or on an unstable clock ('A', 'B', 'A, B'; '' where both settled), whose ratio is power
@@ -237,7 +247,8 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None,
         "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
         "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
         "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
-        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold, confirmed(both, gap, iqr_a, iqr_b)),
+        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold,
+                            confirmed(both, gap, iqr_a, iqr_b, floors)),
         "unsettled": flagged_sides(both["unsettled_a"], both["unsettled_b"]),
         "unconverged": flagged_sides(both["unconverged_a"], both["unconverged_b"]),
         "kernel": [kernel_change(*sides) for sides in zip(both["backend_a"], both["backend_b"], both["kernels_a"],
@@ -647,7 +658,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
     headline timer, else one they share."""
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
-    table = cells(a, b, timer, threshold)
+    table = cells(a, b, timer, threshold, (confirm_samples(manifest_a), confirm_samples(manifest_b)))
     b_planned = planned(manifest_b)
     gone = lost(a, b, b_planned)
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),

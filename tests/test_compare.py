@@ -141,6 +141,26 @@ def test_a_pair_that_did_not_converge_is_marked_counted_and_a_regression_only_be
     assert found["verdict"].startswith("no regression: ") and "2 unconfirmed" in found["verdict"]
 
 
+def test_a_burst_run_confirms_a_move_on_the_samples_its_policy_takes():
+    """A burst run takes timing.min_samples and stops, so its unconverged cells are judged on that many samples (not
+    CONFIRM_SAMPLES, which no burst cell of hopper-long's 5 could reach: a 3x slow-down passed the gate)."""
+    manifest = shipped(TEMPLATE).manifest
+    def policy(**timing):
+        return manifest.model_copy(update={"spec": {**manifest.spec, "timing": timing}})
+    assert [compare.confirm_samples(m) for m in (None, manifest, policy(power="steady", min_samples=5),
+                                                  policy(power="burst", min_samples=5),
+                                                  policy(power="burst", min_samples=20))] == [10, 10, 10, 5, 10]
+
+    def cell(median, samples):
+        return {"run": "r", "key": "k", "experiment": "e", "variant": "cudnn", "status": "ok", "order": 0,
+                **dict.fromkeys(compare.SHAPE, 1), "dtype": "bfloat16", "causal": True, "pass": "fwd",
+                "device_median_s": median, "device_q1_s": median * 0.95, "device_q3_s": median * 1.05,
+                "device_samples": samples, "device_converged": False}
+    a, b = pd.DataFrame([cell(1.0, 5)]), pd.DataFrame([cell(3.0, 5)])
+    assert compare.cells(a, b, "device")["verdict"].tolist() == ["unconfirmed"]
+    assert compare.cells(a, b, "device", floors=(5, 5))["verdict"].tolist() == ["slower"]
+
+
 def test_a_cell_that_turned_incorrect_exits_1(capsys, tmp_path):
     turned = ok_keys(shipped(TEMPLATE))[5]
     a = copied(tmp_path, "lab5-a", DAY)
