@@ -397,9 +397,11 @@ def material(fact: str) -> bool:
     """A fact whose difference changes what a time means: power policy, spec identity, attnbench's version (its git
     sha), the GPU (name, compute capability, device count), driver, power limit, the XLA_FLAGS and environment
     variables that can change kernels, and the versions of jax, jaxlib, cuDNN, TransformerEngine, the CUDA runtime
-    and tokamax (the run's or a worker's)."""
+    and tokamax (the run's or a worker's); and the earlier values of a fact a resume goes on across (`earlier gpu
+    driver`: some of the run's cells ran on another driver than its manifest's machine)."""
     library = fact.rpartition(" ")[2]
-    return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
+    return (fact in MATERIAL or fact.removeprefix("earlier ") in RESUMABLE
+            or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES))
 
 
 def material_of(found: pd.DataFrame) -> pd.DataFrame:
@@ -412,7 +414,7 @@ def material_of(found: pd.DataFrame) -> pd.DataFrame:
 def refuses_resume(fact: str) -> bool:
     """Whether a difference of the fact between a run's manifest and this machine refuses resuming the run here: a
     material fact of the machine but those a resume goes on across (RESUMABLE)."""
-    return material(fact) and fact not in RESUMABLE
+    return material(fact) and fact not in RESUMABLE and not fact.startswith("earlier ")
 
 
 def machine_changes(run: Manifest, machine: Machine) -> pd.DataFrame:

@@ -250,13 +250,22 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
     })
 
 
+def _driver(manifest: Manifest) -> str | None:
+    return manifest.machine.gpu.driver if manifest.machine.gpu else None
+
+
 def _earlier_facts(manifests: list[Manifest]) -> dict[str, list[str]] | None:
-    """The machine facts that each part's earlier cells were measured under (Manifest.earlier_facts), together."""
+    """The machine facts that the parts' cells were measured under besides the first part's machine (whose manifest
+    the merged one is): each part's earlier_facts and each other part's own driver (the fact a resume goes on across,
+    runner.compare.RESUMABLE, spelt as compare names it), together."""
+    first = _driver(manifests[0])
     merged: dict[str, list[str]] = {}
     for manifest in manifests:
-        for fact, values in (manifest.earlier_facts or {}).items():
-            merged[fact] = list(dict.fromkeys([*merged.get(fact, []), *values]))
-    return merged or None
+        own = {"gpu driver": [d]} if (d := _driver(manifest)) is not None else {}
+        for fact, values in [*(manifest.earlier_facts or {}).items(), *own.items()]:
+            kept = [v for v in values if not (fact == "gpu driver" and v == first)]
+            merged[fact] = list(dict.fromkeys([*merged.get(fact, []), *kept]))
+    return {fact: values for fact, values in merged.items() if values} or None
 
 
 def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:

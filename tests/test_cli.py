@@ -641,6 +641,7 @@ def test_a_resume_on_another_driver_goes_on_says_so_and_the_run_keeps_the_earlie
     compared = in_process(capsys, "compare", run[1], folder, "--format", "json")
     environment = {row["fact"]: row for row in json.loads(compared.out)["environment"]}
     assert environment["earlier gpu driver"]["b"] == "550.54.15"
+    assert "earlier gpu driver" in [row["fact"] for row in json.loads(compared.out)["material_differences"]]
 
 
 def test_a_resume_on_another_driver_whose_store_answers_late_keeps_the_earlier_driver(run, spec_path, tmp_path,

@@ -506,7 +506,9 @@ def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can
     cron = one(objects, "CronJob")["spec"]
     assert cron["concurrencyPolicy"] == "Forbid" and cron["timeZone"] == "Etc/UTC"
     job = cron["jobTemplate"]["spec"]
-    assert job["backoffLimitPerIndex"] >= 1 and job["podReplacementPolicy"] == "Failed"  # FailIndex needs the first
+    # FailIndex needs backoffLimitPerIndex, which needs an Indexed Job (the API server refuses the CronJob without it)
+    assert job["completionMode"] == "Indexed" and job["backoffLimitPerIndex"] >= 1
+    assert job["podReplacementPolicy"] == "Failed"
     assert job["activeDeadlineSeconds"] > 0
     rules = job["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}

@@ -295,6 +295,22 @@ def test_a_sharded_runs_manifest_spans_its_shards_whichever_started_first():
     assert unfinished.started_at == early.started_at and unfinished.ended_at is None
 
 
+def test_a_sharded_runs_manifest_names_every_driver_its_shards_ran_under_but_its_own():
+    """Shard 1 resumed on a newer driver than shard 0's (a GKE node upgraded between them, which refuses no resume):
+    the merged manifest, shard 0's machine, keeps shard 1's driver and what each part kept of earlier ones, where it
+    named shard 0's own driver as an earlier one and the second driver nowhere."""
+    from runner.record import GpuFacts
+
+    def on(driver, **update):
+        made = manifest(shard=update.pop("shard"), cells_planned=2, started_at="2026-01-01T00:00:10+00:00", **update)
+        return made.model_copy(update={"machine": made.machine.model_copy(update={"gpu": GpuFacts(driver=driver)})})
+    first = on("580.95", shard="0/2")
+    second = on("580.126", shard="1/2", earlier_facts={"gpu driver": ["580.95", "570.1"]})
+    merged = merged_manifest([Part("0/2", first), Part("1/2", second)])
+    assert merged.machine.gpu.driver == "580.95" and merged.earlier_facts == {"gpu driver": ["570.1", "580.126"]}
+    assert merged_manifest([Part("0/2", first), Part("1/2", on("580.95", shard="1/2"))]).earlier_facts is None
+
+
 def test_shard_names_at_their_edges():
     """Shard i of n runs from 0 to n-1, and n to MAX_SHARDS: the edges are parts, one past them says why not."""
     from runner.results import misnamed, part_of
