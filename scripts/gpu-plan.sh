@@ -2,7 +2,8 @@
 # The H200 evidence that issues 37 (training), 38 (serving) and 42 (GPU-hours) wait for, as named steps that one
 # device call runs in order until its deadline, from the project root with tokamax staged (scripts/stage-tokamax.sh):
 #   DEADLINE=$(( $(date +%s) + 520 )) scripts/gpu-plan.sh OUTDIR STEP...     (scripts/gpu-plan.sh list: the steps)
-# Each run writes into OUTDIR/results under a dated run id, so a later call with that folder carried back resumes it.
+# Each run writes into OUTDIR/results under a dated run id (DAY, default today in UTC: give the first call's DAY to a
+# call after midnight), so a later call with that folder carried back resumes it. It exits 1 if any step failed.
 # Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to OUTDIR/steps.txt.
 set -uo pipefail
 declare -A STEPS=(
@@ -33,7 +34,8 @@ done
 : "${DEADLINE:?gpu-plan: set DEADLINE, the epoch second by which every step has ended}"
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 mkdir -p "$out/results"
-day=$(date -u +%Y%m%d)
+day=${DAY:-$(date -u +%Y%m%d)}
+failed=0
 for step in "$@"; do
   line=${STEPS[$step]//OUTDIR/$out}
   line=${line//DAY/$day}
@@ -46,5 +48,8 @@ for step in "$@"; do
   start=$(date +%s)
   # shellcheck disable=SC2086  # the step's words, split as written above
   timeout --signal=TERM --kill-after=15 "$left" $line >> "$out/plan.log" 2>&1
-  echo "$step: exit $? after $(( $(date +%s) - start ))s: $line" | tee -a "$out/steps.txt"
+  rc=$?
+  ((rc == 0)) || failed=1
+  echo "$step: exit $rc after $(( $(date +%s) - start ))s: $line" | tee -a "$out/steps.txt"
 done
+exit $failed

@@ -13,8 +13,8 @@ from helpers import REPO
 PLAN = REPO / "scripts" / "gpu-plan.sh"
 
 
-def plan(*args, deadline: float | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # python3: this venv's
+def plan(*args, deadline: float | None = None, **extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **extra}  # python3: the venv's
     env.pop("DEADLINE", None)
     if deadline is not None:
         env["DEADLINE"] = str(int(deadline))
@@ -45,7 +45,15 @@ def test_a_step_runs_with_its_account_and_one_past_the_deadline_is_not_started(t
 
 def test_a_run_step_writes_its_dated_run_into_the_folder_it_is_given(tmp_path):
     """train-fwd on a CPU: every cell declines (no GPU), and the run is there under training-fwd-DAY to resume."""
-    plan(tmp_path, "train-fwd", deadline=time.time() + 110)
+    done = plan(tmp_path, "train-fwd", deadline=time.time() + 110, DAY="20261206")  # a call after midnight
     account = (tmp_path / "steps.txt").read_text()
     assert account.startswith("train-fwd: exit 0 after ") and f"--out {tmp_path}/results --run-id training-fwd-" in account
-    assert len(list((tmp_path / "results").glob("training-fwd-*/manifest.json"))) == 1
+    assert done.returncode == 0 and (tmp_path / "results" / "training-fwd-20261206" / "manifest.json").exists()
+
+
+def test_a_step_that_fails_makes_the_plan_exit_1_after_the_rest_ran(tmp_path):
+    """train-fwd's --out is a file, so its run is refused (exit 2); env after it still runs; the plan exits 1."""
+    (tmp_path / "results").write_text("not a folder")
+    done = plan(tmp_path, "train-fwd", "env", deadline=time.time() + 110, DAY="20261206")
+    account = (tmp_path / "steps.txt").read_text().splitlines()
+    assert done.returncode == 1 and account[0].startswith("train-fwd: exit 2 ") and account[1].startswith("env: exit 0")
