@@ -49,12 +49,17 @@ def _timing_ms(c: CellRecord, timer: str) -> float | None:
 NOT_CONVERGED, NOT_CONVERGED_WHY = "not converged", "noise above its target when sampling stopped"
 
 
+def noise_text(noise: float) -> str:
+    """A noise (IQR / median) as a reader compares it with a target of a few percent: 2.2%, 35%."""
+    return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
+
+
 def _marks(c: CellRecord) -> list[str]:
     """What a reader should know of the cell's headline time: its SM clock moved, its noise never met its target."""
     marks = [f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []
     headline = next((t for t in c.timings if t.timer == c.timer), None)
     if headline and not headline.converged:
-        marks.append(f"{NOT_CONVERGED}: noise {headline.noise:.0%} on {headline.samples} samples")
+        marks.append(f"{NOT_CONVERGED}: noise {noise_text(headline.noise)} on {headline.samples} samples")
     return marks
 
 

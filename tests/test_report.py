@@ -8,7 +8,7 @@ from rich.console import Console
 
 from helpers import REPO, params
 from runner.frames import cells as frame
-from runner.report import export, markdown, markdown_table, phase_line, print_tables, serving_rows, summary_line
+from runner.report import export, markdown, markdown_table, noise_text, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
 from stores import CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, shipped, telemetry
 from test_results import record, some_records
@@ -32,7 +32,7 @@ def test_a_time_that_did_not_converge_says_so_in_its_note():
     print_tables([loose, settled], console)
     rows = [line for line in console.export_text().splitlines() if " ok " in line]
     headline = loose.timings[0]
-    assert rows[0].rstrip(" │").endswith(f"[not converged: noise {headline.noise:.0%} on {headline.samples} samples]")
+    assert rows[0].rstrip(" │").endswith(f"[not converged: noise {noise_text(headline.noise)} on {headline.samples} samples]")
     assert "not converged" not in rows[1]
 
 
@@ -458,3 +458,7 @@ def test_the_columns_left_out_first_are_columns_a_run_has():
 
     headers = {name for name, _, _ in [*report.COLUMNS, report.TOKEN_COLUMN, report.clock_column(None)]}
     assert set(report.LEFT_OUT_FIRST) <= headers
+
+
+def test_a_noise_near_its_target_keeps_a_decimal():  # 2.2 % against a 2 % target read "noise 2%"
+    assert [noise_text(n) for n in (0.022, 0.004, 0.0999, 0.353, 1.5)] == ["2.2%", "0.4%", "10.0%", "35%", "150%"]
