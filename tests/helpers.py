@@ -50,10 +50,8 @@ def open_app(monkeypatch, results: Path | str | None = None, **query):
 
     from dashboard import data
 
-    if results is None:
-        monkeypatch.delenv(data.RESULTS_ENV, raising=False)
-    else:
-        monkeypatch.setenv(data.RESULTS_ENV, str(results))
+    # the shipped runs named, not left to the default, which is results/ once `make demo` wrote a run there
+    monkeypatch.setenv(data.RESULTS_ENV, str(data.SHIPPED_RESULTS if results is None else results))
     app = AppTest.from_file(str(DASHBOARD_APP), default_timeout=60)
     for key, value in query.items():
         app.query_params[key] = value
