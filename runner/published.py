@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 from runner import metrics, shape
+from runner.record import gpu_model
 
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
 CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -203,9 +204,8 @@ def lookup(values: dict, fp8: bool) -> list[Figure]:
 
 
 def gpu_of(manifest) -> str | None:
-    """The GPU a run ran on, by NVML's name; None for a CPU's run or where no manifest says."""
-    gpu = manifest.machine.gpu if manifest else None
-    return gpu.name if gpu else None
+    """The GPU a run ran on, by NVML's name (record.gpu_model); None for a CPU's run or where no manifest says."""
+    return gpu_model(manifest) if manifest else None
 
 
 def absent(manifest) -> str | None:

@@ -532,12 +532,12 @@ def kernel_line(manifest) -> str | None:
 
 
 def earlier_line(manifest) -> str | None:
-    """show's header: the machine facts that some of the run's cells were measured under, where a resume went on
-    across them ('cells measured before a resume on another driver: gpu driver 550.54.15'); None where every cell was
-    measured under the manifest's."""
+    """show's header: the machine facts that some of the run's cells were measured under besides the manifest's, where
+    a resume went on across them or a shard ran under them ('some cells measured under another gpu driver 550.54.15');
+    None where every cell was measured under the manifest's."""
     earlier = (manifest.earlier_facts if manifest else None) or {}
     shown = [f"{fact} {', '.join(values)}" for fact, values in earlier.items()]
-    return "cells measured before a resume on another driver: " + " · ".join(shown) if shown else None
+    return "some cells measured under another " + " · ".join(shown) if shown else None
 
 
 def summary_line(cells: list[CellRecord]) -> str:
