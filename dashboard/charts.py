@@ -391,15 +391,18 @@ def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
 
 
 SHA_TICKS = 10
-STEP_LOOKS = {True: ("step to slower", "triangle-up", "#d62728"), False: ("step to faster", "triangle-down",
-                                                                           "#2ca02c")}
+# A step's legend entry, symbol and colour by its verdict (runner.compare's, unconfirmed in the Compare tab's orange).
+STEP_LOOKS = {"slower": ("step to slower", "triangle-up", VERDICT_COLOURS["slower"]),
+              "faster": ("step to faster", "triangle-down", VERDICT_COLOURS["faster"]),
+              "unconfirmed": ("unconfirmed step", "diamond", VERDICT_COLOURS["unconfirmed"])}
 
 
 def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtitle: str,
-                  marks: list[tuple[str, object, float, float]]) -> go.Figure:
+                  marks: list[tuple[str, object, float, float, str]]) -> go.Figure:
     """Median against run date (or sha) per variant (its legend entry says over how many cells where `cells` is a
     column), the q1-q3 range as a shaded band; steps (`marks`: variant, x and median of the first run at the new
-    level, new / old) as one legend entry per direction, their ratio on hover: no text on the plot to overlap."""
+    level, new / old, and the verdict: slower, faster or unconfirmed) as one legend entry per verdict, their ratio on
+    hover: no text on the plot to overlap."""
     fig = go.Figure()
     for variant, series in points.groupby("variant", sort=False):
         colour = style.colour[variant]
@@ -412,8 +415,8 @@ def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtit
         fig.add_trace(go.Scatter(x=series[x], y=series["median_ms"], mode="lines+markers", name=name,
                                  legendgroup=variant, line={"color": colour}, marker={"size": 5},
                                  customdata=series["run"], hovertemplate="%{customdata}<br>%{y:.4g} ms<extra></extra>"))
-    for slower, (name, symbol, colour) in STEP_LOOKS.items():
-        found = [m for m in marks if (m[3] > 1) == slower]
+    for verdict, (name, symbol, colour) in STEP_LOOKS.items():
+        found = [m for m in marks if m[4] == verdict]
         if found:
             fig.add_trace(go.Scatter(
                 x=[m[1] for m in found], y=[m[2] for m in found], mode="markers", name=name,

@@ -4,7 +4,6 @@ by runner/compare.py, which `attnbench compare` shares."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -16,7 +15,6 @@ from runner.record import Manifest
 SHAPE = list(shape.NAMES)
 shape_labels = compare.labels  # each cell's shape as text, as `attnbench compare` writes it
 SIZES = list(shape.SIZES)  # axes drawn on a log2 x axis
-STEP_THRESHOLD = 0.05  # History's steps: a level this much slower (or faster), and beyond the cell's noise
 FAILED = ["failed", "oom", "incorrect", "crashed", "timeout"]  # not ok and not an expected skip
 NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
@@ -275,49 +273,76 @@ def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
     return means.join(first).reset_index().sort_values("started")
 
 
+def _windows(series: pd.Series, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """At each index past the first: the median of up to `window` points before it, and of up to `window` from it."""
+    before = series.rolling(window, min_periods=1).median().to_numpy()[:-1]
+    after = series[::-1].rolling(window, min_periods=1).median().to_numpy()[::-1][1:]
+    return before, after
+
+
 def steps(values: list[float], spreads: list[float], window: int = 3,
-          threshold: float = STEP_THRESHOLD) -> list[tuple[int, float]]:
+          threshold: float = compare.DEFAULT_THRESHOLD) -> list[tuple[int, float]]:
     """Where a series steps: (index of the first point at the new level, new level / old level).
 
-    The medians of up to `window` points before and after each index differ by more than `threshold` and more
-    than twice the typical relative spread (IQR / median); of adjacent candidates the largest step is kept.
+    A level is the median of up to `window` points, its noise the median of their spreads (IQR / median) times it;
+    the levels before and after an index step where runner.compare's rule says they moved (compare.verdicts: beyond
+    the threshold and both levels' noise; a noise not known is never exceeded); of adjacent candidates, whose windows
+    overlap the same change, the one where the series itself jumps most is kept, so that the runs either side of a
+    step are the two it moved between: a cell's steps are judged as `attnbench compare` judges those (judged_steps).
     """
     if len(values) < 2:
         return []
-    noise = 2 * float(np.nanmedian(spreads)) if len(spreads) else 0.0
-    candidates = []
-    for i in range(1, len(values)):
-        ratio = float(np.median(values[i:i + window]) / np.median(values[max(0, i - window):i]))
-        if abs(math.log(ratio)) > math.log1p(max(threshold, noise)):
-            candidates.append((i, ratio))
+    values = np.asarray(values, float)
+    (before, after), (spread_before, spread_after) = (_windows(pd.Series(v, dtype=float), window)
+                                                      for v in (values, spreads))
+    ratios = after / before
+    moved = compare.verdicts(ratios, compare.beyond_noise(np.abs(after - before), before * spread_before,
+                                                          after * spread_after),
+                             threshold, np.ones(len(ratios), bool)) != "within noise"
+    jumps = np.abs(np.diff(np.log(values)))  # from each point to the next
     kept = []
-    for i, ratio in candidates:
+    for i, ratio in ((i, float(r)) for i, (r, on) in enumerate(zip(ratios, moved), start=1) if on):
         if kept and i - kept[-1][0] < window:
-            if abs(math.log(ratio)) > abs(math.log(kept[-1][1])):
+            if jumps[i - 1] > jumps[kept[-1][0] - 1]:
                 kept[-1] = (i, ratio)
             continue
         kept.append((i, ratio))
     return kept
 
 
-def regressions(points: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
-    """The largest slow-downs found by `steps` in each cell's history: the runs before and after, the ratio, and
-    what the run after ran in place of the run before's (`kernel`: runner.compare.kernel_change, '' where the same)."""
-    found = []
-    for key, cell in points.groupby("key", sort=False):
-        values = cell["median_ms"].tolist()
-        spread = ((cell["q3_ms"] - cell["q1_ms"]) / cell["median_ms"]).tolist()
-        for index, ratio in steps(values, spread):
-            if ratio > 1:
-                before, after = cell.iloc[index - 1], cell.iloc[index]
-                found.append({"experiment": cell["experiment"].iloc[0], "variant": cell["variant"].iloc[0],
-                              "shape": shape.label(cell.iloc[0][SHAPE].to_dict()), "ratio": ratio,
-                              "before": before["run"], "after": after["run"], "key": key,
-                              "kernel": compare.kernel_change(before["backend"], after["backend"], before["kernels"],
-                                                              after["kernels"])})
-    table = pd.DataFrame(found, columns=["experiment", "variant", "shape", "ratio", "before", "after", "key",
-                                         "kernel"])
-    return table.sort_values("ratio", ascending=False).head(limit).reset_index(drop=True)
+STEP_COLUMNS = ["experiment", "variant", "shape", "ratio", "verdict", "before", "after", "key", "kernel"]
+
+
+def judged_steps(points: pd.DataFrame, manifests: dict[str, Manifest | None]) -> pd.DataFrame:
+    """Each step in each cell's history (`steps`), judged as `attnbench compare` judges the run before it against
+    the run after (runner.compare.moves, each run's compare.confirm_samples): experiment, variant, shape, compare's
+    B / A and verdict ('slower', 'faster' or 'unconfirmed'; a step whose runs compare finds within noise is none),
+    the runs before and after, the key and what the run after ran in place of the run before's (`kernel`:
+    runner.compare.kernel_change, '' where the same)."""
+    at = [(cell.index[index - 1], cell.index[index]) for _, cell in points.groupby("key", sort=False)
+          for index, _ in steps(cell["median_ms"].to_numpy(), ((cell["q3_ms"] - cell["q1_ms"]) / cell["median_ms"]))]
+    a, b = (points.loc[[pair[side] for pair in at]].reset_index(drop=True) for side in (0, 1))
+    floors = tuple(pd.Series([compare.confirm_samples(manifests.get(key)) for key in run["run"]], index=run.index,
+                             dtype=int) for run in (a, b))
+    moved = compare.moves(pd.concat([a.add_suffix("_a"), b.add_suffix("_b")], axis=1), floors=floors)
+    table = pd.DataFrame({"experiment": a["experiment"], "variant": a["variant"], "shape": shape_labels(a),
+                          "ratio": moved["ratio"], "verdict": moved["verdict"], "before": a["run"], "after": b["run"],
+                          "key": a["key"], "kernel": [compare.kernel_change(*sides) for sides in zip(
+                              a["backend"], b["backend"], a["kernels"], b["kernels"])]}, columns=STEP_COLUMNS)
+    return table[table["verdict"].ne("within noise")].reset_index(drop=True)
+
+
+def regressions(judged: pd.DataFrame, limit: int = 10) -> pd.DataFrame:
+    """The largest steps `attnbench compare` calls slower among `judged` (judged_steps), worst first."""
+    slower = judged[judged["verdict"].eq("slower")]
+    return slower.sort_values("ratio", ascending=False).head(limit).reset_index(drop=True)
+
+
+def unconfirmed(judged: pd.DataFrame) -> pd.DataFrame:
+    """The steps among `judged` whose runs moved but a side did not converge, short of compare's stricter rule
+    (runner.compare.confirmed): named, never a regression; the largest move first."""
+    found = judged[judged["verdict"].eq("unconfirmed")]
+    return found.sort_values("ratio", key=lambda r: -np.abs(np.log(r)), kind="stable").reset_index(drop=True)
 
 
 def status_regressions(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:

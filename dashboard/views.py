@@ -615,13 +615,14 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     if x == "git sha" and not by_sha:
         st.caption("Some of these runs record no git sha: drawn against their date.")
     if experiment in set(points["experiment"]):  # an experiment from a link that these runs lack is flagged above
-        history_chart(points[points["experiment"] == experiment], sel, "git_sha" if by_sha else "started",
-                      f"{chosen} · {counted(len(keys), 'run')} · {timer} timer")
-    worst_regressions(points, tables.status_regressions(cells, snap.runs))
+        history_chart(points[points["experiment"] == experiment], snap.manifests, sel,
+                      "git_sha" if by_sha else "started", f"{chosen} · {counted(len(keys), 'run')} · {timer} timer")
+    worst_regressions(tables.judged_steps(points, snap.manifests), tables.status_regressions(cells, snap.runs))
 
 
-def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -> None:
-    """One cell's median and IQR band over the runs, or the experiment's geometric mean per variant."""
+def history_chart(points: pd.DataFrame, manifests: dict, sel: Selection, x: str, subtitle: str) -> None:
+    """One cell's median and IQR band over the runs, its steps as `attnbench compare` judges their runs
+    (tables.judged_steps), or the experiment's geometric mean per variant, its steps by compare's rule on levels."""
     cells = points.drop_duplicates("key").assign(label=lambda f: f["variant"] + " · " + tables.shape_labels(f))
     options = ["geometric mean per variant", *cells["label"]]
     picked = widgets.single(st, "selectbox", "Cell", options, "hcell", "is not in this experiment")
@@ -632,32 +633,45 @@ def history_chart(points: pd.DataFrame, sel: Selection, x: str, subtitle: str) -
         lost = sorted(set(points["variant"]) - set(shown["variant"]))
         if lost:
             st.caption(f"No cell of {', '.join(lost)} is in every run that measured it: pick a cell to follow it.")
+        marks = [(variant, s.iloc[i][x], s.iloc[i]["median_ms"], ratio, "slower" if ratio > 1 else "faster")
+                 for variant, s in shown.groupby("variant", sort=False)
+                 for i, ratio in tables.steps(s["median_ms"].tolist(),
+                                              ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
     else:
         key = cells.loc[cells["label"] == picked, "key"].iloc[0]
         shown = points[points["key"] == key]
         title = f"{points['experiment'].iloc[0]}: {picked}"
-    marks = [(variant, s.iloc[i][x], s.iloc[i]["median_ms"], ratio)
-             for variant, s in shown.groupby("variant", sort=False)
-             for i, ratio in tables.steps(s["median_ms"].tolist(),
-                                          ((s["q3_ms"] - s["q1_ms"]) / s["median_ms"]).tolist())]
+        after = shown.set_index("run")
+        marks = [(step.variant, after.at[step.after, x], after.at[step.after, "median_ms"], step.ratio, step.verdict)
+                 for step in tables.judged_steps(shown, manifests).itertuples()]
     plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history", share=1)
 
 
-NO_REGRESSIONS = (  # the threshold as tables.steps applies it
+NO_REGRESSIONS = (  # the threshold as tables.judged_steps applies it: compare's
     f"No cell went from ok to incorrect or failed, nor stepped to a slower level (more than "
-    f"{100 * tables.STEP_THRESHOLD:g} % and beyond its noise).")
+    f"{100 * comparison.DEFAULT_THRESHOLD:g} % and beyond its noise, as `attnbench compare` of the runs either side "
+    f"says).")
+UNCONFIRMED = ("Unconfirmed steps: moved beyond the threshold and the noise, a side not converged and short of "
+               f"{comparison.CONFIRM_NOISES}× its noise on its run's sample floor; `attnbench compare` of those runs "
+               "says `unconfirmed`: no regression.")
 
 
-def worst_regressions(points: pd.DataFrame, broken: pd.DataFrame) -> None:
-    """The cells that stopped being ok (`broken`: tables.status_regressions), then the largest step changes for the
-    worse in any cell's history, each linked to a comparison of its runs."""
-    worst = pd.concat([broken, tables.regressions(points)], ignore_index=True)
+def worst_regressions(judged: pd.DataFrame, broken: pd.DataFrame) -> None:
+    """The cells that stopped being ok (`broken`: tables.status_regressions), then the largest steps for the worse
+    that `attnbench compare` calls slower (`judged`: tables.judged_steps), each linked to a comparison of its runs;
+    under them the unconfirmed steps, named apart, never counted among the regressions."""
+    worst = pd.concat([broken, tables.regressions(judged)], ignore_index=True)
     st.subheader("Worst regressions in this history")
     if worst.empty:
         st.success(NO_REGRESSIONS)
-        return
-    st.markdown(regressions_markdown(worst))
-    if worst["kernel"].ne("").any():
+    else:
+        st.markdown(regressions_markdown(worst))
+    kernels = worst["kernel"].ne("").any()
+    if len(unconfirmed := tables.unconfirmed(judged)):
+        st.caption(f"{counted(len(unconfirmed), 'unconfirmed step')}. {UNCONFIRMED}")
+        st.markdown(regressions_markdown(unconfirmed))
+        kernels |= unconfirmed["kernel"].ne("").any()
+    if kernels:
         st.caption(f"kernel: what the run after ran in place of the run before's, as `attnbench compare` marks a cell "
                    f"(its ratio is another kernel's as well as the code's). {comparison.KERNEL_KEY}")
 

@@ -1,4 +1,5 @@
-"""Two runs compared cell by cell: what `attnbench compare` reports and the dashboard's Compare tab draws.
+"""Two runs compared cell by cell: what `attnbench compare` reports and the dashboard's Compare tab draws, and the
+one rule (moves) by which the dashboard's History judges the runs either side of a step.
 
 One implementation for both, over flat cell frames (CellRecord.row, a row a cell) and the runs' manifests, with
 pandas alone: the dashboard imports this and never imports JAX. A cell is slower (or faster) only when B / A of its
@@ -216,12 +217,26 @@ def confirm_samples(manifest: Manifest | None) -> int:
 
 
 def confirmed(both: pd.DataFrame, gap: pd.Series, iqr_a: pd.Series, iqr_b: pd.Series,
-              floors: tuple[int, int] = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.Series:
+              floors: tuple = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.Series:
     """Whether a pair's move can be trusted: both sides converged, or the gap is beyond CONFIRM_NOISES times each
-    side's noise on each side's `floors` samples or more (confirm_samples)."""
+    side's noise on each side's `floors` samples or more (confirm_samples: a count for every pair, or a Series of
+    each pair's)."""
     settled = ~(both["unconverged_a"].astype(bool) | both["unconverged_b"].astype(bool))
     sampled = both["samples_a"].ge(floors[0]) & both["samples_b"].ge(floors[1])
     return settled | (sampled & beyond_noise(gap, CONFIRM_NOISES * iqr_a, CONFIRM_NOISES * iqr_b))
+
+
+def moves(both: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
+          floors: tuple = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.DataFrame:
+    """Per pair of `timed` rows side by side (A's columns suffixed _a, B's _b): B's median over A's (`ratio`), each
+    run's noise (IQR / median) and the verdict (verdicts, confirmed): the one rule of whether a cell moved, which
+    `cells` applies and the dashboard's History asks of the runs either side of a step."""
+    gap = (both["median_b"] - both["median_a"]).abs()
+    iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
+    ratio = both["median_b"] / both["median_a"]
+    verdict = verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold, confirmed(both, gap, iqr_a, iqr_b, floors))
+    return pd.DataFrame({"ratio": ratio, "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
+                         "verdict": verdict}, index=both.index)
 
 
 def flagged_sides(a: pd.Series, b: pd.Series) -> list[str]:
@@ -240,15 +255,9 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float 
     both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "samples", "unsettled", "unconverged",
                                                   "backend", "kernels"]], on="key", suffixes=("_a", "_b"))
     both = both.sort_values("order").reset_index(drop=True)
-    gap = (both["median_b"] - both["median_a"]).abs()
-    iqr_a, iqr_b = both["q3_a"] - both["q1_a"], both["q3_b"] - both["q1_b"]
-    ratio = both["median_b"] / both["median_a"]
     return pd.DataFrame({
         "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
-        "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, "ratio": ratio,
-        "noise_a": iqr_a / both["median_a"], "noise_b": iqr_b / both["median_b"],
-        "verdict": verdicts(ratio, beyond_noise(gap, iqr_a, iqr_b), threshold,
-                            confirmed(both, gap, iqr_a, iqr_b, floors)),
+        "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, **moves(both, threshold, floors),
         "unsettled": flagged_sides(both["unsettled_a"], both["unsettled_b"]),
         "unconverged": flagged_sides(both["unconverged_a"], both["unconverged_b"]),
         "kernel": [kernel_change(*sides) for sides in zip(both["backend_a"], both["backend_b"], both["kernels_a"],

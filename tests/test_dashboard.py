@@ -1245,6 +1245,30 @@ def test_a_steady_value_draws_as_one_level_with_round_ticks():
     assert moving.layout.yaxis.range is None
 
 
+def test_history_names_an_unconfirmed_step_apart_and_marks_it_in_the_compare_tabs_orange(monkeypatch, tmp_path):
+    """B's one slower cudnn cell moved 3x on 3 samples that did not converge: `attnbench compare` of the two runs says
+    unconfirmed, so History claims no regression (its success line), names the step apart, linked to the
+    comparison, and the cell's chart marks it 'unconfirmed step', orange as the Compare tab draws it."""
+    from dashboard import views
+    from runner import compare, frames
+    from test_compare import unconverged
+
+    template = shipped(H200_LAB5_NO_TE)
+    moved = next(c for c in template.cells if c.variant == "cudnn" and c.status == "ok")
+    for run_id, day, factor in (("lab5-a", 1, 1.0), ("lab5-b", 2, 3.0)):
+        manifest, cells = copy_run(template, run_id, datetime.fromisoformat(f"2026-11-0{day}T00:00:00+00:00"),
+                                   factor=lambda c: factor if c.key == moved.key else 1.0)
+        write_run(tmp_path / "h200" / run_id, manifest,
+                  [unconverged(c, 3, 0.05) if c.key == moved.key and factor > 1 else c for c in cells])
+    label = "cudnn · " + compare.labels(frames.cells([moved])).iloc[0]
+    app = open_app(monkeypatch, tmp_path, run="lab5-b", tab="History", hexp=moved.experiment, hcell=label)
+    assert [s.value for s in app.success] == [views.NO_REGRESSIONS]
+    assert "1 unconfirmed step." in texts(app.caption)
+    assert "| 3.00× | [lab5-a → lab5-b](?run=lab5-b&run=lab5-a&tab=Compare" in texts(app.markdown)
+    (step,) = [t for t in figures(app)[0]["data"] if t.get("name", "").endswith("step")]
+    assert step["name"] == "unconfirmed step" and step["marker"]["color"] == VERDICT_COLOURS["unconfirmed"]
+
+
 def test_history_lists_a_cell_that_went_from_ok_to_incorrect_among_its_worst_regressions(monkeypatch):
     """The shipped lab5 pair (cuDNN 9.19, then 9.14): two cudnn_fp8 cells ok, then incorrect; `attnbench compare`
     exits 1 on them, and History's worst regressions list them, linked to the comparison."""

@@ -182,7 +182,16 @@ def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
     assert tables.steps([1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0], [0.01] * 7) == []  # one slow run is not a step
     (step,) = tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.1], [0.01] * 7)
     assert step[0] == 3 and step[1] == pytest.approx(1.1, abs=0.01)
-    assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within twice the noise
+    assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within the noise
+    assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [float("nan")] * 6) == []  # a noise not known
+
+
+def test_a_step_stands_where_the_series_jumps_so_that_compare_judges_the_two_runs_it_moved_between():
+    """Windows either side of indices 4 to 6 all straddle the jump at 5 (lab5's steady series: a naive cell 1.58x
+    slower from 12-02 to 12-03); the widest window ratio is at 6, whose runs either side compare finds within
+    noise. The step is at 5."""
+    (step,) = tables.steps([1.0, 1.0, 1.0, 1.0, 1.0, 1.58, 1.60, 1.59], [0.005] * 8)
+    assert step[0] == 5
 
 
 def test_the_history_says_the_threshold_its_steps_apply():
@@ -443,7 +452,52 @@ def test_a_history_step_on_another_cudnn_kernel_is_marked_as_compare_marks_it(tm
         write_run(tmp_path / "h200" / run_id, manifest, cells)
     snap = data.snapshot(str(tmp_path), data.RunCache())
     cells = snap.cells(tuple(snap.runs.index))
-    worst = tables.regressions(tables.history(cells, snap.runs, "device"))
+    worst = tables.regressions(tables.judged_steps(tables.history(cells, snap.runs, "device"), snap.manifests))
     assert dict(zip(worst["key"], worst["kernel"])) == {renamed: "another kernel", same: ""}
     marked = [line for line in views.regressions_markdown(worst).splitlines() if "1.50×" in line]
     assert len(marked) == 2 and sum("| another kernel |" in line for line in marked) == 1
+
+
+def test_history_judges_a_step_as_compare_judges_its_runs_an_unconfirmed_one_named_not_a_regression(tmp_path):
+    """Two runs of lab5 in a store made here, B a day later with two cudnn cells slower: one 3x on 3 samples that did
+    not converge (as a --budget 0.2 run leaves a slow cell), one 1.5x converged. `attnbench compare` of the two calls
+    the first unconfirmed and the second slower; History's steps said both were regressions (its own 2x noise, no
+    sample floor): now it asks compare (runner.compare.moves), lists the second alone among its regressions and names
+    the first apart, as the Compare tab and `attnbench compare` do."""
+    from runner import compare
+    from test_compare import unconverged
+
+    template = shipped(H200_LAB5_NO_TE)
+    few, real = [c.key for c in template.cells if c.variant == "cudnn" and c.status == "ok"][:2]
+    for run_id, day, factor in (("lab5-a", 1, {}), ("lab5-b", 2, {few: 3.0, real: 1.5})):
+        manifest, cells = copy_run(template, run_id, dt.datetime(2026, 11, day, tzinfo=dt.timezone.utc),
+                                   factor=lambda c: factor.get(c.key, 1.0))
+        write_run(tmp_path / "h200" / run_id, manifest, [unconverged(c, 3, 0.05) if c.key == few and factor else c
+                                                        for c in cells])
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    cells = snap.cells(tuple(snap.runs.index))
+    found = compare.compare(cells[cells["run"] == "lab5-a"], cells[cells["run"] == "lab5-b"],
+                            snap.manifests["lab5-a"], snap.manifests["lab5-b"])
+    said = dict(zip(found.cells["key"], found.cells["verdict"]))
+    assert (said[few], said[real]) == ("unconfirmed", "slower")
+    judged = tables.judged_steps(tables.history(cells, snap.runs, "device"), snap.manifests)
+    assert dict(zip(judged["key"], judged["verdict"])) == {few: said[few], real: said[real]}  # compare's, each
+    assert tables.regressions(judged)["key"].tolist() == [real]
+    assert tables.unconfirmed(judged)[["key", "before", "after"]].values.tolist() == [[few, "lab5-a", "lab5-b"]]
+
+
+def test_historys_worst_regressions_name_the_runs_their_cells_stepped_between_as_compare_of_those_says():
+    """lab5's steady H200 series (8 runs): its naive and xla cells stepped from 12-02's last run to 12-03's first;
+    History named two of the three one run early or late, between runs compare finds within noise
+    (docs/evidence/analyst-walk-20261207.txt, finding 2). Each row names that pair, with compare's ratio of it."""
+    from runner import compare
+
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    cells = snap.cells(tuple(tables.series(snap.runs)["lab5 · NVIDIA H200 · steady"]))
+    worst = tables.regressions(tables.judged_steps(tables.history(cells, snap.runs, "device"), snap.manifests))
+    before, after = "lab5-warm-ahead-off-20261202-182308", "lab5-cold-20261203-023042"
+    assert len(worst) == 3 and set(zip(worst["before"], worst["after"])) == {(before, after)}
+    found = compare.compare(cells[cells["run"] == before], cells[cells["run"] == after], snap.manifests[before],
+                            snap.manifests[after]).cells.set_index("key")
+    assert found.loc[worst["key"], "verdict"].eq("slower").all()
+    assert found.loc[worst["key"], "ratio"].tolist() == pytest.approx(worst["ratio"].tolist())
