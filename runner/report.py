@@ -10,6 +10,7 @@ import json
 import math
 import os
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,8 +274,49 @@ def print_grid(grid: Grid, console: Console) -> None:
     table, left_out = fitted(grid, console.width, leave_out=console.is_terminal)
     console.print(table, crop=False)  # a table wider than the terminal (fitted) runs past it, its numbers whole
     if left_out:
-        console.print(escape(f"left out at {console.width} columns: {', '.join(left_out)} (all in a wider terminal, or "
-                             "piped: | less -S)"), highlight=False)
+        print_prose(f"left out at {console.width} columns: {', '.join(left_out)} (all in a wider terminal, or piped: "
+                    "| less -S)", console)
+
+
+# Prose on a terminal (compare's heading and verdict): broken first between clauses (after '; ' or ', ', before
+# '· '), never between a number and its unit ('5 %') nor inside a short parenthesis ('(A 76, B 76)'), each line after
+# the first indented.
+CLAUSE = re.compile(r"(?<=; )|(?<=, )|(?<= )(?=· )")
+UNIT = re.compile(r"(?<=\d) (?=[%×])")
+ASIDE = re.compile(r"\([^()]{1,20}\)")
+GLUE, INDENT = "\xa0", "  "  # textwrap never breaks at a no-break space
+
+
+def folded(line: str, width: int) -> list[str]:
+    """A line of prose as lines at most `width` wide: its clauses packed onto each line while they fit, a clause wider
+    than a line broken at its spaces, each line after the first indented; never inside a word nor between a number
+    and its unit nor inside a short parenthesis, so a number or a run id stays whole (one wider than the terminal runs
+    past it, alone on its line). The lines, stripped and joined by a space, read as `line`."""
+    if len(line) <= width:
+        return [line]
+    lines: list[str] = []
+    for clause in CLAUSE.split(ASIDE.sub(lambda aside: aside[0].replace(" ", GLUE), UNIT.sub(GLUE, line))):
+        lines = _with_clause(lines, clause, width)
+    return [part.rstrip().replace(GLUE, " ") for part in lines]
+
+
+def _with_clause(lines: list[str], clause: str, width: int) -> list[str]:
+    """`lines` and then `clause`: on the last line where it fits there, else on lines of its own; one wider than a
+    line of its own starts on the last line where its first word fits there, broken at its spaces."""
+    if lines and len((lines[-1] + clause).rstrip()) <= width:
+        return [*lines[:-1], lines[-1] + clause]
+    wide = len(INDENT + clause.rstrip()) > width
+    carry = bool(lines) and wide and len(lines[-1] + clause.split(" ", 1)[0]) <= width
+    kept, lead = (lines[:-1], lines[-1]) if carry else (lines, INDENT if lines else "")
+    wrapped = textwrap.wrap(clause, width, initial_indent=lead, subsequent_indent=INDENT, break_long_words=False,
+                            break_on_hyphens=False)
+    return [*kept, *wrapped[:-1], wrapped[-1] + clause[len(clause.rstrip()):]]  # the space the next clause follows
+
+
+def print_prose(line: str, console: Console) -> None:
+    """A line of prose folded to a terminal's width (folded); whole in a pipe, where a log or a script reads it."""
+    for part in folded(line, console.width) if console.is_terminal else [line]:
+        console.print(escape(part), soft_wrap=True, highlight=False)
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
@@ -758,11 +800,13 @@ def verdict(found) -> str:
 
 
 def print_comparison(found, console: Console) -> None:
+    """The comparison on a terminal or in a pipe: the two runs and the rule, a table per section, the verdict last
+    (a log's tail), its prose folded between clauses at a terminal's width (print_prose)."""
     for line in comparison_heading(found):
-        console.print(escape(line))
+        print_prose(line, console)
     for grid in comparison_grids(found):
         print_grid(grid, console)
-    console.print(escape(verdict(found)))
+    print_prose(verdict(found), console)
 
 
 def comparison_grids(found) -> list[Grid]:

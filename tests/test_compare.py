@@ -364,6 +364,42 @@ def test_a_terminal_too_narrow_for_the_kernel_names_folds_them_never_cuts_them(c
                                                                            "cudnn_…_knob_32_64x256x64_…"]
 
 
+@pytest.mark.parametrize("width", [60, 80, 120])
+def test_compares_prose_folds_between_clauses_at_a_terminals_width_never_inside_a_number_or_a_run_id(width):
+    """lab5's H200 pair (cuDNN 9.19, then 9.14 and TransformerEngine) on a terminal COLUMNS wide: the runs, the rule
+    and the verdict, each longer than the terminal, fold between their clauses, each line after the first indented
+    (runner.report.folded, as print_comparison prints them): no line wider, a material difference whole on one line,
+    no word cut (a number, a run id), no number parted from its unit, and the lines read back as the pipe's one."""
+    import io
+
+    from rich.console import Console
+
+    a, b = shipped(H200_LAB5_NO_TE), shipped(H200_LAB5)
+    found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest)
+    console = Console(file=io.StringIO(), force_terminal=True, width=width, record=True)
+    report_module.print_comparison(found, console)
+    printed = console.export_text().splitlines()
+    prose = [*report_module.comparison_heading(found), report_module.verdict(found)]
+    for line in prose:
+        lines = report_module.folded(line, width)
+        assert " ".join(part.strip() for part in lines) == line and all(len(part) <= width for part in lines)
+        assert [part.startswith("  ") for part in lines] == [False] + [True] * (len(lines) - 1)
+        assert all(part in printed for part in lines)  # printed so, in this order of lines
+        assert not any(part.lstrip().startswith(("%", "×")) for part in lines)
+    assert any(len(line) > width for line in prose)
+    folded = report_module.folded(report_module.verdict(found), width)
+    for fact in compare.said(found.material).split("; "):
+        assert any(fact in part for part in folded), fact
+    assert all(any(run in part for part in printed) for run in (a.manifest.run_id, b.manifest.run_id))
+
+
+def test_prose_keeps_a_number_with_its_unit_and_a_short_aside_whole():
+    assert report_module.folded("noise beyond 5 % and both", 14) == ["noise beyond", "  5 % and both"]
+    assert report_module.folded("in both (A 76, B 76), then", 20) == ["in both", "  (A 76, B 76), then"]
+    assert report_module.folded("a-run-id-longer-than-the-terminal x", 10) == ["a-run-id-longer-than-the-terminal",
+                                                                               "  x"]
+
+
 @pytest.mark.parametrize("a, b, shown", [
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
      "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_32_64x256x64_4x1x1_cga1x1x1_kernel0_0",
