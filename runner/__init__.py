@@ -12,7 +12,7 @@ Names that look alike, each one job:
 - record.py: the record's schema (CellRecord, Manifest) and its migrations; assembly.py builds a cell's record.
 - results.py: a run folder's objects (manifest, cells, shards, in-flight marker) and how they read back as one run.
 - store.py: where run folders live (a local folder or GCS); spool.py: a run's records on local disk first, then
-  uploaded to the store.
+  uploaded to the store; resume.py: whether a rerun of a run id may resume it on this machine, and what it keeps.
 - report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader.
 - compare.py: two runs compared cell by cell (pure); report.py prints the comparison; cli.py holds every command,
   `compare` too (its arguments, which runs, what must hold, its exit codes).

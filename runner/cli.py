@@ -454,8 +454,8 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
+    from runner.resume import OtherMachine, refusal
     from runner.run import Options, execute
-    from runner.spool import OtherMachine
     from runner.shard import select
 
     _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell, and a dry
@@ -477,14 +477,14 @@ def cmd_run(args, console: Console) -> int:
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
-        print(f"error: {_other_machine(ready.run_id, outcome.refused, '')}", file=sys.stderr)
+        print(f"error: {refusal(ready.run_id, str(outcome.refused))}", file=sys.stderr)
         return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
         kept = _cells_in(outcome.done, f"the spool {spool.dir}")
         if isinstance(refused := outcome.refused, OtherMachine):  # the store out of reach at start-up
             found = f"; found when {location} answered: nothing uploaded, {kept}"
-            print(f"error: {_other_machine(ready.run_id, refused, found)}", file=sys.stderr)
+            print(f"error: {refusal(ready.run_id, str(refused), found)}", file=sys.stderr)
             return EXIT_NOT_RESUMABLE
         if refused:  # past the start-up check: the store out of reach then, or written to since
             print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
@@ -556,14 +556,6 @@ def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
             raise UsageError(str(error)) from None
         if other := next((m for m in held if not same_run(m, spec)), None):
             raise UsageError(_another_spec(run_id, where, other, spec, spec_path))
-
-
-def _other_machine(run_id: str, changes, found: str) -> str:
-    """Why resuming the run `run_id` on this machine is refused (exit 4): `changes`, its material differences from the
-    machine the run's cells were measured on; `found`: when, if after cells were measured into the spool."""
-    return (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
-            f"{changes}){found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for "
-            "a new run")
 
 
 def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:

@@ -32,7 +32,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import NOT_RECORDED, CeilingsOrigin, Machine, Manifest, gpu_name
+from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -52,10 +52,6 @@ MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu pow
 # In `version X` and `worker W: X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
 # ceilings too, runner.ceilings_cache.VERSIONED; tokamax's kernels are variants of their own).
 MATERIAL_LIBRARIES = {"jax", "jaxlib", "cudnn", "transformer_engine", "cuda_runtime", "tokamax"}
-# The material facts a resume goes on across (runner.run.Resume), where every other material fact of the machine
-# refuses it: on GKE a node pool upgrades its driver on its own and a retried shard may land on a node of a newer one,
-# while the image pins every library. The run's manifest keeps the driver its earlier cells ran under (earlier_facts).
-RESUMABLE = {"gpu driver"}
 ABSENT = "—"  # a fact one run has and another has not, in the environments table
 # Facts of one run alone (its identity, times, momentary readings), never a difference of environment.
 IDENTITY = {"run id", "started", "ended", "command", "gpu temperature_c", "gpu sm_clock_mhz",
@@ -406,11 +402,12 @@ def material(fact: str) -> bool:
     """A fact whose difference changes what a time means: power policy, spec identity, attnbench's version (its git
     sha), the GPU (name, compute capability, device count), driver, power limit, the XLA_FLAGS and environment
     variables that can change kernels, and the versions of jax, jaxlib, cuDNN, TransformerEngine, the CUDA runtime
-    and tokamax (the run's or a worker's); and the earlier values of a fact a resume goes on across (`earlier gpu
-    driver`: some of the run's cells ran on another driver than its manifest's machine)."""
+    and tokamax (the run's or a worker's); and the earlier values of any of them (`earlier gpu driver`: some of the
+    run's cells ran on another driver than its manifest's machine, the fact a resume goes on across)."""
+    if fact.startswith("earlier "):
+        return material(fact.removeprefix("earlier "))
     library = fact.rpartition(" ")[2]
-    return (fact in MATERIAL or fact.removeprefix("earlier ") in RESUMABLE
-            or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES))
+    return fact in MATERIAL or (fact.startswith(("version ", "worker ")) and library in MATERIAL_LIBRARIES)
 
 
 def material_of(found: pd.DataFrame) -> pd.DataFrame:
@@ -418,37 +415,6 @@ def material_of(found: pd.DataFrame) -> pd.DataFrame:
     (unknown, not known to differ)."""
     recorded = ~found[["a", "b"]].eq(NOT_RECORDED).any(axis=1)
     return found[found["fact"].map(material).astype(bool) & recorded]
-
-
-def refuses_resume(fact: str) -> bool:
-    """Whether a difference of the fact between a run's manifest and this machine refuses resuming the run here: a
-    material fact of the machine but those a resume goes on across (RESUMABLE)."""
-    return material(fact) and fact not in RESUMABLE and not fact.startswith("earlier ")
-
-
-def machine_changes(run: Manifest, machine: Machine) -> pd.DataFrame:
-    """How `machine` differs from the one `run` was measured on, in the facts that change what a time means (fact, a:
-    the run's, b: the machine's): what resuming the run there would mix into it. The machine alone is compared: the
-    GPU, its driver and power limit, the device count, library versions, XLA_FLAGS and kernel env (run.same_run owns
-    the spec and power policy; attnbench's own version may change, as same_run allows a resume after an upgrade)."""
-    return material_of(differences(run, run.model_copy(update={"machine": machine})))
-
-
-def resumed_across(runs: list[Manifest], machine: Machine) -> tuple[str, dict[str, list[str]]]:
-    """Resuming a run whose cells were measured under `runs` (its parts' manifests) on `machine`: the differences that
-    refuse it, as one line ('' where none), and the earlier values of the facts it goes on across (RESUMABLE), with
-    those the manifests kept of processes before them, where they differ from the machine's."""
-    refused, earlier = [], {}
-    for run in runs:
-        found = machine_changes(run, machine)
-        refuses = found["fact"].map(refuses_resume).astype(bool)
-        refused += [said(found[refuses])] if refuses.any() else []
-        now = facts(run.model_copy(update={"machine": machine}))
-        kept = [(fact, value) for fact, values in (run.earlier_facts or {}).items() for value in values]
-        for fact, value in [*zip(found["fact"][~refuses], found["a"][~refuses]), *kept]:
-            if value != now.get(fact, ABSENT) and value not in earlier.setdefault(fact, []):
-                earlier[fact].append(value)
-    return "; ".join(dict.fromkeys(refused)), {fact: values for fact, values in earlier.items() if values}
 
 
 def said(found: pd.DataFrame) -> str:

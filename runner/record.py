@@ -431,7 +431,7 @@ class Manifest(Strict):
                                          "from runs before 2026-12-03 (readers re-expand their spec).")
     earlier_facts: dict[str, list[str]] | None = Field(None, description="Facts of the machine that earlier processes "
                                                        "or shards of this run measured cells under, where they differ "
-                                                       "from this manifest's and the resume went on (runner.compare."
+                                                       "from this manifest's and the resume went on (runner.resume."
                                                        "RESUMABLE: the GPU driver), as compare names them ('gpu "
                                                        "driver'), each with its earlier values. None: no such "
                                                        "difference (and runs before 2026-12-07; an older reader keeps "

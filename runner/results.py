@@ -257,7 +257,7 @@ def _driver(manifest: Manifest) -> str | None:
 def _earlier_facts(manifests: list[Manifest]) -> dict[str, list[str]] | None:
     """The machine facts that the parts' cells were measured under besides the first part's machine (whose manifest
     the merged one is): each part's earlier_facts and each other part's own driver (the fact a resume goes on across,
-    runner.compare.RESUMABLE, spelt as compare names it), together."""
+    runner.resume.RESUMABLE, spelt as compare names it), together."""
     first = _driver(manifests[0])
     merged: dict[str, list[str]] = {}
     for manifest in manifests:

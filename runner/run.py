@@ -4,8 +4,7 @@ or a crash can lose: runner/spool.py).
 A rerun with the same run id resumes: cells the store or the spool already holds are skipped, and a cell that
 took the whole process down twice (its in-flight marker says so) is recorded `crashed` rather than tried again. A
 rerun on a machine, or under kernel settings, other than the ones the manifests of the run's parts record is refused
-(Resume): before any cell, or when a store out of reach at start-up first answers, before any upload; one run holds
-cells timed under one setting. Another GPU driver alone is no refusal: the manifest keeps the earlier one.
+(runner/resume.py).
 A worker that dies or overruns the cell's time limit costs only its cell. On SIGTERM the cell in flight is
 abandoned (measured again on resume), what is done is uploaded, and the process exits within 10 s.
 """
@@ -33,7 +32,8 @@ from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
 from runner.shape import Params
 from runner.registry import VARIANTS, decline
 from runner.spec import Spec, TimingSettings, identity
-from runner.spool import PULL_TIMEOUT_S, OtherMachine, OtherRun, Refused, Spool, Uploader
+from runner.resume import Resume
+from runner.spool import PULL_TIMEOUT_S, OtherRun, Refused, Spool, Uploader
 from runner.store import Store, StoreUnavailable
 from runner.supervisor import Pool, Stopped, WorkerLost
 from runner.termination import TERMINATION
@@ -59,39 +59,6 @@ def same_run(manifest: Manifest, spec: Spec) -> bool:
     stored = manifest.spec if isinstance(manifest.spec, dict) else {}
     timing = stored.get("timing") if isinstance(stored.get("timing"), dict) else {}
     return bool(stored) and identity(stored) == spec.identity() and timing.get("power") == spec.timing.power
-
-
-class Resume:
-    """The check of this process's machine against the manifests the run's cells were measured under (its spool's,
-    every part's in the store), at start-up and again when a store out of reach then first answers: a difference in a
-    fact that refuses a resume (runner.compare.refuses_resume) raises OtherMachine, or one run would hold cells timed
-    under two settings; one it goes on across (the driver) is said in a line and kept in the manifest (earlier_facts)."""
-
-    def __init__(self, spool: Spool, machine: Machine):
-        self.spool, self.machine = spool, machine
-        self.earlier: dict[str, list[str]] = {}
-        self.manifest_written = False  # this process's manifest is the spool's: one found later is added to it
-        self._lock = threading.Lock()
-
-    def __call__(self, manifests: list[Manifest]) -> None:
-        if not manifests:
-            return
-        from runner.compare import resumed_across  # pandas: loaded by a resume alone
-
-        refused, earlier = resumed_across(manifests, self.machine)
-        if refused:
-            raise OtherMachine(refused)
-        with self._lock:
-            merged = {fact: list(dict.fromkeys([*self.earlier.get(fact, []), *values]))
-                      for fact, values in {**self.earlier, **earlier}.items()}
-            if merged == self.earlier:
-                return
-            said = "; ".join(f"{fact} {', '.join(values)}" for fact, values in merged.items())
-            print(f"warning: run {self.spool.run_id}: its earlier cells were measured under {said}, not this "
-                  "process's; resuming, and its manifest keeps that (earlier_facts)", file=sys.stderr, flush=True)
-            self.earlier = merged
-            if self.manifest_written and (manifest := self.spool.manifest()):
-                self.spool.write_manifest(manifest.model_copy(update={"earlier_facts": merged}))
 
 
 def cell_timeout_s(settings: TimingSettings) -> float:
@@ -330,7 +297,7 @@ def _spool_declined(ctx: Context, records: list[CellRecord]) -> list[CellRecord]
 def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str,
                  order: list[str], earlier: dict[str, list[str]] | None = None) -> Manifest:
     """This run's (or shard's) manifest; a resumed one keeps the first start time. `order`: the run's cell keys;
-    `earlier`: the machine facts its earlier cells were measured under, where they differ (Resume)."""
+    `earlier`: the machine facts its earlier cells were measured under, where they differ (runner.resume.Resume)."""
     previous = spool.manifest()
     names = dict.fromkeys(v for exp in spec.experiments for v in exp.variants)
     return Manifest(

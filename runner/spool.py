@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from runner.record import CellRecord, Manifest
-from runner.results import cell_object, inflight_name, parse_cells, parse_manifest, part_names
+from runner.results import Part, cell_object, inflight_name, parse_cells, parse_manifest, part_names
 from runner.store import LocalStore, Store, StoreError, StoreUnavailable
 
 SPOOL_ENV = "ATTNBENCH_SPOOL"
@@ -267,22 +267,12 @@ class OtherRun(Refused):
         self.where, self.manifest = where, manifest
 
 
-class OtherMachine(Refused):
-    """The run's cells were measured on a machine that differs from this process's in facts that refuse a resume
-    (runner.compare.refuses_resume; the message: those differences as one line). `late`: found when the store first
-    answered, after cells were measured into the spool, rather than before the first cell."""
-
-    def __init__(self, changes: str, late: bool = False):
-        super().__init__(changes)
-        self.late = late
-
-
 class Uploader:
     """Copies a spool's part to the store from a background thread, retrying with backoff up to every_s apart.
     `resumes` says whether a part the store already holds under the run id is one this part may join (the run's:
     run.same_run for its spec; None: any); until an upload has landed, the store's parts are checked at every try,
     so a store out of reach when the run started is checked when it first answers, before anything is put; at the
-    pull, so are the machines the store's parts were measured on, once the run has told how (`measuring_on`).
+    pull, so is the machine, against the store's parts, once the run has told how (`measuring_on`: runner.resume).
     `unreachable`: why the store was out of reach at start-up, said then: an outage is said once, until it answers."""
 
     def __init__(self, spool: Spool, store: Store, every_s: float, resumes: Callable[[Manifest], bool] | None = None,
@@ -293,9 +283,9 @@ class Uploader:
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
         self.store_manifest: Manifest | None = None  # this part's manifest as the store held it at the pull
-        self.store_measured: list[Manifest] = []  # the manifests of the store's parts that cells were measured under
-        self._machine_check: Callable[[list[Manifest]], None] | None = None  # raises OtherMachine
-        self._checking = threading.Lock()  # the pull's manifests and the machine's check, whichever comes second
+        self.store_parts: list[Part] = []  # the store's parts of the run as last read, for the machine's check
+        self._machine_check: Callable[[list[Part], bool], None] | None = None  # raises Refused
+        self._checking = threading.Lock()  # the pull's parts and the machine's check, whichever comes second
         self.pulled = False
         self.landed = False  # an upload of this process reached the store
         self.refused: Refused | None = None  # a run of another spec, or cells of another machine: nothing uploaded
@@ -311,15 +301,14 @@ class Uploader:
     def pull(self, store: Store | None = None) -> set[str]:
         """Fold the store's copy of this part into the spool; return the keys of every cell the store holds. A store
         that holds a run of another spec under the run id raises OtherRun, and one whose cells were measured on a
-        machine the run's check refuses (`measuring_on`) OtherMachine: nothing is folded in."""
+        machine the run's check refuses (`measuring_on`) what it raises: nothing is folded in."""
         store = store or self.store
         run = store.read(self.spool.run_id)
         self._refuse_another([p.manifest for p in run.parts if p.manifest], store)
-        with self._checking:  # a part of this shard that holds no cell was measuring nothing; another shard's may be
-            self.store_measured = [p.manifest for p in run.parts
-                                   if p.manifest and (p.cells or p.shard != self.spool.shard)]
+        with self._checking:
+            self.store_parts = run.parts
             if self._machine_check:
-                self._check_machine(self.store_measured, late=True)
+                self._check_machine(late=True)
         own = next((p for p in run.parts if p.shard == self.spool.shard), None)
         if own:
             for record in own.cells:
@@ -364,30 +353,28 @@ class Uploader:
                 self._changed.notify_all()
             raise self.refused
 
-    def measuring_on(self, check: Callable[[list[Manifest]], None]) -> bool:
-        """Check the machine this process measures on (`check` raises OtherMachine) against the manifests the run's
-        cells were measured under: the spool's, and the store's parts' once a pull has read them (a pull still to come
-        checks them as it reads them, before anything is uploaded). False where refused: nothing is uploaded."""
-        spooled = self.spool.manifest()
+    def measuring_on(self, check: Callable[[list[Part], bool], None]) -> bool:
+        """Check the machine this process measures on (`check(parts, late)` raises Refused: runner.resume.Resume)
+        against the spool and the store's parts once a pull has read them (a pull still to come checks them as it
+        reads them, before anything is uploaded). False where refused: nothing is uploaded."""
         with self._checking:
             self._machine_check = check
-            held = [*([spooled] if spooled and self.spool.keys() else []), *self.store_measured]
         try:
-            self._check_machine(held, late=False)
-        except OtherMachine:
+            self._check_machine(late=False)
+        except Refused:
             return False
         return True
 
-    def _check_machine(self, manifests: list[Manifest], late: bool) -> None:
-        """Raise OtherMachine, and keep it, where the check refuses the machine against these manifests."""
+    def _check_machine(self, late: bool) -> None:
+        """Raise what the check raises, and keep it, where it refuses the machine against the store's parts."""
         try:
-            self._machine_check(manifests)
-        except OtherMachine as refused:
+            self._machine_check(self.store_parts, late)
+        except Refused as refused:
             with self._changed:  # a commit waiting for the store stops waiting
-                self.refused = OtherMachine(str(refused), late)
-                self.error = str(self.refused)
+                self.refused = refused
+                self.error = str(refused)
                 self._changed.notify_all()
-            raise self.refused from None
+            raise
 
     def _behind(self) -> list[str]:
         """Spooled keys the store lacks, from the ones spooled since the last look: no pass over the whole part.

@@ -535,8 +535,8 @@ def test_a_run_that_did_not_record_its_kernel_settings_resumes_under_any(run, sp
 def test_a_resume_of_a_part_that_holds_no_cell_yet_is_a_new_start(run, tmp_path):
     """A process killed before its first cell left a manifest and nothing timed under it: nothing to mix, no refusal."""
     from runner.record import CellRecord, read_manifest
-    from runner.run import Resume
-    from runner.spool import OtherMachine, Spool, Uploader, spool_store
+    from runner.resume import OtherMachine, Resume
+    from runner.spool import Spool, Uploader, spool_store
     from runner.store import LocalStore
 
     manifest = read_manifest(json.loads((run[1] / MANIFEST).read_text()))

@@ -986,20 +986,21 @@ def test_the_regressions_pages_example_is_what_compare_prints_now(capsys):
 
 
 def test_a_resume_goes_on_across_the_driver_alone_and_keeps_the_earlier_values():
-    """Which facts refuse a resume (compare.refuses_resume): the GPU, its power limit and the libraries do, the driver
+    """Which facts refuse a resume (resume.refuses_resume): the GPU, its power limit and the libraries do, the driver
     (RESUMABLE: a GKE node pool upgrades it on its own) does not; its earlier values are kept, with those a manifest
     kept of processes before it, but not one equal to this machine's."""
     from runner.record import GpuFacts, Machine, Manifest
+    from runner.resume import resumed_across
 
     machine = Machine(host="h", platform="gpu", device_kind="H200", device_count=1, versions={"jax": "0.8.0"},
                       gpu=GpuFacts(name="NVIDIA H200", driver="580.95", power_limit_w=700))
     run = Manifest(run_id="r", name="t", spec={}, spec_hash="0" * 16, started_at="2026-12-07T00:00:00+00:00",
                    machine=machine.model_copy(update={"gpu": machine.gpu.model_copy(update={"driver": "570.10"})}),
                    earlier_facts={"gpu driver": ["560.1", "580.95"]})
-    assert compare.resumed_across([run], machine) == ("", {"gpu driver": ["570.10", "560.1"]})
-    assert compare.resumed_across([run.model_copy(update={"earlier_facts": None})], machine) == (
+    assert resumed_across([run], machine) == ("", {"gpu driver": ["570.10", "560.1"]})
+    assert resumed_across([run.model_copy(update={"earlier_facts": None})], machine) == (
         "", {"gpu driver": ["570.10"]})
     capped = machine.model_copy(update={"gpu": machine.gpu.model_copy(update={"power_limit_w": 500.0})})
-    assert compare.resumed_across([run], capped)[0] == "gpu power_limit_w 700.0 → 500.0"
+    assert resumed_across([run], capped)[0] == "gpu power_limit_w 700.0 → 500.0"
     upgraded = machine.model_copy(update={"versions": {"jax": "0.9.0"}})
-    assert compare.resumed_across([run, run], upgraded)[0] == "version jax 0.8.0 → 0.9.0"
+    assert resumed_across([run, run], upgraded)[0] == "version jax 0.8.0 → 0.9.0"

@@ -1,0 +1,123 @@
+"""The resume rule: a rerun of a run id resumes the run only where its cells are timed as the run's were.
+
+Before its first cell, and again when a store out of reach at start-up first answers (before anything is uploaded),
+the machine this process measures on is checked against the manifests the run's cells were measured under
+(`measured_under`: its own part's in the spool and in the store where they hold cells, and every other shard's in the
+store from the moment it is there). A difference in a fact that decides which kernels run or what they compute
+(`refuses_resume`: a material fact of runner.compare but those in RESUMABLE) refuses the resume (OtherMachine: exit 4,
+said by `refusal`): one run never holds cells timed under two settings. A difference in a RESUMABLE fact (the GPU
+driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from runner import RUN_ID_ENV
+from runner.record import Machine, Manifest
+from runner.results import Part
+from runner.spool import Refused, Spool
+
+# The material facts a resume goes on across, where every other material fact of the machine refuses it: on GKE a node
+# pool upgrades its driver on its own and a retried shard may land on a node of a newer one, while the image pins every
+# library. The run's manifest keeps the driver its earlier cells ran under (earlier_facts).
+RESUMABLE = {"gpu driver"}
+
+
+class OtherMachine(Refused):
+    """The run's cells were measured on a machine that differs from this process's in facts that refuse a resume
+    (refuses_resume; the message: those differences as one line). `late`: found when the store first answered, after
+    cells were measured into the spool, rather than before the first cell."""
+
+    def __init__(self, changes: str, late: bool = False):
+        super().__init__(changes)
+        self.late = late
+
+
+def refuses_resume(fact: str) -> bool:
+    """Whether a difference of the fact between a run's manifest and this machine refuses resuming the run here: a
+    material fact of the machine but those a resume goes on across (RESUMABLE)."""
+    from runner.compare import material  # pandas: loaded by a resume alone
+
+    return material(fact) and fact not in RESUMABLE and not fact.startswith("earlier ")
+
+
+def machine_changes(run: Manifest, machine: Machine):
+    """How `machine` differs from the one `run` was measured on, in the facts that change what a time means (a frame
+    of fact, a: the run's, b: the machine's): what resuming the run there would mix into it. The machine alone is
+    compared: the GPU, its driver and power limit, the device count, library versions, XLA_FLAGS and kernel env
+    (run.same_run owns the spec and power policy; attnbench's own version may change, as same_run allows a resume
+    after an upgrade)."""
+    from runner.compare import differences, material_of
+
+    return material_of(differences(run, run.model_copy(update={"machine": machine})))
+
+
+def resumed_across(runs: list[Manifest], machine: Machine) -> tuple[str, dict[str, list[str]]]:
+    """Resuming a run whose cells were measured under `runs` (its parts' manifests) on `machine`: the differences that
+    refuse it, as one line ('' where none), and the earlier values of the facts it goes on across (RESUMABLE), with
+    those the manifests kept of processes before them, where they differ from the machine's."""
+    from runner.compare import ABSENT, facts, said
+
+    refused, earlier = [], {}
+    for run in runs:
+        found = machine_changes(run, machine)
+        refuses = found["fact"].map(refuses_resume).astype(bool)
+        refused += [said(found[refuses])] if refuses.any() else []
+        now = facts(run.model_copy(update={"machine": machine}))
+        kept = [(fact, value) for fact, values in (run.earlier_facts or {}).items() for value in values]
+        for fact, value in [*zip(found["fact"][~refuses], found["a"][~refuses]), *kept]:
+            if value != now.get(fact, ABSENT) and value not in earlier.setdefault(fact, []):
+                earlier[fact].append(value)
+    return "; ".join(dict.fromkeys(refused)), {fact: values for fact, values in earlier.items() if values}
+
+
+def measured_under(spool: Spool, parts: list[Part], late: bool) -> list[Manifest]:
+    """The manifests a resume's cells would join: the spool's where it holds cells (at start-up: by a late check it
+    is this process's own), and each of the store's `parts` that holds cells or is another shard's (a shard that holds
+    none yet is measuring, or about to)."""
+    spooled = None if late else spool.manifest()
+    held = [spooled] if spooled and spool.keys() else []
+    return held + [p.manifest for p in parts if p.manifest and (p.cells or p.shard != spool.shard)]
+
+
+class Resume:
+    """The check of this process's machine against the manifests the run's cells were measured under, at start-up
+    (runner.spool.Uploader.measuring_on) and when a store out of reach then first answers (its pull): a difference in
+    a fact that refuses a resume raises OtherMachine; one it goes on across (the driver) is said in a line and kept
+    in the manifest (earlier)."""
+
+    def __init__(self, spool: Spool, machine: Machine):
+        self.spool, self.machine = spool, machine
+        self.earlier: dict[str, list[str]] = {}
+        self.manifest_written = False  # this process's manifest is the spool's: one found later is added to it
+        self._lock = threading.Lock()
+
+    def __call__(self, parts: list[Part], late: bool) -> None:
+        manifests = measured_under(self.spool, parts, late)
+        if not manifests:
+            return
+        refused, earlier = resumed_across(manifests, self.machine)
+        if refused:
+            raise OtherMachine(refused, late)
+        with self._lock:
+            merged = {fact: list(dict.fromkeys([*self.earlier.get(fact, []), *values]))
+                      for fact, values in {**self.earlier, **earlier}.items()}
+            if merged == self.earlier:
+                return
+            said = "; ".join(f"{fact} {', '.join(values)}" for fact, values in merged.items())
+            print(f"warning: run {self.spool.run_id}: its earlier cells were measured under {said}, not this "
+                  "process's; resuming, and its manifest keeps that (earlier_facts)", file=sys.stderr, flush=True)
+            self.earlier = merged
+            if self.manifest_written and (manifest := self.spool.manifest()):
+                self.spool.write_manifest(manifest.model_copy(update={"earlier_facts": merged}))
+
+
+def refusal(run_id: str, changes: str, found: str = "") -> str:
+    """Why resuming the run `run_id` on this machine is refused (exit 4), in one line: `changes`, its material
+    differences from the machine the run's cells were measured on, and what to run next; `found`: when, if after
+    cells were measured into the spool."""
+    return (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
+            f"{changes}){found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for "
+            "a new run")
