@@ -480,17 +480,28 @@ def cmd_run(args, console: Console) -> int:
         print(f"error: {refusal(ready.run_id, str(outcome.refused))}", file=sys.stderr)
         return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
+        if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
+            return _refused_late(outcome.refused, spool, spec, args.spec, location, console)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-        kept = _cells_in(outcome.done, f"the spool {spool.dir}")
-        if isinstance(refused := outcome.refused, OtherMachine):  # the store out of reach at start-up
-            found = f"; found when {location} answered: nothing uploaded, {kept}"
-            print(f"error: {refusal(ready.run_id, str(refused), found)}", file=sys.stderr)
-            return EXIT_NOT_RESUMABLE
-        if refused:  # past the start-up check: the store out of reach then, or written to since
-            print(f"error: {_another_spec(ready.run_id, refused.where, refused.manifest, spec, args.spec)}; found "
-                  f"before the first upload: nothing uploaded, {kept}", file=sys.stderr)
-            return EXIT_INPUT
         return _run_exit(outcome, spool, location)
+
+
+def _refused_late(refused, spool, spec, spec_path: str, location: str, console: Console) -> int:
+    """A run refused once cells were measured into its spool: those cells moved to a run id of their own
+    (runner.resume.set_aside), its tables, the one line saying where they are and what to run next, its exit code."""
+    from runner.resume import OtherMachine, aside_said, refusal, set_aside
+    from runner.run import new_run_id
+
+    kept = set_aside(spool, new_run_id(spec))
+    _run_report(kept, f"{kept.dir} (the spool; not in {location})", console)
+    aside = aside_said(kept) if kept is not spool else ""
+    if isinstance(refused, OtherMachine):
+        found = f"found when {location} answered: nothing uploaded"
+        print(f"error: {refusal(spool.run_id, str(refused), found, aside)}", file=sys.stderr)
+        return EXIT_NOT_RESUMABLE
+    print(f"error: {_another_spec(spool.run_id, refused.where, refused.manifest, spec, spec_path)}; found before the "
+          f"first upload: nothing uploaded{f'; {aside}' if aside else ', no cell measured'}", file=sys.stderr)
+    return EXIT_INPUT
 
 
 @dataclass

@@ -6,7 +6,9 @@ the machine this process measures on is checked against the manifests the run's 
 store from the moment it is there). A difference in a fact that decides which kernels run or what they compute
 (`refuses_resume`: a material fact of runner.compare but those in RESUMABLE) refuses the resume (OtherMachine: exit 4,
 said by `refusal`): one run never holds cells timed under two settings. A difference in a RESUMABLE fact (the GPU
-driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`).
+driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`). A
+refusal found after cells were measured into the spool moves them to a run id of their own (`set_aside`): nothing
+measured is lost, and none is mixed into the refused run when it resumes from that spool.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from runner import RUN_ID_ENV
+from runner import RUN_ID_ENV, counted
 from runner.record import Machine, Manifest
 from runner.results import Part
 from runner.spool import Refused, Spool
@@ -114,10 +116,38 @@ class Resume:
                 self.spool.write_manifest(manifest.model_copy(update={"earlier_facts": merged}))
 
 
-def refusal(run_id: str, changes: str, found: str = "") -> str:
+def set_aside(spool: Spool, run_id: str) -> Spool:
+    """Move a closed spool's part (its manifest and cells, each record's run id with them) to run `run_id` in the same
+    spool, where a rerun under that id finishes and uploads it; the in-flight marker stays. The part the cells are in
+    now, closed: `run_id`'s, or `spool` itself where it holds no cell (nothing moved)."""
+    records, manifest = spool.records(), spool.manifest()
+    if not records:
+        return spool
+    with Spool(spool.local, run_id, spool.shard) as aside:
+        aside.add_quietly([record.model_copy(update={"run_id": run_id}) for record in records])
+        if manifest:
+            aside.write_manifest(manifest.model_copy(update={"run_id": run_id}))
+    for name in (spool.cells_name, spool.manifest_name):  # after the copy: a crash between leaves both, not neither
+        spool.local.delete(name)
+    return aside
+
+
+def aside_said(aside: Spool) -> str:
+    """The cells `set_aside` moved to `aside` and the rerun that uploads them, as a clause."""
+    moved = len(aside.keys())
+    held = "the 1 cell it held was" if moved == 1 else f"the {counted(moved, 'cell')} it held were"
+    return (f"{held} moved to run {aside.run_id} in the spool {aside.dir}: rerun with --run-id {aside.run_id} to finish "
+            "that run and upload it")
+
+
+def refusal(run_id: str, changes: str, found: str = "", aside: str = "") -> str:
     """Why resuming the run `run_id` on this machine is refused (exit 4), in one line: `changes`, its material
-    differences from the machine the run's cells were measured on, and what to run next; `found`: when, if after
-    cells were measured into the spool."""
-    return (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
-            f"{changes}){found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for "
-            "a new run")
+    differences from the machine the run's cells were measured on, and what to run next. `found`: when, if after
+    cells were measured into the spool; `aside`: where those cells went (aside_said)."""
+    said = (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
+            f"{changes})")
+    if aside:
+        return f"{said}; {found}; {aside}, or under the run's settings to resume {run_id}"
+    found = f"; {found}, no cell measured" if found else ""
+    return (f"{said}{found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for a "
+            "new run")

@@ -581,7 +581,8 @@ def test_a_resume_whose_store_answers_late_is_refused_when_it_answers_keeping_wh
         run, spec_path, tmp_path, capsys, monkeypatch):
     """A pod on a new node (an empty spool) that cannot reach the bucket at first measures meanwhile; the first read
     that answers finds the run's cells timed under other settings: refused then, before anything is uploaded, exit
-    4, the cells measured meanwhile in the spool it names, the store's run as it was."""
+    4, the store's run as it was, and the cells measured meanwhile moved in the spool to a run id of their own that
+    the line names: a rerun under the run's settings resumes the run from that spool, mixing none of them in."""
     out = tmp_path / "out"
     folder = unfinished(run[1], out)
     before = held(folder)
@@ -591,17 +592,24 @@ def test_a_resume_whose_store_answers_late_is_refused_when_it_answers_keeping_wh
     monkeypatch.setenv("NVTE_FUSED_ATTN", KERNEL_SETTINGS["NVTE_FUSED_ATTN"])
     done = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool",
                       "--flush-every", "1")
-    measured = read_run(spool).cells
-    kept = "the 1 cell is" if len(measured) == 1 else f"all {len(measured)} cells are"
+    [aside] = [p for p in spool.parent.iterdir() if p.name != RUN_ID]
+    moved = read_run(aside)
+    held_ = "the 1 cell it held was" if len(moved.cells) == 1 else f"the {len(moved.cells)} cells it held were"
     assert done.code == 4 and done.errors[-1] == (
         f"error: run id {RUN_ID}: resuming it here would mix cells timed under two settings (the run's → this "
         "process's: xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true); found when "
-        f"{folder} answered: nothing uploaded, {kept} in the spool {spool}; rerun under the run's settings, or give "
-        "another --run-id (or unset ATTNBENCH_RUN_ID) for a new run"), done.err
-    assert measured and held(folder) == before
-    monkeypatch.setenv("XLA_FLAGS", KERNEL_SETTINGS["XLA_FLAGS"])  # the run's: that spool now holds the other's cells
+        f"{folder} answered: nothing uploaded; {held_} moved to run {aside.name} in the spool {aside}: rerun with "
+        f"--run-id {aside.name} to finish that run and upload it, or under the run's settings to resume {RUN_ID}"
+    ), done.err
+    assert moved.cells and {c.run_id for c in moved.cells} == {moved.manifest.run_id} == {aside.name}
+    assert moved.manifest.machine.xla_flags == ["--xla_cpu_enable_fast_math=true"] and moved.problems == []
+    assert held(folder) == before and not (spool / CELLS).exists() and not (spool / MANIFEST).exists()
+    monkeypatch.setenv("XLA_FLAGS", KERNEL_SETTINGS["XLA_FLAGS"])  # the run's: its spool holds none of the others
     again = in_process(capsys, "run", spec_path, "--out", out, "--run-id", RUN_ID, "--spool", tmp_path / "spool")
-    assert again.code == 4 and "--xla_cpu_enable_fast_math=true → --xla_cpu_enable_fast_math=false" in again.err
+    assert again.code == 0, again.err
+    resumed = read_run(folder)
+    assert len(resumed.cells) == 10 and resumed.manifest.machine.xla_flags == ["--xla_cpu_enable_fast_math=false"]
+    assert read_run(aside).cells == moved.cells
 
 
 def test_a_shard_under_other_settings_than_another_shard_of_its_run_is_refused(spec_path, tmp_path):

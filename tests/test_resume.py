@@ -17,7 +17,7 @@ import pytest
 from conftest import BUCKET
 from helpers import alive, children, spec_data, write_spec
 from runner.cells import expand
-from runner.cli import EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
+from runner.cli import EXIT_INPUT, EXIT_NOT_RESUMABLE, EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
 from runner.registry import VARIANTS, VARIANTS_ENV, load_all
 from runner.spec import load_spec
 from runner.spool import GROUP_S
@@ -200,7 +200,8 @@ def test_store_never_back_exits_3_with_the_spool(emulator, tmp_path):
 
 def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_when_it_answers(emulator, tmp_path):
     """The start-up refusal of a run id that holds a run of another spec (a9ca381) cannot ask a store out of reach:
-    the run measures into the spool, and when the store first answers it uploads nothing and ends with exit 2."""
+    the run measures into the spool, and when the store first answers it uploads nothing and ends with exit 2, what it
+    measured moved in the spool to a new run id that the line names."""
     other = manifest(run_id="taken", name="other", spec={"name": "other"}, spec_hash="f" * 16)
     open_store(OUT).put("taken/manifest.json", other.model_dump_json().encode())
     emulator.stop()
@@ -212,13 +213,52 @@ def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_wh
     open_gate(gates, 16)
     open_gate(gates, 24)
     assert run.wait(RUN_TIMEOUT_S) == EXIT_INPUT, (spool / "stderr.txt").read_text()
-    folder = spooled(spool, "taken")
+    [aside] = [p for p in spooled(spool, "taken").parent.iterdir() if p.name != "taken"]
+    moved = read_run(aside).cells
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
     assert error.startswith(f"error: run id taken: {OUT}/taken holds a run of spec other (spec hash {'f' * 16}) and "
                             f"{spec} (test, spec hash ")
-    assert error.endswith(f"found before the first upload: nothing uploaded, all {len(read_run(folder).cells)} "
-                          f"cells are in the spool {folder}")
-    assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(read_run(folder).cells) >= 3
+    assert error.endswith(f"found before the first upload: nothing uploaded; the {len(moved)} cells it held were moved "
+                          f"to run {aside.name} in the spool {aside}: rerun with --run-id {aside.name} to finish that "
+                          "run and upload it")
+    assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(moved) >= 3
+
+
+def test_a_resume_refused_when_its_store_answers_late_moves_what_it_measured_to_a_run_of_its_own(emulator, tmp_path):
+    """A pod whose bucket is out of reach at start-up measures into its spool; when the bucket answers, the run's
+    cells there were timed under other kernel settings: exit 4, nothing uploaded, and the one line names the run id
+    the cells measured meanwhile were moved to in the spool. A rerun under that id uploads them as a run of its own,
+    measuring only the rest; a rerun under the run's settings from the same spool resumes the run, none mixed in."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "pod-2", tmp_path / "gates"
+    run_flags, other_flags = "--xla_cpu_enable_fast_math=false", "--xla_cpu_enable_fast_math=true"
+    first = start_run(spec, "mixed", tmp_path / "pod-1", "--variants", "naive", XLA_FLAGS=run_flags)
+    assert first.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-1" / "stderr.txt").read_text()
+    naive = set(stored("mixed"))
+    emulator.stop()
+    late = start_gated(spec, "mixed", spool, gates, "--store-timeout", "60", XLA_FLAGS=other_flags)
+    wait_for(lambda: spooled_lines(spool, "mixed") == 3 or late.poll() is not None)  # held at the gate at seq_len 16
+    assert late.poll() is None, (spool / "stderr.txt").read_text()
+    emulator.start()
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    assert late.wait(RUN_TIMEOUT_S) == EXIT_NOT_RESUMABLE, (spool / "stderr.txt").read_text()
+    folder = spooled(spool, "mixed")
+    [aside] = [p for p in folder.parent.iterdir() if p.name != "mixed"]
+    moved = {c.key for c in read_run(aside).cells}
+    assert (spool / "stderr.txt").read_text().splitlines()[-1].endswith(
+        f"found when {OUT}/mixed answered: nothing uploaded; the {len(moved)} cells it held were moved to run "
+        f"{aside.name} in the spool {aside}: rerun with --run-id {aside.name} to finish that run and upload it, or "
+        "under the run's settings to resume mixed")
+    assert len(moved) >= 3 and not read_run(folder).cells and set(stored("mixed")) == naive
+    again = start_gated(spec, aside.name, spool, gates, XLA_FLAGS=other_flags)
+    assert again.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
+    assert f"resuming {aside.name}: {len(moved)} of 6 cells already done" in (spool / "stdout.txt").read_text()
+    assert_each_cell_once(emulator, aside.name, spec)
+    assert open_store(OUT).read(aside.name).manifest.machine.xla_flags == [other_flags]
+    resumed = start_gated(spec, "mixed", spool, gates, XLA_FLAGS=run_flags)
+    assert resumed.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
+    assert_each_cell_once(emulator, "mixed", spec)
+    assert open_store(OUT).read("mixed").manifest.machine.xla_flags == [run_flags]
 
 
 def start_up_s(spec: Path, spool: Path) -> float:
