@@ -3,7 +3,8 @@
 Before its first cell, and again when a store out of reach at start-up first answers (before anything is uploaded),
 the machine this process measures on is checked against the manifests the run's cells were measured under
 (`measured_under`: its own part's in the spool and in the store where they hold cells, and every other shard's in the
-store from the moment it is there). A difference in a fact that decides which kernels run or what they compute
+store from the moment it is there; two shards that start together can still miss each other's: docs/results.md, "Two
+shards starting together"). A difference in a fact that decides which kernels run or what they compute
 (`refuses_resume`: a material fact of runner.compare but those in RESUMABLE) refuses the resume (OtherMachine: exit 4,
 said by `refusal`): one run never holds cells timed under two settings. A difference in a RESUMABLE fact (the GPU
 driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`). A

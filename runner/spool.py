@@ -355,15 +355,28 @@ class Uploader:
 
     def measuring_on(self, check: Callable[[list[Part], bool], None]) -> bool:
         """Check the machine this process measures on (`check(parts, late)` raises Refused: runner.resume.Resume)
-        against the spool and the store's parts once a pull has read them (a pull still to come checks them as it
-        reads them, before anything is uploaded). False where refused: nothing is uploaded."""
+        against the spool and the store's parts: the pull's, other shards' read again now (one may have started since
+        the pull, while this process's first worker started); a pull still to come checks them as it reads them,
+        before anything is uploaded. False where refused: nothing is uploaded."""
+        others = self._others_now() if self.pulled else None  # else the pull to come reads them
         with self._checking:
             self._machine_check = check
+            if others is not None:
+                self.store_parts = [*(p for p in self.store_parts if p.shard == self.spool.shard), *others]
         try:
             self._check_machine(late=False)
         except Refused:
             return False
         return True
+
+    def _others_now(self) -> list[Part] | None:
+        """The manifests of the store's parts other than this shard's, read now; None where the store does not answer
+        (the pull's stand)."""
+        try:
+            manifests = self.store.with_timeout(PULL_TIMEOUT_S).manifests(self.spool.run_id)
+        except (StoreError, StoreUnavailable):
+            return None
+        return [Part(m.shard, m) for m in manifests if m.shard != self.spool.shard]
 
     def _check_machine(self, late: bool) -> None:
         """Raise what the check raises, and keep it, where it refuses the machine against the store's parts."""

@@ -456,3 +456,23 @@ def test_a_failure_of_another_kind_after_an_outage_is_said_too(tmp_path, capsys)
     assert uploader.close() is False
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert [("unreachable" in w, "403 Forbidden" in w) for w in warnings] == [(True, False), (False, True)], warnings
+
+
+def test_the_machine_check_reads_again_the_manifests_of_shards_that_started_after_the_pull(tmp_path):
+    """Two shards of one run starting together on two machines: each pulled the store before its first worker
+    described the machine (seconds, minutes with cold caches), so the pull saw neither. The check reads the other
+    shards' manifests again as it runs: the second to check is refused against the first's, landed meanwhile."""
+    from runner.resume import OtherMachine, Resume
+    from runner.results import part_names
+
+    store = LocalStore(tmp_path / "out")
+    spool = Spool(spool_store(tmp_path / "spool", store), RUN, "1/2")
+    uploader = Uploader(spool, store, 30.0)
+    assert uploader.pull() == set()
+    first = manifest(run_id=RUN, shard="0/2")
+    first = first.model_copy(update={"machine": first.machine.model_copy(update={"xla_flags": ["--x=false"]})})
+    store.put(f"{RUN}/{part_names('0/2')[0]}", first.model_dump_json().encode())
+    assert uploader.measuring_on(Resume(spool, first.machine)) and uploader.refused is None
+    other = first.machine.model_copy(update={"xla_flags": ["--x=true"]})
+    assert not uploader.measuring_on(Resume(spool, other))
+    assert isinstance(uploader.refused, OtherMachine) and str(uploader.refused) == "xla_flags --x=false → --x=true"
