@@ -283,6 +283,7 @@ class Uploader:
         self.store_keys: set[str] = set()  # every key the store held at the pull, any part
         self.store_inflight: dict | None = None
         self.store_manifest: Manifest | None = None  # this part's manifest as the store held it at the pull
+        self.unreadable: str | None = None  # why this part's manifest in the store did not read, until replaced
         self.store_parts: list[Part] = []  # the store's parts of the run as last read, for the machine's check
         self._machine_check: Callable[[list[Part], bool], None] | None = None  # raises Refused
         self._checking = threading.Lock()  # the pull's parts and the machine's check, whichever comes second
@@ -316,6 +317,8 @@ class Uploader:
             self.stored |= {c.key for c in own.cells}
             self.store_inflight = own.inflight
             self.store_manifest = own.manifest
+            where = f"{store.location(self.spool.manifest_name)}:"  # as runner.results names it in a problem
+            self.unreadable = next((p for p in run.problems if p.startswith(where)), None) if not own.manifest else None
             if own.manifest and self.spool.manifest() is None:
                 self.spool.write_manifest(own.manifest)
         self.store_keys = {c.key for c in run.cells}
@@ -342,6 +345,9 @@ class Uploader:
             self._put(store, self.spool.inflight_name, marker)
         if manifest := self.spool.manifest_bytes():
             self._put(store, self.spool.manifest_name, manifest)
+            if self.unreadable:  # replaced: said once, in one line
+                _warn(f"{self.unreadable}; replaced by this run's manifest")
+                self.unreadable = None
 
     def _refuse_another(self, manifests: list[Manifest], store: Store) -> None:
         """Raise OtherRun, and keep it, when a part the store holds is of another run than this one."""

@@ -476,3 +476,23 @@ def test_the_machine_check_reads_again_the_manifests_of_shards_that_started_afte
     other = first.machine.model_copy(update={"xla_flags": ["--x=true"]})
     assert not uploader.measuring_on(Resume(spool, other))
     assert isinstance(uploader.refused, OtherMachine) and str(uploader.refused) == "xla_flags --x=false → --x=true"
+
+
+@pytest.mark.parametrize("junk", [b"{}", b"{\"run_id\": "], ids=["empty object", "cut short"])
+def test_this_parts_manifest_in_the_store_that_does_not_read_is_replaced_with_one_line_naming_it(tmp_path, capsys,
+                                                                                                 junk):
+    """A manifest of the run's part in the store that does not read (an empty object, a write cut short) is replaced by
+    the run's own as it uploads: one warning says which object and why, where it was overwritten unsaid."""
+    store = LocalStore(tmp_path / "out")
+    store.put(f"{RUN}/manifest.json", junk)
+    spool = Spool(spool_store(tmp_path / "spool", store), RUN, None)
+    uploader = Uploader(spool, store, 30.0)
+    assert uploader.pull() == set()
+    spool.write_manifest(manifest(run_id=RUN))
+    uploader.flush()
+    uploader.flush()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    where = tmp_path / "out" / RUN / "manifest.json"
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: {where}: "), warnings
+    assert warnings[0].endswith("; replaced by this run's manifest")
+    assert read_run(tmp_path / "out" / RUN).manifest == manifest(run_id=RUN)
