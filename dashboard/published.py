@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from runner import metrics, published
-from dashboard.tables import SHAPE, case, fp8_variants, line_axes, shape_labels
+from runner import leaderboard, metrics, published
+from dashboard.tables import SHAPE, case, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
 
@@ -17,20 +17,23 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """The cells with a published figure at their shape on their run's GPU (`manifests`: run -> manifest; no
     manifest, no GPU, no figure): their columns plus published_ms, published_tflops, published_gbps (the cell's FLOPs
     and bytes over the published time), published (the series' name), the cuDNN each side ran (published_cudnn,
-    our_cudnn: "—" where none); FP8 figures for variants that promise FP8."""
-    fp8, rows = set(fp8_variants(manifests)), []
+    our_cudnn: "—" where none), its fp8_mark (runner.leaderboard.fp8_mark); FP8 figures only where the record says
+    FP8 ran."""
+    rows = []
     for index, row in candidates(cells).iterrows():
         manifest = manifests.get(row["run"])
-        for figure in published.on_gpu(row[SHAPE].to_dict(), row["variant"] in fp8, published.gpu_of(manifest)):
+        mark = leaderboard.fp8_mark(row.get("fp8_verdict"), row.get("fp8_in_hlo"))
+        for figure in published.on_gpu(row[SHAPE].to_dict(), mark == leaderboard.FP8, published.gpu_of(manifest)):
             rated = metrics.rates(row["flops"], row["bytes_min"], figure.median_s)
             backend = row.get("backend")
-            rows.append({"index": index, "published_ms": figure.median_s * 1e3, "published": figure.source,
+            rows.append({"index": index, "fp8_mark": mark, "published_ms": figure.median_s * 1e3,
+                         "published": figure.source,
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
                          "our_cudnn": published.cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
                                                           manifest) or "—"})
     if not rows:
-        return cells.iloc[:0].assign(published_ms=[], published=[], published_fp8=[], published_tflops=[],
+        return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],
                                      published_gbps=[], published_cudnn=[], our_cudnn=[])
     extra = pd.DataFrame(rows).set_index("index")
     return cells.join(extra, how="inner")
@@ -93,7 +96,8 @@ def table(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
         return found
     measured_ms = pd.to_numeric(found["median_s"], errors="coerce") * 1e3
     return pd.DataFrame({
-        "run": found["run"], "experiment": found["experiment"], "variant": found["variant"],
+        "run": found["run"], "experiment": found["experiment"],
+        "variant": [published.marked(v, m) for v, m in zip(found["variant"], found["fp8_mark"])],
         "shape": shape_labels(found), "timer": found["timer"], "measured ms": measured_ms,
         "published ms": found["published_ms"], "measured / published": measured_ms / found["published_ms"],
         "our cuDNN": found["our_cudnn"], "published cuDNN": found["published_cudnn"], "published": found["published"],

@@ -374,15 +374,16 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
 
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape; a cell
-    sampled unsettled or on an unstable clock, or an FP8 variant's, marked as runner.leaderboard.time_of marks it; a
+    sampled unsettled or on an unstable clock, or its FP8 (fp8_mark), marked as runner.leaderboard.time_of marks it; a
     noise not known stays NaN, which no margin is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
     unsettled = compare.unsettled(ok)  # one rule with compare's cell table
-    fp8 = _text(ok, "fp8_baseline").notna()
+    fp8 = [leaderboard.fp8_mark(verdict, in_hlo) for verdict, in_hlo in zip(_text(ok, "fp8_verdict"),
+                                                                            _text(ok, "fp8_in_hlo"))]
     times = [leaderboard.Time(run, label, variant, ms / 1e3, float(noise), backend,
-                              share if share == share else None, bool(rough), bool(low))
-             for run, label, variant, ms, noise, backend, share, rough, low in zip(
+                              share if share == share else None, bool(rough), mark)
+             for run, label, variant, ms, noise, backend, share, rough, mark in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
                  ok["backend"].where(ok["backend"].notna(), None), shares, unsettled, fp8)]
     return leaderboard.rank(times)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from runner import shape
+from runner.leaderboard import NOT_FP8, cell_fp8_mark
 from runner.record import CellRecord
 
 # Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
@@ -87,15 +88,17 @@ METRICS = {
 
 def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "",
               source: int = 0) -> list[Series]:
-    """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear."""
-    lines: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear; a
+    variant that asked for FP8 and ran without is named so, as on the board ('te_fp8 (not FP8)': fp8_mark)."""
+    lines: dict[tuple[str, str, bool], list[tuple[float, float]]] = {}
     for c in cells:
         params = c.params.as_dict()
         other = " ".join(filter(None, [shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest)),
                                        suffix]))
-        lines.setdefault((c.variant, other), []).append((params[x], y(c)))
-    return [Series(f"{variant} {other}".strip(), variant, tuple(sorted(points)), source)
-            for (variant, other), points in lines.items()]
+        lines.setdefault((c.variant, other, cell_fp8_mark(c) == NOT_FP8), []).append((params[x], y(c)))
+    return [Series(" ".join(filter(None, [variant, f"({NOT_FP8})" if not_fp8 else "", other])), variant,
+                   tuple(sorted(points)), source)
+            for (variant, other, not_fp8), points in lines.items()]
 
 
 def sweep_chart(name: str, experiment: str, sources: list[tuple[str, str, list[CellRecord]]],

@@ -5,8 +5,9 @@ with status `ok` (ran and agreed with the reference) compete. For each shape the
 margin over the next fastest variant and over `auto` (jax.nn.dot_product_attention with implementation=None:
 what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. A time whose power
 state never settled (power.settled false, docs/timing.md) or whose SM clock moved more than 2 % (clock_unstable)
-ranks but is named "unsettled", and a margin it takes part in is never decisive; an FP8 variant (the record's `fp8`)
-ranks beside bf16 ones but is named "(FP8)", as it computes in another precision. Light on
+ranks but is named "unsettled", and a margin it takes part in is never decisive; a time whose record says FP8 ran
+(fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another precision, and one whose variant
+asked for FP8 that never reached its program is named "(not FP8)": it ran, and ranks, in its shape's dtype. Light on
 purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it from the same functions.
 """
 
@@ -35,7 +36,7 @@ class Time:
     backend: str | None = None
     clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock read while this timer sampled
     unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
-    fp8: bool = False  # the variant computes in FP8 (the record's `fp8`), where the others at a bf16 shape do not
+    fp8_mark: str | None = None  # fp8_mark: FP8 (it computed in FP8), NOT_FP8 (asked for FP8, ran without), None
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,30 @@ def unsettled(cell: CellRecord) -> bool:
     return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
 
 
+FP8, NOT_FP8 = "FP8", "not FP8"
+
+
+def fp8_mark(verdict, in_hlo) -> str | None:
+    """A time's FP8 mark from its record's `fp8` (verdict, in_hlo; a frame's fp8_verdict, fp8_in_hlo, NaN where the
+    record has none): FP8 where an f8 type reached the compiled program (the rule runner.metrics sets an FP8 peak by),
+    NOT_FP8 where the variant asked for FP8 (the record has a verdict) and none did, None where none was asked. The one
+    rule of the board's marks (`show`, the report, the dashboard's Leaderboard), the results pages' lines and the
+    published figure a cell is set beside (runner.published)."""
+    if not isinstance(verdict, str):
+        return None
+    return FP8 if in_hlo is not None and in_hlo == in_hlo and bool(in_hlo) else NOT_FP8  # NaN: no f8 recorded
+
+
+def cell_fp8_mark(cell: CellRecord) -> str | None:
+    """fp8_mark of a record."""
+    return fp8_mark(cell.fp8.verdict, cell.fp8.in_hlo) if cell.fp8 else None
+
+
 def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
     peak at the SM clock read while that timer sampled, where the run's `machine` and the cell's telemetry give it
     (telemetry spans one timer's samples, the headline's: by another timer, no share; runner.metrics.clock_of), and
-    whether it was sampled unsettled and computes in FP8; None if it has no time."""
+    whether it was sampled unsettled, and its FP8 mark (fp8_mark); None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
@@ -108,7 +128,7 @@ def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | 
     tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
     share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
-                share, unsettled(cell), cell.fp8 is not None)
+                share, unsettled(cell), cell_fp8_mark(cell))
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:
@@ -171,9 +191,10 @@ def legacy_of(manifests: Iterable) -> dict[str, str]:
 
 
 def _named(time: Time, legacy: Mapping[str, str]) -> str:
-    """The variant's name with its marks: legacy, FP8 (another precision than the bf16 variants it ranks beside),
-    unsettled (its power state or clock): 'cudnn_fp8 (FP8, unsettled)'."""
-    marks = [m for m, on in (("legacy", time.variant in legacy), ("FP8", time.fp8), ("unsettled", time.unsettled)) if on]
+    """The variant's name with its marks: legacy, FP8 or not FP8 (fp8_mark), unsettled (its power state or clock):
+    'cudnn_fp8 (FP8, unsettled)'."""
+    marks = [m for m, on in (("legacy", time.variant in legacy), (time.fp8_mark, time.fp8_mark),
+                             ("unsettled", time.unsettled)) if on]
     return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
 
 
@@ -198,15 +219,17 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 
 
 def marks_key(standings: list[Standing]) -> str:
-    """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8 and
-    unsettled on a variant's name, noise unknown on a margin. The one wording of `show`'s board, the report's and the
-    dashboard's Leaderboard tab."""
+    """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8, not
+    FP8 and unsettled on a variant's name, noise unknown on a margin. The one wording of `show`'s board, the report's
+    and the dashboard's Leaderboard tab."""
     from runner.power import UNSTABLE_SPREAD  # here: the board's other readers never need the sampler's module
 
     shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
     meanings = [
-        ("(FP8)", any(t.fp8 for t in shown), "computes in FP8, another precision than the bf16 variants it ranks "
-         "beside"),
+        ("(FP8)", any(t.fp8_mark == FP8 for t in shown), "computes in FP8, another precision than the bf16 variants "
+         "it ranks beside"),
+        ("(not FP8)", any(t.fp8_mark == NOT_FP8 for t in shown), "asked for FP8, but no f8 type reached its compiled "
+         "program (its record's fp8.verdict): it ran in the shape's dtype, and ranks as that"),
         ("(unsettled)", any(t.unsettled for t in shown), "sampled before its power state settled or on an SM clock "
          f"that moved more than {100 * UNSTABLE_SPREAD:g} %: a margin it takes part in is never decisive"),
         ("(noise unknown)", any(_not_decisive(s) == "noise unknown" for s in standings),

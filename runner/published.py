@@ -39,6 +39,7 @@ from pathlib import Path
 import yaml
 
 from runner import metrics, shape
+from runner.leaderboard import FP8, NOT_FP8, cell_fp8_mark
 from runner.record import gpu_model
 
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
@@ -226,18 +227,26 @@ def on_gpu(values: dict, fp8: bool, gpu: str | None) -> list[Figure]:
     return [f for f in lookup(values, fp8) if gpu is not None and f.gpu == gpu]
 
 
-def beside(cells, fp8_variants: set[str], manifest=None) -> list[dict]:
+def marked(variant: str, fp8_mark: str | None) -> str:
+    """A variant's name in a published table: 'te_fp8 (not FP8)' where its FP8 never ran (so it stands beside the
+    bf16 figure), else its name alone."""
+    return f"{variant} ({NOT_FP8})" if fp8_mark == NOT_FP8 else variant
+
+
+def beside(cells, manifest=None) -> list[dict]:
     """A row per (measured cell, published figure) at the same shape on the same GPU (the run's manifest's: none
-    without one): measured / published below 1 is faster; the
-    cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
+    without one), an FP8 figure only beside a cell whose record says FP8 ran (runner.leaderboard.fp8_mark: an FP8
+    variant that ran in bf16 is set beside the bf16 figure, as the bf16 it is, and named so: `marked`): measured /
+    published below 1 is faster; the cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
     side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA peak (ours from the run's
     machine and the cell's median SM clock)."""
     machine, gpu, rows = manifest.machine if manifest else None, gpu_of(manifest), []
     for c in cells:
         if c.status != "ok" or not c.median_s:
             continue
-        for figure in on_gpu(c.params.as_dict(), c.variant in fp8_variants, gpu):
-            row = {"experiment": c.experiment, "variant": c.variant, "shape": c.params.label(),
+        mark = cell_fp8_mark(c)
+        for figure in on_gpu(c.params.as_dict(), mark == FP8, gpu):
+            row = {"experiment": c.experiment, "variant": marked(c.variant, mark), "shape": c.params.label(),
                    "measured ms": c.median_s * 1e3, "published ms": figure.median_s * 1e3,
                    "measured / published": c.median_s / figure.median_s,
                    "our cuDNN": cudnn_ran(c.variant, c.backend, manifest) or "—", "published cuDNN": figure.cudnn or "—"}
@@ -248,7 +257,3 @@ def beside(cells, fp8_variants: set[str], manifest=None) -> list[dict]:
             rows.append({**row, "published": figure.source})
     return rows
 
-
-def fp8_promised(manifest) -> set[str]:
-    """The variants of a run that promise FP8, from its manifest (what old runs said of themselves)."""
-    return {name for name, info in (manifest.variants if manifest else {}).items() if info.fp8_baseline}

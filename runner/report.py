@@ -507,7 +507,7 @@ def published_rows(cells: list[CellRecord], manifest) -> list[dict[str, str]]:
     from runner import published
 
     return [{name: _fmt(value) for name, value in row.items()}
-            for row in published.beside(cells, published.fp8_promised(manifest), manifest)]
+            for row in published.beside(cells, manifest)]
 
 
 def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:

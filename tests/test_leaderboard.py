@@ -59,7 +59,7 @@ def test_a_boards_key_line_says_what_each_mark_it_shows_means_and_only_those():
     plain = rank(times(("xla", 1.0), ("cudnn", 1.5)))
     assert leaderboard.marks_key(plain) == "" and leaderboard.notes(plain, {}) == []
     assert leaderboard_markdown(plain).count("\n\n") == 0
-    fp8 = rank([Time("run", "T8", "cudnn_fp8", 1.0, 0.01, fp8=True), Time("run", "T8", "cudnn", 1.5, 0.01)])
+    fp8 = rank([Time("run", "T8", "cudnn_fp8", 1.0, 0.01, fp8_mark="FP8"), Time("run", "T8", "cudnn", 1.5, 0.01)])
     said = leaderboard.marks_key(fp8)
     assert said.startswith("Marks: (FP8) computes in FP8") and "unsettled" not in said and "noise" not in said
     assert leaderboard_markdown(fp8).endswith("\n\n" + said)
@@ -242,6 +242,24 @@ def test_an_fp8_variant_is_named_fp8_beside_the_bf16_variants_it_ranks_with():
     fwd_32k = next(s for s in board if s.shape == "B1 T32768 N64 K8 H128 bfloat16 causal fwd")
     row = leaderboard.rows([fwd_32k])[0]
     assert row["fastest"] == "cudnn_fp8 (FP8)" and "FP8" not in row["next"]
-    (legacy_fp8,) = rank([Time("run", "T8", "tokamax_triton_fp8", 1.0, 0.0, fp8=True, unsettled=True)])
+    (legacy_fp8,) = rank([Time("run", "T8", "tokamax_triton_fp8", 1.0, 0.0, fp8_mark="FP8", unsettled=True)])
     assert leaderboard.rows([legacy_fp8], {"tokamax_triton_fp8": "x"})[0]["fastest"] == (
         "tokamax_triton_fp8 (legacy, FP8, unsettled)")
+
+
+LLAMA_BURST = "h200/llama3.1-70b-20261206-burst"  # every te_fp8 record says not FP8: TE ran it in bf16
+
+
+def test_fp8_is_marked_where_the_record_says_it_ran_and_an_fp8_request_that_did_not_is_marked_not_fp8():
+    """fp8_mark reads the record's fp8 block, not the variant's promise: te_fp8's records say no f8 type reached its
+    program, so it ranks as the bf16 it is and is named '(not FP8)', never '(FP8)' (it was, for any fp8 block)."""
+    run = shipped(LLAMA_BURST)
+    board = leaderboard.contested(leaderboard.leaderboard(run.cells))
+    named = {name for row in leaderboard.rows(board) for name in (row["fastest"], row["next"])}
+    assert {"te_fp8 (not FP8)", "cudnn_fp8 (FP8)"} <= named and not any(n.startswith("te_fp8 (FP8") for n in named)
+    assert "; (not FP8) asked for FP8, but no f8 type reached its compiled program" in leaderboard.marks_key(board)
+    fp8 = next(c for c in run.cells if c.variant == "cudnn_fp8" and c.status == "ok")
+    unreached = fp8.model_copy(update={"fp8": fp8.fp8.model_copy(update={"in_hlo": False})})
+    assert leaderboard.time_of(fp8).fp8_mark == "FP8" and leaderboard.time_of(unreached).fp8_mark == "not FP8"
+    assert leaderboard.fp8_mark(None, float("nan")) is None  # a frame's bf16 cell: no verdict, no mark
+    assert leaderboard.fp8_mark("not FP8: …", float("nan")) == "not FP8"  # NaN is not an f8 type

@@ -117,7 +117,7 @@ def test_a_file_of_the_runs_gpu_missing_from_the_folder_is_named_and_the_others_
     note = published.absent(run.manifest)
     assert note == f"published figures of the NVIDIA H200 not read: {gone} missing in {tmp_path}"
     assert published.absent(on(run.manifest, "NVIDIA L4")) is None  # sources.yaml lists no L4 figure
-    assert published.figures() and published.beside(run.cells, published.fp8_promised(run.manifest), run.manifest)
+    assert published.figures() and published.beside(run.cells, run.manifest)
 
 
 def test_show_says_why_a_gpus_run_has_no_published_figure(capsys, tmp_path, monkeypatch):
@@ -143,16 +143,37 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     from dashboard.published import matched, table
     from dashboard.tables import SHAPE
 
+    fp8 = {"fp8_verdict": "FP8 attention: f8 types in the compiled program", "fp8_in_hlo": True}  # as recorded
     cells = pd.DataFrame([{**params(**LLAMA, seq_len=s, causal=True).as_dict(), "run": "r", "experiment": "e",
-                           "variant": v, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": "cudnn"}
+                           "variant": v, "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": "cudnn",
+                           **(fp8 if v == "cudnn_fp8" else {})}
                           for s in (4096, 8192) for v in
                           ("cudnn", "cudnn_fp8")])
     assert cells["window"].isna().all() and set(SHAPE) <= set(cells)
-    h200 = {"r": shipped(H200_LONG).manifest}  # an H200's run, whose manifest says cudnn_fp8 promises FP8
+    h200 = {"r": shipped(H200_LONG).manifest}  # an H200's run
     found = matched(cells, h200)
     assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
     timed = cells.assign(timer="device", median_s=1e-3)
     assert table(timed, h200)["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
+
+
+def test_an_fp8_variant_that_ran_bf16_stands_beside_the_bf16_figure_named_not_fp8():
+    """te_fp8's records say no f8 type reached its program (runner.leaderboard.fp8_mark): show's published table and
+    the dashboard's set it beside cudnn-frontend's bf16 figure, as te's, named 'te_fp8 (not FP8)', where they set it
+    beside the FP8 figure as a slow FP8 (measured / published 1.42); cudnn_fp8, whose FP8 ran, keeps the FP8 one."""
+    from dashboard import published as dashboard_published
+    from dashboard.data import RunCache, snapshot
+    from stores import SHIPPED
+
+    run = shipped("h200/llama3.1-70b-20261206-burst")
+    rows = published.beside(run.cells, run.manifest)
+    figure = {(r["variant"], r["shape"]): r["published ms"] for r in rows}
+    shape = "B1 T4096 N64 K8 H128 bfloat16 causal fwd"
+    assert figure["te_fp8 (not FP8)", shape] == figure["te", shape] > figure["cudnn_fp8", shape]
+    assert not any(variant == "te_fp8" for variant, _ in figure)
+    snap = snapshot(str(SHIPPED), RunCache())
+    shown = dashboard_published.table(snap.cells((run.run_id,)), snap.manifests).set_index(["variant", "shape"])
+    assert shown.loc[("te_fp8 (not FP8)", shape), "published ms"] == shown.loc[("te", shape), "published ms"]
 
 
 def test_the_overlay_says_which_cudnn_each_side_ran():
@@ -166,15 +187,15 @@ def test_the_overlay_says_which_cudnn_each_side_ran():
 
     run = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-20261202-110136")  # cuDNN 9.14.0, no workers
     cells = [c if c.variant != "te" else c.model_copy(update={"backend": "pallas_triton"}) for c in run.cells]
-    rows = published.beside(cells, published.fp8_promised(run.manifest), run.manifest)
+    rows = published.beside(cells, run.manifest)
     sides = {(r["variant"], r["our cuDNN"], r["published cuDNN"]) for r in rows}
     assert sides == {("cudnn", "9.14.0", "9.19.1"), ("cudnn_fp8", "9.14.0", "9.19.1"), ("te", "—", "9.19.1")}
-    assert all(r["our cuDNN"] == "—" for r in published.beside(run.cells, set(), None))  # no manifest, no version
+    assert all(r["our cuDNN"] == "—" for r in published.beside(run.cells, None))  # no manifest, no version
     # TE's worker loads its own cuDNN: 9.14.0 here, beside the jax worker's (and the machine's) 9.19.0
     two = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-warm-20261203-023241")
     assert {w: info.versions["cudnn"] for w, info in two.manifest.workers.items()} == {
         "jax": "9.19.0", "transformer_engine": "9.14.0"}
-    rows = published.beside(two.cells, published.fp8_promised(two.manifest), two.manifest)
+    rows = published.beside(two.cells, two.manifest)
     assert {(r["variant"], r["our cuDNN"]) for r in rows} == {("cudnn", "9.19.0"), ("cudnn_fp8", "9.19.0"),
                                                             ("te", "9.14.0")}
     training = {f.source.split(":")[1].split()[0]: f.cudnn for f in published.lookup(params(**{**LLAMA, "batch": 2},
@@ -323,10 +344,9 @@ def test_published_figures_stand_only_beside_cells_of_the_gpu_they_were_measured
     entries = yaml.safe_load((published.folder() / "sources.yaml").read_text())
     assert {e["gpu"] for e in entries} == {"NVIDIA H200"}
     assert all(f.gpu == "NVIDIA H200" for figures in published.figures().values() for f in figures)
-    fp8 = published.fp8_promised(run.manifest)
-    assert published.beside(run.cells, fp8, run.manifest)  # the H200's own run: beside its figures
+    assert published.beside(run.cells, run.manifest)  # the H200's own run: beside its figures
     for elsewhere in (on(run.manifest, "NVIDIA L4"), on(run.manifest, None), None):
-        assert published.beside(run.cells, fp8, elsewhere) == []
+        assert published.beside(run.cells, elsewhere) == []
     frame = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
                            "variant": "cudnn", "flops": 1e12, "bytes_min": 1e9, "latency_ms": 1.0, "backend": "cudnn",
                            "timer": "device", "median_s": 1e-3}])
