@@ -362,14 +362,14 @@ def status_regressions(cells: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: dict[str, str]) -> pd.DataFrame:
     """The leaderboard's rows as a table (legacy variants named so, the winner's % of the MMA peak at its clock where
-    known), with the configuration the winner's search chose where it tuned one."""
+    known), with the configuration the winner's search chose where it tuned one (blank where it did not)."""
     table = pd.DataFrame(leaderboard.rows(standings, legacy))
     tuned = measured(cells)
     keys = list(zip(tuned["run"], shape_labels(tuned), tuned["variant"]))
     if "tuning_config" not in tuned or tuned["tuning_config"].isna().all():
         return table
-    chosen = dict(zip(keys, tuned["tuning_config"]))
-    return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant)) for s in standings])
+    chosen = {key: config for key, config in zip(keys, tuned["tuning_config"]) if isinstance(config, str)}
+    return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant), "") for s in standings])
 
 
 def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
