@@ -161,6 +161,14 @@ def test_throughput_without_a_measured_ceiling_says_so_once_and_draws_the_rates_
     assert "FP8 tensor cores" in texts(open_app(monkeypatch, run=LAB5, tab="Throughput").caption)
 
 
+def test_throughput_says_why_a_decode_cell_passes_100_percent_of_the_measured_bandwidth(monkeypatch):
+    """The shipped decode run reads up to 108.2 % of the copy's rate (pallas_decode 4636.5 of 4285.2 GB/s): a line
+    says why, as FP8 above the bf16 peak has one; a run whose cells stay under it gets none."""
+    said = texts(open_app(monkeypatch, run="decode-20261202", tab="Throughput").caption)
+    assert "a read-mostly stream, as decode reading its KV cache, can pass it" in said
+    assert "read-mostly" not in texts(open_app(monkeypatch, run=LAB5, tab="Throughput").caption)
+
+
 def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
     app = open_app(monkeypatch, run=[SOAK], tab="Soak")
     assert not app.exception and not app.error and not app.info
