@@ -191,14 +191,23 @@ def figure(cells: pd.DataFrame, sel: Selection, y: str, what: str, log_y: bool =
     axes = tables.swept(cells)
     if x:  # a line per case of the other axes that vary at one size: cells of different masks never on one line
         others = tables.line_axes(cells, x)
-        return charts.lines(cells.assign(case=tables.case(cells, others)), x, y, sel.style,
-                            f"{title} vs {shape.BY_NAME[x].short}", subtitle, log_y, low, high,
-                            by="case" if others else None)
+        cases = tables.case(cells, others)
+        return charts.lines(cells.assign(case=cases), x, y, sel.style, f"{title} vs {shape.BY_NAME[x].short}",
+                            subtitle + mixed(others, cases.nunique()), log_y, low, high, by="case" if others else None)
     # one shape only (a filter, or runs that ran one size): its bars stand under that shape, not an empty category
     case = tables.case(cells, axes) if axes else pd.Series(tables.fixed_shape(cells), index=cells.index)
     fig = charts.bars(cells.assign(case=case).sort_values("order"), "case", y, sel.style, title, subtitle, log_y,
                       low, high)
     return fig.update_xaxes(title=", ".join(axes) or "shape")
+
+
+def mixed(axes: list[str], cases: int) -> str:
+    """What a chart's lines of one colour mix, for its subtitle: ' · each variant's lines: causal × tp (8 cases,
+    hover names each)'; '' where a variant draws one line per run."""
+    if not axes:
+        return ""
+    names = " × ".join(shape.BY_NAME[a].short or a for a in axes)
+    return f" · each variant's lines: {names} ({cases} cases, hover names each)"
 
 
 def runs_caption(sel: Selection) -> None:

@@ -1095,6 +1095,16 @@ def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
     assert any(t["name"].endswith("not causal tp8") for t in traces), [t["name"] for t in traces]
 
 
+def test_a_chart_whose_lines_mix_axes_says_which_in_its_subtitle(monkeypatch):
+    """Eight lines per variant in one colour (causal × tp, N and K with tp) were told apart by hover alone: the subtitle names the axes
+    they mix, on Throughput as on Latency; a chart of one line per variant says nothing of it."""
+    mixing = open_app(monkeypatch, run=LLAMA_70B, experiment="prefill", tab="Throughput")
+    assert "each variant's lines: N × K × causal × tp (8 cases, hover names each)" in heading(
+        titled(mixing, "prefill: TFLOP/s"), "subtitle")
+    single = open_app(monkeypatch, run="h200-models-steady-20261203", experiment="tp", tab="Latency")
+    assert "each variant's lines" not in heading(figures(single)[0], "subtitle")
+
+
 def test_axes_that_follow_the_size_do_not_split_its_line(monkeypatch):
     """h200-models' tp experiment: N and K follow tp, so one line per variant runs along N."""
     app = open_app(monkeypatch, run="h200-models-steady-20261203", experiment="tp", tab="Latency")
