@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import leaderboard, metrics, published
+from runner.record import cudnn_ran
 from dashboard.tables import SHAPE, case, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
@@ -30,7 +31,7 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
                          "published": figure.source,
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
-                         "our_cudnn": published.cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
+                         "our_cudnn": cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
                                                           manifest) or "—"})
     if not rows:
         return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],
@@ -90,7 +91,7 @@ def table(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """Measured beside published, a row per matching cell on the figure's GPU, by each record's headline timer (as
     `attnbench show`, whatever timer the sidebar chose): below 1, faster than the published figure; the cuDNN each
     side ran (ours from each run's manifest, `manifests`: run -> manifest, where the cell's backend is cuDNN's:
-    published.cudnn_ran)."""
+    runner.record.cudnn_ran)."""
     found = matched(cells, manifests)
     if found.empty:
         return found

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from runner import compare, leaderboard, metrics, report, shape
-from runner.record import Manifest
+from runner.record import Manifest, cudnn_ran
 
 SHAPE = list(shape.NAMES)
 shape_labels = compare.labels  # each cell's shape as text, as `attnbench compare` writes it
@@ -372,18 +372,27 @@ def board(cells: pd.DataFrame, standings: list[leaderboard.Standing], legacy: di
     return table.assign(config=[chosen.get((s.run_id, s.shape, s.winner.variant), "") for s in standings])
 
 
-def standings(cells: pd.DataFrame) -> list[leaderboard.Standing]:
+def cudnn_of(cells: pd.DataFrame, manifests: dict[str, Manifest | None] | None) -> list[str | None]:
+    """Per cell, the cuDNN release its variant ran (runner.record.cudnn_ran, from its run's manifest); None where
+    it ran no cuDNN kernel or no manifest is given."""
+    found = manifests or {}
+    return [cudnn_ran(variant, backend if isinstance(backend, str) else None, found.get(run))
+            for run, variant, backend in zip(cells["run"], cells["variant"], _text(cells, "backend"))]
+
+
+def standings(cells: pd.DataFrame, manifests: dict[str, Manifest | None] | None = None) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (latency by the chosen timer), per run and shape; a cell
-    sampled unsettled or on an unstable clock, or its FP8 (fp8_mark), marked as runner.leaderboard.time_of marks it; a
-    noise not known stays NaN, which no margin is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
+    sampled unsettled or on an unstable clock, its FP8 (fp8_mark) and, with the runs' `manifests`, the cuDNN its
+    variant ran (cudnn_of), marked as runner.leaderboard.time_of marks it; a noise not known stays NaN, which no margin
+    is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
     unsettled = compare.unsettled(ok)  # one rule with compare's cell table
     fp8 = [leaderboard.fp8_mark(verdict, in_hlo) for verdict, in_hlo in zip(_text(ok, "fp8_verdict"),
                                                                             _text(ok, "fp8_in_hlo"))]
     times = [leaderboard.Time(run, label, variant, ms / 1e3, float(noise), backend,
-                              share if share == share else None, bool(rough), mark)
-             for run, label, variant, ms, noise, backend, share, rough, mark in zip(
+                              share if share == share else None, bool(rough), mark, cudnn)
+             for run, label, variant, ms, noise, backend, share, rough, mark, cudnn in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
-                 ok["backend"].where(ok["backend"].notna(), None), shares, unsettled, fp8)]
+                 ok["backend"].where(ok["backend"].notna(), None), shares, unsettled, fp8, cudnn_of(ok, manifests))]
     return leaderboard.rank(times)

@@ -527,9 +527,19 @@ def backends(snap: data.Snapshot, sel: Selection) -> None:
             plot(figure(drawn(cells, sel), sel, "latency_ms", "causal latency by backend", low="q1_ms", high="q3_ms"),
                  f"backends-{name}", share=3 / 5)
         with table:
-            st.caption("What each variant's compiled program ran (its custom calls prove the backend)")
-            proved = cells.drop_duplicates("variant")[["variant", "backend", "custom_calls"]]
-            st.dataframe(proved, hide_index=True)
+            st.caption("What each variant's compiled program ran (its custom calls prove the backend), and where the "
+                       "variants ran two cuDNN releases (TE's worker loads its own), which each ran")
+            st.dataframe(proved(cells, snap.manifests), hide_index=True)
+
+
+def proved(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
+    """Per variant (and run) its backend and custom calls, and a cuDNN column where the cuDNN kernels among them
+    came from two or more releases (tables.cudnn_of): a te-against-cudnn gap is then in part the releases'."""
+    cells = cells.assign(cuDNN=tables.cudnn_of(cells, manifests))
+    shown = cells.drop_duplicates(["variant", "cuDNN"])[["variant", "backend", "cuDNN", "custom_calls"]]
+    if shown["cuDNN"].nunique() < 2:
+        return shown.drop(columns="cuDNN").drop_duplicates("variant")
+    return shown.assign(cuDNN=shown["cuDNN"].fillna("—"))  # "—": no cuDNN kernel, as the published table says
 
 
 @guarded
@@ -552,7 +562,7 @@ def fp8(snap: data.Snapshot, sel: Selection) -> None:
 
 @guarded
 def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
-    standings = tables.standings(sel.cells)
+    standings = tables.standings(sel.cells, snap.manifests)
     if not standings:
         st.info("No measured cell in the selection.")
         return

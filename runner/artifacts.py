@@ -84,10 +84,9 @@ def summary(reports: list[Report]) -> str:
 
 
 def standings_of(run: Run) -> list[Standing]:
-    """The run's leaderboard over its contested shapes (runner.leaderboard.contested; with its machine, each time's
-    share of the MMA peak at its clock)."""
-    machine = run.manifest.machine if run.manifest else None
-    return contested(leaderboard(run.cells, machine=machine))
+    """The run's leaderboard over its contested shapes (runner.leaderboard.contested; with its manifest, each time's
+    share of the MMA peak at its clock and the cuDNN its variant ran)."""
+    return contested(leaderboard(run.cells, manifest=run.manifest))
 
 
 def fastest(standings: list[Standing], strong=str) -> str:

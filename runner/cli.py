@@ -707,7 +707,7 @@ def _show_table(run, console: Console) -> None:
         if line:
             console.print(escape(line))
     print_tables(run.cells, console, machine)
-    leaderboard_table(run.cells, console, legacy_of([run.manifest]), machine)
+    leaderboard_table(run.cells, console, legacy_of([run.manifest]), run.manifest)
     print_beside(run.cells, run.manifest, console)
     console.print(summary_line(run.cells))
 
@@ -717,8 +717,7 @@ def _show_leaderboard(run, console: Console) -> None:
     from runner.leaderboard import contested, leaderboard, legacy_of
     from runner.report import leaderboard_markdown
 
-    machine = run.manifest.machine if run.manifest else None
-    board = contested(leaderboard(run.cells, machine=machine))
+    board = contested(leaderboard(run.cells, manifest=run.manifest))
     console.file.write(leaderboard_markdown(board, legacy_of([run.manifest])) + "\n")
 
 

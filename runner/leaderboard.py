@@ -7,7 +7,8 @@ what JAX picks by itself), and whether the margin over the next is beyond both v
 state never settled (power.settled false, docs/timing.md) or whose SM clock moved more than 2 % (clock_unstable)
 ranks but is named "unsettled", and a margin it takes part in is never decisive; a time whose record says FP8 ran
 (fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another precision, and one whose variant
-asked for FP8 that never reached its program is named "(not FP8)": it ran, and ranks, in its shape's dtype. Light on
+asked for FP8 that never reached its program is named "(not FP8)": it ran, and ranks, in its shape's dtype. Where the
+winner and the next ran two cuDNN releases (TE's worker loads its own), each is named with its own. Light on
 purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it from the same functions.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from runner.record import CellRecord
+from runner.record import CellRecord, cudnn_ran
 from runner.shape import label
 
 AUTO = "auto"
@@ -37,6 +38,7 @@ class Time:
     clock_peak: float | None = None  # % of its GPUs' dense MMA rate at the SM clock read while this timer sampled
     unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
     fp8_mark: str | None = None  # fp8_mark: FP8 (it computed in FP8), NOT_FP8 (asked for FP8, ran without), None
+    cudnn: str | None = None  # the cuDNN release its variant ran (runner.record.cudnn_ran); None: not cuDNN's kernel
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,13 @@ class Standing:
     def unsettled(self) -> bool:
         """The winner or the runner-up was sampled unsettled (or on an unstable clock)."""
         return any(t.unsettled for t in (self.winner, self.runner_up) if t)
+
+    @property
+    def cudnn_differs(self) -> bool:
+        """The winner and the runner-up ran two cuDNN releases (TE's worker loads its own): the margin is in part
+        the releases'."""
+        sides = (self.winner.cudnn, self.runner_up.cudnn if self.runner_up else None)
+        return all(sides) and sides[0] != sides[1]
 
     @property
     def noise_unknown(self) -> bool:
@@ -113,11 +122,12 @@ def cell_fp8_mark(cell: CellRecord) -> str | None:
     return fp8_mark(cell.fp8.verdict, cell.fp8.in_hlo) if cell.fp8 else None
 
 
-def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | None:
+def time_of(cell: CellRecord, timer: str | None = None, manifest=None) -> Time | None:
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
-    peak at the SM clock read while that timer sampled, where the run's `machine` and the cell's telemetry give it
-    (telemetry spans one timer's samples, the headline's: by another timer, no share; runner.metrics.clock_of), and
-    whether it was sampled unsettled, and its FP8 mark (fp8_mark); None if it has no time."""
+    peak at the SM clock read while that timer sampled, where the run's `manifest` (its machine) and the cell's
+    telemetry give it (telemetry spans one timer's samples, the headline's: by another timer, no share;
+    runner.metrics.clock_of), whether it was sampled unsettled, its FP8 mark (fp8_mark) and, with the manifest, the
+    cuDNN its variant ran; None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
@@ -125,10 +135,11 @@ def time_of(cell: CellRecord, timer: str | None = None, machine=None) -> Time | 
         return None
     from runner import metrics  # here: it imports numpy, which the board's other callers never need
 
+    machine = manifest.machine if manifest else None
     tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
     share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
-                share, unsettled(cell), cell_fp8_mark(cell))
+                share, unsettled(cell), cell_fp8_mark(cell), cudnn_ran(cell.variant, cell.backend, manifest))
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:
@@ -147,10 +158,10 @@ def rank(times: Iterable[Time]) -> list[Standing]:
     return standings
 
 
-def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, machine=None) -> list[Standing]:
-    """The standings of these cells, by `timer` (default: each record's headline timer); with the run's `machine`,
-    each time's share of the MMA peak at its clock."""
-    return rank(t for t in (time_of(c, timer, machine) for c in cells) if t is not None)
+def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, manifest=None) -> list[Standing]:
+    """The standings of these cells, by `timer` (default: each record's headline timer); with the run's `manifest`,
+    each time's share of the MMA peak at its clock and the cuDNN its variant ran."""
+    return rank(t for t in (time_of(c, timer, manifest) for c in cells) if t is not None)
 
 
 def contested(standings: Iterable[Standing]) -> list[Standing]:
@@ -190,11 +201,11 @@ def legacy_of(manifests: Iterable) -> dict[str, str]:
     return {name: info.legacy for m in manifests if m for name, info in m.variants.items() if info.legacy}
 
 
-def _named(time: Time, legacy: Mapping[str, str]) -> str:
-    """The variant's name with its marks: legacy, FP8 or not FP8 (fp8_mark), unsettled (its power state or clock):
-    'cudnn_fp8 (FP8, unsettled)'."""
+def _named(time: Time, legacy: Mapping[str, str], cudnn: bool = False) -> str:
+    """The variant's name with its marks: legacy, FP8 or not FP8 (fp8_mark), its cuDNN where `cudnn` (the standing's
+    two sides ran two releases), unsettled (its power state or clock): 'te (cuDNN 9.14.0, unsettled)'."""
     marks = [m for m, on in (("legacy", time.variant in legacy), (time.fp8_mark, time.fp8_mark),
-                             ("unsettled", time.unsettled)) if on]
+                             (f"cuDNN {time.cudnn}", cudnn), ("unsettled", time.unsettled)) if on]
     return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
 
 
@@ -230,6 +241,8 @@ def marks_key(standings: list[Standing]) -> str:
          "it ranks beside"),
         ("(not FP8)", any(t.fp8_mark == NOT_FP8 for t in shown), "asked for FP8, but no f8 type reached its compiled "
          "program (its record's fp8.verdict): it ran in the shape's dtype, and ranks as that"),
+        ("(cuDNN …)", any(s.cudnn_differs for s in standings), "the fastest and the next ran two cuDNN releases "
+         "(TE's worker loads its own): their margin is in part the releases'"),
         ("(unsettled)", any(t.unsettled for t in shown), "sampled before its power state settled or on an SM clock "
          f"that moved more than {100 * UNSTABLE_SPREAD:g} %: a margin it takes part in is never decisive"),
         ("(noise unknown)", any(_not_decisive(s) == "noise unknown" for s in standings),
@@ -245,14 +258,15 @@ def notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown; a legacy, FP8 or unsettled variant is named so (`_named`), and
-    a margin that is not decisive says why; `% MMA@clock`: the winner's
+    """One text row per shape, for a table or markdown; a legacy, FP8, not FP8 or unsettled variant is named so
+    (`_named`), each side with its cuDNN where the two ran two releases, and a margin that is not decisive says why;
+    `% MMA@clock`: the winner's
     time as a % of its GPUs' MMA peak at the SM clock read while the board's timer took its samples, where any winner
     has one (NVML reads the clock over the headline timer's samples only: a board by another timer, wall, has none)."""
     clocked = any(s.winner.clock_peak is not None for s in standings)
     return [{
-        "shape": s.shape, "fastest": _named(s.winner, legacy), "ms": f"{s.winner.seconds * 1e3:.4g}",
-        "next": _named(s.runner_up, legacy) if s.runner_up else "—", "margin": _margin(s),
+        "shape": s.shape, "fastest": _named(s.winner, legacy, s.cudnn_differs), "ms": f"{s.winner.seconds * 1e3:.4g}",
+        "next": _named(s.runner_up, legacy, s.cudnn_differs) if s.runner_up else "—", "margin": _margin(s),
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),
         **({"% MMA@clock": _share(s.winner.clock_peak)} if clocked else {}),

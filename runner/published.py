@@ -40,7 +40,7 @@ import yaml
 
 from runner import metrics, shape
 from runner.leaderboard import FP8, NOT_FP8, cell_fp8_mark
-from runner.record import gpu_model
+from runner.record import cudnn_ran, gpu_model
 
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
 CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
@@ -61,23 +61,10 @@ class Figure:
     gpu: str | None = None  # the GPU it was measured on, by NVML's name (sources.yaml's `gpu`: "NVIDIA H200")
 
 
-CUDNN_BACKENDS = ("cudnn", "transformer_engine")  # our backends whose attention kernel is cuDNN's (TE's fused attention)
-
-
 def dotted(backend_version: str) -> str:
     """cuDNN's version number as its CSVs give it (91901, or 92700.000) in dots: 9.19.1, 9.27.0."""
     number = int(float(backend_version))
     return f"{number // 10000}.{number // 100 % 100}.{number % 100}"
-
-
-def cudnn_ran(variant: str, backend: str | None, manifest) -> str | None:
-    """The cuDNN our cell ran, where its backend is cuDNN's attention: that of the worker that ran its variant (TE's
-    worker loads its own cuDNN: 9.14.0 beside jax's 9.19.0 in the shipped H200 runs), else the run's machine's (runs
-    before the manifest listed its workers); None elsewhere."""
-    if backend not in CUDNN_BACKENDS or manifest is None:
-        return None
-    worker = next((w for w in manifest.workers.values() if variant in w.variants), None)
-    return (worker and worker.versions.get("cudnn")) or manifest.machine.versions.get("cudnn")
 
 
 def folder() -> Path:
@@ -237,9 +224,9 @@ def beside(cells, manifest=None) -> list[dict]:
     """A row per (measured cell, published figure) at the same shape on the same GPU (the run's manifest's: none
     without one), an FP8 figure only beside a cell whose record says FP8 ran (runner.leaderboard.fp8_mark: an FP8
     variant that ran in bf16 is set beside the bf16 figure, as the bf16 it is, and named so: `marked`): measured /
-    published below 1 is faster; the cuDNN each side ran ("—" where it ran none); where the publisher gives its peak at the clock it sampled, each
-    side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA peak (ours from the run's
-    machine and the cell's median SM clock)."""
+    published below 1 is faster; the cuDNN each side ran ("—" where it ran none); where the publisher gives its peak
+    at the clock it sampled, each side's TFLOP/s (the cell's FLOPs over each time) as a share of its own clock's MMA
+    peak (ours from the run's machine and the cell's median SM clock)."""
     machine, gpu, rows = manifest.machine if manifest else None, gpu_of(manifest), []
     for c in cells:
         if c.status != "ok" or not c.median_s:

@@ -449,6 +449,19 @@ def gpu_name(manifest: Manifest) -> str:
     return gpu_model(manifest) or manifest.machine.device_kind
 
 
+CUDNN_BACKENDS = ("cudnn", "transformer_engine")  # our backends whose attention kernel is cuDNN's (TE's fused attention)
+
+
+def cudnn_ran(variant: str, backend: str | None, manifest) -> str | None:
+    """The cuDNN our cell ran, where its backend is cuDNN's attention: that of the worker that ran its variant (TE's
+    worker loads its own cuDNN: 9.14.0 beside jax's 9.19.0 in the shipped H200 runs), else the run's machine's (runs
+    before the manifest listed its workers); None elsewhere."""
+    if backend not in CUDNN_BACKENDS or manifest is None:
+        return None
+    worker = next((w for w in manifest.workers.values() if variant in w.variants), None)
+    return (worker and worker.versions.get("cudnn")) or manifest.machine.versions.get("cudnn")
+
+
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------
 
 # What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs

@@ -335,13 +335,13 @@ LEADERBOARD_LEFT_OUT_FIRST = ("variants", "auto", "next", "% MMA@clock")
 
 
 def leaderboard_table(cells: list[CellRecord], console: Console,
-                      legacy: Mapping[str, str] = MappingProxyType({}), machine=None) -> None:
+                      legacy: Mapping[str, str] = MappingProxyType({}), manifest=None) -> None:
     """Per shape where two or more variants ran correctly: the fastest, its margin over the next and over auto, and
-    with the run's `machine` its % of the MMA peak at its clock; under it, what deprecated each legacy variant it
-    names."""
+    with the run's `manifest` its % of the MMA peak at its clock and each side's cuDNN where they ran two releases;
+    under it, what deprecated each legacy variant it names."""
     from runner.leaderboard import contested, leaderboard, notes
 
-    board = contested(leaderboard(cells, machine=machine))
+    board = contested(leaderboard(cells, manifest=manifest))
     if not board:
         return
     print_grid(leaderboard_grid(board, legacy), console)

@@ -392,6 +392,15 @@ def test_lines_of_several_runs_do_not_zigzag(monkeypatch, tmp_path):
     assert lines and all(list(t["x"]) == sorted(set(t["x"])) for t in lines)
 
 
+def test_the_backends_tab_names_each_variants_cudnn_where_they_ran_two_releases(monkeypatch):
+    """TE's worker loads cuDNN 9.14.0 beside jax's 9.19.0 (llama3.1-70b-20261206-burst's manifest): the table beside
+    the chart names each variant's, "—" for a kernel that is not cuDNN's; a run of one release (no TE) has no column."""
+    proved = table(open_app(monkeypatch, run="llama3.1-70b-20261206-burst", tab="Backends"), "custom_calls")
+    releases = dict(zip(proved["variant"], proved["cuDNN"]))
+    assert (releases["te"], releases["cudnn"], releases["xla"]) == ("9.14.0", "9.19.0", "—")
+    assert "cuDNN" not in table(open_app(monkeypatch, run=LAB5_NO_TE, tab="Backends"), "custom_calls")
+
+
 # --- issue 14: readability ---------------------------------------------------------------------------------------
 
 def test_log_axes_tick_at_1_2_5(monkeypatch):
@@ -1096,8 +1105,8 @@ def test_a_line_joins_only_cells_that_differ_in_its_size(monkeypatch):
 
 
 def test_a_chart_whose_lines_mix_axes_says_which_in_its_subtitle(monkeypatch):
-    """Eight lines per variant in one colour (causal × tp, N and K with tp) were told apart by hover alone: the subtitle names the axes
-    they mix, on Throughput as on Latency; a chart of one line per variant says nothing of it."""
+    """Eight lines per variant in one colour (causal × tp, N and K with tp) were told apart by hover alone: the
+    subtitle names the axes they mix, on Throughput as on Latency; a chart of one line per variant says nothing."""
     mixing = open_app(monkeypatch, run=LLAMA_70B, experiment="prefill", tab="Throughput")
     assert "each variant's lines: N × K × causal × tp (8 cases, hover names each)" in heading(
         titled(mixing, "prefill: TFLOP/s"), "subtitle")
@@ -1124,7 +1133,7 @@ def test_an_experiment_named_with_a_pipe_stays_in_its_cell_of_the_regressions():
 
 def test_the_leaderboard_sets_each_cell_beside_the_published_figure_with_the_cudnn_its_worker_ran(monkeypatch):
     """hopper-long-warm-20261203-023241's jax worker loaded cuDNN 9.19.0 and its TE worker 9.14.0: each cell says its
-    own worker's (runner.published.cudnn_ran, from each run's manifest)."""
+    own worker's (runner.record.cudnn_ran, from each run's manifest)."""
     app = open_app(monkeypatch, run="hopper-long-warm-20261203-023241", tab="Leaderboard")
     beside = table(app, "our cuDNN")
     assert set(zip(beside["variant"], beside["our cuDNN"])) == {("cudnn", "9.19.0"), ("cudnn_fp8", "9.19.0"),

@@ -396,18 +396,23 @@ def test_the_dashboard_board_marks_unsettled_and_fp8_cells_as_the_cli_board_does
     assert row(recorded)["fastest"] == "cudnn_fp8 (FP8)" and "unsettled" not in row(recorded)["margin"]
 
 
-def test_the_dashboard_board_marks_fp8_by_the_records_verdict_as_the_cli_board_does():
+def test_the_dashboard_board_marks_fp8_and_two_cudnn_releases_as_the_cli_board_does():
     """One FP8 rule (runner.leaderboard.fp8_mark): te_fp8's records say it ran bf16, so the tab names it '(not FP8)'
-    where it said '(FP8)' for any FP8 variant; the tab's names are the CLI board's, row for row."""
+    where it said '(FP8)' for any FP8 variant; where the winner and the next ran two cuDNN releases (TE's worker's
+    9.14.0 beside jax's 9.19.0) each is named with its own. The tab's names are the CLI board's, row for row."""
     from runner import leaderboard
 
     run = "llama3.1-70b-20261206-burst"
     snap = data.snapshot(str(SHIPPED), data.RunCache())
     cells = tables.with_rates(snap.cells((run,)), snap.runs, "device")
-    shown = tables.board(cells, leaderboard.contested(tables.standings(cells)), {})
-    cli = leaderboard.rows(leaderboard.contested(leaderboard.leaderboard(shipped(f"h200/{run}").cells)))
+    shown = tables.board(cells, leaderboard.contested(tables.standings(cells, snap.manifests)), {})
+    recorded = shipped(f"h200/{run}")
+    cli = leaderboard.rows(leaderboard.contested(leaderboard.leaderboard(recorded.cells, manifest=recorded.manifest)))
     assert shown[["fastest", "next"]].values.tolist() == [[row["fastest"], row["next"]] for row in cli]
-    assert "te_fp8 (not FP8)" in set(shown["next"]) and not shown["next"].str.startswith("te_fp8 (FP8").any()
+    assert "te_fp8 (not FP8, cuDNN 9.14.0)" in set(shown["next"])
+    assert not shown["next"].str.contains("te_fp8 (FP8", regex=False).any()
+    padded = shown.set_index("shape").loc["B8 T4096 N64 K8 H128 bfloat16 causal fwd fill0.8"]
+    assert (padded["fastest"], padded["next"]) == ("te (cuDNN 9.14.0)", "cudnn (cuDNN 9.19.0)")
 
 
 def test_the_dashboard_board_reads_a_missing_noise_as_unknown_never_as_quiet():

@@ -168,16 +168,16 @@ def test_legacy_is_what_the_runs_manifests_say():
 
 
 def test_each_winner_carries_its_share_of_the_mma_peak_at_its_own_clock(capsys):
-    """With the run's machine, the board gives the winner's TFLOP/s (by the timer ranked) over the GPU's MMA rate at
-    the SM clock NVML read while that cell ran, the figure `show`'s cell tables give it (runner.metrics.clock_peak);
-    without the machine there is no such column."""
+    """With the run's manifest (its machine), the board gives the winner's TFLOP/s (by the timer ranked) over the GPU's
+    MMA rate at the SM clock NVML read while that cell ran, the figure `show`'s cell tables give it
+    (runner.metrics.clock_peak); without the manifest there is no such column."""
     from helpers import REPO, in_process
     from runner import metrics
     from runner.store import read_run
 
     folder = REPO / "examples" / "results" / "h200" / "hopper-long-burst-20261202"  # with NVML telemetry
     run = read_run(folder)
-    board = leaderboard.leaderboard(run.cells, machine=run.manifest.machine)
+    board = leaderboard.leaderboard(run.cells, manifest=run.manifest)
     cells = {(c.variant, c.params.label()): c for c in run.cells}
     for standing in board:
         cell = cells[standing.winner.variant, standing.shape]
@@ -198,10 +198,10 @@ def test_a_board_by_a_timer_the_clock_was_not_read_over_gives_no_share_of_the_pe
 
     run = read_run(REPO / "examples" / "results" / "h200" / "hopper-long-burst-20261202")
     assert {c.telemetry.timer for c in run.cells if c.telemetry} == {"device"}  # schema 3: by step 14 -> 15
-    by_wall = leaderboard.leaderboard(run.cells, "wall", run.manifest.machine)
+    by_wall = leaderboard.leaderboard(run.cells, "wall", run.manifest)
     assert by_wall and all(s.winner.clock_peak is None for s in by_wall)
     assert "% MMA@clock" not in leaderboard.rows(by_wall)[0]
-    by_device = leaderboard.leaderboard(run.cells, "device", run.manifest.machine)
+    by_device = leaderboard.leaderboard(run.cells, "device", run.manifest)
     assert all(s.winner.clock_peak for s in by_device)
 
 
@@ -263,3 +263,22 @@ def test_fp8_is_marked_where_the_record_says_it_ran_and_an_fp8_request_that_did_
     assert leaderboard.time_of(fp8).fp8_mark == "FP8" and leaderboard.time_of(unreached).fp8_mark == "not FP8"
     assert leaderboard.fp8_mark(None, float("nan")) is None  # a frame's bf16 cell: no verdict, no mark
     assert leaderboard.fp8_mark("not FP8: …", float("nan")) == "not FP8"  # NaN is not an f8 type
+
+
+def test_where_the_fastest_and_the_next_ran_two_cudnn_releases_each_is_named_with_its_own():
+    """TE's worker loads its own cuDNN (9.14.0 beside jax's 9.19.0 in the shipped H200 runs): a te-against-cudnn
+    margin is in part the releases', so the board names each side's where they differ, and only there."""
+    def board(*sides):
+        return rank([Time("run", "T8", v, s, 0.01, backend="cudnn", cudnn=c) for v, s, c in sides])
+
+    (apart,) = board(("te", 1.0, "9.14.0"), ("cudnn", 1.1, "9.19.0"))
+    row = leaderboard.rows([apart])[0]
+    assert (row["fastest"], row["next"]) == ("te (cuDNN 9.14.0)", "cudnn (cuDNN 9.19.0)")
+    assert "(cuDNN …) the fastest and the next ran two cuDNN releases" in leaderboard.marks_key([apart])
+    one_release = board(("te", 1.0, "9.19.0"), ("cudnn", 1.1, "9.19.0"))
+    one_cudnn = board(("te", 1.0, "9.14.0"), ("xla", 1.1, None))  # xla runs no cuDNN kernel
+    for same in (one_release, one_cudnn):
+        assert "cuDNN" not in " ".join(leaderboard.rows(same)[0].values()) + leaderboard.marks_key(same)
+    run = shipped(LLAMA_BURST)
+    te = next(c for c in run.cells if c.variant == "te" and c.status == "ok")
+    assert leaderboard.time_of(te, manifest=run.manifest).cudnn == "9.14.0" and leaderboard.time_of(te).cudnn is None

@@ -341,7 +341,7 @@ def test_shows_leaderboard_and_the_tables_beside_it_fit_a_narrow_terminal_too(fo
     from runner.store import read_run
 
     run = read_run(folder)
-    board = contested(leaderboard(run.cells, machine=run.manifest.machine))
+    board = contested(leaderboard(run.cells, manifest=run.manifest))
     grids = [t.grid() for t in beside_tables(run.cells, run.manifest) if t.rows]
     assert grids
     grids += [leaderboard_grid(board)] if board else []  # a run of one variant a shape has no board
