@@ -836,7 +836,7 @@ def _nothing_before(m, args) -> None:
     from runner import compare, report
 
     said = (f"no earlier run of {m.name} on {compare.gpu_name(m)} than {m.run_id} with its spec identity, power "
-            f"policy ({compare.power_policy(m) or 'none'}) and timer: nothing to compare with")
+            f"policy, {compare.power_policy(m) or 'none'}, and timer: nothing to compare with")
     print(said, file=sys.stderr)
     if args.format == "markdown":
         sys.stdout.write(report.no_comparison_markdown(said))

@@ -436,6 +436,11 @@ class Manifest(Strict):
                                                        "driver'), each with its earlier values. None: no such "
                                                        "difference (and runs before 2026-12-07; an older reader keeps "
                                                        "it as an extra field).")
+    sampled_after_settling: bool = Field(False, description="steady: the run's cells were sampled after the load "
+                                         "settled, in CUPTI sessions after host gaps, not inside the load (every "
+                                         "steady run before schema 5: the 4 -> 5 step sets it, as it sets each "
+                                         "cell's power.sampled_in_load false). False for every run since, and for "
+                                         "a burst run.")
 
 
 def gpu_model(manifest: Manifest) -> str | None:
@@ -565,10 +570,16 @@ def _v4_to_v5(data: dict, kind: str) -> dict:
     """Schema 5: a steady cell says whether its samples were taken inside the load (`power.sampled_in_load`).
     Before, they never were: the runner settled the GPU, then sampled in CUPTI sessions after host gaps, which on
     an H200 let the clock recover (at T=16k it read 18 % above what the GPU sustains, docs/benchmarks.md); so a
-    stored steady record reads as sampled after the load. Its telemetry stays what it was: the samples' window."""
+    stored steady record reads as sampled after the load. Its telemetry stays what it was: the samples' window. A
+    steady run's manifest says the same of its run (sampled_after_settling), so the readers that see only manifests
+    (compare's power policy, runs, a report's header) tell the two steady rules apart."""
     state = data.get("power") if kind == "cell" else None
     if isinstance(state, dict) and state.get("policy") == "steady":
         state.setdefault("sampled_in_load", False)
+    spec = data.get("spec") if kind == "manifest" else None
+    timing = spec.get("timing") if isinstance(spec, dict) else None
+    if isinstance(timing, dict) and timing.get("power") == "steady":
+        data.setdefault("sampled_after_settling", True)
     return data
 
 

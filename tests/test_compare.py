@@ -466,11 +466,28 @@ def test_runs_of_different_power_policies_are_refused_unless_allowed(capsys, tmp
     burst = copied(tmp_path, "lab5-burst", DAY + dt.timedelta(days=1), policy="burst")
     done = in_process(capsys, "compare", steady, burst)
     assert done.code == 2 and done.errors == [
-        "error: A ran under power policy steady, B under burst: their times are not like with like; give "
-        "--allow-policy-change to compare them anyway"]
+        "error: A ran under power policy steady (after settling), B under burst: their times are not like with like; "
+        "give --allow-policy-change to compare them anyway"]
     code, found = report(capsys, steady, burst, "--allow-policy-change")
-    assert code == 0 and found["verdict"].endswith(" · differs: power policy steady → burst")
-    assert found["material_differences"] == [{"fact": "power policy", "a": "steady", "b": "burst"}]
+    assert code == 0 and found["verdict"].endswith(" · differs: power policy steady (after settling) → burst")
+    assert found["material_differences"] == [{"fact": "power policy", "a": "steady (after settling)", "b": "burst"}]
+
+
+def test_steady_runs_of_two_steady_rules_are_refused_as_two_policies_unless_allowed(capsys, tmp_path):
+    """A steady run sampled after settling (schema 3 and 4: the clock recovered in host gaps) against one sampled in
+    the load is not like with like: refused as steady against burst is, and named as the power policy, not blamed
+    on attnbench's sha."""
+    settled = copied(tmp_path, "lab5-settled", DAY)
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-in-load", DAY + dt.timedelta(days=1))
+    write_run(tmp_path / "results" / "lab5-in-load", manifest.model_copy(update={"sampled_after_settling": False}),
+              cells)
+    in_load = str(tmp_path / "results" / "lab5-in-load")
+    done = in_process(capsys, "compare", settled, in_load)
+    assert done.code == 2 and done.errors[0].startswith(
+        "error: A ran under power policy steady (after settling), B under steady (in load): ")
+    code, found = report(capsys, settled, in_load, "--allow-policy-change")
+    assert {"fact": "power policy", "a": "steady (after settling)", "b": "steady (in load)"} in found[
+        "material_differences"]
 
 
 def test_material_differences_stand_beside_the_verdict(capsys, tmp_path):
@@ -630,7 +647,7 @@ def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp
     done = in_process(capsys, "compare", b, "--against", "previous")
     assert (done.code, done.out) == (0, "")
     assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power "
-                           "policy (steady) and timer: nothing to compare with"]
+                           "policy, steady (after settling), and timer: nothing to compare with"]
 
 
 def test_against_previous_with_no_earlier_run_still_gives_json_and_markdown(capsys, tmp_path):
@@ -638,8 +655,8 @@ def test_against_previous_with_no_earlier_run_still_gives_json_and_markdown(caps
     needs it null, each section empty, no regression, the reason as the verdict), where it held 6 of a night's 20;
     markdown with the reason under the heading."""
     b = copied(tmp_path, "lab5-first", DAY)
-    reason = ("no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power policy (steady) "
-              "and timer: nothing to compare with")
+    reason = ("no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power policy, steady "
+              "(after settling), and timer: nothing to compare with")
     code, found = report(capsys, b, "--against", "previous", "--threshold", "7")
     said = {key: found[key] for key in ("a", "timer", "threshold", "regressed", "verdict", "settings")}
     assert (code, said) == (0, {"a": None, "timer": None, "threshold": 0.07, "regressed": False, "verdict": reason,
@@ -798,7 +815,8 @@ def test_environments_put_what_differs_first_and_ignore_times_and_ids():
 def test_the_power_policy_is_an_environment_difference():
     steady = shipped("h200/hopper-long-warm-20261202").manifest
     burst = shipped("h200/hopper-long-burst-20261202").manifest
-    assert compare.differences(steady, burst).set_index("fact").loc["power policy"].tolist() == ["steady", "burst"]
+    assert compare.differences(steady, burst).set_index("fact").loc["power policy"].tolist() == [
+        "steady (after settling)", "burst"]
 
 
 def test_a_runs_facts_carry_its_seconds_by_phase_and_its_workers_start():

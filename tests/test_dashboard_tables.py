@@ -213,8 +213,8 @@ def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]  # 2 hashes
     long = [keys for label, keys in tables.series(runs).items() if label.startswith("hopper-long · NVIDIA H200 · spec")]
     assert sorted(long) == [["hopper-long-20261202-105336"], ["hopper-long-20261202-110136"]]  # 2 identities
-    assert "lab5-warm-20261203-023042" in tables.series(runs)["lab5 · NVIDIA H200 · steady"]
-    burst, steady = (tables.series(runs)[f"llama3.1-70b · NVIDIA H200 · {p}"] for p in ("burst", "steady"))
+    assert "lab5-warm-20261203-023042" in tables.series(runs)["lab5 · NVIDIA H200 · steady (after settling)"]
+    burst, steady = (tables.series(runs)[f"llama3.1-70b · NVIDIA H200 · {p}"] for p in ("burst", "steady (in load)"))
     assert "llama3.1-70b-20261206-burst" in burst and not set(burst) & set(steady)  # holds as runs are shipped
 
 
@@ -512,7 +512,7 @@ def test_historys_worst_regressions_name_the_runs_their_cells_stepped_between_as
     from runner import compare
 
     snap = data.snapshot(str(SHIPPED), data.RunCache())
-    cells = snap.cells(tuple(tables.series(snap.runs)["lab5 · NVIDIA H200 · steady"]))
+    cells = snap.cells(tuple(tables.series(snap.runs)["lab5 · NVIDIA H200 · steady (after settling)"]))
     worst = tables.regressions(tables.judged_steps(tables.history(cells, snap.runs, "device"), snap.manifests))
     before, after = "lab5-warm-ahead-off-20261202-182308", "lab5-cold-20261203-023042"
     assert len(worst) == 3 and set(zip(worst["before"], worst["after"])) == {(before, after)}

@@ -542,3 +542,12 @@ def test_a_kernels_nan_and_inf_errors_are_written_and_read_back_as_themselves():
     for read in (CellRecord.model_validate_json(line), read_cell(json.loads(line))):  # the run's read, a store's
         assert math.isnan(read.correctness.rel_err) and math.isnan(read.correctness.max_abs_err)
         assert read.correctness.grad_rel_err == {"dq": math.inf, "dk": -math.inf, "dv": 1.0}
+
+
+@pytest.mark.parametrize("fixture, after_settling", [("schema4/schema4-20261203-000000", True),
+                                                     ("schema5-models/schema5-models-20261203-000000", False)])
+def test_a_steady_manifest_says_whether_its_run_sampled_after_settling(fixture, after_settling):
+    """The 4 -> 5 step says of a steady run's manifest what it says of its cells: sampled after the load settled;
+    a manifest written since reads as sampled in the load."""
+    manifest = read_manifest(json.loads((FIXTURES / fixture / "manifest.json").read_text()))
+    assert manifest.spec["timing"]["power"] == "steady" and manifest.sampled_after_settling is after_settling
