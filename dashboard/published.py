@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import leaderboard, metrics, published
-from runner.record import cudnn_ran
+from runner.record import cudnn_ran, power_policy
 from dashboard.tables import SHAPE, case, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
@@ -18,8 +18,8 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """The cells with a published figure at their shape on their run's GPU (`manifests`: run -> manifest; no
     manifest, no GPU, no figure): their columns plus published_ms, published_tflops, published_gbps (the cell's FLOPs
     and bytes over the published time), published (the series' name), the cuDNN each side ran (published_cudnn,
-    our_cudnn: "—" where none), its fp8_mark (runner.leaderboard.fp8_mark); FP8 figures only where the record says
-    FP8 ran."""
+    our_cudnn: "—" where none), its fp8_mark (runner.leaderboard.fp8_mark), the power policy ours ran under
+    (our_power); FP8 figures only where the record says FP8 ran."""
     rows = []
     for index, row in candidates(cells).iterrows():
         manifest = manifests.get(row["run"])
@@ -32,10 +32,11 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
                          "our_cudnn": cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
-                                                          manifest) or "—"})
+                                                manifest) or "—",
+                         "our_power": (power_policy(manifest) if manifest else None) or "—"})
     if not rows:
         return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],
-                                     published_gbps=[], published_cudnn=[], our_cudnn=[])
+                                     published_gbps=[], published_cudnn=[], our_cudnn=[], our_power=[])
     extra = pd.DataFrame(rows).set_index("index")
     return cells.join(extra, how="inner")
 
@@ -74,11 +75,14 @@ def draw(fig: go.Figure, cells: pd.DataFrame, x: str, y: str, manifests: dict) -
 
 
 def cudnn_sides(points: pd.DataFrame, x: str) -> dict:
-    """Per x, which cuDNN each side ran: the figure's, and each measured variant's there that ran one."""
+    """Per x, which cuDNN each side ran: the figure's, and each measured variant's there that ran one; and the power
+    policies ours ran under."""
     def said(group: pd.DataFrame) -> str:
         ours = sorted({f"{v} {c}" for v, c in zip(group["variant"], group["our_cudnn"]) if c != "—"})
         theirs = group["published_cudnn"].iloc[0]
-        return f"published: {'cuDNN ' + theirs if theirs != '—' else 'no cuDNN'} · ours: {', '.join(ours) or 'no cuDNN'}"
+        power = ", ".join(sorted(set(group["our_power"])))
+        figure = f"cuDNN {theirs}" if theirs != "—" else "no cuDNN"
+        return f"published: {figure} · ours: {', '.join(ours) or 'no cuDNN'} · measured under power {power}"
     return {value: said(group) for value, group in points.groupby(x, sort=False)}
 
 
@@ -91,7 +95,7 @@ def table(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     """Measured beside published, a row per matching cell on the figure's GPU, by each record's headline timer (as
     `attnbench show`, whatever timer the sidebar chose): below 1, faster than the published figure; the cuDNN each
     side ran (ours from each run's manifest, `manifests`: run -> manifest, where the cell's backend is cuDNN's:
-    runner.record.cudnn_ran)."""
+    runner.record.cudnn_ran); the power policy each run ran under (a steady time reads behind a burst one)."""
     found = matched(cells, manifests)
     if found.empty:
         return found
@@ -99,7 +103,7 @@ def table(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     return pd.DataFrame({
         "run": found["run"], "experiment": found["experiment"],
         "variant": [published.marked(v, m) for v, m in zip(found["variant"], found["fp8_mark"])],
-        "shape": shape_labels(found), "timer": found["timer"], "measured ms": measured_ms,
+        "shape": shape_labels(found), "timer": found["timer"], "power": found["our_power"], "measured ms": measured_ms,
         "published ms": found["published_ms"], "measured / published": measured_ms / found["published_ms"],
         "our cuDNN": found["our_cudnn"], "published cuDNN": found["published_cudnn"], "published": found["published"],
     })

@@ -84,8 +84,9 @@ def load_problems(snap: data.Snapshot, runs: list[str]) -> None:
 
 @guarded
 def overview(snap: data.Snapshot, sel: Selection) -> None:
-    """Counts of the selection, then a row per selected run: where it ran and how it moved against the previous
-    run of its spec on its GPU. Markdown only: the page's first view stays light for the browser."""
+    """Counts of the selection, then a row per selected run: where it ran, under which power policy (steady and burst
+    times are not like with like), and how it moved against the previous run of its spec on its GPU. Markdown only:
+    the page's first view stays light for the browser."""
     status = sel.cells["status"]
     gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or "—"
     st.markdown(f"**{len(sel.runs):,} of {counted(len(snap.runs), 'run')}** · {gpus} · "
@@ -95,7 +96,7 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     if line := fastest(sel):
         st.markdown(line)
     rows = [_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs]
-    st.markdown(report.markdown_table(["run", "spec", "GPU", "started", "git sha"], rows))
+    st.markdown(report.markdown_table(["run", "spec", "GPU", "power", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
     st.markdown("**Against the previous run of the same spec identity, GPU, power policy and timer** (over the cells "
@@ -121,7 +122,7 @@ def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
     sha = str(r["git_sha"])
     commit = sha.removesuffix(DIRTY)  # edited code's suffix stays: the row must not pass it for the commit
-    return [run, r["spec"], r["gpu"], started, commit[:SHA_CHARS] + sha[len(commit):]]
+    return [run, r["spec"], r["gpu"], r["power"], started, commit[:SHA_CHARS] + sha[len(commit):]]
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:

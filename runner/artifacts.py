@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
 from runner.leaderboard import Standing, contested, leaderboard, legacy_of, notes, rows, winners
-from runner.record import CellRecord, gpu_model, gpu_name
+from runner.record import CellRecord
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
 
@@ -96,14 +96,8 @@ def fastest(standings: list[Standing], strong=str) -> str:
 
 
 def facts(run: Run) -> list[str]:
-    m = run.manifest
-    known = [f"spec {m.name}", _device(m), f"started {m.started_at}", f"git {m.git_sha or '?'}"] if m else []
-    return known + [summary_line(run.cells)]
-
-
-def _device(m) -> str:
-    """'GPU NVIDIA H200', or 'no GPU (cpu)' for a run on another device (record.gpu_name, the one rule)."""
-    return f"GPU {gpu_name(m)}" if gpu_model(m) else f"no GPU ({gpu_name(m)})"
+    """The run's header (report.run_facts: show's too) and its cells by status."""
+    return report.run_facts(run.manifest) + [summary_line(run.cells)]
 
 
 # --- html ------------------------------------------------------------------------------------------------------------

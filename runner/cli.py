@@ -698,12 +698,15 @@ def cmd_show(args, console: Console) -> int:
 
 
 def _show_table(run, console: Console) -> None:
-    """show's tables: the run's cells per experiment, its leaderboard, the tables beside them, its summary line."""
+    """show's tables: the run's header (what it is: its policy, GPU, versions), its cells per experiment, its
+    leaderboard, the tables beside them, its summary line."""
     from runner.leaderboard import legacy_of
-    from runner.report import earlier_line, kernel_line, leaderboard_table, print_beside, print_tables, summary_line
+    from runner.report import (earlier_line, kernel_line, leaderboard_table, print_beside, print_tables, run_facts,
+                               summary_line)
 
     machine = run.manifest.machine if run.manifest else None
-    for line in (kernel_line(run.manifest), earlier_line(run.manifest)):
+    header = " · ".join(run_facts(run.manifest))
+    for line in (header and f"{run.run_id}: {header}", kernel_line(run.manifest), earlier_line(run.manifest)):
         if line:
             console.print(escape(line))
     print_tables(run.cells, console, machine)

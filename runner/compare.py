@@ -32,7 +32,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name
+from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name, power_policy
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -321,17 +321,6 @@ def status_changes(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 # --- environments ------------------------------------------------------------------------------------------------
-
-def power_policy(manifest: Manifest) -> str | None:
-    """The power state the run's spec sampled cells in, with the steady rule that sampled it: 'burst', 'steady (in
-    load)' or 'steady (after settling)' (every steady run before schema 5, which read faster than the GPU sustains
-    at heavy shapes: docs/timing.md); None for runs from before the choice."""
-    timing = manifest.spec.get("timing") if isinstance(manifest.spec, dict) else None
-    policy = timing.get("power") if isinstance(timing, dict) else None
-    if policy != "steady":
-        return policy
-    return f"steady ({'after settling' if manifest.sampled_after_settling else 'in load'})"
-
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)

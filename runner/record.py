@@ -467,6 +467,18 @@ def cudnn_ran(variant: str, backend: str | None, manifest) -> str | None:
     return (worker and worker.versions.get("cudnn")) or manifest.machine.versions.get("cudnn")
 
 
+def power_policy(manifest: Manifest) -> str | None:
+    """The power state the run's spec sampled cells in, with the steady rule that sampled it: 'burst', 'steady (in
+    load)' or 'steady (after settling)' (every steady run before schema 5, which read faster than the GPU sustains
+    at heavy shapes: docs/timing.md); None for runs from before the choice. How every reader names a run's policy
+    (compare, runs, show's and the report's header, the dashboard)."""
+    timing = manifest.spec.get("timing") if isinstance(manifest.spec, dict) else None
+    policy = timing.get("power") if isinstance(timing, dict) else None
+    if policy != "steady":
+        return policy
+    return f"steady ({'after settling' if manifest.sampled_after_settling else 'in load'})"
+
+
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------
 
 # What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs

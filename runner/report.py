@@ -24,7 +24,7 @@ from rich.text import Text
 
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
-from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_name
+from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, power_policy
 from runner.spool import Totals
 
 
@@ -524,12 +524,19 @@ def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
                ("ms", "deterministic ms", "cost")),
         Beside("serving: each cell beside the same shape without its paging, shuffling, ragged lengths or new tokens",
                serving_rows(cells), ("ms", "beside ms", "cost")),
-        Beside("published: measured / published at the same shape (below 1: faster than published)",
-               published_rows(cells, manifest), ("measured ms", "published ms", "measured / published",
-                                                 "measured % MMA@clock", "published % MMA@clock"),
+        Beside(published_title(manifest), published_rows(cells, manifest),
+               ("measured ms", "published ms", "measured / published", "measured % MMA@clock", "published % MMA@clock"),
                published.absent(manifest)),
     ]
     return [t for t in tables if t.rows or t.note]
+
+
+def published_title(manifest) -> str:
+    """The published table's title, naming the power policy the measured side ran under: a steady time reads behind a
+    burst one at heavy shapes (docs/timing.md), which can flip measured / published."""
+    policy = power_policy(manifest) if manifest else None
+    under = f", measured under power {policy}" if policy else ""
+    return f"published: measured / published at the same shape{under} (below 1: faster than published)"
 
 
 def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:
@@ -549,19 +556,50 @@ def _part_state(part) -> str:
 
 def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
-    told apart), cells done of planned, and its state. The run id, which one copies into show, is never folded: a
-    narrow terminal leaves out the name, the start, the shard where no run is sharded, and the device first."""
+    told apart), power policy (steady and burst times are not like with like), cells done of planned, and its state.
+    The run id, which one copies into show, is never folded: a narrow terminal leaves out the name, the start, the
+    shard where no run is sharded, the device, then the power policy first."""
     rows = []
     for run in runs:
         m = run.manifest
-        name, gpu, started = (m.name, gpu_name(m), m.started_at) if m else ("-", "-", "-")
-        rows += [[run.run_id, name, gpu, started, part.shard or "-",
+        name, gpu, power, started = (m.name, gpu_name(m), power_policy(m) or "none", m.started_at) if m else (
+            "-", "-", "-", "-")
+        rows += [[run.run_id, name, gpu, power, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
     sharded = any(part.shard for run in runs for part in run.parts)
-    drops = ("name", "started", *(() if sharded else ("shard",)), "device")  # a run id starts with its spec's name
-    return Grid(f"runs in {uri}", ["run", "name", "device", "started", "shard", "cells", "state"], rows, drops=drops,
-                kept=("run",))
+    drops = ("name", "started", *(() if sharded else ("shard",)), "device", "power")  # a run id starts with its name
+    return Grid(f"runs in {uri}", ["run", "name", "device", "power", "started", "shard", "cells", "state"], rows,
+                wraps=("power",), drops=drops, kept=("run",))
+
+
+def run_facts(manifest) -> list[str]:
+    """What a run is, first in show's header and the report's: its spec, device, power policy (steady against burst
+    moves the times at heavy shapes and can flip measured / published: docs/timing.md), start, git sha, and the jax
+    and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release); nothing without
+    a manifest."""
+    if manifest is None:
+        return []
+    policy = power_policy(manifest) or "none (before the choice)"
+    return [f"spec {manifest.name}", device_said(manifest), f"power {policy}", f"started {manifest.started_at}",
+            f"git {manifest.git_sha or '?'}", *_versions(manifest)]
+
+
+def device_said(manifest) -> str:
+    """'GPU NVIDIA H200', or 'no GPU (cpu)' for a run on another device (record.gpu_name, the one rule)."""
+    return f"GPU {gpu_name(manifest)}" if gpu_model(manifest) else f"no GPU ({gpu_name(manifest)})"
+
+
+def _versions(manifest) -> list[str]:
+    """'jax 0.11.2', 'cuDNN 9.19.0 (transformer_engine worker 9.14.0)': where the run recorded them."""
+    versions, said = manifest.machine.versions, []
+    if "jax" in versions:
+        said.append(f"jax {versions['jax']}")
+    others = [f"{name} worker {w.versions['cudnn']}" for name, w in manifest.workers.items()
+              if w.versions.get("cudnn") not in (None, versions.get("cudnn"))]
+    if "cudnn" in versions or others:
+        said.append(f"cuDNN {versions.get('cudnn', '—')}" + (f" ({', '.join(others)})" if others else ""))
+    return said
 
 
 def kernel_line(manifest) -> str | None:

@@ -95,11 +95,11 @@ def test_the_report_says_why_a_gpus_run_has_no_published_figure(capsys, tmp_path
     note = published.absent(shipped(f"h200/{HOPPER}").manifest)
     assert note.startswith("no published figures: ")
     page = (tmp_path / "report" / "index.html").read_text()
-    assert "<h3>Published: measured / published at the same shape (below 1: faster than published)</h3>" \
-           f"<p class='meta'>{html.escape(note, quote=True)}</p>" in page
+    assert "<h3>Published: measured / published at the same shape, measured under power steady (after settling) " \
+           f"(below 1: faster than published)</h3><p class='meta'>{html.escape(note, quote=True)}</p>" in page
     summary = (tmp_path / "report" / "summary.md").read_text()
-    assert f"### Published: measured / published at the same shape (below 1: faster than published)\n\n{note}\n" \
-           in summary
+    assert ("### Published: measured / published at the same shape, measured under power steady (after settling) "
+            f"(below 1: faster than published)\n\n{note}\n") in summary
 
 
 def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shape_had_two_nothing(capsys, tmp_path):
@@ -357,3 +357,15 @@ def test_the_pages_cell_tables_hold_no_column_only_a_gpu_fills_on_a_cpu_run():
     assert "<th>GB/s</th>" in page
     assert [h for h in ("% copy", "SM MHz", "% MMA@clock") if f"<th>{h}</th>" in page] == []
     assert "<th>SM MHz</th>" in cells_html("e", [telemetry(shipped(H200_LONG).cells[0])])
+
+
+def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_ran():
+    """The power policy moves every time by 10-15 % and flips measured / published: the header (show's too) names it,
+    and the cuDNN TransformerEngine's worker ran where it is not jax's."""
+    from runner import artifacts
+
+    burst = artifacts.facts(shipped("h200/llama3.1-70b-20261206-burst"))
+    assert burst[:3] == ["spec llama3.1-70b", "GPU NVIDIA H200", "power burst"]
+    assert burst[-3:] == ["jax 0.11.2", "cuDNN 9.19.0 (transformer_engine worker 9.14.0)",
+                          "84 cells: 76 ok, 2 oom, 6 skipped"]
+    assert "power steady (after settling)" in artifacts.facts(shipped(f"h200/{HOPPER}"))

@@ -384,8 +384,9 @@ def test_the_manifest_records_the_environments_settings_that_can_change_kernels_
     kernel_env = {k: v for k, v in machine["kernel_env"].items() if k not in os.environ}  # the test's own, if any
     assert machine["xla_flags"] == ["--xla_cpu_enable_fast_math=false"] and kernel_env == {"NVTE_FUSED_ATTN": "0"}
     shown = in_process(capsys, "show", run_dir).out.splitlines()
-    assert shown[0].startswith("environment that can change kernels: xla_flags --xla_cpu_enable_fast_math=false · "
-                               "kernel env ") and "NVTE_FUSED_ATTN=0" in shown[0]
+    assert shown[0].startswith("cli-test: spec test · no GPU (cpu) · power steady (in load) · started ")
+    assert shown[1].startswith("environment that can change kernels: xla_flags --xla_cpu_enable_fast_math=false · "
+                               "kernel env ") and "NVTE_FUSED_ATTN=0" in shown[1]
     assert "environment that can change kernels" not in in_process(capsys, "show", SHIPPED_RUN).out  # not recorded
 
 
@@ -645,7 +646,7 @@ def test_a_resume_on_another_driver_goes_on_says_so_and_the_run_keeps_the_earlie
     loaded = read_run(folder)
     assert loaded.manifest.earlier_facts == {"gpu driver": ["550.54.15"]} and len(loaded.cells) == 10
     shown = in_process(capsys, "show", folder).out.splitlines()
-    assert "some cells measured under another gpu driver 550.54.15" in shown[:2]
+    assert "some cells measured under another gpu driver 550.54.15" in shown[:3]  # after the run's facts
     compared = in_process(capsys, "compare", run[1], folder, "--format", "json")
     environment = {row["fact"]: row for row in json.loads(compared.out)["environment"]}
     assert environment["earlier gpu driver"]["b"] == "550.54.15"
@@ -874,8 +875,13 @@ def test_runs_names_each_runs_device(tmp_path, capsys):
     shutil.copytree(SHIPPED_RUN, tmp_path / "cpu" / SHIPPED_RUN.name)
     gpu = REPO / "examples" / "results" / "h200" / "lab5-20261202-104743"
     shutil.copytree(gpu, tmp_path / "h200" / gpu.name)
+    burst = REPO / "examples" / "results" / "h200" / "llama3.1-70b-20261206-burst"
+    shutil.copytree(burst, tmp_path / "h200" / burst.name)
     rows = table_rows(in_process(capsys, "runs", "--out", tmp_path).out.replace("┃", "│"))
-    assert {row["run"]: row["device"] for row in rows} == {SHIPPED_RUN.name: "cpu", gpu.name: "NVIDIA H200"}
+    assert {row["run"]: row["device"] for row in rows} == {SHIPPED_RUN.name: "cpu", gpu.name: "NVIDIA H200",
+                                                           burst.name: "NVIDIA H200"}
+    assert {row["run"]: row["power"] for row in rows} == {  # steady and burst times are not like with like
+        SHIPPED_RUN.name: "none", gpu.name: "none", burst.name: "burst"}
 
 
 def test_runs_warns_on_stderr(tmp_path, capsys):
@@ -903,7 +909,8 @@ def test_piped_output_is_not_padded(capsys):
     lines = result.out.splitlines()
     assert [line for line in lines if line != line.rstrip()] == []  # titles were padded to 200 columns
     assert max(len(line) for line in lines) <= 200
-    assert lines[0].startswith("default-shape  B4 T128 N8 H64 fwd")
+    assert lines[0].startswith(f"{SHIPPED_RUN.name}: spec lab5 · no GPU (cpu) · power none (before the choice) · ")
+    assert lines[1].startswith("default-shape  B4 T128 N8 H64 fwd")
 
 
 # --- list, env, schema --------------------------------------------------------------------------------

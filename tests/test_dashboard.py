@@ -120,6 +120,7 @@ def test_the_first_screen_says_which_variant_is_fastest_in_the_newest_run(monkey
     llama = open_app(monkeypatch, run=["llama3.1-70b-20261206-tefp8"])
     sha = shipped("h200/llama3.1-70b-20261206-tefp8").manifest.git_sha
     assert len(sha) == 40 and f"| {sha[:12]} |" in texts(llama.markdown) and sha not in texts(llama.markdown)
+    assert "| llama3.1-70b-20261206-tefp8 | llama3.1-70b | NVIDIA H200 | steady (in load) |" in texts(llama.markdown)
 
 
 def test_the_first_screens_winners_are_over_the_shapes_two_variants_ran_correctly(monkeypatch):
@@ -907,7 +908,7 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
     app = open_app(monkeypatch, tmp_path, run=["lab5-0012", "lab5-0000"])  # the first run after cudnn's step
     runs, against = (next(m.value for m in app.markdown if m.value.startswith(start)) for start in ("| run |",
                                                                                                   "**Against"))
-    assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | 2026-10-04 00:00:00 |")
+    assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | — | 2026-10-04 00:00:00 |")
     moves = against.splitlines()[2:]
     assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
     assert ", geomean B / A " in moves[0]  # which way the ratio reads, as compare's verdict and the Compare tab say

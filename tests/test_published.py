@@ -137,6 +137,17 @@ def test_show_prints_measured_over_published_for_the_shipped_h200_run(capsys):
     assert "cuDNN 9.19.1" in table
 
 
+def test_the_published_table_names_the_power_policy_the_measured_side_ran_under(capsys):
+    """A steady time reads behind a burst one at heavy shapes, which flips measured / published: show's (and the
+    report's) published table says which the run's cells are; a run from before the choice says nothing of it."""
+    from runner.report import published_title
+
+    run = REPO / "examples" / "results" / "h200" / "llama3.1-70b-20261206-burst"
+    out = " ".join(in_process(capsys, "show", run).out.split())
+    assert "published: measured / published at the same shape, measured under power burst (below 1: faster" in out
+    assert published_title(None) == "published: measured / published at the same shape (below 1: faster than published)"
+
+
 def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     import pandas as pd
 
@@ -207,6 +218,7 @@ def test_the_overlay_says_which_cudnn_each_side_ran():
     shown = dashboard_published.table(frame.assign(timer="device", median_s=1e-3), {"r": two.manifest})
     assert shown[["variant", "our cuDNN", "published cuDNN"]].values.tolist() == [
         ["cudnn", "9.19.0", "9.19.1"], ["xla", "—", "9.19.1"], ["te", "9.14.0", "9.19.1"]]
+    assert set(shown["power"]) == {"steady (after settling)"}  # the measured side's policy, beside each cell
 
 
 @pytest.mark.slow
@@ -374,7 +386,8 @@ def test_the_chart_hover_says_which_cudnn_each_side_ran_and_the_table_times_by_t
     fig = dashboard_published.draw(go.Figure(), frame, "seq_len", "latency_ms", {"r": two.manifest})
     hover = {t.name: t.customdata[0] for t in fig.data}
     sdpa = next(name for name in hover if "9.19.1" in name)
-    assert hover[sdpa] == "published: cuDNN 9.19.1 · ours: cudnn 9.19.0, te 9.14.0"
+    assert hover[sdpa] == ("published: cuDNN 9.19.1 · ours: cudnn 9.19.0, te 9.14.0 · measured under power steady "
+                           "(after settling)")
     assert all("%{customdata}" in t.hovertemplate for t in fig.data)
     shown = dashboard_published.table(frame, {"r": two.manifest})
     assert set(shown["measured ms"]) == {1.0} and set(shown["timer"]) == {"device"}  # latency_ms (5, wall) unused
