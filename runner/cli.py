@@ -660,7 +660,7 @@ def cmd_env(args, console: Console) -> int:
 
 
 def _shown_run(args):
-    """RUN as a run folder, else as a run id in --out (default: results, where `runs` looks)."""
+    """RUN as a run folder, else as a run id in --out (default: results), found at any depth as `runs` lists it."""
     from runner.store import read_run
 
     if args.out is None and (Path(args.run).is_dir() or Path(args.run).name != args.run):  # a folder, or a path
@@ -668,11 +668,26 @@ def _shown_run(args):
     if args.out is not None and Path(args.run).name != args.run:
         raise UsageError(f"{args.run}: with --out, RUN is a run id in it, not a path: give the run folder alone, or "
                          "its id with --out")
-    if args.out is None and not Path(DEFAULT_OUT, args.run).is_dir():
+    if args.out is None and not Path(DEFAULT_OUT).is_dir():
         raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
+    out = DEFAULT_OUT if args.out is None else args.out
     with _store_errors():  # reading can find the store out of reach, not only opening it
-        return _open_store(DEFAULT_OUT if args.out is None else args.out, "--out", _read_timeout()).read(
-            _run_id(args.run))
+        store = _open_store(out, "--out", _read_timeout())
+        return store.read(_found(store, _run_id(args.run), out))
+
+
+def _found(store, run_id: str, out: str) -> str:
+    """The one folder in `store` (given as `out`) that holds run `run_id` (Store.find); a run of that id in none,
+    or in two, is bad input, said in one line."""
+    found = store.find(run_id)
+    shown = f"{DEFAULT_OUT}/" if out == DEFAULT_OUT else out
+    if not found:
+        see = "attnbench runs" + ("" if out == DEFAULT_OUT else f" --out {out}")
+        raise UsageError(f"{run_id}: no such run folder, nor a run of that id in {shown} (see {see})")
+    if len(found) > 1:
+        raise UsageError(f"{run_id}: {len(found)} runs of that id in {shown} ({', '.join(found)}): give --out the "
+                         "folder that holds the one you mean")
+    return found[0]
 
 
 def cmd_show(args, console: Console) -> int:

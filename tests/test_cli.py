@@ -903,6 +903,26 @@ def test_show_finds_a_run_id_in_results_as_runs_does(tmp_path, capsys, monkeypat
         2, ["error: lab5-typo: no such run folder, nor a run of that id in results/ (see attnbench runs)"])
 
 
+def test_show_and_compare_find_a_run_id_at_any_depth_under_out_as_runs_lists_it(tmp_path, capsys):
+    """`runs --out DIR` lists runs at any depth (DIR/h200/RUN): show, compare and report open the run id it lists
+    with the same --out, where they looked in DIR/RUN alone ("manifest.json: missing"); an id that two folders hold is
+    one line naming both."""
+    gpu = REPO / "examples" / "results" / "h200"
+    for run in ("lab5-warm-20261202-182308", "lab5-warm-20261203-023042"):
+        shutil.copytree(gpu / run, tmp_path / "h200" / run)
+    listed = {row["run"] for row in table_rows(in_process(capsys, "runs", "--out", tmp_path).out.replace("┃", "│"))}
+    assert "lab5-warm-20261203-023042" in listed
+    shown = in_process(capsys, "show", "lab5-warm-20261203-023042", "--out", tmp_path)
+    assert shown.code == 0 and shown.out.startswith("lab5-warm-20261203-023042: spec lab5 · GPU NVIDIA H200 · ")
+    compared = in_process(capsys, "compare", "lab5-warm-20261203-023042", "--against", "previous", "--out", tmp_path)
+    assert compared.code == 1 and "A: lab5-warm-20261202-182308 " in compared.out
+    shutil.copytree(gpu / "lab5-warm-20261202-182308", tmp_path / "again" / "lab5-warm-20261202-182308")
+    twice = in_process(capsys, "show", "lab5-warm-20261202-182308", "--out", tmp_path)
+    assert (twice.code, twice.errors) == (2, [
+        f"error: lab5-warm-20261202-182308: 2 runs of that id in {tmp_path} (again/lab5-warm-20261202-182308, "
+        "h200/lab5-warm-20261202-182308): give --out the folder that holds the one you mean"])
+
+
 def test_piped_output_is_not_padded(capsys):
     result = in_process(capsys, "show", SHIPPED_RUN)  # capsys: stdout is no terminal, as in a pipe or a pod log
     assert result.code == 0, result.err
