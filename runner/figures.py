@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from runner import shape
-from runner.leaderboard import NOT_FP8, cell_fp8_mark
+from runner.leaderboard import NOT_FP8, cell_fp8_mark, unsettled
+from runner.power import UNSTABLE_SPREAD
 from runner.record import CellRecord
+from runner.report import NOT_CONVERGED, NOT_CONVERGED_WHY, unconverged
 
 # Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
 # bf16 twin, Pallas purple and red (the dashboard's colours too); any other variant takes a spare colour.
@@ -41,6 +43,7 @@ class Series:
     variant: str
     points: tuple[tuple[float, float], ...]
     source: int = 0
+    marks: tuple[str, ...] = ()  # each point's (MARKS: '' where none), for a table of the chart's numbers
 
 
 @dataclass(frozen=True)
@@ -86,18 +89,31 @@ METRICS = {
 }
 
 
+# What a number in a table of a chart's points does not say of its cell, as the dashboard's tables mark it
+# (dashboard.tables.MARKS: ⚠ and †) and the board words it (runner.leaderboard.marks_key): (mark, meaning, rule).
+MARKS = (("⚠", "sampled before its power state settled or on an SM clock that moved more than "
+          f"{100 * UNSTABLE_SPREAD:g} %", unsettled),
+         ("†", f"{NOT_CONVERGED}: {NOT_CONVERGED_WHY}", lambda c: unconverged(c) is not None))
+
+
+def marks_of(cell: CellRecord) -> str:
+    """The cell's MARKS, together ('⚠†'; '' where none)."""
+    return "".join(mark for mark, _, rule in MARKS if rule(cell))
+
+
 def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "",
               source: int = 0) -> list[Series]:
-    """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear; a
-    variant that asked for FP8 and ran without is named so, as on the board ('te_fp8 (not FP8)': fp8_mark)."""
-    lines: dict[tuple[str, str, bool], list[tuple[float, float]]] = {}
+    """Lines by variant and the `rest` axes, y(cell) against the cell's `x`, in the order they first appear, each
+    point's marks beside it; a variant that asked for FP8 and ran without is named so, as on the board ('te_fp8 (not
+    FP8)': fp8_mark)."""
+    lines: dict[tuple[str, str, bool], list[tuple[float, float, str]]] = {}
     for c in cells:
         params = c.params.as_dict()
         other = " ".join(filter(None, [shape.label(params, omit=tuple(n for n in shape.NAMES if n not in rest)),
                                        suffix]))
-        lines.setdefault((c.variant, other, cell_fp8_mark(c) == NOT_FP8), []).append((params[x], y(c)))
+        lines.setdefault((c.variant, other, cell_fp8_mark(c) == NOT_FP8), []).append((params[x], y(c), marks_of(c)))
     return [Series(" ".join(filter(None, [variant, f"({NOT_FP8})" if not_fp8 else "", other])), variant,
-                   tuple(sorted(points)), source)
+                   tuple((x, v) for x, v, _ in sorted(points)), source, tuple(mark for _, _, mark in sorted(points)))
             for (variant, other, not_fp8), points in lines.items()]
 
 

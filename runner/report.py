@@ -55,11 +55,16 @@ def noise_text(noise: float) -> str:
     return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
 
 
+def unconverged(c: CellRecord):
+    """The cell's headline timing where its noise never met its target (None where it did, or there is none)."""
+    headline = next((t for t in c.timings if t.timer == c.timer), None)
+    return headline if headline and not headline.converged else None
+
+
 def _marks(c: CellRecord) -> list[str]:
     """What a reader should know of the cell's headline time: its SM clock moved, its noise never met its target."""
     marks = [f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []
-    headline = next((t for t in c.timings if t.timer == c.timer), None)
-    if headline and not headline.converged:
+    if headline := unconverged(c):
         marks.append(f"{NOT_CONVERGED}: noise {noise_text(headline.noise)} on {headline.samples} samples")
     return marks
 

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner import figures, shape  # noqa: E402
+from runner.record import power_policy  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
 H200 = "examples/results/h200"
@@ -121,19 +122,29 @@ def chart_of(block: Block) -> figures.Chart:
 
 
 def table(chart: figures.Chart) -> str:
-    """The figure's numbers: a row per swept value, a column per line."""
+    """The figure's numbers: a row per swept value, a column per line, each number marked as show and the dashboard
+    mark its cell (figures.MARKS: unsettled, not converged), and under the table what each mark it shows means."""
     xs = sorted({x for s in chart.series for x, _ in s.points})
-    values = [{x: y for x, y in s.points} for s in chart.series]
+    values = [{x: f"{y:.4g}{mark}" for (x, y), mark in zip(s.points, s.marks or [""] * len(s.points))}
+              for s in chart.series]
     header = f"| {chart.x} | " + " | ".join(s.label for s in chart.series) + " |"
-    rows = [f"| {x:g} | " + " | ".join(f"{v[x]:.4g}" if x in v else "—" for v in values) + " |" for x in xs]
-    return "\n".join([header, "|---" * (len(chart.series) + 1) + "|", *rows])
+    rows = [f"| {x:g} | " + " | ".join(v.get(x, "—") for v in values) + " |" for x in xs]
+    shown = {mark for s in chart.series for marks in s.marks for mark in marks}
+    key = [f"{mark} {meaning}" for mark, meaning, _ in figures.MARKS if mark in shown]
+    return "\n".join([header, "|---" * (len(chart.series) + 1) + "|", *rows,
+                      *([f"\n*{'; '.join(key)}.*"] if key else [])])
+
+
+def policies(block: Block) -> str:
+    """The power policy each run of the block ran under ('burst'; 'steady (in load)'), which the page's numbers are."""
+    return ", ".join(dict.fromkeys(power_policy(read_run(ROOT / s.folder).manifest) or "none" for s in block.sources))
 
 
 def block_markdown(block: Block, chart: figures.Chart) -> str:
     runs = ", ".join(f"`{s.folder}`" for s in block.sources)
     return "\n\n".join([f"## {chart.title}", f"![{chart.title}](figures/{chart.name}.png)",
-                        f"*{chart.subtitle}. {chart.y} · from {runs} (run ids: {', '.join(chart.runs)}).*",
-                        table(chart)])
+                        f"*{chart.subtitle}. {chart.y} · from {runs} (run ids: {', '.join(chart.runs)}; power "
+                        f"{policies(block)}).*", table(chart)])
 
 
 def verdicts_markdown(block: Verdicts) -> str:
@@ -168,7 +179,12 @@ def index_markdown() -> str:
     return "\n\n".join(["# H200 results", GENERATED,
                         "Headline results of the committed H200 runs, each table and figure generated from the runs "
                         "it names. How they were measured, and everything else measured, is in the "
-                        "[evidence log](../benchmarks.md).", links]) + "\n"
+                        "[evidence log](../benchmarks.md).",
+                        "Each figure's caption names its runs and the power policy they ran under (`burst`, `steady "
+                        "(in load)`, or `steady (after settling)`: the sampler of the runs before schema 5, "
+                        "[regressions](../regressions.md)); a number whose cell was sampled unsettled (⚠) or did not "
+                        "converge (†) carries the mark `attnbench show` and the dashboard give it, and a line under "
+                        "its table says what the marks mean.", links]) + "\n"
 
 
 def generate() -> dict[str, bytes]:

@@ -271,6 +271,21 @@ def test_a_results_table_holds_the_numbers_its_figure_draws():
         "| query sequence length T | cudnn | te |", "|---|---|---|", "| 4096 | 515.9 | — |", "| 8192 | 560.8 | 498 |"]
 
 
+def test_a_results_table_marks_an_unsettled_or_unconverged_number_as_show_does_and_says_what_the_marks_mean():
+    """hopper.md printed 515.9 and 870.4 TFLOP/s plain where their cells' clocks moved (show and the board mark
+    them): the pages mark each number as figures.MARKS does and say under the table what the marks it shows mean."""
+    from runner import figures
+    from runner.store import read_run
+
+    run = read_run(REPO / "docs" / "evidence" / "runs-20261203" / "hopper-long-warm-20261203-102524")
+    cells = [c for c in run.cells if c.experiment == "fwd" and c.variant in ("cudnn", "cudnn_fp8")]
+    chart = figures.sweep_chart("c", "fwd", [(run.run_id, "", cells)], "tflops")
+    lines = results_pages().table(chart).splitlines()
+    assert lines[2:4] == ["| 4096 | 515.9⚠ | 815.7⚠† |", "| 8192 | 560.8⚠ | 870.4⚠ |"]
+    assert lines[-1] == ("*⚠ sampled before its power state settled or on an SM clock that moved more than 2 %; "
+                         "† not converged: noise above its target when sampling stopped.*")
+
+
 # --- the README ----------------------------------------------------------------------------------------------------
 
 def test_the_readme_is_a_front_door():
