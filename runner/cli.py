@@ -779,7 +779,7 @@ def _previous_of(b, out: str | None):
     """The run before B in `out`, else in B's parent folder (a folder) or results/: the last earlier run of its spec
     identity, GPU, power policy and timer that planned a cell B planned (the dashboard's rule, runner.compare.previous),
     naming on stderr the newer ones passed over; None when there is none."""
-    from runner.compare import apart, nearest_named, passed_over, previous
+    from runner.compare import apart, nearest_named, passed_over, previous, same_sitting
 
     if out is None:
         out = str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
@@ -790,6 +790,9 @@ def _previous_of(b, out: str | None):
         before = previous(found, "\0B")
         if before.skipped:
             print(f"--against previous: {passed_over(before)}", file=sys.stderr)
+        if before.run and (apart_s := same_sitting(found[before.run], b.manifest)):
+            print(f"--against previous: {before.run} started {apart_s} before B, in the same sitting, not on an "
+                  "earlier night: give A by name to compare with one", file=sys.stderr)
         if before.run is None and (named := nearest_named(found, "\0B")):
             print(f"--against previous: {named}, the newest earlier run of {b.manifest.name} on this GPU, is of "
                   f"another series: {apart(found[named], b.manifest)}", file=sys.stderr)

@@ -32,7 +32,8 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name, power_policy
+from runner.record import (HOW_OPTIONS, NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name, power_policy,
+                           run_settings)
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -478,7 +479,8 @@ def shares_cells(manifest: Manifest, keys: frozenset[str] | None) -> bool:
 
 def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
     """The run of the same spec identity, GPU, power policy and timer that started last before `key` and planned a
-    cell `key` planned; the newer runs of that series that shared none, each with why."""
+    cell `key` planned, made with `key`'s run settings (record.HOW_OPTIONS: --compile-ahead off against off) where
+    one was, else the newest of any; the newer runs of that series passed over, each with why."""
     run = manifests[key]
     if run is None:
         return Previous(None, [])
@@ -486,12 +488,28 @@ def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
     earlier = sorted([(started(m), k) for k, m in manifests.items()
                       if m and started(m) < started(run) and series_key(m) == series],
                      key=lambda found: found[0], reverse=True)
-    skipped = []
+    settings, skipped, fallback = run_settings(run, HOW_OPTIONS), [], None
     for _, candidate in earlier:
-        if shares_cells(manifests[candidate], keys):
+        theirs = run_settings(manifests[candidate], HOW_OPTIONS)
+        if not shares_cells(manifests[candidate], keys):
+            skipped.append((candidate, NO_CELL_SHARED))
+        elif theirs == settings:
             return Previous(candidate, skipped)
-        skipped.append((candidate, NO_CELL_SHARED))
-    return Previous(None, skipped)
+        else:
+            fallback = fallback or Previous(candidate, list(skipped))
+            skipped.append((candidate, f"run settings {theirs or '(none)'} → {settings or '(none)'}"))
+    return fallback or Previous(None, skipped)
+
+
+SITTING_S = 3600  # runs started this close: one sitting (a benchmark's cold, warm and ahead-off runs), not two nights
+
+
+def same_sitting(a: Manifest, b: Manifest) -> str:
+    """Where A started within SITTING_S before B, how long before ('53 s', '12 min'); '' otherwise."""
+    seconds = (started(b) - started(a)).total_seconds()
+    if not 0 <= seconds < SITTING_S:
+        return ""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:

@@ -479,6 +479,33 @@ def power_policy(manifest: Manifest) -> str | None:
     return f"steady ({'after settling' if manifest.sampled_after_settling else 'in load'})"
 
 
+# The options of `attnbench run` that set how a run made its cells beyond its spec (the runner's own choices; its
+# compile cache is the manifest's, said only when off, since each run may name a folder of its own) and which of the
+# spec's cells it planned; the rest say where it stored them (--out, --run-id, --spool) or are in the stored spec
+# (--power, --budget).
+HOW_OPTIONS = ("--compile-ahead", "--compile-cache", "--measure-ceilings")
+PLAN_OPTIONS = ("--only", "--variants", "--where")
+
+
+def run_settings(manifest: Manifest, options: tuple[str, ...] = HOW_OPTIONS + PLAN_OPTIONS) -> str:
+    """The run's settings among `options`, as its argv gave them ('--compile-ahead off --where tp=1'; the default
+    --compile-ahead on left out) and '--compile-cache off' where its manifest's compile cache was off (by argv, the
+    environment or the spec); '' where none: what sets apart runs of one spec (`runs`, compare.previous)."""
+    given: dict[str, list[str]] = {}
+    option = None
+    for word in manifest.argv:
+        if word.startswith("--"):  # a plan's filters extend (argparse's extend), another option's last one counts
+            option, _, value = word.partition("=")
+            given[option] = (given.get(option, []) if option in PLAN_OPTIONS else []) + ([value] if value else [])
+        elif option:
+            given[option].append(word)
+    given.pop("--compile-cache", None)
+    if manifest.compile_cache == "off":
+        given["--compile-cache"] = ["off"]
+    return " ".join(" ".join([name, *values]) for name, values in given.items()
+                    if name in options and (name, values) != ("--compile-ahead", ["on"]))
+
+
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------
 
 # What schema 1 could not say about its variants (all that attnbench 0.1 shipped), frozen here so that old runs

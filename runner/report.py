@@ -24,7 +24,7 @@ from rich.text import Text
 
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
-from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, power_policy
+from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, power_policy, run_settings
 from runner.spool import Totals
 
 
@@ -561,21 +561,23 @@ def _part_state(part) -> str:
 
 def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
-    told apart), power policy (steady and burst times are not like with like), cells done of planned, and its state.
-    The run id, which one copies into show, is never folded: a narrow terminal leaves out the name, the start, the
-    shard where no run is sharded, the device, then the power policy first."""
+    told apart), power policy (steady and burst times are not like with like), its settings beyond its spec (record.
+    run_settings: a benchmark's --compile-ahead off beside its twins, a --where), cells done of planned, and its
+    state. The run id, which one copies into show, is never folded: a narrow terminal leaves out the name, the start,
+    the shard where no run is sharded, the settings, the device, then the power policy first."""
     rows = []
     for run in runs:
         m = run.manifest
-        name, gpu, power, started = (m.name, gpu_name(m), power_policy(m) or "none", m.started_at) if m else (
-            "-", "-", "-", "-")
-        rows += [[run.run_id, name, gpu, power, started, part.shard or "-",
+        name, gpu, power, started, settings = (
+            (m.name, gpu_name(m), power_policy(m) or "none", m.started_at, run_settings(m) or "-") if m else
+            ("-",) * 5)
+        rows += [[run.run_id, name, gpu, power, settings, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
     sharded = any(part.shard for run in runs for part in run.parts)
-    drops = ("name", "started", *(() if sharded else ("shard",)), "device", "power")  # a run id starts with its name
-    return Grid(f"runs in {uri}", ["run", "name", "device", "power", "started", "shard", "cells", "state"], rows,
-                wraps=("power",), drops=drops, kept=("run",))
+    drops = ("name", "started", *(() if sharded else ("shard",)), "settings", "device", "power")  # id: name-time
+    return Grid(f"runs in {uri}", ["run", "name", "device", "power", "settings", "started", "shard", "cells", "state"],
+                rows, wraps=("power", "settings"), drops=drops, kept=("run",))
 
 
 def run_facts(manifest) -> list[str]:

@@ -230,7 +230,9 @@ def test_a_report_beside_its_run_in_the_store_leaves_the_run_as_it_read(capsys, 
 def test_without_matplotlib_the_report_says_which_extra_to_install(capsys, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails, as where it is not installed
     done = report(capsys, tmp_path, H200 / HOPPER)
-    assert done.code == 1 and done.errors == ["error: report needs matplotlib: pip install -e '.[report]'"]
+    assert done.code == 1 and done.errors[-1] == "error: report needs matplotlib: pip install -e '.[report]'"
+    assert done.errors[:-1] == [f"--against previous: hopper-long-cold-20261203-023241 started 83 s before B, in the "
+                                "same sitting, not on an earlier night: give A by name to compare with one"]
     assert not (tmp_path / "report").exists()  # nothing half-written
 
 

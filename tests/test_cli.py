@@ -882,6 +882,8 @@ def test_runs_names_each_runs_device(tmp_path, capsys):
                                                            burst.name: "NVIDIA H200"}
     assert {row["run"]: row["power"] for row in rows} == {  # steady and burst times are not like with like
         SHIPPED_RUN.name: "none", gpu.name: "none", burst.name: "burst"}
+    assert {row["run"]: row["settings"] for row in rows} == {  # what set the run apart beyond its spec
+        SHIPPED_RUN.name: "-", gpu.name: "-", burst.name: "--where tp=1"}
 
 
 def test_runs_warns_on_stderr(tmp_path, capsys):

@@ -1022,3 +1022,29 @@ def test_a_resume_goes_on_across_the_driver_alone_and_keeps_the_earlier_values()
     assert resumed_across([run], capped)[0] == "gpu power_limit_w 700.0 → 500.0"
     upgraded = machine.model_copy(update={"versions": {"jax": "0.9.0"}})
     assert resumed_across([run, run], upgraded)[0] == "version jax 0.8.0 → 0.9.0"
+
+
+def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_of_the_same_sitting(capsys, tmp_path):
+    """A benchmark's cold, warm and --compile-ahead off runs share a series: the ahead-off run's previous is the
+    ahead-off run of the night before, its twins named as passed over (the newest of any where none was made so);
+    a previous run started within the hour is said to be of the same sitting, not an earlier night."""
+    def made(run_id: str, started: dt.datetime, *argv: str) -> None:
+        manifest, cells = copy_run(shipped(TEMPLATE), run_id, started)
+        write_run(tmp_path / "results" / run_id,
+                  manifest.model_copy(update={"argv": ["attnbench", "run", "specs/lab5.yaml", *argv]}), cells)
+
+    night = DAY + dt.timedelta(days=1)
+    made("off-1", DAY, "--compile-ahead", "off")
+    made("cold-2", night)
+    made("warm-2", night + dt.timedelta(seconds=53), "--compile-ahead", "on")  # the default, given
+    made("off-2", night + dt.timedelta(seconds=80), "--compile-ahead=off")
+    store = str(tmp_path / "results")
+    done = in_process(capsys, "compare", "off-2", "--against", "previous", "--out", store, "--format", "json")
+    assert done.code == 0 and json.loads(done.out)["a"]["run_id"] == "off-1"
+    assert done.errors == ["--against previous: passed over warm-2: run settings (none) → --compile-ahead off; "
+                           "passed over cold-2: run settings (none) → --compile-ahead off"]
+    twin = in_process(capsys, "compare", "warm-2", "--against", "previous", "--out", store)
+    assert twin.errors == ["--against previous: cold-2 started 53 s before B, in the same sitting, not on an earlier "
+                           "night: give A by name to compare with one"]
+    manifests = {run: open_store(store).read(run).manifest for run in ("cold-2", "warm-2", "off-2")}
+    assert compare.previous(manifests, "off-2") == compare.Previous("warm-2", [])  # no ahead-off run before it

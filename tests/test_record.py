@@ -551,3 +551,19 @@ def test_a_steady_manifest_says_whether_its_run_sampled_after_settling(fixture, 
     a manifest written since reads as sampled in the load."""
     manifest = read_manifest(json.loads((FIXTURES / fixture / "manifest.json").read_text()))
     assert manifest.spec["timing"]["power"] == "steady" and manifest.sampled_after_settling is after_settling
+
+
+def test_a_runs_settings_are_its_argvs_beyond_its_spec_and_its_compile_cache_only_when_off():
+    """What sets runs of one spec apart (runs' settings column, compare.previous): --compile-ahead off, a plan's
+    filters, a compile cache that was off however it was set; never a folder each run names, nor the default."""
+    from runner.record import HOW_OPTIONS, run_settings
+
+    manifest = read_manifest(json.loads((FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000" /
+                                         "manifest.json").read_text()))
+    argv = ["attnbench", "run", "s.yaml", "--out", "o", "--compile-cache", "/tmp/c", "--compile-ahead", "on",
+            "--where", "tp=1", "seq_len=4096,8192", "--compile-ahead=off"]
+    run = manifest.model_copy(update={"argv": argv, "compile_cache": "/tmp/c"})
+    assert run_settings(run) == "--compile-ahead off --where tp=1 seq_len=4096,8192"
+    assert run_settings(run.model_copy(update={"compile_cache": "off"}), HOW_OPTIONS) == (
+        "--compile-ahead off --compile-cache off")
+    assert run_settings(run.model_copy(update={"argv": argv[:9]})) == ""

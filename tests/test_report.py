@@ -422,15 +422,16 @@ def test_no_number_is_cut_across_lines_at_any_width():
 
 def test_runs_on_a_narrow_terminal_leaves_out_the_device_before_it_folds_a_run_id():
     """At 59 columns runs folded 'decode-20261' over '202' and kept the device, NVIDIA H200 on every row: the run id,
-    which one copies into show, is never folded, and the shard (where none is sharded) and the device go first; the
-    power policy, which sets steady and burst runs apart, goes last and folds its words first (80 columns keep it)."""
+    which one copies into show, is never folded, and the shard (where none is sharded), the settings and the device go
+    first; the power policy, which sets steady and burst runs apart, goes last and folds its words first (80 columns
+    keep it)."""
     from runner.report import fitted, runs_grid
     from runner.store import LocalStore
 
     store = LocalStore(SHIPPED / "h200")
     grid = runs_grid([store.read(run_id) for run_id in store.runs()], store.uri)
-    assert fitted(grid, 59)[1] == ["name", "device", "power", "started", "shard"]
-    assert fitted(grid, 80)[1] == ["name", "device", "started", "shard"]
+    assert fitted(grid, 59)[1] == ["name", "device", "power", "settings", "started", "shard"]
+    assert fitted(grid, 80)[1] == ["name", "device", "settings", "started", "shard"]
     for width in (40, 59, 80):
         text = on_terminal(grid, width)
         ids = {cells_of(line)[0] for line in text.splitlines() if line.startswith("│")}
