@@ -366,12 +366,14 @@ def level(fig: go.Figure, y: float, text: str, position: str = "top left", **lin
                          annotation_bgcolor=LABEL_GROUND, **line)
 
 
-VERDICT_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "within noise": "#b0b0b0", "unconfirmed": "#ff7f0e"}
+VERDICT_COLOURS = {"faster": "#2ca02c", "slower": "#d62728", "within noise": "#b0b0b0", "unconfirmed": "#ff7f0e",
+                   "not reproduced": "#9467bd"}
 
 
 def ratio_bars(table: pd.DataFrame, title: str, subtitle: str) -> go.Figure:
     """B / A per cell as horizontal bars diverging from 1.0, in spec order top to bottom: green faster, red
-    slower (beyond both runs' noise), grey within noise, orange unconfirmed (a side not converged)."""
+    slower (beyond both runs' noise), grey within noise, orange unconfirmed (a side not converged), purple not
+    reproduced (slower, not when measured again)."""
     labels = table["variant"] + "  " + table["shape"]
     fig = go.Figure(go.Bar(
         y=labels, x=table["ratio"] - 1, base=1, orientation="h",

@@ -130,8 +130,7 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     them."""
     found_before = comparison.previous(snap.manifests, run)
     before, over = found_before.run, comparison.passed_over(found_before)
-    found = comparison.compare(snap.cells((before,)), snap.cells((run,)), snap.manifests[before], snap.manifests[run],
-                               timer=sel.timer) if before else None
+    found = judged(snap, before, run, snap.cells((before,)), snap.cells((run,)), timer=sel.timer) if before else None
     table = found.cells if found else pd.DataFrame()
     if table.empty:
         said = ("no earlier run to compare" if found is None else
@@ -738,7 +737,7 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
         return
     whole_a, whole_b = snap.cells((a,)), snap.cells((b,))
     cells_a, cells_b = tables.filtered(whole_a, sel.filters), tables.filtered(whole_b, sel.filters)
-    found = comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold / 100, sel.timer)
+    found = judged(snap, a, b, cells_a, cells_b, threshold / 100, sel.timer, sel.filters)
     like_with_like(found)
     status_changes(found)
     timers_and_kernels(found)
@@ -749,6 +748,17 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     else:
         compare_results(found)
     environments({a: snap.manifests[a], b: snap.manifests[b]}, "A and B")
+
+
+def judged(snap: data.Snapshot, a: str, b: str, cells_a: pd.DataFrame, cells_b: pd.DataFrame,
+           threshold: float = comparison.DEFAULT_THRESHOLD, timer: str | None = None,
+           filters: dict | None = None) -> comparison.Comparison:
+    """A against B as `attnbench compare` judges them: B's slower cells judged again against B's recheck where the
+    store holds one (comparison.recheck_of), under the same `filters`."""
+    again = comparison.recheck_of(snap.manifests, b)
+    cells = None if again is None else tables.filtered(snap.cells((again,)), filters or {})
+    return comparison.compare(cells_a, cells_b, snap.manifests[a], snap.manifests[b], threshold, timer, cells,
+                              None if again is None else snap.manifests[again])
 
 
 def like_with_like(found: comparison.Comparison) -> None:
@@ -837,6 +847,10 @@ def compare_results(found: comparison.Comparison) -> None:
                       help=f"moved beyond {threshold} and both runs' noise, but a side did not converge and the gap is "
                            f"not beyond {comparison.CONFIRM_NOISES}× its noise on {comparison.CONFIRM_SAMPLES} "
                            "samples a side: never a regression (docs/regressions.md)")
+    if found.recheck is not None:
+        st.info(f"{counted(len(found.not_reproduced), 'cell')} not reproduced: slower in B, not slower when "
+                f"`attnbench recheck` measured them again ({found.recheck.run_id}), so never a regression; "
+                "`recheck / A` is the recheck's time over A's (docs/regressions.md)")
     chart, summary = st.columns([3, 2])
     with summary:
         st.caption("Per experiment and variant: geometric mean of B / A and cells beyond noise")
@@ -849,7 +863,8 @@ def compare_results(found: comparison.Comparison) -> None:
         cells = cells.assign(shape=tables.shape_labels(cells, tables.swept(cells) or None))
         plot(charts.ratio_bars(cells, f"{experiment}: latency B / A per cell",
                                f"{tables.fixed_shape(cells)} · {found.timer} timer · green faster, red slower "
-                               f"(beyond {threshold} and both runs' IQR), grey within noise, orange unconfirmed"),
+                               f"(beyond {threshold} and both runs' IQR), grey within noise, orange unconfirmed, "
+                               "purple not reproduced"),
              "compare", share=3 / 5)
     unconverged = report.unconverged_said(table)
     st.caption("Every shared cell (click a header to sort)" + (f" · {unconverged}" if unconverged else ""))
@@ -858,6 +873,7 @@ def compare_results(found: comparison.Comparison) -> None:
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
         "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
         "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g"),
+        "recheck_ratio": st.column_config.NumberColumn("recheck / A", format="%.3f"),
         "noise_a": st.column_config.NumberColumn("noise A", format="percent"),
         "noise_b": st.column_config.NumberColumn("noise B", format="percent")})
 

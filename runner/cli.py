@@ -5,7 +5,9 @@ Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, ar
 same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume);
 141 stdout's reader went away (`| head`), the rest of the output dropped.
 `compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare
-(an internal error or a missing library too: a gate must not read a crash as a regression).
+(an internal error or a missing library too: a gate must not read a crash as a regression). `recheck` exits as compare,
+1 only where a slower cell is slower again when measured again (or a cell ok in A is not in B), and as `run` (3, 4,
+75) where measuring again did not end.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_NOT_UPLOADED, EXIT_SIGTERM = 0, 1, 2, 3, 75
 EXIT_NOT_RESUMABLE = 4  # run: this run cannot be resumed on this machine (another GPU, libraries or kernel settings)
 EXIT_PIPE = 141  # stdout's reader went away (`| head`): 128 + SIGPIPE, as cat or grep exit then
-EXIT_REGRESSION = 1  # compare: B regressed against A (the nightly CronJob fails its Job on it)
+EXIT_REGRESSION = 1  # compare, recheck: B regressed against A (the nightly CronJob fails its Job on it)
+GATES = ("compare", "recheck")  # commands whose 1 is a regression: their internal errors exit 2
 PROBE_TIMEOUT_S = 5.0  # run probes --out this long; a bucket that does not answer is retried while measuring
 PIPE_WIDTH = 200  # tables in pod logs and pipes wrap only beyond this
 
@@ -91,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
 
     _compare_parser(sub)
+    _recheck_parser(sub)
 
     report = sub.add_parser("report", help="write runs as one self-contained HTML page (charts, tables, leaderboard, "
                             "the comparison with the previous run) with PNG figures and a markdown summary: no "
@@ -172,6 +176,23 @@ def _compare_parser(sub) -> None:
     compare.add_argument("--allow-policy-change", action="store_true",
                          help="compare runs of different power policies (steady, burst)")
     _report_option(compare, required=False)
+
+
+def _recheck_parser(sub) -> None:
+    recheck = sub.add_parser("recheck", help="compare run B with run A as compare does, measure B's slower cells again "
+                             "on this machine into the run B-recheck, and exit 1 only if one is slower again")
+    recheck.add_argument("run", metavar="RUN", help="B: a run folder, or a run id in --out")
+    recheck.add_argument("--against", required=True, metavar="previous|RUN", help="A: previous, the run compare "
+                         "--against previous takes, or a run folder or a run id in --out")
+    recheck.add_argument("--out", help="where run ids are, and where B-recheck is written: a results folder or "
+                         f"gs://bucket/prefix (default: {DEFAULT_OUT}, or B's parent folder when B is a folder)")
+    recheck.add_argument("--threshold", type=THRESHOLD, default=runner.COMPARE_THRESHOLD_PERCENT, metavar="PERCENT",
+                         help=f"as compare's, {THRESHOLD.range} (default: {runner.COMPARE_THRESHOLD_PERCENT:g})")
+    recheck.add_argument("--format", choices=["table", "markdown", "json"], default="table",
+                         help="the comparison with the recheck, as compare's (default: %(default)s)")
+    recheck.add_argument("--spool", type=_folder, help="local copy of the recheck's results before upload, as run's")
+    recheck.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get(COMPILE_CACHE_ENV),
+                         help=f"as run's (default: ${COMPILE_CACHE_ENV}, else B's spec's compile_cache)")
 
 
 def _report_option(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -262,10 +283,10 @@ def _condition(text: str) -> tuple[str, tuple]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _select(spec, only, variants, where=()):
+def _select(spec, only, variants, where=(), keys: frozenset[str] | None = None):
     """The cells of --only's experiments, --variants' variants and --where's values, each condition narrowing the
     last; a condition that keeps no cell is bad input (a typo), one that keeps some is not (tp=1,2 over presets of
-    which some have no tp 2)."""
+    which some have no tp 2); `keys`, where given, keeps those cells alone (recheck's)."""
     from runner.cells import expand
     from runner.shape import BY_NAME
 
@@ -276,7 +297,7 @@ def _select(spec, only, variants, where=()):
                  for n in variants or [] if n not in known_variants]
     if problems:
         raise UsageError("\n".join(problems))
-    cells = [c for c in expand(spec) if not only or c.experiment in only]
+    cells = [c for c in expand(spec) if (not only or c.experiment in only) and (keys is None or c.key in keys)]
     if variants and not any(c.variant in variants for c in cells):
         have = ", ".join(dict.fromkeys(c.variant for c in cells))
         raise UsageError(f"--variants: no cell runs {', '.join(variants)} (the cells run: {have})")
@@ -454,16 +475,22 @@ def _timing_overrides(spec, args):
 
 
 def cmd_run(args, console: Console) -> int:
-    from runner.resume import OtherMachine, refusal
-    from runner.run import Options, execute
-    from runner.shard import select
-
     _importable(*WORKER_LIBRARIES)  # before anything is made: a worker without JAX would die at every cell, and a dry
     # run declines each cell for this JAX's device
     spec = _load(args.spec, args.max_cells)
     spec = _timing_overrides(spec, args)
     every = _select(spec, args.only, args.variants, args.where)
     shard = _shard(args.shard, every)
+    return _measure(args, spec, every, shard, console)
+
+
+def _measure(args, spec, every: list, shard, console: Console, rechecks: str | None = None) -> int:
+    """Measure `every` cell of `spec` (shard's alone, if given) into the run --run-id in --out, as `run` does;
+    `rechecks`: the run whose cells these are, measured again (recheck's)."""
+    from runner.resume import OtherMachine, refusal
+    from runner.run import Options, execute
+    from runner.shard import select
+
     cells = select(every, shard) if shard else every
     ready = _preflight(args, spec, shard)
     _say_unreachable(ready)
@@ -473,7 +500,7 @@ def cmd_run(args, console: Console) -> int:
     location = ready.store.location(ready.run_id)
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
-                      args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None)
+                      args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None, rechecks)
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
@@ -781,9 +808,7 @@ def _previous_of(b, out: str | None):
     naming on stderr the newer ones passed over; None when there is none."""
     from runner.compare import apart, nearest_named, passed_over, previous, same_sitting
 
-    if out is None:
-        out = str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
-    store = _open_store(out, "--out")
+    store = _open_store(_home(b, out), "--out")
     with _store_errors():
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
@@ -826,29 +851,102 @@ def _unread(which: str, run) -> list[str]:
 
 
 def cmd_compare(args, console: Console) -> int:
-    from runner import compare, frames, report
-
     a, b = _compared(args)
     if a is None:
         _nothing_before(b.manifest, args)
         _gate_report(args.report, b, None)
         return EXIT_OK
-    if problems := _not_comparable(a, b, args.allow_different_gpu, args.allow_policy_change):
+    found = _judged(a, b, args.threshold, args.allow_different_gpu, args.allow_policy_change, _recheck_of(b, args.out))
+    _print_comparison(found, args.format, console)
+    _gate_report(args.report, b, found)
+    return EXIT_REGRESSION if found.regressed else EXIT_OK
+
+
+def cmd_recheck(args, console: Console) -> int:
+    """A against B as compare judges them, B's slower cells measured again into B-recheck (resumed where it holds
+    some), then judged again with it: exit 1 only where one is slower again, or a cell ok in A is not in B."""
+    _importable(*WORKER_LIBRARIES)
+    previous = args.against == "previous"
+    a, b = _compared(argparse.Namespace(runs=[args.run] if previous else [args.against, args.run],
+                                        against=args.against if previous else None, out=args.out))
+    if a is None:
+        _nothing_before(b.manifest, args)
+        return EXIT_OK
+    found = _judged(a, b, args.threshold, False, False)
+    if len(found.slower):
+        if code := _measure_again(args, b, frozenset(found.slower["key"])):
+            return code
+        found = _judged(a, b, args.threshold, False, False, _recheck_of(b, args.out))
+    _print_comparison(found, args.format, console)
+    return EXIT_REGRESSION if found.regressed else EXIT_OK
+
+
+def _judged(a, b, threshold: float, allow_different_gpu: bool, allow_policy_change: bool, again=None):
+    """A against B as compare judges them (B's slower cells judged again against `again`, B's recheck, where given);
+    runs it cannot compare, or that share no cell, are bad input."""
+    if problems := _not_comparable(a, b, allow_different_gpu, allow_policy_change):
         raise UsageError("\n".join(problems))
-    _warn(a.problems + b.problems)
-    found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest,
-                            args.threshold / 100)
+    _warn(a.problems + b.problems + (again.problems if again else []))
+    found = _comparison(a, b, threshold / 100, again)
     if not found.common:
         raise UsageError(f"A ({a.run_id}, {counted(len(a.cells), 'cell')}) and B ({b.run_id}, "
                          f"{counted(len(b.cells), 'cell')}) share no "
                          "cell (the same experiment, variant and shape): are they runs of the same spec?")
-    if args.format == "table":
+    return found
+
+
+def _comparison(a, b, threshold: float, again=None):
+    """runner.compare's A against B, B's slower cells judged again against `again` (B's recheck) where given."""
+    from runner import compare, frames
+
+    return compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest, threshold,
+                           again=None if again is None else frames.cells(again.cells),
+                           recheck=None if again is None else again.manifest)
+
+
+def _print_comparison(found, format: str, console: Console) -> None:
+    """The comparison on stdout: compare's tables, or its markdown or json."""
+    from runner import report
+
+    if format == "table":
         report.print_comparison(found, console)
     else:
-        text = report.comparison_markdown(found) if args.format == "markdown" else report.comparison_json(found)
-        sys.stdout.write(text)
-    _gate_report(args.report, b, found)
-    return EXIT_REGRESSION if found.regressed else EXIT_OK
+        sys.stdout.write(report.comparison_markdown(found) if format == "markdown" else report.comparison_json(found))
+
+
+def _home(b, out: str | None) -> str:
+    """Where B's neighbours are: --out, else B's parent folder (B given as a folder), else results."""
+    if out is not None:
+        return out
+    return str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
+
+
+def _recheck_of(b, out: str | None):
+    """B's recheck: the run B-recheck beside B, whose manifest says it measured B's cells again; else None."""
+    from runner.compare import recheck_id, rechecks
+
+    store = _open_store(_home(b, out), "--out")
+    with _store_errors():
+        again = store.read(recheck_id(b.run_id))
+    return again if rechecks(again.manifest, b.run_id) else None
+
+
+def _measure_again(args, b, keys: frozenset[str]) -> int:
+    """B's cells of `keys` measured again under B's stored spec on this machine, into the run B-recheck beside B (a
+    rerun resumes it), as `run` measures (its defaults, its progress on stderr): run's exit code."""
+    from runner.compare import recheck_id
+    from runner.spec import SpecError, parse_spec, stored_document
+
+    try:
+        spec = parse_spec(stored_document(b.manifest.spec), set(_variants()))
+    except SpecError as error:
+        raise UsageError(f"B ({b.run_id}): its stored spec is not one this attnbench runs: "
+                         f"{error.problems[0]}") from None
+    argv = ["run", f"{b.run_id}'s stored spec", "--out", _home(b, args.out), "--run-id", recheck_id(b.run_id)]
+    argv += ["--spool", str(args.spool)] if args.spool else []
+    argv += ["--compile-cache", args.compile_cache] if args.compile_cache else []
+    return _measure(build_parser().parse_args(argv), spec, _select(spec, None, None, keys=keys), None, _stderr(),
+                    b.run_id)
 
 
 def _nothing_before(m, args) -> None:
@@ -888,12 +986,12 @@ def _report_failed(where: str, why: str) -> None:
 def _against_previous(run, out: str | None):
     """The comparison of `run` with the run before it in its store (compare --against previous's), or None when
     there is none or it shares no cell."""
-    from runner import compare, frames
+    from runner.compare import DEFAULT_THRESHOLD
 
     a = _previous_of(run, out)
     if a is None or a.manifest is None:
         return None
-    found = compare.compare(frames.cells(a.cells), frames.cells(run.cells), a.manifest, run.manifest)
+    found = _comparison(a, run, DEFAULT_THRESHOLD, _recheck_of(run, out))
     return found if found.common else None
 
 
@@ -1038,6 +1136,7 @@ COMMANDS = {
     "show": cmd_show,
     "runs": cmd_runs,
     "compare": cmd_compare,
+    "recheck": cmd_recheck,
     "report": cmd_report,
     "schema": cmd_schema,
     "dashboard": cmd_dashboard,
@@ -1142,7 +1241,7 @@ def _internal_error(error: Exception, command: str) -> int:
     missing = _missing_library(error, command)
     _stderr().print(missing or f"attnbench: internal error: {type(error).__name__}: {error} ({DEBUG_ENV}=1 "
                     "shows where)", markup=False)
-    return EXIT_INPUT if command == "compare" else EXIT_INTERNAL  # compare's 1 says B regressed, never this
+    return EXIT_INPUT if command in GATES else EXIT_INTERNAL  # a gate's 1 says B regressed, never this
 
 
 def _stdout_closed() -> bool:

@@ -7,6 +7,8 @@ median passes the threshold (asv's --factor, as a percentage) and the gap exceed
 interquartile range of that cell); anything less is within noise. A pair either side of which did not converge (its
 noise stayed above timing.target_noise when its budget or max_samples ran out) moves only beyond twice each side's
 noise, on CONFIRM_SAMPLES samples a side or more; a move short of that is `unconfirmed`, named and never a regression.
+Where B's slower cells were measured again (`attnbench recheck`: a run of their own, RECHECK, whose manifest names B),
+a slower cell that A against that run does not find slower again is `not reproduced`, named and never a regression.
 
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
@@ -39,7 +41,10 @@ from runner.spec import identity, setting_changes
 SHAPE = list(shape.NAMES)
 DEFAULT_THRESHOLD = COMPARE_THRESHOLD_PERCENT / 100  # B / A beyond 1.05 (or below 1 / 1.05): slower (faster)
 TIMER_ORDER = ["device", "wall", "device_cold"]
-VERDICTS = ("faster", "slower", "within noise", "unconfirmed")
+NOT_REPRODUCED = "not reproduced"  # slower in B, not slower when measured again (recheck): never a regression
+VERDICTS = ("faster", "slower", "within noise", "unconfirmed", NOT_REPRODUCED)
+OCCASIONAL = ("unconfirmed", NOT_REPRODUCED)  # verdicts a summary shows a column of only where a cell has it
+RECHECK = "-recheck"  # B's slower cells measured again: the run B + RECHECK, its manifest's `rechecks` B
 # A pair a side of which did not converge: its noise is an estimate from a noisy window (on 3 samples, two of its
 # quartiles are interpolated), so a move counts only beyond CONFIRM_NOISES times each side's noise, on CONFIRM_SAMPLES
 # samples a side (the default timing.min_samples: where the sampler first tests the noise); short of that, unconfirmed.
@@ -263,6 +268,20 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float 
     })
 
 
+def reproduced(table: pd.DataFrame, a: pd.DataFrame, again: pd.DataFrame | None, timer: str | None,
+               threshold: float, floors: tuple[int, int]) -> pd.DataFrame:
+    """`table` (cells' A against B) with `recheck_ratio`, the median of the cells measured `again` (B's recheck) over
+    A's (NaN where not measured again), and each slower cell that A against its recheck does not find slower by the
+    same rule (cells) as 'not reproduced'; a slower cell the recheck did not time stays slower."""
+    if again is None:
+        return table.assign(recheck_ratio=math.nan)
+    judged = cells(a, _with_columns(again), timer, threshold, floors)
+    found = table.merge(judged[["key", "ratio", "verdict"]].rename(columns={"ratio": "recheck_ratio",
+                                                                            "verdict": "again"}), on="key", how="left")
+    gone = found["verdict"].eq("slower") & found["again"].notna() & found["again"].ne("slower")
+    return found.assign(verdict=found["verdict"].mask(gone, NOT_REPRODUCED)).drop(columns="again")
+
+
 def kernel_changes(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """The cells of `table` (compared, with their verdicts) that ran another kernel in B: key, experiment, variant,
     shape, verdict, the change, and the library kernels only A ran and only B ran."""
@@ -281,13 +300,13 @@ def geomean(values: pd.Series) -> float:
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per experiment and variant: the geometric mean of B / A and how many cells got faster or slower, or were within
-    noise; how many moved unconfirmed where any did."""
+    noise; how many moved unconfirmed, and how many were not reproduced, where any were."""
     counts = pd.crosstab([table["experiment"], table["variant"]], table["verdict"])
     means = table.groupby(["experiment", "variant"], sort=False)["ratio"].agg(geomean).rename("geomean B/A")
     joined = means.to_frame().join(counts).fillna(0)
     for verdict in VERDICTS:
         joined[verdict] = joined[verdict].astype(int) if verdict in joined else 0
-    shown = [v for v in VERDICTS if v != "unconfirmed" or joined[v].any()]
+    shown = [v for v in VERDICTS if v not in OCCASIONAL or joined[v].any()]
     return joined[["geomean B/A", *shown]].reset_index()
 
 
@@ -479,14 +498,15 @@ def shares_cells(manifest: Manifest, keys: frozenset[str] | None) -> bool:
 
 def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
     """The run of the same spec identity, GPU, power policy and timer that started last before `key` and planned a
-    cell `key` planned, made with `key`'s run settings (record.HOW_OPTIONS: --compile-ahead off against off) where
-    one was, else the newest of any; the newer runs of that series passed over, each with why."""
+    cell `key` planned, never a recheck (its cells are another run's, measured again), made with `key`'s run settings
+    (record.HOW_OPTIONS: --compile-ahead off against off) where one was, else the newest of any; the newer runs of that
+    series passed over, each with why."""
     run = manifests[key]
     if run is None:
         return Previous(None, [])
     series, keys = series_key(run), frozenset(run.cell_order) if run.cell_order else None
     earlier = sorted([(started(m), k) for k, m in manifests.items()
-                      if m and started(m) < started(run) and series_key(m) == series],
+                      if m and not m.rechecks and started(m) < started(run) and series_key(m) == series],
                      key=lambda found: found[0], reverse=True)
     settings, skipped, fallback = run_settings(run, HOW_OPTIONS), [], None
     for _, candidate in earlier:
@@ -552,6 +572,24 @@ def passed_over(found: Previous) -> str:
     return "; ".join(f"passed over {run}: {why}" for run, why in found.skipped)
 
 
+def recheck_id(run_id: str) -> str:
+    """The id of the run that measures `run_id`'s slower cells again (`attnbench recheck`)."""
+    return run_id + RECHECK
+
+
+def rechecks(manifest: Manifest | None, run_id: str) -> bool:
+    """Whether the run of `manifest` measured the run `run_id`'s cells again, as its manifest says."""
+    return manifest is not None and manifest.rechecks == run_id
+
+
+def recheck_of(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
+    """The run among `manifests` that measured `key`'s slower cells again (RECHECK), if any."""
+    run = manifests.get(key)
+    found = recheck_id(run.run_id) if run else None
+    return next((k for k, m in manifests.items() if found and m and m.run_id == found and rechecks(m, run.run_id)),
+                None)
+
+
 # --- the whole comparison ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -575,6 +613,7 @@ class Comparison:
     other_timers: pd.DataFrame  # ok in both, timed by different timers (not_compared): no verdict, no regression
     without_timer: pd.DataFrame  # ok in both, the same timers in both, `timer` not among them: no verdict either
     kernels: pd.DataFrame  # compared cells that ran another kernel in B (kernel_changes)
+    recheck: Manifest | None = None  # the run that measured B's slower cells again (reproduced), if any
 
     @property
     def material(self) -> pd.DataFrame:
@@ -600,13 +639,18 @@ class Comparison:
         return self.cells[self.cells["verdict"] == "unconfirmed"]
 
     @property
+    def not_reproduced(self) -> pd.DataFrame:
+        """Cells slower in B that the recheck, measured again, did not find slower than A (reproduced)."""
+        return self.cells[self.cells["verdict"] == NOT_REPRODUCED]
+
+    @property
     def no_longer_ok(self) -> pd.DataFrame:
         return self.changes[self.changes["regression"]]
 
     @property
     def regressed(self) -> bool:
-        """Slower beyond noise and the threshold (never unconfirmed), ok in A and not in B, or ok in A and missing
-        from B, which planned it."""
+        """Slower beyond noise and the threshold (never unconfirmed, nor not reproduced), ok in A and not in B, or ok
+        in A and missing from B, which planned it."""
         return bool(len(self.slower) or len(self.no_longer_ok) or len(self.missing))
 
 
@@ -642,19 +686,23 @@ def nothing_compared(found: Comparison, filtered: bool = False) -> str:
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manifest_b: Manifest | None,
-            threshold: float = DEFAULT_THRESHOLD, timer: str | None = None) -> Comparison:
+            threshold: float = DEFAULT_THRESHOLD, timer: str | None = None, again: pd.DataFrame | None = None,
+            recheck: Manifest | None = None) -> Comparison:
     """A against B (frames of runner.frames.cells' columns); the timer is `timer` if both runs have it, else A's
-    headline timer, else one they share."""
+    headline timer, else one they share; `again`, B's slower cells measured again (the run `recheck`), judges them
+    again (reproduced)."""
     a, b = _with_columns(a), _with_columns(b)
     timer = shared_timer(a, b, timer or headline(a))
-    table = cells(a, b, timer, threshold, (confirm_samples(manifest_a), confirm_samples(manifest_b)))
+    floors = confirm_samples(manifest_a), confirm_samples(manifest_b)
+    table = reproduced(cells(a, b, timer, threshold, floors), a, again, timer, threshold,
+                       (floors[0], confirm_samples(recheck)))
     b_planned = planned(manifest_b)
     gone = lost(a, b, b_planned)
     return Comparison(manifest_a, manifest_b, timer, threshold, differences(manifest_a, manifest_b),
                       only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
                       len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
                       None if b_planned is None else len(b_planned), *not_compared(a, b, timer),
-                      kernel_changes(a, b, table))
+                      kernel_changes(a, b, table), recheck if again is not None else None)
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:

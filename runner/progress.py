@@ -68,5 +68,6 @@ class RichProgress:
 
 
 def progress_for(total: int, console: Console):
-    """The progress display suited to where stdout goes."""
-    return RichProgress(total, console) if console.is_terminal else PlainProgress(total)
+    """The progress display suited to where `console` goes (stdout for run, stderr for recheck, whose stdout carries
+    the comparison)."""
+    return RichProgress(total, console) if console.is_terminal else PlainProgress(total, console.file)

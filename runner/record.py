@@ -441,6 +441,9 @@ class Manifest(Strict):
                                          "steady run before schema 5: the 4 -> 5 step sets it, as it sets each "
                                          "cell's power.sampled_in_load false). False for every run since, and for "
                                          "a burst run.")
+    rechecks: str | None = Field(None, description="The run whose slower cells this run measured again (`attnbench "
+                                 "recheck`: these cells alone, the same spec, on the same machine); None: an ordinary "
+                                 "run (and runs before 2026-12-07; an older reader keeps it as an extra field).")
 
 
 def gpu_model(manifest: Manifest) -> str | None:

@@ -683,15 +683,20 @@ def _ms(value: float) -> str:
     return f"{value:.4g}"
 
 
+RECHECKED = "recheck / A"  # the median of a cell measured again (attnbench recheck) over A's
+
+
 def _times(table):
     """Timed cells as text: A and B in ms, B / A, each run's noise, which side was sampled unsettled and which did not
-    converge where any was, and where B ran another kernel where any did (runner.compare.cells)."""
+    converge where any was, where B ran another kernel where any did, and the recheck's median over A's where any was
+    measured again (runner.compare.cells, reproduced)."""
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
         "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
         **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {}),
         **({"not converged": table["unconverged"]} if table["unconverged"].ne("").any() else {}),
-        **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {})})
+        **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {}),
+        **({RECHECKED: table["recheck_ratio"].map("{:.3f}×".format)} if table["recheck_ratio"].notna().any() else {})})
     return shown.reset_index(drop=True)
 
 
@@ -754,6 +759,7 @@ def comparison_sections(found) -> list[tuple]:
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
         ("Unconfirmed (moved, a side not converged: no regression, no improvement)", _times(found.unconfirmed)),
+        ("Not reproduced (slower in B, not slower when measured again: no regression)", _times(found.not_reproduced)),
         ("Geometric mean of B / A per experiment and variant", summary),
     ]
 
@@ -768,7 +774,16 @@ def comparison_heading(found) -> list[str]:
     return [f"A: {_describe(found.a)}", f"B: {_describe(found.b)}",
             f"{found.timer or 'no shared'} timer; slower or faster: B / A beyond {100 * found.threshold:g} % and both "
             f"runs' noise (IQR); where a side did not converge, beyond {CONFIRM_NOISES}× its noise on "
-            f"{CONFIRM_SAMPLES} samples a side, else unconfirmed"]
+            f"{CONFIRM_SAMPLES} samples a side, else unconfirmed", *recheck_said(found)]
+
+
+def recheck_said(found) -> list[str]:
+    """The line that names the run that measured B's slower cells again, where one did: [] where none."""
+    if found.recheck is None:
+        return []
+    again = int(found.cells["recheck_ratio"].notna().sum())
+    return [f"measured again: {found.recheck.run_id} ({counted(again, 'cell')} timed in it and A); a slower cell that "
+            "A against it does not find slower by the same rule is not reproduced, never a regression"]
 
 
 def unconverged_said(cells) -> str:
@@ -835,6 +850,8 @@ def verdict(found) -> str:
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise"
              + (f", {len(found.unconfirmed)} unconfirmed (a side not converged)" if len(found.unconfirmed) else "")
+             + (f", {len(found.not_reproduced)} not reproduced (slower, not when measured again)"
+                if len(found.not_reproduced) else "")
              + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
              + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found))
     line = f"no regression: {tally}" if not found.regressed else (
@@ -857,7 +874,7 @@ def print_comparison(found, console: Console) -> None:
 def comparison_grids(found) -> list[Grid]:
     """The terminal's table of each section that has rows (comparison_sections)."""
     return [Grid(title, list(map(str, table.columns)), [list(row) for row in table.astype(str).itertuples(index=False)],
-                 right=("A ms", "B ms", "B / A"), wraps=COMPARED_WRAPS, drops=COMPARED_LEFT_OUT_FIRST)
+                 right=("A ms", "B ms", "B / A", RECHECKED), wraps=COMPARED_WRAPS, drops=COMPARED_LEFT_OUT_FIRST)
             for title, table in comparison_sections(found) if len(table)]
 
 
@@ -884,7 +901,8 @@ def no_comparison_json(b, threshold: float, reason: str) -> str:
 
     planned = compare.planned(b)
     document = {"a": None, "b": _run(b), "timer": None, "threshold": threshold, "regressed": False, "verdict": reason,
-                "regressions": [], "unconfirmed": [], "b_planned": None if planned is None else len(planned),
+                "regressions": [], "unconfirmed": [], "not_reproduced": [], "recheck": None,
+                "b_planned": None if planned is None else len(planned),
                 "settings": None, **dict.fromkeys(SECTIONS, [])}
     return json.dumps(document, indent=2) + "\n"
 
@@ -914,7 +932,9 @@ def comparison_json(found) -> str:
         "a": _run(found.a), "b": _run(found.b), "timer": found.timer, "threshold": found.threshold,
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
-        "unconfirmed": list(found.unconfirmed["key"]), "b_planned": found.planned_b, "settings": found.settings,
+        "unconfirmed": list(found.unconfirmed["key"]), "not_reproduced": list(found.not_reproduced["key"]),
+        "recheck": found.recheck.run_id if found.recheck else None, "b_planned": found.planned_b,
+        "settings": found.settings,
         **{name: _records(table(found)) for name, table in SECTIONS.items()},
     }
     return json.dumps(document, indent=2) + "\n"

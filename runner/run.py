@@ -75,6 +75,7 @@ class Options:
     compile_ahead: bool = True
     measure_ceilings: bool = False  # measure the machine's ceilings even where ones kept for it could be reused
     unreachable: str | None = None  # the store out of reach at start-up, said then: not said again until it answers
+    rechecks: str | None = None  # the run whose slower cells these are, measured again (`attnbench recheck`)
 
 
 @dataclass
@@ -295,9 +296,11 @@ def _spool_declined(ctx: Context, records: list[CellRecord]) -> list[CellRecord]
 
 
 def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machine: Machine, cache: str,
-                 order: list[str], earlier: dict[str, list[str]] | None = None) -> Manifest:
+                 order: list[str], earlier: dict[str, list[str]] | None = None,
+                 rechecks: str | None = None) -> Manifest:
     """This run's (or shard's) manifest; a resumed one keeps the first start time. `order`: the run's cell keys;
-    `earlier`: the machine facts its earlier cells were measured under, where they differ (runner.resume.Resume)."""
+    `earlier`: the machine facts its earlier cells were measured under, where they differ (runner.resume.Resume);
+    `rechecks`: the run whose cells this one measures again."""
     previous = spool.manifest()
     names = dict.fromkeys(v for exp in spec.experiments for v in exp.variants)
     return Manifest(
@@ -315,6 +318,7 @@ def new_manifest(spec: Spec, spool: Spool, planned: int, argv: list[str], machin
         compile_cache=cache,
         cell_order=order,
         earlier_facts=earlier or None,
+        rechecks=rechecks,
     )
 
 
@@ -356,8 +360,7 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
                               "nothing to measure, its manifest stays as it was")
                 finished = True
             else:
-                finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options.compile_ahead,
-                                    order)
+                finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options, order)
         finally:
             pool.kill() if stop.is_set() else pool.close()
             if not uploader.refused:  # a refused resume leaves the marker as it found it: it measured nothing of it
@@ -377,7 +380,7 @@ def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,
-             console: Console, argv: list[str], compile_ahead: bool, order: list[str] | None) -> bool:
+             console: Console, argv: list[str], options: Options, order: list[str] | None) -> bool:
     """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
     try:
         hello = pool.worker("jax").hello
@@ -388,13 +391,13 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
     if not uploader.measuring_on(resume):
         return False
     manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
-                            order if order is not None else [c.key for c in cells], resume.earlier)
+                            order if order is not None else [c.key for c in cells], resume.earlier, options.rechecks)
     spool.write_manifest(manifest)
     resume.manifest_written = True
     uploader.notify()
     # after a process died mid-cell, nothing is compiled ahead: a batch that took the pod down would blame that cell
     ctx = Context(spec, spool, uploader, pool, hello.device, ceilings(hello.machine), resumed,
-                  cell_timeout_s(spec.timing), pool.stop_event, compile_ahead and not resumed)
+                  cell_timeout_s(spec.timing), pool.stop_event, options.compile_ahead and not resumed)
     if already := len(done & {c.key for c in cells}):
         console.print(f"resuming {spool.run_id}: {already:,} of {counted(len(cells), 'cell')} already done")
     finished = measure_all(ctx, cells, done, console)

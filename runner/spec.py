@@ -426,6 +426,21 @@ def parse_spec(data: object, known_variants: set[str], where: str | Path | None 
     return spec
 
 
+def stored_document(content: dict) -> dict:
+    """A run's stored spec (Spec.content) as a document parse_spec reads back to the same digest: each experiment's
+    nulls left out but those `nulls_given` names, its sweep's unset axes left out (and a sweep of none)."""
+    nulls = content.get("nulls_given") or {}
+
+    def experiment(exp: dict) -> dict:
+        given = nulls.get(exp.get("name"), [])
+        kept = {key: value for key, value in exp.items() if value is not None or key in given}
+        axes = {axis: values for axis, values in (kept.pop("sweep", None) or {}).items() if values is not None}
+        return {**kept, "sweep": axes} if axes else kept
+
+    return {**{key: value for key, value in content.items() if key != "nulls_given"},
+            "experiments": [experiment(exp) for exp in content.get("experiments") or []]}
+
+
 def _variant_problems(experiments: object, known_variants: set[str]) -> list[str]:
     """Unknown variant names, read from the raw document so they are reported beside schema errors too."""
     problems = []

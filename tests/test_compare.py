@@ -606,7 +606,7 @@ def test_against_previous_of_a_run_unread_exits_2_naming_it_never_1_a_regression
 
 def test_an_internal_error_of_compare_exits_2_never_1_a_regression(capsys, monkeypatch, pair):
     a, b, _ = pair
-    monkeypatch.setattr(compare, "compare", lambda *args: 1 / 0)
+    monkeypatch.setattr(compare, "compare", lambda *args, **kwargs: 1 / 0)
     done = in_process(capsys, "compare", a, b)
     assert (done.code, done.errors) == (2, ["attnbench: internal error: ZeroDivisionError: division by zero "
                                             "(ATTNBENCH_DEBUG=1 shows where)"])
@@ -1048,3 +1048,69 @@ def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_
                            "night: give A by name to compare with one"]
     manifests = {run: open_store(store).read(run).manifest for run in ("cold-2", "warm-2", "off-2")}
     assert compare.previous(manifests, "off-2") == compare.Previous("warm-2", [])  # no ahead-off run before it
+
+
+# --- a recheck beside B (attnbench recheck) --------------------------------------------------------------------------
+
+def rechecked(tmp_path, b: str, factor, rechecks: str | None = "lab5-b", run_id: str = "lab5-b-recheck",
+              keys: list[str] | None = None) -> str:
+    """B's recheck beside it: TEMPLATE's cells among `keys` (every cell where None), each `factor(cell)` times slower,
+    as a run of its own started after B whose manifest says it rechecks `rechecks`."""
+    manifest, cells = copy_run(shipped(TEMPLATE), run_id, DAY + dt.timedelta(days=1, hours=1), factor=factor)
+    write_run(tmp_path / "results" / run_id, manifest.model_copy(update={"rechecks": rechecks}),
+              [c for c in cells if keys is None or c.key in keys])
+    return str(tmp_path / "results" / run_id)
+
+
+def test_a_slower_cell_the_recheck_does_not_find_slower_is_not_reproduced_never_a_regression(capsys, tmp_path, pair):
+    """Of B's three slower cells, its recheck finds one slower again: that one is the regression (exit 1); the two
+    it does not are `not reproduced`, listed with both ratios and counted, in every format."""
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.3 if c.key == slower[0] else 1.0, keys=slower)
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == slower[:1] and found["not_reproduced"] == slower[1:]
+    assert found["recheck"] == "lab5-b-recheck" and "2 not reproduced" in found["verdict"]
+    ratios = {c["key"]: (round(c["ratio"], 3), round(c["recheck_ratio"], 3)) for c in found["cells"]
+              if c["key"] in slower}
+    assert ratios == {slower[0]: (1.3, 1.3), **{key: (1.3, 1.0) for key in slower[1:]}}
+    markdown = in_process(capsys, "compare", a, b, "--format", "markdown").out
+    assert "#### Not reproduced" in markdown and "recheck / A" in markdown
+
+
+def test_a_recheck_that_finds_none_slower_again_leaves_no_regression(capsys, tmp_path, pair):
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.0, keys=slower)
+    code, found = report(capsys, a, b)
+    assert code == 0 and found["regressions"] == [] and found["not_reproduced"] == slower
+
+
+def test_a_slower_cell_the_recheck_did_not_time_stays_slower(capsys, tmp_path, pair):
+    """A recheck cut short (or one whose cell failed) refutes none of the cells it did not time."""
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.0, keys=slower[1:])
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == slower[:1] and found["not_reproduced"] == slower[1:]
+
+
+def test_a_run_named_like_a_recheck_whose_manifest_rechecks_another_run_is_not_bs_recheck(capsys, tmp_path, pair):
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.0, rechecks="lab5-other", keys=slower)
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == slower and found["recheck"] is None
+
+
+def test_against_previous_never_takes_a_recheck_for_the_run_before(capsys, tmp_path):
+    """A recheck holds another run's slower cells measured again: the next night's previous run is B itself."""
+    copied(tmp_path, "lab5-b", DAY)
+    rechecked(tmp_path, "lab5-b", lambda c: 0.5)  # started after B, and faster: taken, it would hide a regression
+    copied(tmp_path, "lab5-c", DAY + dt.timedelta(days=2))
+    code, found = report(capsys, "lab5-c", "--against", "previous", "--out", tmp_path / "results")
+    assert found["a"]["run_id"] == "lab5-b" and code == 0
+
+
+def test_bs_recheck_among_a_stores_runs_is_the_one_whose_manifest_says_it_rechecks_b():
+    """The dashboard's rule (compare.recheck_of): the run B-recheck whose manifest names B; none by its name alone."""
+    b = shipped(TEMPLATE).manifest
+    again = b.model_copy(update={"run_id": compare.recheck_id(b.run_id), "rechecks": b.run_id})
+    assert compare.recheck_of({"b": b, "r": again}, "b") == "r"
+    assert compare.recheck_of({"b": b, "r": again.model_copy(update={"rechecks": None})}, "b") is None

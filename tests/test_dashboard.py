@@ -526,6 +526,26 @@ def test_compare_counts_and_draws_a_move_a_side_of_which_did_not_converge_as_unc
     assert VERDICT_COLOURS["unconfirmed"] in bars["marker"]["color"]
 
 
+def test_compare_takes_bs_recheck_beside_it_a_slower_cell_not_slower_again_is_not_reproduced(monkeypatch, tmp_path):
+    """B's first cell twice as slow, its recheck (a run whose manifest rechecks B) as fast as A: not reproduced, as
+    `attnbench compare` says, never counted slower, drawn purple, the recheck's ratio in the every-cell table."""
+    template = shipped(H200_LONG)
+    first = next(c.key for c in template.cells if c.status == "ok")
+    for run_id, day, factor in (("a-run", 1, 1.0), ("b-run", 2, 2.0), ("b-run-recheck", 3, 1.0)):
+        manifest, cells = copy_run(template, run_id, pd.Timestamp(f"2026-12-0{day}T00:00Z").to_pydatetime(),
+                                   factor=lambda c: factor if c.key == first else 1.0)
+        if run_id.endswith("-recheck"):
+            manifest, cells = manifest.model_copy(update={"rechecks": "b-run"}), [c for c in cells if c.key == first]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run")
+    assert {m.label: m.value for m in app.metric}["Slower beyond noise"] == "0"
+    assert "1 cell not reproduced: slower in B, not slower when `attnbench recheck`" in texts(app.info)
+    every = table(app, "unconverged").set_index("key")
+    assert every.loc[first, "verdict"] == "not reproduced" and every.loc[first, "recheck_ratio"] == pytest.approx(1.0)
+    bars = next(f for f in figures(app) if "B / A" in json.dumps(f["layout"]))["data"][0]
+    assert VERDICT_COLOURS["not reproduced"] in bars["marker"]["color"]
+
+
 def test_compare_puts_the_cudnn_version_of_the_shipped_lab5_runs_first(monkeypatch):
     app = open_app(monkeypatch, tab="Compare", a=LAB5_NO_TE, b=LAB5)
     assert "version cudnn**: 9.19.0 → 9.14.0" in texts(app.warning)

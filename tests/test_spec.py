@@ -12,7 +12,7 @@ import pytest
 
 from runner.cli import main
 from runner.registry import load_all
-from runner.spec import SECTIONS, Spec, SpecError, identity, load_spec, parse_spec
+from runner.spec import SECTIONS, Spec, SpecError, identity, load_spec, parse_spec, stored_document
 from helpers import REPO, TINY, spec_data, write_spec
 
 KNOWN = {"naive", "xla", "cudnn", "auto"}  # fixed, so messages do not change when variants are added
@@ -533,3 +533,11 @@ def test_a_null_given_over_a_default_is_another_identity_and_over_none_is_not():
     assert dense.identity() != inherits.identity()
     plain, given = parse_spec(spec_data(exp("e")), KNOWN), parse_spec(spec_data(exp("e", window=None)), KNOWN)
     assert given.identity() == plain.identity() and given.digest() != plain.digest()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "specs").rglob("*.yaml")), ids=lambda p: p.name)
+def test_a_runs_stored_spec_reads_back_to_the_spec_it_ran(path):
+    """`attnbench recheck` measures B's cells again under B's stored spec (Spec.content): read back, it is the same
+    spec (its digest, so its cells' keys and a resume's check), nulls given and sweeps of no axis included."""
+    spec = load_spec(path, set(load_all()))
+    assert parse_spec(stored_document(spec.content()), set(load_all())).digest() == spec.digest()

@@ -1,0 +1,92 @@
+"""`attnbench recheck` (runner/cli.py) on the CPU with real measurements: the demo spec's two smallest xla cells, timed
+by the wall timer, one of them edited in a copy of the run; the recheck measures that cell again for real and judges
+it by compare's rule (runner/compare.py, reproduced)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO, attnbench
+from runner.results import CELLS, MANIFEST
+
+pytestmark = pytest.mark.slow
+SMALLEST = ("--only", "seq-len", "--variants", "xla", "--where", "seq_len=64,128")  # lab5's two smallest cells
+TIMES = ("median_s", "q1_s", "q3_s", "min_s")
+# A shared CPU's run-to-run spread: the real run the not-reproduced case compares with is taken this much slower, so
+# that a recheck a little slower than the first run (another process's load) is not read as a regression reproduced.
+SPREAD = 1.25
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> Path:
+    """The demo spec's two smallest cells, measured for real into a results folder: run `real`."""
+    root = tmp_path_factory.mktemp("recheck")
+    done = attnbench("run", REPO / "specs" / "lab5.yaml", *SMALLEST, "--budget", "0.5", "--out", root / "results",
+                     "--run-id", "real", "--spool", root / "spool", "--compile-cache", "off")
+    assert done.returncode == 0, done.stderr
+    return root / "results" / "real"
+
+
+def edited(real: Path, folder: Path, run_id: str, started: str, factors: dict[int, float]) -> str:
+    """A copy of the run `real` as run `run_id` in `folder`, started at `started`; the cell at each index of `factors`
+    that many times slower (its every time: median, quartiles, minimum)."""
+    manifest = json.loads((real / MANIFEST).read_text()) | {"run_id": run_id, "started_at": started}
+    cells = [json.loads(line) for line in (real / CELLS).read_text().splitlines()]
+    for i, cell in enumerate(cells):
+        cell["run_id"] = run_id
+        factor = factors.get(i, 1.0)
+        cell["median_s"] *= factor
+        for timing in cell["timings"]:
+            timing.update({k: timing[k] * factor for k in TIMES})
+    (folder / run_id).mkdir(parents=True)
+    (folder / run_id / MANIFEST).write_text(json.dumps(manifest))
+    (folder / run_id / CELLS).write_text("".join(json.dumps(cell) + "\n" for cell in cells))
+    return json.loads((real / CELLS).read_text().splitlines()[0])["key"]
+
+
+def recheck(root: Path, *args: str):
+    """`attnbench recheck b --against a` in root/results, json on stdout."""
+    return attnbench("recheck", "b", "--against", "a", "--out", root / "results", "--spool", root / "spool",
+                     "--compile-cache", "off", "--format", "json", *args)
+
+
+def stores(tmp_path: Path, measured: Path, a: dict[int, float], b: dict[int, float]) -> str:
+    """A and B in tmp_path/results, each a copy of the real run with the cells `a` and `b` name edited; the key of
+    the first cell."""
+    results = tmp_path / "results"
+    edited(measured, results, "a", "2026-12-07T01:00:00+00:00", a)
+    return edited(measured, results, "b", "2026-12-07T02:00:00+00:00", b)
+
+
+def test_a_cell_edited_three_times_slower_in_b_is_measured_again_for_real_and_not_reproduced(tmp_path, measured):
+    key = stores(tmp_path, measured, {0: SPREAD}, {0: 3.0})
+    done = recheck(tmp_path)
+    found = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr
+    assert found["not_reproduced"] == [key] and found["regressions"] == [] and found["recheck"] == "b-recheck"
+    again = tmp_path / "results" / "b-recheck"
+    manifest = json.loads((again / MANIFEST).read_text())
+    assert manifest["rechecks"] == "b" and manifest["cell_order"] == [key]  # that very cell, and it alone
+    measured_at = (again / CELLS).read_text()
+    assert recheck(tmp_path).returncode == 0 and (again / CELLS).read_text() == measured_at  # resumed: done already
+    compared = attnbench("compare", "a", "b", "--out", tmp_path / "results", "--format", "json")
+    assert compared.returncode == 0 and json.loads(compared.stdout)["not_reproduced"] == [key]  # compare says so too
+
+
+def test_a_cell_edited_three_times_faster_in_a_is_slower_again_when_measured_again_confirmed(tmp_path, measured):
+    key = stores(tmp_path, measured, {0: 1 / 3}, {})
+    done = recheck(tmp_path)
+    found = json.loads(done.stdout)
+    assert done.returncode == 1, done.stderr
+    assert found["regressions"] == [key] and found["not_reproduced"] == []
+    assert [c["recheck_ratio"] > 2 for c in found["cells"] if c["key"] == key] == [True]
+
+
+def test_no_cell_slower_measures_nothing_again(tmp_path, measured):
+    stores(tmp_path, measured, {}, {})
+    done = recheck(tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["recheck"] is None
+    assert not (tmp_path / "results" / "b-recheck").exists()
