@@ -10,6 +10,7 @@ before (`make nightly`).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import re
@@ -30,6 +31,10 @@ SCHEDULE = "0 3 * * *"
 # What GKE's ManagedCertificate CRD accepts in spec.domains: a lowercase DNS name, no wildcard, at most 63 characters.
 DOMAIN = re.compile(r"(([a-z0-9]+|[a-z0-9][-a-z0-9]*[a-z0-9])\.)+[a-z][-a-z0-9]*[a-z0-9]")
 DOMAIN_MAX = 63
+# The nightly's second init container, after the run and before compare: `attnbench recheck` measures again the cells
+# compare would call slower, on the run's GPU, into RUN-recheck, which compare then takes into account.
+RECHECK_ARGS = ["recheck", "$(ATTNBENCH_RUN_ID)", "--against", "previous", "--out", "$(ATTNBENCH_RESULTS)",
+                "--report", "$(ATTNBENCH_RESULTS)/$(ATTNBENCH_RUN_ID)/report"]
 
 
 def run_id_for(spec_name: str, now: datetime) -> str:
@@ -165,6 +170,17 @@ def build(args, run_id: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
+def with_recheck(objects: list[dict]) -> list[dict]:
+    """The objects, the nightly CronJob's pod given its `recheck` init container after the run's: a clone of the run's
+    container as rendered (its image, GPU, env, mounts and security settings), RECHECK_ARGS its arguments."""
+    made = copy.deepcopy(objects)
+    for obj in made:
+        if obj["kind"] == "CronJob":
+            containers = obj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["initContainers"]
+            containers.append({**copy.deepcopy(containers[0]), "name": "recheck", "args": RECHECK_ARGS})
+    return made
+
+
 def is_run_object(obj: dict) -> bool:
     """The per-run objects (the Job and its spec ConfigMap); the rest, the nightly CronJob aside, is the platform,
     applied once."""
@@ -263,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_name = (yaml.safe_load(args.spec.read_text()) or {}).get("name", "run")
     run_id = args.run_id or run_id_for(str(spec_name), datetime.now(timezone.utc))
     args.nightly = nightly_name(str(spec_name), args.gpu) if args.nightly else None
-    objects = build(args, run_id)
+    objects = with_recheck(build(args, run_id))
     out = args.out / run_id
     out.mkdir(parents=True, exist_ok=True)
     write([o for o in objects if is_run_object(o)], out / "job.yaml")

@@ -193,6 +193,7 @@ def _recheck_parser(sub) -> None:
     recheck.add_argument("--spool", type=_folder, help="local copy of the recheck's results before upload, as run's")
     recheck.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get(COMPILE_CACHE_ENV),
                          help=f"as run's (default: ${COMPILE_CACHE_ENV}, else B's spec's compile_cache)")
+    _report_option(recheck, required=False)
 
 
 def _report_option(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -871,6 +872,7 @@ def cmd_recheck(args, console: Console) -> int:
                                         against=args.against if previous else None, out=args.out))
     if a is None:
         _nothing_before(b.manifest, args)
+        _gate_report(args.report, b, None)
         return EXIT_OK
     found = _judged(a, b, args.threshold, False, False)
     if len(found.slower):
@@ -878,6 +880,7 @@ def cmd_recheck(args, console: Console) -> int:
             return code
         found = _judged(a, b, args.threshold, False, False, _recheck_of(b, args.out))
     _print_comparison(found, args.format, console)
+    _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK
 
 

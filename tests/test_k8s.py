@@ -445,9 +445,11 @@ def test_the_nightly_run_is_the_overlays_runner_and_its_gpu(nightly):
     cron = one(objects, "CronJob")
     assert cron["metadata"]["name"] == f"nightly-lab5-{gpu}" and cron["spec"]["schedule"] == "30 2 * * 1-5"
     pod, runner = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"], job["spec"]["template"]["spec"]
-    (run,), submitted = pod["initContainers"], runner["containers"][0]
+    (run, recheck), submitted = pod["initContainers"], runner["containers"][0]
     assert env_of(run) == env_of(submitted)  # the same settings, in another order (patched in another place)
     assert {k: v for k, v in run.items() if k != "env"} == {k: v for k, v in submitted.items() if k != "env"}
+    differ = ("name", "args")  # the recheck measures on the run's GPU, under its env and mounts
+    assert {k: v for k, v in recheck.items() if k not in differ} == {k: v for k, v in run.items() if k not in differ}
     assert pod["nodeSelector"] == node_selector(gpu) == runner["nodeSelector"]
     assert (pod["tolerations"], pod["volumes"]) == (runner["tolerations"], runner["volumes"])
     assert pod["serviceAccountName"] == runner["serviceAccountName"] and pod["restartPolicy"] == "Never"
@@ -468,16 +470,16 @@ def test_the_runner_reads_its_shard_from_the_env_each_job_gives_it(nightly):
 
     _, objects, job = nightly
     cron_job = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]
-    (run,) = cron_job["template"]["spec"]["initContainers"]
+    run = cron_job["template"]["spec"]["initContainers"][0]
     for spec, container in ((job["spec"], job["spec"]["template"]["spec"]["containers"][0]), (cron_job, run)):
         shard = shard_from_env(pod_environment(spec, container))
         assert shard is not None and (shard.index, shard.count) == (0, spec["completions"])
 
 
-def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nightly):
+def test_the_nightly_job_runs_the_spec_rechecks_it_then_compares_it_with_the_run_before(nightly):
     _, objects, _ = nightly
     pod = one(objects, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
-    (run,), (compare,) = pod["initContainers"], pod["containers"]
+    (run, recheck), (compare,) = pod["initContainers"], pod["containers"]
     run_env, compare_env = env_of(run), env_of(compare)
     assert run_env[RUN_ID_ENV] == compare_env[RUN_ID_ENV]  # B is the run just made: the Job's name
     assert run_env["ATTNBENCH_RESULTS"]["value"] == compare_env["ATTNBENCH_RESULTS"]["value"] == RESULTS
@@ -488,6 +490,9 @@ def test_the_nightly_job_runs_the_spec_then_compares_it_with_the_run_before(nigh
     compared = build_parser().parse_args(expand(compare["args"], values))
     assert (compared.command, compared.runs, compared.against, compared.out, compared.report) == (
         "compare", ["nightly-lab5-l4-29433600"], "previous", RESULTS, f"{RESULTS}/nightly-lab5-l4-29433600/report")
+    again = build_parser().parse_args(expand(recheck["args"], values))
+    assert (again.command, again.run, again.against, again.out, again.report) == (
+        "recheck", "nightly-lab5-l4-29433600", "previous", RESULTS, compared.report)
     assert "nvidia.com/gpu" not in compare["resources"]["limits"]  # the GPU is the run's; compare reads JSON
 
 
@@ -515,11 +520,14 @@ def test_the_nightly_job_fails_on_a_regression_and_retries_only_what_a_retry_can
     by_container = {(r["action"], r["onExitCodes"]["containerName"]): r["onExitCodes"]["values"] for r in rules[1:]}
     assert by_container == {("FailJob", "attnbench"): [EXIT_INPUT], ("Ignore", "attnbench"): [EXIT_SIGTERM],
                             ("FailIndex", "attnbench"): [EXIT_NOT_RESUMABLE],
+                            ("FailJob", "recheck"): [EXIT_REGRESSION, EXIT_INPUT], ("Ignore", "recheck"): [EXIT_SIGTERM],
+                            ("FailIndex", "recheck"): [EXIT_NOT_RESUMABLE],
                             ("FailJob", "compare"): [EXIT_REGRESSION, EXIT_INPUT]}
 
 
 def test_a_digest_pinned_nightly_pulls_its_image_as_the_job_does(tmp_path, nightly):
-    """The run and compare containers of a pinned nightly pull once per node, as a pinned Job's; by tag, every night."""
+    """The run, recheck and compare containers of a pinned nightly pull once per node, as a pinned Job's; by tag, every
+    night."""
     gpu, objects, _ = nightly
     digest = "sha256:" + "0" * 64
     render_nightly(tmp_path, gpu, "--image", f"{IMAGE}@{digest}")
@@ -529,10 +537,10 @@ def test_a_digest_pinned_nightly_pulls_its_image_as_the_job_does(tmp_path, night
         return pod["initContainers"] + pod["containers"]
 
     pinned = containers(list(yaml.safe_load_all((tmp_path / "lab5-nightly" / "nightly.yaml").read_text())))
-    assert [c["name"] for c in pinned] == ["attnbench", "compare"]
+    assert [c["name"] for c in pinned] == ["attnbench", "recheck", "compare"]
     assert {c["image"] for c in pinned} == {f"{IMAGE.rpartition(':')[0]}@{digest}"}
-    assert [c["imagePullPolicy"] for c in pinned] == ["IfNotPresent"] * 2
-    assert [c["imagePullPolicy"] for c in containers(objects)] == ["Always"] * 2
+    assert [c["imagePullPolicy"] for c in pinned] == ["IfNotPresent"] * 3
+    assert [c["imagePullPolicy"] for c in containers(objects)] == ["Always"] * 3
 
 
 def test_checkov_passes_the_rendered_nightly_cronjob(tmp_path):
