@@ -76,9 +76,10 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
 
 def runs_ui(runs: pd.DataFrame) -> list[str]:
     """The runs to show, by run id (newest first; type to search); when the link names none, the newest run that
-    is not a soak (a soak is one curve, no sweep; its tab shows it)."""
+    is not a soak (a soak is one curve, no sweep; its tab shows it) nor a recheck (another run's slower cells measured
+    again, `attnbench recheck`: the Compare tab takes it beside that run)."""
     found = find_runs_ui(runs)
-    swept = runs.index[~runs["soak"].fillna(False).astype(bool)]  # a run with no manifest yet is no soak
+    swept = runs.index[~runs["soak"].fillna(False).astype(bool) & runs["rechecks"].isna()]  # no manifest: neither
     widgets.choose("run", list((swept if len(swept) else runs.index)[:1]))
     listed = found.index[:RUNS_LISTED]
     kept = [r for r in widgets.asked("run") if r in runs.index and r not in listed]  # chosen before narrowing

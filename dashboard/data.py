@@ -35,7 +35,7 @@ COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessio
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", "pct_of_clock_peak", *shape.NAMES]
 RUN_COLUMNS = ["run", "run_id", "folder", "spec", "identity", "gpu", "power", "started", "git_sha", "planned", "soak",
-               "peak_tflops", "bandwidth_gbps"]
+               "rechecks", "peak_tflops", "bandwidth_gbps"]
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,8 @@ def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "identity": spec_identity(m),
         "gpu": gpu_name(m), "power": power_policy(m), "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,
-        "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "peak_tflops": m.machine.matmul_peak_tflops,
+        "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "rechecks": m.rechecks,
+        "peak_tflops": m.machine.matmul_peak_tflops,
         "bandwidth_gbps": m.machine.memory_bandwidth_gbps,
     }
 

@@ -878,7 +878,9 @@ def cmd_recheck(args, console: Console) -> int:
     if len(found.slower):
         if code := _measure_again(args, b, frozenset(found.slower["key"])):
             return code
-        found = _judged(a, b, args.threshold, False, False, _recheck_of(b, args.out))
+        again = _recheck_of(b, args.out)
+        _warn(again.problems if again else [])
+        found = _comparison(a, b, args.threshold / 100, again)
     _print_comparison(found, args.format, console)
     _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK

@@ -778,12 +778,18 @@ def comparison_heading(found) -> list[str]:
 
 
 def recheck_said(found) -> list[str]:
-    """The line that names the run that measured B's slower cells again, where one did: [] where none."""
+    """The line that names the run that measured B's slower cells again, where one did, and how it differs from B in
+    the facts that change what a time means (another GPU, driver, library or attnbench): [] where none did."""
+    from runner.compare import differences, material_of, said
+
     if found.recheck is None:
         return []
     again = int(found.cells["recheck_ratio"].notna().sum())
-    return [f"measured again: {found.recheck.run_id} ({counted(again, 'cell')} timed in it and A); a slower cell that "
-            "A against it does not find slower by the same rule is not reproduced, never a regression"]
+    apart = said(material_of(differences(found.b, found.recheck)))
+    return [f"measured again: {found.recheck.run_id} ({counted(again, 'cell')} timed in it and A)"
+            + (f", which differs from B in what changes a time ({apart})" if apart else "")
+            + "; a slower cell that A against it does not find slower by the same rule is not reproduced, never a "
+            "regression"]
 
 
 def unconverged_said(cells) -> str:

@@ -1053,10 +1053,10 @@ def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_
 # --- a recheck beside B (attnbench recheck) --------------------------------------------------------------------------
 
 def rechecked(tmp_path, b: str, factor, rechecks: str | None = "lab5-b", run_id: str = "lab5-b-recheck",
-              keys: list[str] | None = None) -> str:
+              keys: list[str] | None = None, git_sha: str | None = None) -> str:
     """B's recheck beside it: TEMPLATE's cells among `keys` (every cell where None), each `factor(cell)` times slower,
     as a run of its own started after B whose manifest says it rechecks `rechecks`."""
-    manifest, cells = copy_run(shipped(TEMPLATE), run_id, DAY + dt.timedelta(days=1, hours=1), factor=factor)
+    manifest, cells = copy_run(shipped(TEMPLATE), run_id, DAY + dt.timedelta(days=1, hours=1), git_sha, factor)
     write_run(tmp_path / "results" / run_id, manifest.model_copy(update={"rechecks": rechecks}),
               [c for c in cells if keys is None or c.key in keys])
     return str(tmp_path / "results" / run_id)
@@ -1082,6 +1082,15 @@ def test_a_recheck_that_finds_none_slower_again_leaves_no_regression(capsys, tmp
     rechecked(tmp_path, b, lambda c: 1.0, keys=slower)
     code, found = report(capsys, a, b)
     assert code == 0 and found["regressions"] == [] and found["not_reproduced"] == slower
+    heading = in_process(capsys, "compare", a, b).out
+    assert "measured again: lab5-b-recheck (3 cells timed in it and A); a slower cell" in heading
+
+
+def test_a_recheck_that_differs_from_b_in_what_changes_a_time_says_how(capsys, tmp_path, pair):
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.0, keys=slower, git_sha="0123abc")
+    said = "(3 cells timed in it and A), which differs from B in what changes a time (attnbench — → 0123abc); a slower"
+    assert said in in_process(capsys, "compare", a, b).out
 
 
 def test_a_slower_cell_the_recheck_did_not_time_stays_slower(capsys, tmp_path, pair):

@@ -222,6 +222,15 @@ def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch
     assert app.multiselect(key="run").value == [newer]
 
 
+def test_a_recheck_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
+    """A night's recheck (its slower cells measured again) is newer than the night, and holds those cells alone."""
+    older, newer = two_nights(tmp_path)
+    manifest, cells = copy_run(shipped(H200_LONG), f"{newer}-recheck", pd.Timestamp("2026-12-21T04:00Z").to_pydatetime())
+    write_run(tmp_path / "h200" / f"{newer}-recheck", manifest.model_copy(update={"rechecks": newer}), cells[:1])
+    app = open_app(monkeypatch, tmp_path)
+    assert app.multiselect(key="run").value == [newer]
+
+
 def test_a_cpu_run_says_what_it_cannot_show(monkeypatch):
     cpu = CPU_LAB5.rpartition("/")[2]
     assert "two or more backends" in texts(open_app(monkeypatch, run=cpu, tab="Backends").info)
