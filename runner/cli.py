@@ -184,8 +184,9 @@ def _recheck_parser(sub) -> None:
     recheck.add_argument("run", metavar="RUN", help="B: a run folder, or a run id in --out")
     recheck.add_argument("--against", required=True, metavar="previous|RUN", help="A: previous, the run compare "
                          "--against previous takes, or a run folder or a run id in --out")
-    recheck.add_argument("--out", help="where run ids are, and where B-recheck is written: a results folder or "
-                         f"gs://bucket/prefix (default: {DEFAULT_OUT}, or B's parent folder when B is a folder)")
+    recheck.add_argument("--out", help="where run ids are, at any depth, as runs lists them: a results folder or "
+                         f"gs://bucket/prefix (default: {DEFAULT_OUT}, or B's parent folder when B is a folder); "
+                         "B-recheck is written beside B")
     recheck.add_argument("--threshold", type=THRESHOLD, default=runner.COMPARE_THRESHOLD_PERCENT, metavar="PERCENT",
                          help=f"as compare's, {THRESHOLD.range} (default: {runner.COMPARE_THRESHOLD_PERCENT:g})")
     recheck.add_argument("--format", choices=["table", "markdown", "json"], default="table",
@@ -809,7 +810,9 @@ def _previous_of(b, out: str | None):
     naming on stderr the newer ones passed over; None when there is none."""
     from runner.compare import apart, nearest_named, passed_over, previous, same_sitting
 
-    store = _open_store(_home(b, out), "--out")
+    if out is None:
+        out = str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
+    store = _open_store(out, "--out")
     with _store_errors():
         found = {folder: listed.manifest for folder, listed in store.listing().items()}
         found["\0B"] = b.manifest  # B itself, wherever it was read from; a key no folder has
@@ -857,7 +860,7 @@ def cmd_compare(args, console: Console) -> int:
         _nothing_before(b.manifest, args)
         _gate_report(args.report, b, None)
         return EXIT_OK
-    found = _judged(a, b, args.threshold, args.allow_different_gpu, args.allow_policy_change, _recheck_of(b, args.out))
+    found = _judged(a, b, args.threshold, args.allow_different_gpu, args.allow_policy_change, _recheck_of(b))
     _print_comparison(found, args.format, console)
     _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK
@@ -878,7 +881,7 @@ def cmd_recheck(args, console: Console) -> int:
     if len(found.slower):
         if code := _measure_again(args, b, frozenset(found.slower["key"])):
             return code
-        again = _recheck_of(b, args.out)
+        again = _recheck_of(b)
         _warn(again.problems if again else [])
         found = _comparison(a, b, args.threshold / 100, again)
     _print_comparison(found, args.format, console)
@@ -919,27 +922,26 @@ def _print_comparison(found, format: str, console: Console) -> None:
         sys.stdout.write(report.comparison_markdown(found) if format == "markdown" else report.comparison_json(found))
 
 
-def _home(b, out: str | None) -> str:
-    """Where B's neighbours are: --out, else B's parent folder (B given as a folder), else results."""
-    if out is not None:
-        return out
-    return str(Path(b.dir).parent) if isinstance(b.dir, Path) else DEFAULT_OUT
+def _beside(b) -> str:
+    """The folder or bucket prefix that holds B's run folder (at any depth of --out): where B's recheck is."""
+    return str(b.dir.parent) if isinstance(b.dir, Path) else b.dir.rstrip("/").rpartition("/")[0]
 
 
-def _recheck_of(b, out: str | None):
+def _recheck_of(b):
     """B's recheck: the run B-recheck beside B, whose manifest says it measured B's cells again; else None."""
     from runner.compare import recheck_id, rechecks
 
-    store = _open_store(_home(b, out), "--out")
     with _store_errors():
-        again = store.read(recheck_id(b.run_id))
+        again = _open_store(_beside(b), "--out").read(recheck_id(b.run_id))
     return again if rechecks(again.manifest, b.run_id) else None
 
 
 def _measure_again(args, b, keys: frozenset[str]) -> int:
-    """B's cells of `keys` measured again under B's stored spec on this machine, into the run B-recheck beside B (a
-    rerun resumes it), as `run` measures (its defaults, its progress on stderr): run's exit code."""
+    """B's cells of `keys` measured again under B's stored spec and run settings (record.HOW_OPTIONS: --compile-ahead
+    off, a compile cache that was off, --measure-ceilings) on this machine, into the run B-recheck beside B (a rerun
+    resumes it), as `run` measures (its progress on stderr): run's exit code."""
     from runner.compare import recheck_id
+    from runner.record import HOW_OPTIONS, run_settings
     from runner.spec import SpecError, parse_spec, stored_document
 
     try:
@@ -947,9 +949,10 @@ def _measure_again(args, b, keys: frozenset[str]) -> int:
     except SpecError as error:
         raise UsageError(f"B ({b.run_id}): its stored spec is not one this attnbench runs: "
                          f"{error.problems[0]}") from None
-    argv = ["run", f"{b.run_id}'s stored spec", "--out", _home(b, args.out), "--run-id", recheck_id(b.run_id)]
+    argv = ["run", f"{b.run_id}'s stored spec", "--out", _beside(b), "--run-id", recheck_id(b.run_id)]
     argv += ["--spool", str(args.spool)] if args.spool else []
     argv += ["--compile-cache", args.compile_cache] if args.compile_cache else []
+    argv += run_settings(b.manifest, HOW_OPTIONS).split()  # B's own, last: a cache B ran without stays off
     return _measure(build_parser().parse_args(argv), spec, _select(spec, None, None, keys=keys), None, _stderr(),
                     b.run_id)
 
@@ -996,7 +999,7 @@ def _against_previous(run, out: str | None):
     a = _previous_of(run, out)
     if a is None or a.manifest is None:
         return None
-    found = _comparison(a, run, DEFAULT_THRESHOLD, _recheck_of(run, out))
+    found = _comparison(a, run, DEFAULT_THRESHOLD, _recheck_of(run))
     return found if found.common else None
 
 
