@@ -953,8 +953,8 @@ def _measure_again(args, b, keys: frozenset[str]) -> int:
     argv += ["--spool", str(args.spool)] if args.spool else []
     argv += ["--compile-cache", args.compile_cache] if args.compile_cache else []
     argv += run_settings(b.manifest, HOW_OPTIONS).split()  # B's own, last: a cache B ran without stays off
-    return _measure(build_parser().parse_args(argv), spec, _select(spec, None, None, keys=keys), None, _stderr(),
-                    b.run_id)
+    run, _ = build_parser().parse_known_args(argv)  # run_settings can carry a spec path read as an option's value
+    return _measure(run, spec, _select(spec, None, None, keys=keys), None, _stderr(), b.run_id)
 
 
 def _nothing_before(m, args) -> None:

@@ -101,18 +101,21 @@ def test_no_cell_slower_measures_nothing_again(tmp_path, measured):
 
 
 def test_the_recheck_measures_under_bs_run_settings_and_writes_beside_b(tmp_path, measured, monkeypatch, capsys):
-    """B made with --compile-ahead off and no compile cache is measured again so (record.HOW_OPTIONS), into b-recheck
-    beside B, planning B's slower cell alone."""
+    """B made with --compile-ahead off, --measure-ceilings and no compile cache is measured again so
+    (record.HOW_OPTIONS), into b-recheck beside B, planning B's slower cell alone; the spec path its argv gave after
+    --measure-ceilings, which run_settings reads as that option's value, is left out."""
     from runner import cli
 
     stores(tmp_path, measured, {}, {0: 3.0})
     manifest = tmp_path / "results" / "cpu" / "b" / MANIFEST
     made = json.loads(manifest.read_text())
-    manifest.write_text(json.dumps(made | {"argv": [*made["argv"], "--compile-ahead", "off"]}))
+    argv = ["attnbench", "run", "--measure-ceilings", "specs/lab5.yaml", "--compile-ahead", "off"]
+    manifest.write_text(json.dumps(made | {"argv": argv}))
     asked = []
     monkeypatch.setattr(cli, "_measure", lambda args, spec, cells, *rest: asked.append((args, cells)) or 3)
     done = in_process(capsys, "recheck", "b", "--against", "a", "--out", tmp_path / "results")
     (args, cells), = asked
     assert done.code == 3  # run's exit code where measuring again did not end (here: not uploaded)
-    assert (args.compile_ahead, args.compile_cache, args.run_id) == ("off", "off", "b-recheck")
+    assert (args.compile_ahead, args.compile_cache, args.measure_ceilings, args.run_id) == ("off", "off", True,
+                                                                                             "b-recheck")
     assert args.out == str(tmp_path / "results" / "cpu") and [c.experiment for c in cells] == ["seq-len"]
