@@ -13,7 +13,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
+from runner import DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -21,7 +21,6 @@ TERMINATION.install()
 import argparse  # noqa: E402
 import importlib.util
 import json
-import math
 import os
 import re
 import select
@@ -34,6 +33,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
+
+from runner.arguments import Bounded, max_cells_option, run_options, soak_options, typed
 
 TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
 
@@ -65,17 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="attnbench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    _run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
-    soak = _run_options(sub.add_parser(
+    run_options(sub.add_parser("run", help="run a spec's experiments and write results"))
+    soak_options(sub.add_parser(
         "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
         "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
-    soak.add_argument("--seconds", type=SOAK_SECONDS, default=30.0, dest="soak", metavar="SECONDS",
-                      help=f"how long each cell runs back to back, {SOAK_SECONDS.range} (default: %(default)g, "
-                      "whatever the spec's timing.soak_s, which `run` uses)")
 
     validate = sub.add_parser("validate", help="check a spec and count its cells")
     validate.add_argument("spec", help="experiment spec (YAML)")
-    _max_cells_option(validate)
+    max_cells_option(validate)
 
     sub.add_parser("list", help="variants and whether each can run here")
     sub.add_parser("env", help="device and versions")
@@ -113,48 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
                            help=f"port to serve on, {PORT.range} (default: %(default)s)")
     dashboard.add_argument("--address", default="localhost", help="address to serve on (default: %(default)s)")
     return parser
-
-
-def _run_options(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of `run`, which `soak` shares."""
-    run.add_argument("spec", help="experiment spec (YAML)")
-    run.add_argument("--out", default=DEFAULT_OUT, help="results folder or gs://bucket/prefix (default: %(default)s)")
-    run.add_argument("--run-id", default=os.environ.get(RUN_ID_ENV) or None,  # set but empty: not set
-                     help=f"run id; a rerun with the same id resumes (default: ${RUN_ID_ENV}, else name-time)")
-    run.add_argument("--shard", metavar="I/N",
-                     help="run shard I of N: I from 0 to N-1, N from 1 to 100,000 (runner.shard.MAX_SHARDS) and at "
-                     "most the cells (default: $JOB_COMPLETION_INDEX/$JOB_COMPLETIONS if set)")
-    run.add_argument("--spool", type=_folder, help="local copy of results before upload "
-                     "(default: $ATTNBENCH_SPOOL, else attnbench/spool in $XDG_CACHE_HOME, or in ~/.cache when unset)")
-    run.add_argument("--flush-every", type=FLUSH_EVERY, default=30.0, metavar="SECONDS",
-                     help=f"upload at least this often while behind, {FLUSH_EVERY.range} (default: %(default)g)")
-    run.add_argument("--store-timeout", type=STORE_TIMEOUT, metavar="SECONDS",
-                     help=f"how long one store call retries before giving up for now, {STORE_TIMEOUT.range} "
-                     "(default: 120)")
-    run.add_argument("--only", nargs="+", action="extend", metavar="EXPERIMENT", help="run only these experiments")
-    run.add_argument("--variants", nargs="+", action="extend", metavar="VARIANT", help="run only these variants")
-    run.add_argument("--where", nargs="+", action="extend", metavar="AXIS=V[,V…]", type=_condition, default=[],
-                     help="run only the cells whose params have one of these values, e.g. tp=1 or "
-                     "seq_len=4096,8192 causal=true (values as records carry them: heads per tensor-parallel shard)")
-    run.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get(COMPILE_CACHE_ENV),
-                     help=f"persistent compilation cache (default: ${COMPILE_CACHE_ENV}, else the spec's "
-                     "compile_cache, else attnbench/jax in $XDG_CACHE_HOME, or in ~/.cache when unset)")
-    run.add_argument("--compile-ahead", choices=["on", "off"], default="on",
-                     help="start the next cell (inputs, reference, compile) while the last is stored (default: on)")
-    run.add_argument("--measure-ceilings", action="store_true",
-                     help="measure the GPU's matmul and copy ceilings at the start even where ones measured recently "
-                     "on the same GPU, driver, versions, power limit and clock caps are kept beside the compile cache "
-                     "(default: reuse those; docs/timing.md)")
-    run.add_argument("--budget", type=BUDGET, metavar="SECONDS",
-                     help=f"sampling budget per cell and timer, {BUDGET.range}, overriding the spec's timing.budget_s "
-                     "(and capping wall_budget_s): a quick look, such as `make demo` on a CPU")
-    run.add_argument("--power", choices=["steady", "burst"],
-                     help="the power state cells are sampled in (default: the spec's timing.power, else steady)")
-    run.add_argument("--dry-run", action="store_true", help="make every check the run makes before its first cell "
-                     "(the run id, the store, the shard, the spool), list the cells and why any would be skipped, "
-                     "say what it did not check, and run nothing")
-    _max_cells_option(run)
-    return run
 
 
 def _compare_parser(sub) -> None:
@@ -203,54 +159,8 @@ def _report_option(parser: argparse.ArgumentParser, required: bool) -> None:
                         + ("" if required else " (attnbench report of B, with this comparison)"))
 
 
-def _max_cells_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-cells", type=MAX_CELLS, metavar="N",
-                        help=f"refuse a spec of more cells than this, {MAX_CELLS.range} (default: the spec's "
-                        "max_cells, 100,000 unless set)")
-
-
-@dataclass(frozen=True)
-class Bounded:
-    """An option's number, refused outside its range in one line that says the range, which its --help says too."""
-
-    low: float
-    high: float
-    unit: str = ""
-    whole: bool = False
-    above: bool = False  # low itself is refused
-
-    @property
-    def range(self) -> str:
-        low, high = (f"{v:,}" if self.whole else f"{v:,g}" for v in (self.low, self.high))
-        kind = "a whole number" if self.whole else "a number"
-        return f"{kind}{' of ' + self.unit if self.unit else ''} {'above' if self.above else 'from'} {low} to {high}"
-
-    def __call__(self, text: str) -> float | int:
-        try:
-            value = int(text, 10) if self.whole else float(text)
-        except ValueError:
-            value = math.nan  # told below, in the option's own words rather than argparse's (`invalid ... value`)
-        inside = self.low < value if self.above else self.low <= value
-        if not (math.isfinite(value) and inside and value <= self.high):
-            raise argparse.ArgumentTypeError(f"must be {self.range} (got {text})")
-        return value
-
-
-def _folder(text: str) -> Path:
-    """A folder option's value; an empty one (a pipeline's unset variable) is refused, where Path('') is the current
-    folder."""
-    if not text:
-        raise argparse.ArgumentTypeError("must name a folder (got '')")
-    return Path(text)
-
-
-FLUSH_EVERY = Bounded(0.1, 3600, "seconds")
-STORE_TIMEOUT = Bounded(1, 24 * 3600, "seconds")
-BUDGET = Bounded(0, 7 * 24 * 3600, "seconds", above=True)  # as the spec's timing.budget_s
-SOAK_SECONDS = Bounded(0, 3600, "seconds", above=True)  # as the spec's timing.soak_s
 THRESHOLD = Bounded(0, 1000, "percent")
 PORT = Bounded(1, 65535, whole=True)
-MAX_CELLS = Bounded(1, 1_000_000, whole=True)  # runner.spec.MAX_CELLS, not imported to parse arguments
 
 
 def _variants():
@@ -276,15 +186,6 @@ def _load(spec_path: str, max_cells: int | None):
     return spec
 
 
-def _condition(text: str) -> tuple[str, tuple]:
-    from runner.shape import condition
-
-    try:
-        return condition(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
 def _select(spec, only, variants, where=(), keys: frozenset[str] | None = None):
     """The cells of --only's experiments, --variants' variants and --where's values, each condition narrowing the
     last; a condition that keeps no cell is bad input (a typo), one that keeps some is not (tp=1,2 over presets of
@@ -308,19 +209,13 @@ def _select(spec, only, variants, where=(), keys: frozenset[str] | None = None):
         attr = BY_NAME[name].attr
         present = {getattr(c.params, attr) for c in cells}
         if present.isdisjoint(values):
-            have = ", ".join(map(_value, sorted(present, key=lambda v: (v is None, v)))) or "no cells"
-            raise UsageError(f"--where {name}: no cell has {', '.join(map(_value, values))} (the cells have: {have})")
+            have = ", ".join(map(typed, sorted(present, key=lambda v: (v is None, v)))) or "no cells"
+            raise UsageError(f"--where {name}: no cell has {', '.join(map(typed, values))} (the cells have: {have})")
         cells = [c for c in cells if getattr(c.params, attr) in values]
     return cells
 
 
-def _value(value) -> str:
-    """A --where value as it is typed: null, true, 0.5 (never rounded: 0.8000001 is not 0.8)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+
 
 
 def _shard(text: str | None, cells: list):

@@ -145,7 +145,8 @@ def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path, capsy
 
 def bounded_options() -> list[tuple[str, str, object]]:
     """(command, option, its Bounded) for every option of every command whose value is a number."""
-    from runner.cli import Bounded, build_parser
+    from runner.arguments import Bounded
+    from runner.cli import build_parser
 
     found = []
     for command, parser in build_parser()._subparsers._group_actions[0].choices.items():
@@ -195,7 +196,7 @@ def test_the_shards_help_says_their_range():
 
 
 def test_max_cells_ranges_to_the_most_a_spec_may_allow():
-    from runner.cli import MAX_CELLS
+    from runner.arguments import MAX_CELLS
     from runner.spec import MAX_CELLS as SPEC_MOST
 
     assert MAX_CELLS.high == SPEC_MOST
@@ -235,7 +236,8 @@ def test_the_run_options_bounds_and_defaults_are_their_owners():
     (runner.spec), the store's timeout (runner.store) and a run's options (runner.run.Options)."""
     from pydantic import ValidationError
 
-    from runner.cli import BUDGET, SOAK_SECONDS, build_parser
+    from runner.arguments import BUDGET, SOAK_SECONDS
+    from runner.cli import build_parser
     from runner.run import Options
     from runner.spec import DEFAULT_MAX_CELLS, TimingSettings
     from runner.store import DEFAULT_TIMEOUT_S

@@ -567,3 +567,25 @@ def test_a_runs_settings_are_its_argvs_beyond_its_spec_and_its_compile_cache_onl
     assert run_settings(run.model_copy(update={"compile_cache": "off"}), HOW_OPTIONS) == (
         "--compile-ahead off --compile-cache off")
     assert run_settings(run.model_copy(update={"argv": argv[:9]})) == ""
+
+
+@pytest.mark.parametrize("argv, settings", [
+    (["run", "--compile-ahead", "off", "specs/lab5.yaml"], "--compile-ahead off"),  # the spec after an option
+    (["run", "--measure-ceilings", "specs/lab5.yaml", "--out", "o"], "--measure-ceilings"),
+    (["run", "specs/lab5.yaml", "--measure"], "--measure-ceilings"),  # argparse's prefixes
+    (["run", "specs/lab5.yaml", "--compile-a", "off"], "--compile-ahead off"),
+    (["run", "s.yaml", "--where", "tp=1", "--where", "seq_len=4096,8192", "--only", "a"],
+     "--only a --where tp=1 seq_len=4096,8192"),  # a repeated filter extends; the order is the options'
+    (["soak", "s.yaml", "--seconds", "30", "--variants", "cudnn"], "--variants cudnn"),
+    (["run", "s.yaml", "--an-option-since-removed"], ""),
+    ([], ""),  # a manifest from before argv was kept
+])
+def test_a_runs_settings_are_what_runs_own_parser_understood(argv, settings):
+    """run_settings reads argv as `attnbench run` did: two runs made the same way have the same settings however
+    their options were spelt or placed (compare.previous pairs them)."""
+    from runner.record import run_settings
+
+    manifest = read_manifest(json.loads((FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000" /
+                                         "manifest.json").read_text()))
+    run = manifest.model_copy(update={"argv": ["attnbench", *argv] if argv else [], "compile_cache": "/tmp/c"})
+    assert run_settings(run) == settings
