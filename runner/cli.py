@@ -714,9 +714,9 @@ def _previous_of(b, out: str | None):
         before = previous(found, "\0B")
         if before.skipped:
             print(f"--against previous: {passed_over(before)}", file=sys.stderr)
-        if before.run and (apart_s := same_sitting(found[before.run], b.manifest)):
-            print(f"--against previous: {before.run} started {apart_s} before B, in the same sitting, not on an "
-                  "earlier night: give A by name to compare with one", file=sys.stderr)
+        if before.run and (sitting := same_sitting(found[before.run], b.manifest)):
+            print(f"--against previous: {found[before.run].run_id}: {sitting}: give A by name to compare with an "
+                  "earlier night's run", file=sys.stderr)
         if before.run is None and (named := nearest_named(found, "\0B")):
             print(f"--against previous: {named}, the newest earlier run of {b.manifest.name} on this GPU, is of "
                   f"another series: {apart(found[named], b.manifest)}", file=sys.stderr)

@@ -51,8 +51,8 @@ RECHECK = "-recheck"  # B's slower cells measured again: the run B + RECHECK, it
 CONFIRM_NOISES, CONFIRM_SAMPLES = 2, 10
 CELL_COLUMNS = ["key", "experiment", "variant", "shape"]
 # Facts whose difference changes what a time means: named beside every verdict (the CLI, the dashboard, the report).
-MATERIAL = {"power policy", "spec identity", "attnbench", "gpu driver", "gpu power_limit_w", "gpu name", "device",
-            "compute capability", "devices", "xla_flags", "kernel env"}
+MATERIAL = {"power policy", "spec identity", "run settings", "attnbench", "gpu driver", "gpu power_limit_w", "gpu name",
+            "device", "compute capability", "devices", "xla_flags", "kernel env"}
 # A fact a run's manifest does not record (Machine.NOT_RECORDED: a field older runners did not write) is unknown, so no
 # difference of it is said to change the times, while the environment table shows it beside the other run's value.
 # In `version X` and `worker W: X` facts: the libraries that compile or run a cell (the CUDA runtime re-keys the kept
@@ -370,6 +370,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "shard": m.shard, "host": m.machine.host,
         "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
         "compute capability": _capability(m.machine.compute_capability), "power policy": power_policy(m),
+        "run settings": run_settings(m, HOW_OPTIONS) or "(none)",
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
         "ceilings measured": _measured(m.machine.ceilings_origin), **m.machine.kernel_settings(),
@@ -525,11 +526,14 @@ SITTING_S = 3600  # runs started this close: one sitting (a benchmark's cold, wa
 
 
 def same_sitting(a: Manifest, b: Manifest) -> str:
-    """Where A started within SITTING_S before B, how long before ('53 s', '12 min'); '' otherwise."""
+    """Where A started within SITTING_S before B, one clause that says so ('A started 53 s before B, in the same
+    sitting, not on an earlier night'): beside the verdict (report.verdict), since a benchmark's cold and warm twins
+    read alike where a night apart they differ; '' otherwise."""
     seconds = (started(b) - started(a)).total_seconds()
     if not 0 <= seconds < SITTING_S:
         return ""
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    apart_s = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+    return f"A started {apart_s} before B, in the same sitting, not on an earlier night"
 
 
 def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
@@ -624,6 +628,11 @@ class Comparison:
     def settings(self) -> str:
         """The spec settings in which A's and B's identities differ, as one line ('' where they agree)."""
         return settings_said(self.a, self.b) if self.a and self.b else ""
+
+    @property
+    def sitting(self) -> str:
+        """That A started within the hour before B (same_sitting), or ''."""
+        return same_sitting(self.a, self.b) if self.a and self.b else ""
 
     @property
     def policies(self) -> tuple[str | None, str | None]:

@@ -864,7 +864,8 @@ def verdict(found) -> str:
         f"REGRESSION: {counted(len(found.slower), 'cell')} slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
     line += f" · differs: {said(found.material)}" if len(found.material) else ""
-    return line + (f" · settings: {found.settings}" if found.settings else "")
+    line += f" · settings: {found.settings}" if found.settings else ""
+    return line + (f" · {found.sitting}" if found.sitting else "")
 
 
 def print_comparison(found, console: Console) -> None:
@@ -909,7 +910,7 @@ def no_comparison_json(b, threshold: float, reason: str) -> str:
     document = {"a": None, "b": _run(b), "timer": None, "threshold": threshold, "regressed": False, "verdict": reason,
                 "regressions": [], "unconfirmed": [], "not_reproduced": [], "recheck": None,
                 "b_planned": None if planned is None else len(planned),
-                "settings": None, **dict.fromkeys(SECTIONS, [])}
+                "settings": None, "sitting": None, **dict.fromkeys(SECTIONS, [])}
     return json.dumps(document, indent=2) + "\n"
 
 
@@ -940,7 +941,7 @@ def comparison_json(found) -> str:
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
         "unconfirmed": list(found.unconfirmed["key"]), "not_reproduced": list(found.not_reproduced["key"]),
         "recheck": found.recheck.run_id if found.recheck else None, "b_planned": found.planned_b,
-        "settings": found.settings,
+        "settings": found.settings, "sitting": found.sitting or None,
         **{name: _records(table(found)) for name, table in SECTIONS.items()},
     }
     return json.dumps(document, indent=2) + "\n"

@@ -60,6 +60,8 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"](figures/{name})" in summary for name in figures)
     assert "(against hopper-long-cold-20261203-023241)" in summary
+    sitting = "A started 83 s before B, in the same sitting, not on an earlier night"  # HOPPER's A, its cold twin
+    assert f"{sitting}** (against hopper-long-cold" in summary and f"{sitting}</p>" in page
     assert f"report: {tmp_path / 'report' / 'index.html'}" in done.err
 
 
@@ -231,8 +233,9 @@ def test_without_matplotlib_the_report_says_which_extra_to_install(capsys, tmp_p
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails, as where it is not installed
     done = report(capsys, tmp_path, H200 / HOPPER)
     assert done.code == 1 and done.errors[-1] == "error: report needs matplotlib: pip install -e '.[report]'"
-    assert done.errors[:-1] == [f"--against previous: hopper-long-cold-20261203-023241 started 83 s before B, in the "
-                                "same sitting, not on an earlier night: give A by name to compare with one"]
+    assert done.errors[:-1] == ["--against previous: hopper-long-cold-20261203-023241: A started 83 s before B, in "
+                                "the same sitting, not on an earlier night: give A by name to compare with an earlier "
+                                "night's run"]
     assert not (tmp_path / "report").exists()  # nothing half-written
 
 

@@ -1043,9 +1043,12 @@ def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_
     assert done.code == 0 and json.loads(done.out)["a"]["run_id"] == "off-1"
     assert done.errors == ["--against previous: passed over warm-2: run settings (none) → --compile-ahead off; "
                            "passed over cold-2: run settings (none) → --compile-ahead off"]
-    twin = in_process(capsys, "compare", "warm-2", "--against", "previous", "--out", store)
-    assert twin.errors == ["--against previous: cold-2 started 53 s before B, in the same sitting, not on an earlier "
-                           "night: give A by name to compare with one"]
+    twin = in_process(capsys, "compare", "warm-2", "--against", "previous", "--out", store, "--format", "json")
+    sitting = "A started 53 s before B, in the same sitting, not on an earlier night"
+    assert twin.errors == [f"--against previous: cold-2: {sitting}: give A by name to compare with an earlier night's "
+                           "run"]
+    said = json.loads(twin.out)  # the report, the markdown and the json say it too, where stderr is not kept
+    assert said["sitting"] == sitting and said["verdict"].endswith(f" · {sitting}")
     manifests = {run: open_store(store).read(run).manifest for run in ("cold-2", "warm-2", "off-2")}
     assert compare.previous(manifests, "off-2") == compare.Previous("warm-2", [])  # no ahead-off run before it
 
@@ -1123,3 +1126,20 @@ def test_bs_recheck_among_a_stores_runs_is_the_one_whose_manifest_says_it_rechec
     again = b.model_copy(update={"run_id": compare.recheck_id(b.run_id), "rechecks": b.run_id})
     assert compare.recheck_of({"b": b, "r": again}, "b") == "r"
     assert compare.recheck_of({"b": b, "r": again.model_copy(update={"rechecks": None})}, "b") is None
+
+
+def test_previous_made_another_way_names_the_settings_apart_in_the_verdict(capsys, tmp_path):
+    """Where no earlier run was made with B's settings, previous takes the newest of any, and the verdict says how
+    they were made apart (a run settings difference is material: the json's material_differences, the report)."""
+    for run_id, started, argv in [("off-1", DAY, ["--compile-ahead", "off"]),
+                                  ("ceil-2", DAY + dt.timedelta(days=1), ["--measure"])]:
+        manifest, cells = copy_run(shipped(TEMPLATE), run_id, started)
+        write_run(tmp_path / "results" / run_id,
+                  manifest.model_copy(update={"argv": ["attnbench", "run", "specs/lab5.yaml", *argv]}), cells)
+    done = in_process(capsys, "compare", "ceil-2", "--against", "previous", "--out", tmp_path / "results",
+                      "--format", "json")
+    said = json.loads(done.out)
+    assert done.code == 0 and said["a"]["run_id"] == "off-1" and said["sitting"] is None
+    assert "differs: run settings --compile-ahead off → --measure-ceilings" in said["verdict"]
+    assert {"fact": "run settings", "a": "--compile-ahead off", "b": "--measure-ceilings"} in said[
+        "material_differences"]
