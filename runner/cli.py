@@ -601,17 +601,26 @@ def _shown_run(args):
 
 
 def _found(store, run_id: str, out: str) -> str:
-    """The one folder in `store` (given as `out`) that holds run `run_id` (Store.find); a run of that id in none,
-    or in two, is bad input, said in one line."""
+    """The one folder in `store` (given as `out`) that holds run `run_id` (Store.find): `out`'s own `run_id` where it
+    holds one, what `run --out OUT --run-id ID` wrote and, on a bucket, the one way to name it, the deeper ones named
+    on stderr; a run of that id in no folder, or in two deeper ones, is bad input, said in one line."""
     found = store.find(run_id)
     shown = f"{DEFAULT_OUT}/" if out == DEFAULT_OUT else out
     if not found:
         see = "attnbench runs" + ("" if out == DEFAULT_OUT else f" --out {out}")
         raise UsageError(f"{run_id}: no such run folder, nor a run of that id in {shown} (see {see})")
-    if len(found) > 1:
+    deeper = [folder for folder in found if folder != run_id]
+    if run_id in found and deeper:
+        print(f"warning: {run_id}: opened {_joined(out, run_id)}; {', '.join(deeper)} in it holds a run of that id "
+              f"too: give --out {_joined(out, deeper[0].rpartition('/')[0])} for that one", file=sys.stderr)
+    elif len(found) > 1:
         raise UsageError(f"{run_id}: {len(found)} runs of that id in {shown} ({', '.join(found)}): give --out the "
                          "folder that holds the one you mean")
-    return found[0]
+    return run_id if run_id in found else found[0]
+
+
+def _joined(out: str, folder: str) -> str:
+    return f"{out.rstrip('/')}/{folder}"
 
 
 def cmd_show(args, console: Console) -> int:

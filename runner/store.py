@@ -116,10 +116,8 @@ class Store(ABC):
 
     def find(self, run_id: str) -> list[str]:
         """The folders, relative to the store, of the run `run_id` names, as `runs` and the dashboard find runs (at any
-        depth, runs()): the folder itself where it holds a run (one listing of that folder), else each folder whose
-        last part is `run_id` (none: no such run; two or more: ambiguous)."""
-        if run_id in run_folders(self.names(f"{run_id}/")):
-            return [run_id]
+        depth, runs()): each folder whose last part is `run_id`, the store's own `run_id` among them (none: no such
+        run; cli._found decides which opens)."""
         return [folder for folder in self.runs() if folder.rpartition("/")[2] == run_id]
 
     def fetch(self, names: list[str]) -> dict[str, bytes | None]:

@@ -927,6 +927,20 @@ def test_show_and_compare_find_a_run_id_at_any_depth_under_out_as_runs_lists_it(
         "h200/lab5-warm-20261202-182308): give --out the folder that holds the one you mean"])
 
 
+def test_a_run_id_held_at_the_top_of_out_and_deeper_opens_the_top_one_and_names_the_deeper_one(tmp_path, capsys):
+    """OUT/r1 and OUT/h200/r1, which `runs` lists as two rows of id r1: OUT/r1 is what `run --out OUT --run-id r1`
+    wrote, and on a bucket the one way to name it, so it opens; the deeper one is named on stderr with the --out that
+    opens it (where find opened the top one without a word)."""
+    run = REPO / "examples" / "results" / "h200" / "lab5-warm-20261203-023042"
+    for folder in ("", "h200"):
+        shutil.copytree(run, tmp_path / folder / run.name)
+    shown = in_process(capsys, "show", run.name, "--out", tmp_path)
+    assert shown.code == 0 and shown.errors == [
+        f"warning: {run.name}: opened {tmp_path}/{run.name}; h200/{run.name} in it holds a run of that id too: give "
+        f"--out {tmp_path}/h200 for that one"]
+    assert in_process(capsys, "show", run.name, "--out", tmp_path / "h200").errors == []
+
+
 def test_piped_output_is_not_padded(capsys):
     result = in_process(capsys, "show", SHIPPED_RUN)  # capsys: stdout is no terminal, as in a pipe or a pod log
     assert result.code == 0, result.err
