@@ -497,7 +497,8 @@ def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:
     """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec."""
     return (f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash {other.spec_hash}) and {spec_path} "
             f"({spec.name}, spec hash {spec.digest()}) measures otherwise (another spec, or its file, --budget, "
-            f"--power or --seconds changed); a rerun resumes only the same: give another --run-id (or unset "
+            f"--power or --seconds changed, or its steady rule: a steady run before schema 5 sampled after settling); "
+            f"a rerun resumes only the same: give another --run-id (or unset "
             f"{RUN_ID_ENV})")
 
 

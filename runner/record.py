@@ -477,10 +477,15 @@ def power_policy(manifest: Manifest) -> str | None:
     at heavy shapes: docs/timing.md); None for runs from before the choice. How every reader names a run's policy
     (compare, runs, show's and the report's header, the dashboard)."""
     timing = manifest.spec.get("timing") if isinstance(manifest.spec, dict) else None
-    policy = timing.get("power") if isinstance(timing, dict) else None
-    if policy != "steady":
-        return policy
-    return f"steady ({'after settling' if manifest.sampled_after_settling else 'in load'})"
+    return policy_named(timing.get("power") if isinstance(timing, dict) else None, manifest.sampled_after_settling)
+
+
+def policy_named(power: str | None, after_settling: bool = False) -> str | None:
+    """A spec's timing.power as a policy, with the steady rule: today's runs sample in the load, a steady run before
+    schema 5 after settling."""
+    if power != "steady":
+        return power
+    return f"steady ({'after settling' if after_settling else 'in load'})"
 
 
 # The options of `attnbench run` that set how a run made its cells beyond its spec (the runner's own choices; its

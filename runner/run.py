@@ -28,7 +28,7 @@ from runner.cells import Cell, family, run_class
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
 from runner.progress import progress_for
-from runner.record import CellRecord, Machine, Manifest, WorkerInfo, utc_now
+from runner.record import CellRecord, Machine, Manifest, WorkerInfo, policy_named, power_policy, utc_now
 from runner.shape import Params
 from runner.registry import VARIANTS, decline
 from runner.spec import Spec, TimingSettings, identity
@@ -52,13 +52,14 @@ def new_run_id(spec: Spec) -> str:
 
 def same_run(manifest: Manifest, spec: Spec) -> bool:
     """Whether a run id's stored part measures what `spec` measures, so that a rerun under the id resumes it: the same
-    spec hash, or after an attnbench upgrade (which changes the hash) the same identity and power policy. The cells
-    chosen (--only, --variants, --where, --shard) are no part of it; --budget, --power and soak's --seconds are."""
-    if manifest.spec_hash == spec.digest():
-        return True
+    power policy as this code samples `spec` under, the steady rule too (a steady run from before schema 5 sampled
+    after settling, so its cells and today's would be two rules under one label), and the same spec hash, or after an
+    attnbench upgrade (which changes the hash) the same identity. The cells chosen (--only, --variants, --where,
+    --shard) are no part of it; --budget, --power and soak's --seconds are."""
+    if power_policy(manifest) != policy_named(spec.timing.power):
+        return False
     stored = manifest.spec if isinstance(manifest.spec, dict) else {}
-    timing = stored.get("timing") if isinstance(stored.get("timing"), dict) else {}
-    return bool(stored) and identity(stored) == spec.identity() and timing.get("power") == spec.timing.power
+    return manifest.spec_hash == spec.digest() or (bool(stored) and identity(stored) == spec.identity())
 
 
 def cell_timeout_s(settings: TimingSettings) -> float:

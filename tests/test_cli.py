@@ -479,6 +479,9 @@ def test_a_run_after_an_upgrade_resumes_by_identity_and_power_policy(run, spec_p
     timing = {**stored.spec["timing"], "power": "burst"}
     assert not same_run(upgraded.model_copy(update={"spec": {**stored.spec, "timing": timing}}), spec)
     assert not same_run(upgraded.model_copy(update={"spec": {**stored.spec, "name": "other"}}), spec)
+    assert spec.timing.power == "steady"  # a steady run from before schema 5 sampled after settling: two rules
+    assert not same_run(upgraded.model_copy(update={"sampled_after_settling": True}), spec)
+    assert not same_run(stored.model_copy(update={"sampled_after_settling": True}), spec)  # its hash alike too
 
 
 def unfinished(run_dir: Path, out: Path, **machine) -> Path:
