@@ -153,6 +153,7 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
 
     from dashboard.published import matched, table
     from dashboard.tables import SHAPE
+    from runner.record import power_policy
 
     fp8 = {"fp8_verdict": "FP8 attention: f8 types in the compiled program", "fp8_in_hlo": True}  # as recorded
     cells = pd.DataFrame([{**params(**LLAMA, seq_len=s, causal=True).as_dict(), "run": "r", "experiment": "e",
@@ -166,6 +167,9 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
     timed = cells.assign(timer="device", median_s=1e-3)
     assert table(timed, h200)["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
+    burst = {"r": shipped("h200/llama3.1-70b-20261206-burst").manifest}  # the power column: each run's policy (a
+    assert set(table(timed, burst)["power"]) == {"burst"}  # steady time reads behind a burst one), a dash for none
+    assert power_policy(h200["r"]) is None and set(table(timed, h200)["power"]) == {"—"}
 
 
 def test_an_fp8_variant_that_ran_bf16_stands_beside_the_bf16_figure_named_not_fp8():
