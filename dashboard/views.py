@@ -14,7 +14,7 @@ from dashboard import charts, data, published, tables, widgets
 from runner import compare as comparison
 from runner import leaderboard as board
 from runner import counted, report, shape
-from runner.machine import DIRTY
+from runner.machine import short_sha
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -115,14 +115,9 @@ def fastest(sel: Selection) -> str:
             "(every shape: Leaderboard)")
 
 
-SHA_CHARS = 12  # of a git sha in the overview: enough to tell commits apart, short enough to keep a run's row one line
-
-
 def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
-    sha = str(r["git_sha"])
-    commit = sha.removesuffix(DIRTY)  # edited code's suffix stays: the row must not pass it for the commit
-    return [run, r["spec"], r["gpu"], r["power"], started, commit[:SHA_CHARS] + sha[len(commit):]]
+    return [run, r["spec"], r["gpu"], r["power"], started, short_sha(str(r["git_sha"]))]
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:

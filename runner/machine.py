@@ -141,6 +141,14 @@ def kernel_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 DIRTY = "-dirty"  # after a commit whose tracked files were edited (`git describe --dirty`'s suffix)
+SHA_CHARS = 12  # of a git sha where a run is named in a line: enough to tell commits apart, short enough to fit
+
+
+def short_sha(sha: str) -> str:
+    """A run's git sha cut to SHA_CHARS, its -dirty kept: a run of edited code must not pass for the commit (show's
+    header, the dashboard's overview)."""
+    commit = sha.removesuffix(DIRTY)
+    return commit[:SHA_CHARS] + sha[len(commit):]
 
 
 def git_sha() -> str | None:

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
+from runner.machine import short_sha
 from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, power_policy, run_settings
 from runner.spool import Totals
 
@@ -582,14 +583,14 @@ def runs_grid(runs: list, uri: str) -> Grid:
 
 def run_facts(manifest) -> list[str]:
     """What a run is, first in show's header and the report's: its spec, device, power policy (steady against burst
-    moves the times at heavy shapes and can flip measured / published: docs/timing.md), start, git sha, and the jax
-    and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release); nothing without
-    a manifest."""
+    moves the times at heavy shapes and can flip measured / published: docs/timing.md), start, git sha (short_sha),
+    and the jax and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release);
+    nothing without a manifest."""
     if manifest is None:
         return []
     policy = power_policy(manifest) or "none (before the choice)"
     return [f"spec {manifest.name}", device_said(manifest), f"power {policy}", f"started {manifest.started_at}",
-            f"git {manifest.git_sha or '?'}", *_versions(manifest)]
+            f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}", *_versions(manifest)]
 
 
 def device_said(manifest) -> str:

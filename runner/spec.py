@@ -175,7 +175,7 @@ class Spec(_Model):
 # its size, and the digest's record of given nulls (read beside the experiments they belong to).
 UNMEASURED = {"description", "compile_cache", "max_cells", "nulls_given"}
 SECTIONS = {"defaults": Shape, "timing": TimingSettings, "tolerances": Tolerances}
-APART = {("timing", "power")}  # matched and named on its own beside the identity (runner.compare.power_policy)
+APART = {("timing", "power")}  # matched and named on its own beside the identity (runner.record.power_policy)
 
 
 def identity(content: dict) -> str:

@@ -465,3 +465,14 @@ def test_the_columns_left_out_first_are_columns_a_run_has():
 
 def test_a_noise_near_its_target_keeps_a_decimal():  # 2.2 % against a 2 % target read "noise 2%"
     assert [noise_text(n) for n in (0.022, 0.004, 0.0999, 0.353, 1.5)] == ["2.2%", "0.4%", "10.0%", "35%", "150%"]
+
+
+def test_shows_header_cuts_the_git_sha_as_the_dashboard_does_and_keeps_dirty():
+    """show's and the report's facts line prints the sha cut to 12 characters (runner.machine.short_sha, the
+    dashboard's overview's), where the full 40 folded the power policy across two lines at 80 columns."""
+    from runner.report import run_facts
+
+    sha = "0123456789abcdef" * 2 + "01234567"
+    manifest = shipped(H200_LONG).manifest
+    assert f"git {sha[:12]}" in run_facts(manifest.model_copy(update={"git_sha": sha}))
+    assert f"git {sha[:12]}-dirty" in run_facts(manifest.model_copy(update={"git_sha": sha + "-dirty"}))
