@@ -10,6 +10,8 @@ markdown, leaderboard.py ranks, compare.py compares two runs, and artifacts.py w
 
 Names that look alike, each one job:
 - record.py: the record's schema (CellRecord, Manifest) and its migrations; assembly.py builds a cell's record.
+- arguments.py: the options of `run` and `soak`, which cli.py builds their parsers from and record.run_settings
+  reads a stored run's argv back with; cli.py holds every command.
 - results.py: a run folder's objects (manifest, cells, shards, in-flight marker) and how they read back as one run.
 - store.py: where run folders live (a local folder or GCS); spool.py: a run's records on local disk first, then
   uploaded to the store; resume.py: whether a rerun of a run id may resume it on this machine, and what it keeps.
