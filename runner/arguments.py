@@ -6,6 +6,7 @@ path after an option, an option given twice). Here, where the dashboard reads th
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -145,13 +146,18 @@ class _Reader(argparse.ArgumentParser):
         raise _Unparsed(message)
 
 
+@functools.cache  # built once: `runs` and compare.previous read every run's argv
+def _reader(command: str) -> _Reader:
+    return (run_options if command == "run" else soak_options)(_Reader(add_help=False))
+
+
 def run_arguments(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace] | None:
     """A stored run's argv (sys.argv: the program, then run or soak, then its arguments) as that command's parser
     read it, with the parser (an option since removed left aside); None where argv names no run command (a manifest
     before argv was kept) or today's parser refuses it (a value it no longer takes)."""
     if len(argv) < 2 or argv[1] not in RUN_COMMANDS:
         return None
-    parser = (run_options if argv[1] == "run" else soak_options)(_Reader(add_help=False))
+    parser = _reader(argv[1])
     try:
         return parser, parser.parse_known_args(argv[2:])[0]
     except _Unparsed:
