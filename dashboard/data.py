@@ -21,8 +21,8 @@ import pandas as pd
 import streamlit as st
 
 from runner import DEFAULT_OUT, frames, shape
-from runner.record import Manifest
-from runner.compare import gpu_name, power_policy, spec_identity
+from runner.record import Manifest, gpu_name, power_policy
+from runner.compare import spec_identity
 from runner.results import assemble, run_of
 from runner.store import LocalStore, Store, open_store
 

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import leaderboard, metrics, published
-from runner.record import cudnn_ran, power_policy
+from runner.record import NO_POLICY, cudnn_ran, policy_said
 from dashboard.tables import SHAPE, case, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
@@ -33,7 +33,7 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
                          "our_cudnn": cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
                                                 manifest) or "—",
-                         "our_power": (power_policy(manifest) if manifest else None) or "—"})
+                         "our_power": policy_said(manifest) if manifest else NO_POLICY})
     if not rows:
         return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],
                                      published_gbps=[], published_cudnn=[], our_cudnn=[], our_power=[])

@@ -736,7 +736,7 @@ def _previous_of(b, out: str | None):
 def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) -> list[str]:
     """Why A and B cannot be compared: a run unread, no manifest, different GPUs or power policies (unless
     allowed)."""
-    from runner.compare import gpu_name, power_policy
+    from runner.record import gpu_name, policy_said
 
     if found := _unread("A", a) + _unread("B", b):
         return found
@@ -744,8 +744,7 @@ def _not_comparable(a, b, allow_different_gpu: bool, allow_policy_change: bool) 
     if gpus[0] != gpus[1] and not allow_different_gpu:
         found.append(f"A ran on {gpus[0]}, B on {gpus[1]}: times of different GPUs are no regression; give "
                      "--allow-different-gpu to compare them anyway")
-    policies = [power_policy(a.manifest) or "none (before the choice)", power_policy(b.manifest) or
-                "none (before the choice)"]
+    policies = [policy_said(a.manifest), policy_said(b.manifest)]
     if policies[0] != policies[1] and not allow_policy_change:
         found.append(f"A ran under power policy {policies[0]}, B under {policies[1]}: their times are not like with "
                      "like; give --allow-policy-change to compare them anyway")
@@ -866,9 +865,10 @@ def _nothing_before(m, args) -> None:
     """--against previous on a series' first night: the reason on stderr, and for markdown and json a document that
     says it (a pipeline reads one every night, never an empty stdout)."""
     from runner import compare, report
+    from runner.record import policy_said
 
     said = (f"no earlier run of {m.name} on {compare.gpu_name(m)} than {m.run_id} with its spec identity, power "
-            f"policy, {compare.power_policy(m) or 'none'}, and timer: nothing to compare with")
+            f"policy, {policy_said(m)}, and timer: nothing to compare with")
     print(said, file=sys.stderr)
     if args.format == "markdown":
         sys.stdout.write(report.no_comparison_markdown(said))

@@ -480,6 +480,14 @@ def power_policy(manifest: Manifest) -> str | None:
     return policy_named(timing.get("power") if isinstance(timing, dict) else None, manifest.sampled_after_settling)
 
 
+NO_POLICY = "none"  # a run from before the choice of power policy, wherever its policy is named (policy_said)
+
+
+def policy_said(manifest: Manifest) -> str:
+    """The run's power policy in words: power_policy's, else NO_POLICY."""
+    return power_policy(manifest) or NO_POLICY
+
+
 def policy_named(power: str | None, after_settling: bool = False) -> str | None:
     """A spec's timing.power as a policy, with the steady rule: today's runs sample in the load, a steady run before
     schema 5 after settling."""

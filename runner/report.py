@@ -25,7 +25,8 @@ from rich.text import Text
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
 from runner.machine import short_sha
-from runner.record import NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, power_policy, run_settings
+from runner.record import (NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, policy_said, power_policy,
+                           run_settings)
 from runner.spool import Totals
 
 
@@ -570,7 +571,7 @@ def runs_grid(runs: list, uri: str) -> Grid:
     for run in runs:
         m = run.manifest
         name, gpu, power, started, settings = (
-            (m.name, gpu_name(m), power_policy(m) or "none", m.started_at, run_settings(m) or "-") if m else
+            (m.name, gpu_name(m), policy_said(m), m.started_at, run_settings(m) or "-") if m else
             ("-",) * 5)
         rows += [[run.run_id, name, gpu, power, settings, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
@@ -588,9 +589,8 @@ def run_facts(manifest) -> list[str]:
     nothing without a manifest."""
     if manifest is None:
         return []
-    policy = power_policy(manifest) or "none (before the choice)"
-    return [f"spec {manifest.name}", device_said(manifest), f"power {policy}", f"started {manifest.started_at}",
-            f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}", *_versions(manifest)]
+    return [f"spec {manifest.name}", device_said(manifest), f"power {policy_said(manifest)}",
+            f"started {manifest.started_at}", f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}", *_versions(manifest)]
 
 
 def device_said(manifest) -> str:

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runner import figures, shape  # noqa: E402
-from runner.record import power_policy  # noqa: E402
+from runner.record import policy_said  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
 H200 = "examples/results/h200"
@@ -137,7 +137,7 @@ def table(chart: figures.Chart) -> str:
 
 def policies(block: Block) -> str:
     """The power policy each run of the block ran under ('burst'; 'steady (in load)'), which the page's numbers are."""
-    return ", ".join(dict.fromkeys(power_policy(read_run(ROOT / s.folder).manifest) or "none" for s in block.sources))
+    return ", ".join(dict.fromkeys(policy_said(read_run(ROOT / s.folder).manifest) for s in block.sources))
 
 
 def block_markdown(block: Block, chart: figures.Chart) -> str:

@@ -950,7 +950,7 @@ def test_piped_output_is_not_padded(capsys):
     lines = result.out.splitlines()
     assert [line for line in lines if line != line.rstrip()] == []  # titles were padded to 200 columns
     assert max(len(line) for line in lines) <= 200
-    assert lines[0].startswith(f"{SHIPPED_RUN.name}: spec lab5 · no GPU (cpu) · power none (before the choice) · ")
+    assert lines[0].startswith(f"{SHIPPED_RUN.name}: spec lab5 · no GPU (cpu) · power none · ")
     assert lines[1].startswith("default-shape  B4 T128 N8 H64 fwd")
 
 

@@ -937,7 +937,7 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
     app = open_app(monkeypatch, tmp_path, run=["lab5-0012", "lab5-0000"])  # the first run after cudnn's step
     runs, against = (next(m.value for m in app.markdown if m.value.startswith(start)) for start in ("| run |",
                                                                                                   "**Against"))
-    assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | — | 2026-10-04 00:00:00 |")
+    assert runs.splitlines()[2].startswith("| lab5-0012 | lab5 | NVIDIA H200 | none | 2026-10-04 00:00:00 |")
     moves = against.splitlines()[2:]
     assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
     assert ", geomean B / A " in moves[0]  # which way the ratio reads, as compare's verdict and the Compare tab say

@@ -167,9 +167,10 @@ def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
     assert len(found) == 4 and found.loc[found["variant"] == "cudnn_fp8", "published_fp8"].all()
     timed = cells.assign(timer="device", median_s=1e-3)
     assert table(timed, h200)["published ms"].tolist() == pytest.approx([0.465, 0.322, 1.708, 1.141])
-    burst = {"r": shipped("h200/llama3.1-70b-20261206-burst").manifest}  # the power column: each run's policy (a
-    assert set(table(timed, burst)["power"]) == {"burst"}  # steady time reads behind a burst one), a dash for none
-    assert power_policy(h200["r"]) is None and set(table(timed, h200)["power"]) == {"—"}
+    # the power column: each run's policy (a steady time reads behind a burst one), record.NO_POLICY before the choice
+    burst = {"r": shipped("h200/llama3.1-70b-20261206-burst").manifest}
+    assert set(table(timed, burst)["power"]) == {"burst"}
+    assert power_policy(h200["r"]) is None and set(table(timed, h200)["power"]) == {"none"}
 
 
 def test_an_fp8_variant_that_ran_bf16_stands_beside_the_bf16_figure_named_not_fp8():
