@@ -857,7 +857,7 @@ def _measure_again(args, b, keys: frozenset[str]) -> int:
     argv += ["--spool", str(args.spool)] if args.spool else []
     argv += ["--compile-cache", args.compile_cache] if args.compile_cache else []
     argv += run_settings(b.manifest, HOW_OPTIONS).split()  # B's own, last: a cache B ran without stays off
-    run, _ = build_parser().parse_known_args(argv)  # run_settings can carry a spec path read as an option's value
+    run, _ = build_parser().parse_known_args(argv)  # B's own options, as run's parser read them (record.run_settings)
     return _measure(run, spec, _select(spec, None, None, keys=keys), None, _stderr(), b.run_id)
 
 
