@@ -13,7 +13,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from runner.arguments import Bounded, max_cells_option, run_options, soak_options, typed
+from runner.arguments import Bounded, folder as folder_arg, max_cells_option, run_options, soak_options, typed
 
 TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
 
@@ -147,7 +147,7 @@ def _recheck_parser(sub) -> None:
                          help=f"as compare's, {THRESHOLD.range} (default: {runner.COMPARE_THRESHOLD_PERCENT:g})")
     recheck.add_argument("--format", choices=["table", "markdown", "json"], default="table",
                          help="the comparison with the recheck, as compare's (default: %(default)s)")
-    recheck.add_argument("--spool", type=_folder, help="local copy of the recheck's results before upload, as run's")
+    recheck.add_argument("--spool", type=folder_arg, help="local copy of the recheck's results before upload, as run's")
     recheck.add_argument("--compile-cache", metavar="DIR|gs://…|off", default=os.environ.get(COMPILE_CACHE_ENV),
                          help=f"as run's (default: ${COMPILE_CACHE_ENV}, else B's spec's compile_cache)")
     _report_option(recheck, required=False)
