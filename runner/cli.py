@@ -271,12 +271,16 @@ def _open_store(uri: str, option: str, timeout_s: float | None = None, auth_grac
 
 
 def _open_spool(root: Path, store, run_id: str, shard):
-    """This run's (or shard's) spool under `root`; one that cannot be written is bad input."""
+    """This run's (or shard's) spool under `root`, a move of its cells that a kill left half done finished first
+    (runner.resume.finish_moves); one that cannot be written is bad input."""
+    from runner.resume import finish_moves
     from runner.spool import Spool, spool_store
     from runner.store import StoreUnavailable
 
+    local, part = spool_store(root, store), str(shard) if shard else None
     try:
-        return Spool(spool_store(root, store), run_id, str(shard) if shard else None)
+        finish_moves(local, run_id, part)
+        return Spool(local, run_id, part)
     except StoreUnavailable as error:
         raise UsageError(f"--spool {root}: cannot write there ({error})") from None
 
@@ -405,20 +409,21 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
         return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
-            return _refused_late(outcome.refused, spool, spec, args.spec, location, console)
+            return _refused_late(outcome.refused, spool, spec, args.spec, ready, console)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
         return _run_exit(outcome, spool, location)
 
 
-def _refused_late(refused, spool, spec, spec_path: str, location: str, console: Console) -> int:
+def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console) -> int:
     """A run refused once cells were measured into its spool: those cells moved to a run id of their own
     (runner.resume.set_aside), its tables, the one line saying where they are and what to run next, its exit code."""
     from runner.resume import OtherMachine, aside_said, refusal, set_aside
     from runner.run import new_run_id
 
-    kept = set_aside(spool, new_run_id(spec))
+    location = ready.store.location(ready.run_id)
+    kept = set_aside(spool, new_run_id(spec), ready.store)
     _run_report(kept, f"{kept.dir} (the spool; not in {location})", console)
-    aside = aside_said(kept) if kept is not spool else ""
+    aside = aside_said(kept, ready.spool_root) if kept is not spool else ""
     if isinstance(refused, OtherMachine):
         found = f"found when {location} answered: nothing uploaded"
         print(f"error: {refusal(spool.run_id, str(refused), found, aside)}", file=sys.stderr)

@@ -56,6 +56,12 @@ def inflight_name(shard: str | None) -> str:
     return _part_object("inflight", shard)
 
 
+def moving_name(shard: str | None) -> str:
+    """The spool's marker of a part whose cells are moving to the run that holds it (runner.resume.set_aside): no
+    object of the layout, so readers pass it by."""
+    return f"moving-from{_suffix(shard)}.txt"
+
+
 def part_of(name: str) -> tuple[str, str | None] | None:
     """('manifest', 'cells', 'cell' or 'inflight', shard) for an object name of the layout, else None."""
     found = _named(name)

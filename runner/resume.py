@@ -8,19 +8,23 @@ shards starting together"). A difference in a fact that decides which kernels ru
 (`refuses_resume`: a material fact of runner.compare but those in RESUMABLE) refuses the resume (OtherMachine: exit 4,
 said by `refusal`): one run never holds cells timed under two settings. A difference in a RESUMABLE fact (the GPU
 driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`). A
-refusal found after cells were measured into the spool moves them to a run id of their own (`set_aside`): nothing
-measured is lost, and none is mixed into the refused run when it resumes from that spool.
+refusal found after cells were measured into the spool moves them to a run id of their own that nothing holds yet
+(`set_aside`): nothing measured is lost, and none is mixed into the refused run when it resumes from that spool; a move
+a kill stopped is finished by the next run of either id (`finish_moves`).
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
+from pathlib import Path
 
 from runner import RUN_ID_ENV, counted
 from runner.record import Machine, Manifest
-from runner.results import Part
-from runner.spool import Refused, Spool
+from runner.results import Part, moving_name
+from runner.spool import PULL_TIMEOUT_S, Refused, Spool
+from runner.store import LocalStore, Store, StoreError
 
 # The material facts a resume goes on across, where every other material fact of the machine refuses it: on GKE a node
 # pool upgrades its driver on its own and a retried shard may land on a node of a newer one, while the image pins every
@@ -117,28 +121,79 @@ class Resume:
                 self.spool.write_manifest(manifest.model_copy(update={"earlier_facts": merged}))
 
 
-def set_aside(spool: Spool, run_id: str) -> Spool:
-    """Move a closed spool's part (its manifest and cells, each record's run id with them) to run `run_id` in the same
-    spool, where a rerun under that id finishes and uploads it; the in-flight marker stays. The part the cells are in
-    now, closed: `run_id`'s, or `spool` itself where it holds no cell (nothing moved)."""
-    records, manifest = spool.records(), spool.manifest()
-    if not records:
+def set_aside(spool: Spool, base: str, store: Store) -> Spool:
+    """Move a closed spool's part (its manifest and cells, each record's run id with them) to a run id of its own in
+    the same spool, `base` or `base-2`, `base-3` … where the spool or `store` holds `base` (ids are to the second), so
+    a rerun under it finishes and uploads it; the in-flight marker stays. The part the cells are in now, closed: the
+    new id's, or `spool` itself where it holds no cell (nothing moved)."""
+    if not spool.keys():
         return spool
+    run_id = _claimed(spool, base, store)
+    return _moved(spool, run_id)
+
+
+def _claimed(spool: Spool, base: str, store: Store) -> str:
+    """A run id no spool folder or store run holds, its folder made here (a second process gets another) with the
+    marker naming the part whose cells move to it (moving_from), before any of them moves."""
+    for run_id in (base if n == 1 else f"{base}-{n}" for n in itertools.count(1)):
+        if not _stored(store, run_id) and _made(spool.local.root / run_id):
+            spool.local.put(moving_from(run_id, spool.shard), spool.run_id.encode())
+            return run_id
+
+
+def _stored(store: Store, run_id: str) -> bool:
+    try:
+        return bool(store.with_timeout(PULL_TIMEOUT_S).names(f"{run_id}/"))
+    except StoreError:  # it answered a moment ago; an id to the second that it holds is not worth a wait
+        return False
+
+
+def _made(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:
+        return False
+    return True
+
+
+def moving_from(run_id: str, shard: str | None) -> str:
+    """The marker, in the folder of the run id a part's cells move to, that names the run they move from: there from
+    before the first write of the move until after its last, so a rerun of either id finishes a move a kill stopped."""
+    return f"{run_id}/{moving_name(shard)}"
+
+
+def _moved(spool: Spool, run_id: str) -> Spool:
+    """The move itself, marker to marker (moving_from), each step safe to repeat where a kill stopped it
+    (finish_moves): the manifest, the cells, the old part's files removed, then the marker."""
+    records, manifest = spool.records(), spool.manifest()
     with Spool(spool.local, run_id, spool.shard) as aside:
-        aside.add_quietly([record.model_copy(update={"run_id": run_id}) for record in records])
         if manifest:
             aside.write_manifest(manifest.model_copy(update={"run_id": run_id}))
-    for name in (spool.cells_name, spool.manifest_name):  # after the copy: a crash between leaves both, not neither
+        aside.add_quietly([record.model_copy(update={"run_id": run_id}) for record in records])
+    for name in (spool.cells_name, spool.manifest_name, moving_from(run_id, spool.shard)):
         spool.local.delete(name)
     return aside
 
 
-def aside_said(aside: Spool) -> str:
-    """The cells `set_aside` moved to `aside` and the rerun that uploads them, as a clause."""
+def finish_moves(local: LocalStore, run_id: str, shard: str | None) -> None:
+    """Finish each move of a part's cells (set_aside) from or to `run_id` that a killed process left half done, before
+    the part is opened: so no cell is in two runs of the spool, and none without its manifest."""
+    for path in local.root.glob(f"*/{moving_name(shard)}"):
+        source, target = path.read_text(), path.parent.name
+        if run_id in (source, target):
+            with Spool(local, source, shard) as spool:
+                _moved(spool, target)
+
+
+def aside_said(aside: Spool, spool_root: Path) -> str:
+    """The cells `set_aside` moved to `aside` and the rerun that uploads them, as a clause: the flags it adds to the
+    refused command, every one it needs where the run id, shard and spool came from the environment."""
     moved = len(aside.keys())
     held = "the 1 cell it held was" if moved == 1 else f"the {counted(moved, 'cell')} it held were"
-    return (f"{held} moved to run {aside.run_id} in the spool {aside.dir}: rerun with --run-id {aside.run_id} to finish "
-            "that run and upload it")
+    shard = f" --shard {aside.shard}" if aside.shard else ""
+    part = f"shard {aside.shard} of that run (its only one)" if aside.shard else "that run"
+    return (f"{held} moved to run {aside.run_id} in the spool {aside.dir}: rerun the same command with --run-id "
+            f"{aside.run_id}{shard} --spool {spool_root} to finish {part} and upload it")
 
 
 def refusal(run_id: str, changes: str, found: str = "", aside: str = "") -> str:

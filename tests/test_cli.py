@@ -604,8 +604,9 @@ def test_a_resume_whose_store_answers_late_is_refused_when_it_answers_keeping_wh
     assert done.code == 4 and done.errors[-1] == (
         f"error: run id {RUN_ID}: resuming it here would mix cells timed under two settings (the run's → this "
         "process's: xla_flags --xla_cpu_enable_fast_math=false → --xla_cpu_enable_fast_math=true); found when "
-        f"{folder} answered: nothing uploaded; {held_} moved to run {aside.name} in the spool {aside}: rerun with "
-        f"--run-id {aside.name} to finish that run and upload it, or under the run's settings to resume {RUN_ID}"
+        f"{folder} answered: nothing uploaded; {held_} moved to run {aside.name} in the spool {aside}: rerun the "
+        f"same command with --run-id {aside.name} --spool {tmp_path / 'spool'} to finish that run and upload it, or "
+        f"under the run's settings to resume {RUN_ID}"
     ), done.err
     assert moved.cells and {c.run_id for c in moved.cells} == {moved.manifest.run_id} == {aside.name}
     assert moved.manifest.machine.xla_flags == ["--xla_cpu_enable_fast_math=true"] and moved.problems == []

@@ -19,6 +19,7 @@ from helpers import alive, children, spec_data, write_spec
 from runner.cells import expand
 from runner.cli import EXIT_INPUT, EXIT_NOT_RESUMABLE, EXIT_NOT_UPLOADED, EXIT_SIGTERM, main
 from runner.registry import VARIANTS, VARIANTS_ENV, load_all
+from runner.shard import parse_shard, select
 from runner.spec import load_spec
 from runner.spool import GROUP_S
 from runner.store import open_store, read_run
@@ -120,8 +121,8 @@ def start_gated(spec: Path, run_id: str, spool: Path, gates: Path, *extra: str, 
     return start_run(spec, run_id, spool, *ONE_AT_A_TIME, *extra, ATTNBENCH_TEST_GATES=str(gates), **env)
 
 
-def spooled_lines(spool: Path, run_id: str) -> int:
-    cells = list(spool.glob(f"*/{run_id}/cells.jsonl"))
+def spooled_lines(spool: Path, run_id: str, part: str = "cells") -> int:
+    cells = list(spool.glob(f"*/{run_id}/{part}.jsonl"))
     return len(cells[0].read_text().splitlines()) if cells else 0
 
 
@@ -219,9 +220,45 @@ def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_wh
     assert error.startswith(f"error: run id taken: {OUT}/taken holds a run of spec other (spec hash {'f' * 16}) and "
                             f"{spec} (test, spec hash ")
     assert error.endswith(f"found before the first upload: nothing uploaded; the {len(moved)} cells it held were moved "
-                          f"to run {aside.name} in the spool {aside}: rerun with --run-id {aside.name} to finish that "
-                          "run and upload it")
+                          f"to run {aside.name} in the spool {aside}: rerun the same command with --run-id "
+                          f"{aside.name} --spool {spool} to finish that run and upload it")
     assert open_store(OUT).names("taken/") == ["taken/manifest.json"] and len(moved) >= 3
+
+
+def test_a_shard_refused_late_is_finished_and_uploaded_by_the_rerun_its_line_gives(emulator, tmp_path):
+    """An Indexed Job's pod (its shard from the environment) whose bucket is out of reach at start-up, refused when it
+    answers (the other shard's manifest there is under other kernel settings), moves what it measured to a run of its
+    own; the same command rerun by hand with the flags the line names measures the rest of that shard alone and
+    uploads it with the moved cells."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "pod-2", tmp_path / "gates"
+    run_flags, other_flags = "--xla_cpu_enable_fast_math=false", "--xla_cpu_enable_fast_math=true"
+    gates.mkdir()
+    open_gate(gates, 24)  # shard 1/2's last cell; shard 0/2 is held at 16
+    first = start_gated(spec, "sharded", tmp_path / "pod-1", gates, "--shard", "1/2", XLA_FLAGS=run_flags)
+    assert first.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-1" / "stderr.txt").read_text()
+    emulator.stop()
+    late = start_gated(spec, "sharded", spool, gates, "--store-timeout", "60", XLA_FLAGS=other_flags,
+                       JOB_COMPLETION_INDEX="0", JOB_COMPLETIONS="2")
+    wait_for(lambda: spooled_lines(spool, "sharded", "cells-0-of-2") == 3 or late.poll() is not None)  # gate 16
+    assert late.poll() is None, (spool / "stderr.txt").read_text()
+    emulator.start()
+    open_gate(gates, 16)
+    assert late.wait(RUN_TIMEOUT_S) == EXIT_NOT_RESUMABLE, (spool / "stderr.txt").read_text()
+    [aside] = [p for p in spooled(spool, "sharded").parent.iterdir() if p.name != "sharded"]
+    moved = read_run(aside).cells
+    error = (spool / "stderr.txt").read_text().splitlines()[-1]
+    flags = error.partition("rerun the same command with ")[2].partition(" to finish ")[0].split()
+    assert flags == ["--run-id", aside.name, "--shard", "0/2", "--spool", str(spool)], error
+    assert "to finish shard 0/2 of that run (its only one) and upload it" in error
+    again = start_gated(spec, "sharded", spool, gates, *flags, XLA_FLAGS=other_flags)  # by hand: no Job variables
+    assert again.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
+    assert len(moved) >= 3 and f"resuming {aside.name}: {len(moved)} of 4 cells already done" in (spool / "stdout.txt").read_text()
+    [part] = [p for p in open_store(OUT).read(aside.name).parts if p.manifest]  # shard 1/2 of it: never measured
+    assert part.shard == "0/2" and {c.key for c in part.cells} == shard_keys(spec, "0/2")
+
+
+def shard_keys(spec: Path, shard: str) -> set[str]:
+    return {c.key for c in select(expand(load_spec(spec, set(load_all()))), parse_shard(shard))}
 
 
 def test_a_resume_refused_when_its_store_answers_late_moves_what_it_measured_to_a_run_of_its_own(emulator, tmp_path):
@@ -247,8 +284,8 @@ def test_a_resume_refused_when_its_store_answers_late_moves_what_it_measured_to_
     moved = {c.key for c in read_run(aside).cells}
     assert (spool / "stderr.txt").read_text().splitlines()[-1].endswith(
         f"found when {OUT}/mixed answered: nothing uploaded; the {len(moved)} cells it held were moved to run "
-        f"{aside.name} in the spool {aside}: rerun with --run-id {aside.name} to finish that run and upload it, or "
-        "under the run's settings to resume mixed")
+        f"{aside.name} in the spool {aside}: rerun the same command with --run-id {aside.name} --spool {spool} to "
+        "finish that run and upload it, or under the run's settings to resume mixed")
     assert len(moved) >= 3 and not read_run(folder).cells and set(stored("mixed")) == naive
     again = start_gated(spec, aside.name, spool, gates, XLA_FLAGS=other_flags)
     assert again.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()

@@ -496,3 +496,88 @@ def test_this_parts_manifest_in_the_store_that_does_not_read_is_replaced_with_on
     assert len(warnings) == 1 and warnings[0].startswith(f"warning: {where}: "), warnings
     assert warnings[0].endswith("; replaced by this run's manifest")
     assert read_run(tmp_path / "out" / RUN).manifest == manifest(run_id=RUN)
+
+
+def spooled_part(local: LocalStore, run_id: str, host: str, records: list) -> Spool:
+    """A closed part of run `run_id` in the spool `local`: `records` under a manifest of machine `host`."""
+    with Spool(local, run_id, None) as part:
+        for one in records:
+            part.add(one.model_copy(update={"run_id": run_id}))
+        made = manifest(run_id=run_id)
+        part.write_manifest(made.model_copy(update={"machine": made.machine.model_copy(update={"host": host})}))
+    return part
+
+
+def test_a_part_set_aside_takes_a_run_id_no_spool_folder_or_store_run_holds(tmp_path):
+    """Run ids are to the second: two late refusals in one second, on a store that holds a run of that id already,
+    each move to an id of their own (a suffix), never into one run under the second's manifest."""
+    from runner.resume import set_aside
+
+    local, store = LocalStore(tmp_path / "spool"), LocalStore(tmp_path / "out")
+    store.put("test-1/manifest.json", manifest(run_id="test-1").model_dump_json().encode())
+    records = some_records()
+    parts = [spooled_part(local, "run-a", "a", records[:2]), spooled_part(local, "run-b", "b", records[2:])]
+    asides = [set_aside(part, "test-1", store) for part in parts]
+    assert [aside.run_id for aside in asides] == ["test-1-2", "test-1-3"]
+    assert [(aside.keys(), aside.manifest().machine.host) for aside in asides] == [
+        (part.keys(), host) for part, host in zip(parts, "ab")]
+
+
+# set_aside in its own process, held before its `at`-th write to the spool (a put, a delete, the cells' append) until
+# the test kills it: the kill lands at a known point of the move, whatever the machine's speed.
+HELD_SET_ASIDE = """
+import sys, time
+from pathlib import Path
+from runner import resume, spool
+from runner.store import LocalStore
+root, held, at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+writes = []
+def holding(write):
+    def call(*args):
+        writes.append(write.__name__)
+        if len(writes) == at:
+            held.write_text(write.__name__)
+            time.sleep(600)
+        return write(*args)
+    return call
+with spool.Spool(LocalStore(root), "refused", None) as part:
+    pass
+for owner, name in [(LocalStore, "put"), (LocalStore, "delete"), (spool.Spool, "add_quietly")]:
+    setattr(owner, name, holding(getattr(owner, name)))
+resume.set_aside(part, "aside", LocalStore(root.parent / "out"))
+held.write_text(f"done after {len(writes)}")
+"""
+MOVE_WRITES = 7  # the marker, the aside's empty cells and its manifest, its cells, the old cells and manifest, the marker
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", range(1, MOVE_WRITES + 2))
+def test_a_set_aside_killed_at_any_write_leaves_a_spool_that_a_rerun_of_either_id_finishes(tmp_path, at):
+    """A SIGKILL (OOM, a node lost) inside set_aside, before each of its writes in turn (and after the last): the
+    rerun of either run id finds each cell in one run of the spool, none lost, and none without its manifest."""
+    import shutil
+
+    from runner.resume import finish_moves
+
+    records = some_records()
+    spooled_part(LocalStore(tmp_path / "spool"), "refused", "h", records)
+    held = tmp_path / "held"
+    process = subprocess.Popen([sys.executable, "-c", HELD_SET_ASIDE, tmp_path / "spool", held, str(at)], cwd=REPO)
+    deadline = time.monotonic() + 60
+    while not held.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert held.exists(), f"exit {process.poll()}"
+    process.kill()
+    process.wait()
+    assert (held.read_text() == f"done after {MOVE_WRITES}") == (at > MOVE_WRITES), held.read_text()
+    for rerun in ("refused", "aside"):
+        local = LocalStore(shutil.copytree(tmp_path / "spool", tmp_path / rerun))
+        finish_moves(local, rerun, None)
+        parts = {run_id: Spool(local, run_id, None) for run_id in ("refused", "aside")}
+        keys = {run_id: part.keys() for run_id, part in parts.items()}
+        assert not keys["refused"] & keys["aside"] and keys["refused"] | keys["aside"] == {r.key for r in records}
+        for run_id, part in parts.items():
+            assert not keys[run_id] or part.manifest().run_id == run_id, (rerun, run_id)
+            assert {r.run_id for r in part.records()} <= {run_id}
+            part.close()
+        assert not list(local.root.glob("*/moving-from*")), rerun
