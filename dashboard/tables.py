@@ -273,63 +273,43 @@ def experiment_history(points: pd.DataFrame) -> pd.DataFrame:
     return means.join(first).reset_index().sort_values("started")
 
 
-def _windows(series: pd.Series, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """At each index past the first: the median of up to `window` points before it, and of up to `window` from it."""
-    before = series.rolling(window, min_periods=1).median().to_numpy()[:-1]
-    after = series[::-1].rolling(window, min_periods=1).median().to_numpy()[::-1][1:]
-    return before, after
-
-
-def steps(values: list[float], spreads: list[float], window: int = 3,
+def steps(values: list[float], spreads: list[float],
           threshold: float = compare.DEFAULT_THRESHOLD) -> list[tuple[int, float]]:
-    """Where a series steps: (index of the first point at the new level, new level / old level).
-
-    A level is the median of up to `window` points, its noise the median of their spreads (IQR / median) times it;
-    the levels before and after an index step where runner.compare's rule says they moved (compare.verdicts: beyond
-    the threshold and both levels' noise; a noise not known is never exceeded); of adjacent candidates, whose windows
-    overlap the same change, the one where the series itself jumps most is kept, so that the runs either side of a
-    step are the two it moved between: a cell's steps are judged as `attnbench compare` judges those (judged_steps).
-    """
-    if len(values) < 2:
-        return []
-    values = np.asarray(values, float)
-    (before, after), (spread_before, spread_after) = (_windows(pd.Series(v, dtype=float), window)
-                                                      for v in (values, spreads))
-    ratios = after / before
-    moved = compare.verdicts(ratios, compare.beyond_noise(np.abs(after - before), before * spread_before,
-                                                          after * spread_after),
-                             threshold, np.ones(len(ratios), bool)) != "within noise"
-    jumps = np.abs(np.diff(np.log(values)))  # from each point to the next
-    kept = []
-    for i, ratio in ((i, float(r)) for i, (r, on) in enumerate(zip(ratios, moved), start=1) if on):
-        if kept and i - kept[-1][0] < window:
-            if jumps[i - 1] > jumps[kept[-1][0] - 1]:
-                kept[-1] = (i, ratio)
-            continue
-        kept.append((i, ratio))
-    return kept
+    """Where a series of levels moves, by runner.compare's rule (compare.verdicts: beyond the threshold and both
+    points' noise, each its spread (IQR / median) times it; a noise not known is never exceeded), from each point to
+    the next: (index of the point after, its level / the one before). A run slow alone is two steps, there and back;
+    a drift whose every step is within the noise is none."""
+    values, spreads = np.asarray(values, float), np.asarray(spreads, float)
+    before, after = values[:-1], values[1:]
+    moved = compare.verdicts(after / before, compare.beyond_noise(np.abs(after - before), before * spreads[:-1],
+                                                                  after * spreads[1:]),
+                             threshold, np.ones(len(before), bool)) != "within noise"
+    return [(int(i), float(after[i - 1] / before[i - 1])) for i in np.flatnonzero(moved) + 1]
 
 
 STEP_COLUMNS = ["experiment", "variant", "shape", "ratio", "verdict", "before", "after", "key", "kernel"]
 
 
 def judged_steps(points: pd.DataFrame, manifests: dict[str, Manifest | None]) -> pd.DataFrame:
-    """Each step in each cell's history (`steps`), judged as `attnbench compare` judges the run before it against
-    the run after (runner.compare.moves, each run's compare.confirm_samples): experiment, variant, shape, compare's
-    B / A and verdict ('slower', 'faster' or 'unconfirmed'; a step whose runs compare finds within noise is none),
+    """Each step of each cell's history (`points`, oldest run first) from one run to the next, judged as `attnbench
+    compare` judges the two (runner.compare.moves, each run's compare.confirm_samples): experiment, variant, shape,
+    compare's B / A and verdict ('slower', 'faster' or 'unconfirmed'; a pair compare finds within noise is no step),
     the runs before and after, the key and what the run after ran in place of the run before's (`kernel`:
-    runner.compare.kernel_change, '' where the same)."""
-    at = [(cell.index[index - 1], cell.index[index]) for _, cell in points.groupby("key", sort=False)
-          for index, _ in steps(cell["median_ms"].to_numpy(), ((cell["q3_ms"] - cell["q1_ms"]) / cell["median_ms"]))]
-    a, b = (points.loc[[pair[side] for pair in at]].reset_index(drop=True) for side in (0, 1))
-    floors = tuple(pd.Series([compare.confirm_samples(manifests.get(key)) for key in run["run"]], index=run.index,
-                             dtype=int) for run in (a, b))
+    runner.compare.kernel_change, '' where the same). Every pair of neighbouring runs is asked, so a step is never
+    hidden by another near it; a drift whose each step compare finds within noise is none."""
+    previous = pd.Series(np.arange(len(points))).groupby(points["key"].to_numpy(), sort=False).shift()
+    has = previous.notna().to_numpy()  # every run of a cell's series but its first
+    a = points.iloc[previous[has].astype(int)].reset_index(drop=True)
+    b = points.iloc[np.flatnonzero(has)].reset_index(drop=True)
+    floor = {run: compare.confirm_samples(manifests.get(run)) for run in points["run"].unique()}
+    floors = tuple(side["run"].map(floor).astype(int) for side in (a, b))
     moved = compare.moves(pd.concat([a.add_suffix("_a"), b.add_suffix("_b")], axis=1), floors=floors)
-    table = pd.DataFrame({"experiment": a["experiment"], "variant": a["variant"], "shape": shape_labels(a),
-                          "ratio": moved["ratio"], "verdict": moved["verdict"], "before": a["run"], "after": b["run"],
-                          "key": a["key"], "kernel": [compare.kernel_change(*sides) for sides in zip(
-                              a["backend"], b["backend"], a["kernels"], b["kernels"])]}, columns=STEP_COLUMNS)
-    return table[table["verdict"].ne("within noise")].reset_index(drop=True)
+    stepped = moved["verdict"].ne("within noise").to_numpy()  # the rest described only where compare calls a step
+    a, b, moved = (frame[stepped].reset_index(drop=True) for frame in (a, b, moved))
+    return pd.DataFrame({"experiment": a["experiment"], "variant": a["variant"], "shape": shape_labels(a),
+                         "ratio": moved["ratio"], "verdict": moved["verdict"], "before": a["run"], "after": b["run"],
+                         "key": a["key"], "kernel": [compare.kernel_change(*sides) for sides in zip(
+                             a["backend"], b["backend"], a["kernels"], b["kernels"])]}, columns=STEP_COLUMNS)
 
 
 def regressions(judged: pd.DataFrame, limit: int = 10) -> pd.DataFrame:

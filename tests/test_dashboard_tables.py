@@ -176,22 +176,45 @@ def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
     assert skipped[["variant", "status", "cells"]].values.tolist() == [["te", "skipped", 1]]
 
 
-def test_steps_find_a_lasting_change_not_an_outlier_or_noise():
+def test_steps_are_each_move_from_one_point_to_the_next_that_compares_rule_calls_a_move():
     flat = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
     assert tables.steps(flat, [0.01] * 7) == []
-    assert tables.steps([1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0], [0.01] * 7) == []  # one slow run is not a step
+    there, back = tables.steps([1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0], [0.01] * 7)  # a run slow alone: there and back
+    assert (there, back) == ((3, 1.5), (4, pytest.approx(1 / 1.5)))
     (step,) = tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.1], [0.01] * 7)
-    assert step[0] == 3 and step[1] == pytest.approx(1.1, abs=0.01)
+    assert step[0] == 3 and step[1] == pytest.approx(1.1 / 0.99)
     assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [0.2] * 6) == []  # within the noise
     assert tables.steps([1.0, 1.01, 0.99, 1.1, 1.11, 1.09], [float("nan")] * 6) == []  # a noise not known
+    assert tables.steps([1.0, 1.0, 2.0, 4.0, 4.0, 4.0], [0.01] * 6) == [(2, 2.0), (3, 2.0)]  # neither hides the other
 
 
-def test_a_step_stands_where_the_series_jumps_so_that_compare_judges_the_two_runs_it_moved_between():
-    """Windows either side of indices 4 to 6 all straddle the jump at 5 (lab5's steady series: a naive cell 1.58x
-    slower from 12-02 to 12-03); the widest window ratio is at 6, whose runs either side compare finds within
-    noise. The step is at 5."""
-    (step,) = tables.steps([1.0, 1.0, 1.0, 1.0, 1.0, 1.58, 1.60, 1.59], [0.005] * 8)
-    assert step[0] == 5
+def test_history_lists_every_step_that_compare_of_its_two_runs_calls_slower(tmp_path):
+    """Six runs of lab5 in a store made here, one cudnn cell 1, 1, 2, 4, 4, 4 times slower and another drifting 6 %
+    a run: `attnbench compare` of neighbouring runs calls r1 → r2 and r2 → r3 slower for the first and each of the
+    five for the second; History listed one 2x step and one 1.06x step, its steps a window of 3 runs apart (review
+    s11, finding 2). Now each of those pairs is a row of its regressions, at compare's ratio."""
+    from runner import compare
+
+    template = shipped(H200_LAB5_NO_TE)
+    jump, drift = [c.key for c in template.cells if c.variant == "cudnn" and c.status == "ok"][:2]
+    runs = [f"lab5-{i}" for i in range(6)]
+    for i, (run_id, times) in enumerate(zip(runs, [1, 1, 2, 4, 4, 4])):
+        factor = {jump: times, drift: 1.06 ** i}
+        write_run(tmp_path / "h200" / run_id, *copy_run(template, run_id, dt.datetime(2026, 11, 1 + i,
+                                                                                      tzinfo=dt.timezone.utc),
+                                                        factor=lambda c: factor.get(c.key, 1.0)))
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    cells = snap.cells(tuple(snap.runs.index))
+    worst = tables.regressions(tables.judged_steps(tables.history(cells, snap.runs, "device"), snap.manifests), 20)
+    slower = {}
+    for before, after in zip(runs, runs[1:]):
+        found = compare.compare(cells[cells["run"] == before], cells[cells["run"] == after], snap.manifests[before],
+                                snap.manifests[after]).cells
+        slower.update({(key, before, after): ratio for key, ratio, verdict in
+                       zip(found["key"], found["ratio"], found["verdict"]) if verdict == "slower"})
+    assert {(key, before) for key, before, _ in slower} == {(jump, "lab5-1"), (jump, "lab5-2"),
+                                                            *[(drift, run) for run in runs[:-1]]}
+    assert dict(zip(zip(worst["key"], worst["before"], worst["after"]), worst["ratio"])) == pytest.approx(slower)
 
 
 def test_the_history_says_the_threshold_its_steps_apply():
