@@ -343,9 +343,8 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         st.caption("FP8 variants run on FP8 tensor cores, whose peak is twice bf16's: above 100 % of the measured bf16 "
                    "matmul peak is expected for them, not an error.")
     if shown["pct_of_bandwidth"].gt(100).any():  # said where a cell passes the copy's rate, as FP8's line above
-        st.caption("The measured memory bandwidth is a device-memory copy's (each byte read once and written once): a "
-                   "read-mostly stream, as decode reading its KV cache, can pass it, so above 100 % of it is expected "
-                   "there, not an error (the nominal rate it stays under: 4,800 GB/s on an H200).")
+        gpus = set(snap.runs.loc[shown["run"].unique(), "gpu"])
+        st.caption(report.copy_passed(gpus.pop() if len(gpus) == 1 else None))
     ceilings = shown[["pct_of_peak", "pct_of_bandwidth"]].notna().any(axis=None)
     if not ceilings:  # said once, and the rates drawn two to a row, not each beside the same sentence
         st.info("No measured matmul peak or memory bandwidth in these runs (the runner measures them on GPUs), so no "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
 from runner.leaderboard import Standing, contested, leaderboard, legacy_of, notes, rows, winners
-from runner.record import CellRecord
+from runner.record import CellRecord, gpu_model
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
 
@@ -127,7 +127,8 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     parts += [leaderboard_html(standings, legacy_of([run.manifest])),
               *(beside_html(t) for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
-              "<h3>Cells</h3>", *(cells_html(name, cells) for name, cells in by_experiment(run.cells).items()),
+              "<h3>Cells</h3>", *(cells_html(name, cells, gpu_model(run.manifest))
+                                  for name, cells in by_experiment(run.cells).items()),
               "</section>"]
     return "\n".join(parts)
 
@@ -176,8 +177,9 @@ def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
                       [list(row.values()) for row in body]) + under
 
 
-def cells_html(experiment: str, cells: list[CellRecord]) -> str:
-    """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements."""
+def cells_html(experiment: str, cells: list[CellRecord], gpu: str | None) -> str:
+    """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements; under
+    it, where a cell passes 100 % copy, why (report.copy_passed, `gpu` the run's)."""
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     columns = report.measurement_columns(cells)
@@ -185,8 +187,9 @@ def cells_html(experiment: str, cells: list[CellRecord]) -> str:
     body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status, *report.measured(c, columns)]
             for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))
+    under = f"<p class='meta'>{_e(report.copy_passed(gpu))}</p>" if report.passes_copy(cells) else ""
     return table_html(f"{experiment} · {fixed} · {counted(len(cells), 'cell')}", header, body,
-                      [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells])
+                      [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells]) + under
 
 
 def beside_html(t: report.Beside) -> str:

@@ -163,11 +163,29 @@ def experiment_grid(name: str, cells: list[CellRecord], machine=None) -> Grid:
 
 
 def print_tables(cells: list[CellRecord], console: Console, machine=None) -> None:
+    """A table per experiment, with copy_passed under one where a cell passes 100 % copy."""
     by_experiment: dict[str, list[CellRecord]] = {}
     for c in cells:
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
         print_grid(experiment_grid(name, group, machine), console)
+        if passes_copy(group):
+            print_prose(copy_passed(machine.gpu.name if machine and machine.gpu else None), console)
+
+
+def passes_copy(cells: list[CellRecord]) -> bool:
+    """Whether a cell's rate passes the run's measured copy rate (% copy above 100), which copy_passed explains."""
+    return any(c.pct_of_bandwidth is not None and c.pct_of_bandwidth > 100 for c in cells)
+
+
+def copy_passed(gpu: str | None) -> str:
+    """Why % copy above 100 is no error, the one sentence that show, a run's closing tables, the report and the
+    dashboard's Throughput tab say wherever a cell passes it; `gpu`: the one GPU the copy was measured on, None where
+    the cells are of several or it is not known."""
+    where = f"this run's {gpu}" if gpu else "each run's GPU"
+    return (f"% copy is a share of the rate of a device-memory copy measured on {where} (each byte read once and "
+            "written once): a read-mostly stream, as decode reading its KV cache, can pass it, so above 100 % is "
+            "expected there, not an error.")
 
 
 WRAP_MIN = 14  # characters a line that a wrapping column (a note, a shape) keeps before a column is left out

@@ -348,7 +348,7 @@ def test_the_pages_cell_table_reads_a_swept_axis_as_show_does():
 
     cells = [record(params=params(seq_len=8, causal=True, window=w, deterministic=d, pass_="fwd_bwd"))
              for w in (None, 4) for d in (False, True)]
-    page = cells_html("e", cells)
+    page = cells_html("e", cells, None)
     assert "<td>no window</td>" in page and "<td>yes</td>" in page and "None" not in page and "True" not in page
 
 
@@ -358,10 +358,10 @@ def test_the_pages_cell_tables_hold_no_column_only_a_gpu_fills_on_a_cpu_run():
     from runner.artifacts import cells_html
     from stores import CPU_LAB5, H200_LONG, shipped, telemetry
 
-    page = "".join(cells_html("e", [cell]) for cell in shipped(CPU_LAB5).cells)
+    page = "".join(cells_html("e", [cell], None) for cell in shipped(CPU_LAB5).cells)
     assert "<th>GB/s</th>" in page
     assert [h for h in ("% copy", "SM MHz", "% MMA@clock") if f"<th>{h}</th>" in page] == []
-    assert "<th>SM MHz</th>" in cells_html("e", [telemetry(shipped(H200_LONG).cells[0])])
+    assert "<th>SM MHz</th>" in cells_html("e", [telemetry(shipped(H200_LONG).cells[0])], None)
 
 
 def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_ran():

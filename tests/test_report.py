@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import pytest
 from rich.console import Console
@@ -10,6 +12,7 @@ from helpers import REPO, params
 from runner.frames import cells as frame
 from runner.report import export, markdown, markdown_table, noise_text, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
+from runner.store import read_run
 from stores import CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, shipped, telemetry
 from test_results import record, some_records
 
@@ -34,6 +37,28 @@ def test_a_time_that_did_not_converge_says_so_in_its_note():
     headline = loose.timings[0]
     assert rows[0].rstrip(" │").endswith(f"[not converged: noise {noise_text(headline.noise)} on {headline.samples} samples]")
     assert "not converged" not in rows[1]
+
+
+def test_a_table_with_a_cell_past_100_percent_copy_says_why_naming_the_runs_gpu():
+    """decode-20261202's pallas_decode reads 108.2 % of the copy measured on its H200: show, a run's closing tables
+    and the report say under its table why that is no error, naming the GPU the copy was measured on (review s11,
+    finding 5: show printed it with no word, the dashboard named an H200's nominal rate whatever the GPU); a table
+    whose cells stay under 100 % says nothing of it."""
+    from runner.artifacts import cells_html
+    from runner.record import gpu_model
+    from runner.report import copy_passed
+
+    decode = read_run(SHIPPED / "h200" / "decode-20261202")
+    said = copy_passed(gpu_model(decode.manifest))
+    assert max(c.pct_of_bandwidth or 0 for c in decode.cells) > 100 and "this run's NVIDIA H200" in said
+    console = Console(record=True, width=400)
+    print_tables(decode.cells, console, decode.manifest.machine)
+    assert said in console.export_text()
+    assert html.escape(said, quote=True) in cells_html("decode", decode.cells, gpu_model(decode.manifest))
+    under = [c.model_copy(update={"pct_of_bandwidth": 99.0}) for c in decode.cells]
+    console = Console(record=True, width=400)
+    print_tables(under, console, decode.manifest.machine)
+    assert "100 %" not in console.export_text() and "100 %" not in cells_html("decode", under, None)
 
 
 def test_summary_line_counts_statuses():
