@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import leaderboard, metrics, published
-from runner.record import NO_POLICY, cudnn_ran, policy_said
-from dashboard.tables import SHAPE, case, line_axes, shape_labels
+from runner.record import NO_POLICY, policy_said
+from dashboard.tables import SHAPE, case, cudnn_of, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
 
@@ -20,19 +20,18 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     and bytes over the published time), published (the series' name), the cuDNN each side ran (published_cudnn,
     our_cudnn: "—" where none), its fp8_mark (runner.leaderboard.fp8_mark), the power policy ours ran under
     (our_power); FP8 figures only where the record says FP8 ran."""
-    rows = []
-    for index, row in candidates(cells).iterrows():
+    rows, found = [], candidates(cells)
+    cudnns = dict(zip(found.index, cudnn_of(found, manifests)))
+    for index, row in found.iterrows():
         manifest = manifests.get(row["run"])
         mark = leaderboard.fp8_mark(row.get("fp8_verdict"), row.get("fp8_in_hlo"))
         for figure in published.on_gpu(row[SHAPE].to_dict(), mark == leaderboard.FP8, published.gpu_of(manifest)):
             rated = metrics.rates(row["flops"], row["bytes_min"], figure.median_s)
-            backend = row.get("backend")
             rows.append({"index": index, "fp8_mark": mark, "published_ms": figure.median_s * 1e3,
                          "published": figure.source,
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
-                         "our_cudnn": cudnn_ran(row["variant"], backend if isinstance(backend, str) else None,
-                                                manifest) or "—",
+                         "our_cudnn": cudnns[index] or "—",
                          "our_power": policy_said(manifest) if manifest else NO_POLICY})
     if not rows:
         return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],

@@ -304,8 +304,8 @@ def print_grid(grid: Grid, console: Console) -> None:
 
 
 # Prose on a terminal (compare's heading and verdict): broken first between clauses (after '; ' or ', ', before
-# '· '), never between a number and its unit ('5 %') nor inside a short parenthesis ('(A 76, B 76)'), each line after
-# the first indented.
+# '· '), never between a number and a % or × after it ('5 %', the units compare's prose puts after numbers) nor inside a
+# short parenthesis ('(A 76, B 76)'), each line after the first indented.
 CLAUSE = re.compile(r"(?<=; )|(?<=, )|(?<= )(?=· )")
 UNIT = re.compile(r"(?<=\d) (?=[%×])")
 ASIDE = re.compile(r"\([^()]{1,20}\)")
@@ -315,7 +315,7 @@ GLUE, INDENT = "\xa0", "  "  # textwrap never breaks at a no-break space
 def folded(line: str, width: int) -> list[str]:
     """A line of prose as lines at most `width` wide: its clauses packed onto each line while they fit, a clause wider
     than a line broken at its spaces, each line after the first indented; never inside a word nor between a number
-    and its unit nor inside a short parenthesis, so a number or a run id stays whole (one wider than the terminal runs
+    and a % or × after it nor inside a short parenthesis, so a number or a run id stays whole (one wider than the terminal runs
     past it, alone on its line). The lines, stripped and joined by a space, read as `line`."""
     if len(line) <= width:
         return [line]

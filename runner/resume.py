@@ -47,7 +47,7 @@ def refuses_resume(fact: str) -> bool:
     material fact of the machine but those a resume goes on across (RESUMABLE)."""
     from runner.compare import material  # pandas: loaded by a resume alone
 
-    return material(fact) and fact not in RESUMABLE and not fact.startswith("earlier ")
+    return material(fact) and fact not in RESUMABLE
 
 
 def machine_changes(run: Manifest, machine: Machine):

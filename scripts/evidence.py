@@ -50,8 +50,9 @@ def power(steady_dir: Path, burst_dir: Path) -> str:
 def kernels(run_dir: Path) -> str:
     """Per shape: the leaderboard (fastest correct variant, margin over the next and over auto), then every
     tuned variant's winning configuration."""
-    cells = read_run(run_dir).cells
-    lines = [leaderboard_markdown(contested(leaderboard(cells))), "",
+    run = read_run(run_dir)
+    cells = run.cells
+    lines = [leaderboard_markdown(contested(leaderboard(cells, manifest=run.manifest))), "",
              "| experiment | shape | variant | TFLOP/s | configuration (of candidates that ran) |",
              "|---|---|---|---|---|"]
     for c in cells:
