@@ -8,7 +8,8 @@ interquartile range of that cell); anything less is within noise. A pair either 
 noise stayed above timing.target_noise when its budget or max_samples ran out) moves only beyond twice each side's
 noise, on CONFIRM_SAMPLES samples a side or more; a move short of that is `unconfirmed`, named and never a regression.
 Where B's slower cells were measured again (`attnbench recheck`: a run of their own, RECHECK, whose manifest names B),
-a slower cell that A against that run does not find slower again is `not reproduced`, named and never a regression.
+a slower cell that A against that run finds clearly not slower (faster, or within noise on a converged pair) is `not
+reproduced`, named and never a regression; an unconverged or unconfirmed recheck leaves it slower.
 
 Like with like: a comparison is over the cells both runs hold (by cell key) and says how many; "the previous run" is
 the last earlier run of the same spec identity (runner.spec.identity: what the spec measures, the same across
@@ -271,15 +272,26 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float 
 def reproduced(table: pd.DataFrame, a: pd.DataFrame, again: pd.DataFrame | None, timer: str | None,
                threshold: float, floors: tuple[int, int]) -> pd.DataFrame:
     """`table` (cells' A against B) with `recheck_ratio`, the median of the cells measured `again` (B's recheck) over
-    A's (NaN where not measured again), and each slower cell that A against its recheck does not find slower by the
-    same rule (cells) as 'not reproduced'; a slower cell the recheck did not time stays slower."""
+    A's (NaN where not measured again), and each slower cell that A against its recheck finds clearly not slower by
+    the same rule (cells) as 'not reproduced': faster (a confirmed move), or within noise on a pair both sides of
+    which converged. A slower cell the recheck did not time, or timed unconfirmed or within a noise that never met its
+    target, stays slower: such a recheck proves nothing, and a gate it passed would hide a real regression."""
     if again is None:
         return table.assign(recheck_ratio=math.nan)
     judged = cells(a, _with_columns(again), timer, threshold, floors)
-    found = table.merge(judged[["key", "ratio", "verdict"]].rename(columns={"ratio": "recheck_ratio",
-                                                                            "verdict": "again"}), on="key", how="left")
-    gone = found["verdict"].eq("slower") & found["again"].notna() & found["again"].ne("slower")
-    return found.assign(verdict=found["verdict"].mask(gone, NOT_REPRODUCED)).drop(columns="again")
+    found = table.merge(judged[["key", "ratio", "verdict", "unconverged"]].rename(
+        columns={"ratio": "recheck_ratio", "verdict": "again", "unconverged": "again_unconverged"}), on="key",
+        how="left")
+    gone = found["verdict"].eq("slower") & refuted(found["again"], found["again_unconverged"].ne(""))
+    return found.assign(verdict=found["verdict"].mask(gone, NOT_REPRODUCED)).drop(columns=["again",
+                                                                                          "again_unconverged"])
+
+
+def refuted(again: pd.Series, unconverged: pd.Series) -> pd.Series:
+    """Whether A against B's recheck (each pair's verdict `again`, and whether a side of it did not converge) finds a
+    slower cell clearly not slower: faster (a move confirmed), or within noise on a pair both sides of which converged;
+    the one rule by which a slower cell is not reproduced (here and in the dashboard's History)."""
+    return again.eq("faster") | (again.eq("within noise") & ~unconverged.astype(bool))
 
 
 def kernel_changes(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

@@ -1056,12 +1056,12 @@ def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_
 # --- a recheck beside B (attnbench recheck) --------------------------------------------------------------------------
 
 def rechecked(tmp_path, b: str, factor, rechecks: str | None = "lab5-b", run_id: str = "lab5-b-recheck",
-              keys: list[str] | None = None, git_sha: str | None = None) -> str:
+              keys: list[str] | None = None, git_sha: str | None = None, change=lambda cell: cell) -> str:
     """B's recheck beside it: TEMPLATE's cells among `keys` (every cell where None), each `factor(cell)` times slower,
-    as a run of its own started after B whose manifest says it rechecks `rechecks`."""
+    then `change`d, as a run of its own started after B whose manifest says it rechecks `rechecks`."""
     manifest, cells = copy_run(shipped(TEMPLATE), run_id, DAY + dt.timedelta(days=1, hours=1), git_sha, factor)
     write_run(tmp_path / "results" / run_id, manifest.model_copy(update={"rechecks": rechecks}),
-              [c for c in cells if keys is None or c.key in keys])
+              [change(c) for c in cells if keys is None or c.key in keys])
     return str(tmp_path / "results" / run_id)
 
 
@@ -1102,6 +1102,19 @@ def test_a_slower_cell_the_recheck_did_not_time_stays_slower(capsys, tmp_path, p
     rechecked(tmp_path, b, lambda c: 1.0, keys=slower[1:])
     code, found = report(capsys, a, b)
     assert code == 1 and found["regressions"] == slower[:1] and found["not_reproduced"] == slower[1:]
+
+
+def test_a_recheck_that_did_not_converge_or_confirm_leaves_the_cell_slower(capsys, tmp_path, pair):
+    """Only a recheck clearly not slower clears a cell: within noise at a noise that never met its target (20 samples,
+    10 % either side), or a 1.3x move unconfirmed (3 samples), proves nothing, so the cell stays slower and the gate
+    fails; within noise on a converged pair is not reproduced."""
+    a, b, slower = pair
+    noisy, few, settled = slower
+    shape = {noisy: (20, 0.1), few: (3, 0.05)}
+    rechecked(tmp_path, b, lambda c: 1.3 if c.key == few else 1.0, keys=slower,
+              change=lambda c: unconverged(c, *shape[c.key]) if c.key in shape else c)
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == [noisy, few] and found["not_reproduced"] == [settled]
 
 
 def test_a_run_named_like_a_recheck_whose_manifest_rechecks_another_run_is_not_bs_recheck(capsys, tmp_path, pair):
