@@ -396,14 +396,15 @@ SHA_TICKS = 10
 # A step's legend entry, symbol and colour by its verdict (runner.compare's, unconfirmed in the Compare tab's orange).
 STEP_LOOKS = {"slower": ("step to slower", "triangle-up", VERDICT_COLOURS["slower"]),
               "faster": ("step to faster", "triangle-down", VERDICT_COLOURS["faster"]),
-              "unconfirmed": ("unconfirmed step", "diamond", VERDICT_COLOURS["unconfirmed"])}
+              "unconfirmed": ("unconfirmed step", "diamond", VERDICT_COLOURS["unconfirmed"]),
+              "not reproduced": ("step not reproduced", "triangle-up-open", VERDICT_COLOURS["not reproduced"])}
 
 
 def history_lines(points: pd.DataFrame, x: str, style: Style, title: str, subtitle: str,
                   marks: list[tuple[str, object, float, float, str]]) -> go.Figure:
     """Median against run date (or sha) per variant (its legend entry says over how many cells where `cells` is a
     column), the q1-q3 range as a shaded band; steps (`marks`: variant, x and median of the first run at the new
-    level, new / old, and the verdict: slower, faster or unconfirmed) as one legend entry per verdict, their ratio on
+    level, new / old, and the verdict: slower, faster, unconfirmed or not reproduced) as one legend entry per verdict, their ratio on
     hover: no text on the plot to overlap."""
     fig = go.Figure()
     for variant, series in points.groupby("variant", sort=False):

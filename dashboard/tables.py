@@ -231,8 +231,9 @@ def series(runs: pd.DataFrame) -> pd.Series:
     """'spec · GPU · power policy' -> its runs' keys, oldest first: the runs whose history is comparable (a run
     from before the power policy was chosen has none); where that label's runs are of several spec identities
     (runner.spec.identity: other settings, sweeps or variants), a series each, '· spec' and its first 8 digits
-    added to the label."""
-    dated = runs[runs["spec"].notna()].sort_values("started")
+    added to the label. A recheck (`rechecks`: another run's slower cells measured again) is no run of a series:
+    judged_steps judges the run it rechecks by it."""
+    dated = runs[runs["spec"].notna() & runs["rechecks"].isna()].sort_values("started")
     policy = dated["power"].map(lambda p: f" · {p}" if isinstance(p, str) else "")
     label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + policy
     several = dated["identity"].groupby(label).transform("nunique") > 1
@@ -290,10 +291,12 @@ def steps(values: list[float], spreads: list[float],
 STEP_COLUMNS = ["experiment", "variant", "shape", "ratio", "verdict", "before", "after", "key", "kernel"]
 
 
-def judged_steps(points: pd.DataFrame, manifests: dict[str, Manifest | None]) -> pd.DataFrame:
+def judged_steps(points: pd.DataFrame, manifests: dict[str, Manifest | None],
+                 again: pd.DataFrame | None = None) -> pd.DataFrame:
     """Each step of each cell's history (`points`, oldest run first) from one run to the next, judged as `attnbench
     compare` judges the two (runner.compare.moves, each run's compare.confirm_samples): experiment, variant, shape,
-    compare's B / A and verdict ('slower', 'faster' or 'unconfirmed'; a pair compare finds within noise is no step),
+    compare's B / A and verdict ('slower', 'faster', 'unconfirmed', or 'not reproduced' where the run after's recheck
+    among `again` finds the cell clearly not slower: reproduced; a pair compare finds within noise is no step),
     the runs before and after, the key and what the run after ran in place of the run before's (`kernel`:
     runner.compare.kernel_change, '' where the same). Every pair of neighbouring runs is asked, so a step is never
     hidden by another near it; a drift whose each step compare finds within noise is none."""
@@ -306,10 +309,38 @@ def judged_steps(points: pd.DataFrame, manifests: dict[str, Manifest | None]) ->
     moved = compare.moves(pd.concat([a.add_suffix("_a"), b.add_suffix("_b")], axis=1), floors=floors)
     stepped = moved["verdict"].ne("within noise").to_numpy()  # the rest described only where compare calls a step
     a, b, moved = (frame[stepped].reset_index(drop=True) for frame in (a, b, moved))
+    verdict = reproduced(a, b, moved["verdict"], again, manifests)
     return pd.DataFrame({"experiment": a["experiment"], "variant": a["variant"], "shape": shape_labels(a),
-                         "ratio": moved["ratio"], "verdict": moved["verdict"], "before": a["run"], "after": b["run"],
+                         "ratio": moved["ratio"], "verdict": verdict, "before": a["run"], "after": b["run"],
                          "key": a["key"], "kernel": [compare.kernel_change(*sides) for sides in zip(
                              a["backend"], b["backend"], a["kernels"], b["kernels"])]}, columns=STEP_COLUMNS)
+
+
+def reproduced(a: pd.DataFrame, b: pd.DataFrame, verdict: pd.Series, again: pd.DataFrame | None,
+               manifests: dict[str, Manifest | None]) -> pd.Series:
+    """Each step's `verdict` (the points before, `a`, and after, `b`), a slower one 'not reproduced' where the run
+    after's recheck (its cells among `again`, history points of the runs whose manifest names the run they recheck)
+    finds the cell clearly not slower than the run before: runner.compare.refuted, as `attnbench compare` of the two
+    runs says (compare.reproduced)."""
+    if again is None or again.empty:
+        return verdict
+    rechecked = again.assign(recheck=again["run"], run=again["run"].map(lambda r: manifests[r].rechecks))
+    found = b[["run", "key"]].merge(rechecked, on=["run", "key"], how="left")
+    timed = found["median"].notna().to_numpy()
+    floors = (a["run"].map(lambda r: compare.confirm_samples(manifests.get(r))).astype(int),
+              found["recheck"].map(lambda r: compare.confirm_samples(manifests.get(r))).astype(int))
+    pairs = pd.concat([a.add_suffix("_a"), found.add_suffix("_b")], axis=1)
+    judged = compare.moves(pairs.assign(unconverged_b=pairs["unconverged_b"].fillna(True)), floors=floors)["verdict"]
+    unconverged = pairs["unconverged_a"].astype(bool) | pairs["unconverged_b"].fillna(True).astype(bool)
+    gone = verdict.eq("slower").to_numpy() & timed & compare.refuted(judged, unconverged).to_numpy()
+    return verdict.mask(gone, compare.NOT_REPRODUCED)
+
+
+def not_reproduced(judged: pd.DataFrame) -> pd.DataFrame:
+    """The steps among `judged` compare calls slower whose run after's recheck did not find slower: named, never a
+    regression; the largest first."""
+    found = judged[judged["verdict"].eq(compare.NOT_REPRODUCED)]
+    return found.sort_values("ratio", ascending=False).reset_index(drop=True)
 
 
 def regressions(judged: pd.DataFrame, limit: int = 10) -> pd.DataFrame:

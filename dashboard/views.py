@@ -626,6 +626,7 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
         st.info(f"No timed cell in the runs of {chosen}.")
         return
     points = tables.history(cells, snap.runs, timer)
+    again = rechecks_of(snap, keys, sel.filters, timer)
     with middle:
         experiment = widgets.single(st, "selectbox", "Experiment", list(dict.fromkeys(points["experiment"])), "hexp",
                                     "is not in these runs")
@@ -634,11 +635,20 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
         st.caption("Some of these runs record no git sha: drawn against their date.")
     if experiment in set(points["experiment"]):  # an experiment from a link that these runs lack is flagged above
         history_chart(points[points["experiment"] == experiment], snap.manifests, sel,
-                      "git_sha" if by_sha else "started", f"{chosen} · {counted(len(keys), 'run')} · {timer} timer")
-    worst_regressions(tables.judged_steps(points, snap.manifests), tables.status_regressions(cells, snap.runs))
+                      "git_sha" if by_sha else "started", f"{chosen} · {counted(len(keys), 'run')} · {timer} timer",
+                      again)
+    worst_regressions(tables.judged_steps(points, snap.manifests, again), tables.status_regressions(cells, snap.runs))
 
 
-def history_chart(points: pd.DataFrame, manifests: dict, sel: Selection, x: str, subtitle: str) -> None:
+def rechecks_of(snap: data.Snapshot, keys: list[str], filters: dict, timer: str) -> pd.DataFrame | None:
+    """The history points of the rechecks of the runs `keys` (comparison.recheck_of), under the same `filters`: None
+    where no run of them was measured again."""
+    again = [r for r in (comparison.recheck_of(snap.manifests, k) for k in keys) if r]
+    return tables.history(tables.filtered(snap.cells(tuple(again)), filters), snap.runs, timer) if again else None
+
+
+def history_chart(points: pd.DataFrame, manifests: dict, sel: Selection, x: str, subtitle: str,
+                  again: pd.DataFrame | None = None) -> None:
     """One cell's median and IQR band over the runs, its steps as `attnbench compare` judges their runs
     (tables.judged_steps), or the experiment's geometric mean per variant, its steps by compare's rule on levels."""
     cells = points.drop_duplicates("key").assign(label=lambda f: f["variant"] + " · " + tables.shape_labels(f))
@@ -661,7 +671,7 @@ def history_chart(points: pd.DataFrame, manifests: dict, sel: Selection, x: str,
         title = f"{points['experiment'].iloc[0]}: {picked}"
         after = shown.set_index("run")
         marks = [(step.variant, after.at[step.after, x], after.at[step.after, "median_ms"], step.ratio, step.verdict)
-                 for step in tables.judged_steps(shown, manifests).itertuples()]
+                 for step in tables.judged_steps(shown, manifests, again).itertuples()]
     plot(charts.history_lines(shown, x, sel.style, title, subtitle + " · band: q1–q3", marks), "history", share=1)
 
 
@@ -672,6 +682,9 @@ NO_REGRESSIONS = (  # the threshold as tables.judged_steps applies it: compare's
 UNCONFIRMED = ("Unconfirmed steps: moved beyond the threshold and the noise, a side not converged and short of "
                f"{comparison.CONFIRM_NOISES}× its noise on its run's sample floor; `attnbench compare` of those runs "
                "says `unconfirmed`: no regression.")
+NOT_REPRODUCED = ("Not reproduced: slower steps whose run after `attnbench recheck` measured again and found clearly "
+                  "not slower than the run before; `attnbench compare` of those runs says `not reproduced`: no "
+                  "regression (docs/regressions.md).")
 
 
 def worst_regressions(judged: pd.DataFrame, broken: pd.DataFrame) -> None:
@@ -689,6 +702,10 @@ def worst_regressions(judged: pd.DataFrame, broken: pd.DataFrame) -> None:
         st.caption(f"{counted(len(unconfirmed), 'unconfirmed step')}. {UNCONFIRMED}")
         st.markdown(regressions_markdown(unconfirmed))
         kernels |= unconfirmed["kernel"].ne("").any()
+    if len(gone := tables.not_reproduced(judged)):
+        st.caption(f"{counted(len(gone), 'step')} not reproduced. {NOT_REPRODUCED}")
+        st.markdown(regressions_markdown(gone))
+        kernels |= gone["kernel"].ne("").any()
     if kernels:
         st.caption(f"kernel: what the run after ran in place of the run before's, as `attnbench compare` marks a cell "
                    f"(its ratio is another kernel's as well as the code's). {comparison.KERNEL_KEY}")

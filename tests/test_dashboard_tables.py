@@ -543,3 +543,35 @@ def test_historys_worst_regressions_name_the_runs_their_cells_stepped_between_as
                             snap.manifests[after]).cells.set_index("key")
     assert found.loc[worst["key"], "verdict"].eq("slower").all()
     assert found.loc[worst["key"], "ratio"].tolist() == pytest.approx(worst["ratio"].tolist())
+
+
+def test_history_leaves_a_recheck_out_of_its_series_and_judges_the_run_it_rechecks_by_it(tmp_path):
+    """Runs a, b (two cudnn cells 1.5x slower) and c of lab5, and b-recheck (those two cells measured again: one as
+    in A, one 1.5x slower again): the series holds a, b and c, never the recheck (whose two cells cut every mean to
+    them, and whose step from b read 0.67x faster); the step a -> b of the cell the recheck did not find slower is
+    `not reproduced`, as `attnbench compare a b` says, the other still a regression."""
+    from dashboard import views
+    from runner import compare
+
+    template = shipped(H200_LAB5_NO_TE)
+    gone, real = [c.key for c in template.cells if c.variant == "cudnn" and c.status == "ok"][:2]
+    made = (("lab5-a", 1, {}), ("lab5-b", 2, {gone: 1.5, real: 1.5}), ("lab5-b-recheck", 2.5, {real: 1.5}),
+            ("lab5-c", 3, {}))
+    for run_id, day, factor in made:
+        manifest, cells = copy_run(template, run_id, dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+                                   + dt.timedelta(days=day), factor=lambda c: factor.get(c.key, 1.0))
+        if run_id.endswith(compare.RECHECK):
+            manifest = manifest.model_copy(update={"rechecks": "lab5-b", "cell_order": [gone, real]})
+            cells = [c for c in cells if c.key in (gone, real)]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    keys, = tables.series(snap.runs).tolist()
+    assert keys == ["lab5-a", "lab5-b", "lab5-c"]
+    points = tables.history(snap.cells(tuple(keys)), snap.runs, "device")
+    judged = tables.judged_steps(points, snap.manifests, views.rechecks_of(snap, keys, {}, "device"))
+    assert tables.regressions(judged)[["key", "before", "after"]].values.tolist() == [[real, "lab5-a", "lab5-b"]]
+    assert tables.not_reproduced(judged)[["key", "before", "after"]].values.tolist() == [[gone, "lab5-a", "lab5-b"]]
+    assert views.rechecks_of(snap, ["lab5-a", "lab5-c"], {}, "device") is None
+    cells = snap.cells(("lab5-a", "lab5-b"))
+    found = views.judged(snap, "lab5-a", "lab5-b", cells[cells["run"] == "lab5-a"], cells[cells["run"] == "lab5-b"])
+    assert found.not_reproduced["key"].tolist() == [gone] and found.slower["key"].tolist() == [real]  # compare's
