@@ -290,17 +290,23 @@ def _cells_in(done: int, where) -> str:
     return {0: "no cell is", 1: "the 1 cell is"}.get(done, f"all {counted(done, 'cell')} are") + f" in {where}"
 
 
-def _run_exit(outcome, spool, location: str) -> int:
+def _rerun(run_id: str, rechecks: str | None) -> str:
+    """What goes on with a run cut short: `run` under the same --run-id, or (`rechecks`: recheck's run, which takes no
+    --run-id) the same `attnbench recheck` command, whose run id is B's."""
+    return "rerun the same attnbench recheck command" if rechecks else f"rerun with --run-id {run_id}"
+
+
+def _run_exit(outcome, spool, location: str, rechecks: str | None = None) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
-    kept = _cells_in(outcome.done, spool.dir)
+    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool.run_id, rechecks)
     if not outcome.finished:
         stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
         print(f"interrupted by SIGTERM: {outcome.done:,} of {counted(outcome.planned, 'cell')} done, {stored}; "
-              f"rerun with --run-id {spool.run_id} to resume", file=sys.stderr)
+              f"{rerun} to resume", file=sys.stderr)
         return EXIT_SIGTERM
     if not outcome.uploaded:
-        print(f"error: results not uploaded to {location} ({outcome.error}); {kept}; rerun with --run-id "
-              f"{spool.run_id} to upload them", file=sys.stderr)
+        print(f"error: results not uploaded to {location} ({outcome.error}); {kept}; {rerun} to upload them",
+              file=sys.stderr)
         return EXIT_NOT_UPLOADED
     return EXIT_OK
 
@@ -411,7 +417,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
         if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
             return _refused_late(outcome.refused, spool, spec, args.spec, ready, console)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-        return _run_exit(outcome, spool, location)
+        return _run_exit(outcome, spool, location, rechecks)
 
 
 def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console) -> int:

@@ -7,13 +7,18 @@ unconverged recheck at 29 % noise could not confirm A's 3× (beyond twice its no
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from helpers import REPO, attnbench, in_process, write_spec
+from helpers import REPO, attnbench, command, environment, in_process, spec_data, write_spec
 from runner.results import CELLS, MANIFEST
+from runner.store import read_run
 
 pytestmark = pytest.mark.slow
 SMALLEST = ("--only", "seq-len", "--variants", "xla", "--where", "seq_len=64,128")  # lab5's two smallest cells
@@ -119,3 +124,37 @@ def test_the_recheck_measures_under_bs_run_settings_and_writes_beside_b(tmp_path
     assert (args.compile_ahead, args.compile_cache, args.measure_ceilings, args.run_id) == ("off", "off", True,
                                                                                              "b-recheck")
     assert args.out == str(tmp_path / "results" / "cpu") and [c.experiment for c in cells] == ["seq-len"]
+
+
+def test_a_recheck_stopped_by_sigterm_says_to_rerun_the_same_command_and_that_resumes_it(tmp_path):
+    """recheck takes no --run-id: held at its second cell (tests/variants/gated.py, its gate never opened), SIGTERM
+    ends it with 75 and a line that says to rerun the same recheck command, and that command resumes it."""
+    variants = str(REPO / "tests" / "variants")
+    gated = {"name": "gated", "variants": ["naive", "test_gated"], "sweep": {"seq_len": [8, 16]}}
+    timing = {"warmup": 1, "min_samples": 10, "max_samples": 100, "budget_s": 0.5, "target_noise": NOISE}
+    spec = write_spec(tmp_path / "gated.yaml", spec_data(gated, timing=timing))
+    done = attnbench("run", spec, "--out", tmp_path / "real", "--run-id", "real", "--spool", tmp_path / "spool",
+                     "--compile-cache", "off", "--compile-ahead", "off", ATTNBENCH_VARIANTS=variants)
+    assert done.returncode == 0, done.stderr
+    results = tmp_path / "results" / "cpu"  # A's cells at T 16 (the last two) three times faster: B's slower
+    edited(tmp_path / "real" / "real", results, "a", "2026-12-07T01:00:00+00:00", {2: 1 / 3, 3: 1 / 3})
+    edited(tmp_path / "real" / "real", results, "b", "2026-12-07T02:00:00+00:00", {})
+    again = ("recheck", "b", "--against", "a", "--out", tmp_path / "results", "--spool", tmp_path / "spool")
+    held = subprocess.Popen(command(*again), cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=environment(ATTNBENCH_VARIANTS=variants, ATTNBENCH_TEST_GATES=str(tmp_path)))
+    try:
+        deadline = time.monotonic() + 120
+        while held.poll() is None and time.monotonic() < deadline and not (
+                (results / "b-recheck").exists() and read_run(results / "b-recheck").cells):
+            time.sleep(0.05)
+        assert held.poll() is None, "the recheck ended before its held cell"
+        os.kill(held.pid, signal.SIGTERM)
+        said = held.communicate(timeout=60)[1].strip().splitlines()[-1]
+    finally:
+        if held.poll() is None:
+            held.kill()
+            held.wait()
+    assert held.returncode == 75 and said.endswith("rerun the same attnbench recheck command to resume"), said
+    resumed = attnbench(*again, ATTNBENCH_VARIANTS=variants)
+    assert resumed.returncode in (0, 1) and "1 of 2 cells already done" in resumed.stdout + resumed.stderr
+    assert len(read_run(results / "b-recheck").cells) == 2
