@@ -133,8 +133,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
                 f"nothing to compare with `{before}`: {comparison.nothing_compared(found)}")
         return said + (f" ({over})" if over else "")
     slower, faster = table[table["verdict"] == "slower"], table[table["verdict"] == "faster"]
-    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster of the {counted(len(table), 'cell')} "
-            "both timed, "
+    text = (f"vs `{before}`: {len(slower)} slower, {len(faster)} faster{report.not_reproduced_said(found)} of the "
+            f"{counted(len(table), 'cell')} both timed, "
             f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
     text += f"; of those, {report.kernels_said(found)}" if len(found.kernels) else ""
     if said := report.unconverged_said(table):

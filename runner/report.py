@@ -862,6 +862,13 @@ def _apart(found) -> str:
     return kernels + "".join(f"; {said}" for said in (timers_said(found), untimed_said(found)) if said)
 
 
+def not_reproduced_said(found) -> str:
+    """', 2 not reproduced (slower, not when measured again)' where B's recheck cleared any cell, else '': the clause
+    compare's verdict and the dashboard's Overview both say."""
+    count = len(found.not_reproduced)
+    return f", {count} not reproduced (slower, not when measured again)" if count else ""
+
+
 def verdict(found) -> str:
     """One line: the regressions, or that there is none, over the cells both runs hold; then the material
     differences of their environments, if any."""
@@ -875,8 +882,7 @@ def verdict(found) -> str:
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise"
              + (f", {len(found.unconfirmed)} unconfirmed (a side not converged)" if len(found.unconfirmed) else "")
-             + (f", {len(found.not_reproduced)} not reproduced (slower, not when measured again)"
-                if len(found.not_reproduced) else "")
+             + not_reproduced_said(found)
              + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
              + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found))
     line = f"no regression: {tally}" if not found.regressed else (

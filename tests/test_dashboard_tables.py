@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import shutil
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -575,3 +576,5 @@ def test_history_leaves_a_recheck_out_of_its_series_and_judges_the_run_it_rechec
     cells = snap.cells(("lab5-a", "lab5-b"))
     found = views.judged(snap, "lab5-a", "lab5-b", cells[cells["run"] == "lab5-a"], cells[cells["run"] == "lab5-b"])
     assert found.not_reproduced["key"].tolist() == [gone] and found.slower["key"].tolist() == [real]  # compare's
+    moved = views._move(snap, "lab5-b", SimpleNamespace(timer=None))  # the Overview's line counts it as compare does
+    assert moved.startswith("vs `lab5-a`: 1 slower, 0 faster, 1 not reproduced (slower, not when measured again) of ")
