@@ -799,6 +799,8 @@ def cmd_recheck(args, console: Console) -> int:
         again = _recheck_of(b)
         _warn(again.problems if again else [])
         found = _comparison(a, b, args.threshold / 100, again)
+    else:  # said, so that a log tells "nothing to measure" from "measured, and not reproduced"
+        print(f"no cell of {b.run_id} slower than {a.run_id}: nothing to measure again", file=sys.stderr)
     _print_comparison(found, args.format, console)
     _gate_report(args.report, b, found)
     return EXIT_REGRESSION if found.regressed else EXIT_OK

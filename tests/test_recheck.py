@@ -102,6 +102,7 @@ def test_no_cell_slower_measures_nothing_again(tmp_path, measured):
     stores(tmp_path, measured, {}, {})
     done = recheck(tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout)["recheck"] is None
+    assert done.stderr.splitlines() == ["no cell of b slower than a: nothing to measure again"]  # said, not silent
     assert not (tmp_path / "results" / "cpu" / "b-recheck").exists()
 
 
