@@ -604,12 +604,22 @@ def test_against_previous_of_a_run_unread_exits_2_naming_it_never_1_a_regression
         assert corrupt.code == 2 and corrupt.errors[0].startswith("error: B: ") and "not valid JSON" in corrupt.err
 
 
-def test_an_internal_error_of_compare_exits_2_never_1_a_regression(capsys, monkeypatch, pair):
+@pytest.mark.parametrize("gate", ["compare", "recheck"])
+def test_an_internal_error_of_a_gate_exits_2_never_1_a_regression(gate, capsys, monkeypatch, pair):
+    """compare and recheck (cli.GATES) exit 1 only where B regressed: their internal errors exit 2."""
     a, b, _ = pair
     monkeypatch.setattr(compare, "compare", lambda *args, **kwargs: 1 / 0)
-    done = in_process(capsys, "compare", a, b)
+    done = in_process(capsys, *([gate, a, b] if gate == "compare" else [gate, b, "--against", a]))
     assert (done.code, done.errors) == (2, ["attnbench: internal error: ZeroDivisionError: division by zero "
                                             "(ATTNBENCH_DEBUG=1 shows where)"])
+
+
+def test_a_recheck_without_jax_exits_2_never_1_a_regression(capsys, monkeypatch, pair):
+    a, b, _ = pair
+    monkeypatch.setitem(sys.modules, "jax", None)  # as in a core install
+    done = in_process(capsys, "recheck", b, "--against", a)
+    assert (done.code, done.errors) == (2, ["error: recheck needs jax: pip install -e '.[jax]' (on an NVIDIA GPU "
+                                            "'.[cuda12]' or '.[cuda13]')"])
 
 
 def test_status_changes_cells_in_one_run_and_environment_come_before_the_times(capsys, tmp_path):
