@@ -1115,7 +1115,10 @@ def _piped(file=None) -> Console:
 
 
 def _stderr() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)  # an error stays on one line, however long
+    """stderr, an error on one line however long: on a terminal its width; in pipes and pod logs PIPE_WIDTH wide, as
+    stdout (_stdout), so that recheck's run tables there are one line a row."""
+    console = Console(stderr=True, highlight=False, soft_wrap=True)
+    return console if console.is_terminal else Console(stderr=True, highlight=False, soft_wrap=True, width=PIPE_WIDTH)
 
 
 JAX_MODULES = {"jax", "jaxlib", "flax"}  # the `jax` extra (cuda12 / cuda13 on an NVIDIA GPU)

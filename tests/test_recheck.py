@@ -79,6 +79,7 @@ def test_a_cell_edited_three_times_slower_in_b_is_measured_again_for_real_and_no
     done = recheck(tmp_path)
     found = json.loads(done.stdout)
     assert done.returncode == 0, done.stderr
+    assert "┃ median ms ┃" in done.stderr  # its run table on stderr a line a row in a pipe (PIPE_WIDTH), not folded
     assert found["not_reproduced"] == [key] and found["regressions"] == [] and found["recheck"] == "b-recheck"
     again = tmp_path / "results" / "cpu" / "b-recheck"  # beside B
     manifest = json.loads((again / MANIFEST).read_text())
