@@ -583,14 +583,14 @@ def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
     told apart), power policy (steady and burst times are not like with like), its settings beyond its spec (record.
     run_settings: a benchmark's --compile-ahead off beside its twins, a --where), cells done of planned, and its
-    state. The run id, which one copies into show, is never folded: a narrow terminal leaves out the name, the start,
-    the shard where no run is sharded, the settings, the device, then the power policy first."""
+    state; a recheck's settings first name the run it rechecks ('rechecks B'). The run id, which one copies into show,
+    is never folded: a narrow terminal leaves out the name, the start, the shard where no run is sharded, the settings,
+    the device, then the power policy first."""
     rows = []
     for run in runs:
         m = run.manifest
         name, gpu, power, started, settings = (
-            (m.name, gpu_name(m), policy_said(m), m.started_at, run_settings(m) or "-") if m else
-            ("-",) * 5)
+            (m.name, gpu_name(m), policy_said(m), m.started_at, _settings(m)) if m else ("-",) * 5)
         rows += [[run.run_id, name, gpu, power, settings, started, part.shard or "-",
                   f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
                  for part in run.parts]
@@ -598,6 +598,13 @@ def runs_grid(runs: list, uri: str) -> Grid:
     drops = ("name", "started", *(() if sharded else ("shard",)), "settings", "device", "power")  # id: name-time
     return Grid(f"runs in {uri}", ["run", "name", "device", "power", "settings", "started", "shard", "cells", "state"],
                 rows, wraps=("power", "settings"), drops=drops, kept=("run",))
+
+
+def _settings(manifest) -> str:
+    """A run's settings beyond its spec (record.run_settings), after 'rechecks B' where it is B's recheck; '-' where
+    none."""
+    rechecks = f"rechecks {manifest.rechecks}" if manifest.rechecks else ""
+    return "; ".join(s for s in (rechecks, run_settings(manifest)) if s) or "-"
 
 
 def run_facts(manifest) -> list[str]:

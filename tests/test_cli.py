@@ -892,6 +892,15 @@ def test_runs_names_each_runs_device(tmp_path, capsys):
         SHIPPED_RUN.name: "-", gpu.name: "-", burst.name: "--where tp=1"}
 
 
+def test_runs_marks_a_recheck_with_the_run_it_rechecks(tmp_path, capsys):
+    """A recheck (`attnbench recheck`'s B-recheck) is listed as a run of its spec, its settings naming B."""
+    shutil.copytree(SHIPPED_RUN, tmp_path / "cpu" / SHIPPED_RUN.name)
+    manifest = tmp_path / "cpu" / SHIPPED_RUN.name / MANIFEST
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"rechecks": "lab5-b"}))
+    rows = table_rows(in_process(capsys, "runs", "--out", tmp_path).out.replace("┃", "│"))
+    assert [row["settings"] for row in rows] == ["rechecks lab5-b"]
+
+
 def test_runs_warns_on_stderr(tmp_path, capsys):
     torn_copy(tmp_path)
     result = in_process(capsys, "runs", "--out", tmp_path)
