@@ -32,7 +32,8 @@ SCHEDULE = "0 3 * * *"
 DOMAIN = re.compile(r"(([a-z0-9]+|[a-z0-9][-a-z0-9]*[a-z0-9])\.)+[a-z][-a-z0-9]*[a-z0-9]")
 DOMAIN_MAX = 63
 # The nightly's second init container, after the run and before compare: `attnbench recheck` measures again the cells
-# compare would call slower, on the run's GPU, into RUN-recheck, which compare then takes into account.
+# compare would call slower, on the run's GPU, into RUN-recheck, which compare then takes into account; its --report
+# writes the night's report (compare's container writes none: on a confirmed regression recheck fails the Job first).
 RECHECK_ARGS = ["recheck", "$(ATTNBENCH_RUN_ID)", "--against", "previous", "--out", "$(ATTNBENCH_RESULTS)",
                 "--report", "$(ATTNBENCH_RESULTS)/$(ATTNBENCH_RUN_ID)/report"]
 
