@@ -846,11 +846,12 @@ def _beside(b) -> str:
 
 def _recheck_of(b):
     """B's recheck: the run B-recheck beside B, whose manifest says it measured B's cells again; else None."""
-    from runner.compare import recheck_id, rechecks
+    from runner.compare import recheck_id, recheck_of
 
     with _store_errors():
         again = _open_store(_beside(b), "--out").read(recheck_id(b.run_id))
-    return again if rechecks(again.manifest, b.run_id) else None
+    return again if recheck_of({"b": b.manifest, "again": again.manifest}, "b") else None  # compare's rule, the
+    # dashboard's too
 
 
 def _measure_again(args, b, keys: frozenset[str]) -> int:

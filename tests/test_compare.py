@@ -1134,6 +1134,16 @@ def test_a_run_named_like_a_recheck_whose_manifest_rechecks_another_run_is_not_b
     assert code == 1 and found["regressions"] == slower and found["recheck"] is None
 
 
+def test_compare_and_the_dashboard_take_the_same_run_for_bs_recheck(capsys, tmp_path, pair):
+    """A run copied into the folder B-recheck, whose manifest names B but another run id, is no recheck of B for
+    compare, as for the dashboard (compare.recheck_of, one rule): the folder's name alone proves nothing."""
+    a, b, slower = pair
+    rechecked(tmp_path, b, lambda c: 1.0, run_id="lab5-copy", keys=slower)
+    (tmp_path / "results" / "lab5-copy").rename(tmp_path / "results" / "lab5-b-recheck")
+    code, found = report(capsys, a, b)
+    assert code == 1 and found["regressions"] == slower and found["recheck"] is None
+
+
 def test_against_previous_never_takes_a_recheck_for_the_run_before(capsys, tmp_path):
     """A recheck holds another run's slower cells measured again: the next night's previous run is B itself."""
     copied(tmp_path, "lab5-b", DAY)
