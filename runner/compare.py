@@ -195,6 +195,14 @@ def kernel_change(backend_a: object, backend_b: object, kernels_a: object, kerne
     return ANOTHER_GEMM if all(GEMM_NAMED.fullmatch(k) for k in seen_a ^ seen_b) else ANOTHER_KERNEL
 
 
+def xla_generated(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> frozenset[str]:
+    """The keys of `table`'s cells whose kernels, in A and in B, are all XLA-generated (XLA_NAMED: no library kernel
+    on either side, so none changed): which tile XLA's autotuner chose at each compile is in neither record."""
+    kernels_a, kernels_b = (table["key"].map(dict(zip(run["key"], _text(run, "kernels")))) for run in (a, b))
+    return frozenset(key for key, x, y in zip(table["key"], kernels_a, kernels_b)
+                     if library_kernels(x) == library_kernels(y) == frozenset())
+
+
 def kernels_apart(a: object, b: object) -> tuple[str, str]:
     """The library kernels only A ran and only B ran, each as ';'-joined text ('' where none)."""
     seen_a, seen_b = library_kernels(a) or frozenset(), library_kernels(b) or frozenset()
@@ -630,6 +638,7 @@ class Comparison:
     without_timer: pd.DataFrame  # ok in both, the same timers in both, `timer` not among them: no verdict either
     kernels: pd.DataFrame  # compared cells that ran another kernel in B (kernel_changes)
     recheck: Manifest | None = None  # the run that measured B's slower cells again (reproduced), if any
+    xla_only: frozenset[str] = frozenset()  # compared cells that ran XLA-generated kernels alone (xla_generated)
 
     @property
     def material(self) -> pd.DataFrame:
@@ -653,6 +662,11 @@ class Comparison:
     @property
     def slower(self) -> pd.DataFrame:
         return self.cells[self.cells["verdict"] == "slower"]
+
+    @property
+    def slower_xla_only(self) -> pd.DataFrame:
+        """Slower cells that ran XLA-generated kernels alone in both runs: no kernel name the records keep moved."""
+        return self.slower[self.slower["key"].isin(self.xla_only)]
 
     @property
     def unconfirmed(self) -> pd.DataFrame:
@@ -723,7 +737,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, manifest_a: Manifest | None, manif
                       only_in(a, b, ~gone), only_in(b, a), status_changes(a, b), table, summary(table),
                       len(set(a["key"]) & set(b["key"])), only_in(a, b, gone).drop(columns="status"),
                       None if b_planned is None else len(b_planned), *not_compared(a, b, timer),
-                      kernel_changes(a, b, table), recheck if again is not None else None)
+                      kernel_changes(a, b, table), recheck if again is not None else None,
+                      xla_generated(a, b, table))
 
 
 def _with_columns(cells: pd.DataFrame) -> pd.DataFrame:

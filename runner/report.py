@@ -876,6 +876,14 @@ def not_reproduced_said(found) -> str:
     return f", {count} not reproduced (slower, not when measured again)" if count else ""
 
 
+def xla_only_said(found) -> str:
+    """'3 of the slower cells ran only XLA-generated kernels: …' where any did (runner.compare.xla_generated), the
+    pointer where no kernel change explains a slower cell; '' where none did."""
+    count = len(found.slower_xla_only)
+    return (f"{count} of the slower cells ran only XLA-generated kernels (fusions, Triton GEMMs): which tile XLA's "
+            "autotuner chose is not in the record" if count else "")
+
+
 def verdict(found) -> str:
     """One line: the regressions, or that there is none, over the cells both runs hold; then the material
     differences of their environments, if any."""
@@ -891,7 +899,8 @@ def verdict(found) -> str:
              + (f", {len(found.unconfirmed)} unconfirmed (a side not converged)" if len(found.unconfirmed) else "")
              + not_reproduced_said(found)
              + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
-             + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found))
+             + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found)
+             + (f"; {xla_only_said(found)}" if len(found.slower_xla_only) else ""))
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {counted(len(found.slower), 'cell')} slower, {len(found.no_longer_ok)} ok in A and not in B"
         + (f", {len(found.missing)} ok in A and missing from B" if len(found.missing) else "") + f" ({tally})")
@@ -940,7 +949,7 @@ def no_comparison_json(b, threshold: float, reason: str) -> str:
 
     planned = compare.planned(b)
     document = {"a": None, "b": _run(b), "timer": None, "threshold": threshold, "regressed": False, "verdict": reason,
-                "regressions": [], "unconfirmed": [], "not_reproduced": [], "recheck": None,
+                "regressions": [], "unconfirmed": [], "not_reproduced": [], "slower_xla_only": [], "recheck": None,
                 "b_planned": None if planned is None else len(planned),
                 "settings": None, "sitting": None, **dict.fromkeys(SECTIONS, [])}
     return json.dumps(document, indent=2) + "\n"
@@ -972,7 +981,7 @@ def comparison_json(found) -> str:
         "regressed": found.regressed, "verdict": verdict(found),
         "regressions": [*found.slower["key"], *found.no_longer_ok["key"], *found.missing["key"]],
         "unconfirmed": list(found.unconfirmed["key"]), "not_reproduced": list(found.not_reproduced["key"]),
-        "recheck": found.recheck.run_id if found.recheck else None, "b_planned": found.planned_b,
+        "slower_xla_only": list(found.slower_xla_only["key"]), "recheck": found.recheck.run_id if found.recheck else None, "b_planned": found.planned_b,
         "settings": found.settings, "sitting": found.sitting or None,
         **{name: _records(table(found)) for name, table in SECTIONS.items()},
     }

@@ -434,6 +434,21 @@ def test_two_nights_on_the_same_libraries_differ_in_gemm_kernels_alone():
     assert "; of those, 9 cells ran another GEMM in B" in report_module.verdict(found)
 
 
+def test_slower_cells_that_ran_xla_generated_kernels_alone_are_said_to_have_no_kernel_in_the_record():
+    """The same two nights: 3 naive and xla cells slower whose kernels, XLA's fusions and Triton GEMMs alone, have
+    the same names in both (analyst walk 12-07, finding 8): the verdict and the json point at XLA's autotuner, whose
+    pick no record names; a cell that ran a library's kernel (cuDNN's) is never among them."""
+    a, b = (shipped(f"h200/lab5-warm-{run}") for run in ("20261202-182308", "20261203-023042"))
+    found = compare.compare(frames.cells(a.cells), frames.cells(b.cells), a.manifest, b.manifest)
+    assert len(found.slower) == 3 and set(found.slower["variant"]) == {"naive", "xla"}
+    assert list(found.slower_xla_only["key"]) == list(found.slower["key"])
+    assert ("; 3 of the slower cells ran only XLA-generated kernels (fusions, Triton GEMMs): which tile XLA's "
+            "autotuner chose is not in the record") in report_module.verdict(found)
+    assert json.loads(report_module.comparison_json(found))["slower_xla_only"] == list(found.slower["key"])
+    cudnn = {c.key for c in b.cells if c.variant == "cudnn" and c.status == "ok"}
+    assert cudnn and not cudnn & found.xla_only
+
+
 def test_why_nothing_was_compared_says_whether_plans_share_no_cell_or_share_cells_none_timed_in_both():
     """By the manifests' plans where both list one, else by the cells both runs hold (runs before 2026-12-03)."""
     template = shipped(TEMPLATE)
