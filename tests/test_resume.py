@@ -171,6 +171,20 @@ def store_down_at_the_gate(emulator, spec: Path, run_id: str, spool: Path, gates
     return run
 
 
+def answering_late(emulator, spec: Path, run_id: str, spool: Path, gates: Path, expected: int, part: str = "cells",
+                   **env: str) -> None:
+    """A run started with the store out of reach, held at its gate at seq_len 16 after three cells spooled (into
+    `part`); then the store answers, the run goes on through its gates, and exits `expected` (a refusal the late
+    check found)."""
+    run = start_gated(spec, run_id, spool, gates, "--store-timeout", "60", **env)
+    wait_for(lambda: spooled_lines(spool, run_id, part) == 3 or run.poll() is not None)  # held at the gate at 16
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
+    emulator.start()
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    assert run.wait(RUN_TIMEOUT_S) == expected, (spool / "stderr.txt").read_text()
+
+
 def test_store_down_then_back_loses_nothing(emulator, tmp_path):
     spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
     run = store_down_at_the_gate(emulator, spec, "outage", spool, gates, "--store-timeout", "60")
@@ -207,13 +221,7 @@ def test_a_run_id_of_another_spec_in_a_store_out_of_reach_at_start_is_refused_wh
     open_store(OUT).put("taken/manifest.json", other.model_dump_json().encode())
     emulator.stop()
     spec, spool, gates = gated_spec(tmp_path), tmp_path / "spool", tmp_path / "gates"
-    run = start_gated(spec, "taken", spool, gates, "--store-timeout", "60")
-    wait_for(lambda: spooled_lines(spool, "taken") == 3 or run.poll() is not None)  # held at the gate at seq_len 16
-    assert run.poll() is None, (spool / "stderr.txt").read_text()
-    emulator.start()
-    open_gate(gates, 16)
-    open_gate(gates, 24)
-    assert run.wait(RUN_TIMEOUT_S) == EXIT_INPUT, (spool / "stderr.txt").read_text()
+    answering_late(emulator, spec, "taken", spool, gates, EXIT_INPUT)
     [aside] = [p for p in spooled(spool, "taken").parent.iterdir() if p.name != "taken"]
     moved = read_run(aside).cells
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
@@ -237,13 +245,8 @@ def test_a_shard_refused_late_is_finished_and_uploaded_by_the_rerun_its_line_giv
     first = start_gated(spec, "sharded", tmp_path / "pod-1", gates, "--shard", "1/2", XLA_FLAGS=run_flags)
     assert first.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-1" / "stderr.txt").read_text()
     emulator.stop()
-    late = start_gated(spec, "sharded", spool, gates, "--store-timeout", "60", XLA_FLAGS=other_flags,
-                       JOB_COMPLETION_INDEX="0", JOB_COMPLETIONS="2")
-    wait_for(lambda: spooled_lines(spool, "sharded", "cells-0-of-2") == 3 or late.poll() is not None)  # gate 16
-    assert late.poll() is None, (spool / "stderr.txt").read_text()
-    emulator.start()
-    open_gate(gates, 16)
-    assert late.wait(RUN_TIMEOUT_S) == EXIT_NOT_RESUMABLE, (spool / "stderr.txt").read_text()
+    answering_late(emulator, spec, "sharded", spool, gates, EXIT_NOT_RESUMABLE, "cells-0-of-2", XLA_FLAGS=other_flags,
+                   JOB_COMPLETION_INDEX="0", JOB_COMPLETIONS="2")
     [aside] = [p for p in spooled(spool, "sharded").parent.iterdir() if p.name != "sharded"]
     moved = read_run(aside).cells
     error = (spool / "stderr.txt").read_text().splitlines()[-1]
@@ -272,13 +275,7 @@ def test_a_resume_refused_when_its_store_answers_late_moves_what_it_measured_to_
     assert first.wait(RUN_TIMEOUT_S) == 0, (tmp_path / "pod-1" / "stderr.txt").read_text()
     naive = set(stored("mixed"))
     emulator.stop()
-    late = start_gated(spec, "mixed", spool, gates, "--store-timeout", "60", XLA_FLAGS=other_flags)
-    wait_for(lambda: spooled_lines(spool, "mixed") == 3 or late.poll() is not None)  # held at the gate at seq_len 16
-    assert late.poll() is None, (spool / "stderr.txt").read_text()
-    emulator.start()
-    open_gate(gates, 16)
-    open_gate(gates, 24)
-    assert late.wait(RUN_TIMEOUT_S) == EXIT_NOT_RESUMABLE, (spool / "stderr.txt").read_text()
+    answering_late(emulator, spec, "mixed", spool, gates, EXIT_NOT_RESUMABLE, XLA_FLAGS=other_flags)
     folder = spooled(spool, "mixed")
     [aside] = [p for p in folder.parent.iterdir() if p.name != "mixed"]
     moved = {c.key for c in read_run(aside).cells}
