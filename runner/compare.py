@@ -195,10 +195,15 @@ def kernel_change(backend_a: object, backend_b: object, kernels_a: object, kerne
     return ANOTHER_GEMM if all(GEMM_NAMED.fullmatch(k) for k in seen_a ^ seen_b) else ANOTHER_KERNEL
 
 
+def kernels_of(table: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The kernels each of `table`'s cells ran in A and in B (the records' ';'-joined names), by its key."""
+    return tuple(table["key"].map(dict(zip(run["key"], _text(run, "kernels")))) for run in (a, b))
+
+
 def xla_generated(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> frozenset[str]:
     """The keys of `table`'s cells whose kernels, in A and in B, are all XLA-generated (XLA_NAMED: no library kernel
     on either side, so none changed): which tile XLA's autotuner chose at each compile is in neither record."""
-    kernels_a, kernels_b = (table["key"].map(dict(zip(run["key"], _text(run, "kernels")))) for run in (a, b))
+    kernels_a, kernels_b = kernels_of(table, a, b)
     return frozenset(key for key, x, y in zip(table["key"], kernels_a, kernels_b)
                      if library_kernels(x) == library_kernels(y) == frozenset())
 
@@ -306,7 +311,7 @@ def kernel_changes(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> pd.
     """The cells of `table` (compared, with their verdicts) that ran another kernel in B: key, experiment, variant,
     shape, verdict, the change, and the library kernels only A ran and only B ran."""
     changed = table[table["kernel"].ne("")]
-    kernels_a, kernels_b = (changed["key"].map(dict(zip(run["key"], _text(run, "kernels")))) for run in (a, b))
+    kernels_a, kernels_b = kernels_of(changed, a, b)
     apart = [kernels_apart(x, y) for x, y in zip(kernels_a, kernels_b)]
     return pd.DataFrame({**{c: changed[c] for c in CELL_COLUMNS}, "verdict": changed["verdict"],
                          "change": changed["kernel"], "only A ran": [x for x, _ in apart],
