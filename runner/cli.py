@@ -215,9 +215,6 @@ def _select(spec, only, variants, where=(), keys: frozenset[str] | None = None):
     return cells
 
 
-
-
-
 def _shard(text: str | None, cells: list):
     """--shard i/n, else the Indexed Job's, else None (the whole run); never more shards than families (a shard takes
     whole ones: runner.shard.assign), so none is empty."""
@@ -846,12 +843,11 @@ def _beside(b) -> str:
 
 def _recheck_of(b):
     """B's recheck: the run B-recheck beside B, whose manifest says it measured B's cells again; else None."""
-    from runner.compare import recheck_id, recheck_of
+    from runner.compare import recheck_id, rechecks
 
     with _store_errors():
         again = _open_store(_beside(b), "--out").read(recheck_id(b.run_id))
-    return again if recheck_of({"b": b.manifest, "again": again.manifest}, "b") else None  # compare's rule, the
-    # dashboard's too
+    return again if rechecks(again.manifest, b.run_id) else None  # compare's rule, the dashboard's too
 
 
 def _measure_again(args, b, keys: frozenset[str]) -> int:

@@ -35,8 +35,8 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.record import (HOW_OPTIONS, NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name, power_policy,
-                           run_settings)
+from runner.record import (HOW_OPTIONS, NO_POLICY, NONE_SET, NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name,
+                           policy_said, power_policy, run_settings)
 from runner.spec import identity, setting_changes
 
 SHAPE = list(shape.NAMES)
@@ -395,7 +395,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "shard": m.shard, "host": m.machine.host,
         "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
         "compute capability": _capability(m.machine.compute_capability), "power policy": power_policy(m),
-        "run settings": run_settings(m, HOW_OPTIONS) or "(none)",
+        "run settings": run_settings(m, HOW_OPTIONS) or NONE_SET,
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
         "ceilings measured": _measured(m.machine.ceilings_origin), **m.machine.kernel_settings(),
@@ -543,7 +543,7 @@ def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
             return Previous(candidate, skipped)
         else:
             fallback = fallback or Previous(candidate, list(skipped))
-            skipped.append((candidate, f"run settings {theirs or '(none)'} → {settings or '(none)'}"))
+            skipped.append((candidate, f"run settings {theirs or NONE_SET} → {settings or NONE_SET}"))
     return fallback or Previous(None, skipped)
 
 
@@ -582,7 +582,7 @@ def apart(a: Manifest, b: Manifest) -> str:
     """How two runs of one spec name and GPU fall in different series: their settings, power policy or timer."""
     pairs = [("spec identity", spec_identity(a), spec_identity(b)), ("power policy", power_policy(a), power_policy(b)),
              ("timer", headline_timer(a), headline_timer(b))]
-    parts = [f"{what} {x or 'none'} → {y or 'none'}" for what, x, y in pairs if x != y]
+    parts = [f"{what} {x or NO_POLICY} → {y or NO_POLICY}" for what, x, y in pairs if x != y]
     if settings := settings_said(a, b):
         parts[0] = settings  # the settings that make the identities differ, rather than their hashes
     return "; ".join(parts)
@@ -607,16 +607,15 @@ def recheck_id(run_id: str) -> str:
 
 
 def rechecks(manifest: Manifest | None, run_id: str) -> bool:
-    """Whether the run of `manifest` measured the run `run_id`'s cells again, as its manifest says."""
-    return manifest is not None and manifest.rechecks == run_id
+    """Whether the run of `manifest` is run `run_id`'s recheck: named recheck_id(run_id), its manifest saying it
+    measured `run_id`'s cells again (a run copied under that name from elsewhere is not)."""
+    return manifest is not None and manifest.run_id == recheck_id(run_id) and manifest.rechecks == run_id
 
 
 def recheck_of(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
     """The run among `manifests` that measured `key`'s slower cells again (RECHECK), if any."""
     run = manifests.get(key)
-    found = recheck_id(run.run_id) if run else None
-    return next((k for k, m in manifests.items() if found and m and m.run_id == found and rechecks(m, run.run_id)),
-                None)
+    return next((k for k, m in manifests.items() if run and rechecks(m, run.run_id)), None)
 
 
 # --- the whole comparison ----------------------------------------------------------------------------------------
@@ -661,8 +660,9 @@ class Comparison:
         return same_sitting(self.a, self.b) if self.a and self.b else ""
 
     @property
-    def policies(self) -> tuple[str | None, str | None]:
-        return tuple(power_policy(m) if m else None for m in (self.a, self.b))
+    def policies(self) -> tuple[str, str]:
+        """Each run's power policy in words (record.policy_said; NO_POLICY for a run from before the choice)."""
+        return tuple(policy_said(m) if m else NO_POLICY for m in (self.a, self.b))
 
     @property
     def slower(self) -> pd.DataFrame:
