@@ -783,7 +783,7 @@ def like_with_like(found: comparison.Comparison) -> None:
                 f"**{len(found.cells)} timed in both**: every count and mean below is over those alone.")
     policy_a, policy_b = found.policies
     if policy_a != policy_b:
-        st.warning(f"**Across power policies** ({policy_a or 'none'} → {policy_b or 'none'}): the times are not like "
+        st.warning(f"**Across power policies** ({policy_a} → {policy_b}): the times are not like "
                  "with like; `attnbench compare` refuses this pair unless given `--allow-policy-change`.")
     if len(found.material):
         settings = f" (settings: {found.settings})" if found.settings else ""
@@ -859,10 +859,9 @@ def compare_results(found: comparison.Comparison) -> None:
                       help=f"moved beyond {threshold} and both runs' noise, but a side did not converge and the gap is "
                            f"not beyond {comparison.CONFIRM_NOISES}× its noise on {comparison.CONFIRM_SAMPLES} "
                            "samples a side: never a regression (docs/regressions.md)")
-    if found.recheck is not None:
-        st.info(f"{counted(len(found.not_reproduced), 'cell')} not reproduced: slower in B, not slower when "
-                f"`attnbench recheck` measured them again ({found.recheck.run_id}), so never a regression; "
-                "`recheck / A` is the recheck's time over A's (docs/regressions.md)")
+    for line in report.recheck_said(found):  # compare's heading line, the recheck's differences from B included
+        st.info(f"{line}: {counted(len(found.not_reproduced), 'cell')} not reproduced; `recheck / A` is the recheck's time over "
+                "A's (docs/regressions.md)")
     chart, summary = st.columns([3, 2])
     with summary:
         st.caption("Per experiment and variant: geometric mean of B / A and cells beyond noise")

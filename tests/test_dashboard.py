@@ -551,7 +551,8 @@ def test_compare_takes_bs_recheck_beside_it_a_slower_cell_not_slower_again_is_no
         write_run(tmp_path / "h200" / run_id, manifest, cells)
     app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run")
     assert {m.label: m.value for m in app.metric}["Slower beyond noise"] == "0"
-    assert "1 cell not reproduced: slower in B, not slower when `attnbench recheck`" in texts(app.info)
+    said = texts(app.info)  # compare's heading line (report.recheck_said), with the count
+    assert "measured again: b-run-recheck (1 cell timed in it and A)" in said and "1 cell not reproduced;" in said
     every = table(app, "unconverged").set_index("key")
     assert every.loc[first, "verdict"] == "not reproduced" and every.loc[first, "recheck_ratio"] == pytest.approx(1.0)
     bars = next(f for f in figures(app) if "B / A" in json.dumps(f["layout"]))["data"][0]
