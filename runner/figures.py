@@ -89,8 +89,9 @@ METRICS = {
 }
 
 
-# What a number in a table of a chart's points does not say of its cell, as the dashboard's tables mark it
-# (dashboard.tables.MARKS: ⚠ and †) and the board words it (runner.leaderboard.marks_key): (mark, meaning, rule).
+# What a number in a table of a chart's points does not say of its cell, by the board's rule (runner.leaderboard's
+# unsettled: power state not settled or SM clock moved; marks_key words it): (mark, meaning, rule). The dashboard's
+# tables (dashboard.tables.MARKS) give ⚠ to an unstable clock alone: the same symbols, a narrower ⚠ there.
 MARKS = (("⚠", "sampled before its power state settled or on an SM clock that moved more than "
           f"{100 * UNSTABLE_SPREAD:g} %", unsettled),
          ("†", f"{NOT_CONVERGED}: {NOT_CONVERGED_WHY}", lambda c: unconverged(c) is not None))
