@@ -353,11 +353,7 @@ class Uploader:
         """Raise OtherRun, and keep it, when a part the store holds is of another run than this one."""
         other = next((m for m in manifests if self.resumes and not self.resumes(m)), None)
         if other is not None:
-            with self._changed:  # a commit waiting for the store stops waiting
-                self.refused = OtherRun(store.location(self.spool.run_id), other)
-                self.error = str(self.refused)
-                self._changed.notify_all()
-            raise self.refused
+            raise self._refuse(OtherRun(store.location(self.spool.run_id), other))
 
     def measuring_on(self, check: Callable[[list[Part], bool], None]) -> bool:
         """Check the machine this process measures on (`check(parts, late)` raises Refused: runner.resume.Resume)
@@ -389,11 +385,16 @@ class Uploader:
         try:
             self._machine_check(self.store_parts, late)
         except Refused as refused:
-            with self._changed:  # a commit waiting for the store stops waiting
-                self.refused = refused
-                self.error = str(refused)
-                self._changed.notify_all()
-            raise
+            raise self._refuse(refused) from None
+
+    def _refuse(self, refused: Refused) -> Refused:
+        """Keep `refused` as the uploader's error, a commit waiting for the store no longer waiting; for the caller to
+        raise."""
+        with self._changed:
+            self.refused = refused
+            self.error = str(refused)
+            self._changed.notify_all()
+        return refused
 
     def _behind(self) -> list[str]:
         """Spooled keys the store lacks, from the ones spooled since the last look: no pass over the whole part.
