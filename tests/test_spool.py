@@ -448,11 +448,14 @@ class OutOfReachThenRefusing(LocalStore):
 def test_a_failure_of_another_kind_after_an_outage_is_said_too(tmp_path, capsys):
     """An outage is said once; a 403 once the store answers is another failure, said when it comes, where it stayed
     unsaid until the run ended, hours later, behind the outage's one warning."""
-    spool = Spool(LocalStore(tmp_path / "spool"), RUN, None)
-    uploader = Uploader(spool, OutOfReachThenRefusing(tmp_path / "store"), every_s=0.05)
+    spool, store = Spool(LocalStore(tmp_path / "spool"), RUN, None), OutOfReachThenRefusing(tmp_path / "store")
+    uploader = Uploader(spool, store, every_s=0.05)
     uploader.start()
     spool.add(record())
     uploader.notify()
+    deadline = time.monotonic() + 30  # the thread's first upload met the outage: close's last one meets the 403
+    while store.calls < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert uploader.close() is False
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert [("unreachable" in w, "403 Forbidden" in w) for w in warnings] == [(True, False), (False, True)], warnings
