@@ -436,11 +436,14 @@ def test_sigterm_while_consolidating_exits_75_within_the_limit_and_the_next_run_
 class OutOfReachThenRefusing(LocalStore):
     """A store out of reach for its first call, then answering every write with 403 (its permission revoked)."""
 
-    calls = 0
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.calls, self.outage_met = 0, threading.Event()
 
     def put(self, name: str, data: bytes) -> None:
         self.calls += 1
         if self.calls == 1:
+            self.outage_met.set()
             raise StoreUnavailable(f"{self.uri}: unreachable")
         raise StoreError(f"{self.uri}: 403 Forbidden")
 
@@ -453,9 +456,8 @@ def test_a_failure_of_another_kind_after_an_outage_is_said_too(tmp_path, capsys)
     uploader.start()
     spool.add(record())
     uploader.notify()
-    deadline = time.monotonic() + 30  # the thread's first upload met the outage: close's last one meets the 403
-    while store.calls < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # the thread's first upload meets the outage, so close's last one meets the 403
+    assert store.outage_met.wait(30), "the uploader thread made no upload in 30 s"
     assert uploader.close() is False
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert [("unreachable" in w, "403 Forbidden" in w) for w in warnings] == [(True, False), (False, True)], warnings
