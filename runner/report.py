@@ -309,18 +309,21 @@ def print_grid(grid: Grid, console: Console) -> None:
 CLAUSE = re.compile(r"(?<=; )|(?<=, )|(?<= )(?=· )")
 UNIT = re.compile(r"(?<=\d) (?=[%×])")
 ASIDE = re.compile(r"\([^()]{1,20}\)")
+SPACES = re.compile(r" {2,}")  # folded as one space: _with_clause takes a clause's first word to end at its first space
 GLUE, INDENT = "\xa0", "  "  # textwrap never breaks at a no-break space
 
 
 def folded(line: str, width: int) -> list[str]:
     """A line of prose as lines at most `width` wide: its clauses packed onto each line while they fit, a clause wider
     than a line broken at its spaces, each line after the first indented; never inside a word nor between a number
-    and a % or × after it nor inside a short parenthesis, so a number or a run id stays whole (one wider than the terminal runs
-    past it, alone on its line). The lines, stripped and joined by a space, read as `line`."""
+    and a % or × after it nor inside a short parenthesis, so a number or a run id stays whole (one wider than the
+    terminal runs past it, alone on its line). The lines, stripped and joined by a space, read as `line`, each run of
+    spaces in it one space."""
     if len(line) <= width:
         return [line]
     lines: list[str] = []
-    for clause in CLAUSE.split(ASIDE.sub(lambda aside: aside[0].replace(" ", GLUE), UNIT.sub(GLUE, line))):
+    glued = ASIDE.sub(lambda aside: aside[0].replace(" ", GLUE), UNIT.sub(GLUE, SPACES.sub(" ", line)))
+    for clause in CLAUSE.split(glued):
         lines = _with_clause(lines, clause, width)
     return [part.rstrip().replace(GLUE, " ") for part in lines]
 

@@ -400,6 +400,13 @@ def test_prose_keeps_a_number_with_its_unit_and_a_short_aside_whole():
                                                                                "  x"]
 
 
+def test_prose_with_a_double_space_stays_within_the_width():
+    """A clause after a double space began with a space: its first word measured empty, it was carried onto the line
+    before, which it overran ('a x; longword' at 12); a run of spaces folds as one."""
+    lines = report_module.folded("a x;  longword longword", 12)
+    assert lines == ["a x;", "  longword", "  longword"] and all(len(part) <= 12 for part in lines)
+
+
 @pytest.mark.parametrize("a, b, shown", [
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
      "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_32_64x256x64_4x1x1_cga1x1x1_kernel0_0",
