@@ -21,7 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from runner import DEFAULT_OUT, frames, shape
-from runner.record import Manifest, gpu_name, power_policy
+from runner.record import Manifest, gpu_name, policy_said
 from runner.compare import spec_identity
 from runner.results import assemble, run_of
 from runner.store import LocalStore, Store, open_store
@@ -172,11 +172,14 @@ class Snapshot:
 
 
 def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
+    """A run's row of the runs table: its power policy in the words every view shows (record.policy_said: NO_POLICY
+    for a run from before the choice); a run with no manifest, its id and folder alone."""
     if m is None:
         return {"run": key, "run_id": _last(folder), "folder": folder, "started": None}
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "identity": spec_identity(m),
-        "gpu": gpu_name(m), "power": power_policy(m), "started": m.started_at, "git_sha": m.git_sha, "planned": m.cells_planned,
+        "gpu": gpu_name(m), "power": policy_said(m), "started": m.started_at, "git_sha": m.git_sha,
+        "planned": m.cells_planned,
         "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "rechecks": m.rechecks,
         "peak_tflops": m.machine.matmul_peak_tflops,
         "bandwidth_gbps": m.machine.memory_bandwidth_gbps,

@@ -228,14 +228,13 @@ def variants(manifests: dict[str, Manifest | None], runs: list[str]) -> pd.DataF
 # --- history (asv) -----------------------------------------------------------------------------------------------
 
 def series(runs: pd.DataFrame) -> pd.Series:
-    """'spec · GPU · power policy' -> its runs' keys, oldest first: the runs whose history is comparable (a run
-    from before the power policy was chosen has none); where that label's runs are of several spec identities
-    (runner.spec.identity: other settings, sweeps or variants), a series each, '· spec' and its first 8 digits
-    added to the label. A recheck (`rechecks`: another run's slower cells measured again) is no run of a series:
-    judged_steps judges the run it rechecks by it."""
+    """'spec · GPU · power policy' -> its runs' keys, oldest first: the runs whose history is comparable (the policy
+    as the runs table says it, dashboard.data's `power`: 'none' before the choice); where that label's runs are of
+    several spec identities (runner.spec.identity: other settings, sweeps or variants), a series each, '· spec' and
+    its first 8 digits added to the label. A recheck (`rechecks`: another run's slower cells measured again) is no
+    run of a series: judged_steps judges the run it rechecks by it."""
     dated = runs[runs["spec"].notna() & runs["rechecks"].isna()].sort_values("started")
-    policy = dated["power"].map(lambda p: f" · {p}" if isinstance(p, str) else "")
-    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + policy
+    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + " · " + dated["power"]
     several = dated["identity"].groupby(label).transform("nunique") > 1
     label = label.where(~several, label + " · spec " + dated["identity"].astype(str).str[:8])
     return dated.index.to_series().groupby(label.to_numpy(), sort=True).agg(list)

@@ -15,7 +15,6 @@ from runner import compare as comparison
 from runner import leaderboard as board
 from runner import counted, report, shape
 from runner.machine import short_sha
-from runner.record import NO_POLICY
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -96,7 +95,7 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
     if line := fastest(sel):
         st.markdown(line)
-    rows = [_run_row(snap.runs.loc[run].fillna({"power": NO_POLICY}).fillna("—"), run) for run in sel.runs]
+    rows = [_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs]
     st.markdown(report.markdown_table(["run", "spec", "GPU", "power", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]

@@ -885,7 +885,7 @@ def test_the_leaderboard_names_a_legacy_variant_so_and_says_what_replaces_it(mon
 def test_history_finds_the_step_and_links_its_runs(monkeypatch, tmp_path):
     generate(tmp_path, 20, 76, templates=(H200_LAB5,))  # cudnn 8 % slower from the 13th run (lab5-0012) on
     app = open_app(monkeypatch, tmp_path, run="lab5-0015", tab="History", hexp="seq-len")
-    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200"
+    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200 · none"
     drawn = figures(app)[0]
     assert "annotations" not in drawn["layout"]  # no text on the plot: steps are a legend entry, told on hover
     (steps,) = [t for t in drawn["data"] if t.get("name") == "step to slower"]
@@ -1334,7 +1334,7 @@ def test_history_lists_a_cell_that_went_from_ok_to_incorrect_among_its_worst_reg
     """The shipped lab5 pair (cuDNN 9.19, then 9.14): two cudnn_fp8 cells ok, then incorrect; `attnbench compare`
     exits 1 on them, and History's worst regressions list them, linked to the comparison."""
     app = open_app(monkeypatch, run="lab5-20261202-110556", tab="History", hexp="fp8")
-    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200"
+    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200 · none"
     worst = texts(app.markdown)
     # the kernel column between (its cuDNN steps ran another kernel) is empty: compare marks only cells timed in both
     assert worst.count("| ok → incorrect |  | [lab5-20261202-104743 → lab5-20261202-110556](?") == 2, worst

@@ -14,6 +14,7 @@ import pytest
 from helpers import REPO
 from dashboard import charts, data, tables
 from conftest import BUCKET
+from runner.record import NO_POLICY
 from runner.results import CELLS, MANIFEST, assemble, misnamed
 from runner.store import open_store
 from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, copy_run, shipped, write_run
@@ -234,8 +235,12 @@ def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     assert tables.comparable(snap.manifests, "lab5-20261202-104743", ["decode-20261202", "lab5-warm-20261203-023042"]
                              ) == "lab5-warm-20261203-023042"  # the first selected of its spec name and GPU
     assert tables.comparable(snap.manifests, "lab5-warm-20261203-023042", []) == "lab5-cold-20261203-023042"
-    assert tables.series(runs)["lab5 · NVIDIA H200"][:2] == ["lab5-20261202-104743", "lab5-20261202-110556"]  # 2 hashes
-    long = [keys for label, keys in tables.series(runs).items() if label.startswith("hopper-long · NVIDIA H200 · spec")]
+    # the runs table says a run from before the choice of power policy as every view names it (record.NO_POLICY)
+    assert runs.loc["lab5-20261202-104743", "power"] == NO_POLICY
+    assert tables.series(runs)[f"lab5 · NVIDIA H200 · {NO_POLICY}"][:2] == ["lab5-20261202-104743",
+                                                                          "lab5-20261202-110556"]  # 2 hashes
+    long = [keys for label, keys in tables.series(runs).items()
+            if label.startswith(f"hopper-long · NVIDIA H200 · {NO_POLICY} · spec")]
     assert sorted(long) == [["hopper-long-20261202-105336"], ["hopper-long-20261202-110136"]]  # 2 identities
     assert "lab5-warm-20261203-023042" in tables.series(runs)["lab5 · NVIDIA H200 · steady (after settling)"]
     burst, steady = (tables.series(runs)[f"llama3.1-70b · NVIDIA H200 · {p}"] for p in ("burst", "steady (in load)"))
