@@ -15,14 +15,13 @@ from plotly.colors import qualitative
 from runner import counted, shape
 from runner.figures import GRID_COLOUR as GRID  # as the reports: the grid's colour, a variant's, a log axis's ticks
 from runner.figures import ONE_TWO_FIVE_SPAN, VARIANT_COLOURS
-from runner.power import UNSTABLE_SPREAD
+from runner.marks import UNSETTLED_MARK
 
 DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "cross", "star"]
 PATTERNS = ["", "/", "\\", "x", ".", "+"]
 MAX_RUNS = len(DASHES)  # runs one chart tells apart; the views say when they draw fewer than selected
 HEIGHT = 460
-UNSTABLE = f"{100 * UNSTABLE_SPREAD:g} %"  # an SM clock that moved more than this while sampled: clock_unstable
 # Plain styling instead of a plotly template: a template is expanded into every figure (most of its bytes and of
 # the time to build it), and streamlit's own theme is off (views.plot).
 PLAIN = {"template": "none", "paper_bgcolor": "white", "plot_bgcolor": "white",
@@ -297,7 +296,7 @@ def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: 
           low: str | None = None, high: str | None = None, by: str | None = None) -> go.Figure:
     """y against a swept size, a line per variant and run, and per value of column `by` (the case of the other
     swept axes, 'causal tp2'), which names the line on hover; error bars from `low` to `high` (q1-q3); cells whose
-    SM clock moved more than 2 % (column `unstable`) ringed in red."""
+    runner.marks marks ⚠ (unsettled: its power state not settled or its SM clock moved) ringed in red."""
     fig = go.Figure()
     df = df.sort_values(x)
     for group, series in df.groupby(["variant", "run", *([by] if by else [])], sort=False):
@@ -310,16 +309,18 @@ def lines(df: pd.DataFrame, x: str, y: str, style: Style, title: str, subtitle: 
             hovertemplate=f"{name}<br>{x} %{{x}}<br>{AXES.get(y, y)} %{{y:.4g}}<extra></extra>",
         ))
     _legend_keys(fig, style, list(dict.fromkeys(df["variant"])), list(dict.fromkeys(df["run"])))
-    _ring_unstable(fig, df, x, y)
+    _ring_unsettled(fig, df, x, y)
     _x_sizes(fig, df[x])
     _y_axis(fig, df[y], log_y, tuple(df[c] for c in (low, high) if c))
     return _layout(fig, title, subtitle, x, y)
 
 
-def _ring_unstable(fig: go.Figure, df: pd.DataFrame, x: str, y: str) -> None:
-    flagged = df[df["unstable"]] if "unstable" in df else df.iloc[:0]
+def _ring_unsettled(fig: go.Figure, df: pd.DataFrame, x: str, y: str) -> None:
+    column = UNSETTLED_MARK.column
+    flagged = df[df[column]] if column in df else df.iloc[:0]
     if len(flagged):
-        fig.add_trace(go.Scatter(x=flagged[x], y=flagged[y], mode="markers", name=f"clock unstable (> {UNSTABLE})",
+        fig.add_trace(go.Scatter(x=flagged[x], y=flagged[y], mode="markers",
+                                 name=f"{UNSETTLED_MARK.symbol} {UNSETTLED_MARK.word}",
                                  legend="legend", marker={"symbol": "circle-open", "size": 16, "color": "#d62728",
                                                           "line": {"width": 2}}, hoverinfo="skip"))
 

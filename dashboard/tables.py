@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from runner import compare, leaderboard, metrics, report, shape
+from runner import compare, leaderboard, marks, metrics, report, shape
 from runner.record import Manifest, cudnn_ran
 
 SHAPE = list(shape.NAMES)
@@ -33,7 +33,8 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
     """Latency (median, q1, q3 in ms), noise, TFLOP/s, GB/s, their % of the run's measured ceilings and the TFLOP/s'
     % of the MMA peak at the clock read while `timer` sampled (a cell's telemetry is its headline's: NaN by another
     timer), by `timer` (NaN where a cell has no such timing); a serving cell's µs per generated token; sizes in MiB;
-    whether its clock was `unstable` and whether `timer` did not converge (`unconverged`)."""
+    each of runner.marks' marks in its column: whether it was sampled `unsettled` and whether `timer` did not converge
+    (`unconverged`)."""
     seconds = _column(cells, f"{timer}_median_s")
     peak = pd.to_numeric(cells["run"].map(runs["peak_tflops"]), errors="coerce")
     bandwidth = pd.to_numeric(cells["run"].map(runs["bandwidth_gbps"]), errors="coerce")
@@ -49,7 +50,7 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
         kv_cache_mib=_column(cells, "kv_cache_bytes") / 2**20,
         us_per_token=metrics.seconds_per_token(seconds, _column(cells, "batch"), _column(cells, "seq_len")).where(
             _column(cells, "serving").eq(1)) * 1e6,  # a serving cell's, per new token
-        unstable=cells["clock_unstable"].eq(True) if "clock_unstable" in cells else False,
+        unsettled=compare.unsettled(cells),  # power state not settled or SM clock moved: the board's rule too
         unconverged=compare.unconverged(cells, timer),  # by this timer: its noise never met timing.target_noise
     )
 
@@ -125,26 +126,22 @@ def keyed(cells: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 # --- summary tables (nvbench) ------------------------------------------------------------------------------------
 
-# A summary entry's marks: (the with_rates column that sets it, the mark, what it means). The one owner of the marks
-# and of their legend (legend), which names only those a table shows.
-MARKS = (("unstable", "⚠", "SM clock unstable"),
-         ("unconverged", "†", f"{report.NOT_CONVERGED} ({report.NOT_CONVERGED_WHY})"))
-
-
 def _summary_text(row: pd.Series) -> str:
-    text = f"{row['latency_ms']:.3g} ±{row['noise']:.1%}" + "".join(f" {mark}" for on, mark, _ in MARKS if row[on])
+    text = f"{row['latency_ms']:.3g} ±{row['noise']:.1%}" + "".join(f" {mark.symbol}" for mark in marks.MARKS
+                                                                    if row[mark.column])
     return text + (f" ·{row['speedup']:.2f}×" if pd.notna(row["speedup"]) else "")
 
 
 def legend(cells: pd.DataFrame) -> str:
-    """What the marks in these cells' summary entries mean, each only where a cell carries it ('' where none does)."""
-    return " · ".join(f"{mark}: {meaning}" for on, mark, meaning in MARKS if on in cells and cells[on].any())
+    """What the marks in these cells' summary entries mean (runner.marks.key), each only where a cell carries it (''
+    where none does)."""
+    return marks.key(mark.symbol for mark in marks.MARKS if mark.column in cells and cells[mark.column].any())
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
     """One experiment's nvbench-style table (of one run): a row per swept value (as `show` writes it: yes / no, 'no
     window'), a column per variant, each entry 'median ±noise ·speed-up over the baseline' (column `speedup`), marked
-    as MARKS says."""
+    as runner.marks says."""
     index = swept(cells) or ["shape"]
     table = cells.assign(shape=fixed_shape(cells)).sort_values("order")
     table = table.assign(entry=table.apply(_summary_text, axis=1))

@@ -15,6 +15,7 @@ from runner import compare as comparison
 from runner import leaderboard as board
 from runner import counted, report, shape
 from runner.machine import short_sha
+from runner.marks import UNSETTLED_MARK
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -264,7 +265,7 @@ def more_experiments(rest: list[pd.DataFrame]):
 def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown: bool, manifests: dict,
                 gpu_state: bool) -> None:
     """One experiment: its chart (with published figures at its shapes) beside its nvbench table; under them the SM
-    clock and power when recorded and asked for (`gpu_state`), else a line naming cells whose clock moved."""
+    clock and power when recorded and asked for (`gpu_state`), else a line naming the cells sampled unsettled."""
     name = cells["experiment"].iloc[0]
     chart, table = st.columns([5, 6])
     with chart:
@@ -279,9 +280,16 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
         if gpu_state:
             telemetry_row(drawn(cells, sel), sel)
-        elif unstable := int(cells["unstable"].sum()):
-            st.caption(f"⚠ {counted(unstable, 'cell')} of **{name}** whose SM clock moved more than "
-                       f"{charts.UNSTABLE} (ringed in red); their clock and power: **GPU clock and power** above")
+        elif said := ringed(cells):
+            st.caption(f"**{name}**: {said}; their clock and power: **GPU clock and power** above")
+
+
+def ringed(cells: pd.DataFrame) -> str:
+    """'⚠ 2 cells unsettled (sampled before its power state settled or ...), ringed in red': the cells runner.marks
+    marks ⚠, as the tables mark and the charts ring them; '' where none."""
+    mark = UNSETTLED_MARK
+    count = int(cells[mark.column].sum())
+    return f"{mark.symbol} {counted(count, 'cell')} {mark.word} ({mark.why}), ringed in red" if count else ""
 
 
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
@@ -304,9 +312,8 @@ def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> Non
 def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     """SM clock (min to max) and mean power (to max) against the same axis as latency, power limit dashed."""
     name = cells["experiment"].iloc[0]
-    unstable = int(cells["unstable"].sum())
-    unsettled = f": ⚠ {counted(unstable, 'cell')} whose SM clock moved more than {charts.UNSTABLE} (ringed in red)"
-    st.caption(f"GPU state while **{name}** was timed" + (unsettled if unstable else ""))
+    said = ringed(cells)
+    st.caption(f"GPU state while **{name}** was timed" + (f": {said}" if said else ""))
     clock = figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
                    "min–max")
     power = figure(cells, sel, "power_mean_w", "power", False, "power_mean_w", "power_max_w", "mean–max")

@@ -15,7 +15,8 @@ Names that look alike, each one job:
 - results.py: a run folder's objects (manifest, cells, shards, in-flight marker) and how they read back as one run.
 - store.py: where run folders live (a local folder or GCS); spool.py: a run's records on local disk first, then
   uploaded to the store; resume.py: whether a rerun of a run id may resume it on this machine, and what it keeps.
-- report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader.
+- report.py: terminal tables, markdown and exports of a run; frames.py: records as pandas frames for every reader;
+  marks.py: the marks (⚠ unsettled, † not converged) every reader gives a time, and what each means.
 - compare.py: two runs compared cell by cell (pure); report.py prints the comparison; cli.py holds every command,
   `compare` too (its arguments, which runs, what must hold, its exit codes).
 - kept.py: entries kept beside the compile cache for later runs, of tuning_cache.py (a library's tunings) and

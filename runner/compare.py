@@ -95,7 +95,7 @@ def labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
 
 def unsettled(cells: pd.DataFrame) -> pd.Series:
     """Cells sampled before their power state settled (power.settled false) or on an SM clock that moved more than
-    2 % (clock_unstable): runner.leaderboard.unsettled's rule, on a frame."""
+    2 % (clock_unstable): runner.marks.unsettled's rule, on a frame."""
     def flag(name: str, value: bool) -> pd.Series:
         return cells[name].eq(value) if name in cells else pd.Series(False, index=cells.index)
     return flag("power_settled", False) | flag("clock_unstable", True)

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from runner import shape
-from runner.leaderboard import NOT_FP8, cell_fp8_mark, unsettled
-from runner.power import UNSTABLE_SPREAD
+from runner.leaderboard import NOT_FP8, cell_fp8_mark
+from runner.marks import marks_of
 from runner.record import CellRecord
-from runner.report import NOT_CONVERGED, NOT_CONVERGED_WHY, unconverged
 
 # Families share a hue: JAX's own paths blue, cuDNN green, TransformerEngine orange, FP8 a lighter shade of its
 # bf16 twin, Pallas purple and red (the dashboard's colours too); any other variant takes a spare colour.
@@ -43,7 +42,7 @@ class Series:
     variant: str
     points: tuple[tuple[float, float], ...]
     source: int = 0
-    marks: tuple[str, ...] = ()  # each point's (MARKS: '' where none), for a table of the chart's numbers
+    marks: tuple[str, ...] = ()  # each point's (runner.marks: '' where none), for a table of the chart's numbers
 
 
 @dataclass(frozen=True)
@@ -87,19 +86,6 @@ METRICS = {
     "tflops": ("TFLOP/s", lambda c: c.tflops, False),
     "gbps": ("GB/s (Q, K, V, O read or written once)", lambda c: c.gbps, False),
 }
-
-
-# What a number in a table of a chart's points does not say of its cell, by the board's rule (runner.leaderboard's
-# unsettled: power state not settled or SM clock moved; marks_key words it): (mark, meaning, rule). The dashboard's
-# tables (dashboard.tables.MARKS) give ⚠ to an unstable clock alone: the same symbols, a narrower ⚠ there.
-MARKS = (("⚠", "sampled before its power state settled or on an SM clock that moved more than "
-          f"{100 * UNSTABLE_SPREAD:g} %", unsettled),
-         ("†", f"{NOT_CONVERGED}: {NOT_CONVERGED_WHY}", lambda c: unconverged(c) is not None))
-
-
-def marks_of(cell: CellRecord) -> str:
-    """The cell's MARKS, together ('⚠†'; '' where none)."""
-    return "".join(mark for mark, _, rule in MARKS if rule(cell))
 
 
 def series_of(cells: Iterable[CellRecord], x: str, rest: list[str], y, suffix: str = "",

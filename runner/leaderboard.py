@@ -5,11 +5,12 @@ with status `ok` (ran and agreed with the reference) compete. For each shape the
 margin over the next fastest variant and over `auto` (jax.nn.dot_product_attention with implementation=None:
 what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. A time whose power
 state never settled (power.settled false, docs/timing.md) or whose SM clock moved more than 2 % (clock_unstable)
-ranks but is named "unsettled", and a margin it takes part in is never decisive; a time whose record says FP8 ran
-(fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another precision, and one whose variant
-asked for FP8 that never reached its program is named "(not FP8)": it ran, and ranks, in its shape's dtype. Where the
-winner and the next ran two cuDNN releases (TE's worker loads its own), each is named with its own. Light on
-purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it from the same functions.
+ranks but is named "unsettled" (runner.marks' rule, ⚠ in tables), and a margin it takes part in is never decisive;
+a time whose record says FP8 ran (fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another
+precision, and one whose variant asked for FP8 that never reached its program is named "(not FP8)": it ran, and
+ranks, in its shape's dtype. Where the winner and the next ran two cuDNN releases (TE's worker loads its own), each is
+named with its own. Light on purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it
+from the same functions.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from runner.marks import UNSETTLED, UNSETTLED_WHY, unsettled
 from runner.record import CellRecord, cudnn_ran
 from runner.shape import label
 
@@ -96,11 +98,6 @@ def beyond_noise(gap, *noises):
     for noise in noises:
         beyond = beyond & (gap > noise)  # NaN compares False
     return beyond
-
-
-def unsettled(cell: CellRecord) -> bool:
-    """The cell's power state never settled (steady or burst), or its SM clock moved more than 2 % while sampled."""
-    return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
 
 
 FP8, NOT_FP8 = "FP8", "not FP8"
@@ -205,7 +202,7 @@ def _named(time: Time, legacy: Mapping[str, str], cudnn: bool = False) -> str:
     """The variant's name with its marks: legacy, FP8 or not FP8 (fp8_mark), its cuDNN where `cudnn` (the standing's
     two sides ran two releases), unsettled (its power state or clock): 'te (cuDNN 9.14.0, unsettled)'."""
     marks = [m for m, on in (("legacy", time.variant in legacy), (time.fp8_mark, time.fp8_mark),
-                             (f"cuDNN {time.cudnn}", cudnn), ("unsettled", time.unsettled)) if on]
+                             (f"cuDNN {time.cudnn}", cudnn), (UNSETTLED, time.unsettled)) if on]
     return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
 
 
@@ -214,7 +211,7 @@ def _not_decisive(standing: Standing) -> str | None:
     is decisive or there is no next."""
     if standing.runner_up is None or standing.decisive:
         return None
-    return "unsettled" if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
+    return UNSETTLED if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
 
 
 def _margin(standing: Standing) -> str:
@@ -232,9 +229,7 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 def marks_key(standings: list[Standing]) -> str:
     """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8, not
     FP8 and unsettled on a variant's name, noise unknown on a margin. The one wording of `show`'s board, the report's
-    and the dashboard's Leaderboard tab."""
-    from runner.power import UNSTABLE_SPREAD  # here: the board's other readers never need the sampler's module
-
+    and the dashboard's Leaderboard tab; unsettled in runner.marks' words."""
     shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
     meanings = [
         ("(FP8)", any(t.fp8_mark == FP8 for t in shown), "computes in FP8, another precision than the bf16 variants "
@@ -243,8 +238,8 @@ def marks_key(standings: list[Standing]) -> str:
          "program (its record's fp8.verdict): it ran in the shape's dtype, and ranks as that"),
         ("(cuDNN …)", any(s.cudnn_differs for s in standings), "the fastest and the next ran two cuDNN releases "
          "(TE's worker loads its own): their margin is in part the releases'"),
-        ("(unsettled)", any(t.unsettled for t in shown), "sampled before its power state settled or on an SM clock "
-         f"that moved more than {100 * UNSTABLE_SPREAD:g} %: a margin it takes part in is never decisive"),
+        (f"({UNSETTLED})", any(t.unsettled for t in shown), f"{UNSETTLED_WHY}: a margin it takes part in is never "
+         "decisive"),
         ("(noise unknown)", any(_not_decisive(s) == "noise unknown" for s in standings),
          "a noise (IQR / median) not recorded: the margin is never decisive"),
     ]

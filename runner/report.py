@@ -25,6 +25,7 @@ from rich.text import Text
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
 from runner.machine import short_sha
+from runner.marks import MARKS, NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, unconverged
 from runner.record import (NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, policy_said, power_policy,
                            run_settings)
 from runner.spool import Totals
@@ -46,29 +47,28 @@ def _timing_ms(c: CellRecord, timer: str) -> float | None:
     return next((t.median_s * 1e3 for t in c.timings if t.timer == timer), None)
 
 
-# A time whose noise never met timing.target_noise (its record's `converged` false), and why: its note in `show`, the
-# run's closing tables and the report, compare's count of such pairs, its mark's meaning in the dashboard's tables
-# (dashboard.tables.MARKS).
-NOT_CONVERGED, NOT_CONVERGED_WHY = "not converged", "noise above its target when sampling stopped"
-
-
 def noise_text(noise: float) -> str:
     """A noise (IQR / median) as a reader compares it with a target of a few percent: 2.2%, 35%."""
     return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
 
 
-def unconverged(c: CellRecord):
-    """The cell's headline timing where its noise never met its target (None where it did, or there is none)."""
-    headline = next((t for t in c.timings if t.timer == c.timer), None)
-    return headline if headline and not headline.converged else None
-
-
 def _marks(c: CellRecord) -> list[str]:
-    """What a reader should know of the cell's headline time: its SM clock moved, its noise never met its target."""
-    marks = [f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []
-    if headline := unconverged(c):
-        marks.append(f"{NOT_CONVERGED}: noise {noise_text(headline.noise)} on {headline.samples} samples")
-    return marks
+    """Each mark of the cell's headline time (runner.marks.MARKS), its symbol and word, with what the record says of
+    it: '⚠ unsettled: power state not settled, clock moved 9%', '† not converged: noise 35% on 3 samples'."""
+    return [f"{mark.symbol} {mark.word}: {_MARKED[mark.word](c)}" for mark in MARKS if mark.of(c)]
+
+
+def _unsettled_said(c: CellRecord) -> str:
+    power = ["power state not settled"] if c.power and c.power.settled is False else []
+    return ", ".join(power + ([f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []))
+
+
+def _unconverged_said(c: CellRecord) -> str:
+    headline = unconverged(c)
+    return f"noise {noise_text(headline.noise)} on {headline.samples} samples"
+
+
+_MARKED = {UNSETTLED: _unsettled_said, NOT_CONVERGED: _unconverged_said}  # what a cell's record says of each mark
 
 
 def _note(c: CellRecord) -> str:
@@ -836,7 +836,7 @@ def _unconverged(cells) -> str:
 def _unsettled(cells) -> str:
     """'; 18 of those sampled unsettled in A or B' where any pair was (runner.compare.cells' `unsettled`)."""
     count = int(cells["unsettled"].ne("").sum())
-    return f"; {count} of those sampled unsettled in A or B (power state or clock)" if count else ""
+    return f"; {count} of those sampled {UNSETTLED} in A or B (power state or clock)" if count else ""
 
 
 def timers_said(found) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner import figures, shape  # noqa: E402
+from runner import figures, marks, shape  # noqa: E402
 from runner.record import policy_said  # noqa: E402
 from runner.store import read_run  # noqa: E402
 
@@ -123,16 +123,14 @@ def chart_of(block: Block) -> figures.Chart:
 
 def table(chart: figures.Chart) -> str:
     """The figure's numbers: a row per swept value, a column per line, each number marked as show and the dashboard
-    mark its cell (figures.MARKS: unsettled, not converged), and under the table what each mark it shows means."""
+    mark its cell (runner.marks: unsettled, not converged), and under the table what each mark it shows means."""
     xs = sorted({x for s in chart.series for x, _ in s.points})
     values = [{x: f"{y:.4g}{mark}" for (x, y), mark in zip(s.points, s.marks or [""] * len(s.points))}
               for s in chart.series]
     header = f"| {chart.x} | " + " | ".join(s.label for s in chart.series) + " |"
     rows = [f"| {x:g} | " + " | ".join(v.get(x, "—") for v in values) + " |" for x in xs]
-    shown = {mark for s in chart.series for marks in s.marks for mark in marks}
-    key = [f"{mark} {meaning}" for mark, meaning, _ in figures.MARKS if mark in shown]
-    return "\n".join([header, "|---" * (len(chart.series) + 1) + "|", *rows,
-                      *([f"\n*{'; '.join(key)}.*"] if key else [])])
+    key = marks.key(mark for s in chart.series for point in s.marks for mark in point)
+    return "\n".join([header, "|---" * (len(chart.series) + 1) + "|", *rows, *([f"\n*{key}.*"] if key else [])])
 
 
 def policies(block: Block) -> str:

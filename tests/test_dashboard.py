@@ -428,11 +428,11 @@ def test_log_axes_tick_at_1_2_5(monkeypatch):
 
 def test_a_cpu_runs_tables_mark_times_that_did_not_converge_and_name_no_clock(monkeypatch):
     """The shipped CPU run reads no SM clock and most of its wall times ran out of budget: the legend above its
-    nvbench tables says what † means and nothing of a clock, and its entries carry the mark (tables.MARKS)."""
+    nvbench tables says what † means and nothing of a clock, and its entries carry the mark (runner.marks)."""
     app = select(open_app(monkeypatch), CPU_LAB5.rpartition("/")[2])
     app.radio(key="timer").set_value("wall").run()
     legends = [c.value for c in app.caption if c.value.startswith("median (ms)")]
-    assert legends and all("†: not converged" in c and "SM clock" not in c for c in legends)
+    assert legends and all("† not converged: " in c and "SM clock" not in c for c in legends)
     assert any(" † ·" in m.value for m in app.markdown if m.value.startswith("| T |"))
 
 
@@ -717,10 +717,11 @@ def test_clock_and_power_are_drawn_beside_latency_when_asked_and_unstable_cells_
     plain = open_app(monkeypatch, steady, more="true")  # latency alone, the unstable cell named
     assert {heading(f) for f in figures(plain)} == {"fwd: latency vs T", "fwd-bwd: latency vs T"}
     flagged = f"{100 * UNSTABLE_SPREAD:g} %"  # the rule that flags a cell clock_unstable (runner.power), as said
-    assert f"⚠ 1 cell of **fwd** whose SM clock moved more than {flagged}" in texts(plain.caption)
+    assert (f"**fwd**: ⚠ 1 cell unsettled (sampled before its power state settled or on an SM clock that moved more "
+            f"than {flagged}), ringed in red") in texts(plain.caption)
     app = open_app(monkeypatch, steady, clock="true")
     assert {heading(f) for f in figures(app)} >= {"fwd: SM clock vs T", "fwd: power vs T", "fwd: latency vs T"}
-    ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == f"clock unstable (> {flagged})")
+    ringed = next(t for t in titled(app, "fwd: latency")["data"] if t.get("name") == "⚠ unsettled")
     assert ringed["x"] == [32768]
     limit = [s for s in titled(app, "fwd: power")["layout"]["shapes"] if s.get("y0") == 700.0]
     assert limit

@@ -128,7 +128,7 @@ def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape
 def test_the_summary_table_has_swept_values_down_and_variants_across():
     cells = rated(H200_LAB5)
     seq = tables.measured(cells[cells["experiment"] == "seq-len"])
-    table = tables.summary(seq.assign(unstable=seq["seq_len"] == 512))
+    table = tables.summary(seq.assign(unsettled=seq["seq_len"] == 512))
     assert list(table.columns) == ["T", "naive", "xla", "cudnn"] and list(table["T"]) == ["64", "128", "256", "512",
                                                                                         "1024"]
     cudnn = seq[(seq["variant"] == "cudnn") & (seq["seq_len"] == 1024)].iloc[0]
@@ -141,16 +141,17 @@ def test_the_summary_table_has_swept_values_down_and_variants_across():
 
 def test_the_summary_marks_a_time_that_did_not_converge_and_its_legend_names_only_the_marks_shown():
     """A CPU run reads no clock: its legend said '⚠: SM clock unstable' all the same. Each mark and its meaning have
-    one owner (tables.MARKS); a time whose noise never met its target is marked †, by the timer the page shows."""
+    one owner (runner.marks); a time whose noise never met its target is marked †, by the timer the page shows."""
     seq = tables.measured(rated(H200_LAB5).query("experiment == 'seq-len'"))
-    assert not seq["unstable"].any() and not seq["unconverged"].any() and tables.legend(seq) == ""
+    assert not seq["unsettled"].any() and not seq["unconverged"].any() and tables.legend(seq) == ""
     slow = seq["seq_len"] == 512
     marked = seq.assign(unconverged=slow)
     table = tables.summary(marked).set_index("T")
     assert table.loc["512", "xla"].split(" ·")[0].endswith(" †") and "†" not in table.loc["256", "xla"]
-    assert tables.legend(marked) == "†: not converged (noise above its target when sampling stopped)"
-    both = tables.legend(marked.assign(unstable=slow))
-    assert both.startswith("⚠: SM clock unstable · †: not converged")
+    assert tables.legend(marked) == "† not converged: noise above its target when sampling stopped"
+    both = tables.legend(marked.assign(unsettled=slow))
+    assert both.startswith("⚠ unsettled: sampled before its power state settled or on an SM clock that moved more "
+                           "than 2 %; † not converged: ")
     wall = tables.measured(rated(H200_LAB5, timer="wall"))  # the wall timer ran out of budget on most H200 cells
     assert wall["unconverged"].any() and not tables.measured(rated(H200_LAB5))["unconverged"].all()
 

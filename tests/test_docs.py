@@ -204,7 +204,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("regressions.md", "an SM clock that moved more than {} % (`clock_unstable`)", 100 * power.UNSTABLE_SPREAD),
         ("regressions.md", "at most {} charts inline", artifacts.MAX_CHARTS),
         ("dashboard.md", "beyond both runs' noise and {} %", runner.COMPARE_THRESHOLD_PERCENT),
-        ("dashboard.md", "cells whose clock moved more than {} % are named", 100 * power.UNSTABLE_SPREAD),
+        ("dashboard.md", "never settled or its SM clock moved more than {} %) and †", 100 * power.UNSTABLE_SPREAD),
         ("dashboard.md", "they draw up to {} runs", charts.MAX_RUNS),
         ("dashboard.md", "a bucket: every {} minutes", data.REMOTE_TTL_S / 60),
         ("design.md", "compiles the programs of its next {} cells together", run.AHEAD_CELLS),
@@ -273,7 +273,7 @@ def test_a_results_table_holds_the_numbers_its_figure_draws():
 
 def test_a_results_table_marks_an_unsettled_or_unconverged_number_as_show_does_and_says_what_the_marks_mean():
     """hopper.md printed 515.9 and 870.4 TFLOP/s plain where their cells' clocks moved (show and the board mark
-    them): the pages mark each number as figures.MARKS does and say under the table what the marks it shows mean."""
+    them): the pages mark each number as runner.marks does and say under the table what the marks it shows mean."""
     from runner import figures
     from runner.store import read_run
 
@@ -282,8 +282,8 @@ def test_a_results_table_marks_an_unsettled_or_unconverged_number_as_show_does_a
     chart = figures.sweep_chart("c", "fwd", [(run.run_id, "", cells)], "tflops")
     lines = results_pages().table(chart).splitlines()
     assert lines[2:4] == ["| 4096 | 515.9⚠ | 815.7⚠† |", "| 8192 | 560.8⚠ | 870.4⚠ |"]
-    assert lines[-1] == ("*⚠ sampled before its power state settled or on an SM clock that moved more than 2 %; "
-                         "† not converged: noise above its target when sampling stopped.*")
+    assert lines[-1] == ("*⚠ unsettled: sampled before its power state settled or on an SM clock that moved more than "
+                         "2 %; † not converged: noise above its target when sampling stopped.*")
 
 
 # --- the README ----------------------------------------------------------------------------------------------------

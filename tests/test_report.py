@@ -35,7 +35,7 @@ def test_a_time_that_did_not_converge_says_so_in_its_note():
     print_tables([loose, settled], console)
     rows = [line for line in console.export_text().splitlines() if " ok " in line]
     headline = loose.timings[0]
-    assert rows[0].rstrip(" │").endswith(f"[not converged: noise {noise_text(headline.noise)} on {headline.samples} samples]")
+    assert rows[0].rstrip(" │").endswith(f"[† not converged: noise {noise_text(headline.noise)} on {headline.samples} samples]")
     assert "not converged" not in rows[1]
 
 

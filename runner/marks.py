@@ -1,0 +1,62 @@
+"""Marks: what a time does not say of itself, one table for every place that shows a time. ⚠ unsettled: sampled
+before its power state settled or on an SM clock that moved more than 2 % (the board names such a time so, and a
+margin it takes part in is never decisive); † not converged: its noise never met timing.target_noise. `show`'s and
+the report's notes, the leaderboard, the results pages' tables (runner.figures) and the dashboard's tables, captions
+and charts mark a time by these rules and say what a mark means in these words."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from runner.power import UNSTABLE_SPREAD
+from runner.record import CellRecord, TimerSummary
+
+UNSETTLED = "unsettled"
+UNSETTLED_WHY = ("sampled before its power state settled or on an SM clock that moved more than "
+                 f"{100 * UNSTABLE_SPREAD:g} %")
+NOT_CONVERGED, NOT_CONVERGED_WHY = "not converged", "noise above its target when sampling stopped"
+
+
+def unsettled(cell: CellRecord) -> bool:
+    """The cell's power state never settled (steady or burst), or its SM clock moved more than 2 % while sampled."""
+    return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
+
+
+def unconverged(cell: CellRecord) -> TimerSummary | None:
+    """The cell's headline timing where its noise never met its target (None where it did, or there is none)."""
+    headline = next((t for t in cell.timings if t.timer == cell.timer), None)
+    return headline if headline and not headline.converged else None
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A mark: its symbol, its word and why a time gets it, the rule on a record, and the column of a frame of cells
+    that holds the same rule (runner.compare's frame rules, by the timer a page shows: dashboard.tables.with_rates)."""
+
+    symbol: str
+    word: str
+    why: str
+    of: Callable[[CellRecord], bool]
+    column: str
+
+    @property
+    def meaning(self) -> str:
+        return f"{self.word}: {self.why}"
+
+
+UNSETTLED_MARK = Mark("⚠", UNSETTLED, UNSETTLED_WHY, unsettled, "unsettled")
+UNCONVERGED_MARK = Mark("†", NOT_CONVERGED, NOT_CONVERGED_WHY, lambda c: unconverged(c) is not None, "unconverged")
+MARKS = (UNSETTLED_MARK, UNCONVERGED_MARK)
+
+
+def marks_of(cell: CellRecord) -> str:
+    """The cell's marks, together ('⚠†'; '' where none)."""
+    return "".join(mark.symbol for mark in MARKS if mark.of(cell))
+
+
+def key(shown: Iterable[str]) -> str:
+    """What the marks among `shown` (symbols) mean, in MARKS' order: '⚠ unsettled: sampled before ...; † not
+    converged: ...' ('' where none is shown). The one key under every table that marks a time."""
+    found = set(shown)
+    return "; ".join(f"{mark.symbol} {mark.meaning}" for mark in MARKS if mark.symbol in found)

@@ -1,0 +1,72 @@
+"""The marks (runner.marks): a cell is marked for the same reasons, with the same words, wherever it is shown."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from dashboard import charts, data, tables, views
+from helpers import script
+from runner import figures, leaderboard, marks, report
+from runner.record import PowerState
+from stores import H200_LAB5, shipped, write_run
+
+WHY = marks.UNSETTLED_WHY
+
+
+def unsettled_run(tmp_path):
+    """lab5 on an H200 with the seq-len experiment's winner at T 512 sampled before its power state settled, on a
+    clock that held (clock_unstable false): the dashboard's tables marked it nothing, the board and the results pages
+    marked it unsettled (⚠), and show's note named only a moved clock."""
+    run = shipped(H200_LAB5)
+    seq = [c for c in run.cells if c.experiment == "seq-len" and c.status == "ok"]
+    at_512 = [c for c in seq if c.params.seq_len == 512]
+    winner = min(at_512, key=lambda c: c.median_s)
+    settled = PowerState(policy="steady", settled=True, rule="held")
+    cells = [c.model_copy(update={"power": PowerState(policy="steady", settled=False, rule="unsettled")
+                                  if c.key == winner.key else settled, "clock_unstable": False}) for c in run.cells]
+    write_run(tmp_path / "h200" / run.manifest.run_id, run.manifest, cells)
+    return run.manifest.run_id, cells, winner.key
+
+
+def test_an_unsettled_cell_on_a_steady_clock_is_marked_alike_on_every_surface(tmp_path):
+    run_id, cells, key = unsettled_run(tmp_path)
+    cell = next(c for c in cells if c.key == key)
+    seq = [c for c in cells if c.experiment == "seq-len"]
+    assert marks.marks_of(cell) == "⚠" and not cell.clock_unstable
+
+    # the board: its name says unsettled, its key line says why in the marks' words
+    board = leaderboard.contested(leaderboard.leaderboard(seq))
+    row = next(r for r, s in zip(leaderboard.rows(board), board) if s.winner.variant == cell.variant
+               and s.shape == leaderboard.label(cell.params.as_dict()))
+    assert row["fastest"].endswith(f"({marks.UNSETTLED})")
+    assert f"({marks.UNSETTLED}) {WHY}" in leaderboard.marks_key(board)
+
+    # the results pages: the number carries ⚠, the key under the table says what it means
+    chart = figures.sweep_chart("c", "seq-len", [(run_id, "", seq)])
+    lines = script("scripts/results_pages.py").table(chart).splitlines()
+    assert f"{cell.median_s * 1e3:.4g}⚠" in next(line for line in lines if line.startswith("| 512 |"))
+    assert lines[-1] == f"*⚠ {marks.UNSETTLED}: {WHY}.*"
+
+    # show and the report: the note names the mark and what the record says of it
+    console = Console(file=io.StringIO(), record=True, width=400)
+    report.print_tables([cell], console)
+    assert f"[⚠ {marks.UNSETTLED}: power state not settled]" in console.export_text()
+
+    # the dashboard: the nvbench table's entry carries ⚠, its legend the same key, the chart rings it
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    frame = tables.measured(tables.with_rates(snap.cells((run_id,)), snap.runs, "device"))
+    rows = frame[frame["experiment"] == "seq-len"].assign(speedup=float("nan"))
+    entry = tables.summary(rows).set_index("T").loc["512", cell.variant]
+    assert " ⚠" in entry and tables.legend(rows) == f"⚠ {marks.UNSETTLED}: {WHY}"
+    assert views.ringed(rows) == f"⚠ 1 cell {marks.UNSETTLED} ({WHY}), ringed in red"
+    chart = charts.lines(rows, "seq_len", "latency_ms", charts.Style(charts.colours(set(rows["variant"])), (run_id,)),
+                         "seq-len", "")
+    ringed = next(trace for trace in chart.data if trace.name == f"⚠ {marks.UNSETTLED}")
+    assert list(ringed.x) == [512]
+
+
+def test_the_key_names_each_mark_shown_in_one_order():
+    assert marks.key("") == "" and marks.key("†⚠") == marks.key("⚠†")
+    assert marks.key("†") == f"† {marks.NOT_CONVERGED}: {marks.NOT_CONVERGED_WHY}"
