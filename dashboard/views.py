@@ -148,7 +148,7 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
     if len(found.missing):
         text += f"; {len(found.missing)} ok before and missing now"
     if len(found.material):
-        text += f"; ⚠ differs: {comparison.said(found.material)}"
+        text += f"; differs: {comparison.said(found.material)}"  # compare's word: ⚠ is runner.marks' unsettled
     if over:
         text += f"; {over}"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"

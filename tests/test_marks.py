@@ -10,7 +10,7 @@ from dashboard import charts, data, tables, views
 from helpers import script
 from runner import figures, leaderboard, marks, report
 from runner.record import PowerState
-from stores import H200_LAB5, shipped, write_run
+from stores import H200_LAB5, SHIPPED, shipped, write_run
 
 WHY = marks.UNSETTLED_WHY
 
@@ -70,3 +70,14 @@ def test_an_unsettled_cell_on_a_steady_clock_is_marked_alike_on_every_surface(tm
 def test_the_key_names_each_mark_shown_in_one_order():
     assert marks.key("") == "" and marks.key("†⚠") == marks.key("⚠†")
     assert marks.key("†") == f"† {marks.NOT_CONVERGED}: {marks.NOT_CONVERGED_WHY}"
+
+
+def test_the_overview_names_what_two_runs_differ_in_without_the_unsettled_mark():
+    """⚠ means unsettled alone: the overview's line against the run before said '⚠ differs: version cudnn …', a run's
+    environment under a cell's mark; it says 'differs: …', `attnbench compare`'s word."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    run = H200_LAB5.rpartition("/")[2]
+    cells = tables.with_rates(snap.cells((run,)), snap.runs, "device")
+    sel = views.Selection([run], cells, {}, "device", None, charts.Style(charts.colours(set(cells["variant"])), (run,)))
+    said = views._move(snap, run, sel)
+    assert "; differs: version cudnn 9.19.0 → 9.14.0" in said and "⚠" not in said
