@@ -65,13 +65,20 @@ SHARDS ?= 1
 GPU ?= l4
 KUBECTL ?= kubectl
 TAG ?= $(shell git rev-parse --short HEAD)
-REGISTRY ?= $(shell terraform -chdir=terraform output -raw image_repository)
-RESULTS_URI ?= $(shell terraform -chdir=terraform output -raw results_uri)
-DASHBOARD_IP_NAME ?= $(shell terraform -chdir=terraform output -raw dashboard_ip_name)
+# terraform/'s output $(1) where terraform has it, else empty (k8s/terraform_output.py: why not `output -raw`); each
+# lookup runs the first time its variable is read, once
+terraform_output = $(shell terraform -chdir=terraform output -json 2>/dev/null | $(PYTHON) k8s/terraform_output.py $(1))
+REGISTRY ?= $(eval REGISTRY := $(call terraform_output,image_repository))$(REGISTRY)
+RESULTS_URI ?= $(eval RESULTS_URI := $(call terraform_output,results_uri))$(RESULTS_URI)
+DASHBOARD_IP_NAME ?= $(eval DASHBOARD_IP_NAME := $(call terraform_output,dashboard_ip_name))$(DASHBOARD_IP_NAME)
 # the runner by digest, looked up in Artifact Registry, so each node pulls it once (docs/gke.md, "Build and push")
-RUNNER_DIGEST ?= $(shell gcloud artifacts docker images describe $(REGISTRY)/attnbench:runner-$(TAG) \
-	--format='value(image_summary.digest)')
-IMAGE ?= $(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST))
+RUNNER_DIGEST ?= $(eval RUNNER_DIGEST := $(if $(REGISTRY),$(filter sha256:%,$(shell gcloud artifacts docker images \
+	describe $(REGISTRY)/attnbench:runner-$(TAG) --format='value(image_summary.digest)'))))$(RUNNER_DIGEST)
+IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST)))
+# what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line
+NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
+GIVEN = $(if $(NOT_GIVEN),$(error terraform/ has no outputs here (apply it first) — or give \
+	$(subst = ,= and ,$(NOT_GIVEN))))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
@@ -79,17 +86,21 @@ RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(G
 	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN) --dashboard-ip-name "$(DASHBOARD_IP_NAME)")
 
 render: $(INSTALLED)
+	$(GIVEN)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER)
 
 submit: $(INSTALLED)
+	$(GIVEN)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --apply job
 
 deploy: $(INSTALLED)
+	$(GIVEN)
 	$(RENDER) --apply platform
 
 nightly: $(INSTALLED)
+	$(GIVEN)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
 

@@ -18,7 +18,7 @@ import hcl2
 import pytest
 import yaml
 
-from deploy_tools import assert_clean, checkov, kustomize, skips, tool
+from deploy_tools import assert_clean, checkov, kustomize, skips, terraform, tool
 from helpers import REPO
 from runner import COMPILE_CACHE_ENV, RUN_ID_ENV
 from runner.cli import EXIT_INPUT, EXIT_NOT_RESUMABLE, EXIT_REGRESSION, EXIT_SIGTERM, build_parser
@@ -339,7 +339,8 @@ def test_make_render_writes_the_manifests(tmp_path):
 def test_make_render_takes_the_dashboards_static_ip_from_terraform(tmp_path):
     fake = tmp_path / "bin" / "terraform"  # answers the one question the Makefile asks: the IP's name for name = "lab"
     fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\n[ "$*" = "-chdir=terraform output -raw dashboard_ip_name" ] && echo lab-dashboard\n')
+    fake.write_text('#!/bin/sh\n[ "$*" = "-chdir=terraform output -json" ] && '
+                    'echo \'{"dashboard_ip_name": {"sensitive": false, "type": "string", "value": "lab-dashboard"}}\'\n')
     fake.chmod(0o755)
     done = make_render(tmp_path, "RUN=lab5-iap", "IAP_DOMAIN=bench.example.com",
                        env={**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}"})
@@ -347,6 +348,67 @@ def test_make_render_takes_the_dashboards_static_ip_from_terraform(tmp_path):
     platform = list(yaml.safe_load_all((tmp_path / "lab5-iap" / "platform.yaml").read_text()))
     ingress = one(platform, "Ingress")["metadata"]["annotations"]
     assert ingress["kubernetes.io/ingress.global-static-ip-name"] == "lab-dashboard"
+
+
+NO_OUTPUTS = "terraform/ has no outputs here (apply it first) — or give {}.  Stop."
+
+
+def stateless_checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A scratch copy of the Makefile and terraform/ where terraform has never applied (no state), and the environment
+    to run make there: the real terraform, a gcloud that fails (not logged in) first on PATH."""
+    terraform()
+    root = tmp_path / "checkout"
+    shutil.copytree(REPO / "terraform", root / "terraform", ignore=shutil.ignore_patterns("*.tfstate*", ".terraform*"))
+    (root / "k8s").mkdir()
+    for path in ("Makefile", "k8s/terraform_output.py"):
+        shutil.copy(REPO / path, root / path)
+    gcloud = tmp_path / "bin" / "gcloud"
+    gcloud.parent.mkdir()
+    gcloud.write_text("#!/bin/sh\nexit 1\n")
+    gcloud.chmod(0o755)
+    return root, {**os.environ, "MAKEFLAGS": "", "PATH": f"{gcloud.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def files_in(root: Path) -> set[Path]:
+    return {path.relative_to(root) for path in root.rglob("*")}
+
+
+def test_make_stops_in_one_line_where_terraform_has_no_outputs(tmp_path):
+    """Where terraform/ has not applied, `terraform output -raw` exits 0 with a warning box on stdout: the Makefile took
+    it for REGISTRY and RESULTS_URI, and the digest lookup's shell ran its backticked `terraform refresh` and `terraform
+    console` (a terraform.tfstate in the checkout, under `make -n` too). make now stops, naming what to give."""
+    root, env = stateless_checkout(tmp_path)
+    before = files_in(root)
+    for given, missing in (((), "REGISTRY= and RESULTS_URI="), (("-n",), "REGISTRY= and RESULTS_URI="),
+                           ((f"RESULTS_URI={RESULTS}",), "REGISTRY="), ((f"IMAGE={IMAGE}",), "RESULTS_URI=")):
+        done = subprocess.run(["make", "-s", "--old-file=.venv/.installed", "render", "SPEC=specs/lab5.yaml", "TAG=t",
+                               *given], cwd=root, capture_output=True, text=True, env=env, timeout=30)
+        assert done.returncode == 2 and done.stdout == "", given
+        assert re.fullmatch(rf"Makefile:\d+: \*\*\* {re.escape(NO_OUTPUTS.format(missing))}\n", done.stderr), given
+    assert files_in(root) == before
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="util-linux script (a pseudo-terminal) is not on PATH")
+def test_make_render_under_a_terminal_stops_where_terraform_has_no_outputs(tmp_path):
+    """Under a terminal the warning box's `terraform console` waited for input: make hung, with no prompt."""
+    root, env = stateless_checkout(tmp_path)
+    done = subprocess.run(["timeout", "30", "script", "-eqc", "make -s --old-file=.venv/.installed render "
+                           "SPEC=specs/lab5.yaml TAG=t", "/dev/null"], cwd=root, capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stdout  # 124 where the timeout ended a hung make
+    assert done.stdout.endswith(NO_OUTPUTS.format("REGISTRY= and RESULTS_URI=") + "\n")  # text: \r\n read as \n
+    assert not (root / "terraform.tfstate").exists()
+
+
+def test_a_terraform_output_is_taken_only_where_terraform_has_it_as_one_plain_word():
+    sys.path.insert(0, str(K8S))
+    from terraform_output import value
+
+    applied = json.dumps({"results_uri": {"value": RESULTS}, "bucket": {"value": "p-attnbench-results"},
+                          "dashboard_ip_name": {"value": ""}, "odd": {"value": "a `b`"}, "many": {"value": ["a"]}})
+    assert value(applied, "results_uri") == RESULTS
+    for name in ("dashboard_ip_name", "odd", "many", "image_repository"):
+        assert value(applied, name) == ""
+    assert value("{}", "results_uri") == value("", "results_uri") == value("Warning: No outputs", "results_uri") == ""
 
 
 def test_a_digest_pinned_runner_is_pulled_once_per_node(tmp_path, run_objects):

@@ -160,7 +160,7 @@ def test_outputs_feed_the_makefile(config):
     outputs = {name for block in config["output"] for name in block}
     makefile = (REPO / "Makefile").read_text()
     for name in ("image_repository", "results_uri", "dashboard_ip_name"):
-        assert name in outputs and f"output -raw {name}" in makefile
+        assert name in outputs and f"$(call terraform_output,{name})" in makefile
 
 
 def test_next_steps_build_and_push_as_the_runbook_does(config):
