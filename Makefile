@@ -79,6 +79,11 @@ IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGES
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
 GIVEN = $(if $(NOT_GIVEN),$(error terraform/ has no outputs here (apply it first) — or give \
 	$(subst = ,= and ,$(NOT_GIVEN))))
+# submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
+# in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone
+PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST))$(RUNNER_DIGEST),,$(error no image $(IMAGE) \
+	in Artifact Registry (gcloud artifacts docker images describe found none): push it (docs/gke.md, step 2) or log \
+	gcloud in — or give RUNNER_DIGEST= to apply the tag unpinned))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
@@ -92,6 +97,7 @@ render: $(INSTALLED)
 
 submit: $(INSTALLED)
 	$(GIVEN)
+	$(PUSHED)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --apply job
 
@@ -101,6 +107,7 @@ deploy: $(INSTALLED)
 
 nightly: $(INSTALLED)
 	$(GIVEN)
+	$(PUSHED)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
 

@@ -437,20 +437,42 @@ def granted_accounts() -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("digest", ["sha256:" + "ab" * 32, ""])
-def test_make_submit_pins_the_runner_by_the_digest_the_registry_reports(tmp_path, digest):
-    gcloud = tmp_path / "bin" / "gcloud"  # the registry: the runner's digest for the one image the Makefile names
-    gcloud.parent.mkdir()
+def planned_with_registry(tmp_path: Path, target: str, digest: str, *settings: str) -> subprocess.CompletedProcess:
+    """`make -n TARGET` for the runner tagged t1 in reg.example/p, where the registry reports `digest` for it (a gcloud
+    that answers the one question the Makefile asks; with no digest it fails, as a gcloud not logged in does)."""
+    gcloud = tmp_path / "bin" / "gcloud"
+    gcloud.parent.mkdir(exist_ok=True)
     gcloud.write_text('#!/bin/sh\n[ "$*" = "artifacts docker images describe reg.example/p/attnbench:runner-t1 '
-                      f'--format=value(image_summary.digest)" ] && echo "{digest}"\n')
+                      f'--format=value(image_summary.digest)" ] && [ -n "{digest}" ] && echo "{digest}"\n')
     gcloud.chmod(0o755)
-    done = subprocess.run(["make", "-n", "--no-print-directory", "--old-file=.venv/.installed", "submit",
-                           "REGISTRY=reg.example/p", "TAG=t1", f"RESULTS_URI={RESULTS}"], cwd=REPO,
+    return subprocess.run(["make", "-n", "--no-print-directory", "--old-file=.venv/.installed", target,
+                           "REGISTRY=reg.example/p", "TAG=t1", f"RESULTS_URI={RESULTS}", *settings], cwd=REPO,
                           capture_output=True, text=True,
                           env={**os.environ, "MAKEFLAGS": "", "PATH": f"{gcloud.parent}{os.pathsep}{os.environ['PATH']}"})
+
+
+def test_make_submit_pins_the_runner_by_the_digest_the_registry_reports(tmp_path):
+    digest = "sha256:" + "ab" * 32
+    done = planned_with_registry(tmp_path, "submit", digest)
     assert done.returncode == 0, done.stdout + done.stderr
-    image = re.search(r"--image (\S+)", done.stdout)[1]
-    assert image == "reg.example/p/attnbench:runner-t1" + (f"@{digest}" if digest else "")
+    assert re.search(r"--image (\S+)", done.stdout)[1] == f"reg.example/p/attnbench:runner-t1@{digest}"
+
+
+@pytest.mark.parametrize("target", ["submit", "nightly"])
+def test_make_applies_no_runner_the_registry_does_not_have_unless_told_to(tmp_path, target):
+    """A Job whose image was never pushed (or whose lookup failed, gcloud logged out) waited in ImagePullBackOff for
+    its 6-hour deadline: submit and nightly stop in one line; RUNNER_DIGEST= applies the tag; render writes it."""
+    refused = planned_with_registry(tmp_path, target, "")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.splitlines()[-1].endswith(
+        "*** no image reg.example/p/attnbench:runner-t1 in Artifact Registry (gcloud artifacts docker images describe "
+        "found none): push it (docs/gke.md, step 2) or log gcloud in — or give RUNNER_DIGEST= to apply the tag "
+        "unpinned.  Stop.")
+    offline, render = (planned_with_registry(tmp_path, target, "", "RUNNER_DIGEST="),
+                       planned_with_registry(tmp_path, "render", ""))
+    for done in (offline, render):
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert re.search(r"--image (\S+)", done.stdout)[1] == "reg.example/p/attnbench:runner-t1"
 
 
 def test_render_refuses_bad_input(tmp_path):
