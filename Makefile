@@ -57,7 +57,8 @@ test: $(INSTALLED) test-tools
 # GKE (docs/gke.md). Every value defaults to what terraform/ made; each can be given on the line.
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
-#   make render SPEC=... SHARDS=...                    write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing
+#   make render SPEC=... SHARDS=... [NIGHTLY=1]        write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing;
+#                                                      NIGHTLY=1: nightly.yaml too, what make nightly would apply
 #   make nightly SPEC=specs/lab5.yaml [GPU=h100] [SCHEDULE="0 3 * * *"]   a CronJob: run SPEC every night, compare it
 #                                                      with the run before, fail the Job on a regression
 SPEC ?= k8s/base/spec.yaml
@@ -89,11 +90,12 @@ RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(G
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
 	$(if $(DASHBOARD_IMAGE),--dashboard-image $(DASHBOARD_IMAGE)) \
 	$(if $(IAP_DOMAIN),--iap-domain $(IAP_DOMAIN) --dashboard-ip-name "$(DASHBOARD_IP_NAME)")
+NIGHTLY_RENDER = --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)")
 
 render: $(INSTALLED)
 	$(GIVEN)
 	$(BIN)/attnbench validate $(SPEC)
-	$(RENDER)
+	$(RENDER) $(if $(NIGHTLY),$(NIGHTLY_RENDER))
 
 submit: $(INSTALLED)
 	$(GIVEN)
@@ -109,7 +111,7 @@ nightly: $(INSTALLED)
 	$(GIVEN)
 	$(PUSHED)
 	$(BIN)/attnbench validate $(SPEC)
-	$(RENDER) --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)") --apply nightly
+	$(RENDER) $(NIGHTLY_RENDER) --apply nightly
 
 # what make made in this checkout: the venv, the demo's results and spool (build/spool), rendered manifests,
 # test output; ~/.cache/attnbench (other runs' spools, JAX's compilation cache) is shared and stays, and so do the

@@ -635,22 +635,38 @@ def test_checkov_passes_the_rendered_nightly_cronjob(tmp_path):
     assert "CronJob.attnbench.nightly-lab5-h100" in checked, sorted(checked)
 
 
-def test_make_nightly_renders_and_applies_the_cronjob(tmp_path):
-    kubectl = tmp_path / "bin" / "kubectl"  # the real kubectl renders; `apply` is recorded (no cluster from here)
-    kubectl.parent.mkdir()
+def make_nightly(tmp_path: Path, target: str, *settings: str) -> Path:
+    """`make TARGET SETTINGS` of lab5's nightly on l4, scheduled 15 4 * * *, into tmp_path/out, with a kubectl that
+    renders as the real one does and records what it is told to apply (no cluster from here) in tmp_path/applied;
+    the nightly.yaml it wrote."""
+    kubectl = tmp_path / "bin" / "kubectl"
+    kubectl.parent.mkdir(parents=True)
     kubectl.write_text(f'#!/bin/sh\nif [ "$1" = kustomize ]; then exec {tool("kubectl")} "$@"; fi\n'
                        f'echo "$@" >> {tmp_path / "applied"}\n')
     kubectl.chmod(0o755)
     done = subprocess.run(
-        ["make", "--no-print-directory", "--old-file=.venv/.installed", "nightly", "SPEC=specs/lab5.yaml", "GPU=l4",
-         f"RESULTS_URI={RESULTS}", f"IMAGE={IMAGE}", f"KUBECTL={kubectl}", f"RENDER_DIR={tmp_path / 'out'}",
-         "RUN=lab5-make-nightly", "SCHEDULE=15 4 * * *"],
+        ["make", "--no-print-directory", "--old-file=.venv/.installed", target, *settings, f"RESULTS_URI={RESULTS}",
+         f"IMAGE={IMAGE}", f"KUBECTL={kubectl}", f"RENDER_DIR={tmp_path / 'out'}", "RUN=lab5-make-nightly",
+         "SCHEDULE=15 4 * * *"],
         cwd=REPO, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""})
     assert done.returncode == 0, done.stdout + done.stderr
     nightly = tmp_path / "out" / "lab5-make-nightly" / "nightly.yaml"
-    assert (tmp_path / "applied").read_text() == f"apply -f {nightly}\n"
     cron = one(list(yaml.safe_load_all(nightly.read_text())), "CronJob")
     assert (cron["metadata"]["name"], cron["spec"]["schedule"]) == ("nightly-lab5-l4", "15 4 * * *")
+    return nightly
+
+
+def test_make_nightly_renders_and_applies_the_cronjob(tmp_path):
+    nightly = make_nightly(tmp_path, "nightly", "SPEC=specs/lab5.yaml", "GPU=l4")
+    assert (tmp_path / "applied").read_text() == f"apply -f {nightly}\n"
+
+
+def test_make_render_nightly_writes_the_cronjob_make_nightly_applies_and_applies_nothing(tmp_path):
+    """Reviewing the nightly before `make nightly` applies it took render.py's own flags by hand."""
+    lab5 = ("SPEC=specs/lab5.yaml", "GPU=l4")
+    reviewed = make_nightly(tmp_path / "render", "render", *lab5, "NIGHTLY=1")
+    assert not (tmp_path / "render" / "applied").exists()
+    assert reviewed.read_text() == make_nightly(tmp_path / "nightly", "nightly", *lab5).read_text()
 
 
 def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
