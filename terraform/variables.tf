@@ -68,7 +68,7 @@ variable "release_channel" {
 }
 
 variable "l4_machine_type" {
-  description = "G2 machine type of the L4 pool (one L4 each). The Job asks for 6 vCPU and 24 GiB; g2-standard-4's allocatable (about 3.9 vCPU, 12 GiB) cannot hold it, so the smallest is g2-standard-8."
+  description = "G2 machine type of the L4 pool (one L4 each). The Job asks for 6 vCPU and 24 GiB; g2-standard-4's allocatable (about 3.9 vCPU, 13.3 GiB, as docs/gke.md's Node sizes works out) cannot hold it, so the smallest is g2-standard-8."
   type        = string
   default     = "g2-standard-8"
   validation {

@@ -444,6 +444,20 @@ def test_allocatable_follows_the_tiers():
     assert round(32 - allocatable("g2-standard-8")[1] - EVICTION_GIB, 3) == 3.56
 
 
+def test_the_allocatable_figures_said_are_the_formulas(config):
+    """terraform's l4_machine_type description said g2-standard-4 leaves 12 GiB where gke.md's formula gives 13.3: each
+    'MACHINE ... about V vCPU and G GiB' said in gke.md's Node sizes and in that description is allocatable's."""
+    variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
+    node_sizes = (REPO / "docs" / "gke.md").read_text().split("## Node sizes")[1].split("\n## ")[0]
+    figures = r"([a-z0-9]+-[a-z0-9-]+)`?(?:'s allocatable \(|'s | leaves | )about ([\d.]+) vCPU(?:,| and) ([\d.]+) GiB"
+    said = re.findall(figures, " ".join((variable["description"] + " " + node_sizes).split()))
+    assert {machine for machine, _, _ in said} == {"g2-standard-4", "g2-standard-8", "a3-highgpu-1g"}, said
+    assert len(said) == 4, said  # g2-standard-4 in both
+    for machine, vcpus, gib in said:
+        digits = len(gib.partition(".")[2])
+        assert (vcpus, gib) == (f"{allocatable(machine)[0]:.1f}", f"{allocatable(machine)[1]:.{digits}f}"), machine
+
+
 def test_the_jobs_requests_fit_every_machine_type_terraform_admits(config):
     variable = next(block["l4_machine_type"] for block in config["variable"] if "l4_machine_type" in block)
     condition = first(variable["validation"])["condition"]
