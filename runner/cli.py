@@ -878,7 +878,7 @@ def _nothing_before(m, args) -> None:
     from runner.record import policy_said
 
     said = (f"no earlier run of {m.name} on {compare.gpu_name(m)} than {m.run_id} with its spec identity, power "
-            f"policy, {policy_said(m)}, and timer: nothing to compare with")
+            f"policy {policy_said(m)} and timer {compare.headline_timer(m)}: nothing to compare with")
     print(said, file=sys.stderr)
     if args.format == "markdown":
         sys.stdout.write(report.no_comparison_markdown(said))

@@ -679,7 +679,7 @@ def test_against_previous_with_no_earlier_run_has_nothing_to_compare(capsys, tmp
     done = in_process(capsys, "compare", b, "--against", "previous")
     assert (done.code, done.out) == (0, "")
     assert done.errors == ["no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power "
-                           "policy, steady (after settling), and timer: nothing to compare with"]
+                           "policy steady (after settling) and timer device: nothing to compare with"]
 
 
 def test_against_previous_with_no_earlier_run_still_gives_json_and_markdown(capsys, tmp_path):
@@ -687,8 +687,8 @@ def test_against_previous_with_no_earlier_run_still_gives_json_and_markdown(caps
     needs it null, each section empty, no regression, the reason as the verdict), where it held 6 of a night's 20;
     markdown with the reason under the heading."""
     b = copied(tmp_path, "lab5-first", DAY)
-    reason = ("no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power policy, steady "
-              "(after settling), and timer: nothing to compare with")
+    reason = ("no earlier run of lab5 on NVIDIA H200 than lab5-first with its spec identity, power policy steady "
+              "(after settling) and timer device: nothing to compare with")
     code, found = report(capsys, b, "--against", "previous", "--threshold", "7")
     said = {key: found[key] for key in ("a", "timer", "threshold", "regressed", "verdict", "settings")}
     assert (code, said) == (0, {"a": None, "timer": None, "threshold": 0.07, "regressed": False, "verdict": reason,
