@@ -1,7 +1,7 @@
-"""The options of `attnbench run` and `soak`: cli.py builds their parsers from here, and record.run_settings reads a
-run's argv back through the same parser, so a run's settings are what run understood (argparse's prefixes, a spec
-path after an option, an option given twice). Here, where the dashboard reads them without importing runner.cli
-(which arms SIGTERM to raise)."""
+"""The options of `attnbench run` and `soak`: cli.py builds their parsers from here, and run_argv reads a run's argv
+back through the same parser, so a run's settings (record.run_settings) and what `recheck` reruns are what run
+understood (argparse's prefixes, a spec path after an option, an option given twice). Here, where the dashboard reads
+them without importing runner.cli (which arms SIGTERM to raise)."""
 
 from __future__ import annotations
 
@@ -162,3 +162,30 @@ def run_arguments(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Na
         return parser, parser.parse_known_args(argv[2:])[0]
     except _Unparsed:
         return None
+
+
+def run_argv(manifest, options: tuple[str, ...]) -> list[str]:
+    """The arguments that give a run's `options` again (`manifest`: its record.Manifest, whose module imports this one)
+    as its own parser read its stored argv (run_arguments: an option by any prefix argparse takes, a plan's filters
+    extended), in the order of `options`, each left at its default left out; --compile-cache only as 'off', where the
+    manifest's compile cache was off (by argv, the environment or the spec): a folder is each run's own. Each value one
+    word, whatever it holds (a space): what `recheck` reruns, and record.run_settings says."""
+    parsed = run_arguments(manifest.argv)
+    given = {name: _given(*parsed, name) for name in options if name != "--compile-cache"} if parsed else {}
+    if manifest.compile_cache == "off":
+        given["--compile-cache"] = ["off"]
+    return [word for name in options if (values := given.get(name)) is not None for word in (name, *values)]
+
+
+def _given(parser: argparse.ArgumentParser, args: argparse.Namespace, option: str) -> list[str] | None:
+    """An option's values as run understood them, a word each (['off'], ['tp=1', 'seq_len=4096,8192'], [] for a
+    flag); None where it was left at its default."""
+    dest = option.removeprefix("--").replace("-", "_")  # argparse's name for it
+    value = getattr(args, dest)
+    if value == parser.get_default(dest) or value is None:
+        return None
+    if value is True:
+        return []
+    if isinstance(value, list):
+        return [f"{v[0]}={','.join(map(typed, v[1]))}" if isinstance(v, tuple) else v for v in value]
+    return [str(value)]

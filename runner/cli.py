@@ -34,7 +34,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from runner.arguments import Bounded, folder as folder_arg, max_cells_option, run_options, soak_options, typed
+from runner.arguments import (Bounded, folder as folder_arg, max_cells_option, run_argv, run_options, soak_options,
+                              typed)
 
 TERMINATION.arm()  # the modules loaded: SIGTERM raises from here; main() raises one that came before
 
@@ -592,21 +593,22 @@ def cmd_env(args, console: Console) -> int:
     return EXIT_OK
 
 
-def _shown_run(args):
-    """RUN as a run folder, else as a run id in --out (default: results), found at any depth as `runs` lists it."""
+def _shown_run(run: str, out: str | None):
+    """`run` as a run folder, else as a run id in `out` (--out; default: results), found at any depth as `runs` lists
+    it."""
     from runner.store import read_run
 
-    if args.out is None and (Path(args.run).is_dir() or Path(args.run).name != args.run):  # a folder, or a path
-        return read_run(args.run)
-    if args.out is not None and Path(args.run).name != args.run:
-        raise UsageError(f"{args.run}: with --out, RUN is a run id in it, not a path: give the run folder alone, or "
-                         "its id with --out")
-    if args.out is None and not Path(DEFAULT_OUT).is_dir():
-        raise UsageError(f"{args.run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
-    out = DEFAULT_OUT if args.out is None else args.out
+    if out is None and (Path(run).is_dir() or Path(run).name != run):  # a folder, or a path
+        return read_run(run)
+    if out is not None and Path(run).name != run:
+        raise UsageError(f"{run}: with --out, RUN is a run id in it, not a path: give the run folder alone, or its id "
+                         "with --out")
+    if out is None and not Path(DEFAULT_OUT).is_dir():
+        raise UsageError(f"{run}: no such run folder, nor a run of that id in {DEFAULT_OUT}/ (see attnbench runs)")
+    out = DEFAULT_OUT if out is None else out
     with _store_errors():  # reading can find the store out of reach, not only opening it
         store = _open_store(out, "--out", _read_timeout())
-        return store.read(_found(store, _run_id(args.run), out))
+        return store.read(_found(store, _run_id(run), out))
 
 
 def _found(store, run_id: str, out: str) -> str:
@@ -635,7 +637,7 @@ def _joined(out: str, folder: str) -> str:
 def cmd_show(args, console: Console) -> int:
     from runner.report import export
 
-    run = _shown_run(args)
+    run = _shown_run(args.run, args.out)
     if run.manifest is None and not run.cells:
         raise UsageError("\n".join(run.problems))
     _warn(run.problems)
@@ -704,17 +706,18 @@ def _parquet_ready(output: Path | None) -> None:
     _importable("pyarrow")
 
 
-def _compared(args) -> tuple:
-    """(A, B) as runs; A None when --against previous finds no earlier run."""
-    if len(args.runs) != (1 if args.against else 2):
-        raise UsageError("give two runs, A B, or one with --against previous" if not args.against else
-                         "--against previous compares one run, B, with the run before it: give B alone")
-    b = _shown_run(argparse.Namespace(run=args.runs[-1], out=args.out))
-    if not args.against:
-        return _shown_run(argparse.Namespace(run=args.runs[0], out=args.out)), b
+def _compared(runs: list[str], previous: bool, out: str | None) -> tuple:
+    """(A, B) as runs, of `runs` (A B, or B alone for the run before it where `previous`) in `out` (--out); A None
+    when there is no run before B."""
+    if len(runs) != (1 if previous else 2):
+        raise UsageError("--against previous compares one run, B, with the run before it: give B alone" if previous
+                         else "give two runs, A B, or one with --against previous")
+    b = _shown_run(runs[-1], out)
+    if not previous:
+        return _shown_run(runs[0], out), b
     if problems := _unread("B", b):  # no manifest, no spec to find the run before by
         raise UsageError("\n".join(problems))
-    return _previous_of(b, args.out), b
+    return _previous_of(b, out), b
 
 
 def _previous_of(b, out: str | None):
@@ -767,7 +770,7 @@ def _unread(which: str, run) -> list[str]:
 
 
 def cmd_compare(args, console: Console) -> int:
-    a, b = _compared(args)
+    a, b = _compared(args.runs, args.against == "previous", args.out)
     if a is None:
         _nothing_before(b.manifest, args)
         _gate_report(args.report, b, None)
@@ -783,8 +786,7 @@ def cmd_recheck(args, console: Console) -> int:
     some), then judged again with it: exit 1 only where one is slower again, or a cell ok in A is not in B."""
     _importable(*WORKER_LIBRARIES)
     previous = args.against == "previous"
-    a, b = _compared(argparse.Namespace(runs=[args.run] if previous else [args.against, args.run],
-                                        against=args.against if previous else None, out=args.out))
+    a, b = _compared([args.run] if previous else [args.against, args.run], previous, args.out)
     if a is None:
         _nothing_before(b.manifest, args)
         _gate_report(args.report, b, None)
@@ -793,9 +795,7 @@ def cmd_recheck(args, console: Console) -> int:
     if len(found.slower):
         if code := _measure_again(args, b, frozenset(found.slower["key"])):
             return code
-        again = _recheck_of(b)
-        _warn(again.problems if again else [])
-        found = _comparison(a, b, args.threshold / 100, again)
+        found = _judged_with(a, b, args.threshold, _recheck_of(b))
     else:  # said, so that a log tells "nothing to measure" from "measured, and not reproduced"
         print(f"no cell of {b.run_id} slower than {a.run_id}: nothing to measure again", file=sys.stderr)
     _print_comparison(found, args.format, console)
@@ -808,13 +808,20 @@ def _judged(a, b, threshold: float, allow_different_gpu: bool, allow_policy_chan
     runs it cannot compare, or that share no cell, are bad input."""
     if problems := _not_comparable(a, b, allow_different_gpu, allow_policy_change):
         raise UsageError("\n".join(problems))
-    _warn(a.problems + b.problems + (again.problems if again else []))
-    found = _comparison(a, b, threshold / 100, again)
+    _warn(a.problems + b.problems)
+    found = _judged_with(a, b, threshold, again)
     if not found.common:
         raise UsageError(f"A ({a.run_id}, {counted(len(a.cells), 'cell')}) and B ({b.run_id}, "
                          f"{counted(len(b.cells), 'cell')}) share no "
                          "cell (the same experiment, variant and shape): are they runs of the same spec?")
     return found
+
+
+def _judged_with(a, b, threshold: float, again):
+    """A against B, two runs compare judges comparable, with `again` (B's recheck, its problems warned) where given:
+    _judged's tail, and recheck's judgement once it measured B's slower cells again."""
+    _warn(again.problems if again else [])
+    return _comparison(a, b, threshold / 100, again)
 
 
 def _comparison(a, b, threshold: float, again=None):
@@ -855,7 +862,7 @@ def _measure_again(args, b, keys: frozenset[str]) -> int:
     off, a compile cache that was off, --measure-ceilings) on this machine, into the run B-recheck beside B (a rerun
     resumes it), as `run` measures (its progress on stderr): run's exit code."""
     from runner.compare import recheck_id
-    from runner.record import HOW_OPTIONS, run_settings
+    from runner.record import HOW_OPTIONS
     from runner.spec import SpecError, parse_spec, stored_document
 
     try:
@@ -866,8 +873,8 @@ def _measure_again(args, b, keys: frozenset[str]) -> int:
     argv = ["run", f"{b.run_id}'s stored spec", "--out", _beside(b), "--run-id", recheck_id(b.run_id)]
     argv += ["--spool", str(args.spool)] if args.spool else []
     argv += ["--compile-cache", args.compile_cache] if args.compile_cache else []
-    argv += run_settings(b.manifest, HOW_OPTIONS).split()  # B's own, last: a cache B ran without stays off
-    run, _ = build_parser().parse_known_args(argv)  # B's own options, as run's parser read them (record.run_settings)
+    argv += run_argv(b.manifest, HOW_OPTIONS)  # B's own, last: a cache B ran without stays off
+    run, _ = build_parser().parse_known_args(argv)
     return _measure(run, spec, _select(spec, None, None, keys=keys), None, _stderr(), b.run_id)
 
 
@@ -919,7 +926,7 @@ def _against_previous(run, out: str | None):
 
 
 def cmd_report(args, console: Console) -> int:
-    runs = [_shown_run(argparse.Namespace(run=run, out=args.out)) for run in args.runs]
+    runs = [_shown_run(run, args.out) for run in args.runs]
     for run in runs:
         if run.manifest is None:
             raise UsageError("\n".join(run.problems) or f"{run.dir}: no manifest, not a run")

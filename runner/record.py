@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import re
+import shlex
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from runner.arguments import run_arguments, typed
+from runner.arguments import run_argv
 from runner.shape import READING, Cotangent, Fp8Matmul, Params, Strict
 
 SCHEMA_VERSION = 15
@@ -505,29 +506,10 @@ PLAN_OPTIONS = ("--only", "--variants", "--where")
 
 
 def run_settings(manifest: Manifest, options: tuple[str, ...] = HOW_OPTIONS + PLAN_OPTIONS) -> str:
-    """The run's settings among `options` as run's own parser read its argv (arguments.run_arguments: an option by
-    any prefix argparse takes, a plan's filters extended, in the order of `options`; the default --compile-ahead on
-    left out) and '--compile-cache off' where its manifest's compile cache was off (by argv, the environment or the
-    spec); '' where none: what sets apart runs of one spec (`runs`, compare.previous)."""
-    parsed = run_arguments(manifest.argv)
-    given = {name: _given(*parsed, name) for name in options if name != "--compile-cache"} if parsed else {}
-    if manifest.compile_cache == "off":
-        given["--compile-cache"] = "off"
-    return " ".join(f"{name} {value}".rstrip() for name in options if (value := given.get(name)) is not None)
-
-
-def _given(parser, args, option: str) -> str | None:
-    """An option's value as run understood it, in words ('off', 'tp=1 seq_len=4096,8192', '' for a flag); None where
-    it was left at its default."""
-    dest = option.removeprefix("--").replace("-", "_")  # argparse's name for it
-    value = getattr(args, dest)
-    if value == parser.get_default(dest) or value is None:
-        return None
-    if value is True:
-        return ""
-    if isinstance(value, list):
-        return " ".join(f"{v[0]}={','.join(map(typed, v[1]))}" if isinstance(v, tuple) else v for v in value)
-    return str(value)
+    """The run's settings among `options` (arguments.run_argv: as run's own parser read its argv, the default
+    --compile-ahead on left out, '--compile-cache off' where its compile cache was off) as a shell reads them, a value
+    that holds a space quoted; '' where none: what sets apart runs of one spec (`runs`, compare.previous)."""
+    return shlex.join(run_argv(manifest, options))
 
 
 # --- migrations: one step per schema_version, applied in order --------------------------------------------------

@@ -589,3 +589,23 @@ def test_a_runs_settings_are_what_runs_own_parser_understood(argv, settings):
                                          "manifest.json").read_text()))
     run = manifest.model_copy(update={"argv": ["attnbench", *argv] if argv else [], "compile_cache": "/tmp/c"})
     assert run_settings(run) == settings
+
+
+def test_run_argv_gives_each_setting_again_as_one_word_whatever_it_holds():
+    """run_argv (what recheck reruns B's settings with, and run_settings says) keeps each value one argument: run's
+    parser reads them back as the run's own, a value holding a space included, and run_settings quotes it as a shell
+    would; its words split on spaces would be other values."""
+    from runner.arguments import _reader, run_argv
+    from runner.record import HOW_OPTIONS, PLAN_OPTIONS, run_settings
+
+    manifest = read_manifest(json.loads((FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000" /
+                                         "manifest.json").read_text()))
+    argv = ["attnbench", "run", "s.yaml", "--only", "seq len", "--compile-ahead=off", "--variants", "xla", "cudnn",
+            "--where", "seq_len=64,128", "--measure-ceilings", "--only", "masks"]
+    run = manifest.model_copy(update={"argv": argv, "compile_cache": "off"})
+    given = run_argv(run, HOW_OPTIONS + PLAN_OPTIONS)
+    assert given == ["--compile-ahead", "off", "--compile-cache", "off", "--measure-ceilings", "--only", "seq len",
+                     "masks", "--variants", "xla", "cudnn", "--where", "seq_len=64,128"]
+    again, first = (_reader("run").parse_args(words) for words in (["s.yaml", *given], argv[2:]))
+    assert vars(again) == vars(first) | {"compile_cache": "off"}
+    assert run_settings(run, PLAN_OPTIONS) == "--only 'seq len' masks --variants xla cudnn --where seq_len=64,128"
