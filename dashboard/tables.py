@@ -316,19 +316,16 @@ def reproduced(a: pd.DataFrame, b: pd.DataFrame, verdict: pd.Series, again: pd.D
                manifests: dict[str, Manifest | None]) -> pd.Series:
     """Each step's `verdict` (the points before, `a`, and after, `b`), a slower one 'not reproduced' where the run
     after's recheck (its cells among `again`, history points of the runs whose manifest names the run they recheck)
-    finds the cell clearly not slower than the run before: runner.compare.refuted, as `attnbench compare` of the two
+    finds the cell clearly not slower than the run before: runner.compare.rechecked, as `attnbench compare` of the two
     runs says (compare.reproduced)."""
     if again is None or again.empty:
         return verdict
-    rechecked = again.assign(recheck=again["run"], run=again["run"].map(lambda r: manifests[r].rechecks))
-    found = b[["run", "key"]].merge(rechecked, on=["run", "key"], how="left")
-    timed = found["median"].notna().to_numpy()
+    rechecks = again.assign(recheck=again["run"], run=again["run"].map(lambda r: manifests[r].rechecks))
+    found = b[["run", "key"]].merge(rechecks, on=["run", "key"], how="left")
     floors = (a["run"].map(lambda r: compare.confirm_samples(manifests.get(r))).astype(int),
               found["recheck"].map(lambda r: compare.confirm_samples(manifests.get(r))).astype(int))
     pairs = pd.concat([a.add_suffix("_a"), found.add_suffix("_b")], axis=1)
-    judged = compare.moves(pairs.assign(unconverged_b=pairs["unconverged_b"].fillna(True)), floors=floors)["verdict"]
-    unconverged = pairs["unconverged_a"].astype(bool) | pairs["unconverged_b"].fillna(True).astype(bool)
-    gone = verdict.eq("slower").to_numpy() & timed & compare.refuted(judged, unconverged).to_numpy()
+    gone = verdict.eq("slower").to_numpy() & compare.rechecked(pairs, floors=floors)["refuted"].to_numpy()
     return verdict.mask(gone, compare.NOT_REPRODUCED)
 
 

@@ -260,6 +260,14 @@ def flagged_sides(a: pd.Series, b: pd.Series) -> list[str]:
     return [", ".join(side for side, on in (("A", x), ("B", y)) if on) for x, y in zip(a.astype(bool), b.astype(bool))]
 
 
+def side_by_side(a: pd.DataFrame, b: pd.DataFrame, timer: str | None) -> pd.DataFrame:
+    """The cells correct and timed by `timer` in both runs, in A's order, as the pairs `moves` judges: A's columns
+    suffixed _a beside B's times, flags and kernels suffixed _b."""
+    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "samples", "unsettled", "unconverged",
+                                                  "backend", "kernels"]], on="key", suffixes=("_a", "_b"))
+    return both.sort_values("order").reset_index(drop=True)
+
+
 def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float = DEFAULT_THRESHOLD,
           floors: tuple[int, int] = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.DataFrame:
     """Per cell correct and timed by `timer` in both runs (in A's order; none without a timer): B's median over A's, each run's noise (IQR / median)
@@ -268,9 +276,7 @@ def cells(a: pd.DataFrame, b: pd.DataFrame, timer: str | None, threshold: float 
     state as well as code; `unconverged` the side(s) whose noise never met its target; `kernel`
     says where B ran another implementation than A (kernel_change: 'backend xla → cudnn', 'another kernel'; ''
     where not), whose ratio is another kernel's as well as this code's."""
-    both = timed(a, timer).merge(timed(b, timer)[["key", "median", "q1", "q3", "samples", "unsettled", "unconverged",
-                                                  "backend", "kernels"]], on="key", suffixes=("_a", "_b"))
-    both = both.sort_values("order").reset_index(drop=True)
+    both = side_by_side(a, b, timer)
     return pd.DataFrame({
         "key": both["key"], "experiment": both["experiment"], "variant": both["variant"], "shape": labels(both),
         "a_ms": both["median_a"] * 1e3, "b_ms": both["median_b"] * 1e3, **moves(both, threshold, floors),
@@ -291,20 +297,24 @@ def reproduced(table: pd.DataFrame, a: pd.DataFrame, again: pd.DataFrame | None,
     target, stays slower: such a recheck proves nothing, and a gate it passed would hide a real regression."""
     if again is None:
         return table.assign(recheck_ratio=math.nan)
-    judged = cells(a, _with_columns(again), timer, threshold, floors)
-    found = table.merge(judged[["key", "ratio", "verdict", "unconverged"]].rename(
-        columns={"ratio": "recheck_ratio", "verdict": "again", "unconverged": "again_unconverged"}), on="key",
-        how="left")
-    gone = found["verdict"].eq("slower") & refuted(found["again"], found["again_unconverged"].ne(""))
-    return found.assign(verdict=found["verdict"].mask(gone, NOT_REPRODUCED)).drop(columns=["again",
-                                                                                          "again_unconverged"])
+    both = side_by_side(a, _with_columns(again), timer)
+    judged = rechecked(both, threshold, floors).assign(key=both["key"]).rename(columns={"ratio": "recheck_ratio"})
+    found = table.merge(judged, on="key", how="left")
+    gone = found["verdict"].eq("slower") & found["refuted"].eq(True)  # NaN: a cell not measured again
+    return found.assign(verdict=found["verdict"].mask(gone, NOT_REPRODUCED)).drop(columns="refuted")
 
 
-def refuted(again: pd.Series, unconverged: pd.Series) -> pd.Series:
-    """Whether A against B's recheck (each pair's verdict `again`, and whether a side of it did not converge) finds a
-    slower cell clearly not slower: faster (a move confirmed), or within noise on a pair both sides of which converged;
-    the one rule by which a slower cell is not reproduced (here and in the dashboard's History)."""
-    return again.eq("faster") | (again.eq("within noise") & ~unconverged.astype(bool))
+def rechecked(both: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
+              floors: tuple = (CONFIRM_SAMPLES, CONFIRM_SAMPLES)) -> pd.DataFrame:
+    """Per pair of `timed` rows side by side, A's (_a) against B's recheck's (_b), as `moves` takes them: the
+    recheck's ratio to A and whether it finds the cell clearly not slower (`refuted`): faster (a move confirmed), or
+    within noise on a pair both sides of which converged. The one rule by which a slower cell is not reproduced, here
+    (reproduced) and in the dashboard's History, whose pairs hold NaN where the recheck did not time a cell: within
+    noise of nothing, and not converged, so never refuted."""
+    moved = moves(both, threshold, floors)
+    unconverged = both["unconverged_a"].astype(bool) | both["unconverged_b"].astype(bool)  # NaN: True
+    refuted = moved["verdict"].eq("faster") | (moved["verdict"].eq("within noise") & ~unconverged)
+    return pd.DataFrame({"ratio": moved["ratio"], "refuted": refuted}, index=both.index)
 
 
 def kernel_changes(a: pd.DataFrame, b: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

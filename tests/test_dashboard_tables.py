@@ -584,3 +584,35 @@ def test_history_leaves_a_recheck_out_of_its_series_and_judges_the_run_it_rechec
     assert found.not_reproduced["key"].tolist() == [gone] and found.slower["key"].tolist() == [real]  # compare's
     moved = views._move(snap, "lab5-b", SimpleNamespace(timer=None))  # the Overview's line counts it as compare does
     assert moved.startswith("vs `lab5-a`: 1 slower, 0 faster, 1 not reproduced (slower, not when measured again) of ")
+
+
+def test_history_clears_a_step_by_its_recheck_only_where_compare_does(tmp_path):
+    """History judges a recheck by compare's own rule (runner.compare.rechecked): of four cudnn cells 1.5x slower in
+    b, the recheck finds one within noise on a side that never converged (20 samples, 10 % either side), one 1.3x on 3
+    samples (unconfirmed), one as in a and converged, and does not time the fourth; only the converged one is `not
+    reproduced`, the other three stay regressions, as `attnbench compare a b` says of the same runs."""
+    from dashboard import views
+    from test_compare import unconverged
+
+    template = shipped(H200_LAB5_NO_TE)
+    noisy, few, settled, untimed = [c.key for c in template.cells if c.variant == "cudnn" and c.status == "ok"][:4]
+    shape = {noisy: (20, 0.1), few: (3, 0.05)}
+    made = (("lab5-a", 1, {}), ("lab5-b", 2, dict.fromkeys([noisy, few, settled, untimed], 1.5)),
+            ("lab5-b-recheck", 2.5, {few: 1.3}))
+    for run_id, day, factor in made:
+        manifest, cells = copy_run(template, run_id, dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+                                   + dt.timedelta(days=day), factor=lambda c: factor.get(c.key, 1.0))
+        if run_id == "lab5-b-recheck":
+            manifest = manifest.model_copy(update={"rechecks": "lab5-b", "cell_order": [noisy, few, settled]})
+            cells = [unconverged(c, *shape[c.key]) if c.key in shape else c for c in cells
+                     if c.key in (noisy, few, settled)]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    snap = data.snapshot(str(tmp_path), data.RunCache())
+    points = tables.history(snap.cells(("lab5-a", "lab5-b")), snap.runs, "device")
+    judged = tables.judged_steps(points, snap.manifests, views.rechecks_of(snap, ["lab5-a", "lab5-b"], {}, "device"))
+    assert sorted(tables.regressions(judged)["key"]) == sorted([noisy, few, untimed])
+    assert tables.not_reproduced(judged)["key"].tolist() == [settled]
+    cells = snap.cells(("lab5-a", "lab5-b"))
+    found = views.judged(snap, "lab5-a", "lab5-b", cells[cells["run"] == "lab5-a"], cells[cells["run"] == "lab5-b"])
+    assert sorted(found.slower["key"]) == sorted([noisy, few, untimed])
+    assert found.not_reproduced["key"].tolist() == [settled]
