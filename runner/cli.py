@@ -288,10 +288,43 @@ def _cells_in(done: int, where) -> str:
     return {0: "no cell is", 1: "the 1 cell is"}.get(done, f"all {counted(done, 'cell')} are") + f" in {where}"
 
 
+RERUN_RECHECK = "rerun the same attnbench recheck command"  # recheck takes no --run-id: its run id is B's
+
+
 def _rerun(run_id: str, rechecks: str | None) -> str:
     """What goes on with a run cut short: `run` under the same --run-id, or (`rechecks`: recheck's run, which takes no
     --run-id) the same `attnbench recheck` command, whose run id is B's."""
-    return "rerun the same attnbench recheck command" if rechecks else f"rerun with --run-id {run_id}"
+    return RERUN_RECHECK if rechecks else f"rerun with --run-id {run_id}"
+
+
+def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
+    """What to run where resuming a run on this machine is refused: the same command under the run's settings, or a
+    new run (_anew: recheck's after its folders in the store and the spool are moved elsewhere)."""
+    anew = _anew(rechecks, ready.store.location(ready.run_id), ready.spool_dir)
+    return f"{RERUN_RECHECK if rechecks else 'rerun'} under the run's settings, or {anew}"
+
+
+def _anew(rechecks: str | None, *where) -> str:
+    """How to begin a new run where the run id is refused to this one: `run` takes another --run-id; recheck
+    (`rechecks`: B's run id) takes none, its run id being B's, so the run in the folders `where` is moved out of its
+    way."""
+    from runner.compare import recheck_id
+
+    if rechecks:
+        return (f"move {' and '.join(map(str, where))} elsewhere for a new recheck (recheck takes no --run-id: its run "
+                f"id is {recheck_id(rechecks)})")
+    return f"give another --run-id (or unset {RUN_ID_ENV}) for a new run"
+
+
+def _aside(kept, ready: Ready, rechecks: str | None) -> str:
+    """Where a late refusal moved the cells measured meanwhile (runner.resume.set_aside), and `run`'s rerun that
+    uploads them; a recheck's are kept in the spool, for a recheck uploads no run but B's recheck."""
+    from runner.compare import recheck_id
+    from runner.resume import aside_rerun, aside_said
+
+    if rechecks:
+        return f"{aside_said(kept)}, kept there (a recheck uploads no run but {recheck_id(rechecks)})"
+    return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
 
 
 def _run_exit(outcome, spool, location: str, rechecks: str | None = None) -> int:
@@ -397,7 +430,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     from runner.shard import select
 
     cells = select(every, shard) if shard else every
-    ready = _preflight(args, spec, shard)
+    ready = _preflight(args, spec, shard, rechecks)
     _say_unreachable(ready)
     if args.dry_run:
         return _dry_run(cells, shard, console)
@@ -409,32 +442,44 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
-        print(f"error: {refusal(ready.run_id, str(outcome.refused))}", file=sys.stderr)
+        print(f"error: {refusal(ready.run_id, str(outcome.refused))}; {_resumed_or_anew(ready, rechecks)}",
+              file=sys.stderr)
         return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
-            return _refused_late(outcome.refused, spool, spec, args.spec, ready, console)
+            return _refused_late(outcome.refused, spool, spec, args.spec, ready, console, rechecks)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
         return _run_exit(outcome, spool, location, rechecks)
 
 
-def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console) -> int:
+def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console, rechecks: str | None) -> int:
     """A run refused once cells were measured into its spool: those cells moved to a run id of their own
     (runner.resume.set_aside), its tables, the one line saying where they are and what to run next, its exit code."""
-    from runner.resume import OtherMachine, aside_said, refusal, set_aside
+    from runner.resume import OtherMachine, refusal, set_aside
     from runner.run import new_run_id
 
     location = ready.store.location(ready.run_id)
     kept = set_aside(spool, new_run_id(spec), ready.store)
     _run_report(kept, f"{kept.dir} (the spool; not in {location})", console)
-    aside = aside_said(kept, ready.spool_root) if kept is not spool else ""
+    aside = _aside(kept, ready, rechecks) if kept is not spool else ""
     if isinstance(refused, OtherMachine):
-        found = f"found when {location} answered: nothing uploaded"
-        print(f"error: {refusal(spool.run_id, str(refused), found, aside)}", file=sys.stderr)
+        print(f"error: {refusal(spool.run_id, str(refused))}; found when {location} answered: nothing uploaded"
+              f"{_next_after(aside, ready, rechecks)}", file=sys.stderr)
         return EXIT_NOT_RESUMABLE
-    print(f"error: {_another_spec(spool.run_id, refused.where, refused.manifest, spec, spec_path)}; found before the "
-          f"first upload: nothing uploaded{f'; {aside}' if aside else ', no cell measured'}", file=sys.stderr)
+    another = _another_spec(spool.run_id, refused.where, refused.manifest, spec, spec_path, rechecks)
+    print(f"error: {another}; found before the first upload: nothing uploaded"
+          f"{f'; {aside}' if aside else ', no cell measured'}", file=sys.stderr)
     return EXIT_INPUT
+
+
+def _next_after(aside: str, ready: Ready, rechecks: str | None) -> str:
+    """The end of the line of a resume refused late: the cells measured meanwhile (`aside`, _aside's; '' where none)
+    and what to run next: `run`'s rerun that uploads them, or the run again under its settings, or a new run."""
+    if not aside:
+        return f", no cell measured; {_resumed_or_anew(ready, rechecks)}"
+    if rechecks:
+        return f"; {aside}; {_resumed_or_anew(ready, rechecks)}"
+    return f"; {aside}, or under the run's settings to resume {ready.run_id}"
 
 
 @dataclass
@@ -449,7 +494,7 @@ class Ready:
     timeout_s: float  # each store call retries this long
 
 
-def _preflight(args, spec, shard) -> Ready:
+def _preflight(args, spec, shard, rechecks: str | None) -> Ready:
     """Every check a run makes before its first cell, in a dry run too: --out, the shard's run id, the run id, the
     store (credentials, write access), the spool. A dry run leaves nothing, in a local folder or the spool (a folder
     made to prove one can be, and removed)."""
@@ -476,11 +521,11 @@ def _preflight(args, spec, shard) -> Ready:
     places = [(spool_store(root, store), str(spool_dir), False)]
     if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
         places.insert(0, (store, store.location(run_id), not args.dry_run))
-    _same_spec(spec, args.spec, places, run_id)
+    _same_spec(spec, args.spec, places, run_id, rechecks)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
 
 
-def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
+def _same_spec(spec, spec_path: str, places: list, run_id: str, rechecks: str | None) -> None:
     """A run id that holds a run of another spec, in the store or the spool, is refused: a rerun under it would mix
     the two runs' cells under one manifest (ATTNBENCH_RUN_ID left set from another run, say). `places`: (store,
     where, uploaded): a store a run uploads to is checked again by its uploader when it answers, before any upload
@@ -499,16 +544,16 @@ def _same_spec(spec, spec_path: str, places: list, run_id: str) -> None:
         except StoreError as error:
             raise UsageError(str(error)) from None
         if other := next((m for m in held if not same_run(m, spec)), None):
-            raise UsageError(_another_spec(run_id, where, other, spec, spec_path))
+            raise UsageError(_another_spec(run_id, where, other, spec, spec_path, rechecks))
 
 
-def _another_spec(run_id: str, where: str, other, spec, spec_path: str) -> str:
-    """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec."""
+def _another_spec(run_id: str, where: str, other, spec, spec_path: str, rechecks: str | None) -> str:
+    """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec, and how to begin a
+    new run (_anew; `rechecks`: recheck's)."""
     return (f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash {other.spec_hash}) and {spec_path} "
             f"({spec.name}, spec hash {spec.digest()}) measures otherwise (another spec, or its file, --budget, "
             f"--power or --seconds changed, or its steady rule: a steady run before schema 5 sampled after settling); "
-            f"a rerun resumes only the same: give another --run-id (or unset "
-            f"{RUN_ID_ENV})")
+            f"a rerun resumes only the same: {_anew(rechecks, where)}")
 
 
 def _say_unreachable(ready: Ready) -> None:

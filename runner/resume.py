@@ -20,7 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
-from runner import RUN_ID_ENV, counted
+from runner import counted
 from runner.record import Machine, Manifest
 from runner.results import Part, moving_name
 from runner.spool import PULL_TIMEOUT_S, Refused, Spool
@@ -185,25 +185,24 @@ def finish_moves(local: LocalStore, run_id: str, shard: str | None) -> None:
                 _moved(spool, target)
 
 
-def aside_said(aside: Spool, spool_root: Path) -> str:
-    """The cells `set_aside` moved to `aside` and the rerun that uploads them, as a clause: the flags it adds to the
-    refused command, every one it needs where the run id, shard and spool came from the environment."""
+def aside_said(aside: Spool) -> str:
+    """Where `set_aside` moved the cells, as a clause."""
     moved = len(aside.keys())
     held = "the 1 cell it held was" if moved == 1 else f"the {counted(moved, 'cell')} it held were"
+    return f"{held} moved to run {aside.run_id} in the spool {aside.dir}"
+
+
+def aside_rerun(aside: Spool, spool_root: Path) -> str:
+    """The rerun of `run` that finishes the run `set_aside` made and uploads it, as a clause: the flags it adds to the
+    refused command, every one it needs where the run id, shard and spool came from the environment."""
     shard = f" --shard {aside.shard}" if aside.shard else ""
     part = f"shard {aside.shard} of that run (its only one)" if aside.shard else "that run"
-    return (f"{held} moved to run {aside.run_id} in the spool {aside.dir}: rerun the same command with --run-id "
-            f"{aside.run_id}{shard} --spool {spool_root} to finish {part} and upload it")
+    return (f"rerun the same command with --run-id {aside.run_id}{shard} --spool {spool_root} to finish {part} and "
+            "upload it")
 
 
-def refusal(run_id: str, changes: str, found: str = "", aside: str = "") -> str:
-    """Why resuming the run `run_id` on this machine is refused (exit 4), in one line: `changes`, its material
-    differences from the machine the run's cells were measured on, and what to run next. `found`: when, if after
-    cells were measured into the spool; `aside`: where those cells went (aside_said)."""
-    said = (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this process's: "
-            f"{changes})")
-    if aside:
-        return f"{said}; {found}; {aside}, or under the run's settings to resume {run_id}"
-    found = f"; {found}, no cell measured" if found else ""
-    return (f"{said}{found}; rerun under the run's settings, or give another --run-id (or unset {RUN_ID_ENV}) for a "
-            "new run")
+def refusal(run_id: str, changes: str) -> str:
+    """Why resuming the run `run_id` on this machine is refused (exit 4), as a clause: `changes`, its material
+    differences from the machine the run's cells were measured on (the command line says what to run next)."""
+    return (f"run id {run_id}: resuming it here would mix cells timed under two settings (the run's → this "
+            f"process's: {changes})")

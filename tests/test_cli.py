@@ -1374,3 +1374,80 @@ def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
                                               "no cell is in /spool/r")
     _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r")
     assert "; all 1,250 cells are in /spool/r; rerun" in capsys.readouterr().err
+
+
+def recheck_pair(tmp_path) -> list[str]:
+    """lab5-a and lab5-b in tmp_path/results, B 30 % slower in three cells (their keys)."""
+    import datetime as dt
+
+    from stores import shipped
+    from test_compare import DAY, TEMPLATE, copied, three_slower
+
+    slower = three_slower(shipped(TEMPLATE))
+    copied(tmp_path, "lab5-a", DAY)
+    copied(tmp_path, "lab5-b", DAY + dt.timedelta(days=1), factor=lambda c: 1.3 if c.key in slower else 1.0)
+    return slower
+
+
+def rechecking(tmp_path) -> tuple:
+    """`attnbench recheck lab5-b --against lab5-a` in tmp_path's results and spool."""
+    return ("recheck", "lab5-b", "--against", "lab5-a", "--out", tmp_path / "results", "--spool", tmp_path / "spool")
+
+
+def test_a_recheck_whose_run_id_is_refused_says_what_works_for_recheck_and_that_works(capsys, tmp_path, monkeypatch):
+    """recheck takes no --run-id (its run id is B's, B-recheck), so where B-recheck holds a run of another spec the
+    line says to move that run elsewhere, never to give another --run-id; moved, the same recheck command gets past
+    the check and measures B's slower cells."""
+    from runner import run
+    from runner.run import Outcome
+    from test_results import manifest
+
+    slower = recheck_pair(tmp_path)
+    taken = tmp_path / "results" / "lab5-b-recheck"
+    taken.mkdir()
+    other = manifest(run_id=taken.name, name="other", spec={"name": "other"}, spec_hash="f" * 16)
+    (taken / MANIFEST).write_text(other.model_dump_json())
+    refused = in_process(capsys, *rechecking(tmp_path))
+    assert refused.code == 2 and refused.errors[-1].startswith(f"error: run id {taken.name}: {taken} holds a run of "
+                                                                "spec other"), refused.err
+    assert refused.errors[-1].endswith(f"a rerun resumes only the same: move {taken} elsewhere for a new recheck "
+                                       f"(recheck takes no --run-id: its run id is {taken.name})"), refused.err
+    taken.rename(tmp_path / "elsewhere")
+    measured = []
+    monkeypatch.setattr(run, "execute", lambda spec, cells, *rest: measured.append({c.key for c in cells}) or
+                        Outcome(True, True, 0, len(cells)))
+    assert in_process(capsys, *rechecking(tmp_path)).code == 1 and measured == [set(slower)]  # none measured: slower
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_run_never_run_id(capsys, tmp_path,
+                                                                                                  monkeypatch, late):
+    """B-recheck's cells measured on another machine refuse a resume here (exit 4), found before the first cell or
+    when the store first answered, after one cell was measured into the spool: the line says to rerun the same recheck
+    command under the run's settings, or to move B-recheck's folders elsewhere for a new recheck, and where the cell
+    measured meanwhile is kept; never --run-id, which recheck does not take."""
+    from runner import run
+    from runner.resume import OtherMachine
+    from runner.run import Outcome
+    from runner.spool import spool_store
+    from runner.store import open_store
+    from test_results import record
+
+    def refused(spec, cells, store, spool, *rest):
+        if late:
+            spool.add_quietly([record().model_copy(update={"run_id": spool.run_id})])
+        return Outcome(False, False, int(late), len(cells), refused=OtherMachine("xla_flags (none) → --x", late))
+
+    recheck_pair(tmp_path)
+    monkeypatch.setattr(run, "execute", refused)
+    done = in_process(capsys, *rechecking(tmp_path))
+    said = done.errors[-1]
+    spooled = spool_store(tmp_path / "spool", open_store(str(tmp_path / "results"))).root / "lab5-b-recheck"
+    folders = f"{tmp_path / 'results' / 'lab5-b-recheck'} and {spooled}"
+    assert done.code == 4 and said.startswith("error: run id lab5-b-recheck: resuming it here would mix cells "
+                                              "timed under two settings (the run's → this process's: xla_flags "
+                                              "(none) → --x)")
+    assert said.endswith(f"; rerun the same attnbench recheck command under the run's settings, or move {folders} "
+                         "elsewhere for a new recheck (recheck takes no --run-id: its run id is lab5-b-recheck)"), said
+    assert ("the 1 cell it held was moved to run lab5-" in said and ", kept there (a recheck uploads no run but "
+            "lab5-b-recheck);" in said) is late and "give another" not in said, said
