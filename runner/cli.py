@@ -291,10 +291,13 @@ def _cells_in(done: int, where) -> str:
 RERUN_RECHECK = "rerun the same attnbench recheck command"  # recheck takes no --run-id: its run id is B's
 
 
-def _rerun(run_id: str, rechecks: str | None) -> str:
-    """What goes on with a run cut short: `run` under the same --run-id, or (`rechecks`: recheck's run, which takes no
-    --run-id) the same `attnbench recheck` command, whose run id is B's."""
-    return RERUN_RECHECK if rechecks else f"rerun with --run-id {run_id}"
+def _rerun(spool, rechecks: str | None) -> str:
+    """What goes on with a run cut short: `run` under the same --run-id and --shard (each named, for either may have
+    come from the environment, as a Job's pod has them, which a shell lacks), or (`rechecks`: recheck's run, which
+    takes no --run-id) the same `attnbench recheck` command, whose run id is B's."""
+    if rechecks:
+        return RERUN_RECHECK
+    return f"rerun with --run-id {spool.run_id}" + (f" --shard {spool.shard}" if spool.shard else "")
 
 
 def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
@@ -329,7 +332,7 @@ def _aside(kept, ready: Ready, rechecks: str | None) -> str:
 
 def _run_exit(outcome, spool, location: str, rechecks: str | None = None) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
-    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool.run_id, rechecks)
+    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, rechecks)
     if not outcome.finished:
         stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
         print(f"interrupted by SIGTERM: {outcome.done:,} of {counted(outcome.planned, 'cell')} done, {stored}; "

@@ -1366,7 +1366,7 @@ def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
     from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, _run_exit
     from runner.run import Outcome
 
-    spool = SimpleNamespace(dir="/spool/r", run_id="r")
+    spool = SimpleNamespace(dir="/spool/r", run_id="r", shard=None)
     assert _run_exit(Outcome(True, False, 1, 1, "no network"), spool, "gs://b/r") == EXIT_NOT_UPLOADED
     assert "; the 1 cell is in /spool/r; rerun" in capsys.readouterr().err
     assert _run_exit(Outcome(False, False, 0, 1, "no network"), spool, "gs://b/r") == EXIT_SIGTERM
@@ -1374,6 +1374,24 @@ def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
                                               "no cell is in /spool/r")
     _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r")
     assert "; all 1,250 cells are in /spool/r; rerun" in capsys.readouterr().err
+
+
+def test_a_shards_sigterm_and_not_uploaded_lines_name_its_shard_with_its_run_id(capsys):
+    """A shard's rerun must measure that shard: its lines name --shard beside --run-id, since an Indexed Job's pod
+    took both from its environment (JOB_COMPLETION_INDEX, ATTNBENCH_RUN_ID), which a shell rerunning it lacks;
+    recheck's name its own command, which takes neither."""
+    from types import SimpleNamespace
+
+    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, _run_exit
+    from runner.run import Outcome
+
+    shard = SimpleNamespace(dir="/spool/r", run_id="r", shard="2/4")
+    assert _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r") == EXIT_SIGTERM
+    assert capsys.readouterr().err.endswith("uploaded to gs://b/r; rerun with --run-id r --shard 2/4 to resume\n")
+    assert _run_exit(Outcome(True, False, 3, 3, "no network"), shard, "gs://b/r") == EXIT_NOT_UPLOADED
+    assert capsys.readouterr().err.endswith("; rerun with --run-id r --shard 2/4 to upload them\n")
+    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", rechecks="b")
+    assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command to resume\n")
 
 
 def recheck_pair(tmp_path) -> list[str]:

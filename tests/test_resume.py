@@ -353,6 +353,27 @@ def test_sigterm_in_a_long_cell_abandons_it_and_exits_75_within_10_s(emulator, t
     assert all(c.attempts == 1 for c in open_store(OUT).read("preempted").cells)
 
 
+def test_a_shard_from_the_environment_stopped_by_sigterm_is_resumed_by_the_rerun_its_line_gives(emulator, tmp_path):
+    """An Indexed Job's pod takes its shard from JOB_COMPLETION_INDEX/JOB_COMPLETIONS: SIGTERM's line names --shard
+    beside --run-id, so the rerun it gives, by hand from a shell without them, resumes that shard alone (without
+    --shard it would be another part of the run: the whole of it)."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "pod", tmp_path / "gates"
+    run = start_gated(spec, "preempted", spool, gates, JOB_COMPLETION_INDEX="0", JOB_COMPLETIONS="2")
+    wait_for(lambda: spooled_lines(spool, "preempted", "cells-0-of-2") == 3 or run.poll() is not None)  # held at 16
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
+    sigterm_within_the_limit(run)
+    said = (spool / "stderr.txt").read_text().splitlines()[-1]
+    flags = said.partition("; rerun with ")[2].removesuffix(" to resume").split()
+    assert said.startswith("interrupted by SIGTERM: 3 of 4 cells done") and flags == [
+        "--run-id", "preempted", "--shard", "0/2"], said
+    open_gate(gates, 16)
+    again = start_gated(spec, "preempted", spool, gates, *flags)  # by hand: no Job variables
+    assert again.wait(RUN_TIMEOUT_S) == 0, (spool / "stderr.txt").read_text()
+    assert "resuming preempted: 3 of 4 cells already done" in (spool / "stdout.txt").read_text()
+    [part] = [p for p in open_store(OUT).read("preempted").parts if p.manifest]
+    assert part.shard == "0/2" and {c.key for c in part.cells} == shard_keys(spec, "0/2")
+
+
 def test_sigterm_at_start_up_exits_75(gate, tiny_spec, tmp_path):
     """SIGTERM while the run starts up, held at its first request to the store: a fixed sleep met it while the
     command line's modules loaded on a busy machine and before start-up ended on a quick one."""
