@@ -31,6 +31,7 @@ SHIPPED_RESULTS = Path(__file__).resolve().parents[1] / "examples" / "results"
 REMOTE_TTL_S = 300
 STORE_TIMEOUT_S = 20.0  # how long the page waits for a bucket before saying it is unreachable
 COMBINED_KEPT = 8  # selections whose concatenated frames are kept (a few sessions' worth)
+NOT_KNOWN = "—"  # a fact of a run that no manifest records (a run without one: its spec, GPU, power policy)
 # the columns views read from every record, for runs with no cell yet
 EMPTY_CELLS = ["run", "run_id", "key", "experiment", "variant", "status", "reason", "backend", "kernels", "custom_calls",
                "order", "pct_of_clock_peak", *shape.NAMES]
@@ -171,14 +172,20 @@ class Snapshot:
         return [p for run in self.parse(keys).values() for p in run.problems if p not in self.problems]
 
 
+def power_of(m: Manifest | None) -> str:
+    """A run's power policy as every view of the dashboard says it: record.policy_said's (NO_POLICY, 'none', for a
+    run from before the choice); NOT_KNOWN for a run with no manifest, which records no policy at all."""
+    return policy_said(m) if m else NOT_KNOWN
+
+
 def _run_row(key: str, folder: str, m: Manifest | None) -> dict:
-    """A run's row of the runs table: its power policy in the words every view shows (record.policy_said: NO_POLICY
-    for a run from before the choice); a run with no manifest, its id and folder alone."""
+    """A run's row of the runs table: its power policy in the words every view shows (power_of); a run with no
+    manifest, its id and folder alone, its policy not known."""
     if m is None:
-        return {"run": key, "run_id": _last(folder), "folder": folder, "started": None}
+        return {"run": key, "run_id": _last(folder), "folder": folder, "started": None, "power": power_of(m)}
     return {
         "run": key, "run_id": m.run_id, "folder": folder, "spec": m.name, "identity": spec_identity(m),
-        "gpu": gpu_name(m), "power": policy_said(m), "started": m.started_at, "git_sha": m.git_sha,
+        "gpu": gpu_name(m), "power": power_of(m), "started": m.started_at, "git_sha": m.git_sha,
         "planned": m.cells_planned,
         "soak": bool((m.spec.get("timing") or {}).get("soak_s")), "rechecks": m.rechecks,
         "peak_tflops": m.machine.matmul_peak_tflops,

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from runner import leaderboard, metrics, published
-from runner.record import NO_POLICY, policy_said
+from dashboard.data import power_of
 from dashboard.tables import SHAPE, case, cudnn_of, line_axes, shape_labels
 
 SERIES_COLOUR = "#222222"  # black stars: no variant's colour
@@ -19,7 +19,7 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
     manifest, no GPU, no figure): their columns plus published_ms, published_tflops, published_gbps (the cell's FLOPs
     and bytes over the published time), published (the series' name), the cuDNN each side ran (published_cudnn,
     our_cudnn: "—" where none), its fp8_mark (runner.leaderboard.fp8_mark), the power policy ours ran under
-    (our_power); FP8 figures only where the record says FP8 ran."""
+    (our_power: dashboard.data.power_of); FP8 figures only where the record says FP8 ran."""
     rows, found = [], candidates(cells)
     cudnns = dict(zip(found.index, cudnn_of(found, manifests)))
     for index, row in found.iterrows():
@@ -32,7 +32,7 @@ def matched(cells: pd.DataFrame, manifests: dict) -> pd.DataFrame:
                          "published_fp8": figure.fp8, "published_tflops": rated["tflops"],
                          "published_gbps": rated["gbps"], "published_cudnn": figure.cudnn or "—",
                          "our_cudnn": cudnns[index] or "—",
-                         "our_power": policy_said(manifest) if manifest else NO_POLICY})
+                         "our_power": power_of(manifest)})
     if not rows:
         return cells.iloc[:0].assign(fp8_mark=[], published_ms=[], published=[], published_fp8=[], published_tflops=[],
                                      published_gbps=[], published_cudnn=[], our_cudnn=[], our_power=[])

@@ -89,14 +89,14 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
     times are not like with like), and how it moved against the previous run of its spec on its GPU. Markdown only:
     the page's first view stays light for the browser."""
     status = sel.cells["status"]
-    gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or "—"
+    gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or data.NOT_KNOWN
     st.markdown(f"**{len(sel.runs):,} of {counted(len(snap.runs), 'run')}** · {gpus} · "
                 f"cells: **{(status == 'ok').sum()} ok**, "
                 f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
     if line := fastest(sel):
         st.markdown(line)
-    rows = [_run_row(snap.runs.loc[run].fillna("—"), run) for run in sel.runs]
+    rows = [_run_row(snap.runs.loc[run].fillna(data.NOT_KNOWN), run) for run in sel.runs]
     st.markdown(report.markdown_table(["run", "spec", "GPU", "power", "started", "git sha"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
@@ -117,7 +117,7 @@ def fastest(sel: Selection) -> str:
 
 
 def _run_row(r: pd.Series, run: str) -> list:
-    started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else "—"
+    started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else data.NOT_KNOWN
     return [run, r["spec"], r["gpu"], r["power"], started, short_sha(str(r["git_sha"]))]
 
 

@@ -30,6 +30,7 @@ from dashboard import data
 from dashboard.charts import VERDICT_COLOURS
 from runner.cli import build_parser, dashboard_argv
 from runner.power import UNSTABLE_SPREAD
+from runner.record import NO_POLICY
 from runner.results import CELLS
 from runner.store import LocalStore
 from stores import (CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, broken, copy_files, copy_run,
@@ -947,6 +948,21 @@ def test_the_overview_says_how_a_run_moved_against_its_predecessor(monkeypatch, 
     assert moves[0].startswith("- `lab5-0012` vs `lab5-0011`: ") and "; worst " in moves[0] and "/cudnn " in moves[0]
     assert ", geomean B / A " in moves[0]  # which way the ratio reads, as compare's verdict and the Compare tab say
     assert moves[1] == "- `lab5-0000` no earlier run to compare"
+
+
+def test_a_run_with_no_manifest_has_no_power_policy_in_the_overview_and_one_before_the_choice_reads_none(
+        monkeypatch, tmp_path):
+    """One rule for the policy across the dashboard (data.power_of, which the published table reads too): a run from
+    before the choice of policy reads 'none' (record.NO_POLICY); a run with no manifest records no policy, so its
+    power reads as its spec and GPU do, not known ('—'), never 'none'."""
+    shutil.copytree(SHIPPED / H200_LAB5, tmp_path / H200_LAB5)
+    (tmp_path / "h200" / "no-manifest").mkdir()
+    shutil.copy(SHIPPED / H200_LAB5 / CELLS, tmp_path / "h200" / "no-manifest" / CELLS)
+    app = open_app(monkeypatch, tmp_path, run=[LAB5, "no-manifest"])
+    runs = next(m.value for m in app.markdown if m.value.startswith("| run |")).splitlines()
+    assert runs[2].startswith(f"| {LAB5} | lab5 | NVIDIA H200 | none |")
+    assert runs[3] == "| no-manifest | — | — | — | — | — |"  # spec, GPU, power, started, git sha: none recorded
+    assert data.power_of(None) == data.NOT_KNOWN != NO_POLICY
 
 
 def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ran_another_kernel(monkeypatch,
