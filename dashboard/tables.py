@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from runner import compare, leaderboard, marks, metrics, report, shape
-from runner.record import Manifest, cudnn_ran
+from runner.record import NO_POLICY, Manifest, cudnn_ran
 
 SHAPE = list(shape.NAMES)
 shape_labels = compare.labels  # each cell's shape as text, as `attnbench compare` writes it
@@ -230,11 +230,33 @@ def series(runs: pd.DataFrame) -> pd.Series:
     several spec identities (runner.spec.identity: other settings, sweeps or variants), a series each, '· spec' and
     its first 8 digits added to the label. A recheck (`rechecks`: another run's slower cells measured again) is no
     run of a series: judged_steps judges the run it rechecks by it."""
-    dated = runs[runs["spec"].notna() & runs["rechecks"].isna()].sort_values("started")
-    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + " · " + dated["power"]
-    several = dated["identity"].groupby(label).transform("nunique") > 1
-    label = label.where(~several, label + " · spec " + dated["identity"].astype(str).str[:8])
+    dated = _dated(runs)
+    label = _labels(dated, " · " + dated["power"])
     return dated.index.to_series().groupby(label.to_numpy(), sort=True).agg(list)
+
+
+def former_labels(runs: pd.DataFrame) -> dict[str, str]:
+    """A series' label as links spelt it before the label named policy 'none' -> its label now: the series of runs
+    from before the choice of policy ('lab5 · NVIDIA H200', now 'lab5 · NVIDIA H200 · none'), so that a bookmarked
+    ?series= keeps opening its series."""
+    dated = _dated(runs)
+    policy = " · " + dated["power"]
+    now, before = _labels(dated, policy), _labels(dated, policy.where(dated["power"].ne(NO_POLICY), ""))
+    renamed = before.ne(now)
+    return dict(zip(before[renamed], now[renamed]))
+
+
+def _dated(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a series may hold (a manifest, no recheck), oldest first."""
+    return runs[runs["spec"].notna() & runs["rechecks"].isna()].sort_values("started")
+
+
+def _labels(dated: pd.DataFrame, policy: pd.Series) -> pd.Series:
+    """Each run's series label: 'spec · GPU' and its `policy` (' · burst'), its spec identity added where runs of one
+    such label differ in it."""
+    label = dated["spec"].astype(str) + " · " + dated["gpu"].astype(str) + policy
+    several = dated["identity"].groupby(label).transform("nunique") > 1
+    return label.where(~several, label + " · spec " + dated["identity"].astype(str).str[:8])
 
 
 def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str]) -> str | None:

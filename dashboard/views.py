@@ -621,6 +621,7 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
     labels = list(series.index)
     default = next((label for label, keys in series.items() if first in keys), labels[0])
     left, middle, right = st.columns([2, 1, 1])  # 'llama3.1-70b · NVIDIA H200 · steady' whole at 1280 px
+    widgets.renamed("series", tables.former_labels(snap.runs))
     chosen = widgets.single(left, "selectbox", "Spec · GPU · power policy", labels, "series",
                             "has no runs in this store", chosen=default)
     x = widgets.single(right, "segmented_control", "Against", ["date", "git sha"], "hx", "is not an axis",

@@ -30,6 +30,13 @@ def choose(key: str, value) -> None:
         st.session_state[key] = value
 
 
+def renamed(key: str, names: dict[str, str]) -> None:
+    """Choose by its new name a value that a link spelt before it was renamed (`names`: old -> new), so that a
+    bookmark keeps opening what it opened rather than a warning that it is not found."""
+    if key not in st.session_state and (old := st.query_params.get(key)) in names:
+        st.session_state[key] = names[old]
+
+
 def multi(where, label: str, options: list, key: str, missing: str, **kwargs) -> list:
     """A multiselect bound to the URL; a value asked for that the options lack stays chosen, with a warning."""
     extra = unknown(options, asked(key))

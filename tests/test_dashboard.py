@@ -1347,6 +1347,17 @@ def test_history_names_an_unconfirmed_step_apart_and_marks_it_in_the_compare_tab
     assert step["name"] == "unconfirmed step" and step["marker"]["color"] == VERDICT_COLOURS["unconfirmed"]
 
 
+def test_a_series_bookmarked_before_its_label_named_policy_none_still_opens_it(monkeypatch):
+    """A ?series= link made when a run from before the choice of policy left it out of the label
+    ('lab5 · NVIDIA H200') opens that series, now 'lab5 · NVIDIA H200 · none', with no "not found" warning."""
+    app = open_app(monkeypatch, run="lab5-20261202-110556", tab="History", hexp="fp8", series="lab5 · NVIDIA H200")
+    assert not app.exception
+    assert app.selectbox(key="series").value == "lab5 · NVIDIA H200 · none"
+    assert "has no runs in this store" not in texts(app.warning)
+    now = open_app(monkeypatch, run="lab5-20261202-110556", tab="History", series="lab5 · NVIDIA H200 · burst")
+    assert "Spec · GPU · power policy: lab5 · NVIDIA H200 · burst has no runs in this store" in texts(now.warning)
+
+
 def test_history_lists_a_cell_that_went_from_ok_to_incorrect_among_its_worst_regressions(monkeypatch):
     """The shipped lab5 pair (cuDNN 9.19, then 9.14): two cudnn_fp8 cells ok, then incorrect; `attnbench compare`
     exits 1 on them, and History's worst regressions list them, linked to the comparison."""

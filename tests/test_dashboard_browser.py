@@ -398,6 +398,16 @@ def overlapping_text(page) -> list[list[str]]:
     return hits
 
 
+def test_a_series_bookmarked_before_its_label_named_policy_none_opens_it(page, url):
+    """A ?series= bookmarked when a run from before the choice of policy left it out of the label opens that
+    series in the browser too, by its label now, with no "not found" warning."""
+    old, now = "lab5 · NVIDIA H200", "lab5 · NVIDIA H200 · none"
+    open_view(page, f"{url}/?run=lab5-20261202-110556&tab=History&hexp=fp8&series={urllib.parse.quote(old)}")
+    assert_no_error_text(page)
+    assert page.locator(".st-key-series input").input_value() == now
+    assert "has no runs in this store" not in page.inner_text("body")
+
+
 def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, url):
     """Issue 40: the shipped llama3.1-70b runs (steady) hold different cells; History's mean is over the cells
     every run holds and its steps are a legend entry, so no text stands on another. The screenshot is in docs/."""

@@ -248,6 +248,17 @@ def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     assert "llama3.1-70b-20261206-burst" in burst and not set(burst) & set(steady)  # holds as runs are shipped
 
 
+def test_a_series_label_spelt_without_policy_none_is_known_by_its_label_now():
+    """Before a run from before the choice of policy was labelled '· none', its series read 'lab5 · NVIDIA H200':
+    former_labels maps each such spelling (the spec identity's digits kept) to today's, and no other label."""
+    runs = data.snapshot(str(SHIPPED), data.RunCache()).runs
+    former = tables.former_labels(runs)
+    assert former["lab5 · NVIDIA H200"] == f"lab5 · NVIDIA H200 · {NO_POLICY}"
+    long = {old: now for old, now in former.items() if old.startswith("hopper-long · NVIDIA H200 · spec ")}
+    assert len(long) == 2 and all(now == old.replace(" · spec", f" · {NO_POLICY} · spec") for old, now in long.items())
+    assert set(former.values()) == {label for label in tables.series(runs).index if f" · {NO_POLICY}" in label}
+
+
 # --- the store snapshot ------------------------------------------------------------------------------------------
 
 def test_a_refresh_parses_again_only_the_runs_whose_files_changed(monkeypatch, tmp_path):
