@@ -475,6 +475,23 @@ def test_the_dashboard_board_reads_a_missing_noise_as_unknown_never_as_quiet():
     assert not decisive and margin.endswith("(noise unknown)")
 
 
+def test_the_dashboard_board_reads_whether_a_cell_is_unsettled_from_its_rated_column():
+    """with_rates owns a cell's `unsettled` mark (runner.marks' rule, the nvbench tables' ⚠ and the charts' ring); the
+    board reads that column, so a cell the column marks is named unsettled there and its margin is not decisive,
+    where standings worked the rule out again from the record's columns."""
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    cells = tables.with_rates(snap.cells(("hopper-long-20261202-110136",)), snap.runs, "device")
+    shape = "B1 T32768 N64 K8 H128 bfloat16 causal fwd"
+
+    def standing(frame: pd.DataFrame):
+        (found,) = [s for s in tables.standings(frame) if s.shape == shape]
+        return found
+
+    assert standing(cells).decisive and not standing(cells).unsettled
+    marked = cells.assign(unsettled=cells["unsettled"] | (tables.shape_labels(cells) == shape))
+    assert standing(marked).unsettled and not standing(marked).decisive
+
+
 def test_a_cell_that_went_from_ok_to_incorrect_is_a_regression_of_the_history_as_compare_says():
     """lab5 on cuDNN 9.19 then 9.14: two cudnn_fp8 cells turn incorrect, which `attnbench compare` exits 1 on;
     History's worst regressions list them, not only slower ok cells (runner.compare.status_changes' rule)."""
