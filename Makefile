@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo dashboard docs results-pages test test-tools clean clean-tools render submit deploy nightly bench-runner
+.PHONY: demo dashboard docs results-pages screenshots test test-tools clean clean-tools render submit deploy nightly bench-runner
 
 # pip is quiet (-q) and the first install takes minutes: say what it does first (the newcomer walk's took 118 s)
 $(INSTALLED): pyproject.toml
@@ -43,6 +43,10 @@ docs: $(INSTALLED)
 # the H200 results pages (docs/results/): tables and figures generated from the committed runs
 results-pages: $(INSTALLED)
 	$(BIN)/python scripts/results_pages.py
+
+# the screenshots in docs/screenshots/, taken anew in chromium from the committed runs and docs (make test-tools)
+screenshots: $(INSTALLED)
+	$(BIN)/python scripts/screenshots.py
 
 test-tools:
 	bash scripts/install-test-tools.sh

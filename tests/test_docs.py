@@ -371,6 +371,14 @@ def test_the_demo_and_what_follows_run_as_written(tmp_path):
 
 
 
+def test_every_screenshot_in_the_docs_is_one_its_script_takes_anew():
+    """scripts/screenshots.py (make screenshots) shoots each file in docs/screenshots/ again, so none is left showing
+    a page's old words: one added without a way to take it again fails here."""
+    taken = script("scripts/screenshots.py")
+    shown = sorted(p.stem for p in (REPO / "docs" / "screenshots").glob("*.png"))
+    assert shown == sorted([*taken.TESTED, *taken.SITE_PAGES])
+
+
 # --- the scripts' own help -----------------------------------------------------------------------------------------
 
 HELPED_SCRIPTS = sorted(str(p.relative_to(REPO)) for p in [*(REPO / "scripts").glob("*.py"), REPO / "k8s" / "render.py"]
