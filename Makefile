@@ -85,10 +85,11 @@ NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=)
 GIVEN = $(if $(NOT_GIVEN),$(error terraform/ has no outputs here (apply it first) — or give \
 	$(subst = ,= and ,$(NOT_GIVEN))))
 # submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
-# in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone
-PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST))$(RUNNER_DIGEST),,$(error no image $(IMAGE) \
-	in Artifact Registry (gcloud artifacts docker images describe found none): push it (docs/gke.md, step 2) or log \
-	gcloud in — or give RUNNER_DIGEST= to apply the tag unpinned))
+# in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone.
+# An IMAGE or RUNNER_DIGEST given on the line is taken as it is: no lookup runs (hence the nested ifs)
+PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST)),,$(if $(RUNNER_DIGEST),,$(error no image \
+	$(IMAGE) in Artifact Registry (gcloud artifacts docker images describe found none): push it (docs/gke.md, step 2) \
+	or log gcloud in — or give RUNNER_DIGEST= to apply the tag unpinned)))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \

@@ -437,18 +437,44 @@ def granted_accounts() -> set[str]:
     return found
 
 
-def planned_with_registry(tmp_path: Path, target: str, digest: str, *settings: str) -> subprocess.CompletedProcess:
-    """`make -n TARGET` for the runner tagged t1 in reg.example/p, where the registry reports `digest` for it (a gcloud
-    that answers the one question the Makefile asks; with no digest it fails, as a gcloud not logged in does)."""
-    gcloud = tmp_path / "bin" / "gcloud"
-    gcloud.parent.mkdir(exist_ok=True)
-    gcloud.write_text('#!/bin/sh\n[ "$*" = "artifacts docker images describe reg.example/p/attnbench:runner-t1 '
-                      f'--format=value(image_summary.digest)" ] && [ -n "{digest}" ] && echo "{digest}"\n')
-    gcloud.chmod(0o755)
+# what the real gcloud says where no account is logged in (Google Cloud SDK 528), on stderr, exit 1
+GCLOUD_LOGGED_OUT = """ERROR: (gcloud.artifacts.docker.images.describe) You do not currently have an active account selected.
+Please run:
+
+  $ gcloud auth login
+
+to obtain new credentials."""
+TERRAFORM_OUTPUTS = json.dumps({"image_repository": {"value": "tf.example/p/attnbench"},
+                                "results_uri": {"value": "gs://tf-bucket/results"}})
+
+
+def fake_cloud(tmp_path: Path, digest: str = "", outputs: str = TERRAFORM_OUTPUTS) -> dict[str, str]:
+    """The environment to run make in with a terraform and a gcloud first on PATH, each logging its calls to
+    tmp_path/calls: terraform answers `output -json` with `outputs`; gcloud reports `digest` for the runner tagged t1 in
+    reg.example/p, and with no digest fails as a gcloud not logged in does."""
+    stubs, calls = tmp_path / "bin", tmp_path / "calls"
+    stubs.mkdir(exist_ok=True)
+    answers = {"terraform": f"[ \"$*\" = \"-chdir=terraform output -json\" ] && echo '{outputs}'",
+               "gcloud": '[ "$*" = "artifacts docker images describe reg.example/p/attnbench:runner-t1 '
+                         f'--format=value(image_summary.digest)" ] && [ -n "{digest}" ] && echo "{digest}" && exit 0\n'
+                         f"cat >&2 <<'EOF'\n{GCLOUD_LOGGED_OUT}\nEOF\nexit 1"}
+    for name, answer in answers.items():
+        (stubs / name).write_text(f'#!/bin/sh\necho "{name} $*" >> {calls}\n{answer}\n')
+        (stubs / name).chmod(0o755)
+    return {**os.environ, "MAKEFLAGS": "", "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}"}
+
+
+def planned(tmp_path: Path, target: str, *settings: str, digest: str = "") -> subprocess.CompletedProcess:
+    """`make -n TARGET SETTINGS` of specs/lab5.yaml with fake_cloud's terraform and gcloud."""
     return subprocess.run(["make", "-n", "--no-print-directory", "--old-file=.venv/.installed", target,
-                           "REGISTRY=reg.example/p", "TAG=t1", f"RESULTS_URI={RESULTS}", *settings], cwd=REPO,
-                          capture_output=True, text=True,
-                          env={**os.environ, "MAKEFLAGS": "", "PATH": f"{gcloud.parent}{os.pathsep}{os.environ['PATH']}"})
+                           "SPEC=specs/lab5.yaml", *settings], cwd=REPO, capture_output=True, text=True,
+                          env=fake_cloud(tmp_path, digest))
+
+
+def planned_with_registry(tmp_path: Path, target: str, digest: str, *settings: str) -> subprocess.CompletedProcess:
+    """`make -n TARGET` for the runner tagged t1 in reg.example/p, where the registry reports `digest` for it."""
+    return planned(tmp_path, target, "REGISTRY=reg.example/p", "TAG=t1", f"RESULTS_URI={RESULTS}", *settings,
+                   digest=digest)
 
 
 def test_make_submit_pins_the_runner_by_the_digest_the_registry_reports(tmp_path):
@@ -473,6 +499,16 @@ def test_make_applies_no_runner_the_registry_does_not_have_unless_told_to(tmp_pa
     for done in (offline, render):
         assert done.returncode == 0, done.stdout + done.stderr
         assert re.search(r"--image (\S+)", done.stdout)[1] == "reg.example/p/attnbench:runner-t1"
+
+
+@pytest.mark.parametrize("target", ["submit", "nightly"])
+def test_make_looks_up_no_runner_where_image_is_given(tmp_path, target):
+    """Given IMAGE=, submit and nightly asked terraform for REGISTRY and gcloud for the digest of a runner the Job does
+    not use (gcloud's 12-line error above the apply, where it was logged out), as deploy and render did not."""
+    done = planned(tmp_path, target, f"IMAGE={IMAGE}", f"RESULTS_URI={RESULTS}")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert re.search(r"--image (\S+)", done.stdout)[1] == IMAGE
+    assert not (tmp_path / "calls").exists()
 
 
 def test_render_refuses_bad_input(tmp_path):
