@@ -76,9 +76,13 @@ terraform_output = $(shell terraform -chdir=terraform output -json 2>/dev/null |
 REGISTRY ?= $(eval REGISTRY := $(call terraform_output,image_repository))$(REGISTRY)
 RESULTS_URI ?= $(eval RESULTS_URI := $(call terraform_output,results_uri))$(RESULTS_URI)
 DASHBOARD_IP_NAME ?= $(eval DASHBOARD_IP_NAME := $(call terraform_output,dashboard_ip_name))$(DASHBOARD_IP_NAME)
-# the runner by digest, looked up in Artifact Registry, so each node pulls it once (docs/gke.md, "Build and push")
-RUNNER_DIGEST ?= $(eval RUNNER_DIGEST := $(if $(REGISTRY),$(filter sha256:%,$(shell gcloud artifacts docker images \
-	describe $(REGISTRY)/attnbench:runner-$(TAG) --format='value(image_summary.digest)'))))$(RUNNER_DIGEST)
+# the runner by digest, looked up in Artifact Registry, so each node pulls it once (docs/gke.md, "Build and push"):
+# gcloud's answer, read once, is the digest or its error's first line without its ERROR: (command) prefix, which make
+# says in its own line where it stops (the rest of gcloud's error, 12 lines logged out, is not shown)
+RUNNER_FOUND = $(eval RUNNER_FOUND := $$(if $$(REGISTRY),$$(shell gcloud artifacts docker images describe \
+	$$(REGISTRY)/attnbench:runner-$$(TAG) --format='value(image_summary.digest)' 2>&1 \
+	| sed -n -e '/^sha256:/{p;q}' -e '/^ERROR: /{s/^ERROR: [^ ]* //;p;q}')))$(RUNNER_FOUND)
+RUNNER_DIGEST ?= $(filter sha256:%,$(RUNNER_FOUND))
 IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST)))
 # what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
@@ -87,9 +91,10 @@ GIVEN = $(if $(NOT_GIVEN),$(error terraform/ has no outputs here (apply it first
 # submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
 # in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone.
 # An IMAGE or RUNNER_DIGEST given on the line is taken as it is: no lookup runs (hence the nested ifs)
-PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST)),,$(if $(RUNNER_DIGEST),,$(error no image \
-	$(IMAGE) in Artifact Registry (gcloud artifacts docker images describe found none): push it (docs/gke.md, step 2) \
-	or log gcloud in — or give RUNNER_DIGEST= to apply the tag unpinned)))
+PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST)),,$(if $(RUNNER_DIGEST),,$(error no digest \
+	for $(IMAGE): gcloud artifacts docker images describe said $(if $(RUNNER_FOUND),"$(RUNNER_FOUND)",nothing) — log \
+	gcloud in (gcloud auth login) or push the runner (docs/gke.md, step 2), or give RUNNER_DIGEST= to apply the tag \
+	unpinned (offline))))
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \

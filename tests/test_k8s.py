@@ -487,17 +487,19 @@ def test_make_submit_pins_the_runner_by_the_digest_the_registry_reports(tmp_path
 @pytest.mark.parametrize("target", ["submit", "nightly"])
 def test_make_applies_no_runner_the_registry_does_not_have_unless_told_to(tmp_path, target):
     """A Job whose image was never pushed (or whose lookup failed, gcloud logged out) waited in ImagePullBackOff for
-    its 6-hour deadline: submit and nightly stop in one line; RUNNER_DIGEST= applies the tag; render writes it."""
+    its 6-hour deadline: submit and nightly stop in one line, gcloud's reason in it, where gcloud's 12-line error came
+    first; RUNNER_DIGEST= applies the tag; render writes it, saying nothing of gcloud's error."""
     refused = planned_with_registry(tmp_path, target, "")
     assert refused.returncode == 2 and refused.stdout == ""
-    assert refused.stderr.splitlines()[-1].endswith(
-        "*** no image reg.example/p/attnbench:runner-t1 in Artifact Registry (gcloud artifacts docker images describe "
-        "found none): push it (docs/gke.md, step 2) or log gcloud in — or give RUNNER_DIGEST= to apply the tag "
-        "unpinned.  Stop.")
+    assert re.fullmatch(
+        r"Makefile:\d+: \*\*\* no digest for reg.example/p/attnbench:runner-t1: gcloud artifacts docker images describe "
+        r'said "You do not currently have an active account selected." — log gcloud in \(gcloud auth login\) or push '
+        r"the runner \(docs/gke.md, step 2\), or give RUNNER_DIGEST= to apply the tag unpinned \(offline\).  Stop.\n",
+        refused.stderr)
     offline, render = (planned_with_registry(tmp_path, target, "", "RUNNER_DIGEST="),
                        planned_with_registry(tmp_path, "render", ""))
     for done in (offline, render):
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
         assert re.search(r"--image (\S+)", done.stdout)[1] == "reg.example/p/attnbench:runner-t1"
 
 
