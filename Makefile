@@ -95,6 +95,14 @@ PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST)),,$(if $
 	for $(IMAGE): gcloud artifacts docker images describe said $(if $(RUNNER_FOUND),"$(RUNNER_FOUND)",nothing) — log \
 	gcloud in (gcloud auth login) or push the runner (docs/gke.md, step 2), or give RUNNER_DIGEST= to apply the tag \
 	unpinned (offline))))
+# checked as make reads this file, before the .venv these targets' recipes need (about 2 minutes to install on a fresh
+# clone): a value missing stops make at once
+ifneq ($(filter render submit deploy nightly,$(MAKECMDGOALS)),)
+$(GIVEN)
+endif
+ifneq ($(filter submit nightly,$(MAKECMDGOALS)),)
+$(PUSHED)
+endif
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
@@ -103,23 +111,17 @@ RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(G
 NIGHTLY_RENDER = --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)")
 
 render: $(INSTALLED)
-	$(GIVEN)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) $(if $(NIGHTLY),$(NIGHTLY_RENDER))
 
 submit: $(INSTALLED)
-	$(GIVEN)
-	$(PUSHED)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) --apply job
 
 deploy: $(INSTALLED)
-	$(GIVEN)
 	$(RENDER) --apply platform
 
 nightly: $(INSTALLED)
-	$(GIVEN)
-	$(PUSHED)
 	$(BIN)/attnbench validate $(SPEC)
 	$(RENDER) $(NIGHTLY_RENDER) --apply nightly
 

@@ -388,6 +388,23 @@ def test_make_stops_in_one_line_where_terraform_has_no_outputs(tmp_path):
     assert files_in(root) == before
 
 
+@pytest.mark.parametrize("target", ["render", "submit", "deploy", "nightly"])
+def test_make_stops_before_it_installs_the_venv(tmp_path, target):
+    """On a fresh clone (no .venv) make installed the venv, about 2 minutes, before it stopped 'at once' on a value
+    missing: the checks now run as make reads the Makefile. -n: a regression prints the install, and never runs it."""
+    root, env = stateless_checkout(tmp_path)
+    shutil.copy(REPO / "pyproject.toml", root)
+    stops = {(): "terraform/ has no outputs here"}
+    if target in ("submit", "nightly"):  # the runner's digest, where gcloud is logged out
+        stops[("REGISTRY=reg.example/p", f"RESULTS_URI={RESULTS}")] = "no digest for "
+    for given, stop in stops.items():
+        done = subprocess.run(["make", "-n", "-s", target, "SPEC=specs/lab5.yaml", "TAG=t1", *given], cwd=root,
+                              capture_output=True, text=True, env=fake_cloud(tmp_path) if given else env, timeout=30)
+        assert (done.returncode, done.stdout) == (2, ""), done.stdout
+        assert re.fullmatch(rf"Makefile:\d+: \*\*\* {stop}.*  Stop.\n", done.stderr), done.stderr
+    assert not (root / ".venv").exists()
+
+
 @pytest.mark.skipif(shutil.which("script") is None, reason="util-linux script (a pseudo-terminal) is not on PATH")
 def test_make_render_under_a_terminal_stops_where_terraform_has_no_outputs(tmp_path):
     """Under a terminal the warning box's `terraform console` waited for input: make hung, with no prompt."""
