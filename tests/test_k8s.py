@@ -461,7 +461,7 @@ Please run:
   $ gcloud auth login
 
 to obtain new credentials."""
-TERRAFORM_OUTPUTS = json.dumps({"image_repository": {"value": "tf.example/p/attnbench"},
+TERRAFORM_OUTPUTS = json.dumps({"image_repository": {"value": "reg.example/p"},
                                 "results_uri": {"value": "gs://tf-bucket/results"}})
 
 
@@ -518,6 +518,19 @@ def test_make_applies_no_runner_the_registry_does_not_have_unless_told_to(tmp_pa
     for done in (offline, render):
         assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
         assert re.search(r"--image (\S+)", done.stdout)[1] == "reg.example/p/attnbench:runner-t1"
+
+
+def test_make_asks_terraform_once_for_each_output_it_reads(tmp_path):
+    """Each lookup runs the first time its variable is read, once: a REGISTRY looked up on every read asked terraform
+    8 times in one `make -n submit`."""
+    digest = "sha256:" + "cd" * 32
+    done = planned(tmp_path, "submit", "TAG=t1", digest=digest)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"--image (\S+)", done.stdout)[1] == f"reg.example/p/attnbench:runner-t1@{digest}"
+    assert re.search(r"--results (\S+)", done.stdout)[1] == "gs://tf-bucket/results"
+    calls = sorted((tmp_path / "calls").read_text().splitlines())  # REGISTRY's, RESULTS_URI's, the runner's digest
+    assert calls == [f"gcloud artifacts docker images describe reg.example/p/attnbench:runner-t1 "
+                     "--format=value(image_summary.digest)"] + ["terraform -chdir=terraform output -json"] * 2
 
 
 @pytest.mark.parametrize("target", ["submit", "nightly"])
