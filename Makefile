@@ -86,8 +86,12 @@ RUNNER_DIGEST ?= $(filter sha256:%,$(RUNNER_FOUND))
 IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST)))
 # what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
-GIVEN = $(if $(NOT_GIVEN),$(error terraform/ has no outputs here (apply it first) — or give \
-	$(subst = ,= and ,$(NOT_GIVEN))))
+GIVEN = $(if $(NOT_GIVEN),$(error $(NO_OUTPUTS_WHY) — or give $(subst = ,= and ,$(NOT_GIVEN))))
+# why terraform gave no outputs, worked out only where make stops: not on PATH, failing (a backend "gcs" not yet
+# `terraform init`-ed, say; terraform_output hides its error) or not applied here
+NO_OUTPUTS_WHY = $(if $(wildcard $(addsuffix /terraform,$(subst :, ,$(PATH)))),$(if $(shell terraform \
+	-chdir=terraform output -json >/dev/null 2>&1 || echo failed),`terraform -chdir=terraform output` fails (run it \
+	to see why),terraform/ has no outputs here (apply it first)),terraform is not on PATH)
 # submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
 # in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone.
 # An IMAGE or RUNNER_DIGEST given on the line is taken as it is: no lookup runs (hence the nested ifs)

@@ -388,6 +388,27 @@ def test_make_stops_in_one_line_where_terraform_has_no_outputs(tmp_path):
     assert files_in(root) == before
 
 
+def test_make_says_why_terraform_gave_no_outputs(tmp_path):
+    """'apply it first' came where terraform was not installed, and where `terraform output` failed (a backend "gcs"
+    not yet `terraform init`-ed exits 1), whose error the lookup hides."""
+    root, env = stateless_checkout(tmp_path)
+    failing = tmp_path / "failing" / "terraform"
+    failing.parent.mkdir()
+    failing.write_text("#!/bin/sh\necho 'Error: Backend initialization required, please run \"terraform init\"' >&2\n"
+                       "exit 1\n")
+    failing.chmod(0o755)
+    no_terraform = tmp_path / "empty"  # python3 by its path, make's shell by its own (/bin/sh)
+    no_terraform.mkdir()
+    for path, why in ((f"{failing.parent}{os.pathsep}{env['PATH']}", "`terraform -chdir=terraform output` fails (run "
+                       "it to see why)"), (str(no_terraform), "terraform is not on PATH")):
+        done = subprocess.run([shutil.which("make"), "-n", "-s", "render", "SPEC=specs/lab5.yaml", "TAG=t1",
+                               f"PYTHON={sys.executable}"], cwd=root, capture_output=True, text=True,
+                              env={**env, "PATH": path}, timeout=30)
+        assert done.returncode == 2 and done.stdout == "", done.stdout
+        assert re.fullmatch(rf"Makefile:\d+: \*\*\* {re.escape(why)} — or give REGISTRY= and RESULTS_URI=.  Stop.\n",
+                            done.stderr), done.stderr
+
+
 @pytest.mark.parametrize("target", ["render", "submit", "deploy", "nightly"])
 def test_make_stops_before_it_installs_the_venv(tmp_path, target):
     """On a fresh clone (no .venv) make installed the venv, about 2 minutes, before it stopped 'at once' on a value
