@@ -62,7 +62,8 @@ test: $(INSTALLED) test-tools
 #   make deploy [IAP_DOMAIN=dash.example.com]         namespace, service accounts, dashboard (once per cluster)
 #   make submit SPEC=specs/lab5.yaml SHARDS=4 [GPU=h100] [RUN=job-name]
 #   make render SPEC=... SHARDS=... [NIGHTLY=1]        write build/k8s/RUN/{platform,job}.yaml (RENDER_DIR), apply nothing;
-#                                                      NIGHTLY=1: nightly.yaml too, what make nightly would apply
+#                                                      NIGHTLY=1: nightly.yaml too, what make nightly would apply (0, or
+#                                                      none, the default: not; as V=1 in Linux's Makefiles)
 #   make nightly SPEC=specs/lab5.yaml [GPU=h100] [SCHEDULE="0 3 * * *"]   a CronJob: run SPEC every night, compare it
 #                                                      with the run before, fail the Job on a regression
 SPEC ?= k8s/base/spec.yaml
@@ -107,6 +108,9 @@ endif
 ifneq ($(filter submit nightly,$(MAKECMDGOALS)),)
 $(PUSHED)
 endif
+ifneq ($(filter render,$(MAKECMDGOALS)),)
+$(if $(filter-out 0 1,$(NIGHTLY)),$(error NIGHTLY=$(NIGHTLY): give NIGHTLY=1 to render the nightly too, or NIGHTLY=0))
+endif
 RENDER_DIR ?= build/k8s
 RENDER = $(BIN)/python k8s/render.py --spec $(SPEC) --shards $(SHARDS) --gpu $(GPU) --results $(RESULTS_URI) \
 	--image $(IMAGE) --kubectl $(KUBECTL) --out $(RENDER_DIR) $(if $(RUN),--run-id $(RUN)) \
@@ -116,7 +120,7 @@ NIGHTLY_RENDER = --nightly $(if $(SCHEDULE),--schedule "$(SCHEDULE)")
 
 render: $(INSTALLED)
 	$(BIN)/attnbench validate $(SPEC)
-	$(RENDER) $(if $(NIGHTLY),$(NIGHTLY_RENDER))
+	$(RENDER) $(if $(filter 1,$(NIGHTLY)),$(NIGHTLY_RENDER))
 
 submit: $(INSTALLED)
 	$(BIN)/attnbench validate $(SPEC)

@@ -758,6 +758,16 @@ def test_make_render_nightly_writes_the_cronjob_make_nightly_applies_and_applies
     assert reviewed.read_text() == make_nightly(tmp_path / "nightly", "nightly", *lab5).read_text()
 
 
+def test_make_render_takes_nightly_1_for_the_nightly_and_0_for_none(tmp_path):
+    """NIGHTLY=0 rendered the nightly too, as any value did; a value neither 1 nor 0 (NIGHTLY=yes) stops make."""
+    said = {value: planned(tmp_path, "render", f"IMAGE={IMAGE}", f"RESULTS_URI={RESULTS}", f"NIGHTLY={value}")
+            for value in ("1", "0", "", "yes")}
+    assert ["--nightly" in said[value].stdout for value in ("1", "0", "")] == [True, False, False]
+    assert said["yes"].returncode == 2 and said["yes"].stdout == ""
+    assert re.fullmatch(r"Makefile:\d+: \*\*\* NIGHTLY=yes: give NIGHTLY=1 to render the nightly too, or NIGHTLY=0.  "
+                        r"Stop.\n", said["yes"].stderr)
+
+
 def test_render_refuses_a_nightly_it_cannot_run(tmp_path):
     done = render_py("--spec", "specs/lab5.yaml", "--results", RESULTS, "--image", IMAGE, "--nightly", "--shards", "2",
                      "--schedule", "nightly", "--out", str(tmp_path))
