@@ -48,7 +48,7 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
     widgets are built only then: the browser draws every widget it is sent before the first chart, open or not; a
     link that narrows opens it."""
     if any(value for key in FIND for value in widgets.asked(key)):
-        widgets.choose("find", True)
+        st.session_state.setdefault("find", True)  # the link's own words open it: nothing to write into it
     finder = st.sidebar.expander("Find runs (GPU, spec, sha, date)", key="find", bind="query-params")
     if not finder.open:
         return runs

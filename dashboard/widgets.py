@@ -24,10 +24,12 @@ def unknown(options: list, chosen: list) -> list:
 
 
 def choose(key: str, value) -> None:
-    """Make `value` the widget's choice unless the link or the user already chose: a choice, unlike a default,
-    stays in the URL, so a link keeps naming it when the store changes (a newer run arrives)."""
+    """Make `value` the widget's choice unless the link or the user already chose, and write it into the URL, so that
+    a link keeps naming it when the store changes (a newer run arrives). Streamlit writes a choice made in session
+    state into the URL only on a later run, and refuses st.query_params for a widget once drawn: so here, before it."""
     if key not in st.session_state and not st.query_params.get_all(key):
         st.session_state[key] = value
+        st.query_params[key] = [str(v) for v in value] if isinstance(value, list) else str(value)
 
 
 def renamed(key: str, names: dict[str, str]) -> None:

@@ -217,6 +217,16 @@ def test_the_newest_run_is_shown_when_the_link_names_none(monkeypatch, tmp_path)
         "skipped (expected)")
 
 
+
+def test_each_choice_the_page_makes_for_a_link_that_names_none_is_written_into_the_url(monkeypatch, tmp_path):
+    """docs/dashboard.md, Links: the newest run, History's series and Compare's runs A and B, chosen for a link that
+    names none, go into the URL, so the address copied from the browser keeps naming them when a newer run lands."""
+    older, newer = two_nights(tmp_path)
+    history = open_app(monkeypatch, tmp_path, tab="History").query_params
+    assert (history["run"], history["series"]) == (newer, "hopper-long · NVIDIA H200 · none")
+    compare = open_app(monkeypatch, tmp_path, tab="Compare").query_params
+    assert (compare["run"], compare["a"], compare["b"]) == (newer, older, newer)
+
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
     older, newer = two_nights(tmp_path)
     copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-22T03:00:00+00:00")

@@ -23,7 +23,8 @@ from conftest import free_port
 from helpers import in_process
 from helpers import DASHBOARD_SERVER as SERVER
 from helpers import REPO as ROOT
-from stores import CPU_LAB5, H200_LONG, broken, copy_run, generate, shipped, telemetry, write_run
+from stores import (CPU_LAB5, H200_LAB5, H200_LONG, broken, copy_files, copy_run, generate, shipped, telemetry,
+                    write_run)
 from runner.power import UNSTABLE_SPREAD
 
 CHROMIUM = Path(os.environ.get("ATTNBENCH_CHROMIUM") or "/usr/bin/chromium")  # scripts/install-test-tools.sh
@@ -406,6 +407,57 @@ def test_a_series_bookmarked_before_its_label_named_policy_none_opens_it(page, u
     assert_no_error_text(page)
     assert page.locator(".st-key-series input").input_value() == now
     assert "has no runs in this store" not in page.inner_text("body")
+
+
+
+def asked_in(address: str) -> dict[str, list[str]]:
+    """The query parameters of an address, as the dashboard reads them."""
+    return urllib.parse.parse_qs(urllib.parse.urlparse(address).query)
+
+
+@pytest.fixture
+def url_growing(tmp_path):
+    """A store of two runs a day apart, lab5 then hopper-long (another series), that a test adds to."""
+    copy_files(H200_LAB5, tmp_path / "h200" / "night-1", "night-1", "2026-12-20T03:00:00+00:00")
+    copy_files(H200_LONG, tmp_path / "h200" / "night-2", "night-2", "2026-12-21T03:00:00+00:00")
+    for url in serve(tmp_path):
+        yield url, tmp_path
+
+
+def test_the_address_bar_of_a_page_opened_bare_keeps_its_view_when_a_newer_run_lands(browser, url_growing):
+    """docs/dashboard.md, Links: a page opened with no query chooses the newest run, History its series and Compare
+    its runs A and B, and writes each into the URL as it chooses it; that URL, copied and opened after a newer run of
+    another series landed, opens the same view, where the page opened bare now shows the newer run."""
+    url, store = url_growing
+    page = browser.new_page()
+    open_view(page, url)
+    copied = {"Latency": page.url}
+    for tab in ("History", "Compare"):
+        page.locator("[data-testid=stTab]", has_text=re.compile(f"^{tab}$")).click()
+        page.wait_for_function(f"location.search.includes('tab={tab}')", timeout=60_000)
+        settle(page)
+        copied[tab] = page.url
+    page.close()
+    assert asked_in(copied["Latency"])["run"] == ["night-2"]
+    assert asked_in(copied["History"])["series"] == ["hopper-long · NVIDIA H200 · none"]
+    assert (asked_in(copied["Compare"])["a"], asked_in(copied["Compare"])["b"]) == (["night-1"], ["night-2"])
+    copy_files(H200_LAB5, store / "h200" / "night-3", "night-3", "2026-12-22T03:00:00+00:00")
+    page = browser.new_page()
+    open_view(page, url)
+    page.get_by_role("button", name="Reload runs").click()  # the server reads the store again
+    page.wait_for_function("document.querySelector('[data-testid=stSidebar]').innerText.includes('3 runs')",
+                           timeout=60_000)
+    open_view(page, url)
+    assert chips(page, "run") == ["night-3"]  # bare, the page now opens the newer run
+    for tab, address in copied.items():
+        open_view(page, address)
+        assert chips(page, "run") == ["night-2"] and open_tab(page) == tab
+        assert_no_error_text(page)
+    open_view(page, copied["History"])
+    assert page.locator(".st-key-series input").input_value() == "hopper-long · NVIDIA H200 · none"
+    open_view(page, copied["Compare"])
+    assert [page.locator(f".st-key-{key} input").input_value() for key in "ab"] == ["night-1", "night-2"]
+    page.close()
 
 
 def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, url):
