@@ -33,10 +33,13 @@ def choose(key: str, value) -> None:
 
 
 def renamed(key: str, names: dict[str, str]) -> None:
-    """Choose by its new name a value that a link spelt before it was renamed (`names`: old -> new), so that a
-    bookmark keeps opening what it opened rather than a warning that it is not found."""
+    """Choose by its new name a value that a link spelt before it was renamed (`names`: old -> new), and write the
+    new name into the URL, so that a bookmark keeps opening what it opened rather than a warning that it is not
+    found. Streamlit seeds the widget from the URL as the page was opened, and drops the old name from it: the run
+    starts again once, on the new name."""
     if key not in st.session_state and (old := st.query_params.get(key)) in names:
-        st.session_state[key] = names[old]
+        st.query_params[key] = names[old]
+        st.rerun()
 
 
 def multi(where, label: str, options: list, key: str, missing: str, **kwargs) -> list:

@@ -1364,6 +1364,7 @@ def test_a_series_bookmarked_before_its_label_named_policy_none_still_opens_it(m
     assert not app.exception
     assert app.selectbox(key="series").value == "lab5 · NVIDIA H200 · none"
     assert "has no runs in this store" not in texts(app.warning)
+    assert app.query_params["series"] == "lab5 · NVIDIA H200 · none"  # the URL, copied again, names it so
     now = open_app(monkeypatch, run="lab5-20261202-110556", tab="History", series="lab5 · NVIDIA H200 · burst")
     assert "Spec · GPU · power policy: lab5 · NVIDIA H200 · burst has no runs in this store" in texts(now.warning)
 

@@ -408,6 +408,7 @@ def test_a_series_bookmarked_before_its_label_named_policy_none_opens_it(page, u
     assert page.locator(".st-key-series input").input_value() == now
     assert "has no runs in this store" not in page.inner_text("body")
 
+    assert asked_in(page.url)["series"] == [now]  # the bookmark's URL names the series by its label now
 
 
 def asked_in(address: str) -> dict[str, list[str]]:
