@@ -291,13 +291,18 @@ def _cells_in(done: int, where) -> str:
 RERUN_RECHECK = "rerun the same attnbench recheck command"  # recheck takes no --run-id: its run id is B's
 
 
-def _rerun(spool, rechecks: str | None) -> str:
+def _rerun(spool, spool_root: Path, rechecks: str | None) -> str:
     """What goes on with a run cut short: `run` under the same --run-id and --shard (each named, for either may have
-    come from the environment, as a Job's pod has them, which a shell lacks), or (`rechecks`: recheck's run, which
-    takes no --run-id) the same `attnbench recheck` command, whose run id is B's."""
+    come from the environment, as a Job's pod has them, which a shell lacks), and --spool where the spool came from
+    there (runner.spool.spool_from_environment: without it a shell's rerun measures again the cells not uploaded);
+    or (`rechecks`: recheck's run, which takes no --run-id) the same `attnbench recheck` command, whose run id is B's,
+    with that --spool."""
+    from runner.spool import spool_from_environment
+
+    spooled = f" --spool {spool_root}" if spool_from_environment(spool_root) else ""
     if rechecks:
-        return RERUN_RECHECK
-    return f"rerun with --run-id {spool.run_id}" + (f" --shard {spool.shard}" if spool.shard else "")
+        return RERUN_RECHECK + (f" with{spooled}" if spooled else "")
+    return f"rerun with --run-id {spool.run_id}" + (f" --shard {spool.shard}" if spool.shard else "") + spooled
 
 
 def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
@@ -330,9 +335,9 @@ def _aside(kept, ready: Ready, rechecks: str | None) -> str:
     return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
 
 
-def _run_exit(outcome, spool, location: str, rechecks: str | None = None) -> int:
+def _run_exit(outcome, spool, location: str, spool_root: Path, rechecks: str | None = None) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
-    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, rechecks)
+    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, spool_root, rechecks)
     if not outcome.finished:
         stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
         print(f"interrupted by SIGTERM: {outcome.done:,} of {counted(outcome.planned, 'cell')} done, {stored}; "
@@ -452,7 +457,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
         if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
             return _refused_late(outcome.refused, spool, spec, args.spec, ready, console, rechecks)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-        return _run_exit(outcome, spool, location, rechecks)
+        return _run_exit(outcome, spool, location, ready.spool_root, rechecks)
 
 
 def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console, rechecks: str | None) -> int:

@@ -39,8 +39,19 @@ GROUP_S = 0.05  # the spool's fsyncs and the run's waits for the store are group
 
 def default_spool_root() -> Path:
     """$ATTNBENCH_SPOOL, else attnbench/spool in the user's cache folder ($XDG_CACHE_HOME, else ~/.cache)."""
+    return Path(os.environ.get(SPOOL_ENV) or _cached_spool_root())
+
+
+def _cached_spool_root() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.get(SPOOL_ENV) or cache / "attnbench" / "spool")
+    return cache / "attnbench" / "spool"
+
+
+def spool_from_environment(root: Path) -> bool:
+    """Whether the spool `root` is $ATTNBENCH_SPOOL's (as a Job's pod has it) and not the one a run takes without it:
+    a rerun from a shell, which lacks the variable, finds the run's cells there only where --spool names it."""
+    named = os.environ.get(SPOOL_ENV)
+    return bool(named) and Path(named) == Path(root) != _cached_spool_root()
 
 
 def spool_store(root: Path, store: Store) -> LocalStore:

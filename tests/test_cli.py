@@ -1367,12 +1367,12 @@ def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
     from runner.run import Outcome
 
     spool = SimpleNamespace(dir="/spool/r", run_id="r", shard=None)
-    assert _run_exit(Outcome(True, False, 1, 1, "no network"), spool, "gs://b/r") == EXIT_NOT_UPLOADED
+    assert _run_exit(Outcome(True, False, 1, 1, "no network"), spool, "gs://b/r", Path("/spool")) == EXIT_NOT_UPLOADED
     assert "; the 1 cell is in /spool/r; rerun" in capsys.readouterr().err
-    assert _run_exit(Outcome(False, False, 0, 1, "no network"), spool, "gs://b/r") == EXIT_SIGTERM
+    assert _run_exit(Outcome(False, False, 0, 1, "no network"), spool, "gs://b/r", Path("/spool")) == EXIT_SIGTERM
     assert capsys.readouterr().err.startswith("interrupted by SIGTERM: 0 of 1 cell done, not uploaded (no network); "
                                               "no cell is in /spool/r")
-    _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r")
+    _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r", Path("/spool"))
     assert "; all 1,250 cells are in /spool/r; rerun" in capsys.readouterr().err
 
 
@@ -1386,12 +1386,38 @@ def test_a_shards_sigterm_and_not_uploaded_lines_name_its_shard_with_its_run_id(
     from runner.run import Outcome
 
     shard = SimpleNamespace(dir="/spool/r", run_id="r", shard="2/4")
-    assert _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r") == EXIT_SIGTERM
+    assert _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool")) == EXIT_SIGTERM
     assert capsys.readouterr().err.endswith("uploaded to gs://b/r; rerun with --run-id r --shard 2/4 to resume\n")
-    assert _run_exit(Outcome(True, False, 3, 3, "no network"), shard, "gs://b/r") == EXIT_NOT_UPLOADED
+    assert _run_exit(Outcome(True, False, 3, 3, "no network"), shard, "gs://b/r", Path("/spool")) == EXIT_NOT_UPLOADED
     assert capsys.readouterr().err.endswith("; rerun with --run-id r --shard 2/4 to upload them\n")
-    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", rechecks="b")
+    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool"), rechecks="b")
     assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command to resume\n")
+
+
+def test_the_sigterm_and_not_uploaded_lines_name_a_spool_from_the_environment_unless_it_is_the_default(capsys,
+                                                                                                     monkeypatch):
+    """A Job's pod took its spool from ATTNBENCH_SPOOL, which a shell rerunning it lacks: its lines name --spool, and
+    recheck's its command with it; a spool that variable sets to the default is left out, as one --spool named."""
+    from types import SimpleNamespace
+
+    from runner.cli import _run_exit
+    from runner.run import Outcome
+    from runner.spool import SPOOL_ENV, default_spool_root
+
+    part = SimpleNamespace(dir="/pod/spool/r", run_id="r", shard=None)
+    monkeypatch.setenv(SPOOL_ENV, "/pod/spool")
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/pod/spool"))
+    assert capsys.readouterr().err.endswith("; rerun with --run-id r --spool /pod/spool to resume\n")
+    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", Path("/pod/spool"), rechecks="b")
+    assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command with --spool /pod/spool to "
+                                            "upload them\n")
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/elsewhere"))  # --spool named it
+    assert capsys.readouterr().err.endswith("; rerun with --run-id r to resume\n")
+    monkeypatch.delenv(SPOOL_ENV)
+    default = default_spool_root()
+    monkeypatch.setenv(SPOOL_ENV, str(default))
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", default)
+    assert capsys.readouterr().err.endswith("; rerun with --run-id r to resume\n")
 
 
 def recheck_pair(tmp_path) -> list[str]:

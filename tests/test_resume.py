@@ -21,7 +21,7 @@ from runner.cli import EXIT_INPUT, EXIT_NOT_RESUMABLE, EXIT_NOT_UPLOADED, EXIT_S
 from runner.registry import VARIANTS, VARIANTS_ENV, load_all
 from runner.shard import parse_shard, select
 from runner.spec import load_spec
-from runner.spool import GROUP_S
+from runner.spool import GROUP_S, SPOOL_ENV
 from runner.store import open_store, read_run
 from test_results import manifest
 
@@ -56,9 +56,12 @@ def stored(run_id: str) -> list[str]:
 
 
 def start_run(spec: Path, run_id: str, spool: Path, *extra: str, **env: str) -> subprocess.Popen:
-    """`attnbench run` as its own process, as in a pod; stdout and stderr go to files beside the spool."""
-    command = [sys.executable, "-m", "runner", "run", str(spec), "--out", OUT, "--run-id", run_id,
-               "--spool", str(spool), "--flush-every", "0.5", *extra]
+    """`attnbench run` as its own process, as in a pod; stdout and stderr go to files beside the spool, which --spool
+    names unless `env` gives ATTNBENCH_SPOOL (a pod's: the spool; empty: a shell's, the default, and `spool` holds
+    the logs alone)."""
+    spooled = [] if SPOOL_ENV in env else ["--spool", str(spool)]
+    command = [sys.executable, "-m", "runner", "run", str(spec), "--out", OUT, "--run-id", run_id, *spooled,
+               "--flush-every", "0.5", *extra]
     spool.mkdir(parents=True, exist_ok=True)
     with open(spool / "stdout.txt", "a") as out, open(spool / "stderr.txt", "a") as err:
         return subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env},
@@ -372,6 +375,32 @@ def test_a_shard_from_the_environment_stopped_by_sigterm_is_resumed_by_the_rerun
     assert "resuming preempted: 3 of 4 cells already done" in (spool / "stdout.txt").read_text()
     [part] = [p for p in open_store(OUT).read("preempted").parts if p.manifest]
     assert part.shard == "0/2" and {c.key for c in part.cells} == shard_keys(spec, "0/2")
+
+
+def test_a_pods_sigterm_line_names_its_spool_from_the_environment_and_its_rerun_uploads_what_it_held(emulator,
+                                                                                                      tmp_path):
+    """A Job's pod takes its spool from ATTNBENCH_SPOOL: stopped by SIGTERM while its store is out of reach, the
+    cells it measured are in that spool alone, and its line names --spool beside --run-id, so the rerun it gives, by
+    hand from a shell without the variable, resumes from them and uploads them (without --spool it would measure
+    them again into the shell's own spool)."""
+    spec, spool, gates = gated_spec(tmp_path), tmp_path / "pod", tmp_path / "gates"
+    emulator.stop()
+    run = start_gated(spec, "preempted", spool, gates, "--store-timeout", "60", ATTNBENCH_SPOOL=str(spool))
+    wait_for(lambda: spooled_lines(spool, "preempted") == 3 or run.poll() is not None)  # held at 16
+    assert run.poll() is None, (spool / "stderr.txt").read_text()
+    sigterm_within_the_limit(run)
+    said = (spool / "stderr.txt").read_text().splitlines()[-1]
+    flags = said.partition("; rerun with ")[2].removesuffix(" to resume").split()
+    assert said.startswith("interrupted by SIGTERM: 3 of 6 cells done, not uploaded") and flags == [
+        "--run-id", "preempted", "--spool", str(spool)], said
+    emulator.start()
+    open_gate(gates, 16)
+    open_gate(gates, 24)
+    shell = tmp_path / "shell"
+    again = start_gated(spec, "preempted", shell, gates, *flags, ATTNBENCH_SPOOL="", XDG_CACHE_HOME=str(shell))
+    assert again.wait(RUN_TIMEOUT_S) == 0, (shell / "stderr.txt").read_text()
+    assert "resuming preempted: 3 of 6 cells already done" in (shell / "stdout.txt").read_text()
+    assert_each_cell_once(emulator, "preempted", spec)
 
 
 def test_sigterm_at_start_up_exits_75(gate, tiny_spec, tmp_path):
