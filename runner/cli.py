@@ -326,12 +326,15 @@ def _anew(rechecks: str | None, *where) -> str:
 
 def _aside(kept, ready: Ready, rechecks: str | None) -> str:
     """Where a late refusal moved the cells measured meanwhile (runner.resume.set_aside), and `run`'s rerun that
-    uploads them; a recheck's are kept in the spool, for a recheck uploads no run but B's recheck."""
+    uploads them; a recheck's are kept in the spool, where `show` reads them, for a recheck uploads no run but B's
+    recheck (and `run` under their run id would measure the rest of B's spec as a run of its own)."""
     from runner.compare import recheck_id
     from runner.resume import aside_rerun, aside_said
 
     if rechecks:
-        return f"{aside_said(kept)}, kept there (a recheck uploads no run but {recheck_id(rechecks)})"
+        them = "it" if len(kept.keys()) == 1 else "them"
+        return (f"{aside_said(kept)}, kept there, where attnbench show {kept.dir} reads {them} (a recheck uploads no "
+                f"run but {recheck_id(rechecks)})")
     return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
 
 

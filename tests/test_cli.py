@@ -1475,10 +1475,11 @@ def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_
     from runner.run import Outcome
     from runner.spool import spool_store
     from runner.store import open_store
-    from test_results import record
+    from test_results import manifest, record
 
     def refused(spec, cells, store, spool, *rest):
         if late:
+            spool.write_manifest(manifest(run_id=spool.run_id, rechecks="lab5-b"))
             spool.add_quietly([record().model_copy(update={"run_id": spool.run_id})])
         return Outcome(False, False, int(late), len(cells), refused=OtherMachine("xla_flags (none) → --x", late))
 
@@ -1493,5 +1494,8 @@ def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_
                                               "(none) → --x)")
     assert said.endswith(f"; rerun the same attnbench recheck command under the run's settings, or move {folders} "
                          "elsewhere for a new recheck (recheck takes no --run-id: its run id is lab5-b-recheck)"), said
-    assert ("the 1 cell it held was moved to run lab5-" in said and ", kept there (a recheck uploads no run but "
+    assert ("the 1 cell it held was moved to run lab5-" in said and " reads it (a recheck uploads no run but "
             "lab5-b-recheck);" in said) is late and "give another" not in said, said
+    if late:  # the command the line gives reads the cell
+        shown = in_process(capsys, *said.partition(", kept there, where attnbench ")[2].partition(" reads it")[0].split())
+        assert shown.code == 0 and "1 cell: 1 ok" in shown.out and not shown.err, shown.out + shown.err
