@@ -1028,12 +1028,14 @@ def cmd_runs(args, console: Console) -> int:
 
     store = _existing(args.out, "--out", _read_timeout())
     with _store_errors():
-        runs = [store.read(run_id) for run_id in store.runs()]
-    if not runs:
+        listed = store.runs()
+        runs = [store.read(run_id) for run_id in listed]
+        unlisted = [said for folder, said in store.moves() if folder not in listed]  # stopped before its first write
+    if runs:
+        print_grid(runs_grid(runs, store.uri), console)
+    else:
         console.print(f"no runs in {store.uri}")
-        return EXIT_OK
-    print_grid(runs_grid(runs, store.uri), console)
-    _warn([p for run in runs for p in run.problems])
+    _warn([p for run in runs for p in run.problems] + unlisted)
     return EXIT_OK
 
 

@@ -58,8 +58,20 @@ def inflight_name(shard: str | None) -> str:
 
 def moving_name(shard: str | None) -> str:
     """The spool's marker of a part whose cells are moving to the run that holds it (runner.resume.set_aside): no
-    object of the layout, so readers pass it by."""
+    object of the layout, so readers read no cell of it; found, it is said (moving_said)."""
     return f"moving-from{_suffix(shard)}.txt"
+
+
+MOVING = re.compile(r"moving-from(?:-\d+-of-\d+)?\.txt")  # moving_name's, of any part
+
+
+def moving_said(location: str, leaf: str, source: str) -> str:
+    """A move's marker (moving_name) that a killed process left in the run folder `location`, which names the run
+    `source` the cells move from, as a problem: until a rerun finishes it, either run may hold some of them."""
+    target = location.rstrip("/").rpartition("/")[2]
+    return (f"{location}/{leaf}: run {source}'s cells were moving to run {target} when a process was killed (a late "
+            "refusal's set-aside), so either run may hold some of them: the next attnbench run under either run id, "
+            "with this spool, finishes the move")
 
 
 def part_of(name: str) -> tuple[str, str | None] | None:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from runner.record import Manifest
-from runner.results import Run, assemble, manifest_of, misnamed, parse_manifest, part_of, run_folders, run_of
+from runner.results import (MOVING, Run, assemble, manifest_of, misnamed, moving_said, parse_manifest, part_of,
+                            run_folders, run_of)
 
 DEFAULT_TIMEOUT_S = 120.0
 READ_TIMEOUT_S = 10.0  # `runs` and `show`: someone is waiting, so a store out of reach is said within about this
@@ -120,6 +121,11 @@ class Store(ABC):
         run; cli._found decides which opens)."""
         return [folder for folder in self.runs() if folder.rpartition("/")[2] == run_id]
 
+    def moves(self) -> list[tuple[str, str]]:
+        """(run folder, problem) of each move of a part's cells to that run that a killed process left half done
+        (runner.results.moving_said): none in a bucket, for a move is a spool's, which is a local folder."""
+        return []
+
     def fetch(self, names: list[str]) -> dict[str, bytes | None]:
         """Many objects at once, READERS in flight."""
         with ThreadPoolExecutor(READERS) as pool:
@@ -158,6 +164,8 @@ class Store(ABC):
                              {leaf: others[n] for n, leaf in _leaves(others, run_id).items()})
         objects = {}
         for name, leaf in leaves.items():
+            if MOVING.fullmatch(leaf) and (source := self.get(name)) is not None:
+                problems.append(moving_said(location, leaf, source.decode(errors="replace")))
             if not part_of(leaf):
                 continue
             try:
@@ -244,6 +252,12 @@ class LocalStore(Store):
 
     def names(self, folder: str = "") -> list[str]:
         return self.entries(folder)[0]
+
+    def moves(self) -> list[tuple[str, str]]:
+        found = [(path.parent.relative_to(self.root).as_posix(), path) for path in self.root.rglob("moving-from*")
+                 if MOVING.fullmatch(path.name) and path.is_file()]
+        return [(folder, moving_said(self.location(folder), path.name, path.read_text(errors="replace")))
+                for folder, path in found]
 
     def entries(self, folder: str = "") -> tuple[list[str], dict[str, str]]:
         base = self.root / folder

@@ -555,15 +555,9 @@ held.write_text(f"done after {len(writes)}")
 MOVE_WRITES = 7  # the marker, the aside's empty cells and its manifest, its cells, the old cells and manifest, the marker
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("at", range(1, MOVE_WRITES + 2))
-def test_a_set_aside_killed_at_any_write_leaves_a_spool_that_a_rerun_of_either_id_finishes(tmp_path, at):
-    """A SIGKILL (OOM, a node lost) inside set_aside, before each of its writes in turn (and after the last): the
-    rerun of either run id finds each cell in one run of the spool, none lost, and none without its manifest."""
-    import shutil
-
-    from runner.resume import finish_moves
-
+def killed_in_set_aside(tmp_path: Path, at: int) -> list:
+    """The spool tmp_path/spool as a SIGKILL before set_aside's `at`-th write leaves it: the part of run `refused`
+    moving to run `aside`; its records."""
     records = some_records()
     spooled_part(LocalStore(tmp_path / "spool"), "refused", "h", records)
     held = tmp_path / "held"
@@ -575,6 +569,40 @@ def test_a_set_aside_killed_at_any_write_leaves_a_spool_that_a_rerun_of_either_i
     process.kill()
     process.wait()
     assert (held.read_text() == f"done after {MOVE_WRITES}") == (at > MOVE_WRITES), held.read_text()
+    return records
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", [1, 2, 4, MOVE_WRITES, MOVE_WRITES + 1])
+def test_runs_and_show_say_a_set_aside_killed_mid_move_and_what_finishes_it(tmp_path, capsys, at):
+    """A SIGKILL inside set_aside, once its marker is written and before it is removed (writes 2 to MOVE_WRITES), leaves
+    the two runs half moved: `runs` over the spool says so once, naming both runs and the rerun that finishes the move
+    (a folder that holds the marker alone, no run yet, too), as `show` of the run moved to does; before the marker, or
+    after the move, it says nothing."""
+    killed_in_set_aside(tmp_path, at)
+    store = tmp_path / "spool"  # the spool's folder of one store
+    listed = in_process(capsys, "runs", "--out", store)
+    said = [line for line in listed.err.splitlines() if "moving-from.txt" in line]
+    mid_move = 1 < at <= MOVE_WRITES
+    assert listed.code == 0 and len(said) == mid_move, listed.err
+    assert not mid_move or said[0] == (
+        f"warning: {store / 'aside' / 'moving-from.txt'}: run refused's cells were moving to run aside when a process "
+        "was killed (a late refusal's set-aside), so either run may hold some of them: the next attnbench run under "
+        "either run id, with this spool, finishes the move"), listed.err
+    if (store / "aside" / "manifest.json").exists():
+        assert ("moving-from.txt" in in_process(capsys, "show", store / "aside").err) == mid_move
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("at", range(1, MOVE_WRITES + 2))
+def test_a_set_aside_killed_at_any_write_leaves_a_spool_that_a_rerun_of_either_id_finishes(tmp_path, at):
+    """A SIGKILL (OOM, a node lost) inside set_aside, before each of its writes in turn (and after the last): the
+    rerun of either run id finds each cell in one run of the spool, none lost, and none without its manifest."""
+    import shutil
+
+    from runner.resume import finish_moves
+
+    records = killed_in_set_aside(tmp_path, at)
     for rerun in ("refused", "aside"):
         local = LocalStore(shutil.copytree(tmp_path / "spool", tmp_path / rerun))
         finish_moves(local, rerun, None)
