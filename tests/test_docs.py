@@ -243,6 +243,16 @@ def test_a_page_that_quotes_another_number_or_drops_the_phrase_is_named():
         "p.md: no longer says 'the cap carried' (reworded? update tests/test_docs.py's quoted())"]
 
 
+def test_a_page_that_quotes_a_notes_mark_gives_its_symbol():
+    """getting-started.md quoted show's note as `[not converged: …]` after the note became `[† not converged: …]`:
+    every `[word: …]` a page quotes of a mark (runner.marks.MARKS) opens with the mark's symbol, as show writes it."""
+    from runner.marks import MARKS
+
+    bare = [f"{page.name}: [{mark.word}:" for page in sorted((REPO / "docs").glob("*.md")) for mark in MARKS
+            for _ in re.finditer(rf"\[(?!{mark.symbol} ){mark.word}:", page.read_text())]
+    assert bare == []
+
+
 # --- the results pages ---------------------------------------------------------------------------------------------
 
 def results_pages():
