@@ -48,7 +48,8 @@ def _timing_ms(c: CellRecord, timer: str) -> float | None:
 
 
 def noise_text(noise: float) -> str:
-    """A noise (IQR / median) as a reader compares it with a target of a few percent: 2.2%, 35%."""
+    """A noise (IQR / median), or an SM clock's spread, as a reader compares it with a rule of a few percent (a noise
+    target, the clock's 2 %): 2.2%, 35%, where 2.3% in whole percent read '2%' under 'more than 2 %'."""
     return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
 
 
@@ -60,7 +61,7 @@ def _marks(c: CellRecord) -> list[str]:
 
 def _unsettled_said(c: CellRecord) -> str:
     power = ["power state not settled"] if c.power and c.power.settled is False else []
-    return ", ".join(power + ([f"clock moved {c.telemetry.clock_spread:.0%}"] if c.clock_unstable else []))
+    return ", ".join(power + ([f"clock moved {noise_text(c.telemetry.clock_spread)}"] if c.clock_unstable else []))
 
 
 def _unconverged_said(c: CellRecord) -> str:

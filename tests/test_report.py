@@ -39,6 +39,16 @@ def test_a_time_that_did_not_converge_says_so_in_its_note():
     assert "not converged" not in rows[1]
 
 
+def test_a_moved_clock_says_how_far_in_tenths_below_10_percent():
+    """A clock that moved 2.3 % (more than power.UNSTABLE_SPREAD's 2 %) read '[⚠ unsettled: clock moved 2%]' in whole
+    percent: the note gives it as noise_text gives a noise, '2.3%'."""
+    cell = telemetry(next(c for c in shipped(H200_LAB5).cells if c.status == "ok"), unstable=True)
+    cell = cell.model_copy(update={"telemetry": cell.telemetry.model_copy(update={"clock_spread": 0.023})})
+    console = Console(record=True, width=400)
+    print_tables([cell], console)
+    assert "[⚠ unsettled: power state not settled, clock moved 2.3%]" in console.export_text()
+
+
 def test_a_table_with_a_cell_past_100_percent_copy_says_why_naming_the_runs_gpu():
     """decode-20261202's pallas_decode reads 108.2 % of the copy measured on its H200: show, a run's closing tables
     and the report say under its table why that is no error, naming the GPU the copy was measured on (review s11,
