@@ -280,16 +280,18 @@ def latency_row(cells: pd.DataFrame, sel: Selection, speedups: bool, as_markdown
     if "sm_clock_median_mhz" in cells and cells["sm_clock_median_mhz"].notna().any():
         if gpu_state:
             telemetry_row(drawn(cells, sel), sel)
-        elif said := ringed(cells):
+        elif said := ringed(cells, sel):
             st.caption(f"**{name}**: {said}; their clock and power: **GPU clock and power** above")
 
 
-def ringed(cells: pd.DataFrame) -> str:
-    """'⚠ 2 cells unsettled (sampled before its power state settled or ...), ringed in red': the cells runner.marks
-    marks ⚠, as the tables mark and the charts ring them; '' where none."""
+def ringed(cells: pd.DataFrame, sel: Selection) -> str:
+    """'⚠ 2 cells unsettled (each sampled before its power state settled or ...), ringed in red': the cells of the
+    drawn runs (drawn: the newest MAX_RUNS, those a chart rings) runner.marks marks ⚠, as the tables mark them; ''
+    where none."""
     mark = UNSETTLED_MARK
-    count = int(cells[mark.column].sum())
-    return f"{mark.symbol} {counted(count, 'cell')} {mark.word} ({mark.why}), ringed in red" if count else ""
+    count = int(drawn(cells, sel)[mark.column].sum())
+    each = "each " if count > 1 else ""
+    return f"{mark.symbol} {counted(count, 'cell')} {mark.word} ({each}{mark.why}), ringed in red" if count else ""
 
 
 def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> None:
@@ -312,7 +314,7 @@ def summary_table(cells: pd.DataFrame, sel: Selection, as_markdown: bool) -> Non
 def telemetry_row(cells: pd.DataFrame, sel: Selection) -> None:
     """SM clock (min to max) and mean power (to max) against the same axis as latency, power limit dashed."""
     name = cells["experiment"].iloc[0]
-    said = ringed(cells)
+    said = ringed(cells, sel)
     st.caption(f"GPU state while **{name}** was timed" + (f": {said}" if said else ""))
     clock = figure(cells, sel, "sm_clock_median_mhz", "SM clock", False, "sm_clock_min_mhz", "sm_clock_max_mhz",
                    "min–max")

@@ -206,6 +206,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("dashboard.md", "beyond both runs' noise and {} %", runner.COMPARE_THRESHOLD_PERCENT),
         ("dashboard.md", "never settled or its SM clock moved more than {} %) and †", 100 * power.UNSTABLE_SPREAD),
         ("dashboard.md", "they draw up to {} runs", charts.MAX_RUNS),
+        ("dashboard.md", "in the runs the chart draws (the newest {})", charts.MAX_RUNS),
         ("dashboard.md", "a bucket: every {} minutes", data.REMOTE_TTL_S / 60),
         ("design.md", "compiles the programs of its next {} cells together", run.AHEAD_CELLS),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pandas as pd
 from rich.console import Console
 
 from dashboard import charts, data, tables, views
@@ -60,11 +61,21 @@ def test_an_unsettled_cell_on_a_steady_clock_is_marked_alike_on_every_surface(tm
     rows = frame[frame["experiment"] == "seq-len"].assign(speedup=float("nan"))
     entry = tables.summary(rows).set_index("T").loc["512", cell.variant]
     assert " ⚠" in entry and tables.legend(rows) == f"⚠ {marks.UNSETTLED}: {WHY}"
-    assert views.ringed(rows) == f"⚠ 1 cell {marks.UNSETTLED} ({WHY}), ringed in red"
-    chart = charts.lines(rows, "seq_len", "latency_ms", charts.Style(charts.colours(set(rows["variant"])), (run_id,)),
-                         "seq-len", "")
+    style = charts.Style(charts.colours(set(rows["variant"])), (run_id,))
+    assert views.ringed(rows, views.Selection([run_id], rows, {}, "device", None, style)) == \
+        f"⚠ 1 cell {marks.UNSETTLED} ({WHY}), ringed in red"
+    chart = charts.lines(rows, "seq_len", "latency_ms", style, "seq-len", "")
     ringed = next(trace for trace in chart.data if trace.name == f"⚠ {marks.UNSETTLED}")
     assert list(ringed.x) == [512]
+
+
+def test_the_caption_counts_the_unsettled_cells_the_chart_rings_of_the_drawn_runs_alone():
+    """Of 7 selected runs a chart draws and rings the newest 6 (charts.MAX_RUNS): the caption counted the 7th's
+    unsettled cells too (47 said, 39 ringed in hopper-long's fwd) and said 'its power state' of them all."""
+    runs = [f"r{i}" for i in range(charts.MAX_RUNS + 1)]
+    cells = pd.DataFrame({"run": runs, marks.UNSETTLED_MARK.column: True})
+    sel = views.Selection(runs, cells, {}, "device", None, charts.Style({}, tuple(runs[:charts.MAX_RUNS])))
+    assert views.ringed(cells, sel) == f"⚠ {charts.MAX_RUNS} cells {marks.UNSETTLED} (each {WHY}), ringed in red"
 
 
 def test_the_key_names_each_mark_shown_in_one_order():
