@@ -408,17 +408,17 @@ def cudnn_of(cells: pd.DataFrame, manifests: dict[str, Manifest | None] | None) 
 
 def standings(cells: pd.DataFrame, manifests: dict[str, Manifest | None] | None = None) -> list[leaderboard.Standing]:
     """runner.leaderboard's standings of rated cells (with_rates: latency by the chosen timer), per run and shape; a
-    cell sampled unsettled (with_rates' `unsettled` column), its FP8 (fp8_mark) and, with the runs' `manifests`, the
-    cuDNN its variant ran (cudnn_of), marked as runner.leaderboard.time_of marks it; a noise not known stays NaN, which
-    no margin is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
+    cell sampled unsettled or not converged (with_rates' `unsettled` and `unconverged` columns), its FP8 (fp8_mark)
+    and, with the runs' `manifests`, the cuDNN its variant ran (cudnn_of), marked as runner.leaderboard.time_of marks
+    it; a noise not known stays NaN, which no margin is beyond (runner.leaderboard.beyond_noise, compare's rule too)."""
     ok = measured(cells)
     shares = _column(ok, "pct_of_clock_peak")  # the chosen timer's, at each cell's own clock
     fp8 = [leaderboard.fp8_mark(verdict, in_hlo) for verdict, in_hlo in zip(_text(ok, "fp8_verdict"),
                                                                             _text(ok, "fp8_in_hlo"))]
     times = [leaderboard.Time(run, label, variant, ms / 1e3, float(noise), backend,
-                              share if share == share else None, bool(rough), mark, cudnn)
-             for run, label, variant, ms, noise, backend, share, rough, mark, cudnn in zip(
+                              share if share == share else None, bool(rough), mark, cudnn, bool(loose))
+             for run, label, variant, ms, noise, backend, share, rough, mark, cudnn, loose in zip(
                  ok["run"], shape_labels(ok), ok["variant"], ok["latency_ms"], ok["noise"],
                  ok["backend"].where(ok["backend"].notna(), None), shares, ok[marks.UNSETTLED_MARK.column], fp8,
-                 cudnn_of(ok, manifests))]
+                 cudnn_of(ok, manifests), ok[marks.UNCONVERGED_MARK.column])]
     return leaderboard.rank(times)

@@ -5,10 +5,11 @@ with status `ok` (ran and agreed with the reference) compete. For each shape the
 margin over the next fastest variant and over `auto` (jax.nn.dot_product_attention with implementation=None:
 what JAX picks by itself), and whether the margin over the next is beyond both variants' noise. A time whose power
 state never settled (power.settled false, docs/timing.md) or whose SM clock moved more than 2 % (clock_unstable)
-ranks but is named "unsettled" (runner.marks' rule, ⚠ in tables), and a margin it takes part in is never decisive;
-a time whose record says FP8 ran (fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another
-precision, and one whose variant asked for FP8 that never reached its program is named "(not FP8)": it ran, and
-ranks, in its shape's dtype. Where the winner and the next ran two cuDNN releases (TE's worker loads its own), each is
+ranks but is named "unsettled" (runner.marks' rule, ⚠ in tables), and one whose noise never met its target is named
+"not converged" (†): a margin either takes part in is never decisive, as no rerun need keep its order; a time whose
+record says FP8 ran (fp8_mark) ranks beside bf16 ones but is named "(FP8)", as it computes in another precision, and
+one whose variant asked for FP8 that never reached its program is named "(not FP8)": it ran, and ranks, in its
+shape's dtype. Where the winner and the next ran two cuDNN releases (TE's worker loads its own), each is
 named with its own. Light on purpose (no pandas, no JAX): `attnbench show` prints it and the dashboard draws it
 from the same functions.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from runner.marks import UNSETTLED, UNSETTLED_WHY, unsettled
+from runner.marks import NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, UNSETTLED_WHY, unsettled
 from runner.record import CellRecord, cudnn_ran
 from runner.shape import label
 
@@ -41,6 +42,7 @@ class Time:
     unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
     fp8_mark: str | None = None  # fp8_mark: FP8 (it computed in FP8), NOT_FP8 (asked for FP8, ran without), None
     cudnn: str | None = None  # the cuDNN release its variant ran (runner.record.cudnn_ran); None: not cuDNN's kernel
+    unconverged: bool = False  # its noise never met timing.target_noise (runner.marks' not converged)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class Standing:
         return any(t.unsettled for t in (self.winner, self.runner_up) if t)
 
     @property
+    def unconverged(self) -> bool:
+        """The winner's or the runner-up's noise never met its target."""
+        return any(t.unconverged for t in (self.winner, self.runner_up) if t)
+
+    @property
     def cudnn_differs(self) -> bool:
         """The winner and the runner-up ran two cuDNN releases (TE's worker loads its own): the margin is in part
         the releases'."""
@@ -84,8 +91,8 @@ class Standing:
     @property
     def decisive(self) -> bool:
         """The margin over the next exceeds both variants' noise (beyond_noise: a noise not known is never
-        exceeded), both sampled in a settled state: rerunning would likely keep the order."""
-        if self.runner_up is None or self.unsettled:
+        exceeded), both sampled in a settled state and converged: rerunning would likely keep the order."""
+        if self.runner_up is None or self.unsettled or self.unconverged:
             return False
         return bool(beyond_noise(self.margin, self.winner.noise, self.runner_up.noise))
 
@@ -123,8 +130,8 @@ def time_of(cell: CellRecord, timer: str | None = None, manifest=None) -> Time |
     """A correct cell's time by `timer` (default: the record's headline timer), with that time's share of the MMA
     peak at the SM clock read while that timer sampled, where the run's `manifest` (its machine) and the cell's
     telemetry give it (telemetry spans one timer's samples, the headline's: by another timer, no share;
-    runner.metrics.clock_of), whether it was sampled unsettled, its FP8 mark (fp8_mark) and, with the manifest, the
-    cuDNN its variant ran; None if it has no time."""
+    runner.metrics.clock_of), whether it was sampled unsettled, its FP8 mark (fp8_mark), with the manifest the cuDNN
+    its variant ran, and whether that timer did not converge; None if it has no time."""
     if cell.status != "ok":
         return None
     summary = next((t for t in cell.timings if t.timer == (timer or cell.timer)), None)
@@ -136,7 +143,8 @@ def time_of(cell: CellRecord, timer: str | None = None, manifest=None) -> Time |
     tflops = metrics.rates(cell.flops, 0, summary.median_s)["tflops"] if cell.flops else None
     share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
-                share, unsettled(cell), cell_fp8_mark(cell), cudnn_ran(cell.variant, cell.backend, manifest))
+                share, unsettled(cell), cell_fp8_mark(cell), cudnn_ran(cell.variant, cell.backend, manifest),
+                not summary.converged)
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:
@@ -200,18 +208,21 @@ def legacy_of(manifests: Iterable) -> dict[str, str]:
 
 def _named(time: Time, legacy: Mapping[str, str], cudnn: bool = False) -> str:
     """The variant's name with its marks: legacy, FP8 or not FP8 (fp8_mark), its cuDNN where `cudnn` (the standing's
-    two sides ran two releases), unsettled (its power state or clock): 'te (cuDNN 9.14.0, unsettled)'."""
+    two sides ran two releases), unsettled (its power state or clock), not converged: 'te (cuDNN 9.14.0, unsettled)'."""
     marks = [m for m, on in (("legacy", time.variant in legacy), (time.fp8_mark, time.fp8_mark),
-                             (f"cuDNN {time.cudnn}", cudnn), (UNSETTLED, time.unsettled)) if on]
+                             (f"cuDNN {time.cudnn}", cudnn), (UNSETTLED, time.unsettled),
+                             (NOT_CONVERGED, time.unconverged)) if on]
     return f"{time.variant} ({', '.join(marks)})" if marks else time.variant
 
 
 def _not_decisive(standing: Standing) -> str | None:
-    """Why a margin over the next is not decisive: unsettled, else a noise not known, else within noise; None where it
-    is decisive or there is no next."""
+    """Why a margin over the next is not decisive: unsettled, else not converged, else a noise not known, else within
+    noise; None where it is decisive or there is no next."""
     if standing.runner_up is None or standing.decisive:
         return None
-    return UNSETTLED if standing.unsettled else "noise unknown" if standing.noise_unknown else "within noise"
+    if standing.unsettled or standing.unconverged:
+        return UNSETTLED if standing.unsettled else NOT_CONVERGED
+    return "noise unknown" if standing.noise_unknown else "within noise"
 
 
 def _margin(standing: Standing) -> str:
@@ -228,8 +239,8 @@ def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[s
 
 def marks_key(standings: list[Standing]) -> str:
     """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8, not
-    FP8 and unsettled on a variant's name, noise unknown on a margin. The one wording of `show`'s board, the report's
-    and the dashboard's Leaderboard tab; unsettled in runner.marks' words."""
+    FP8, unsettled and not converged on a variant's name, noise unknown on a margin. The one wording of `show`'s board,
+    the report's and the dashboard's Leaderboard tab; unsettled and not converged in runner.marks' words."""
     shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
     meanings = [
         ("(FP8)", any(t.fp8_mark == FP8 for t in shown), "computes in FP8, another precision than the bf16 variants "
@@ -240,6 +251,8 @@ def marks_key(standings: list[Standing]) -> str:
          "(TE's worker loads its own): their margin is in part the releases'"),
         (f"({UNSETTLED})", any(t.unsettled for t in shown), f"{UNSETTLED_WHY}: a margin it takes part in is never "
          "decisive"),
+        (f"({NOT_CONVERGED})", any(t.unconverged for t in shown), f"{NOT_CONVERGED_WHY}: a margin it takes part in is "
+         "never decisive"),
         ("(noise unknown)", any(_not_decisive(s) == "noise unknown" for s in standings),
          "a noise (IQR / median) not recorded: the margin is never decisive"),
     ]
@@ -253,7 +266,8 @@ def notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:
-    """One text row per shape, for a table or markdown; a legacy, FP8, not FP8 or unsettled variant is named so
+    """One text row per shape, for a table or markdown; a legacy, FP8, not FP8, unsettled or not converged variant is
+    named so
     (`_named`), each side with its cuDNN where the two ran two releases, and a margin that is not decisive says why;
     `% MMA@clock`: the winner's
     time as a % of its GPUs' MMA peak at the SM clock read while the board's timer took its samples, where any winner

@@ -1,8 +1,9 @@
 """Marks: what a time does not say of itself, one table for every place that shows a time. ⚠ unsettled: sampled
-before its power state settled or on an SM clock that moved more than 2 % (the board names such a time so, and a
-margin it takes part in is never decisive); † not converged: its noise never met timing.target_noise. `show`'s and
-the report's notes, the leaderboard, the results pages' tables (runner.figures) and the dashboard's tables, captions
-and charts mark a time by these rules and say what a mark means in these words."""
+before its power state settled or on an SM clock that moved more than 2 %; † not converged: its noise never met
+timing.target_noise. `show`'s and the report's notes, the leaderboard (which names a time by its marks' words,
+'(unsettled)', '(not converged)', and never calls a margin either takes part in decisive), the results pages' tables
+(runner.figures) and the dashboard's tables, captions and charts mark a time by these rules and say what a mark means
+in these words."""
 
 from __future__ import annotations
 

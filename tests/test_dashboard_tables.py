@@ -17,7 +17,7 @@ from conftest import BUCKET
 from runner.record import NO_POLICY
 from runner.results import CELLS, MANIFEST, assemble, misnamed
 from runner.store import open_store
-from stores import H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, copy_run, shipped, write_run
+from stores import CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, copy_files, copy_run, shipped, write_run
 from test_results import RUN_ID, manifest, some_records
 from test_store import lines
 
@@ -454,6 +454,21 @@ def test_the_dashboard_board_marks_fp8_and_two_cudnn_releases_as_the_cli_board_d
     assert not shown["next"].str.contains("te_fp8 (FP8", regex=False).any()
     padded = shown.set_index("shape").loc["B8 T4096 N64 K8 H128 bfloat16 causal fwd fill0.8"]
     assert (padded["fastest"], padded["next"]) == ("te (cuDNN 9.14.0)", "cudnn (cuDNN 9.19.0)")
+
+
+def test_the_dashboard_board_marks_a_not_converged_time_as_the_cli_board_does():
+    """The CPU lab5 run's times mostly never converged: the tab names them '(not converged)' and says so of their
+    margins, row for row as `show`'s board (with_rates' `unconverged` column: runner.marks' rule, by the timer)."""
+    from runner import leaderboard
+
+    run = CPU_LAB5.rpartition("/")[2]
+    snap = data.snapshot(str(SHIPPED), data.RunCache())
+    cells = tables.with_rates(snap.cells((run,)), snap.runs, "wall")
+    shown = tables.board(cells, leaderboard.contested(tables.standings(cells, snap.manifests)), {})
+    recorded = shipped(CPU_LAB5)
+    cli = leaderboard.rows(leaderboard.contested(leaderboard.leaderboard(recorded.cells, manifest=recorded.manifest)))
+    assert shown[["fastest", "next", "margin"]].values.tolist() == [[r["fastest"], r["next"], r["margin"]] for r in cli]
+    assert shown["margin"].str.endswith("(not converged)").any()
 
 
 def test_the_dashboard_board_reads_a_missing_noise_as_unknown_never_as_quiet():

@@ -7,7 +7,7 @@ import pytest
 from runner import leaderboard
 from runner.leaderboard import Time, rank
 from runner.report import leaderboard_markdown
-from stores import H200_LAB5, H200_LONG, broken, device_timing, shipped
+from stores import CPU_LAB5, H200_LAB5, H200_LONG, broken, device_timing, shipped
 
 
 def times(*entries: tuple[str, float], shape: str = "B1 T8", noise: float = 0.01) -> list[Time]:
@@ -223,6 +223,31 @@ def test_an_unsettled_winner_or_runner_up_is_named_so_and_its_margin_is_never_de
         assert f"{rough} (unsettled)" in (row["fastest"], row["next"]), rough
     (settled,) = rank(times(("xla", 1.0), ("cudnn", 2.0)))
     assert settled.decisive and leaderboard.rows([settled])[0]["margin"] == "+100%"
+
+
+def test_a_not_converged_winner_or_runner_up_is_named_so_and_its_margin_is_never_decisive():
+    """show gave a cell '[† not converged: …]' and the board named the same time plain, its margin decisive where it
+    cleared a noise that never met its target: the board names it '(not converged)' (runner.marks' word), says so of
+    its margin, however wide, and says what the mark means under it."""
+    for loose in ("xla", "cudnn"):
+        (board,) = rank([Time("run", "T8", v, s, 0.01, unconverged=v == loose) for v, s in (("xla", 1.0),
+                                                                                             ("cudnn", 2.0))])
+        row = leaderboard.rows([board])[0]
+        assert board.unconverged and not board.decisive, loose
+        assert row["margin"] == "+100% (not converged)", loose
+        assert f"{loose} (not converged)" in (row["fastest"], row["next"]), loose
+        assert leaderboard.marks_key([board]) == ("Marks: (not converged) noise above its target when sampling "
+                                                  "stopped: a margin it takes part in is never decisive.")
+    (both,) = rank([Time("run", "T8", "xla", 1.0, 0.01, unsettled=True, unconverged=True),
+                    Time("run", "T8", "cudnn", 2.0, 0.01)])
+    assert leaderboard.rows([both])[0]["fastest"] == "xla (unsettled, not converged)"
+
+
+def test_a_record_whose_timer_did_not_converge_is_a_not_converged_time():
+    ok = [c for c in shipped(CPU_LAB5).cells if c.status == "ok"]
+    loose = next(c for c in ok if not c.timings[0].converged)
+    settled = next(c for c in ok if c.timings[0].converged)
+    assert leaderboard.time_of(loose).unconverged and not leaderboard.time_of(settled).unconverged
 
 
 def test_a_record_unsettled_by_power_or_clock_is_an_unsettled_time():
