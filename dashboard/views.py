@@ -15,7 +15,7 @@ from runner import compare as comparison
 from runner import leaderboard as board
 from runner import counted, report, shape
 from runner.machine import short_sha
-from runner.marks import UNSETTLED_MARK
+from runner.marks import UNCONVERGED_MARK, UNSETTLED_MARK
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -886,10 +886,11 @@ def compare_results(found: comparison.Comparison) -> None:
                                f"(beyond {threshold} and both runs' IQR), grey within noise, orange unconfirmed, "
                                "purple not reproduced"),
              "compare", share=3 / 5)
-    unconverged = report.unconverged_said(table)
-    st.caption("Every shared cell (click a header to sort)" + (f" · {unconverged}" if unconverged else ""))
+    marked = [said for said in (report.unconverged_said(table), report.unsettled_said(table)) if said]
+    st.caption(" · ".join(["Every shared cell (click a header to sort)", *marked]))
     st.dataframe(key_last(table.drop(columns=tables.SHAPE)), hide_index=True, column_config={
-        "unconverged": st.column_config.TextColumn("not converged"),
+        UNCONVERGED_MARK.column: st.column_config.TextColumn(UNCONVERGED_MARK.word),
+        UNSETTLED_MARK.column: st.column_config.TextColumn(UNSETTLED_MARK.word),
         "ratio": st.column_config.NumberColumn("B / A", format="%.3f"),
         "a_ms": st.column_config.NumberColumn("A (ms)", format="%.4g"),
         "b_ms": st.column_config.NumberColumn("B (ms)", format="%.4g"),

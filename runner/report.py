@@ -25,7 +25,7 @@ from rich.text import Text
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
 from runner.machine import short_sha
-from runner.marks import MARKS, NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, unconverged
+from runner.marks import MARKS, NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, UNSETTLED_WHY, unconverged
 from runner.record import (NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, policy_said, power_policy,
                            run_settings)
 from runner.spool import Totals
@@ -834,10 +834,16 @@ def _unconverged(cells) -> str:
     return f"; {said}" if said else ""
 
 
-def _unsettled(cells) -> str:
-    """'; 18 of those sampled unsettled in A or B' where any pair was (runner.compare.cells' `unsettled`)."""
+def unsettled_said(cells) -> str:
+    """'18 of those unsettled in A or B (sampled before its power state settled or ...)' where any compared pair was
+    (runner.compare.cells' `unsettled`; the CLI's verdict and the dashboard's Compare tab say it so); '' where none."""
     count = int(cells["unsettled"].ne("").sum())
-    return f"; {count} of those sampled {UNSETTLED} in A or B (power state or clock)" if count else ""
+    return f"{count} of those {UNSETTLED} in A or B ({UNSETTLED_WHY})" if count else ""
+
+
+def _unsettled(cells) -> str:
+    said = unsettled_said(cells)
+    return f"; {said}" if said else ""
 
 
 def timers_said(found) -> str:

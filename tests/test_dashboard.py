@@ -527,6 +527,22 @@ def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
     assert summary["geomean B/A"].to_numpy() == pytest.approx(1.25)
 
 
+def test_compares_caption_counts_the_unsettled_pairs_the_clis_verdict_counts(monkeypatch, tmp_path):
+    """B's first cell on a clock that moved: the every-cell table's caption counted the pairs not converged and not
+    the unsettled ones `attnbench compare`'s verdict counts; it says both, in the CLI's words (report.unsettled_said)."""
+    from runner.marks import UNSETTLED_WHY
+
+    template = shipped(H200_LONG)
+    first = next(c.key for c in template.cells if c.status == "ok")
+    for run_id, day in (("a-run", 1), ("b-run", 2)):
+        manifest, cells = copy_run(template, run_id, pd.Timestamp(f"2026-12-0{day}T00:00Z").to_pydatetime())
+        cells = [c.model_copy(update={"clock_unstable": c.key == first and day == 2}) for c in cells]
+        write_run(tmp_path / "h200" / run_id, manifest, cells)
+    app = open_app(monkeypatch, tmp_path, tab="Compare", a="a-run", b="b-run")
+    assert f"1 of those unsettled in A or B ({UNSETTLED_WHY})" in texts(app.caption)
+    assert table(app, "unsettled").set_index("key").loc[first, "unsettled"] == "B"
+
+
 def test_compare_counts_and_draws_a_move_a_side_of_which_did_not_converge_as_unconfirmed(monkeypatch, tmp_path):
     """B's first cell twice as slow on 3 samples that never converged: unconfirmed, as `attnbench compare` says,
     counted beside slower and faster, drawn orange, its side named in the every-cell table."""

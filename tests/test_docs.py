@@ -202,6 +202,7 @@ def quoted() -> list[tuple[str, str, float]]:
         ("specs.md", "`kv_spread` s in [0, 1] (default {})", shape["kv_spread"]["default"]),
         ("regressions.md", "(`--threshold`, default {} %)", runner.COMPARE_THRESHOLD_PERCENT),
         ("regressions.md", "an SM clock that moved more than {} % (`clock_unstable`)", 100 * power.UNSTABLE_SPREAD),
+        ("regressions.md", "clock that moved more than {} %)\"): their ratio", 100 * power.UNSTABLE_SPREAD),
         ("regressions.md", "at most {} charts inline", artifacts.MAX_CHARTS),
         ("dashboard.md", "beyond both runs' noise and {} %", runner.COMPARE_THRESHOLD_PERCENT),
         ("dashboard.md", "never settled or its SM clock moved more than {} %) and †", 100 * power.UNSTABLE_SPREAD),

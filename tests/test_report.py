@@ -10,6 +10,7 @@ from rich.console import Console
 
 from helpers import REPO, params
 from runner.frames import cells as frame
+from runner.marks import UNSETTLED_WHY
 from runner.report import export, markdown, markdown_table, noise_text, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
 from runner.store import read_run
@@ -264,7 +265,7 @@ def test_a_compared_pair_either_side_of_which_was_sampled_unsettled_says_which()
     assert slower[rough] == "B" and slower[moving] == "A, B"
     settled = compare.compare(frame(run.cells), frame([retimed(c, 2.0) for c in run.cells]), run.manifest, run.manifest)
     assert set(settled.cells["unsettled"]) == {""}
-    assert "2 of those sampled unsettled in A or B" in verdict(found) and "unsettled" not in verdict(settled)
+    assert f"2 of those unsettled in A or B ({UNSETTLED_WHY})" in verdict(found) and "unsettled" not in verdict(settled)
     assert "unsettled" not in dict(comparison_sections(settled))["Slower (regressions)"]  # a column only where any is
 
 
