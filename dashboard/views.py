@@ -688,9 +688,9 @@ NO_REGRESSIONS = (  # the threshold as tables.judged_steps applies it: compare's
     f"No cell went from ok to incorrect or failed, nor stepped to a slower level (more than "
     f"{100 * comparison.DEFAULT_THRESHOLD:g} % and beyond its noise, as `attnbench compare` of the runs either side "
     f"says).")
-UNCONFIRMED = ("Unconfirmed steps: moved beyond the threshold and the noise, a side not converged and short of "
-               f"{comparison.CONFIRM_NOISES}× its noise on its run's sample floor; `attnbench compare` of those runs "
-               "says `unconfirmed`: no regression.")
+UNCONFIRMED = (f"Unconfirmed steps: moved beyond the threshold and the noise, {comparison.UNCONFIRMED_WHY} and "
+               f"short of {comparison.CONFIRM_NOISES}× its noise on its run's sample floor; `attnbench compare` of "
+               "those runs says `unconfirmed`: no regression.")
 NOT_REPRODUCED = ("Not reproduced: slower steps whose run after `attnbench recheck` measured again and found clearly "
                   "not slower than the run before; `attnbench compare` of those runs says `not reproduced`: no "
                   "regression (docs/regressions.md).")

@@ -35,6 +35,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
+from runner.marks import NOT_CONVERGED
 from runner.record import (HOW_OPTIONS, NO_POLICY, NONE_SET, NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name,
                            policy_said, power_policy, run_settings)
 from runner.spec import identity, setting_changes
@@ -45,6 +46,7 @@ TIMER_ORDER = ["device", "wall", "device_cold"]
 NOT_REPRODUCED = "not reproduced"  # slower in B, not slower when measured again (recheck): never a regression
 VERDICTS = ("faster", "slower", "within noise", "unconfirmed", NOT_REPRODUCED)
 OCCASIONAL = ("unconfirmed", NOT_REPRODUCED)  # verdicts a summary shows a column of only where a cell has it
+UNCONFIRMED_WHY = f"a side {NOT_CONVERGED}"  # why a move is unconfirmed, in runner.marks' word, wherever it is said
 RECHECK = "-recheck"  # B's slower cells measured again: the run B + RECHECK, its manifest's `rechecks` B
 # A pair a side of which did not converge: its noise is an estimate from a noisy window (on 3 samples, two of its
 # quartiles are interpolated), so a move counts only beyond CONFIRM_NOISES times each side's noise, on CONFIRM_SAMPLES

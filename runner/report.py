@@ -723,8 +723,8 @@ def _times(table):
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
         "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
-        **({"unsettled": table["unsettled"]} if table["unsettled"].ne("").any() else {}),
-        **({"not converged": table["unconverged"]} if table["unconverged"].ne("").any() else {}),
+        **({UNSETTLED: table["unsettled"]} if table["unsettled"].ne("").any() else {}),
+        **({NOT_CONVERGED: table["unconverged"]} if table["unconverged"].ne("").any() else {}),
         **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {}),
         **({RECHECKED: table["recheck_ratio"].map("{:.3f}×".format)} if table["recheck_ratio"].notna().any() else {})})
     return shown.reset_index(drop=True)
@@ -757,7 +757,7 @@ COMPARED_WRAPS = ("shape", "reason", "A", "B", *KERNEL_NAMES)
 # three), both runs' noise; in the table of kernels, the verdict and the kind of change; in the status changes,
 # whether one is a regression (ok in A, not in B) and B's reason. The cell's experiment, variant and shape, A ms, B ms
 # and B / A, A's and B's status and the kernels only A or only B ran are never left out.
-COMPARED_LEFT_OUT_FIRST = ("key", "kernel", "unsettled", "not converged", ("noise A", "noise B"), "verdict", "change",
+COMPARED_LEFT_OUT_FIRST = ("key", "kernel", UNSETTLED, NOT_CONVERGED, ("noise A", "noise B"), "verdict", "change",
                            "regression", "reason")
 
 
@@ -773,6 +773,8 @@ def kernels_shown(kernels):
 def comparison_sections(found) -> list[tuple]:
     """(title, table) pairs: what differs before the times (environment, status, cells in one run only), then the
     regressions, the cells that got faster and the geometric means; the cells within noise are only counted."""
+    from runner.compare import UNCONFIRMED_WHY
+
     summary = found.summary.assign(**{"geomean B/A": found.summary["geomean B/A"].map("{:.3f}×".format)})
     changes = found.changes.assign(regression=found.changes["regression"].map({True: "yes", False: "no"}))
     return [
@@ -788,7 +790,7 @@ def comparison_sections(found) -> list[tuple]:
          kernels_shown(found.kernels)),
         ("Slower (regressions)", _times(found.slower)),
         ("Faster", _times(found.cells[found.cells["verdict"] == "faster"])),
-        ("Unconfirmed (moved, a side not converged: no regression, no improvement)", _times(found.unconfirmed)),
+        (f"Unconfirmed (moved, {UNCONFIRMED_WHY}: no regression, no improvement)", _times(found.unconfirmed)),
         ("Not reproduced (slower in B, not slower when measured again: no regression)", _times(found.not_reproduced)),
         ("Geometric mean of B / A per experiment and variant", summary),
     ]
@@ -897,7 +899,7 @@ def xla_only_said(found) -> str:
 def verdict(found) -> str:
     """One line: the regressions, or that there is none, over the cells both runs hold; then the material
     differences of their environments, if any."""
-    from runner.compare import geomean, said
+    from runner.compare import UNCONFIRMED_WHY, geomean, said
 
     counts = found.cells["verdict"].value_counts()
     held = found.common + len(found.only_b)
@@ -906,7 +908,7 @@ def verdict(found) -> str:
     tally = (f"{counted(found.common, 'cell')} in both (A {held_a}, B {held}{short})"
              f", {len(found.cells)} timed in both: {counts.get('slower', 0)} slower, {counts.get('faster', 0)} faster, "
              f"{counts.get('within noise', 0)} within noise"
-             + (f", {len(found.unconfirmed)} unconfirmed (a side not converged)" if len(found.unconfirmed) else "")
+             + (f", {len(found.unconfirmed)} unconfirmed ({UNCONFIRMED_WHY})" if len(found.unconfirmed) else "")
              + not_reproduced_said(found)
              + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
              + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found)

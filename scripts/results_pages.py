@@ -180,9 +180,10 @@ def index_markdown() -> str:
                         "[evidence log](../benchmarks.md).",
                         "Each figure's caption names its runs and the power policy they ran under (`burst`, `steady "
                         "(in load)`, or `steady (after settling)`: the sampler of the runs before schema 5, "
-                        "[regressions](../regressions.md)); a number whose cell was sampled unsettled (⚠) or did not "
-                        "converge (†) carries the mark `attnbench show` and the dashboard give it, and a line under "
-                        "its table says what the marks mean.", links]) + "\n"
+                        f"[regressions](../regressions.md)); a number whose cell was {marks.UNSETTLED} "
+                        f"({marks.UNSETTLED_MARK.symbol}) or {marks.NOT_CONVERGED} "
+                        f"({marks.UNCONVERGED_MARK.symbol}) carries the mark `attnbench show` and the dashboard give "
+                        "it, and a line under its table says what the marks mean.", links]) + "\n"
 
 
 def generate() -> dict[str, bytes]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import re
 
 import pandas as pd
 from rich.console import Console
 
 from dashboard import charts, data, tables, views
-from helpers import script
-from runner import figures, leaderboard, marks, report
+from helpers import REPO, script
+from runner import compare, figures, leaderboard, marks, report
+from runner.frames import cells as frame
 from runner.record import PowerState
 from stores import H200_LAB5, SHIPPED, shipped, write_run
 
@@ -92,3 +95,33 @@ def test_the_overview_names_what_two_runs_differ_in_without_the_unsettled_mark()
     sel = views.Selection([run], cells, {}, "device", None, charts.Style(charts.colours(set(cells["variant"])), (run,)))
     said = views._move(snap, run, sel)
     assert "; differs: version cudnn 9.19.0 → 9.14.0" in said and "⚠" not in said
+
+
+def _prose(path) -> list[tuple[int, str]]:
+    """The string literals of a module (f-strings' parts among them), docstrings left out: what it prints."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)}
+    return [(node.lineno, node.value) for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and id(node) not in docstrings]
+
+
+def test_no_module_but_marks_spells_a_marks_symbol_or_word_in_what_it_prints():
+    """results_pages.py wrote '(⚠)' and '(†)', report.py and the dashboard 'not converged' and 'a side not converged'
+    of their own: each reads runner.marks' constants, so a mark reworded there is reworded everywhere. A literal that
+    is the word alone (a frame's column, the record's power rule) names a field, not a mark."""
+    spelt = [mark.symbol for mark in marks.MARKS] + [mark.word for mark in marks.MARKS]
+    found = [f"{path.relative_to(REPO)}:{line} {text!r}" for folder in ("runner", "dashboard", "scripts")
+             for path in sorted((REPO / folder).glob("*.py")) if path.name != "marks.py"
+             for line, text in _prose(path) if any(s in text for s in spelt) and not re.fullmatch(r"\w+", text)]
+    assert found == []
+
+
+def test_a_record_and_its_frame_row_are_unsettled_alike_for_either_half_of_the_rule():
+    """The rule is written twice (runner.marks.unsettled on a record, runner.compare.unsettled on a frame, which
+    pandas alone reads): a power state that never settled, a moved clock, both and neither, held together."""
+    cell = next(c for c in shipped(H200_LAB5).cells if c.status == "ok")
+    cells = [cell.model_copy(update={"power": PowerState(policy="steady", settled=settled), "clock_unstable": moved})
+             for settled in (True, False) for moved in (False, True)]
+    assert [marks.unsettled(c) for c in cells] == [False, True, True, True]
+    assert compare.unsettled(frame(cells)).tolist() == [marks.unsettled(c) for c in cells]
