@@ -270,6 +270,26 @@ def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str
     return next(iter(same), None) or compare.previous_run(manifests, key) or next(iter(named + others), None)
 
 
+def pair(manifests: dict[str, Manifest | None], runs: list[str], chosen: list[str],
+         a: str | None = None, b: str | None = None) -> tuple[str | None, str]:
+    """Compare's runs (A, B) for a link that names `a`, `b`, both or neither (runs: the store's, newest first;
+    chosen: the runs selected): B's run before for A; A's run after for B (None where its series has none); for
+    neither, the newest chosen run and comparable()'s run for it where that is of its series, else the newest run
+    that has a run before, with it, so that a bare open never pairs two series while a pair of one exists."""
+    if b:
+        return a or comparable(manifests, b, []) or next(r for r in runs if r != b), b
+    if a:
+        return a, compare.next_run(manifests, a)
+    newest = (chosen or runs)[0]
+    first = comparable(manifests, newest, chosen[1:])
+    alike = first and manifests[first] and manifests[newest]
+    if not (alike and compare.same_series(manifests[first], manifests[newest])):
+        found = next(((before, run) for run in runs if (before := compare.previous_run(manifests, run))), None)
+        if found:
+            return found
+    return first or next(r for r in runs if r != newest), newest
+
+
 def history(cells: pd.DataFrame, runs: pd.DataFrame, timer: str) -> pd.DataFrame:
     """Per run and correct cell, oldest run first: the median and its q1-q3 in ms, with the run's date and sha."""
     timed = compare.timed(cells, timer).join(runs[["started", "git_sha"]], on="run")

@@ -745,15 +745,18 @@ def compare(snap: data.Snapshot, sel: Selection) -> None:
     if len(runs) < 2:
         st.info(f"Comparing needs two runs; {snap.uri} has {len(runs)}.")
         return
-    b_first = sel.runs[0] if sel.runs else runs[0]
-    a_first = tables.comparable(snap.manifests, b_first, sel.runs[1:]) or next(r for r in runs if r != b_first)
+    named = {key: next((r for r in widgets.asked(key) if r in snap.manifests), None) for key in ("a", "b")}
+    a_first, b_first = tables.pair(snap.manifests, runs, sel.runs, **named)
     left, right, limit = st.columns([2, 2, 1])
     a = widgets.single(left, "selectbox", "Run A (before)", runs, "a", "is not a run in this store", chosen=a_first)
-    b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store", chosen=b_first)
+    b = widgets.single(right, "selectbox", "Run B (after)", runs, "b", "is not a run in this store", chosen=b_first,
+                       **({} if b_first else {"index": None}))
     threshold = limit.number_input("Threshold %", 0.0, 1000.0, 100 * comparison.DEFAULT_THRESHOLD, 1.0,
                                    key="threshold", bind="query-params",
                                    help="slower or faster only beyond this and both runs' noise, as `attnbench "
                                         "compare --threshold`")
+    if b is None and a in snap.runs.index:
+        st.info(f"No run after `{a}` in its series (spec identity, GPU, power policy and timer): choose run B.")
     if a not in snap.runs.index or b not in snap.runs.index:
         return
     whole_a, whole_b = snap.cells((a,)), snap.cells((b,))

@@ -578,6 +578,14 @@ def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | No
     return previous(manifests, key).run
 
 
+def next_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:
+    """The oldest run of `key`'s series whose run before (`previous`) is `key`, if any."""
+    run = manifests[key]
+    later = sorted((started(m), k) for k, m in manifests.items()
+                   if run and m and started(m) > started(run) and same_series(m, run))
+    return next((k for _, k in later if previous_run(manifests, k) == key), None)
+
+
 def _setting(value: object) -> str:
     return "default" if value is None else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 

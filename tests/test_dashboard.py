@@ -227,6 +227,25 @@ def test_each_choice_the_page_makes_for_a_link_that_names_none_is_written_into_t
     compare = open_app(monkeypatch, tmp_path, tab="Compare").query_params
     assert (compare["run"], compare["a"], compare["b"]) == (newer, older, newer)
 
+def test_a_compare_link_naming_one_run_chooses_the_other_from_it_and_writes_it(monkeypatch):
+    """docs/dashboard.md, Links: B alone chooses its run before as A, A alone its run after as B (as `attnbench
+    compare --against previous` pairs them), where A and B came from the newest run, another spec and policy."""
+    named_b = open_app(monkeypatch, tab="Compare", b="lab5-cold-20261203-023042").query_params
+    assert (named_b["a"], named_b["b"]) == ("lab5-warm-20261202-182308", "lab5-cold-20261203-023042")
+    named_a = open_app(monkeypatch, tab="Compare", a="lab5-20261202-104743").query_params
+    assert (named_a["a"], named_a["b"]) == ("lab5-20261202-104743", "lab5-20261202-110556")
+    last = open_app(monkeypatch, tab="Compare", a="lab5-warm-20261203-023042")
+    assert "b" not in last.query_params
+    assert "No run after `lab5-warm-20261203-023042` in its series" in texts(last.info)
+
+
+def test_a_bare_compare_pairs_two_runs_of_one_series_where_the_newest_has_none(monkeypatch, tmp_path):
+    older, newer = two_nights(tmp_path)  # lab5, then hopper-long: no cell in common
+    copy_files(H200_LAB5, tmp_path / "h200" / "night-0", "night-0", "2026-12-19T03:00:00+00:00")
+    compare = open_app(monkeypatch, tmp_path, tab="Compare").query_params
+    assert (compare["a"], compare["b"]) == ("night-0", older)
+
+
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
     older, newer = two_nights(tmp_path)
     copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-22T03:00:00+00:00")

@@ -461,6 +461,16 @@ def test_the_address_bar_of_a_page_opened_bare_keeps_its_view_when_a_newer_run_l
     page.close()
 
 
+def test_a_compare_link_naming_b_alone_writes_bs_run_before_as_a(page, url):
+    """docs/dashboard.md, Links: the address bar names B's run before as A (compare --against previous), where it
+    named a run paired with the newest run, another spec and policy."""
+    open_view(page, f"{url}/?tab=Compare&b=lab5-cold-20261203-023042")
+    page.wait_for_function("location.search.includes('a=')", timeout=60_000)
+    asked = asked_in(page.url)
+    assert (asked["a"], asked["b"]) == (["lab5-warm-20261202-182308"], ["lab5-cold-20261203-023042"])
+    assert [page.locator(f".st-key-{key} input").input_value() for key in "ab"] == [*asked["a"], *asked["b"]]
+
+
 def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, url):
     """Issue 40: the shipped llama3.1-70b runs (steady) hold different cells; History's mean is over the cells
     every run holds and its steps are a legend entry, so no text stands on another. The screenshot is in docs/."""
