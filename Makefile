@@ -44,8 +44,8 @@ docs: $(INSTALLED)
 results-pages: $(INSTALLED)
 	$(BIN)/python scripts/results_pages.py
 
-# the screenshots in docs/screenshots/, taken anew in chromium from the committed runs and docs (make test-tools)
-screenshots: $(INSTALLED)
+# the screenshots in docs/screenshots/, taken anew in chromium (test-tools installs it) from the committed runs and docs
+screenshots: $(INSTALLED) test-tools
 	$(BIN)/python scripts/screenshots.py
 
 test-tools:

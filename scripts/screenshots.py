@@ -16,6 +16,7 @@ changed (a legend, a caption) is shot again rather than left showing the old wor
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -36,11 +37,22 @@ SITE_PAGES = {"home": "index.html", "results-power": "results/power/index.html"}
 SITE_VIEW = {"width": 1280, "height": 900}
 
 
+def missing() -> str | None:
+    """What the shots need and this machine lacks (chromium, playwright), with how to get it; None where both are."""
+    if not CHROMIUM.is_file():
+        return f"chromium is missing at {CHROMIUM}: run make test-tools (or name one in ATTNBENCH_CHROMIUM)"
+    if importlib.util.find_spec("playwright") is None:
+        return f"playwright is missing from {sys.executable}: run make screenshots (its venv has it, the dev extra)"
+    return None
+
+
 def tested(name: str) -> None:
     """Run the browser test that shoots `name` (it fails, and so does this, where its page is wrong) and copy its
     shot into docs/screenshots/."""
     test, shot = TESTED[name]
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=ROOT, check=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test], cwd=ROOT)
+    if done.returncode:
+        sys.exit(f"{name}.png not taken: {test} failed (its output above)")
     shutil.copy(ARTIFACTS / shot, OUT / f"{name}.png")
 
 
@@ -69,6 +81,8 @@ def main() -> None:
     names = parser.parse_args().names or known
     if unknown := [n for n in names if n not in known]:
         parser.error(f"no screenshot named {', '.join(unknown)}: one of {', '.join(known)}")
+    if lacking := missing():
+        sys.exit(f"screenshots: {lacking}")
     for name in (n for n in names if n in TESTED):
         tested(name)
     if site := [n for n in names if n in SITE_PAGES]:

@@ -391,6 +391,15 @@ def test_every_screenshot_in_the_docs_is_one_its_script_takes_anew():
     assert shown == sorted([*taken.TESTED, *taken.SITE_PAGES])
 
 
+def test_the_screenshots_script_without_chromium_says_so_in_one_line():
+    """Where it ended in a traceback (pytest's CalledProcessError, or playwright's where the site was shot)."""
+    done = subprocess.run([sys.executable, "scripts/screenshots.py", "report"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env=environment(ATTNBENCH_CHROMIUM="/nonexistent"))
+    assert done.returncode != 0
+    assert done.stdout + done.stderr == ("screenshots: chromium is missing at /nonexistent: run make test-tools (or "
+                                         "name one in ATTNBENCH_CHROMIUM)\n")
+
+
 # --- the scripts' own help -----------------------------------------------------------------------------------------
 
 HELPED_SCRIPTS = sorted(str(p.relative_to(REPO)) for p in [*(REPO / "scripts").glob("*.py"), REPO / "k8s" / "render.py"]
