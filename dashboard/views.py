@@ -628,6 +628,9 @@ def history(snap: data.Snapshot, sel: Selection) -> None:
                             "has no runs in this store", chosen=default)
     x = widgets.single(right, "segmented_control", "Against", ["date", "git sha"], "hx", "is not an axis",
                        default="date")
+    if chosen is None:  # Back to the step before the page chose it (docs/dashboard.md, Links)
+        st.info("Choose a spec · GPU · power policy to draw its runs.")
+        return
     keys = series.get(chosen, [])
     cells = tables.filtered(snap.cells(tuple(keys)), sel.filters)
     timer = comparison.shared_timer(cells, cells, sel.timer) if len(cells) else None

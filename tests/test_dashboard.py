@@ -246,6 +246,14 @@ def test_a_bare_compare_pairs_two_runs_of_one_series_where_the_newest_has_none(m
     assert (compare["a"], compare["b"]) == ("night-0", older)
 
 
+def test_a_history_with_no_series_chosen_asks_for_one(monkeypatch, tmp_path):
+    """Back from a bare History open shows the step before it chose its series (docs/dashboard.md, Links), where the
+    page said 'No timed cell in the runs of None.'"""
+    two_nights(tmp_path)
+    app = open_app(monkeypatch, tmp_path, tab="History").selectbox(key="series").set_value(None).run()
+    assert texts(app.info) == "Choose a spec · GPU · power policy to draw its runs."
+
+
 def test_a_soak_newer_than_every_other_run_is_passed_over_by_default(monkeypatch, tmp_path):
     older, newer = two_nights(tmp_path)
     copy_files(f"h200/{SOAK}", tmp_path / "h200" / SOAK, SOAK, "2026-12-22T03:00:00+00:00")

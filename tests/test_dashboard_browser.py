@@ -471,6 +471,24 @@ def test_a_compare_link_naming_b_alone_writes_bs_run_before_as_a(page, url):
     assert [page.locator(f".st-key-{key} input").input_value() for key in "ab"] == [*asked["a"], *asked["b"]]
 
 
+def test_back_from_a_history_opened_bare_steps_through_its_run_then_the_bare_address(browser, url_growing):
+    """docs/dashboard.md, Links: each write of a choice is an entry in the browser's history (Streamlit pushes one
+    per write, and the run's must come before the sidebar draws, the series' before History does)."""
+    url, _ = url_growing
+    page = browser.new_page()
+    open_view(page, f"{url}/?tab=History")
+    page.wait_for_function("location.search.includes('series=')", timeout=60_000)
+    page.go_back()
+    settle(page)
+    assert asked_in(page.url) == {"tab": ["History"], "run": ["night-2"]}
+    assert page.locator(".st-key-series input").input_value() == ""
+    assert "Choose a spec · GPU · power policy to draw its runs." in page.inner_text("body")
+    page.go_back()
+    page.wait_for_function("!location.search.includes('run=')", timeout=60_000)
+    assert asked_in(page.url) == {"tab": ["History"]}
+    page.close()
+
+
 def test_history_of_llama_70b_has_no_overlapping_text_and_is_photographed(page, url):
     """Issue 40: the shipped llama3.1-70b runs (steady) hold different cells; History's mean is over the cells
     every run holds and its steps are a legend entry, so no text stands on another. The screenshot is in docs/."""
