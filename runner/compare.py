@@ -406,7 +406,7 @@ def facts(m: Manifest | None) -> dict[str, str]:
         "started": m.started_at, "ended": m.ended_at, "attnbench": m.git_sha, "cells planned": m.cells_planned,
         "shard": m.shard, "host": m.machine.host,
         "platform": m.machine.platform, "device": m.machine.device_kind, "devices": m.machine.device_count,
-        "compute capability": _capability(m.machine.compute_capability), "power policy": power_policy(m),
+        "compute capability": _capability(m.machine.compute_capability), "power policy": policy_said(m),
         "run settings": run_settings(m, HOW_OPTIONS) or NONE_SET,
         "matmul peak (TFLOP/s)": _round(m.machine.matmul_peak_tflops),
         "memory bandwidth (GB/s)": _round(m.machine.memory_bandwidth_gbps),
@@ -600,9 +600,9 @@ def settings_said(a: Manifest, b: Manifest) -> str:
 
 def apart(a: Manifest, b: Manifest) -> str:
     """How two runs of one spec name and GPU fall in different series: their settings, power policy or timer."""
-    pairs = [("spec identity", spec_identity(a), spec_identity(b)), ("power policy", power_policy(a), power_policy(b)),
+    pairs = [("spec identity", spec_identity(a), spec_identity(b)), ("power policy", policy_said(a), policy_said(b)),
              ("timer", headline_timer(a), headline_timer(b))]
-    parts = [f"{what} {x or NO_POLICY} → {y or NO_POLICY}" for what, x, y in pairs if x != y]
+    parts = [f"{what} {x} → {y}" for what, x, y in pairs if x != y]
     if settings := settings_said(a, b):
         parts[0] = settings  # the settings that make the identities differ, rather than their hashes
     return "; ".join(parts)

@@ -1198,3 +1198,16 @@ def test_previous_made_another_way_names_the_settings_apart_in_the_verdict(capsy
     assert "differs: run settings --compile-ahead off → --measure-ceilings" in said["verdict"]
     assert {"fact": "run settings", "a": "--compile-ahead off", "b": "--measure-ceilings"} in said[
         "material_differences"]
+
+
+def test_a_run_from_before_the_power_choice_names_its_policy_in_compare_as_show_and_the_dashboard_do():
+    """lab5-20261202-104743 chose no power policy: compare's environment table and its not-like-with-like line say
+    record.policy_said's NO_POLICY, as show's header and the dashboard's power_of do, where compare said '—'."""
+    from dashboard.data import power_of
+    from runner.record import NO_POLICY
+
+    old, steady = shipped("h200/lab5-20261202-104743").manifest, shipped("h200/lab5-cold-20261202-182308").manifest
+    assert compare.differences(old, steady).set_index("fact").loc["power policy"].tolist() == [
+        NO_POLICY, "steady (after settling)"]
+    assert f"power policy {NO_POLICY} → steady (after settling)" in compare.apart(old, steady)
+    assert f"power {NO_POLICY}" in report_module.run_facts(old) and power_of(old) == NO_POLICY
