@@ -25,6 +25,9 @@ Names that look alike, each one job:
   them on the dashboard's charts.
 """
 
+import shlex
+from pathlib import Path
+
 __version__ = "0.1.0"
 # compare's default threshold, in percent as a user gives and reads it (compare --threshold, the dashboard's
 # Threshold %); compare.DEFAULT_THRESHOLD is its fraction. Here, where the CLI reads it without importing pandas.
@@ -40,3 +43,9 @@ DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and al
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """`1 cell`, `1,250 cells`: every count printed with its noun, here where the CLI and the dashboard share it."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
+def pasted(*words) -> str:
+    """Words of a command a user pastes, as a shell reads them: each quoted where it must be (a path with a space), a
+    path given absolute (a relative one reads the same only from the run's working directory)."""
+    return shlex.join(str(word.absolute()) if isinstance(word, Path) else str(word) for word in words)

@@ -13,7 +13,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted, pasted
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -299,10 +299,11 @@ def _rerun(spool, spool_root: Path, rechecks: str | None) -> str:
     with that --spool."""
     from runner.spool import spool_from_environment
 
-    spooled = f" --spool {spool_root}" if spool_from_environment(spool_root) else ""
+    spooled = ("--spool", Path(spool_root)) if spool_from_environment(spool_root) else ()
     if rechecks:
-        return RERUN_RECHECK + (f" with{spooled}" if spooled else "")
-    return f"rerun with --run-id {spool.run_id}" + (f" --shard {spool.shard}" if spool.shard else "") + spooled
+        return RERUN_RECHECK + (f" with {pasted(*spooled)}" if spooled else "")
+    sharded = ("--shard", spool.shard) if spool.shard else ()
+    return f"rerun with {pasted('--run-id', spool.run_id, *sharded, *spooled)}"
 
 
 def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
@@ -333,7 +334,7 @@ def _aside(kept, ready: Ready, rechecks: str | None) -> str:
 
     if rechecks:
         them = "it" if len(kept.keys()) == 1 else "them"
-        return (f"{aside_said(kept)}, kept there, where attnbench show {kept.dir} reads {them} (a recheck uploads no "
+        return (f"{aside_said(kept)}, kept there, where {pasted('attnbench', 'show', Path(kept.dir))} reads {them} (a recheck uploads no "
                 f"run but {recheck_id(rechecks)})")
     return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
 

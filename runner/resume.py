@@ -20,7 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
-from runner import counted
+from runner import counted, pasted
 from runner.record import Machine, Manifest
 from runner.results import Part, moving_name
 from runner.spool import PULL_TIMEOUT_S, Refused, Spool
@@ -195,10 +195,10 @@ def aside_said(aside: Spool) -> str:
 def aside_rerun(aside: Spool, spool_root: Path) -> str:
     """The rerun of `run` that finishes the run `set_aside` made and uploads it, as a clause: the flags it adds to the
     refused command, every one it needs where the run id, shard and spool came from the environment."""
-    shard = f" --shard {aside.shard}" if aside.shard else ""
+    sharded = ("--shard", aside.shard) if aside.shard else ()
     part = f"shard {aside.shard} of that run (its only one)" if aside.shard else "that run"
-    return (f"rerun the same command with --run-id {aside.run_id}{shard} --spool {spool_root} to finish {part} and "
-            "upload it")
+    flags = pasted("--run-id", aside.run_id, *sharded, "--spool", Path(spool_root))
+    return f"rerun the same command with {flags} to finish {part} and upload it"
 
 
 def refusal(run_id: str, changes: str) -> str:

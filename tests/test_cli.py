@@ -1420,6 +1420,37 @@ def test_the_sigterm_and_not_uploaded_lines_name_a_spool_from_the_environment_un
     assert capsys.readouterr().err.endswith("; rerun with --run-id r to resume\n")
 
 
+def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell(tmp_path, monkeypatch, capsys):
+    """The rerun, recheck and set-aside lines quote a spool holding a space as a shell reads it (runner.pasted), and
+    give a relative $ATTNBENCH_SPOOL absolute, which a shell elsewhere than the run's working directory reads too."""
+    import shlex
+    from types import SimpleNamespace
+
+    from runner.cli import _aside, _run_exit
+    from runner.resume import aside_rerun
+    from runner.run import Outcome
+    from runner.spool import SPOOL_ENV
+
+    spool = tmp_path / "my spool"
+    part = SimpleNamespace(dir=spool / "r", run_id="r", shard="1/2")
+    monkeypatch.setenv(SPOOL_ENV, str(spool))
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", spool)
+    said = capsys.readouterr().err.split("; rerun with ")[1].removesuffix(" to resume\n")
+    assert shlex.split(said) == ["--run-id", "r", "--shard", "1/2", "--spool", str(spool)]
+    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", spool, rechecks="b")
+    said = capsys.readouterr().err.split("recheck command with ")[1].removesuffix(" to upload them\n")
+    assert shlex.split(said) == ["--spool", str(spool)]
+    kept = SimpleNamespace(dir=spool / "n", run_id="n", shard=None, keys=lambda: ["k"])
+    said = aside_rerun(kept, spool).split("command with ")[1].removesuffix(" to finish that run and upload it")
+    assert shlex.split(said) == ["--run-id", "n", "--spool", str(spool)]
+    said = _aside(kept, None, rechecks="b").split("where ")[1].split(" reads it")[0]
+    assert shlex.split(said) == ["attnbench", "show", str(spool / "n")]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(SPOOL_ENV, "my spool")
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("my spool"))
+    assert shlex.split(capsys.readouterr().err.split("; rerun with ")[1])[-3] == str(spool)
+
+
 def recheck_pair(tmp_path) -> list[str]:
     """lab5-a and lab5-b in tmp_path/results, B 30 % slower in three cells (their keys)."""
     import datetime as dt
