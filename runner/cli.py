@@ -308,20 +308,32 @@ def _rerun(spool, spool_root: Path, rechecks: str | None) -> str:
 
 def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
     """What to run where resuming a run on this machine is refused: the same command under the run's settings, or a
-    new run (_anew: recheck's after its folders in the store and the spool are moved elsewhere)."""
-    anew = _anew(rechecks, ready.store.location(ready.run_id), ready.spool_dir)
+    new run (_anew: recheck's after its folders that hold it, in the store and the spool, are moved away)."""
+    anew = _anew(rechecks, *(_holding(ready) if rechecks else ()))  # `run`'s names no folder
     return f"{RERUN_RECHECK if rechecks else 'rerun'} under the run's settings, or {anew}"
+
+
+def _holding(ready: Ready) -> list:
+    """The run's folders that hold it, of the store's and the spool's (a store out of reach is named: it may)."""
+    from runner.store import StoreError, StoreUnavailable
+
+    try:
+        stored = bool(ready.store.with_timeout(PROBE_TIMEOUT_S).names(f"{ready.run_id}/"))
+    except (StoreError, StoreUnavailable):
+        stored = True
+    places = ((ready.store.location(ready.run_id), stored), (ready.spool_dir, ready.spool_dir.exists()))
+    return [where for where, held in places if held]
 
 
 def _anew(rechecks: str | None, *where) -> str:
     """How to begin a new run where the run id is refused to this one: `run` takes another --run-id; recheck
     (`rechecks`: B's run id) takes none, its run id being B's, so the run in the folders `where` is moved out of its
-    way."""
+    way: out of --out, where a folder under another name reads as a run whose folder is not its run id."""
     from runner.compare import recheck_id
 
     if rechecks:
-        return (f"move {' and '.join(map(str, where))} elsewhere for a new recheck (recheck takes no --run-id: its run "
-                f"id is {recheck_id(rechecks)})")
+        return (f"move {' and '.join(map(str, where))} out of --out and the spool for a new recheck (recheck takes no "
+                f"--run-id: its run id is {recheck_id(rechecks)})")
     return f"give another --run-id (or unset {RUN_ID_ENV}) for a new run"
 
 

@@ -1485,8 +1485,8 @@ def test_a_recheck_whose_run_id_is_refused_says_what_works_for_recheck_and_that_
     refused = in_process(capsys, *rechecking(tmp_path))
     assert refused.code == 2 and refused.errors[-1].startswith(f"error: run id {taken.name}: {taken} holds a run of "
                                                                 "spec other"), refused.err
-    assert refused.errors[-1].endswith(f"a rerun resumes only the same: move {taken} elsewhere for a new recheck "
-                                       f"(recheck takes no --run-id: its run id is {taken.name})"), refused.err
+    assert refused.errors[-1].endswith(f"a rerun resumes only the same: move {taken} out of --out and the spool for a "
+                                       f"new recheck (recheck takes no --run-id: its run id is {taken.name})"), refused.err
     taken.rename(tmp_path / "elsewhere")
     measured = []
     monkeypatch.setattr(run, "execute", lambda spec, cells, *rest: measured.append({c.key for c in cells}) or
@@ -1509,7 +1509,9 @@ def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_
     from test_results import manifest, record
 
     def refused(spec, cells, store, spool, *rest):
-        if late:
+        if late:  # the store answers late, holding B-recheck of another machine
+            store.put(f"{spool.run_id}/{MANIFEST}", manifest(run_id=spool.run_id, rechecks="lab5-b").model_dump_json()
+                      .encode())
             spool.write_manifest(manifest(run_id=spool.run_id, rechecks="lab5-b"))
             spool.add_quietly([record().model_copy(update={"run_id": spool.run_id})])
         return Outcome(False, False, int(late), len(cells), refused=OtherMachine("xla_flags (none) → --x", late))
@@ -1519,12 +1521,13 @@ def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_
     done = in_process(capsys, *rechecking(tmp_path))
     said = done.errors[-1]
     spooled = spool_store(tmp_path / "spool", open_store(str(tmp_path / "results"))).root / "lab5-b-recheck"
-    folders = f"{tmp_path / 'results' / 'lab5-b-recheck'} and {spooled}"
     assert done.code == 4 and said.startswith("error: run id lab5-b-recheck: resuming it here would mix cells "
                                               "timed under two settings (the run's → this process's: xla_flags "
                                               "(none) → --x)")
-    assert said.endswith(f"; rerun the same attnbench recheck command under the run's settings, or move {folders} "
-                         "elsewhere for a new recheck (recheck takes no --run-id: its run id is lab5-b-recheck)"), said
+    held = tmp_path / "results" / "lab5-b-recheck" if late else spooled  # only the folders that hold it are named
+    assert said.endswith(f"; rerun the same attnbench recheck command under the run's settings, or move {held} "
+                         "out of --out and the spool for a new recheck (recheck takes no --run-id: its run id is "
+                         "lab5-b-recheck)"), said
     assert ("the 1 cell it held was moved to run lab5-" in said and " reads it (a recheck uploads no run but "
             "lab5-b-recheck);" in said) is late and "give another" not in said, said
     if late:  # the command the line gives reads the cell
