@@ -269,16 +269,26 @@ def _open_store(uri: str, option: str, timeout_s: float | None = None, auth_grac
 
 
 def _open_spool(root: Path, store, run_id: str, shard):
-    """This run's (or shard's) spool under `root`, a move of its cells that a kill left half done finished first
-    (runner.resume.finish_moves); one that cannot be written is bad input."""
-    from runner.resume import finish_moves
+    """This run's (or shard's) spool under `root`; one that cannot be written is bad input."""
     from runner.spool import Spool, spool_store
     from runner.store import StoreUnavailable
 
-    local, part = spool_store(root, store), str(shard) if shard else None
     try:
-        finish_moves(local, run_id, part)
-        return Spool(local, run_id, part)
+        return Spool(spool_store(root, store), run_id, str(shard) if shard else None)
+    except StoreUnavailable as error:
+        raise UsageError(f"--spool {root}: cannot write there ({error})") from None
+
+
+def _finish_moves(root: Path, store, run_id: str, shard) -> None:
+    """Finish a move of this run's (or shard's) cells in the spool under `root` that a kill left half done
+    (runner.resume.finish_moves), before the spec check, which may refuse either run id: so the rerun of either
+    finishes it, refused or not (runner.results.moving_said); a spool that cannot be written is bad input."""
+    from runner.resume import finish_moves
+    from runner.spool import spool_store
+    from runner.store import StoreUnavailable
+
+    try:
+        finish_moves(spool_store(root, store), run_id, str(shard) if shard else None)
     except StoreUnavailable as error:
         raise UsageError(f"--spool {root}: cannot write there ({error})") from None
 
@@ -542,6 +552,8 @@ def _preflight(args, spec, shard, rechecks: str | None) -> Ready:
     if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
         raise UsageError(f"--spool {root}: cannot write there ({problem})")
     unreachable = _writable(store, run_id)
+    if not args.dry_run:  # a dry run leaves the spool as it found it
+        _finish_moves(root, store, run_id, shard)
     places = [(spool_store(root, store), str(spool_dir), False)]
     if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
         places.insert(0, (store, store.location(run_id), not args.dry_run))

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from runner import pasted
 from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
 from runner.shard import MAX_SHARDS, parse_shard
 
@@ -62,16 +63,23 @@ def moving_name(shard: str | None) -> str:
     return f"moving-from{_suffix(shard)}.txt"
 
 
-MOVING = re.compile(r"moving-from(?:-\d+-of-\d+)?\.txt")  # moving_name's, of any part
+MOVING = re.compile(r"moving-from(?:-(\d+)-of-(\d+))?\.txt")  # moving_name's, of any part: its shard's I and N
 
 
 def moving_said(location: str, leaf: str, source: str) -> str:
     """A move's marker (moving_name) that a killed process left in the run folder `location`, which names the run
-    `source` the cells move from, as a problem: until a rerun finishes it, either run may hold some of them."""
+    `source` the cells move from, as a problem: until a rerun finishes it, either run may hold some of them. What
+    finishes it is set-aside's own advice (runner.resume.aside_rerun): the refused command again under the run id
+    moved to, the marker's shard and the spool the folder is in (SPOOL/<store's folder>/<run id>); recheck's, which
+    takes no --run-id, again as it was (its run id is `source`)."""
     target = location.rstrip("/").rpartition("/")[2]
+    index, count = MOVING.fullmatch(leaf).groups()
+    sharded = ("--shard", f"{index}/{count}") if index else ()
+    spool = Path(location).parents[1]
     return (f"{location}/{leaf}: run {source}'s cells were moving to run {target} when a process was killed (a late "
-            "refusal's set-aside), so either run may hold some of them: the next attnbench run under either run id, "
-            "with this spool, finishes the move")
+            f"refusal's set-aside), so either run may hold some of them: the refused command again with "
+            f"{pasted('--run-id', target, *sharded, '--spool', spool)} finishes the move (a recheck's: the same "
+            f"attnbench recheck command with {pasted('--spool', spool)})")
 
 
 def part_of(name: str) -> tuple[str, str | None] | None:

@@ -587,10 +587,55 @@ def test_runs_and_show_say_a_set_aside_killed_mid_move_and_what_finishes_it(tmp_
     assert listed.code == 0 and len(said) == mid_move, listed.err
     assert not mid_move or said[0] == (
         f"warning: {store / 'aside' / 'moving-from.txt'}: run refused's cells were moving to run aside when a process "
-        "was killed (a late refusal's set-aside), so either run may hold some of them: the next attnbench run under "
-        "either run id, with this spool, finishes the move"), listed.err
+        "was killed (a late refusal's set-aside), so either run may hold some of them: the refused command again with "
+        f"--run-id aside --spool {tmp_path} finishes the move (a recheck's: the same attnbench recheck command with "
+        f"--spool {tmp_path})"), listed.err
     if (store / "aside" / "manifest.json").exists():
         assert ("moving-from.txt" in in_process(capsys, "show", store / "aside").err) == mid_move
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rerun, code", [("aside", 2), ("refused", 0)])
+def test_the_command_a_half_done_moves_warning_names_finishes_it_through_the_cli(tmp_path, capsys, monkeypatch, rerun,
+                                                                                  code):
+    """The warning's command (its words as a shell splits them), run through the CLI with a spec the spool's runs were
+    not measured by, finishes the move a kill left half done, though the spec check refuses the run id moved to (exit
+    2): the move is finished before that check (cli._finish_moves). Under the other id, `refused`, it finishes it too,
+    and that id, empty once the move is done, measures on."""
+    from runner.run import Outcome
+    import shlex
+    import shutil
+
+    from runner import run
+    from runner.store import open_store
+
+    records = killed_in_set_aside(tmp_path, 3)
+    root, out = tmp_path / "my spool", tmp_path / "out"
+    local = spool_store(root, open_store(str(out)))
+    shutil.copytree(tmp_path / "spool", local.root)
+    said = in_process(capsys, "runs", "--out", local.root).err
+    words = shlex.split(said.partition("the refused command again with ")[2].partition(" finishes the move")[0])
+    assert words == ["--run-id", "aside", "--spool", str(root)], said
+    words[1] = rerun
+    monkeypatch.setattr(run, "execute", lambda spec, cells, *rest: Outcome(True, True, len(cells), len(cells)))
+    spec = write_spec(tmp_path / "spec.yaml", spec_data())
+    assert in_process(capsys, "run", spec, "--out", out, *words).code == code
+    keys = {run_id: Spool(local, run_id, None).keys() for run_id in ("refused", "aside")}
+    assert not keys["refused"] & keys["aside"] and keys["refused"] | keys["aside"] == {r.key for r in records}
+    assert not list(local.root.glob("*/moving-from*"))
+    assert "moving-from" not in in_process(capsys, "runs", "--out", local.root).err
+
+
+def test_a_shards_half_done_move_names_the_shard_that_finishes_it():
+    """A shard's marker (moving-from-1-of-2.txt) is finished by a run of that shard alone (finish_moves), so its
+    warning's command names --shard 1/2 beside the run id moved to and the spool, each a word a shell reads back."""
+    import shlex
+
+    from runner.results import moving_name, moving_said
+
+    said = moving_said("/x/my spool/store-0123/aside", moving_name("1/2"), "refused")
+    words = said.partition("the refused command again with ")[2].partition(" finishes the move")[0]
+    assert shlex.split(words) == ["--run-id", "aside", "--shard", "1/2", "--spool", "/x/my spool"], said
 
 
 @pytest.mark.slow
