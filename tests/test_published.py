@@ -335,8 +335,8 @@ def test_the_dashboards_leaderboard_gives_the_winners_share_of_the_mma_peak_at_i
 
     cells = pd.DataFrame([{**params(**LLAMA, seq_len=4096, causal=True).as_dict(), "run": "r", "experiment": "e",
                            "variant": variant, "status": "ok", "latency_ms": ms, "noise": 0.0, "backend": "cudnn",
-                           "unsettled": False, "pct_of_clock_peak": share} for variant, ms, share in (("cudnn", 1.0, 61.0),
-                                                                                   ("te", 1.5, 40.0))])
+                           "unsettled": False, "unconverged": False, "pct_of_clock_peak": share}
+                          for variant, ms, share in (("cudnn", 1.0, 61.0), ("te", 1.5, 40.0))])
     board = tables.board(cells, tables.standings(cells), {})
     assert board["fastest"].tolist() == ["cudnn"] and board["% MMA@clock"].tolist() == ["61"]
     no_peak = cells.drop(columns="pct_of_clock_peak")
