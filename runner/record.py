@@ -12,6 +12,7 @@ import copy
 import datetime as dt
 import re
 import shlex
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -433,11 +434,10 @@ class Manifest(Strict):
                                          "from runs before 2026-12-03 (readers re-expand their spec).")
     earlier_facts: dict[str, list[str]] | None = Field(None, description="Facts of the machine that earlier processes "
                                                        "or shards of this run measured cells under, where they differ "
-                                                       "from this manifest's and the resume went on (runner.resume."
-                                                       "RESUMABLE: the GPU driver), as compare names them ('gpu "
-                                                       "driver'), each with its earlier values. None: no such "
-                                                       "difference (and runs before 2026-12-07; an older reader keeps "
-                                                       "it as an extra field).")
+                                                       "from this manifest's and the resume went on (RESUMABLE: the "
+                                                       "GPU driver), as compare names them ('gpu driver'), each with "
+                                                       "its earlier values. None: no such difference (and runs before "
+                                                       "2026-12-07; an older reader keeps it as an extra field).")
     sampled_after_settling: bool = Field(False, description="steady: the run's cells were sampled after the load "
                                          "settled, in CUPTI sessions after host gaps, not inside the load (every "
                                          "steady run before schema 5: the 4 -> 5 step sets it, as it sets each "
@@ -446,6 +446,28 @@ class Manifest(Strict):
     rechecks: str | None = Field(None, description="The run whose slower cells this run measured again (`attnbench "
                                  "recheck`: these cells alone, the same spec, on the same machine); None: an ordinary "
                                  "run (and runs before 2026-12-07; an older reader keeps it as an extra field).")
+
+
+# The material facts (runner.compare.MATERIAL) a resume goes on across, where every other one refuses it
+# (runner.resume), each named as compare names it and read off a machine: on GKE a node pool upgrades its driver on its
+# own and a retried shard may land on a node of a newer one, while the image pins every library. A run's manifest keeps
+# the values its earlier cells ran under (earlier_facts), and a sharded run's merged manifest its other shards'.
+RESUMABLE = {"gpu driver": lambda machine: machine.gpu.driver if machine.gpu else None}
+
+
+def resumable_facts(machine: Machine) -> dict[str, str]:
+    """The machine's RESUMABLE facts, where it records them."""
+    return {fact: value for fact, read in RESUMABLE.items() if (value := read(machine)) is not None}
+
+
+def merged_earlier(earlier: Iterable[Mapping[str, list[str]]], now: Mapping[str, str]) -> dict[str, list[str]]:
+    """Each fact's earlier values (earlier_facts) gathered from `earlier` in order, each once, but the value it has
+    `now`; a fact left with none is dropped."""
+    merged: dict[str, list[str]] = {}
+    for facts in earlier:
+        for fact, values in facts.items():
+            merged.setdefault(fact, []).extend(value for value in values if value != now.get(fact))
+    return {fact: list(dict.fromkeys(values)) for fact, values in merged.items() if values}
 
 
 def gpu_model(manifest: Manifest) -> str | None:

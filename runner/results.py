@@ -19,7 +19,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from runner import pasted
-from runner.record import SCHEMA_VERSION, CellRecord, Manifest, read_cell, read_manifest
+from runner.record import (SCHEMA_VERSION, CellRecord, Manifest, merged_earlier, read_cell, read_manifest,
+                           resumable_facts)
 from runner.shard import MAX_SHARDS, parse_shard
 
 EXTENSION = {"manifest": "json", "cells": "jsonl", "inflight": "json"}  # a part's objects, as written and as read
@@ -276,22 +277,12 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
     })
 
 
-def _driver(manifest: Manifest) -> str | None:
-    return manifest.machine.gpu.driver if manifest.machine.gpu else None
-
-
 def _earlier_facts(manifests: list[Manifest]) -> dict[str, list[str]] | None:
     """The machine facts that the parts' cells were measured under besides the first part's machine (whose manifest
-    the merged one is): each part's earlier_facts and each other part's own driver (the fact a resume goes on across,
-    runner.resume.RESUMABLE, spelt as compare names it), together."""
-    first = _driver(manifests[0])
-    merged: dict[str, list[str]] = {}
-    for manifest in manifests:
-        own = {"gpu driver": [d]} if (d := _driver(manifest)) is not None else {}
-        for fact, values in [*(manifest.earlier_facts or {}).items(), *own.items()]:
-            kept = [v for v in values if not (fact == "gpu driver" and v == first)]
-            merged[fact] = list(dict.fromkeys([*merged.get(fact, []), *kept]))
-    return {fact: values for fact, values in merged.items() if values} or None
+    the merged one is): each part's earlier_facts and each part's own RESUMABLE facts (the driver), together."""
+    gathered = [facts for m in manifests
+                for facts in (m.earlier_facts or {}, {fact: [v] for fact, v in resumable_facts(m.machine).items()})]
+    return merged_earlier(gathered, resumable_facts(manifests[0].machine)) or None
 
 
 def manifest_of(location: str, objects: dict[str, bytes]) -> tuple[Manifest | None, list[str]]:

@@ -5,12 +5,13 @@ the machine this process measures on is checked against the manifests the run's 
 (`measured_under`: its own part's in the spool and in the store where they hold cells, and every other shard's in the
 store from the moment it is there; two shards that start together can still miss each other's: docs/results.md, "Two
 shards starting together"). A difference in a fact that decides which kernels run or what they compute
-(`refuses_resume`: a material fact of runner.compare but those in RESUMABLE) refuses the resume (OtherMachine: exit 4,
-said by `refusal`): one run never holds cells timed under two settings. A difference in a RESUMABLE fact (the GPU
-driver) goes on, said in one line, and the run's manifest keeps the earlier values (earlier_facts: `Resume`). A
-refusal found after cells were measured into the spool moves them to a run id of their own that nothing holds yet
-(`set_aside`): nothing measured is lost, and none is mixed into the refused run when it resumes from that spool; a move
-a kill stopped is finished by the next run of either id (`finish_moves`).
+(`refuses_resume`: a material fact of runner.compare but those in runner.record.RESUMABLE) refuses the resume
+(OtherMachine: exit 4, said by `refusal`): one run never holds cells timed under two settings. A difference in a
+RESUMABLE fact (the GPU driver) goes on, said in one line, and the run's manifest keeps the earlier values
+(earlier_facts, runner.record.merged_earlier: `Resume`). A refusal found after cells were measured into the spool
+moves them to a run id of their own that nothing holds yet (`set_aside`): nothing measured is lost, and none is mixed
+into the refused run when it resumes from that spool; a move a kill stopped is finished by the next run of either id
+(`finish_moves`).
 """
 
 from __future__ import annotations
@@ -21,15 +22,10 @@ import threading
 from pathlib import Path
 
 from runner import counted, pasted
-from runner.record import Machine, Manifest
+from runner.record import RESUMABLE, Machine, Manifest, merged_earlier, resumable_facts
 from runner.results import Part, moving_name
 from runner.spool import PULL_TIMEOUT_S, Refused, Spool
 from runner.store import LocalStore, Store, StoreError
-
-# The material facts a resume goes on across, where every other material fact of the machine refuses it: on GKE a node
-# pool upgrades its driver on its own and a retried shard may land on a node of a newer one, while the image pins every
-# library. The run's manifest keeps the driver its earlier cells ran under (earlier_facts).
-RESUMABLE = {"gpu driver"}
 
 
 class OtherMachine(Refused):
@@ -65,19 +61,15 @@ def resumed_across(runs: list[Manifest], machine: Machine) -> tuple[str, dict[st
     """Resuming a run whose cells were measured under `runs` (its parts' manifests) on `machine`: the differences that
     refuse it, as one line ('' where none), and the earlier values of the facts it goes on across (RESUMABLE), with
     those the manifests kept of processes before them, where they differ from the machine's."""
-    from runner.compare import ABSENT, facts, said
+    from runner.compare import said
 
-    refused, earlier = [], {}
+    refused, earlier = [], []
     for run in runs:
         found = machine_changes(run, machine)
         refuses = found["fact"].map(refuses_resume).astype(bool)
         refused += [said(found[refuses])] if refuses.any() else []
-        now = facts(run.model_copy(update={"machine": machine}))
-        kept = [(fact, value) for fact, values in (run.earlier_facts or {}).items() for value in values]
-        for fact, value in [*zip(found["fact"][~refuses], found["a"][~refuses]), *kept]:
-            if value != now.get(fact, ABSENT) and value not in earlier.setdefault(fact, []):
-                earlier[fact].append(value)
-    return "; ".join(dict.fromkeys(refused)), {fact: values for fact, values in earlier.items() if values}
+        earlier += [{row.fact: [row.a] for row in found[~refuses].itertuples()}, run.earlier_facts or {}]
+    return "; ".join(dict.fromkeys(refused)), merged_earlier(earlier, resumable_facts(machine))
 
 
 def measured_under(spool: Spool, parts: list[Part], late: bool) -> list[Manifest]:
@@ -109,8 +101,7 @@ class Resume:
         if refused:
             raise OtherMachine(refused, late)
         with self._lock:
-            merged = {fact: list(dict.fromkeys([*self.earlier.get(fact, []), *values]))
-                      for fact, values in {**self.earlier, **earlier}.items()}
+            merged = merged_earlier([self.earlier, earlier], resumable_facts(self.machine))
             if merged == self.earlier:
                 return
             said = "; ".join(f"{fact} {', '.join(values)}" for fact, values in merged.items())

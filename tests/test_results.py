@@ -311,6 +311,19 @@ def test_a_sharded_runs_manifest_names_every_driver_its_shards_ran_under_but_its
     assert merged_manifest([Part("0/2", first), Part("1/2", on("580.95", shard="1/2"))]).earlier_facts is None
 
 
+def test_a_driver_that_two_shards_ran_under_is_named_once():
+    """Shards 1 and 2 of 3 both ran on the newer driver, and shard 2 kept an older one too (record.merged_earlier):
+    each earlier driver once, in the order the parts name them."""
+    from runner.record import GpuFacts
+
+    def on(driver, shard, **update):
+        made = manifest(shard=shard, cells_planned=2, started_at="2026-01-01T00:00:10+00:00", **update)
+        return made.model_copy(update={"machine": made.machine.model_copy(update={"gpu": GpuFacts(driver=driver)})})
+    shards = [on("580.95", "0/3"), on("580.126", "1/3"), on("580.126", "2/3", earlier_facts={"gpu driver": ["570.1"]})]
+    merged = merged_manifest([Part(m.shard, m) for m in shards])
+    assert merged.earlier_facts == {"gpu driver": ["580.126", "570.1"]}
+
+
 def test_shard_names_at_their_edges():
     """Shard i of n runs from 0 to n-1, and n to MAX_SHARDS: the edges are parts, one past them says why not."""
     from runner.results import misnamed, part_of
