@@ -86,8 +86,8 @@ def load_problems(snap: data.Snapshot, runs: list[str]) -> None:
 @guarded
 def overview(snap: data.Snapshot, sel: Selection) -> None:
     """Counts of the selection, then a row per selected run: where it ran, under which power policy (steady and burst
-    times are not like with like), and how it moved against the previous run of its spec on its GPU. Markdown only:
-    the page's first view stays light for the browser."""
+    times are not like with like), how warm its compile cache was, and how it moved against the previous run of its
+    spec on its GPU. Markdown only: the page's first view stays light for the browser."""
     status = sel.cells["status"]
     gpus = ", ".join(snap.runs.loc[sel.runs, "gpu"].dropna().unique()) or data.NOT_KNOWN
     st.markdown(f"**{len(sel.runs):,} of {counted(len(snap.runs), 'run')}** · {gpus} · "
@@ -96,8 +96,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
     if line := fastest(sel):
         st.markdown(line)
-    rows = [_run_row(snap.runs.loc[run].fillna(data.NOT_KNOWN), run) for run in sel.runs]
-    st.markdown(report.markdown_table(["run", "spec", "GPU", "power", "started", "git sha"], rows))
+    rows = [_run_row(snap.runs.loc[run].fillna(data.NOT_KNOWN), run) + [_cache(snap, run)] for run in sel.runs]
+    st.markdown(report.markdown_table(["run", "spec", "GPU", "power", "started", "git sha", "compile cache"], rows))
     moves = [f"- `{run}` {_move(snap, run, sel)}" for run in sel.runs[:charts.MAX_RUNS]
              if snap.manifests[run] is not None]
     st.markdown("**Against the previous run of the same spec identity, GPU, power policy and timer** (over the cells "
@@ -119,6 +119,14 @@ def fastest(sel: Selection) -> str:
 def _run_row(r: pd.Series, run: str) -> list:
     started = f"{r['started']:%Y-%m-%d %H:%M:%S}" if isinstance(r["started"], pd.Timestamp) else data.NOT_KNOWN
     return [run, r["spec"], r["gpu"], r["power"], started, short_sha(str(r["git_sha"]))]
+
+
+def _cache(snap: data.Snapshot, run: str) -> str:
+    """How warm the run's compile cache was, over all its cells (report.cache_said); NOT_KNOWN where no program's
+    is."""
+    cells = snap.parse([run])[run].cells
+    cached = cells["compile_cached"] if "compile_cached" in cells else pd.Series(dtype=object)
+    return report.cache_said(int(cached.eq(True).sum()), int(cached.eq(False).sum())) or data.NOT_KNOWN
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:

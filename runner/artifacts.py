@@ -97,7 +97,7 @@ def fastest(standings: list[Standing], strong=str) -> str:
 
 def facts(run: Run) -> list[str]:
     """The run's header (report.run_facts: show's too) and its cells by status."""
-    return report.run_facts(run.manifest) + [summary_line(run.cells)]
+    return report.run_facts(run.manifest, run.cells) + [summary_line(run.cells)]
 
 
 # --- html ------------------------------------------------------------------------------------------------------------

@@ -745,7 +745,7 @@ def _show_table(run, console: Console) -> None:
                                summary_line)
 
     machine = run.manifest.machine if run.manifest else None
-    header = " · ".join(run_facts(run.manifest))
+    header = " · ".join(run_facts(run.manifest, run.cells))
     for line in (header and f"{run.run_id}: {header}", kernel_line(run.manifest), earlier_line(run.manifest)):
         if line:
             console.print(escape(line))

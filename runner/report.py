@@ -611,15 +611,35 @@ def _settings(manifest) -> str:
     return "; ".join(s for s in (rechecks, run_settings(manifest)) if s) or "-"
 
 
-def run_facts(manifest) -> list[str]:
+def run_facts(manifest, cells: list[CellRecord]) -> list[str]:
     """What a run is, first in show's header and the report's: its spec, device, power policy (steady against burst
     moves the times at heavy shapes and can flip measured / published: docs/timing.md), start, git sha (short_sha),
-    and the jax and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release);
-    nothing without a manifest."""
+    the jax and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release) and, from
+    its cells, how warm its compile cache was (cache_said); nothing without a manifest."""
     if manifest is None:
         return []
+    cache = cache_said(*_cache_counts(cells))
     return [f"spec {manifest.name}", device_said(manifest), f"power {policy_said(manifest)}",
-            f"started {manifest.started_at}", f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}", *_versions(manifest)]
+            f"started {manifest.started_at}", f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}",
+            *_versions(manifest), *([f"compile cache {cache}"] if cache else [])]
+
+
+def cache_said(loaded: int, compiled: int) -> str | None:
+    """How warm a run's compile cache was, from its programs (a cell's compilation.cached: loaded from the persistent
+    cache or compiled): 'warm: 76 of 76 programs loaded', 'cold: 0 of 76 programs loaded', 'partly warm: 11 of 66
+    programs loaded' (a program another cell of the run compiled first loads too); None where no program's is known
+    (the cache off). A cell that reused another variant's program (compilation.shared_with) is neither."""
+    programs = loaded + compiled
+    if not programs:
+        return None
+    state = "warm" if loaded == programs else "cold" if not loaded else "partly warm"
+    return f"{state}: {loaded:,} of {counted(programs, 'program')} loaded"
+
+
+def _cache_counts(cells: list[CellRecord]) -> tuple[int, int]:
+    """(loaded, compiled): the cells whose program came from the persistent compile cache, and those compiled."""
+    known = [c.compilation.cached for c in cells if c.compilation and c.compilation.cached is not None]
+    return sum(known), len(known) - sum(known)
 
 
 def device_said(manifest) -> str:

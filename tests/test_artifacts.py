@@ -371,6 +371,6 @@ def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_r
 
     burst = artifacts.facts(shipped("h200/llama3.1-70b-20261206-burst"))
     assert burst[:3] == ["spec llama3.1-70b", "GPU NVIDIA H200", "power burst"]
-    assert burst[-3:] == ["jax 0.11.2", "cuDNN 9.19.0 (transformer_engine worker 9.14.0)",
-                          "84 cells: 76 ok, 2 oom, 6 skipped"]
+    assert burst[-4:] == ["jax 0.11.2", "cuDNN 9.19.0 (transformer_engine worker 9.14.0)",
+                          "compile cache partly warm: 8 of 66 programs loaded", "84 cells: 76 ok, 2 oom, 6 skipped"]
     assert "power steady (after settling)" in artifacts.facts(shipped(f"h200/{HOPPER}"))

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import shapes_spec
 from helpers import REPO, attnbench, command, environment, in_process, spec_data, table_rows, write_spec
 from runner.cells import expand
 from runner.registry import load_all
@@ -729,6 +730,20 @@ def test_show_prints_a_table_per_experiment(run, capsys):
     assert "10 cells: 8 ok, 2 skipped" in result.out
     assert "cudnn needs an NVIDIA GPU" in result.out  # the note column may wrap the rest
     assert result.err == ""
+
+
+def test_show_says_a_run_into_an_empty_compile_cache_was_cold_and_one_after_it_warm(tmp_path, capsys):
+    """Two real runs of 8 cells into one compile cache folder: the first compiled each program, the second loaded
+    each; show's header says which (report.cache_said, from the records' compilation.cached)."""
+    spec = shapes_spec(tmp_path, [8, 16])
+    for run_id in ("cold", "warm"):
+        done = attnbench("run", spec, "--out", tmp_path / "out", "--run-id", run_id, "--compile-cache",
+                         tmp_path / "cache", "--spool", tmp_path / "spool")
+        assert done.returncode == 0, done.stderr
+    header = {run_id: in_process(capsys, "show", tmp_path / "out" / run_id).out.splitlines()[0]
+              for run_id in ("cold", "warm")}
+    assert header["cold"].endswith(" · compile cache cold: 0 of 8 programs loaded"), header
+    assert header["warm"].endswith(" · compile cache warm: 8 of 8 programs loaded"), header
 
 
 def test_show_csv_has_one_row_per_cell(run, capsys):

@@ -1014,8 +1014,22 @@ def test_a_run_with_no_manifest_has_no_power_policy_in_the_overview_and_one_befo
     app = open_app(monkeypatch, tmp_path, run=[LAB5, "no-manifest"])
     runs = next(m.value for m in app.markdown if m.value.startswith("| run |")).splitlines()
     assert runs[2].startswith(f"| {LAB5} | lab5 | NVIDIA H200 | none |")
-    assert runs[3] == "| no-manifest | — | — | — | — | — |"  # spec, GPU, power, started, git sha: none recorded
+    assert runs[3] == "| no-manifest | — | — | — | — | — | — |"  # spec, GPU, power, started, git sha: none recorded
     assert data.power_of(None) == data.NOT_KNOWN != NO_POLICY
+
+
+def test_the_overview_says_how_warm_each_runs_compile_cache_was(monkeypatch, tmp_path):
+    """The shipped cold and warm lab5 runs of one cache folder, and one with the cache off: each run's row says it as
+    show's header does (report.cache_said), over all the run's cells."""
+    runs = ("lab5-cold-20261202-182308", "lab5-warm-20261202-182308", "lab5-20261202-110556")
+    for run in runs:
+        shutil.copytree(SHIPPED / "h200" / run, tmp_path / run)
+    app = open_app(monkeypatch, tmp_path, run=list(runs))
+    table = next(m.value for m in app.markdown if m.value.startswith("| run |"))
+    rows = {row.split(" | ")[0].strip("| "): row.split(" | ")[-1].strip(" |") for row in table.splitlines()[2:]}
+    assert table.splitlines()[0].endswith("| git sha | compile cache |")
+    assert rows == {runs[0]: "partly warm: 11 of 66 programs loaded", runs[1]: "warm: 66 of 66 programs loaded",
+                    runs[2]: "—"}
 
 
 def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ran_another_kernel(monkeypatch,

@@ -503,6 +503,29 @@ def test_a_noise_near_its_target_keeps_a_decimal():  # 2.2 % against a 2 % targe
     assert [noise_text(n) for n in (0.022, 0.004, 0.0999, 0.353, 1.5)] == ["2.2%", "0.4%", "10.0%", "35%", "150%"]
 
 
+def test_how_warm_a_compile_cache_was_is_said_from_its_programs():
+    """cache_said's three states, and nothing where no program's is known (the cache off)."""
+    from runner.report import cache_said
+
+    assert cache_said(76, 0) == "warm: 76 of 76 programs loaded"
+    assert cache_said(0, 1) == "cold: 0 of 1 program loaded"
+    assert cache_said(11, 55) == "partly warm: 11 of 66 programs loaded"
+    assert cache_said(0, 0) is None
+
+
+def test_the_facts_line_counts_the_programs_a_run_loaded_or_compiled_not_those_another_variant_shared():
+    """The shipped cold and warm lab5 runs (one cache folder, the cold run first): 66 programs each, 9 cells more
+    reused another variant's (compilation.shared_with), counted in neither; the cold run loaded the 11 programs
+    another of its cells had compiled first. A run with the cache off says nothing of it."""
+    from runner.report import run_facts
+
+    facts = {run: run_facts(shipped(f"h200/{run}").manifest, shipped(f"h200/{run}").cells)
+             for run in ("lab5-cold-20261202-182308", "lab5-warm-20261202-182308", "lab5-20261202-110556")}
+    assert facts["lab5-cold-20261202-182308"][-1] == "compile cache partly warm: 11 of 66 programs loaded"
+    assert facts["lab5-warm-20261202-182308"][-1] == "compile cache warm: 66 of 66 programs loaded"
+    assert not any(fact.startswith("compile cache") for fact in facts["lab5-20261202-110556"])
+
+
 def test_shows_header_cuts_the_git_sha_as_the_dashboard_does_and_keeps_dirty():
     """show's and the report's facts line prints the sha cut to 12 characters (runner.machine.short_sha, the
     dashboard's overview's), where the full 40 folded the power policy across two lines at 80 columns."""
@@ -510,5 +533,5 @@ def test_shows_header_cuts_the_git_sha_as_the_dashboard_does_and_keeps_dirty():
 
     sha = "0123456789abcdef" * 2 + "01234567"
     manifest = shipped(H200_LONG).manifest
-    assert f"git {sha[:12]}" in run_facts(manifest.model_copy(update={"git_sha": sha}))
-    assert f"git {sha[:12]}-dirty" in run_facts(manifest.model_copy(update={"git_sha": sha + "-dirty"}))
+    assert f"git {sha[:12]}" in run_facts(manifest.model_copy(update={"git_sha": sha}), [])
+    assert f"git {sha[:12]}-dirty" in run_facts(manifest.model_copy(update={"git_sha": sha + "-dirty"}), [])
