@@ -438,11 +438,13 @@ class Manifest(Strict):
                                                        "GPU driver), as compare names them ('gpu driver'), each with "
                                                        "its earlier values. None: no such difference (and runs before "
                                                        "2026-12-07; an older reader keeps it as an extra field).")
-    sampled_after_settling: bool = Field(False, description="steady: the run's cells were sampled after the load "
-                                         "settled, in CUPTI sessions after host gaps, not inside the load (every "
-                                         "steady run before schema 5: the 4 -> 5 step sets it, as it sets each "
-                                         "cell's power.sampled_in_load false). False for every run since, and for "
-                                         "a burst run.")
+    sampled_after_settling: bool | None = Field(False, description="steady: the run's cells were sampled after the "
+                                                "load settled, in CUPTI sessions after host gaps, not inside the load "
+                                                "(every steady run before schema 5: the 4 -> 5 step sets it, as it "
+                                                "sets each cell's power.sampled_in_load false). False for every run "
+                                                "since, and for a burst run. None: never written; a sharded run read "
+                                                "back as one whose shards sampled under the two rules "
+                                                "(runner.results.merged_manifest).")
     rechecks: str | None = Field(None, description="The run whose slower cells this run measured again (`attnbench "
                                  "recheck`: these cells alone, the same spec, on the same machine); None: an ordinary "
                                  "run (and runs before 2026-12-07; an older reader keeps it as an extra field).")
@@ -497,8 +499,8 @@ def cudnn_ran(variant: str, backend: str | None, manifest) -> str | None:
 def power_policy(manifest: Manifest) -> str | None:
     """The power state the run's spec sampled cells in, with the steady rule that sampled it: 'burst', 'steady (in
     load)' or 'steady (after settling)' (every steady run before schema 5, which read faster than the GPU sustains
-    at heavy shapes: docs/timing.md); None for runs from before the choice. How every reader names a run's policy
-    (compare, runs, show's and the report's header, the dashboard)."""
+    at heavy shapes: docs/timing.md), or both where a sharded run's shards differ; None for runs from before the
+    choice. How every reader names a run's policy (compare, runs, show's and the report's header, the dashboard)."""
     timing = manifest.spec.get("timing") if isinstance(manifest.spec, dict) else None
     return policy_named(timing.get("power") if isinstance(timing, dict) else None, manifest.sampled_after_settling)
 
@@ -511,12 +513,17 @@ def policy_said(manifest: Manifest) -> str:
     return power_policy(manifest) or NO_POLICY
 
 
-def policy_named(power: str | None, after_settling: bool = False) -> str | None:
-    """A spec's timing.power as a policy, with the steady rule: today's runs sample in the load, a steady run before
-    schema 5 after settling."""
+# A steady run's rule by its manifest's sampled_after_settling: today's runs sample in the load, a steady run before
+# schema 5 after settling; a sharded run whose shards sampled under both is labelled as neither, so compare refuses it
+# against a run of either rule as it refuses the two rules against each other.
+STEADY_RULES = {False: "in load", True: "after settling", None: "two rules: in load, after settling"}
+
+
+def policy_named(power: str | None, after_settling: bool | None = False) -> str | None:
+    """A spec's timing.power as a policy, with the steady rule (STEADY_RULES)."""
     if power != "steady":
         return power
-    return f"steady ({'after settling' if after_settling else 'in load'})"
+    return f"steady ({STEADY_RULES[after_settling]})"
 
 
 # The options of `attnbench run` that set how a run made its cells beyond its spec (the runner's own choices; its

@@ -264,7 +264,7 @@ def _part_order(part: Part) -> tuple[int, int]:
 
 def merged_manifest(parts: list[Part]) -> Manifest | None:
     """A sharded run's manifest: the first shard's, over all of them (planned summed, ended once all ended, the facts
-    earlier cells were measured under gathered)."""
+    earlier cells were measured under gathered, the steady rule both where shards differ)."""
     manifests = [p.manifest for p in parts if p.manifest]
     if len(parts) == 1 or not manifests:
         return manifests[0] if manifests else None
@@ -274,7 +274,15 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
         "ended_at": max(m.ended_at for m in manifests) if all(p.finished for p in parts) else None,
         "cells_planned": sum(m.cells_planned for m in manifests),
         "earlier_facts": _earlier_facts(manifests),
+        "sampled_after_settling": _steady_rule(manifests),
     })
+
+
+def _steady_rule(manifests: list[Manifest]) -> bool | None:
+    """The parts' sampled_after_settling where they agree, else None: cells of both steady rules
+    (record.STEADY_RULES)."""
+    rules = {m.sampled_after_settling for m in manifests}
+    return rules.pop() if len(rules) == 1 else None
 
 
 def _earlier_facts(manifests: list[Manifest]) -> dict[str, list[str]] | None:

@@ -512,6 +512,35 @@ def test_steady_runs_of_two_steady_rules_are_refused_as_two_policies_unless_allo
         "material_differences"]
 
 
+def test_a_sharded_run_whose_shards_sampled_under_the_two_steady_rules_is_refused_against_either(capsys, tmp_path):
+    """Shard 0 sampled in the load, shard 1 after settling (a steady shard from before schema 5): the run read back as
+    one is labelled with both rules, not shard 0's, and compare refuses it against a run of either rule as it refuses
+    the two rules against each other."""
+    from runner.results import part_names
+
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-mixed", DAY + dt.timedelta(days=1))
+    folder = tmp_path / "results" / "lab5-mixed"
+    folder.mkdir(parents=True)
+    for index, settled in enumerate((False, True)):
+        names = part_names(f"{index}/2")
+        part = manifest.model_copy(update={"shard": f"{index}/2", "sampled_after_settling": settled})
+        (folder / names[0]).write_text(part.model_dump_json(by_alias=True))
+        (folder / names[1]).write_text("".join(c.model_dump_json(by_alias=True) + "\n" for c in cells[index::2]))
+    mixed = "steady (two rules: in load, after settling)"
+    for rule, other in (("after settling", copied(tmp_path, "lab5-settled", DAY)), ("in load", in_load(tmp_path))):
+        done = in_process(capsys, "compare", other, folder)
+        assert done.code == 2 and done.errors[0].startswith(
+            f"error: A ran under power policy steady ({rule}), B under {mixed}: "), done.errors
+
+
+def in_load(tmp_path) -> str:
+    """A copy of TEMPLATE sampled in the load, as today's steady runs are."""
+    manifest, cells = copy_run(shipped(TEMPLATE), "lab5-in-load", DAY)
+    write_run(tmp_path / "results" / "lab5-in-load", manifest.model_copy(update={"sampled_after_settling": False}),
+              cells)
+    return str(tmp_path / "results" / "lab5-in-load")
+
+
 def test_material_differences_stand_beside_the_verdict(capsys, tmp_path):
     """A newer cuDNN and a lower power limit are named on the verdict's line; a host name or a start time is not."""
     a = copied(tmp_path, "lab5-a", DAY)

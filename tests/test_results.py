@@ -324,6 +324,19 @@ def test_a_driver_that_two_shards_ran_under_is_named_once():
     assert merged.earlier_facts == {"gpu driver": ["580.126", "570.1"]}
 
 
+def test_a_sharded_runs_steady_rule_is_its_shards_where_they_agree_and_both_where_they_do_not():
+    """Two steady shards sampled after settling read as one run after settling; one of each rule reads as both
+    (record.STEADY_RULES), never as shard 0's."""
+    from runner.record import power_policy
+
+    def shard(index, settled):
+        return Part(f"{index}/2", manifest(shard=f"{index}/2", spec={"name": "test", "timing": {"power": "steady"}},
+                                           sampled_after_settling=settled))
+    assert power_policy(merged_manifest([shard(0, True), shard(1, True)])) == "steady (after settling)"
+    assert power_policy(merged_manifest([shard(0, False), shard(1, True)])) == (
+        "steady (two rules: in load, after settling)")
+
+
 def test_shard_names_at_their_edges():
     """Shard i of n runs from 0 to n-1, and n to MAX_SHARDS: the edges are parts, one past them says why not."""
     from runner.results import misnamed, part_of
