@@ -1239,4 +1239,4 @@ def test_a_run_from_before_the_power_choice_names_its_policy_in_compare_as_show_
     assert compare.differences(old, steady).set_index("fact").loc["power policy"].tolist() == [
         NO_POLICY, "steady (after settling)"]
     assert f"power policy {NO_POLICY} → steady (after settling)" in compare.apart(old, steady)
-    assert f"power {NO_POLICY}" in report_module.run_facts(old) and power_of(old) == NO_POLICY
+    assert f"power {NO_POLICY}" in report_module.run_facts(old, []) and power_of(old) == NO_POLICY
