@@ -157,6 +157,8 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
         text += f"; {len(found.missing)} ok before and missing now"
     if len(found.material):
         text += f"; differs: {comparison.said(found.material)}"  # compare's word: ⚠ is runner.marks' unsettled
+    if found.sitting:  # no earlier sitting's run of the series is stored (comparison.previous)
+        text += f"; {found.sitting}"
     if over:
         text += f"; {over}"
     return text + f" · [compare]({link(run=[run, before], tab='Compare', a=before, b=run)})"

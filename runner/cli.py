@@ -803,8 +803,8 @@ def _compared(runs: list[str], previous: bool, out: str | None) -> tuple:
 
 def _previous_of(b, out: str | None):
     """The run before B in `out`, else in B's parent folder (a folder) or results/: the last earlier run of its spec
-    identity, GPU, power policy and timer that planned a cell B planned (the dashboard's rule, runner.compare.previous),
-    naming on stderr the newer ones passed over; None when there is none."""
+    identity, GPU, power policy and timer that planned a cell B planned, of an earlier sitting where one is stored (the
+    dashboard's rule, runner.compare.previous), naming on stderr the newer ones passed over; None when there is none."""
     from runner.compare import apart, nearest_named, passed_over, previous, same_sitting
 
     if out is None:
@@ -817,8 +817,8 @@ def _previous_of(b, out: str | None):
         if before.skipped:
             print(f"--against previous: {passed_over(before)}", file=sys.stderr)
         if before.run and (sitting := same_sitting(found[before.run], b.manifest)):
-            print(f"--against previous: {found[before.run].run_id}: {sitting}: give A by name to compare with an "
-                  "earlier night's run", file=sys.stderr)
+            print(f"--against previous: {found[before.run].run_id}: {sitting}: no run of its series from an earlier "
+                  "sitting is stored", file=sys.stderr)
         if before.run is None and (named := nearest_named(found, "\0B")):
             print(f"--against previous: {named}, the newest earlier run of {b.manifest.name} on this GPU, is of "
                   f"another series: {apart(found[named], b.manifest)}", file=sys.stderr)

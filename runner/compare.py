@@ -536,18 +536,30 @@ def shares_cells(manifest: Manifest, keys: frozenset[str] | None) -> bool:
 
 def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
     """The run of the same spec identity, GPU, power policy and timer that started last before `key` and planned a
-    cell `key` planned, never a recheck (its cells are another run's, measured again), made with `key`'s run settings
-    (record.HOW_OPTIONS: --compile-ahead off against off) where one was, else the newest of any; the newer runs of that
-    series passed over, each with why."""
+    cell `key` planned, never a recheck (its cells are another run's, measured again), of an earlier sitting than
+    `key`'s where one is stored (the newer ones of `key`'s sitting passed over: "did last night regress" asks of the
+    night before, not of tonight's cold twin), made with `key`'s run settings (record.HOW_OPTIONS: --compile-ahead off
+    against off) where one was, else the newest of any; the newer runs of that series passed over, each with why."""
     run = manifests[key]
     if run is None:
         return Previous(None, [])
-    series, keys = series_key(run), frozenset(run.cell_order) if run.cell_order else None
-    earlier = sorted([(started(m), k) for k, m in manifests.items()
-                      if m and not m.rechecks and started(m) < started(run) and series_key(m) == series],
-                     key=lambda found: found[0], reverse=True)
+    series = series_key(run)
+    earlier = [k for _, k in sorted([(started(m), k) for k, m in manifests.items() if m and not m.rechecks
+                                      and started(m) < started(run) and series_key(m) == series],
+                                     key=lambda found: found[0], reverse=True)]
+    sitting = [k for k in earlier if same_sitting(manifests[k], run)]
+    before = _newest_like(manifests, run, [k for k in earlier if k not in sitting])
+    if before.run is None:
+        return _newest_like(manifests, run, earlier)
+    return Previous(before.run, [(k, in_sitting(manifests[k], run)) for k in sitting] + before.skipped)
+
+
+def _newest_like(manifests: Mapping[str, Manifest | None], run: Manifest, earlier: list[str]) -> Previous:
+    """The first of `earlier` (newest first) that planned a cell `run` planned, made with its run settings where one
+    was, else the first that planned one; those passed over before it, each with why."""
+    keys = frozenset(run.cell_order) if run.cell_order else None
     settings, skipped, fallback = run_settings(run, HOW_OPTIONS), [], None
-    for _, candidate in earlier:
+    for candidate in earlier:
         theirs = run_settings(manifests[candidate], HOW_OPTIONS)
         if not shares_cells(manifests[candidate], keys):
             skipped.append((candidate, NO_CELL_SHARED))
@@ -562,15 +574,25 @@ def previous(manifests: Mapping[str, Manifest | None], key: str) -> Previous:
 SITTING_S = 3600  # runs started this close: one sitting (a benchmark's cold, warm and ahead-off runs), not two nights
 
 
+def _gap(a: Manifest, b: Manifest) -> str:
+    """How long before B run A started, where within one sitting ('83 s', '18 min'); '' otherwise."""
+    seconds = (started(b) - started(a)).total_seconds()
+    if not 0 <= seconds < SITTING_S:
+        return ""
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
 def same_sitting(a: Manifest, b: Manifest) -> str:
     """Where A started within SITTING_S before B, one clause that says so ('A started 53 s before B, in the same
     sitting, not on an earlier night'): beside the verdict (report.verdict), since a benchmark's cold and warm twins
     read alike where a night apart they differ; '' otherwise."""
-    seconds = (started(b) - started(a)).total_seconds()
-    if not 0 <= seconds < SITTING_S:
-        return ""
-    apart_s = f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
-    return f"A started {apart_s} before B, in the same sitting, not on an earlier night"
+    gap = _gap(a, b)
+    return f"A started {gap} before B, in the same sitting, not on an earlier night" if gap else ""
+
+
+def in_sitting(a: Manifest, b: Manifest) -> str:
+    """Why `previous` passed over A, a run of B's sitting, for a run of an earlier sitting."""
+    return f"started {_gap(a, b)} before it, in its sitting: an earlier sitting's run is taken"
 
 
 def previous_run(manifests: Mapping[str, Manifest | None], key: str) -> str | None:

@@ -18,7 +18,7 @@ from stores import CPU_LAB5, H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
 LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder: lab5-20261202-104743 (the same spec identity)
-HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-cold-20261203-023241
+HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-warm-20261202 (its cold twin: same sitting)
 BEFORE = "lab5-night-before"  # LAB5_TE a day earlier, its first three ok cells twice as fast (nights below)
 # What a 3,000-cell run's report may weigh: its page (every cell in a table, at most artifacts.MAX_CHARTS charts
 # inline) and all its files. Measured at 3,000 cells (docs/benchmarks.md, "attnbench report"): 2.0 MiB and 2.9 MiB.
@@ -59,9 +59,10 @@ def test_the_shipped_runs_make_a_page_with_every_chart_inline_and_their_comparis
     assert "<caption>Leaderboard" in page and page.count("<section id=") == 2 and "GPU NVIDIA H200" in page
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert all(f"](figures/{name})" in summary for name in figures)
-    assert "(against hopper-long-cold-20261203-023241)" in summary
-    sitting = "A started 83 s before B, in the same sitting, not on an earlier night"  # HOPPER's A, its cold twin
-    assert f"{sitting}** (against hopper-long-cold" in summary and f"{sitting}</p>" in page
+    assert "(against hopper-long-warm-20261202)" in summary  # the night before, not its cold twin of 83 s before
+    sitting = "A started 18 min before B, in the same sitting, not on an earlier night"  # LAB5_TE's: no earlier night
+    assert f"{sitting}** (against lab5-20261202-104743" in summary and f"{sitting}</p>" in page
+    assert summary.count("in the same sitting") == 1
     assert f"report: {tmp_path / 'report' / 'index.html'}" in done.err
 
 
@@ -233,9 +234,8 @@ def test_without_matplotlib_the_report_says_which_extra_to_install(capsys, tmp_p
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now fails, as where it is not installed
     done = report(capsys, tmp_path, H200 / HOPPER)
     assert done.code == 1 and done.errors[-1] == "error: report needs matplotlib: pip install -e '.[report]'"
-    assert done.errors[:-1] == ["--against previous: hopper-long-cold-20261203-023241: A started 83 s before B, in "
-                                "the same sitting, not on an earlier night: give A by name to compare with an earlier "
-                                "night's run"]
+    assert done.errors[:-1] == ["--against previous: passed over hopper-long-cold-20261203-023241: started 83 s "
+                                "before it, in its sitting: an earlier sitting's run is taken"]
     assert not (tmp_path / "report").exists()  # nothing half-written
 
 

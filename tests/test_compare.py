@@ -1085,10 +1085,10 @@ def test_a_resume_goes_on_across_the_driver_alone_and_keeps_the_earlier_values()
     assert resumed_across([run, run], upgraded)[0] == "version jax 0.8.0 → 0.9.0"
 
 
-def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_of_the_same_sitting(capsys, tmp_path):
+def test_previous_prefers_a_run_made_with_the_same_settings_of_an_earlier_sitting(capsys, tmp_path):
     """A benchmark's cold, warm and --compile-ahead off runs share a series: the ahead-off run's previous is the
-    ahead-off run of the night before, its twins named as passed over (the newest of any where none was made so);
-    a previous run started within the hour is said to be of the same sitting, not an earlier night."""
+    ahead-off run of the night before, its twins of tonight named as passed over; where the earlier sitting holds no
+    run made so, its newest of any; where no earlier sitting is stored, the twin, said to be of the same sitting."""
     def made(run_id: str, started: dt.datetime, *argv: str) -> None:
         manifest, cells = copy_run(shipped(TEMPLATE), run_id, started)
         write_run(tmp_path / "results" / run_id,
@@ -1102,16 +1102,31 @@ def test_previous_prefers_a_run_made_with_the_same_settings_and_says_when_it_is_
     store = str(tmp_path / "results")
     done = in_process(capsys, "compare", "off-2", "--against", "previous", "--out", store, "--format", "json")
     assert done.code == 0 and json.loads(done.out)["a"]["run_id"] == "off-1"
-    assert done.errors == ["--against previous: passed over warm-2: run settings (none) → --compile-ahead off; "
-                           "passed over cold-2: run settings (none) → --compile-ahead off"]
+    assert done.errors == ["--against previous: passed over warm-2: started 27 s before it, in its sitting: an earlier "
+                           "sitting's run is taken; passed over cold-2: started 80 s before it, in its sitting: an "
+                           "earlier sitting's run is taken"]
+    manifests = {run: open_store(store).read(run).manifest for run in ("off-1", "cold-2", "warm-2", "off-2")}
+    assert compare.previous_run(manifests, "warm-2") == "off-1"  # made another way, but of the night before
+    tonight = {run: manifests[run] for run in ("cold-2", "warm-2", "off-2")}
+    assert compare.previous(tonight, "off-2") == compare.Previous("warm-2", [])  # no ahead-off run before it
+    (tmp_path / "results" / "off-1" / "manifest.json").unlink()
     twin = in_process(capsys, "compare", "warm-2", "--against", "previous", "--out", store, "--format", "json")
     sitting = "A started 53 s before B, in the same sitting, not on an earlier night"
-    assert twin.errors == [f"--against previous: cold-2: {sitting}: give A by name to compare with an earlier night's "
-                           "run"]
+    assert twin.errors[-1] == (f"--against previous: cold-2: {sitting}: no run of its series from an earlier sitting "
+                               "is stored")
     said = json.loads(twin.out)  # the report, the markdown and the json say it too, where stderr is not kept
     assert said["sitting"] == sitting and said["verdict"].endswith(f" · {sitting}")
-    manifests = {run: open_store(store).read(run).manifest for run in ("cold-2", "warm-2", "off-2")}
-    assert compare.previous(manifests, "off-2") == compare.Previous("warm-2", [])  # no ahead-off run before it
+
+
+def test_against_previous_of_last_night_s_warm_run_takes_the_night_before_not_its_cold_twin(capsys):
+    """hopper-long-warm-20261203-023241 started 83 s after its cold twin: its previous is the warm run of the sitting
+    before (the shipped pair a lead asks "did last night regress" of), the twin named as passed over."""
+    done = in_process(capsys, "compare", "hopper-long-warm-20261203-023241", "--against", "previous",
+                      "--out", REPO / "examples" / "results" / "h200", "--format", "json")
+    said = json.loads(done.out)
+    assert (said["a"]["run_id"], said["sitting"]) == ("hopper-long-warm-20261202", None)
+    assert done.errors == ["--against previous: passed over hopper-long-cold-20261203-023241: started 83 s before it, "
+                           "in its sitting: an earlier sitting's run is taken"]
 
 
 # --- a recheck beside B (attnbench recheck) --------------------------------------------------------------------------

@@ -1045,6 +1045,19 @@ def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ra
             "another GEMM in B; 1 of those not converged in A or B (noise above its target when sampling stopped); "
             "worst ") in move
     assert "/cudnn B4 T128 N8 H64 bfloat16 fwd 1.54× (another kernel);" in move
+    assert "; A started 18 min before B, in the same sitting, not on an earlier night" in move  # no earlier night
+
+
+def test_the_overviews_previous_run_is_of_the_sitting_before_not_its_cold_twin(monkeypatch, tmp_path):
+    """hopper-long's warm run of 12-03 started 83 s after its cold twin: its line is against the warm run of 12-02
+    (runner.compare.previous, as compare --against previous) and names the twin as passed over."""
+    runs = ("hopper-long-warm-20261202", "hopper-long-cold-20261203-023241", "hopper-long-warm-20261203-023241")
+    for run in runs:
+        shutil.copytree(SHIPPED / "h200" / run, tmp_path / run)
+    app = open_app(monkeypatch, tmp_path, run=[runs[2]])
+    (move,) = [line for m in app.markdown for line in m.value.splitlines() if line.startswith(f"- `{runs[2]}")]
+    assert move.startswith(f"- `{runs[2]}` vs `{runs[0]}`: 1 slower")
+    assert f"; passed over {runs[1]}: started 83 s before it, in its sitting" in move and "same sitting" not in move
 
 
 def test_the_overviews_previous_run_passes_over_a_newer_one_that_planned_no_cell_it_planned(monkeypatch, tmp_path):

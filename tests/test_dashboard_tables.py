@@ -235,7 +235,8 @@ def test_series_and_the_run_to_compare_follow_spec_gpu_power_policy_and_date():
     assert tables.comparable(snap.manifests, "lab5-20261202-110556", []) == "lab5-20261202-104743"  # its spec identity
     assert tables.comparable(snap.manifests, "lab5-20261202-104743", ["decode-20261202", "lab5-warm-20261203-023042"]
                              ) == "lab5-warm-20261203-023042"  # the first selected of its spec name and GPU
-    assert tables.comparable(snap.manifests, "lab5-warm-20261203-023042", []) == "lab5-cold-20261203-023042"
+    # its predecessor: the warm run of the sitting before (compare.previous), not its cold twin of 53 s before
+    assert tables.comparable(snap.manifests, "lab5-warm-20261203-023042", []) == "lab5-warm-20261202-182308"
     # the runs table says a run from before the choice of power policy as every view names it (record.NO_POLICY)
     assert runs.loc["lab5-20261202-104743", "power"] == NO_POLICY
     assert tables.series(runs)[f"lab5 · NVIDIA H200 · {NO_POLICY}"][:2] == ["lab5-20261202-104743",
