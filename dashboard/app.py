@@ -75,18 +75,21 @@ def find_runs_ui(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def runs_ui(runs: pd.DataFrame) -> list[str]:
-    """The runs to show, by run id (newest first; type to search); when the link names none, the newest run that
-    is not a soak (a soak is one curve, no sweep; its tab shows it) nor a recheck (another run's slower cells measured
-    again, `attnbench recheck`: the Compare tab takes it beside that run)."""
+    """The runs to show, by run id (newest first; type to search); when the link names none, the newest run Find runs
+    matches that is not a soak (a soak is one curve, no sweep; its tab shows it) nor a recheck (another run's slower
+    cells measured again, `attnbench recheck`: the Compare tab takes it beside that run); none where Find runs
+    matches none, said on the page (a run of another GPU's figures below an L4 question would answer it)."""
     found = find_runs_ui(runs)
-    swept = runs.index[~runs["soak"].fillna(False).astype(bool) & runs["rechecks"].isna()]  # no manifest: neither
-    widgets.choose("run", list((swept if len(swept) else runs.index)[:1]))
+    swept = found.index[~found["soak"].fillna(False).astype(bool) & found["rechecks"].isna()]  # no manifest: neither
+    widgets.choose("run", list((swept if len(swept) else found.index)[:1]))
     listed = found.index[:RUNS_LISTED]
     kept = [r for r in widgets.asked("run") if r in runs.index and r not in listed]  # chosen before narrowing
     chosen = widgets.multi(st.sidebar, "Runs", [*listed, *kept], "run", "is not a run in this store",
                            help="Run ids, newest first; type to search. Find runs narrows the list.")
     if len(found) < len(runs):
         st.sidebar.caption(f"{len(found):,} of {counted(len(runs), 'run')} match Find runs")
+    if found.empty and not chosen:
+        st.info(f"No run matches Find runs, of {counted(len(runs), 'run')} here: widen it, or name a run under Runs.")
     if len(found) > RUNS_LISTED:
         st.sidebar.caption(f"Listing the newest {RUNS_LISTED}: Find runs reaches the others")
     return chosen

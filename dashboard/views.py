@@ -94,6 +94,8 @@ def overview(snap: data.Snapshot, sel: Selection) -> None:
                 f"cells: **{(status == 'ok').sum()} ok**, "
                 f"{(status == 'skipped').sum()} skipped (expected), **{status.isin(tables.FAILED).sum()} failed** "
                 "(failed, oom, incorrect, crashed or timeout: see Cells)")
+    if not sel.runs:
+        return
     if line := fastest(sel):
         st.markdown(line)
     rows = [_run_row(snap.runs.loc[run].fillna(data.NOT_KNOWN), run) + [_cache(snap, run)] for run in sel.runs]

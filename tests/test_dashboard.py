@@ -726,8 +726,19 @@ def test_find_runs_builds_its_widgets_only_when_open_and_a_link_that_narrows_ope
         w.key for w in closed.sidebar.multiselect)
     narrowed = open_app(monkeypatch, gpu="cpu")
     assert narrowed.multiselect(key="gpu").value == ["cpu"] and len(narrowed.date_input) == 2
-    newest = closed.multiselect(key="run").value  # chosen before narrowing, so kept
-    assert narrowed.multiselect(key="run").options == ["lab5-20261202-104832", *newest]
+    assert narrowed.multiselect(key="run").value == ["lab5-20261202-104832"]  # the newest run it matches, shown
+
+
+def test_find_runs_matching_no_run_shows_no_runs_figures_and_says_so(monkeypatch):
+    """`?gpu=NVIDIA+L4` where no L4 ran: the page showed the newest H200 run's charts below the L4 question; now no
+    run, and a line that says none matches. A link that names a run shows it whatever Find runs matches."""
+    nothing = open_app(monkeypatch, gpu="NVIDIA L4")
+    assert nothing.multiselect(key="run").value == [] and charts(nothing) == 0
+    assert texts(nothing.info).startswith(f"No run matches Find runs, of {len(data.load(str(SHIPPED)).runs)} runs "
+                                          "here: widen it, or name a run under Runs.")
+    assert not any("Against the previous run" in m.value for m in nothing.markdown)
+    named = open_app(monkeypatch, gpu="NVIDIA L4", run=LAB5)
+    assert named.multiselect(key="run").value == [LAB5] and charts(named) and "No run matches" not in texts(named.info)
 
 
 def test_the_store_is_read_once_and_shared_not_copied(monkeypatch):
