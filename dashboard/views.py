@@ -959,12 +959,21 @@ def displayable(cells: pd.DataFrame) -> pd.DataFrame:
     return cells.assign(**{c: cells[c].map(lambda v: str(v) if isinstance(v, (dict, list)) else v) for c in nested})
 
 
+def _took(snap: data.Snapshot, run: str) -> str:
+    """How long `run` took, over all its cells whatever the filters (report.took_said, show's wording)."""
+    cells = snap.cells((run,))
+    spans = zip(cells["started_at"], cells["duration_s"]) if "duration_s" in cells else []
+    return report.took_said(snap.manifests[run], spans)
+
+
 @guarded
 def runs(snap: data.Snapshot, sel: Selection) -> None:
     st.subheader("Runs in the store")
     st.dataframe(snap.runs, column_config={"started": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
     if not sel.runs:
         return
+    st.markdown("**How long the selected runs took**\n\n" + report.markdown_table(
+        ["run", "took"], [[run, _took(snap, run) or data.NOT_KNOWN] for run in sel.runs]))
     environments({r: snap.manifests[r] for r in sel.runs}, "the selected runs")
     st.subheader("Variants, as the runs' manifests describe them")
     st.dataframe(tables.variants(snap.manifests, sel.runs), hide_index=True)

@@ -96,7 +96,7 @@ def fastest(standings: list[Standing], strong=str) -> str:
 
 
 def facts(run: Run) -> list[str]:
-    """The run's header (report.run_facts: show's too) and its cells by status."""
+    """The run's header (report.run_facts: show's too), how long it took (report.took) and its cells by status."""
     return report.run_facts(run.manifest, run.cells) + [summary_line(run.cells)]
 
 

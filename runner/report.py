@@ -11,8 +11,9 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import MappingProxyType
 
@@ -587,21 +588,22 @@ def runs_grid(runs: list, uri: str) -> Grid:
     """One row per part of each run (the whole run, or each shard): its device (runs of one spec on several machines
     told apart), power policy (steady and burst times are not like with like), its settings beyond its spec (record.
     run_settings: a benchmark's --compile-ahead off beside its twins, a --where), cells done of planned, and its
-    state; a recheck's settings first name the run it rechecks ('rechecks B'). The run id, which one copies into show,
-    is never folded: a narrow terminal leaves out the name, the start, the shard where no run is sharded, the settings,
-    the device, then the power policy first."""
+    state, and how long it took (took_said); a recheck's settings first name the run it rechecks ('rechecks B'). The
+    run id, which one copies into show, is never folded: a narrow terminal leaves out the name, the start, the shard
+    where no run is sharded, the settings, how long it took, the device, then the power policy first."""
     rows = []
     for run in runs:
         m = run.manifest
         name, gpu, power, started, settings = (
             (m.name, gpu_name(m), policy_said(m), m.started_at, _settings(m)) if m else ("-",) * 5)
         rows += [[run.run_id, name, gpu, power, settings, started, part.shard or "-",
-                  f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part)]
-                 for part in run.parts]
+                  f"{len(part.cells)}/{'?' if part.planned is None else part.planned}", _part_state(part),
+                  took(part) or "-"] for part in run.parts]
     sharded = any(part.shard for run in runs for part in run.parts)
-    drops = ("name", "started", *(() if sharded else ("shard",)), "settings", "device", "power")  # id: name-time
-    return Grid(f"runs in {uri}", ["run", "name", "device", "power", "settings", "started", "shard", "cells", "state"],
-                rows, wraps=("power", "settings"), drops=drops, kept=("run",))
+    drops = ("name", "started", *(() if sharded else ("shard",)), "settings", "took", "device",
+             "power")  # id: name-time
+    return Grid(f"runs in {uri}", ["run", "name", "device", "power", "settings", "started", "shard", "cells", "state",
+                                   "took"], rows, wraps=("power", "settings", "took"), drops=drops, kept=("run",))
 
 
 def _settings(manifest) -> str:
@@ -615,13 +617,15 @@ def run_facts(manifest, cells: list[CellRecord]) -> list[str]:
     """What a run is, first in show's header and the report's: its spec, device, power policy (steady against burst
     moves the times at heavy shapes and can flip measured / published: docs/timing.md), start, git sha (short_sha),
     the jax and cuDNN it ran (a worker's other cuDNN beside it: TransformerEngine's may be another release) and, from
-    its cells, how warm its compile cache was (cache_said); nothing without a manifest."""
+    its cells, how warm its compile cache was (cache_said) and how long it took (took_said); nothing without a
+    manifest."""
     if manifest is None:
         return []
     cache = cache_said(*_cache_counts(cells))
     return [f"spec {manifest.name}", device_said(manifest), f"power {policy_said(manifest)}",
             f"started {manifest.started_at}", f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}",
-            *_versions(manifest), *([f"compile cache {cache}"] if cache else [])]
+            *_versions(manifest), *([f"compile cache {cache}"] if cache else []),
+            f"took {took_said(manifest, _spans(cells))}"]
 
 
 def cache_said(loaded: int, compiled: int) -> str | None:
@@ -640,6 +644,51 @@ def _cache_counts(cells: list[CellRecord]) -> tuple[int, int]:
     """(loaded, compiled): the cells whose program came from the persistent compile cache, and those compiled."""
     known = [c.compilation.cached for c in cells if c.compilation and c.compilation.cached is not None]
     return sum(known), len(known) - sum(known)
+
+
+IDLE_S = 60  # seconds of a run's wall time with no cell measured: a resume across calls or a pause, not a worker start
+
+
+def took_said(manifest, cells: Iterable[tuple[str, float]]) -> str:
+    """How long a run took, the one wording (runs, show's header, the report's facts, the dashboard's Runs tab):
+    '219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)'. `cells`: each
+    record's (started_at, duration_s); in cells is their sum (compile, checks, settling, sampling: its phases), every
+    shard's; wall is the manifest's started_at → ended_at ('not ended' where it holds none), which spans the gap where
+    the run resumed across calls; '' without a manifest."""
+    if manifest is None:
+        return ""
+    spans = sorted((_epoch(started), _epoch(started) + seconds) for started, seconds in cells)
+    in_cells = f"{sum(end - start for start, end in spans):,.0f} s in cells"
+    if manifest.ended_at is None:
+        return f"{in_cells} · not ended"
+    begun, ended = _epoch(manifest.started_at), _epoch(manifest.ended_at)
+    idle = _idle_s(begun, ended, spans)
+    gap = f" (resumed across calls, or paused: {idle:,.0f} s with no cell measured)" if idle >= IDLE_S else ""
+    return f"{in_cells} · {ended - begun:,.0f} s wall{gap}"
+
+
+def _epoch(when: str) -> float:
+    """An ISO 8601 time as seconds since the epoch, UTC where it names no zone."""
+    parsed = datetime.fromisoformat(when)
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def took(part) -> str:
+    """took_said of a run or one shard of it (results.Run, results.Part): its manifest and cells."""
+    return took_said(part.manifest, _spans(part.cells))
+
+
+def _spans(cells: list[CellRecord]) -> list[tuple[str, float]]:
+    """Each cell's start and seconds, as took_said reads them."""
+    return [(cell.started_at, cell.duration_s) for cell in cells]
+
+
+def _idle_s(begun: float, ended: float, spans: list[tuple[float, float]]) -> float:
+    """The longest stretch from `begun` to `ended` that no span (start, end), sorted by start, covers."""
+    reached, longest = begun, 0.0
+    for start, end in spans:
+        longest, reached = max(longest, start - reached), max(reached, end)
+    return max(longest, ended - reached)
 
 
 def device_said(manifest) -> str:

@@ -18,7 +18,7 @@ from stores import CPU_LAB5, H200_LONG, copy_run, generate, shipped, write_run
 
 H200 = REPO / "examples" / "results" / "h200"
 LAB5_TE = "lab5-20261202-110556"  # its previous run in the folder: lab5-20261202-104743 (the same spec identity)
-HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-warm-20261202 (its cold twin: same sitting)
+HOPPER = "hopper-long-warm-20261203-023241"  # its previous run in the folder: hopper-long-warm-20261202 (not its twin)
 BEFORE = "lab5-night-before"  # LAB5_TE a day earlier, its first three ok cells twice as fast (nights below)
 # What a 3,000-cell run's report may weigh: its page (every cell in a table, at most artifacts.MAX_CHARTS charts
 # inline) and all its files. Measured at 3,000 cells (docs/benchmarks.md, "attnbench report"): 2.0 MiB and 2.9 MiB.
@@ -371,6 +371,7 @@ def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_r
 
     burst = artifacts.facts(shipped("h200/llama3.1-70b-20261206-burst"))
     assert burst[:3] == ["spec llama3.1-70b", "GPU NVIDIA H200", "power burst"]
-    assert burst[-4:] == ["jax 0.11.2", "cuDNN 9.19.0 (transformer_engine worker 9.14.0)",
-                          "compile cache partly warm: 8 of 66 programs loaded", "84 cells: 76 ok, 2 oom, 6 skipped"]
+    assert burst[-5:] == ["jax 0.11.2", "cuDNN 9.19.0 (transformer_engine worker 9.14.0)",
+                          "compile cache partly warm: 8 of 66 programs loaded", "took 127 s in cells · 127 s wall",
+                          "84 cells: 76 ok, 2 oom, 6 skipped"]
     assert "power steady (after settling)" in artifacts.facts(shipped(f"h200/{HOPPER}"))

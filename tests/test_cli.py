@@ -907,6 +907,19 @@ def test_runs_names_each_runs_device(tmp_path, capsys):
         SHIPPED_RUN.name: "-", gpu.name: "-", burst.name: "--where tp=1"}
 
 
+def test_runs_and_show_say_how_long_a_run_took_in_cells_and_on_the_wall(tmp_path, capsys):
+    """No command said how long a run took: runs has a column, show's header a fact (report.took_said), where
+    gemma2-27b-20261204's 1,141 s from start to end span a resume across calls, 219 s of it in cells."""
+    for run in ("gemma2-27b-20261204", "lab5-cold-20261203-023042"):
+        shutil.copytree(REPO / "examples" / "results" / "h200" / run, tmp_path / run)
+    resumed = "219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)"
+    rows = table_rows(in_process(capsys, "runs", "--out", tmp_path).out.replace("┃", "│"))
+    assert {row["run"]: row["took"] for row in rows} == {"gemma2-27b-20261204": resumed,
+                                                         "lab5-cold-20261203-023042": "46 s in cells · 46 s wall"}
+    header = in_process(capsys, "show", "gemma2-27b-20261204", "--out", tmp_path).out.splitlines()[0]
+    assert header.endswith(f" · took {resumed}")
+
+
 def test_runs_marks_a_recheck_with_the_run_it_rechecks(tmp_path, capsys):
     """A recheck (`attnbench recheck`'s B-recheck) is listed as a run of its spec, its settings naming B."""
     shutil.copytree(SHIPPED_RUN, tmp_path / "cpu" / SHIPPED_RUN.name)
@@ -1104,7 +1117,8 @@ def test_a_run_killed_mid_way_keeps_every_finished_cell_readable(tmp_path, capsy
     assert sorted(dashboard.cells((run_id,))["key"]) == sorted(cell.key for cell in killed.cells)
     listed = in_process(capsys, "runs", "--out", out)
     [row] = [[c.strip() for c in line.split("│")[1:-1]] for line in listed.out.splitlines() if f"│ {run_id} │" in line]
-    assert listed.code == 0 and listed.errors == [] and row[-2:] == ["7/8", "unfinished"]
+    assert listed.code == 0 and listed.errors == [] and row[-3:-1] == ["7/8", "unfinished"]
+    assert row[-1].endswith(" s in cells · not ended")  # report.took_said: no end to a wall time yet
     [spooled] = (tmp_path / "spool").glob(f"*/{run_id}/{CELLS}")  # the spool: one line per cell, each whole
     lines = spooled.read_text().splitlines()
     assert len(lines) >= len(killed.cells) and all(isinstance(json.loads(line), dict) for line in lines)

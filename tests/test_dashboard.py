@@ -741,6 +741,16 @@ def test_find_runs_matching_no_run_shows_no_runs_figures_and_says_so(monkeypatch
     assert named.multiselect(key="run").value == [LAB5] and charts(named) and "No run matches" not in texts(named.info)
 
 
+def test_the_runs_tab_says_how_long_each_selected_run_took_as_show_does(monkeypatch, tmp_path):
+    """The Runs tab gave each run's start alone: it says how long each selected run took, in show's words
+    (report.took_said), over all its cells whatever the filters."""
+    run = "gemma2-27b-20261204"
+    shutil.copytree(SHIPPED / "h200" / run, tmp_path / run)
+    app = open_app(monkeypatch, tmp_path, run=run, tab="Runs", experiment="decode-global")
+    assert (f"| {run} | 219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured) |"
+            in texts(app.markdown))
+
+
 def test_the_store_is_read_once_and_shared_not_copied(monkeypatch):
     reads = []
     original = LocalStore.get

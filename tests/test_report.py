@@ -458,16 +458,17 @@ def test_no_number_is_cut_across_lines_at_any_width():
 
 def test_runs_on_a_narrow_terminal_leaves_out_the_device_before_it_folds_a_run_id():
     """At 59 columns runs folded 'decode-20261' over '202' and kept the device, NVIDIA H200 on every row: the run id,
-    which one copies into show, is never folded, and the shard (where none is sharded), the settings and the device go
-    first; the power policy, which sets steady and burst runs apart, goes last and folds its words first (80 columns
-    keep it)."""
+    which one copies into show, is never folded, and the shard (where none is sharded), the settings, how long it took
+    and the device go first; the power policy, which sets steady and burst runs apart, goes last and folds its words
+    first (80 columns keep it)."""
     from runner.report import fitted, runs_grid
     from runner.store import LocalStore
 
     store = LocalStore(SHIPPED / "h200")
     grid = runs_grid([store.read(run_id) for run_id in store.runs()], store.uri)
-    assert fitted(grid, 59)[1] == ["name", "device", "power", "settings", "started", "shard"]
-    assert fitted(grid, 80)[1] == ["name", "device", "settings", "started", "shard"]
+    assert fitted(grid, 59)[1] == ["name", "device", "power", "settings", "started", "shard", "took"]
+    assert fitted(grid, 80)[1] == ["name", "device", "settings", "started", "shard", "took"]
+    assert fitted(grid, 120)[1] == ["name", "settings", "started", "shard"]  # how long each took, beside its device
     for width in (40, 59, 80):
         text = on_terminal(grid, width)
         ids = {cells_of(line)[0] for line in text.splitlines() if line.startswith("│")}
@@ -535,3 +536,23 @@ def test_shows_header_cuts_the_git_sha_as_the_dashboard_does_and_keeps_dirty():
     manifest = shipped(H200_LONG).manifest
     assert f"git {sha[:12]}" in run_facts(manifest.model_copy(update={"git_sha": sha}), [])
     assert f"git {sha[:12]}-dirty" in run_facts(manifest.model_copy(update={"git_sha": sha + "-dirty"}), [])
+
+
+def test_how_long_a_run_took_sums_its_cells_and_says_where_wall_time_spans_a_resume():
+    """gemma2-27b-20261204 resumed across calls: 1,141 s from start to end, 219 s in its cells, 921 s of it with no
+    cell measured; lab5's cold run of 12-03 took as long in cells as on the wall (benchmarks.md's phases: 45.4 s);
+    a run not ended says so; a stretch shorter than IDLE_S (a worker starting) is no resume."""
+    from runner.report import IDLE_S, took, took_said
+
+    assert took(shipped("h200/gemma2-27b-20261204")) == (
+        "219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)")
+    assert took(shipped("h200/lab5-cold-20261203-023042")) == "46 s in cells · 46 s wall"
+    run = shipped(H200_LONG).manifest.model_copy(update={"started_at": "2026-12-10T00:00:00+00:00"})
+    cells = [("2026-12-10T00:00:05+00:00", 10.0), ("2026-12-10T00:00:15", 20.0)]  # no zone: UTC
+    assert took_said(run.model_copy(update={"ended_at": None}), cells) == "30 s in cells · not ended"
+    ended = run.model_copy(update={"ended_at": f"2026-12-10T00:{(35 + IDLE_S) // 60:02d}:{(35 + IDLE_S) % 60:02d}"
+                                               "+00:00"})
+    assert took_said(ended, cells).endswith(f"{35 + IDLE_S} s wall (resumed across calls, or paused: {IDLE_S} s "
+                                            "with no cell measured)")
+    assert took_said(ended, [*cells, ("2026-12-10T00:00:36+00:00", IDLE_S - 2)]).endswith(f"{35 + IDLE_S} s wall")
+    assert took_said(None, cells) == ""
