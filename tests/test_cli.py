@@ -742,8 +742,14 @@ def test_show_says_a_run_into_an_empty_compile_cache_was_cold_and_one_after_it_w
         assert done.returncode == 0, done.stderr
     header = {run_id: in_process(capsys, "show", tmp_path / "out" / run_id).out.splitlines()[0]
               for run_id in ("cold", "warm")}
-    assert header["cold"].endswith(" · compile cache cold: 0 of 8 programs loaded"), header
-    assert header["warm"].endswith(" · compile cache warm: 8 of 8 programs loaded"), header
+
+    def took_of(run_id: str) -> str:
+        from runner.report import took
+
+        return f" · took {took(read_run(tmp_path / 'out' / run_id))}"
+
+    assert header["cold"].endswith(" · compile cache cold: 0 of 8 programs loaded" + took_of("cold")), header
+    assert header["warm"].endswith(" · compile cache warm: 8 of 8 programs loaded" + took_of("warm")), header
 
 
 def test_show_csv_has_one_row_per_cell(run, capsys):
