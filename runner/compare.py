@@ -35,7 +35,7 @@ import pandas as pd
 
 from runner import COMPARE_THRESHOLD_PERCENT, counted, shape
 from runner.leaderboard import beyond_noise
-from runner.marks import NOT_CONVERGED
+from runner.marks import FEW_SAMPLES, NOT_CONVERGED
 from runner.record import (HOW_OPTIONS, NO_POLICY, NONE_SET, NOT_RECORDED, CeilingsOrigin, Manifest, gpu_name,
                            policy_said, power_policy, run_settings)
 from runner.spec import identity, setting_changes
@@ -105,9 +105,12 @@ def unsettled(cells: pd.DataFrame) -> pd.Series:
 
 def unconverged(cells: pd.DataFrame, timer: str) -> pd.Series:
     """Cells whose `timer` did not converge (its record's `converged` false: the noise stayed above target_noise when
-    the budget or max_samples ran out); a timer that records none is not said to."""
-    column = f"{timer}_converged"
-    return cells[column].eq(False) if column in cells else pd.Series(False, index=cells.index)
+    the budget or max_samples ran out) or took fewer than FEW_SAMPLES samples: runner.marks.noise_unmet's rule, on a
+    frame; a timer that records neither is not said to."""
+    def flag(name: str, rule) -> pd.Series:
+        return rule(cells[name]) if name in cells else pd.Series(False, index=cells.index)
+    return (flag(f"{timer}_converged", lambda c: c.eq(False))
+            | flag(f"{timer}_samples", lambda n: pd.to_numeric(n).lt(FEW_SAMPLES)))
 
 
 def _text(cells: pd.DataFrame, name: str) -> pd.Series:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
-from runner.marks import NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, UNSETTLED_WHY, unsettled
+from runner.marks import NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, UNSETTLED_WHY, noise_unmet, unsettled
 from runner.record import CellRecord, cudnn_ran
 from runner.shape import label
 
@@ -42,7 +42,7 @@ class Time:
     unsettled: bool = False  # its power state never settled, or its SM clock moved more than 2 % while sampled
     fp8_mark: str | None = None  # fp8_mark: FP8 (it computed in FP8), NOT_FP8 (asked for FP8, ran without), None
     cudnn: str | None = None  # the cuDNN release its variant ran (runner.record.cudnn_ran); None: not cuDNN's kernel
-    unconverged: bool = False  # its noise never met timing.target_noise (runner.marks' not converged)
+    unconverged: bool = False  # its noise never met its target, or too few samples (runner.marks.noise_unmet)
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def time_of(cell: CellRecord, timer: str | None = None, manifest=None) -> Time |
     share = metrics.clock_peak_share(tflops, metrics.clock_peak_tflops(cell, machine, summary.timer))
     return Time(cell.run_id, label(cell.params.as_dict()), cell.variant, summary.median_s, summary.noise, cell.backend,
                 share, unsettled(cell), cell_fp8_mark(cell), cudnn_ran(cell.variant, cell.backend, manifest),
-                not summary.converged)
+                noise_unmet(summary))
 
 
 def rank(times: Iterable[Time]) -> list[Standing]:

@@ -1,7 +1,8 @@
 """Marks: what a time does not say of itself, one table for every place that shows a time. ⚠ unsettled: sampled
 before its power state settled or on an SM clock that moved more than 2 %; † not converged: its noise never met
-timing.target_noise. `show`'s and the report's notes, the leaderboard (which names a time by its marks' words,
-'(unsettled)', '(not converged)', and never calls a margin either takes part in decisive), the results pages' tables
+timing.target_noise, or it rests on fewer than FEW_SAMPLES samples, too few to estimate a noise from (a burst
+cell's 2 or 3, whose record says converged). `show`'s and the report's notes, the leaderboard (which names a time
+by its marks' words, '(unsettled)', '(not converged)', and never calls a margin either takes part in decisive), the results pages' tables
 (runner.figures) and the dashboard's tables, captions and charts mark a time by these rules and say what a mark means
 in these words."""
 
@@ -16,7 +17,11 @@ from runner.record import CellRecord, TimerSummary
 UNSETTLED = "unsettled"
 UNSETTLED_WHY = ("sampled before its power state settled or on an SM clock that moved more than "
                  f"{100 * UNSTABLE_SPREAD:g} %")
-NOT_CONVERGED, NOT_CONVERGED_WHY = "not converged", "noise above its target when sampling stopped"
+# The fewest samples whose quartiles are samples themselves: below 5, numpy interpolates q1 and q3 between two samples,
+# so the IQR / median is the spread of 2-4 numbers, not an estimate of a noise (docs/timing.md, its opening).
+FEW_SAMPLES = 5
+NOT_CONVERGED = "not converged"
+NOT_CONVERGED_WHY = f"noise above its target when sampling stopped, or under {FEW_SAMPLES} samples"
 
 
 def unsettled(cell: CellRecord) -> bool:
@@ -24,10 +29,16 @@ def unsettled(cell: CellRecord) -> bool:
     return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
 
 
+def noise_unmet(timing: TimerSummary) -> bool:
+    """The timing's noise never met its target, or it rests on fewer than FEW_SAMPLES samples (derived as it is read:
+    a record's `converged` is the sampler's own)."""
+    return not timing.converged or timing.samples < FEW_SAMPLES
+
+
 def unconverged(cell: CellRecord) -> TimerSummary | None:
-    """The cell's headline timing where its noise never met its target (None where it did, or there is none)."""
+    """The cell's headline timing where its noise is unmet (noise_unmet; None where it is met, or there is none)."""
     headline = next((t for t in cell.timings if t.timer == cell.timer), None)
-    return headline if headline and not headline.converged else None
+    return headline if headline and noise_unmet(headline) else None
 
 
 @dataclass(frozen=True)

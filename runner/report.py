@@ -894,8 +894,9 @@ def recheck_said(found) -> list[str]:
 
 
 def unconverged_said(cells) -> str:
-    """'28 of those not converged in A or B (noise above its target when sampling stopped)' where any compared pair
-    was (runner.compare.cells' `unconverged`; the CLI's verdict and the dashboard's say it so); '' where none."""
+    """'28 of those not converged in A or B (noise above its target when sampling stopped, or under 5 samples)' where
+    any compared pair was (runner.compare.cells' `unconverged`; the CLI's verdict and the dashboard's say it so); ''
+    where none."""
     count = int(cells["unconverged"].ne("").sum())
     return f"{count} of those {NOT_CONVERGED} in A or B ({NOT_CONVERGED_WHY})" if count else ""
 

@@ -1063,7 +1063,8 @@ def test_the_overviews_line_of_a_run_against_its_predecessor_says_which_cells_ra
     (move,) = [line for m in app.markdown for line in m.value.splitlines()
                if line.startswith("- `lab5-20261202-110556")]
     assert ("64 cells both timed, geomean B / A 1.047×; of those, 23 cells ran another kernel in B; 6 cells ran "
-            "another GEMM in B; 1 of those not converged in A or B (noise above its target when sampling stopped); "
+            "another GEMM in B; 1 of those not converged in A or B (noise above its target when sampling stopped, or "
+            "under 5 samples); "
             "worst ") in move
     assert "/cudnn B4 T128 N8 H64 bfloat16 fwd 1.54× (another kernel);" in move
     assert "; A started 18 min before B, in the same sitting, not on an earlier night" in move  # no earlier night

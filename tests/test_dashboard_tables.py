@@ -148,7 +148,8 @@ def test_the_summary_marks_a_time_that_did_not_converge_and_its_legend_names_onl
     marked = seq.assign(unconverged=slow)
     table = tables.summary(marked).set_index("T")
     assert table.loc["512", "xla"].split(" ·")[0].endswith(" †") and "†" not in table.loc["256", "xla"]
-    assert tables.legend(marked) == "† not converged: noise above its target when sampling stopped"
+    assert tables.legend(marked) == ("† not converged: noise above its target when sampling stopped, or under 5 "
+                                     "samples")
     both = tables.legend(marked.assign(unsettled=slow))
     assert both.startswith("⚠ unsettled: sampled before its power state settled or on an SM clock that moved more "
                            "than 2 %; † not converged: ")
@@ -451,10 +452,10 @@ def test_the_dashboard_board_marks_fp8_and_two_cudnn_releases_as_the_cli_board_d
     recorded = shipped(f"h200/{run}")
     cli = leaderboard.rows(leaderboard.contested(leaderboard.leaderboard(recorded.cells, manifest=recorded.manifest)))
     assert shown[["fastest", "next"]].values.tolist() == [[row["fastest"], row["next"]] for row in cli]
-    assert "te_fp8 (not FP8, cuDNN 9.14.0)" in set(shown["next"])
+    assert shown["next"].str.startswith("te_fp8 (not FP8, cuDNN 9.14.0").any()  # '…, not converged)': 2-3 samples
     assert not shown["next"].str.contains("te_fp8 (FP8", regex=False).any()
     padded = shown.set_index("shape").loc["B8 T4096 N64 K8 H128 bfloat16 causal fwd fill0.8"]
-    assert (padded["fastest"], padded["next"]) == ("te (cuDNN 9.14.0)", "cudnn (cuDNN 9.19.0)")
+    assert (padded["fastest"], padded["next"]) == ("te (cuDNN 9.14.0)", "cudnn (cuDNN 9.19.0, not converged)")
 
 
 def test_the_dashboard_board_marks_a_not_converged_time_as_the_cli_board_does():

@@ -295,7 +295,8 @@ def test_a_results_table_marks_an_unsettled_or_unconverged_number_as_show_does_a
     lines = results_pages().table(chart).splitlines()
     assert lines[2:4] == ["| 4096 | 515.9⚠ | 815.7⚠† |", "| 8192 | 560.8⚠ | 870.4⚠ |"]
     assert lines[-1] == ("*⚠ unsettled: sampled before its power state settled or on an SM clock that moved more than "
-                         "2 %; † not converged: noise above its target when sampling stopped.*")
+                         "2 %; † not converged: noise above its target when sampling stopped, or under 5 "
+                         "samples.*")
 
 
 # --- the README ----------------------------------------------------------------------------------------------------

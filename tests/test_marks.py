@@ -125,3 +125,20 @@ def test_a_record_and_its_frame_row_are_unsettled_alike_for_either_half_of_the_r
              for settled in (True, False) for moved in (False, True)]
     assert [marks.unsettled(c) for c in cells] == [False, True, True, True]
     assert compare.unsettled(frame(cells)).tolist() == [marks.unsettled(c) for c in cells]
+
+
+def test_a_timing_on_too_few_samples_is_not_converged_alike_on_a_record_its_frame_row_and_the_board():
+    """A burst cell's 2 or 3 samples say `converged: true` with a noise that is the spread of 2 or 3 numbers: under
+    FEW_SAMPLES it is marked † (runner.marks.noise_unmet, derived as it is read) on the record, on its frame row
+    (runner.compare.unconverged, which compare's verdicts read) and on the board, whose margin it is never decisive."""
+    cell = next(c for c in shipped(H200_LAB5).cells if c.status == "ok")
+    headline = next(t for t in cell.timings if t.timer == cell.timer)
+    cells = [cell.model_copy(update={"key": f"k{n}", "variant": f"v{n}", "timings": [
+        headline.model_copy(update={"samples": n, "converged": True, "noise": 0.0001,
+                                    "median_s": headline.median_s * (1 + n / 10)})]}) for n in (3, 5)]
+    expected = [True, False]
+    assert [marks.unconverged(c) is not None for c in cells] == expected
+    assert compare.unconverged(frame(cells), cell.timer).tolist() == expected
+    assert [leaderboard.time_of(c).unconverged for c in cells] == expected
+    (standing,) = leaderboard.leaderboard(cells)
+    assert standing.margin > 0.1 and not standing.decisive
