@@ -55,6 +55,7 @@ class Standing:
     runner_up: Time | None
     auto: Time | None
     variants: int  # correct variants timed at this shape
+    unmixed: Standing | None = None  # where the winner computed in FP8: the race of those that did not (te_fp8 not FP8)
 
     @property
     def margin(self) -> float | None:
@@ -158,9 +159,17 @@ def rank(times: Iterable[Time]) -> list[Standing]:
     standings = []
     for (run_id, shape), variants in best.items():
         ordered = sorted(variants.values(), key=lambda t: t.seconds)
-        standings.append(Standing(run_id, shape, ordered[0], ordered[1] if len(ordered) > 1 else None,
-                                  variants.get(AUTO), len(ordered)))
+        unmixed = [t for t in ordered if t.fp8_mark != FP8] if ordered[0].fp8_mark == FP8 else []
+        standings.append(_standing(ordered, variants.get(AUTO), _standing(unmixed, variants.get(AUTO))))
     return standings
+
+
+def _standing(ordered: list[Time], auto: Time | None, unmixed: Standing | None = None) -> Standing | None:
+    """The standing of times fastest first (None where there are none)."""
+    if not ordered:
+        return None
+    return Standing(ordered[0].run_id, ordered[0].shape, ordered[0], ordered[1] if len(ordered) > 1 else None, auto,
+                    len(ordered), unmixed)
 
 
 def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, manifest=None) -> list[Standing]:
@@ -231,9 +240,27 @@ def _margin(standing: Standing) -> str:
     return _percent(standing.margin) + (f" ({why})" if why else "")
 
 
+def _raced(standings: list[Standing]) -> list[Standing]:
+    """The standings and the non-FP8 races within them (Standing.unmixed): every standing whose sides a board names."""
+    return [*standings, *(s.unmixed for s in standings if s.unmixed)]
+
+
+def _unmixed(standing: Standing, legacy: Mapping[str, str]) -> str:
+    """The fastest variant that did not compute in FP8, by how much it beats the next such one and over which:
+    'cudnn +4% over te_fp8 (not FP8)' (the fastest alone where no other ran); '—' where the winner did not compute in
+    FP8."""
+    race = standing.unmixed
+    if race is None:
+        return "—"
+    fastest = _named(race.winner, legacy, race.cudnn_differs)
+    if race.runner_up is None:
+        return fastest
+    return f"{fastest} {_margin(race)} over {_named(race.runner_up, legacy, race.cudnn_differs)}"
+
+
 def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
     """A line for each legacy variant the board names: what deprecated it and what replaces it."""
-    named = {t.variant for s in standings for t in (s.winner, s.runner_up) if t}
+    named = {t.variant for s in _raced(standings) for t in (s.winner, s.runner_up) if t}
     return [f"{name} (legacy): {legacy[name]}" for name in sorted(named & legacy.keys())]
 
 
@@ -241,10 +268,11 @@ def marks_key(standings: list[Standing]) -> str:
     """One line saying what the board's marks mean, each only where the board shows it ('' where none does): FP8, not
     FP8, unsettled and not converged on a variant's name, noise unknown on a margin. The one wording of `show`'s board,
     the report's and the dashboard's Leaderboard tab; unsettled and not converged in runner.marks' words."""
+    standings = _raced(standings)
     shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
     meanings = [
         ("(FP8)", any(t.fp8_mark == FP8 for t in shown), "computes in FP8, another precision than the bf16 variants "
-         "it ranks beside"),
+         "it ranks beside; where it is fastest, `fastest non-FP8` names the race of the others, by the same rules"),
         ("(not FP8)", any(t.fp8_mark == NOT_FP8 for t in shown), "asked for FP8, but no f8 type reached its compiled "
          "program (its record's fp8.verdict): it ran in the shape's dtype, and ranks as that"),
         ("(cuDNN …)", any(s.cudnn_differs for s in standings), "the fastest and the next ran two cuDNN releases "
@@ -271,14 +299,17 @@ def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType
     (`_named`), each side with its cuDNN where the two ran two releases, and a margin that is not decisive says why;
     `% MMA@clock`: the winner's
     time as a % of its GPUs' MMA peak at the SM clock read while the board's timer took its samples, where any winner
-    has one (NVML reads the clock over the headline timer's samples only: a board by another timer, wall, has none)."""
+    has one (NVML reads the clock over the headline timer's samples only: a board by another timer, wall, has none);
+    `fastest non-FP8` where any winner computed in FP8: the race of the variants that did not (_unmixed)."""
     clocked = any(s.winner.clock_peak is not None for s in standings)
+    mixed = any(s.unmixed for s in standings)
     return [{
         "shape": s.shape, "fastest": _named(s.winner, legacy, s.cudnn_differs), "ms": f"{s.winner.seconds * 1e3:.4g}",
         "next": _named(s.runner_up, legacy, s.cudnn_differs) if s.runner_up else "—", "margin": _margin(s),
         "auto": ("—" if s.auto is None else f"{_percent(s.over_auto)} ({s.auto.backend or '?'})"),
         "variants": str(s.variants),
         **({"% MMA@clock": _share(s.winner.clock_peak)} if clocked else {}),
+        **({"fastest non-FP8": _unmixed(s, legacy)} if mixed else {}),
     } for s in standings]
 
 

@@ -361,7 +361,7 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 # What a terminal too narrow for the leaderboard leaves out, first to last; its shape, fastest variant, time and margin
 # stay.
-LEADERBOARD_LEFT_OUT_FIRST = ("variants", "auto", "next", "% MMA@clock")
+LEADERBOARD_LEFT_OUT_FIRST = ("variants", "auto", "next", "% MMA@clock", "fastest non-FP8")
 
 
 def leaderboard_table(cells: list[CellRecord], console: Console,
@@ -386,7 +386,7 @@ def leaderboard_grid(standings: list, legacy: Mapping[str, str] = MappingProxyTy
     body = rows(standings, legacy)
     return Grid("leaderboard: the fastest correct variant per shape", list(body[0]),
                 [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock"),
-                wraps=("shape", "fastest", "next", "margin", "auto"), drops=LEADERBOARD_LEFT_OUT_FIRST)
+                wraps=("shape", "fastest", "next", "margin", "auto", "fastest non-FP8"), drops=LEADERBOARD_LEFT_OUT_FIRST)
 
 
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:

@@ -123,7 +123,7 @@ def test_auto_names_the_backend_jax_picked():
 def test_markdown_has_a_row_per_shape():
     board = leaderboard.leaderboard(shipped(H200_LONG).cells)
     lines = leaderboard_markdown(board).splitlines()
-    assert lines[0] == "| shape | fastest | ms | next | margin | auto | variants |"
+    assert lines[0] == "| shape | fastest | ms | next | margin | auto | variants | fastest non-FP8 |"
     assert len(lines) == 2 + len(board) + 2  # a blank line, then what its (FP8) marks mean
     assert lines[-1] == leaderboard.marks_key(board) and lines[-1].startswith("Marks: (FP8) ")
     assert leaderboard_markdown([]) == ""
@@ -309,3 +309,23 @@ def test_where_the_fastest_and_the_next_ran_two_cudnn_releases_each_is_named_wit
     run = shipped(LLAMA_BURST)
     te = next(c for c in run.cells if c.variant == "te" and c.status == "ok")
     assert leaderboard.time_of(te, manifest=run.manifest).cudnn == "9.14.0" and leaderboard.time_of(te).cudnn is None
+
+
+def test_where_fp8_wins_the_board_names_the_race_of_the_others_with_its_own_margin():
+    """cudnn_fp8 (FP8) fastest and a bf16 variant next never stated the bf16 race (te against cudnn): where the winner
+    computed in FP8, `fastest non-FP8` names the fastest variant that did not (a not-FP8 one among them), its margin
+    over its own next and whether that is decisive; a board with no FP8 winner has no such column."""
+    fp8 = [Time("run", "B1 T8", "cudnn_fp8", 1.0, 0.01, fp8_mark="FP8")]
+    mixed, plain = rank([*fp8, *times(("cudnn", 1.5), ("te_fp8", 1.56), ("xla", 3.0)),
+                         *times(("cudnn", 1.0), ("te", 1.02), shape="B2 T8")])
+    assert mixed.winner.variant == "cudnn_fp8" and mixed.runner_up.variant == "cudnn"
+    race = mixed.unmixed
+    assert (race.winner.variant, race.runner_up.variant, race.variants) == ("cudnn", "te_fp8", 3)
+    assert race.margin == pytest.approx(0.04) and race.decisive and plain.unmixed is None
+    rows = leaderboard.rows([mixed, plain])
+    assert [row["fastest non-FP8"] for row in rows] == ["cudnn +4% over te_fp8", "—"]
+    assert "fastest non-FP8" not in leaderboard.rows([plain])[0]
+    (alone,) = rank([*fp8, *times(("cudnn", 1.5))])
+    assert leaderboard.rows([alone])[0]["fastest non-FP8"] == "cudnn"
+    (fp8_only,) = rank([*fp8, Time("run", "B1 T8", "fp8_b", 2.0, 0.01, fp8_mark="FP8")])
+    assert fp8_only.unmixed is None
