@@ -96,8 +96,11 @@ PAGES = {
                     "GPU and Triton, their configurations searched per shape, beside cuDNN, XLA, auto and naive.",
                     (Block((KERNELS,), "hopper-fwd"), Block((KERNELS,), "lab-fwd"))),
     "decode": Page("Decode: one query token against a KV cache", "specs/decode.yaml: the bandwidth each backend "
-                   "reaches reading the KV cache, against its length.",
-                   (Block((DECODE,), "gqa-length", "gbps"), Block((DECODE,), "mha-length", "gbps"))),
+                   "reaches reading the KV cache, against its length (GQA at B8, MHA at B2); then GQA against MHA at "
+                   "one shape, in time: the float16 experiment's B8 S32k N32, 8 KV heads against 32, a KV cache a "
+                   "quarter of MHA's.",
+                   (Block((DECODE,), "gqa-length", "gbps"), Block((DECODE,), "mha-length", "gbps"),
+                    Block((DECODE,), "float16", x="kv_heads"))),
 }
 
 
