@@ -16,6 +16,7 @@ from runner import leaderboard as board
 from runner import counted, report, shape
 from runner.machine import short_sha
 from runner.marks import UNCONVERGED_MARK, UNSETTLED_MARK
+from runner.published import FIGURE_IS
 
 MAX_PROBLEMS_SHOWN = 20
 MAX_EXPERIMENTS = 10  # experiments drawn per tab; the Experiment filter picks others
@@ -592,7 +593,7 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
     if not beside.empty:
         st.caption("Each measured cell at the shape of a published figure, on the GPU the figure was measured on "
                    "(docs/reference/), by the cell's headline timer (as `attnbench show`): measured / published "
-                   "below 1 is faster than published.")
+                   f"below 1 is faster than published; {FIGURE_IS}.")
         st.dataframe(beside, hide_index=True)
     for note in missing:
         st.caption(note)

@@ -45,6 +45,8 @@ from runner.record import cudnn_ran, gpu_model
 REFERENCE_ENV = "ATTNBENCH_REFERENCE"
 CHECKOUT = Path(__file__).resolve().parents[1] / "docs" / "reference"
 SOURCES = "sources.yaml"  # the folder's index: each file of figures, where it came from, its GPU and format
+# What a published figure is, said beside every table of them: cuDNN's time stands beside our XLA and Pallas rows too.
+FIGURE_IS = "each published figure times the kernel its `published` column names, beside every variant of ours"
 
 
 @dataclass(frozen=True)

@@ -564,9 +564,11 @@ def beside_tables(cells: list[CellRecord], manifest) -> list[Beside]:
 def published_title(manifest) -> str:
     """The published table's title, naming the power policy the measured side ran under: a steady time reads behind a
     burst one at heavy shapes (docs/timing.md), which can flip measured / published."""
+    from runner.published import FIGURE_IS
+
     policy = power_policy(manifest) if manifest else None
     under = f", measured under power {policy}" if policy else ""
-    return f"published: measured / published at the same shape{under} (below 1: faster than published)"
+    return f"published: measured / published at the same shape{under} (below 1: faster than published; {FIGURE_IS})"
 
 
 def print_beside(cells: list[CellRecord], manifest, console: Console) -> None:

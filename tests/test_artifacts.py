@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, attnbench, in_process
+from runner.published import FIGURE_IS
 from runner.store import open_store
 from stores import CPU_LAB5, H200_LONG, copy_run, generate, shipped, write_run
 
@@ -99,10 +100,11 @@ def test_the_report_says_why_a_gpus_run_has_no_published_figure(capsys, tmp_path
     assert note.startswith("no published figures: ")
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h3>Published: measured / published at the same shape, measured under power steady (after settling) " \
-           f"(below 1: faster than published)</h3><p class='meta'>{html.escape(note, quote=True)}</p>" in page
+           f"(below 1: faster than published; {html.escape(FIGURE_IS, quote=True)})</h3><p class='meta'>" \
+           f"{html.escape(note, quote=True)}</p>" in page
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert ("### Published: measured / published at the same shape, measured under power steady (after settling) "
-            f"(below 1: faster than published)\n\n{note}\n") in summary
+            f"(below 1: faster than published; {FIGURE_IS})\n\n{note}\n") in summary
 
 
 def test_under_its_verdict_a_run_says_which_variant_is_fastest_and_where_no_shape_had_two_nothing(capsys, tmp_path):

@@ -145,7 +145,9 @@ def test_the_published_table_names_the_power_policy_the_measured_side_ran_under(
     run = REPO / "examples" / "results" / "h200" / "llama3.1-70b-20261206-burst"
     out = " ".join(in_process(capsys, "show", run).out.split())
     assert "published: measured / published at the same shape, measured under power burst (below 1: faster" in out
-    assert published_title(None) == "published: measured / published at the same shape (below 1: faster than published)"
+    assert published_title(None) == ("published: measured / published at the same shape (below 1: faster than published; "
+                                     "each published figure times the kernel its `published` column names, beside "
+                                     "every variant of ours)")
 
 
 def test_the_dashboard_finds_published_figures_in_a_frame_with_null_axes():
