@@ -356,8 +356,9 @@ def _aside(kept, ready: Ready, rechecks: str | None) -> str:
 
     if rechecks:
         them = "it" if len(kept.keys()) == 1 else "them"
-        return (f"{aside_said(kept)}, kept there, where {pasted('attnbench', 'show', Path(kept.dir))} reads {them} (a recheck uploads no "
-                f"run but {recheck_id(rechecks)})")
+        shown = pasted('attnbench', 'show', Path(kept.dir))
+        return (f"{aside_said(kept)}, kept there, where {shown} reads {them} (a recheck uploads no run but "
+                f"{recheck_id(rechecks)})")
     return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
 
 

@@ -2,9 +2,9 @@
 before its power state settled or on an SM clock that moved more than 2 %; † not converged: its noise never met
 timing.target_noise, or it rests on fewer than FEW_SAMPLES samples, too few to estimate a noise from (a burst
 cell's 2 or 3, whose record says converged). `show`'s and the report's notes, the leaderboard (which names a time
-by its marks' words, '(unsettled)', '(not converged)', and never calls a margin either takes part in decisive), the results pages' tables
-(runner.figures) and the dashboard's tables, captions and charts mark a time by these rules and say what a mark means
-in these words."""
+by its marks' words, '(unsettled)', '(not converged)', and never calls a margin either takes part in decisive), the
+results pages' tables (runner.figures) and the dashboard's tables, captions and charts mark a time by these rules and
+say what a mark means in these words."""
 
 from __future__ import annotations
 

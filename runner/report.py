@@ -386,7 +386,8 @@ def leaderboard_grid(standings: list, legacy: Mapping[str, str] = MappingProxyTy
     body = rows(standings, legacy)
     return Grid("leaderboard: the fastest correct variant per shape", list(body[0]),
                 [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock"),
-                wraps=("shape", "fastest", "next", "margin", "auto", "fastest non-FP8"), drops=LEADERBOARD_LEFT_OUT_FIRST)
+                wraps=("shape", "fastest", "next", "margin", "auto", "fastest non-FP8"),
+                drops=LEADERBOARD_LEFT_OUT_FIRST)
 
 
 def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
