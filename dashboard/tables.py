@@ -271,7 +271,7 @@ def comparable(manifests: dict[str, Manifest | None], key: str, others: list[str
 
 
 def pair(manifests: dict[str, Manifest | None], runs: list[str], chosen: list[str],
-         a: str | None = None, b: str | None = None) -> tuple[str | None, str]:
+         a: str | None = None, b: str | None = None) -> tuple[str | None, str | None]:
     """Compare's runs (A, B) for a link that names `a`, `b`, both or neither (runs: the store's, newest first;
     chosen: the runs selected): B's run before for A; A's run after for B (None where its series has none); for
     neither, the newest chosen run and comparable()'s run for it where that is of its series, else the newest run

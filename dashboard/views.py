@@ -884,7 +884,7 @@ def compare_results(found: comparison.Comparison) -> None:
     columns[2].metric("Slower beyond noise", int(counts.get("slower", 0)), help=f"and beyond {threshold}")
     columns[3].metric("Within noise", int(counts.get("within noise", 0)), help=f"or within {threshold}")
     columns[4].metric("Unconfirmed", int(counts.get("unconfirmed", 0)),
-                      help=f"moved beyond {threshold} and both runs' noise, but a side did not converge and the gap is "
+                      help=f"moved beyond {threshold} and both runs' noise, but {comparison.UNCONFIRMED_WHY} and the gap is "
                            f"not beyond {comparison.CONFIRM_NOISES}× its noise on {comparison.CONFIRM_SAMPLES} "
                            "samples a side: never a regression (docs/regressions.md)")
     for line in report.recheck_said(found):  # compare's heading line, the recheck's differences from B included
