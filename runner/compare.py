@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -98,19 +98,20 @@ def labels(cells: pd.DataFrame, axes: list[str] | None = None) -> pd.Series:
 def unsettled(cells: pd.DataFrame) -> pd.Series:
     """Cells sampled before their power state settled (power.settled false) or on an SM clock that moved more than
     2 % (clock_unstable): runner.marks.unsettled's rule, on a frame."""
-    def flag(name: str, value: bool) -> pd.Series:
-        return cells[name].eq(value) if name in cells else pd.Series(False, index=cells.index)
-    return flag("power_settled", False) | flag("clock_unstable", True)
+    return _flag(cells, "power_settled", lambda c: c.eq(False)) | _flag(cells, "clock_unstable", lambda c: c.eq(True))
 
 
 def unconverged(cells: pd.DataFrame, timer: str) -> pd.Series:
     """Cells whose `timer` did not converge (its record's `converged` false: the noise stayed above target_noise when
     the budget or max_samples ran out) or took fewer than FEW_SAMPLES samples: runner.marks.noise_unmet's rule, on a
     frame; a timer that records neither is not said to."""
-    def flag(name: str, rule) -> pd.Series:
-        return rule(cells[name]) if name in cells else pd.Series(False, index=cells.index)
-    return (flag(f"{timer}_converged", lambda c: c.eq(False))
-            | flag(f"{timer}_samples", lambda n: pd.to_numeric(n).lt(FEW_SAMPLES)))
+    return (_flag(cells, f"{timer}_converged", lambda c: c.eq(False))
+            | _flag(cells, f"{timer}_samples", lambda n: pd.to_numeric(n).lt(FEW_SAMPLES)))
+
+
+def _flag(cells: pd.DataFrame, name: str, rule: Callable[[pd.Series], pd.Series]) -> pd.Series:
+    """`rule` of the frame's column `name`; False for every cell where the frame has no such column."""
+    return rule(cells[name]) if name in cells else pd.Series(False, index=cells.index)
 
 
 def _text(cells: pd.DataFrame, name: str) -> pd.Series:
