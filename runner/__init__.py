@@ -49,3 +49,9 @@ def pasted(*words) -> str:
     """Words of a command a user pastes, as a shell reads them: each quoted where it must be (a path with a space), a
     path given absolute (a relative one reads the same only from the run's working directory)."""
     return shlex.join(str(word.absolute()) if isinstance(word, Path) else str(word) for word in words)
+
+
+def rerun_flags(run_id: str, shard: str | None, spool: Path | None) -> str:
+    """The flags a rerun adds to the command to take a run up again, pasted: its --run-id, its --shard where it has one
+    and its --spool where one must be named (each may have come from the environment, which a shell lacks)."""
+    return pasted("--run-id", run_id, *(("--shard", shard) if shard else ()), *(("--spool", spool) if spool else ()))

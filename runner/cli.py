@@ -13,7 +13,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted, pasted
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted, pasted, rerun_flags
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -309,11 +309,10 @@ def _rerun(spool, spool_root: Path, rechecks: str | None) -> str:
     with that --spool."""
     from runner.spool import spool_from_environment
 
-    spooled = ("--spool", Path(spool_root)) if spool_from_environment(spool_root) else ()
+    spooled = Path(spool_root) if spool_from_environment(spool_root) else None
     if rechecks:
-        return RERUN_RECHECK + (f" with {pasted(*spooled)}" if spooled else "")
-    sharded = ("--shard", spool.shard) if spool.shard else ()
-    return f"rerun with {pasted('--run-id', spool.run_id, *sharded, *spooled)}"
+        return RERUN_RECHECK + (f" with {pasted('--spool', spooled)}" if spooled else "")
+    return f"rerun with {rerun_flags(spool.run_id, spool.shard, spooled)}"
 
 
 def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from runner import pasted
+from runner import pasted, rerun_flags
 from runner.record import (SCHEMA_VERSION, CellRecord, Manifest, merged_earlier, read_cell, read_manifest,
                            resumable_facts)
 from runner.shard import MAX_SHARDS, parse_shard
@@ -75,11 +75,10 @@ def moving_said(location: str, leaf: str, source: str) -> str:
     takes no --run-id, again as it was (its run id is `source`)."""
     target = location.rstrip("/").rpartition("/")[2]
     index, count = MOVING.fullmatch(leaf).groups()
-    sharded = ("--shard", f"{index}/{count}") if index else ()
     spool = Path(location).parents[1]
     return (f"{location}/{leaf}: run {source}'s cells were moving to run {target} when a process was killed (a late "
             f"refusal's set-aside), so either run may hold some of them: the refused command again with "
-            f"{pasted('--run-id', target, *sharded, '--spool', spool)} finishes the move (a recheck's: the same "
+            f"{rerun_flags(target, index and f'{index}/{count}', spool)} finishes the move (a recheck's: the same "
             f"attnbench recheck command with {pasted('--spool', spool)})")
 
 

@@ -21,7 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
-from runner import counted, pasted
+from runner import counted, rerun_flags
 from runner.record import RESUMABLE, Machine, Manifest, merged_earlier, resumable_facts
 from runner.results import Part, moving_name
 from runner.spool import PULL_TIMEOUT_S, Refused, Spool
@@ -186,9 +186,8 @@ def aside_said(aside: Spool) -> str:
 def aside_rerun(aside: Spool, spool_root: Path) -> str:
     """The rerun of `run` that finishes the run `set_aside` made and uploads it, as a clause: the flags it adds to the
     refused command, every one it needs where the run id, shard and spool came from the environment."""
-    sharded = ("--shard", aside.shard) if aside.shard else ()
     part = f"shard {aside.shard} of that run (its only one)" if aside.shard else "that run"
-    flags = pasted("--run-id", aside.run_id, *sharded, "--spool", Path(spool_root))
+    flags = rerun_flags(aside.run_id, aside.shard, Path(spool_root))
     return f"rerun the same command with {flags} to finish {part} and upload it"
 
 
