@@ -178,6 +178,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
+    if problem := _options_problem(requires):
+        raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
         doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
@@ -188,6 +190,16 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
         return build
 
     return register
+
+
+def _options_problem(requires: Requires) -> str | None:
+    """Why the model options a variant's Requires takes or declines cannot be read, or None: a name that is no model
+    option would fail the manifest's words at run time, and a reason for an option it takes would never be shown."""
+    if unknown := (set(requires.options) | set(requires.why_not)) - set(OPTIONS):
+        return f"Requires names {sorted(unknown)}, which are not model options (those are {', '.join(OPTIONS)})"
+    if taken := set(requires.options) & set(requires.why_not):
+        return f"Requires gives a reason to decline {sorted(taken)} (why_not), which it takes (options)"
+    return None
 
 
 def _extra_files() -> list[Path]:

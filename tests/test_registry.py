@@ -6,6 +6,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -238,3 +239,28 @@ def test_a_variant_naming_a_matmul_its_fp8_peak_cannot_weigh_is_refused_when_reg
 
     with pytest.raises(ValueError, match=r"variant odd_fp8: fp8_matmuls \['QK'\] are not of \('qk', 'pv'\)"):
         variant("odd_fp8", fp8_baseline="cudnn", fp8_matmuls=("QK",))
+
+
+# --- a registration the registry refuses, in one line, before any command runs --------------------------------------
+
+@pytest.mark.parametrize("requires, said", [
+    (Requires(options=("documnets",)), r"variant test_refused: Requires names \['documnets'\], which are not model "
+                                       r"options \(those are window, fill, .*, tune\)$"),
+    (Requires(why_not=MappingProxyType({"document": "its blocks split at T/2"})), r"Requires names \['document'\]"),
+    (Requires(options=("documents",), why_not=MappingProxyType({"documents": "its blocks split at T/2"})),
+     r"variant test_refused: Requires gives a reason to decline \['documents'\] \(why_not\), which it takes"),
+])
+def test_a_model_option_misnamed_or_both_taken_and_declined_is_refused_when_registered(requires, said):
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=said):
+        variant("test_refused", requires)
+
+
+def test_a_refused_variant_file_is_listed_broken_with_that_line(tmp_path, monkeypatch):
+    (tmp_path / "typo.py").write_text("from runner.registry import Requires, variant\n\n"
+                                      "@variant('test_typo', requires=Requires(options=('documnets',)))\n"
+                                      "def build(p):\n    '''A typo.'''\n")
+    monkeypatch.setenv(VARIANTS_ENV, str(tmp_path / "typo.py"))
+    assert "test_typo" not in load_all()
+    assert BROKEN[str(tmp_path / "typo.py")].startswith("ValueError: variant test_typo: Requires names ['documnets']")
