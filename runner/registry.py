@@ -182,6 +182,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
+        if problem := _build_problem(name):
+            raise ValueError(f"variant {name}: {problem}")
         doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
         if backend and proves:
             BACKENDS.setdefault(backend, tuple(proves))
@@ -199,6 +201,14 @@ def _options_problem(requires: Requires) -> str | None:
         return f"Requires names {sorted(unknown)}, which are not model options (those are {', '.join(OPTIONS)})"
     if taken := set(requires.options) & set(requires.why_not):
         return f"Requires gives a reason to decline {sorted(taken)} (why_not), which it takes (options)"
+    return None
+
+
+def _build_problem(name: str) -> str | None:
+    """Why a build cannot be registered under `name`, or None: another owns the name (a second would replace it
+    unseen, and its cells would time another kernel under that name)."""
+    if name in VARIANTS:
+        return f"the name is registered already, by {VARIANTS[name].build.__module__}"
     return None
 
 

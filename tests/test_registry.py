@@ -264,3 +264,13 @@ def test_a_refused_variant_file_is_listed_broken_with_that_line(tmp_path, monkey
     monkeypatch.setenv(VARIANTS_ENV, str(tmp_path / "typo.py"))
     assert "test_typo" not in load_all()
     assert BROKEN[str(tmp_path / "typo.py")].startswith("ValueError: variant test_typo: Requires names ['documnets']")
+
+
+def test_a_name_registered_already_is_refused_and_the_first_stays():
+    from runner.registry import variant
+
+    first = VARIANTS["xla"]
+    with pytest.raises(ValueError, match=r"^variant xla: the name is registered already, by "
+                                         r"runner\.variants\.jax_attention$"):
+        variant("xla")(lambda p: None)
+    assert VARIANTS["xla"] is first
