@@ -182,9 +182,9 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
-        if problem := _build_problem(name):
+        if problem := _build_problem(name, build):
             raise ValueError(f"variant {name}: {problem}")
-        doc = build.__doc__.strip().splitlines()[0] if build.__doc__ else ""
+        doc = build.__doc__.strip().splitlines()[0]
         if backend and proves:
             BACKENDS.setdefault(backend, tuple(proves))
         VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, worker, preload, probe,
@@ -204,11 +204,15 @@ def _options_problem(requires: Requires) -> str | None:
     return None
 
 
-def _build_problem(name: str) -> str | None:
-    """Why a build cannot be registered under `name`, or None: another owns the name (a second would replace it
-    unseen, and its cells would time another kernel under that name)."""
+def _build_problem(name: str, build: Callable) -> str | None:
+    """Why `build` cannot be registered under `name`, or None: another owns the name (a second would replace it
+    unseen, and its cells would time another kernel under that name), or it has no docstring (its first line is the
+    variant's description)."""
     if name in VARIANTS:
         return f"the name is registered already, by {VARIANTS[name].build.__module__}"
+    if not (build.__doc__ or "").strip():
+        return (f"{build.__name__} has no docstring: its first line is the description that `attnbench list`, "
+                "the manifest and the dashboard show")
     return None
 
 

@@ -260,6 +260,8 @@ def wobbly():
 
     @variant("test_wobbly", requires=VARIANTS["naive"].requires)
     def build(p):
+        """naive, plus a microscopic amount that grows with every call: never the same output twice."""
+
         def attend(q, k, v):
             nudge = jax.pure_callback(count, jax.ShapeDtypeStruct((), jnp.float32),
                                    jax.lax.stop_gradient(q[0, 0, 0, 0]))

@@ -274,3 +274,14 @@ def test_a_name_registered_already_is_refused_and_the_first_stays():
                                          r"runner\.variants\.jax_attention$"):
         variant("xla")(lambda p: None)
     assert VARIANTS["xla"] is first
+
+
+def test_a_build_without_a_docstring_is_refused_as_its_description_would_be_blank():
+    from runner.registry import variant
+
+    def build(p):
+        return None
+
+    with pytest.raises(ValueError, match=r"^variant test_undescribed: build has no docstring: its first line is the "
+                                         r"description that `attnbench list`, the manifest and the dashboard show$"):
+        variant("test_undescribed")(build)
