@@ -178,7 +178,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
-    if problem := _options_problem(requires):
+    if problem := _options_problem(requires) or _proof_problem(backend, tuple(proves)):
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
@@ -201,6 +201,17 @@ def _options_problem(requires: Requires) -> str | None:
         return f"Requires names {sorted(unknown)}, which are not model options (those are {', '.join(OPTIONS)})"
     if taken := set(requires.options) & set(requires.why_not):
         return f"Requires gives a reason to decline {sorted(taken)} (why_not), which it takes (options)"
+    return None
+
+
+def _proof_problem(backend: str | None, proves: tuple[str, ...]) -> str | None:
+    """Why the custom calls said to prove `backend` cannot, or None: a backend other than xla that nothing proves
+    would be listed while every record said xla, and prefixes other than its known ones would be dropped."""
+    known = BACKENDS.get(backend)
+    if backend not in (None, "xla") and not (proves or known):
+        return f"nothing proves backend {backend!r}: give proves=(the prefixes of its custom-call targets)"
+    if known and proves and proves != known:
+        return f"backend {backend!r} is proved by {known} already, not by {proves}"
     return None
 
 

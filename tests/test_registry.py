@@ -285,3 +285,17 @@ def test_a_build_without_a_docstring_is_refused_as_its_description_would_be_blan
     with pytest.raises(ValueError, match=r"^variant test_undescribed: build has no docstring: its first line is the "
                                          r"description that `attnbench list`, the manifest and the dashboard show$"):
         variant("test_undescribed")(build)
+
+
+@pytest.mark.parametrize("backend, proves, said", [
+    ("test_unproven", (), r"^variant test_refused: nothing proves backend 'test_unproven': give proves=\(the prefixes "
+                          r"of its custom-call targets\)$"),
+    ("cudnn", ("__cudnn$fmhaX",), r"^variant test_refused: backend 'cudnn' is proved by \('__cudnn\$fmha',\) already, "
+                                  r"not by \('__cudnn\$fmhaX',\)$"),
+])
+def test_a_backend_nothing_proves_or_proved_two_ways_is_refused_when_registered(backend, proves, said):
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=said):
+        variant("test_refused", backend=backend, proves=proves)
+    assert BACKENDS["cudnn"] == ("__cudnn$fmha",) and "test_unproven" not in BACKENDS
