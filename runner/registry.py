@@ -101,10 +101,23 @@ class Requires:
     install: str | None = None  # how to install `package`, said where it is missing
     max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
     options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
-    why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it is declined, where more than "has none"
+    why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it declines it
 
     def words(self) -> list[str]:
-        """The requirements as a reader of the manifest sees them."""
+        """The requirements as a reader of the manifest sees them: what it needs, then the model options it takes."""
+        takes = self.takes()
+        return self.needs() + [f"of the model options, only {', '.join(takes)}" if takes else NO_OPTIONS]
+
+    def takes(self) -> list[str]:
+        """The model options it implements, in words; it declines every other."""
+        return [OPTIONS[name] for name in self.options]
+
+    def why(self, option: str) -> str:
+        """Why it declines a model option it does not take."""
+        return self.why_not.get(option, "it implements none")
+
+    def needs(self) -> list[str]:
+        """What it needs of the device, the cell's dtype, head_dim and pass, the installation and the devices."""
         found = []
         if self.gpu or self.min_compute_capability:
             at_least = f" with compute capability >= {self.min_compute_capability:.1f}" if self.min_compute_capability else ""
@@ -120,8 +133,6 @@ class Requires:
             found.append(f"the {self.package} package")
         if self.max_devices > 1:
             found.append(f"splits the sequence across up to {self.max_devices} devices")
-        if self.options:  # the rest it declines
-            found.append(f"of the model options, only {', '.join(OPTIONS[name] for name in self.options)}")
         return found
 
 
@@ -131,6 +142,7 @@ OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias"
            "kv_lengths": "serving batch (per-request KV lengths, causal aligned to each request's end)",
            "page_size": "paged KV cache", "documents": "packed row (documents > 1)",
            "deterministic": "deterministic backward", "tune": "tuned kernel (tune: true, the library's autotuner)"}
+NO_OPTIONS = "none of the model options"  # what a variant that implements none of OPTIONS takes, in words
 
 
 def option_set(params: Params, name: str) -> bool:
@@ -330,7 +342,7 @@ def option_decline(v: Variant, params: Params) -> str | None:
     variant's own, whatever the device, library or version."""
     for name in OPTIONS:
         if name not in v.requires.options and option_set(params, name):
-            return f"{v.name} declines a {OPTIONS[name]}: {v.requires.why_not.get(name, 'it implements none')}"
+            return f"{v.name} declines a {OPTIONS[name]}: {v.requires.why(name)}"
     return None
 
 

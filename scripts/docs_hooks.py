@@ -83,15 +83,14 @@ def limits_of(prop: dict) -> str:
 def variant_reference(variants: dict | None = None) -> str:
     """A table of every registered variant: what runs, its backend and worker, what it needs, the model options it
     takes and what it declines (its rules, then the options it does not implement)."""
-    from runner.registry import OPTIONS, load_all
+    from runner.registry import NO_OPTIONS, OPTIONS, load_all
 
     variants = load_all() if variants is None else variants
     rows = []
     for name, v in sorted(variants.items()):
-        takes = [OPTIONS[o] for o in v.requires.options] or ["none of the model options"]
-        declines = [*v.rules, *(f"{OPTIONS[o]}: {v.requires.why_not.get(o, 'not implemented')}"
-                                for o in OPTIONS if o not in v.requires.options)]
-        needs = [w for w in v.requires.words() if not w.startswith("of the model options")] or ["—"]
+        takes = v.requires.takes() or [NO_OPTIONS]
+        declines = [*v.rules, *(f"{OPTIONS[o]}: {v.requires.why(o)}" for o in OPTIONS if o not in v.requires.options)]
+        needs = v.requires.needs() or ["—"]
         rows.append([f"`{name}`", v.doc, v.backend or "decided when compiled", v.worker, "; ".join(needs),
                      "; ".join(takes), "; ".join(declines) or "—"])
     body = "\n".join("| " + " | ".join(map(_cell, row)) + " |" for row in rows)

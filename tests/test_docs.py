@@ -110,7 +110,9 @@ def test_the_variant_reference_says_what_each_declines():
 
     table = hooks().variant_reference(load_all())
     row = next(line for line in table.splitlines() if line.startswith("| `cudnn_fp8` |"))
-    assert "logit soft cap: not implemented" in row and "pass fwd" in row
+    needs, takes, declines = row.split(" | ")[4:7]
+    assert "pass fwd" in needs and "model options" not in needs  # words() says the options; needs() does not
+    assert takes == "none of the model options" and "logit soft cap: it implements none" in declines
 
 
 # --- the numbers the pages quote from the code -----------------------------------------------------------------------
