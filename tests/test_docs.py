@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, environment, script
+from helpers import REPO, environment, params, script
 
 README = REPO / "README.md"
 GETTING_STARTED = REPO / "docs" / "getting-started.md"
@@ -113,6 +113,17 @@ def test_the_variant_reference_says_what_each_declines():
     needs, takes, declines = row.split(" | ")[4:7]
     assert "pass fwd" in needs and "model options" not in needs  # words() says the options; needs() does not
     assert takes == "none of the model options" and "logit soft cap: it implements none" in declines
+
+
+def test_the_variant_a_contributor_copies_from_the_page_registers_with_the_reason_it_gives():
+    from runner.machine import current_device
+    from runner.registry import VARIANTS, decline
+
+    page = (REPO / "docs" / "variants.md").read_text()
+    example = re.search(r"## Adding a variant\n.*?```python\n(.*?)```", page, re.S).group(1)
+    exec(compile(example, "docs/variants.md", "exec"), {"__name__": "docs_example"})
+    assert decline(VARIANTS["xla_blocked"], params(documents=2, causal=True), current_device()) == (
+        "xla_blocked declines a packed row (documents > 1): its query blocks split at T/2, not where a document ends")
 
 
 # --- the numbers the pages quote from the code -----------------------------------------------------------------------
