@@ -267,7 +267,7 @@ def _import_file(path: Path) -> None:
 
 def load_all() -> dict[str, Variant]:
     """Import every module of runner.variants, and the files $ATTNBENCH_VARIANTS names, so their decorators run;
-    a module that fails to import is kept in BROKEN with its error."""
+    a module that fails to import is kept in BROKEN with its error, as is a variant whose FP8 baseline is missing."""
     import runner.variants as package
 
     for module in pkgutil.iter_modules(package.__path__):
@@ -278,7 +278,25 @@ def load_all() -> dict[str, Variant]:
             BROKEN[str(path)] = "no such file or folder" if not path.exists() else "not a .py file"
         else:
             _import(str(path), lambda: _import_file(path))
+    _drop_baseless()
     return VARIANTS
+
+
+def _drop_baseless() -> None:
+    """Unregister the file of each variant whose fp8_baseline names no variant (every cell of it would fail on that
+    name), as if it had been refused, with why in BROKEN: a check that waits for every file, as a baseline may be
+    registered in a later one."""
+    for v in [v for v in VARIANTS.values() if v.fp8_baseline and v.fp8_baseline not in VARIANTS]:
+        baseline = v.fp8_baseline
+        BROKEN[_origin(v)] = f"ValueError: variant {v.name}: its fp8_baseline {baseline!r} is no registered variant"
+        for name in [n for n, other in VARIANTS.items() if other.build.__module__ == v.build.__module__]:
+            del VARIANTS[name]
+
+
+def _origin(v: Variant) -> str:
+    """The name BROKEN keeps a variant's file under: its module in runner.variants, else the file's path."""
+    module = sys.modules[v.build.__module__]
+    return module.__name__ if module.__name__.startswith(f"{__package__}.variants.") else module.__file__
 
 
 def unloaded_files() -> dict[str, str]:

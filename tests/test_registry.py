@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -300,3 +301,21 @@ def test_a_backend_nothing_proves_or_proved_two_ways_is_refused_when_registered(
     with pytest.raises(ValueError, match=said):
         variant("test_refused", backend=backend, proves=proves)
     assert BACKENDS["cudnn"] == ("__cudnn$fmha",) and "test_unproven" not in BACKENDS
+
+
+def variant_file(path: Path, *registrations: str) -> str:
+    """A variant file registering each `@variant(...)` given, each with a docstring; its path."""
+    builds = "".join(f'\n\n@variant({args})\ndef build_{i}(p):\n    """A test variant."""\n'
+                     for i, args in enumerate(registrations))
+    path.write_text(f"from runner.registry import variant\n{builds}")
+    return str(path)
+
+
+def test_a_file_whose_fp8_variant_names_no_baseline_is_listed_broken_once_every_file_has_loaded(tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "fp8.py", "'test_fp8_baseless', fp8_baseline='nope'", "'test_fp8_sibling'"),
+             variant_file(tmp_path / "early.py", "'test_fp8_early', fp8_baseline='test_bf16_late'"),
+             variant_file(tmp_path / "late.py", "'test_bf16_late'")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    loaded = set(load_all())
+    assert {"test_fp8_early", "test_bf16_late"} <= loaded and not {"test_fp8_baseless", "test_fp8_sibling"} & loaded
+    assert BROKEN[files[0]] == "ValueError: variant test_fp8_baseless: its fp8_baseline 'nope' is no registered variant"
