@@ -71,42 +71,49 @@ SHARDS ?= 1
 GPU ?= l4
 KUBECTL ?= kubectl
 TAG ?= $(shell git rev-parse --short HEAD)
-# terraform/'s output $(1) where terraform has it, else empty (k8s/terraform_output.py: why not `output -raw`); each
-# lookup runs the first time its variable is read, once
-terraform_output = $(shell terraform -chdir=terraform output -json 2>/dev/null | $(PYTHON) k8s/terraform_output.py $(1))
-REGISTRY ?= $(eval REGISTRY := $(call terraform_output,image_repository))$(REGISTRY)
-RESULTS_URI ?= $(eval RESULTS_URI := $(call terraform_output,results_uri))$(RESULTS_URI)
-DASHBOARD_IP_NAME ?= $(eval DASHBOARD_IP_NAME := $(call terraform_output,dashboard_ip_name))$(DASHBOARD_IP_NAME)
+# terraform/'s outputs, read once, the first time a value below needs one (none where each is given on the line):
+# k8s/terraform_output.py prints NAME=VALUE words (plain words alone: why not `output -raw`), then terraform=ran, failed
+# or missing; $(call terraform_output,NAME) is NAME's value, empty where terraform has none
+TERRAFORM_OUTPUTS = $(eval TERRAFORM_OUTPUTS := $$(shell $$(PYTHON) k8s/terraform_output.py))$(TERRAFORM_OUTPUTS)
+terraform_output = $(patsubst $(1)=%,%,$(filter $(1)=%,$(TERRAFORM_OUTPUTS)))
+REGISTRY ?= $(call terraform_output,image_repository)
+RESULTS_URI ?= $(call terraform_output,results_uri)
+DASHBOARD_IP_NAME ?= $(call terraform_output,dashboard_ip_name)
 # the runner by digest, looked up in Artifact Registry, so each node pulls it once (docs/gke.md, "Build and push"):
 # gcloud's answer, read once, is the digest or its error's first line without its ERROR: (command) prefix, which make
-# says in its own line where it stops (the rest of gcloud's error, 12 lines logged out, is not shown)
-RUNNER_FOUND = $(eval RUNNER_FOUND := $$(if $$(REGISTRY),$$(shell gcloud artifacts docker images describe \
-	$$(REGISTRY)/attnbench:runner-$$(TAG) --format='value(image_summary.digest)' 2>&1 \
-	| sed -n -e '/^sha256:/{p;q}' -e '/^ERROR: /{s/^ERROR: [^ ]* //;p;q}')))$(RUNNER_FOUND)
+# says in its own line where it stops (the rest of gcloud's error, 12 lines logged out, is not shown); read only where
+# IMAGE is not given and REGISTRY is known
+RUNNER_TAGGED = $(REGISTRY)/attnbench:runner-$(TAG)
+RUNNER_FOUND = $(eval RUNNER_FOUND := $$(shell gcloud artifacts docker images describe $$(RUNNER_TAGGED) \
+	--format='value(image_summary.digest)' 2>&1 \
+	| sed -n -e '/^sha256:/{p;q}' -e '/^ERROR: /{s/^ERROR: [^ ]* //;p;q}'))$(RUNNER_FOUND)
 RUNNER_DIGEST ?= $(filter sha256:%,$(RUNNER_FOUND))
-IMAGE ?= $(if $(REGISTRY),$(REGISTRY)/attnbench:runner-$(TAG)$(if $(RUNNER_DIGEST),@$(RUNNER_DIGEST)))
-# what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line
+IMAGE ?= $(if $(REGISTRY),$(RUNNER_TAGGED)$(addprefix @,$(RUNNER_DIGEST)))
+# what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line that says why
+# terraform gave none (its terraform= word)
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
-GIVEN = $(if $(NOT_GIVEN),$(error $(NO_OUTPUTS_WHY) — or give $(subst = ,= and ,$(NOT_GIVEN))))
-# why terraform gave no outputs, worked out only where make stops: not on PATH, failing (a backend "gcs" not yet
-# `terraform init`-ed, say; terraform_output hides its error) or not applied here
-NO_OUTPUTS_WHY = $(if $(wildcard $(addsuffix /terraform,$(subst :, ,$(PATH)))),$(if $(shell terraform \
-	-chdir=terraform output -json >/dev/null 2>&1 || echo failed),`terraform -chdir=terraform output` fails (run it \
-	to see why),terraform/ has no outputs here (apply it first)),terraform is not on PATH)
+NO_OUTPUTS.ran = terraform/ has no outputs here (apply it first)
+NO_OUTPUTS.failed = `terraform -chdir=terraform output` fails (run it to see why)
+NO_OUTPUTS.missing = terraform is not on PATH
 # submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
 # in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone.
-# An IMAGE or RUNNER_DIGEST given on the line is taken as it is: no lookup runs (hence the nested ifs)
-PUSHED = $(if $(filter-out file,$(origin IMAGE) $(origin RUNNER_DIGEST)),,$(if $(RUNNER_DIGEST),,$(error no digest \
-	for $(IMAGE): gcloud artifacts docker images describe said $(if $(RUNNER_FOUND),"$(RUNNER_FOUND)",nothing) — log \
-	gcloud in (gcloud auth login) or push the runner (docs/gke.md, step 2), or give RUNNER_DIGEST= to apply the tag \
-	unpinned (offline))))
+# An IMAGE or RUNNER_DIGEST given (on the line, or in the environment) is taken as it is: no lookup runs
+NO_DIGEST = no digest for $(IMAGE): gcloud artifacts docker images describe said \
+	$(if $(RUNNER_FOUND),"$(RUNNER_FOUND)",nothing) — log gcloud in (gcloud auth login) or push the runner \
+	(docs/gke.md, step 2), or give RUNNER_DIGEST= to apply the tag unpinned (offline)
 # checked as make reads this file, before the .venv these targets' recipes need (about 2 minutes to install on a fresh
 # clone): a value missing stops make at once
 ifneq ($(filter render submit deploy nightly,$(MAKECMDGOALS)),)
-$(GIVEN)
+ifneq ($(NOT_GIVEN),)
+$(error $(NO_OUTPUTS.$(call terraform_output,terraform)) — or give $(subst = ,= and ,$(NOT_GIVEN)))
+endif
 endif
 ifneq ($(filter submit nightly,$(MAKECMDGOALS)),)
-$(PUSHED)
+ifeq ($(origin IMAGE) $(origin RUNNER_DIGEST),file file)
+ifeq ($(RUNNER_DIGEST),)
+$(error $(NO_DIGEST))
+endif
+endif
 endif
 ifneq ($(filter render,$(MAKECMDGOALS)),)
 $(if $(filter-out 0 1,$(NIGHTLY)),$(error NIGHTLY=$(NIGHTLY): give NIGHTLY=1 to render the nightly too, or NIGHTLY=0))

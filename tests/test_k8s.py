@@ -390,12 +390,12 @@ def test_make_stops_in_one_line_where_terraform_has_no_outputs(tmp_path):
 
 def test_make_says_why_terraform_gave_no_outputs(tmp_path):
     """'apply it first' came where terraform was not installed, and where `terraform output` failed (a backend "gcs"
-    not yet `terraform init`-ed exits 1), whose error the lookup hides."""
+    not yet `terraform init`-ed exits 1), whose error the lookup hides; saying why asked terraform a second time."""
     root, env = stateless_checkout(tmp_path)
     failing = tmp_path / "failing" / "terraform"
     failing.parent.mkdir()
-    failing.write_text("#!/bin/sh\necho 'Error: Backend initialization required, please run \"terraform init\"' >&2\n"
-                       "exit 1\n")
+    failing.write_text(f"#!/bin/sh\necho called >> {tmp_path / 'calls'}\n"
+                       "echo 'Error: Backend initialization required, please run \"terraform init\"' >&2\nexit 1\n")
     failing.chmod(0o755)
     no_terraform = tmp_path / "empty"  # python3 by its path, make's shell by its own (/bin/sh)
     no_terraform.mkdir()
@@ -407,6 +407,7 @@ def test_make_says_why_terraform_gave_no_outputs(tmp_path):
         assert done.returncode == 2 and done.stdout == "", done.stdout
         assert re.fullmatch(rf"Makefile:\d+: \*\*\* {re.escape(why)} — or give REGISTRY= and RESULTS_URI=.  Stop.\n",
                             done.stderr), done.stderr
+    assert (tmp_path / "calls").read_text() == "called\n"  # the failing one, once: its answer also said why
 
 
 @pytest.mark.parametrize("target", ["render", "submit", "deploy", "nightly"])
@@ -439,14 +440,12 @@ def test_make_render_under_a_terminal_stops_where_terraform_has_no_outputs(tmp_p
 
 def test_a_terraform_output_is_taken_only_where_terraform_has_it_as_one_plain_word():
     sys.path.insert(0, str(K8S))
-    from terraform_output import value
+    from terraform_output import values
 
     applied = json.dumps({"results_uri": {"value": RESULTS}, "bucket": {"value": "p-attnbench-results"},
                           "dashboard_ip_name": {"value": ""}, "odd": {"value": "a `b`"}, "many": {"value": ["a"]}})
-    assert value(applied, "results_uri") == RESULTS
-    for name in ("dashboard_ip_name", "odd", "many", "image_repository"):
-        assert value(applied, name) == ""
-    assert value("{}", "results_uri") == value("", "results_uri") == value("Warning: No outputs", "results_uri") == ""
+    assert values(applied) == {"results_uri": RESULTS, "bucket": "p-attnbench-results"}
+    assert values("{}") == values("") == values("Warning: No outputs") == values("[]") == values('{"a": 1}') == {}
 
 
 def test_a_digest_pinned_runner_is_pulled_once_per_node(tmp_path, run_objects):
@@ -502,11 +501,12 @@ def fake_cloud(tmp_path: Path, digest: str = "", outputs: str = TERRAFORM_OUTPUT
     return {**os.environ, "MAKEFLAGS": "", "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}"}
 
 
-def planned(tmp_path: Path, target: str, *settings: str, digest: str = "") -> subprocess.CompletedProcess:
+def planned(tmp_path: Path, target: str, *settings: str, digest: str = "",
+            outputs: str = TERRAFORM_OUTPUTS) -> subprocess.CompletedProcess:
     """`make -n TARGET SETTINGS` of specs/lab5.yaml with fake_cloud's terraform and gcloud."""
     return subprocess.run(["make", "-n", "--no-print-directory", "--old-file=.venv/.installed", target,
                            "SPEC=specs/lab5.yaml", *settings], cwd=REPO, capture_output=True, text=True,
-                          env=fake_cloud(tmp_path, digest))
+                          env=fake_cloud(tmp_path, digest, outputs))
 
 
 def planned_with_registry(tmp_path: Path, target: str, digest: str, *settings: str) -> subprocess.CompletedProcess:
@@ -541,17 +541,38 @@ def test_make_applies_no_runner_the_registry_does_not_have_unless_told_to(tmp_pa
         assert re.search(r"--image (\S+)", done.stdout)[1] == "reg.example/p/attnbench:runner-t1"
 
 
-def test_make_asks_terraform_once_for_each_output_it_reads(tmp_path):
-    """Each lookup runs the first time its variable is read, once: a REGISTRY looked up on every read asked terraform
-    8 times in one `make -n submit`."""
+def test_make_asks_terraform_once_for_all_the_outputs_it_reads(tmp_path):
+    """terraform's outputs are read once per make, whatever reads them: each value's own lookup asked terraform twice in
+    one `make -n submit` (REGISTRY's and RESULTS_URI's), three times with IAP_DOMAIN= (DASHBOARD_IP_NAME's), and a
+    fourth time where make stopped, to say why terraform gave none."""
     digest = "sha256:" + "cd" * 32
-    done = planned(tmp_path, "submit", "TAG=t1", digest=digest)
+    done = planned(tmp_path, "submit", "TAG=t1", "IAP_DOMAIN=bench.example.com", digest=digest)
     assert done.returncode == 0, done.stderr
     assert re.search(r"--image (\S+)", done.stdout)[1] == f"reg.example/p/attnbench:runner-t1@{digest}"
     assert re.search(r"--results (\S+)", done.stdout)[1] == "gs://tf-bucket/results"
-    calls = sorted((tmp_path / "calls").read_text().splitlines())  # REGISTRY's, RESULTS_URI's, the runner's digest
+    calls = sorted((tmp_path / "calls").read_text().splitlines())  # terraform's outputs, the runner's digest
     assert calls == [f"gcloud artifacts docker images describe reg.example/p/attnbench:runner-t1 "
-                     "--format=value(image_summary.digest)"] + ["terraform -chdir=terraform output -json"] * 2
+                     "--format=value(image_summary.digest)", "terraform -chdir=terraform output -json"]
+
+
+@pytest.mark.parametrize("outputs", ["{}", json.dumps({"results_uri": {"value": RESULTS}})])
+def test_make_that_stops_for_a_value_terraform_lacks_asks_terraform_once(tmp_path, outputs):
+    """Where make stops, its line says why terraform gave no value from the answer the values came from, where it
+    asked terraform again."""
+    done = planned(tmp_path, "render", "TAG=t1", "IAP_DOMAIN=bench.example.com", outputs=outputs)
+    assert done.returncode == 2 and "terraform/ has no outputs here (apply it first) — or give REGISTRY=" in done.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == ["terraform -chdir=terraform output -json"]
+
+
+@pytest.mark.parametrize("given", [("REGISTRY=reg.example/p", f"RESULTS_URI={RESULTS}"),
+                                   (f"IMAGE={IMAGE}", f"RESULTS_URI={RESULTS}", "IAP_DOMAIN=bench.example.com",
+                                    "DASHBOARD_IP_NAME=lab-dashboard")])
+def test_make_asks_terraform_nothing_where_every_value_it_needs_is_given(tmp_path, given):
+    """REGISTRY (or IMAGE), RESULTS_URI and, with IAP_DOMAIN=, DASHBOARD_IP_NAME given: terraform is never run."""
+    done = planned(tmp_path, "deploy", *given)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""
+    assert "terraform" not in calls
 
 
 @pytest.mark.parametrize("target", ["submit", "nightly"])
