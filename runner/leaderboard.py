@@ -189,16 +189,34 @@ AUTO_CLOSE = 0.05  # `auto` this close to the fastest counts as having picked we
 
 
 def winners(standings: list[Standing], strong=str) -> str:
-    """Which variant is fastest where, in a line: 'cudnn fastest at 12 of 20 shapes, te at 8; auto within 5 % of the
-    fastest at 6 of 14', each winner as `strong` writes it (a printer's bold)."""
-    wins = Counter(s.winner.variant for s in standings).most_common()
-    text = ", ".join(f"{strong(v)} {'fastest ' if i == 0 else ''}at {n}" for i, (v, n) in enumerate(wins))
-    text += f" of {len(standings)} shapes"
+    """Which variant is fastest where, in a line: 'cudnn fastest at 12, te at 8 of 20 shapes; auto within 5 % of the
+    fastest at 6 of 14', each winner as `strong` writes it (a printer's bold) with its FP8 mark; where any winner
+    computed in FP8, the winners of the race of those that did not too (Standing.unmixed, the board's `fastest
+    non-FP8`): 'cudnn_fp8 (FP8) fastest at 8, cudnn at 4 of 12 shapes; fastest non-FP8: cudnn at 10, te at 2 of 12'."""
+    text = f"{_wins([s.winner for s in standings], strong, 'fastest ')} of {len(standings)} shapes"
+    if any(s.unmixed for s in standings):
+        unmixed = [t for t in map(_unmixed_winner, standings) if t]
+        text += f"; fastest non-FP8: {_wins(unmixed, strong)} of {len(unmixed)}"
     with_auto = [s for s in standings if s.over_auto is not None]
     if with_auto:
         close = sum(s.over_auto <= AUTO_CLOSE for s in with_auto)
         text += f"; auto within {100 * AUTO_CLOSE:g} % of the fastest at {close} of {len(with_auto)}"
     return text
+
+
+def _wins(fastest: list[Time], strong, first: str = "") -> str:
+    """'cudnn_fp8 (FP8) fastest at 8, te at 4': how many shapes each variant, with its FP8 mark, is fastest at, most
+    first, `first` after the first's name."""
+    wins = Counter((t.variant, t.fp8_mark) for t in fastest).most_common()
+    return ", ".join(f"{strong(v)}{f' ({mark})' if mark else ''} {first if i == 0 else ''}at {n}"
+                     for i, ((v, mark), n) in enumerate(wins))
+
+
+def _unmixed_winner(standing: Standing) -> Time | None:
+    """The fastest time at the shape that did not compute in FP8; None where every one did."""
+    if standing.unmixed:
+        return standing.unmixed.winner
+    return None if standing.winner.fp8_mark == FP8 else standing.winner
 
 
 def _percent(fraction: float | None) -> str:

@@ -329,3 +329,18 @@ def test_where_fp8_wins_the_board_names_the_race_of_the_others_with_its_own_marg
     assert leaderboard.rows([alone])[0]["fastest non-FP8"] == "cudnn"
     (fp8_only,) = rank([*fp8, Time("run", "B1 T8", "fp8_b", 2.0, 0.01, fp8_mark="FP8")])
     assert fp8_only.unmixed is None
+
+
+def test_where_fp8_wins_the_summary_line_names_it_fp8_and_the_winners_of_the_others_race():
+    """'cudnn_fp8 fastest at 8 of 16 shapes' was the report's and the overview's first answer on the shipped H200 burst
+    run, FP8 against bf16 unmarked; the line now marks each winner's FP8 and gives the board's `fastest non-FP8`
+    winners too, over the shapes where one ran (none where every variant computed in FP8)."""
+    fp8 = [Time("run", f"B{b} T8", "cudnn_fp8", 1.0, 0.01, fp8_mark="FP8") for b in (1, 2, 3)]
+    board = rank([*fp8, *times(("cudnn", 1.5), ("te", 1.6), shape="B1 T8"),
+                  Time("run", "B2 T8", "te_fp8", 1.5, 0.01, fp8_mark="not FP8"), *times(("cudnn", 1.6), shape="B2 T8"),
+                  Time("run", "B3 T8", "fp8_b", 2.0, 0.01, fp8_mark="FP8"),
+                  *times(("te", 1.0), ("xla", 2.0), shape="B4 T8")])
+    assert leaderboard.winners(board, lambda v: f"*{v}*") == (
+        "*cudnn_fp8* (FP8) fastest at 3, *te* at 1 of 4 shapes; fastest non-FP8: *cudnn* at 1, *te_fp8* (not FP8) at "
+        "1, *te* at 1 of 3")
+    assert leaderboard.winners(board[3:]) == "te fastest at 1 of 1 shapes"  # no FP8 winner: no non-FP8 clause
