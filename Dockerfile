@@ -42,9 +42,12 @@ RUN pip install --no-cache-dir -c /src/docker/runner-requirements.txt "/src[cuda
 
 # ---- runner: the venv on CUDA's base image (no toolkit; the driver comes from the GKE node) -------------------------
 FROM nvidia/cuda:12.9.1-base-ubuntu24.04 AS runner
+# tini is PID 1 (the ENTRYPOINT below), the runner its child: the kernel drops a signal to a PID 1 that has no handler
+# for it, so a SIGTERM that came while Python started, before runner.termination installs its handler, was lost, and
+# the pod ran on until the grace period's SIGKILL; tini forwards it, and a runner not yet handling it ends at once.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3.12 \
+    && apt-get install -y --no-install-recommends python3.12 tini \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --gid 10001 attnbench \
     && useradd --uid 10001 --gid 10001 --home-dir /home/attnbench --create-home --shell /usr/sbin/nologin attnbench
@@ -85,7 +88,7 @@ USER 10001:10001
 WORKDIR /home/attnbench
 # A batch container: Kubernetes watches the exit code (k8s/base/runner-job.yaml), there is no server to probe.
 HEALTHCHECK NONE
-ENTRYPOINT ["attnbench"]
+ENTRYPOINT ["tini", "--", "attnbench"]
 CMD ["--help"]
 
 # ---- dashboard: the results dashboard on a slim Python, no CUDA -------------------------------------------------------

@@ -3,11 +3,19 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
-# Dashboard browser test: Debian's chromium, driven headless by playwright (which never downloads a browser).
-# apt-get installs it system-wide (root, Debian or Ubuntu) unless ATTNBENCH_CHROMIUM names a Chromium already there.
+# Debian packages, installed system-wide by apt-get (root, Debian or Ubuntu) where missing: chromium for the dashboard
+# browser test, driven headless by playwright (which never downloads a browser), unless ATTNBENCH_CHROMIUM names a
+# Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real.
+APT_PACKAGES=()
 if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
+    APT_PACKAGES+=(chromium)
+fi
+if [ ! -x /usr/bin/tini ]; then
+    APT_PACKAGES+=(tini)
+fi
+if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${APT_PACKAGES[@]}"
 fi
 
 # Deploy checks (tests/test_k8s.py, tests/test_terraform.py, tests/test_dockerfile.py): kubectl (for

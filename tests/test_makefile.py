@@ -85,12 +85,18 @@ def install_test_tools(tmp_path, python312: str = "", **env: str) -> tuple[list[
     return (calls.read_text().splitlines() if calls.exists() else []), done.stderr
 
 
-def test_install_test_tools_installs_chromium_only_where_none_is_there(tmp_path):
+def apt_installs(*packages: str) -> list[str]:
+    """The apt-get calls install-test-tools makes for these Debian packages: those this machine lacks, if any."""
+    missing = [p for p in packages if not os.access(f"/usr/bin/{p}", os.X_OK)]
+    return ["apt-get update -q", f"apt-get install -y -q --no-install-recommends {' '.join(missing)}"] if missing else []
+
+
+def test_install_test_tools_installs_chromium_and_tini_only_where_none_is_there(tmp_path):
     named, _ = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
-    assert not [c for c in named if c.startswith("apt-get")] and any(c.startswith("npm install") for c in named)
+    assert [c for c in named if c.startswith("apt-get")] == apt_installs("tini")
+    assert any(c.startswith("npm install") for c in named)
     unnamed = [c for c in install_test_tools(tmp_path / "unnamed")[0] if c.startswith("apt-get")]
-    system = os.access("/usr/bin/chromium", os.X_OK)  # Debian's, where this machine has it
-    assert unnamed == ([] if system else ["apt-get update -q", "apt-get install -y -q --no-install-recommends chromium"])
+    assert unnamed == apt_installs("chromium", "tini")
     again, _ = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
     assert again == named  # its stamps were fresh: only the recorded calls of the first run
 
