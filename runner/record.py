@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 from runner.arguments import run_argv
 from runner.shape import READING, Cotangent, Fp8Matmul, Params, Strict
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 Status = Literal["ok", "skipped", "failed", "oom", "incorrect", "crashed", "timeout"]
 
 
@@ -447,7 +447,8 @@ class Manifest(Strict):
                                                 "(runner.results.merged_manifest).")
     rechecks: str | None = Field(None, description="The run whose slower cells this run measured again (`attnbench "
                                  "recheck`: these cells alone, the same spec, on the same machine); None: an ordinary "
-                                 "run (and runs before 2026-12-07; an older reader keeps it as an extra field).")
+                                 "run (and runs before 2026-12-07). Written with no step at schema 15, stepped at 16 "
+                                 "(_v15_to_v16), so that an older reader says a recheck is a newer attnbench's.")
 
 
 # The material facts (runner.compare.MATERIAL) a resume goes on across, where every other one refuses it
@@ -839,10 +840,19 @@ def _v14_to_v15(data: dict, kind: str) -> dict:
     return data
 
 
+def _v15_to_v16(data: dict, kind: str) -> dict:
+    """Schema 16: a manifest may say that its run measured another run's slower cells again (`rechecks`: attnbench
+    recheck's B-recheck), which changes how it is read (never a night of its series, never the run before B). Schema
+    15's recheck wrote it with no step, so a reader from before it read B-recheck silently as an ordinary run; from
+    16 on, such a reader says the run is a newer attnbench's. A manifest that lacks it is an ordinary run's, as every
+    one before the field was (its default, None); one that has it, schema 15's recheck's, keeps it: nothing to move."""
+    return data
+
+
 # version N -> the step that makes it N + 1
 MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5, 5: _v5_to_v6, 6: _v6_to_v7, 7: _v7_to_v8,
               8: _v8_to_v9, 9: _v9_to_v10, 10: _v10_to_v11, 11: _v11_to_v12, 12: _v12_to_v13,
-              13: _v13_to_v14, 14: _v14_to_v15}
+              13: _v13_to_v14, 14: _v14_to_v15, 15: _v15_to_v16}
 
 
 def upgrade(data: dict, kind: Literal["cell", "manifest"]) -> dict:

@@ -609,3 +609,33 @@ def test_run_argv_gives_each_setting_again_as_one_word_whatever_it_holds():
     again, first = (_reader("run").parse_args(words) for words in (["s.yaml", *given], argv[2:]))
     assert vars(again) == vars(first) | {"compile_cache": "off"}
     assert run_settings(run, PLAN_OPTIONS) == "--only 'seq len' masks --variants xla cudnn --where seq_len=64,128"
+
+
+RECHECK_15 = FIXTURES / "schema15-recheck" / "schema15-recheck-b-recheck"  # B-recheck as recheck wrote it at 5a89692
+
+
+def test_a_recheck_written_at_schema_15_reads_as_the_recheck_of_its_run():
+    """Schema 15's recheck wrote `rechecks` with no step: the 15 -> 16 step keeps it, and a manifest without it (every
+    one before the field) is an ordinary run's."""
+    from runner.compare import rechecks
+
+    assert json.loads((RECHECK_15 / MANIFEST).read_text())["schema_version"] == 15
+    run = read_run(RECHECK_15)
+    assert run.problems == [] and run.manifest.schema_version == SCHEMA_VERSION
+    assert run.manifest.rechecks == "schema15-recheck-b" and rechecks(run.manifest, "schema15-recheck-b")
+    assert read_run(FIXTURES / "schema15-clock" / "schema15-clock-20261206-000000").manifest.rechecks is None
+
+
+def test_a_reader_from_before_rechecks_says_a_recheck_is_a_newer_attnbenchs(monkeypatch):
+    """A recheck changes how its run is read (never the run before B, never a night of B's series), and schema 15 took
+    no step for it: an attnbench of that schema read B-recheck silently as an ordinary run, and its compare --against
+    previous took it for the run before the next night (review s11-recheck, finding 3). A recheck's manifest is now of
+    a schema such a reader says it does not know."""
+    from runner import record as record_module, results
+
+    text = manifest(run_id="b-recheck", rechecks="b").model_dump_json()
+    for module in (record_module, results):
+        monkeypatch.setattr(module, "SCHEMA_VERSION", 15)  # the last schema whose readers knew no rechecks
+    assert results.parse_manifest(text, "b-recheck/manifest.json")[1] == [
+        f"b-recheck/manifest.json: written by a newer attnbench (schema_version {SCHEMA_VERSION}; this one reads up to "
+        "15): read as far as known, its new fields kept unread"]
