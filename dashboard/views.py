@@ -148,7 +148,7 @@ def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
             f"{counted(len(table), 'cell')} both timed, "
             f"geomean B / A {comparison.geomean(table['ratio']):.3f}×")
     text += f"; of those, {report.kernels_said(found)}" if len(found.kernels) else ""
-    if said := report.unconverged_said(table):
+    if said := report.marked_said(table, UNCONVERGED_MARK):
         text += f"; {said}" + (f", {len(found.unconfirmed)} unconfirmed" if len(found.unconfirmed) else "")
     if len(slower):
         worst = slower.loc[slower["ratio"].idxmax()]
@@ -905,8 +905,7 @@ def compare_results(found: comparison.Comparison) -> None:
                                f"(beyond {threshold} and both runs' IQR), grey within noise, orange unconfirmed, "
                                "purple not reproduced"),
              "compare", share=3 / 5)
-    marked = [said for said in (report.unconverged_said(table), report.unsettled_said(table)) if said]
-    st.caption(" · ".join(["Every shared cell (click a header to sort)", *marked]))
+    st.caption(" · ".join(["Every shared cell (click a header to sort)", *report.marks_said(table)]))
     st.dataframe(key_last(table.drop(columns=tables.SHAPE)), hide_index=True, column_config={
         UNCONVERGED_MARK.column: st.column_config.TextColumn(UNCONVERGED_MARK.word),
         UNSETTLED_MARK.column: st.column_config.TextColumn(UNSETTLED_MARK.word),

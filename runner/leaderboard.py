@@ -68,14 +68,19 @@ class Standing:
         return self.auto.seconds / self.winner.seconds - 1 if self.auto else None
 
     @property
+    def sides(self) -> tuple[Time, ...]:
+        """The times its margin is between: the winner, and the runner-up where there is one."""
+        return (self.winner, self.runner_up) if self.runner_up else (self.winner,)
+
+    @property
     def unsettled(self) -> bool:
         """The winner or the runner-up was sampled unsettled (or on an unstable clock)."""
-        return any(t.unsettled for t in (self.winner, self.runner_up) if t)
+        return any(t.unsettled for t in self.sides)
 
     @property
     def unconverged(self) -> bool:
         """The winner's or the runner-up's noise never met its target."""
-        return any(t.unconverged for t in (self.winner, self.runner_up) if t)
+        return any(t.unconverged for t in self.sides)
 
     @property
     def cudnn_differs(self) -> bool:
@@ -87,7 +92,7 @@ class Standing:
     @property
     def noise_unknown(self) -> bool:
         """The winner's or the runner-up's noise is not known."""
-        return any(t.noise != t.noise for t in (self.winner, self.runner_up) if t)
+        return any(t.noise != t.noise for t in self.sides)
 
     @property
     def decisive(self) -> bool:
@@ -278,7 +283,7 @@ def _unmixed(standing: Standing, legacy: Mapping[str, str]) -> str:
 
 def legacy_notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
     """A line for each legacy variant the board names: what deprecated it and what replaces it."""
-    named = {t.variant for s in _raced(standings) for t in (s.winner, s.runner_up) if t}
+    named = {t.variant for s in _raced(standings) for t in s.sides}
     return [f"{name} (legacy): {legacy[name]}" for name in sorted(named & legacy.keys())]
 
 
@@ -287,7 +292,7 @@ def marks_key(standings: list[Standing]) -> str:
     FP8, unsettled and not converged on a variant's name, noise unknown on a margin. The one wording of `show`'s board,
     the report's and the dashboard's Leaderboard tab; unsettled and not converged in runner.marks' words."""
     standings = _raced(standings)
-    shown = [t for s in standings for t in (s.winner, s.runner_up) if t]
+    shown = [t for s in standings for t in s.sides]
     meanings = [
         ("(FP8)", any(t.fp8_mark == FP8 for t in shown), "computes in FP8, another precision than the bf16 variants "
          "it ranks beside; where it is fastest, `fastest non-FP8` names the race of the others, by the same rules"),

@@ -24,9 +24,27 @@ NOT_CONVERGED = "not converged"
 NOT_CONVERGED_WHY = f"noise above its target when sampling stopped, or under {FEW_SAMPLES} samples"
 
 
+def noise_text(noise: float) -> str:
+    """A noise (IQR / median), or an SM clock's spread, as a reader compares it with a rule of a few percent (a noise
+    target, the clock's 2 %): 2.2%, 35%, where 2.3% in whole percent read '2%' under 'more than 2 %'."""
+    return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
+
+
+def power_unsettled(cell: CellRecord) -> bool:
+    """The cell's power state never settled (steady or burst); False where the record did not observe it."""
+    return bool(cell.power and cell.power.settled is False)
+
+
 def unsettled(cell: CellRecord) -> bool:
-    """The cell's power state never settled (steady or burst), or its SM clock moved more than 2 % while sampled."""
-    return bool(cell.power and cell.power.settled is False) or bool(cell.clock_unstable)
+    """The cell's power state never settled (power_unsettled), or its SM clock moved more than 2 % while sampled."""
+    return power_unsettled(cell) or bool(cell.clock_unstable)
+
+
+def unsettled_said(cell: CellRecord) -> str:
+    """What an unsettled cell's record says of it: 'power state not settled, clock moved 9%'."""
+    power = ["power state not settled"] if power_unsettled(cell) else []
+    clock = [f"clock moved {noise_text(cell.telemetry.clock_spread)}"] if cell.clock_unstable else []
+    return ", ".join(power + clock)
 
 
 def noise_unmet(timing: TimerSummary) -> bool:
@@ -41,24 +59,33 @@ def unconverged(cell: CellRecord) -> TimerSummary | None:
     return headline if headline and noise_unmet(headline) else None
 
 
+def unconverged_said(cell: CellRecord) -> str:
+    """What an unconverged cell's record says of its headline timing: 'noise 35% on 3 samples'."""
+    headline = unconverged(cell)
+    return f"noise {noise_text(headline.noise)} on {headline.samples} samples"
+
+
 @dataclass(frozen=True)
 class Mark:
-    """A mark: its symbol, its word and why a time gets it, the rule on a record, and the column of a frame of cells
-    that holds the same rule (runner.compare's frame rules, by the timer a page shows: dashboard.tables.with_rates)."""
+    """A mark: its symbol, its word and why a time gets it, the rule on a record, the column of a frame of cells
+    that holds the same rule (runner.compare's frame rules, by the timer a page shows: dashboard.tables.with_rates),
+    and what a marked record says of it (a note's words: `show`'s and the report's)."""
 
     symbol: str
     word: str
     why: str
     of: Callable[[CellRecord], bool]
     column: str
+    said: Callable[[CellRecord], str]
 
     @property
     def meaning(self) -> str:
         return f"{self.word}: {self.why}"
 
 
-UNSETTLED_MARK = Mark("⚠", UNSETTLED, UNSETTLED_WHY, unsettled, "unsettled")
-UNCONVERGED_MARK = Mark("†", NOT_CONVERGED, NOT_CONVERGED_WHY, lambda c: unconverged(c) is not None, "unconverged")
+UNSETTLED_MARK = Mark("⚠", UNSETTLED, UNSETTLED_WHY, unsettled, "unsettled", unsettled_said)
+UNCONVERGED_MARK = Mark("†", NOT_CONVERGED, NOT_CONVERGED_WHY, lambda c: unconverged(c) is not None, "unconverged",
+                        unconverged_said)
 MARKS = (UNSETTLED_MARK, UNCONVERGED_MARK)
 
 

@@ -26,7 +26,7 @@ from rich.text import Text
 from runner import counted, metrics, paging, shape
 from runner.cells import unsplit
 from runner.machine import short_sha
-from runner.marks import MARKS, NOT_CONVERGED, NOT_CONVERGED_WHY, UNSETTLED, UNSETTLED_WHY, unconverged
+from runner.marks import MARKS, NOT_CONVERGED, UNCONVERGED_MARK, UNSETTLED, UNSETTLED_MARK, Mark
 from runner.record import (NONE_SET, NOT_RECORDED, CellRecord, gpu_model, gpu_name, policy_said, power_policy,
                            run_settings)
 from runner.spool import Totals
@@ -48,29 +48,10 @@ def _timing_ms(c: CellRecord, timer: str) -> float | None:
     return next((t.median_s * 1e3 for t in c.timings if t.timer == timer), None)
 
 
-def noise_text(noise: float) -> str:
-    """A noise (IQR / median), or an SM clock's spread, as a reader compares it with a rule of a few percent (a noise
-    target, the clock's 2 %): 2.2%, 35%, where 2.3% in whole percent read '2%' under 'more than 2 %'."""
-    return f"{noise:.1%}" if noise < 0.1 else f"{noise:.0%}"
-
-
 def _marks(c: CellRecord) -> list[str]:
     """Each mark of the cell's headline time (runner.marks.MARKS), its symbol and word, with what the record says of
     it: '⚠ unsettled: power state not settled, clock moved 9%', '† not converged: noise 35% on 3 samples'."""
-    return [f"{mark.symbol} {mark.word}: {_MARKED[mark.word](c)}" for mark in MARKS if mark.of(c)]
-
-
-def _unsettled_said(c: CellRecord) -> str:
-    power = ["power state not settled"] if c.power and c.power.settled is False else []
-    return ", ".join(power + ([f"clock moved {noise_text(c.telemetry.clock_spread)}"] if c.clock_unstable else []))
-
-
-def _unconverged_said(c: CellRecord) -> str:
-    headline = unconverged(c)
-    return f"noise {noise_text(headline.noise)} on {headline.samples} samples"
-
-
-_MARKED = {UNSETTLED: _unsettled_said, NOT_CONVERGED: _unconverged_said}  # what a cell's record says of each mark
+    return [f"{mark.symbol} {mark.word}: {mark.said(c)}" for mark in MARKS if mark.of(c)]
 
 
 def _note(c: CellRecord) -> str:
@@ -795,8 +776,7 @@ def _times(table):
     shown = table[COMPARED].assign(**{
         "A ms": table["a_ms"].map(_ms), "B ms": table["b_ms"].map(_ms), "B / A": table["ratio"].map("{:.3f}×".format),
         "noise A": table["noise_a"].map("{:.1%}".format), "noise B": table["noise_b"].map("{:.1%}".format),
-        **({UNSETTLED: table["unsettled"]} if table["unsettled"].ne("").any() else {}),
-        **({NOT_CONVERGED: table["unconverged"]} if table["unconverged"].ne("").any() else {}),
+        **{mark.word: table[mark.column] for mark in MARKS if table[mark.column].ne("").any()},
         **({"kernel": table["kernel"]} if table["kernel"].ne("").any() else {}),
         **({RECHECKED: table["recheck_ratio"].map("{:.3f}×".format)} if table["recheck_ratio"].notna().any() else {})})
     return shown.reset_index(drop=True)
@@ -896,29 +876,17 @@ def recheck_said(found) -> list[str]:
             "regression"]
 
 
-def unconverged_said(cells) -> str:
+def marked_said(cells, mark: Mark) -> str:
     """'28 of those not converged in A or B (noise above its target when sampling stopped, or under 5 samples)' where
-    any compared pair was (runner.compare.cells' `unconverged`; the CLI's verdict and the dashboard's say it so); ''
-    where none."""
-    count = int(cells["unconverged"].ne("").sum())
-    return f"{count} of those {NOT_CONVERGED} in A or B ({NOT_CONVERGED_WHY})" if count else ""
+    any compared pair bears `mark` (its column of runner.compare.cells); '' where none."""
+    count = int(cells[mark.column].ne("").sum())
+    return f"{count} of those {mark.word} in A or B ({mark.why})" if count else ""
 
 
-def _unconverged(cells) -> str:
-    said = unconverged_said(cells)
-    return f"; {said}" if said else ""
-
-
-def unsettled_said(cells) -> str:
-    """'18 of those unsettled in A or B (sampled before its power state settled or ...)' where any compared pair was
-    (runner.compare.cells' `unsettled`; the CLI's verdict and the dashboard's Compare tab say it so); '' where none."""
-    count = int(cells["unsettled"].ne("").sum())
-    return f"{count} of those {UNSETTLED} in A or B ({UNSETTLED_WHY})" if count else ""
-
-
-def _unsettled(cells) -> str:
-    said = unsettled_said(cells)
-    return f"; {said}" if said else ""
+def marks_said(cells) -> list[str]:
+    """marked_said of each mark any compared pair bears, not converged first (the verdict's unconfirmed cells are
+    those that did not converge): the CLI's verdict and the dashboard's Compare tab say them so."""
+    return [said for said in (marked_said(cells, mark) for mark in (UNCONVERGED_MARK, UNSETTLED_MARK)) if said]
 
 
 def timers_said(found) -> str:
@@ -984,7 +952,7 @@ def verdict(found) -> str:
              + (f", {len(found.unconfirmed)} unconfirmed ({UNCONFIRMED_WHY})" if len(found.unconfirmed) else "")
              + not_reproduced_said(found)
              + f"; geomean B / A over those {geomean(found.cells['ratio']):.3f}×"
-             + _unconverged(found.cells) + _unsettled(found.cells) + _apart(found)
+             + "".join(f"; {said}" for said in marks_said(found.cells)) + _apart(found)
              + (f"; {xla_only_said(found)}" if len(found.slower_xla_only) else ""))
     line = f"no regression: {tally}" if not found.regressed else (
         f"REGRESSION: {counted(len(found.slower), 'cell')} slower, {len(found.no_longer_ok)} ok in A and not in B"

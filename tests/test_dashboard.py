@@ -556,7 +556,7 @@ def test_compare_gives_the_overall_ratio_and_counts(monkeypatch, tmp_path):
 
 def test_compares_caption_counts_the_unsettled_pairs_the_clis_verdict_counts(monkeypatch, tmp_path):
     """B's first cell on a clock that moved: the every-cell table's caption counted the pairs not converged and not
-    the unsettled ones `attnbench compare`'s verdict counts; it says both, in the CLI's words (report.unsettled_said)."""
+    the unsettled ones `attnbench compare`'s verdict counts; it says both, in the CLI's words (report.marks_said)."""
     from runner.marks import UNSETTLED_WHY
 
     template = shipped(H200_LONG)

@@ -14,7 +14,7 @@ from helpers import REPO, script
 from runner import compare, figures, leaderboard, marks, report
 from runner.frames import cells as frame
 from runner.record import PowerState
-from stores import H200_LAB5, SHIPPED, shipped, write_run
+from stores import H200_LAB5, SHIPPED, shipped, telemetry, write_run
 
 WHY = marks.UNSETTLED_WHY
 
@@ -142,3 +142,21 @@ def test_a_timing_on_too_few_samples_is_not_converged_alike_on_a_record_its_fram
     assert [leaderboard.time_of(c).unconverged for c in cells] == expected
     (standing,) = leaderboard.leaderboard(cells)
     assert standing.margin > 0.1 and not standing.decisive
+
+
+def test_a_noise_near_its_target_keeps_a_decimal():  # 2.2 % against a 2 % target read "noise 2%"
+    assert [marks.noise_text(n) for n in (0.022, 0.004, 0.0999, 0.353, 1.5)] == ["2.2%", "0.4%", "10.0%", "35%", "150%"]
+
+
+def test_what_an_unsettled_record_says_names_each_half_of_the_rule_that_holds():
+    """show's and the report's note said which half of the unsettled rule held by a copy of the rule (report.py's
+    _unsettled_said): the note and the mark read one rule (runner.marks.power_unsettled, the cell's clock_unstable), a
+    power state not observed or settled saying nothing."""
+    cell = telemetry(next(c for c in shipped(H200_LAB5).cells if c.status == "ok"), unstable=True)
+    moved = f"clock moved {marks.noise_text(cell.telemetry.clock_spread)}"
+    said = {(settled, clock): marks.UNSETTLED_MARK.said(cell.model_copy(update={
+        "power": settled and PowerState(policy="steady", settled=settled == "settled"), "clock_unstable": clock}))
+        for settled in (None, "settled", "unsettled") for clock in (False, True)}
+    assert said == {(None, False): "", ("settled", False): "", ("unsettled", False): "power state not settled",
+                    (None, True): moved, ("settled", True): moved,
+                    ("unsettled", True): f"power state not settled, {moved}"}

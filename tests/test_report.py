@@ -10,8 +10,8 @@ from rich.console import Console
 
 from helpers import REPO, params
 from runner.frames import cells as frame
-from runner.marks import UNSETTLED_WHY
-from runner.report import export, markdown, markdown_table, noise_text, phase_line, print_tables, serving_rows, summary_line
+from runner.marks import UNSETTLED_WHY, noise_text
+from runner.report import export, markdown, markdown_table, phase_line, print_tables, serving_rows, summary_line
 from runner.spool import Totals
 from runner.store import read_run
 from stores import CPU_LAB5, H200_LAB5, H200_LAB5_NO_TE, H200_LONG, SHIPPED, shipped, telemetry
@@ -42,7 +42,7 @@ def test_a_time_that_did_not_converge_says_so_in_its_note():
 
 def test_a_moved_clock_says_how_far_in_tenths_below_10_percent():
     """A clock that moved 2.3 % (more than power.UNSTABLE_SPREAD's 2 %) read '[⚠ unsettled: clock moved 2%]' in whole
-    percent: the note gives it as noise_text gives a noise, '2.3%'."""
+    percent: the note gives it as marks.noise_text gives a noise, '2.3%'."""
     cell = telemetry(next(c for c in shipped(H200_LAB5).cells if c.status == "ok"), unstable=True)
     cell = cell.model_copy(update={"telemetry": cell.telemetry.model_copy(update={"clock_spread": 0.023})})
     console = Console(record=True, width=400)
@@ -500,8 +500,15 @@ def test_the_columns_left_out_first_are_columns_a_run_has():
     assert set(report.LEFT_OUT_FIRST) <= headers
 
 
-def test_a_noise_near_its_target_keeps_a_decimal():  # 2.2 % against a 2 % target read "noise 2%"
-    assert [noise_text(n) for n in (0.022, 0.004, 0.0999, 0.353, 1.5)] == ["2.2%", "0.4%", "10.0%", "35%", "150%"]
+def test_the_comparisons_counts_name_every_mark():
+    """marks_said counts each mark's column of compare's frame, in its own order: a mark added to runner.marks.MARKS
+    and left out of it would go uncounted in the verdict and the dashboard's Compare tab."""
+    from runner.marks import MARKS
+    from runner.report import marks_said
+
+    cells = pd.DataFrame({mark.column: ["A", ""] for mark in MARKS})
+    assert sorted(marks_said(cells)) == sorted(f"1 of those {mark.word} in A or B ({mark.why})" for mark in MARKS)
+    assert marks_said(cells.iloc[1:]) == []
 
 
 def test_how_warm_a_compile_cache_was_is_said_from_its_programs():
