@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from runner import DEFAULT_OUT, frames, shape
+from runner import DEFAULT_OUT, frames, report, shape
 from runner.record import Manifest, gpu_name, policy_said
 from runner.compare import spec_identity
 from runner.results import assemble, run_of
@@ -41,13 +41,15 @@ RUN_COLUMNS = ["run", "run_id", "folder", "spec", "identity", "gpu", "power", "s
 
 @dataclass(frozen=True)
 class ParsedRun:
-    """One run's cells, flat (runner.frames: one row each, in the run's order), its soak points, and what could not
-    be read."""
+    """One run's cells, flat (runner.frames: one row each, in the run's order), its soak points, what could not
+    be read, and what runner.report says of its records: how warm its compile cache was and how long it took."""
 
     manifest: Manifest | None
     cells: pd.DataFrame
     soak: pd.DataFrame
     problems: tuple[str, ...]
+    cache: str | None  # report.cache_of: None where no program's is known
+    took: str  # report.took: '' without a manifest
 
 
 def results_uri(argv: list[str]) -> str:
@@ -94,7 +96,7 @@ class RunCache:
         run = assemble(location, {run_of(name)[1]: data for name, data in objects.items()})
         machine = run.manifest.machine if run.manifest else None
         parsed = ParsedRun(run.manifest, frames.cells(run.cells, machine), frames.soak_points(run.cells),
-                           tuple(run.problems))
+                           tuple(run.problems), report.cache_of(run.cells), report.took(run))
         self.parsed[folder] = digest, parsed
         return parsed
 

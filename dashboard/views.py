@@ -125,11 +125,8 @@ def _run_row(r: pd.Series, run: str) -> list:
 
 
 def _cache(snap: data.Snapshot, run: str) -> str:
-    """How warm the run's compile cache was, over all its cells (report.cache_said); NOT_KNOWN where no program's
-    is."""
-    cells = snap.parse([run])[run].cells
-    cached = cells["compile_cached"] if "compile_cached" in cells else pd.Series(dtype=object)
-    return report.cache_said(int(cached.eq(True).sum()), int(cached.eq(False).sum())) or data.NOT_KNOWN
+    """How warm the run's compile cache was, over all its cells (report.cache_of); NOT_KNOWN where no program's is."""
+    return snap.parse([run])[run].cache or data.NOT_KNOWN
 
 
 def _move(snap: data.Snapshot, run: str, sel: Selection) -> str:
@@ -960,10 +957,8 @@ def displayable(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _took(snap: data.Snapshot, run: str) -> str:
-    """How long `run` took, over all its cells whatever the filters (report.took_said, show's wording)."""
-    cells = snap.cells((run,))
-    spans = zip(cells["started_at"], cells["duration_s"]) if "duration_s" in cells else []
-    return report.took_said(snap.manifests[run], spans)
+    """How long `run` took, over all its cells whatever the filters (report.took, show's wording)."""
+    return snap.parse([run])[run].took
 
 
 @guarded

@@ -11,7 +11,7 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -605,11 +605,11 @@ def run_facts(manifest, cells: list[CellRecord]) -> list[str]:
     manifest."""
     if manifest is None:
         return []
-    cache = cache_said(*_cache_counts(cells))
+    cache = cache_of(cells)
     return [f"spec {manifest.name}", device_said(manifest), f"power {policy_said(manifest)}",
             f"started {manifest.started_at}", f"git {short_sha(manifest.git_sha) if manifest.git_sha else '?'}",
             *_versions(manifest), *([f"compile cache {cache}"] if cache else []),
-            f"took {took_said(manifest, _spans(cells))}"]
+            f"took {took_said(manifest, cells)}"]
 
 
 def cache_said(loaded: int, compiled: int) -> str | None:
@@ -624,31 +624,46 @@ def cache_said(loaded: int, compiled: int) -> str | None:
     return f"{state}: {loaded:,} of {counted(programs, 'program')} loaded"
 
 
-def _cache_counts(cells: list[CellRecord]) -> tuple[int, int]:
+def cache_counts(cells: list[CellRecord]) -> tuple[int, int]:
     """(loaded, compiled): the cells whose program came from the persistent compile cache, and those compiled."""
     known = [c.compilation.cached for c in cells if c.compilation and c.compilation.cached is not None]
     return sum(known), len(known) - sum(known)
 
 
+def cache_of(cells: list[CellRecord]) -> str | None:
+    """cache_said of a run's cells: show's header, the report's facts, the dashboard's overview."""
+    return cache_said(*cache_counts(cells))
+
+
 IDLE_S = 60  # seconds of a run's wall time with no cell measured: a resume across calls or a pause, not a worker start
 
 
-def took_said(manifest, cells: Iterable[tuple[str, float]]) -> str:
+def took_said(manifest, cells: list[CellRecord]) -> str:
     """How long a run took, the one wording (runs, show's header, the report's facts, the dashboard's Runs tab):
-    '219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)'. `cells`: each
-    record's (started_at, duration_s); in cells is their sum (compile, checks, settling, sampling: its phases), every
-    shard's; wall is the manifest's started_at → ended_at ('not ended' where it holds none), which spans the gap where
-    the run resumed across calls; '' without a manifest."""
+    '219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)'. In cells is
+    in_cells_s, wall is wall_s ('not ended' where the manifest holds no end), which spans the gap where the run resumed
+    across calls; '' without a manifest."""
     if manifest is None:
         return ""
-    spans = sorted((_epoch(started), _epoch(started) + seconds) for started, seconds in cells)
-    in_cells = f"{sum(end - start for start, end in spans):,.0f} s in cells"
+    in_cells = f"{in_cells_s(cells):,.0f} s in cells"
     if manifest.ended_at is None:
         return f"{in_cells} · not ended"
-    begun, ended = _epoch(manifest.started_at), _epoch(manifest.ended_at)
-    idle = _idle_s(begun, ended, spans)
+    begun, wall = _epoch(manifest.started_at), wall_s(manifest)
+    spans = sorted((_epoch(c.started_at), _epoch(c.started_at) + c.duration_s) for c in cells)
+    idle = _idle_s(begun, begun + wall, spans)
     gap = f" (resumed across calls, or paused: {idle:,.0f} s with no cell measured)" if idle >= IDLE_S else ""
-    return f"{in_cells} · {ended - begun:,.0f} s wall{gap}"
+    return f"{in_cells} · {wall:,.0f} s wall{gap}"
+
+
+def in_cells_s(cells: list[CellRecord]) -> float:
+    """The seconds a run spent in its cells: their records' duration_s (compile, checks, settling, sampling: its
+    phases) summed, every shard's."""
+    return sum(c.duration_s for c in cells)
+
+
+def wall_s(manifest) -> float:
+    """The seconds from an ended run's manifest's started_at to its ended_at."""
+    return _epoch(manifest.ended_at) - _epoch(manifest.started_at)
 
 
 def _epoch(when: str) -> float:
@@ -659,12 +674,7 @@ def _epoch(when: str) -> float:
 
 def took(part) -> str:
     """took_said of a run or one shard of it (results.Run, results.Part): its manifest and cells."""
-    return took_said(part.manifest, _spans(part.cells))
-
-
-def _spans(cells: list[CellRecord]) -> list[tuple[str, float]]:
-    """Each cell's start and seconds, as took_said reads them."""
-    return [(cell.started_at, cell.duration_s) for cell in cells]
+    return took_said(part.manifest, part.cells)
 
 
 def _idle_s(begun: float, ended: float, spans: list[tuple[float, float]]) -> float:

@@ -26,6 +26,7 @@ from typing import NoReturn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner import report  # noqa: E402
 from runner.cells import Cell, expand  # noqa: E402
 from runner.cost import Key, cost_key, measured, medians, price  # noqa: E402
 from runner.machine import Device  # noqa: E402
@@ -57,16 +58,15 @@ def summary(out: Path, run_id: str, process: Window) -> dict:
     cells = run.cells
     phases = run.manifest.phases
     seconds = process.end - process.start
-    cached = sum(1 for c in cells if c.compilation and c.compilation.cached)
     shared = sum(1 for c in cells if c.compilation and c.compilation.shared_with)
     measured = sum(phases.values())
     starts = {group: sum(w.start_s.values()) for group, w in run.manifest.workers.items()}
-    in_cells = sum(c.duration_s for c in cells)
+    in_cells = report.in_cells_s(cells)
     return {"run_id": run_id, "process_s": seconds, "cells": len(cells), "per_cell_s": seconds / len(cells),
             "in_cells_s": in_cells, "worker_start_s": starts,
             "phases": phases, "phases_s": measured, "shares": shares(phases, in_cells, seconds),
             "gpu": gpu_idle(cells, process), "machine": machine_step(run.manifest),
-            "cached": cached, "shared": shared, "statuses": _counts(c.status for c in cells)}
+            "cached": report.cache_counts(cells)[0], "shared": shared, "statuses": _counts(c.status for c in cells)}
 
 
 def machine_step(manifest) -> str:
@@ -150,14 +150,8 @@ def run_keys(cells: list[Cell], device: Device) -> list[Key]:
 
 def overheads(runs: list) -> list[float]:
     """Each ended run's seconds outside its cells (process overhead: the manifest's start to end, less the cells)."""
-    return [max(0.0, _seconds(run.manifest.started_at, run.manifest.ended_at) - sum(c.duration_s for c in run.cells))
-            for run in runs if run.manifest.ended_at]
-
-
-def _seconds(start: str, end: str) -> float:
-    import datetime as dt
-
-    return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+    return [max(0.0, report.wall_s(run.manifest) - report.in_cells_s(run.cells)) for run in runs
+            if run.manifest.ended_at]
 
 
 def estimate(runs: list, specs: list, device: Device) -> list[dict]:

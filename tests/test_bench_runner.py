@@ -6,6 +6,7 @@ import pytest
 
 from helpers import script
 from runner.record import Window
+from runner.store import read_run
 from test_results import record
 
 
@@ -148,3 +149,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
         problem = problem.replace(name, str(path))
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"bench-runner: error: {problem}"), done.stderr
+
+
+def test_the_benchs_counts_are_shows_compile_cache_and_took_counts(bench):
+    """lab5's cold run of 12-02: the bench's programs loaded and seconds in cells and outside them are the counts
+    behind show's 'compile cache partly warm: 11 of 66 programs loaded' and 'took … s in cells · … s wall'
+    (runner.report), where the bench counted each of its own."""
+    from runner import report
+    from stores import SHIPPED
+
+    run_id = "lab5-cold-20261202-182308"
+    run = read_run(SHIPPED / "h200" / run_id)
+    row = bench.summary(SHIPPED / "h200", run_id, Window(start=0.0, end=100.0))
+    in_cells, wall = report.in_cells_s(run.cells), report.wall_s(run.manifest)
+    assert report.cache_of(run.cells) == f"partly warm: {row['cached']} of 66 programs loaded"
+    assert report.took(run).startswith(f"{row['in_cells_s']:,.0f} s in cells · {wall:,.0f} s wall")
+    assert bench.overheads([run]) == pytest.approx([wall - in_cells]) and wall > in_cells

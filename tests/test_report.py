@@ -554,12 +554,18 @@ def test_how_long_a_run_took_sums_its_cells_and_says_where_wall_time_spans_a_res
     assert took(shipped("h200/gemma2-27b-20261204")) == (
         "219 s in cells · 1,141 s wall (resumed across calls, or paused: 921 s with no cell measured)")
     assert took(shipped("h200/lab5-cold-20261203-023042")) == "46 s in cells · 46 s wall"
-    run = shipped(H200_LONG).manifest.model_copy(update={"started_at": "2026-12-10T00:00:00+00:00"})
-    cells = [("2026-12-10T00:00:05+00:00", 10.0), ("2026-12-10T00:00:15", 20.0)]  # no zone: UTC
+    long = shipped(H200_LONG)
+    run = long.manifest.model_copy(update={"started_at": "2026-12-10T00:00:00+00:00"})
+
+    def spans(*started_seconds):
+        return [long.cells[0].model_copy(update={"started_at": started, "duration_s": seconds})
+                for started, seconds in started_seconds]
+
+    cells = spans(("2026-12-10T00:00:05+00:00", 10.0), ("2026-12-10T00:00:15", 20.0))  # no zone: UTC
     assert took_said(run.model_copy(update={"ended_at": None}), cells) == "30 s in cells · not ended"
     ended = run.model_copy(update={"ended_at": f"2026-12-10T00:{(35 + IDLE_S) // 60:02d}:{(35 + IDLE_S) % 60:02d}"
                                                "+00:00"})
     assert took_said(ended, cells).endswith(f"{35 + IDLE_S} s wall (resumed across calls, or paused: {IDLE_S} s "
                                             "with no cell measured)")
-    assert took_said(ended, [*cells, ("2026-12-10T00:00:36+00:00", IDLE_S - 2)]).endswith(f"{35 + IDLE_S} s wall")
+    assert took_said(ended, cells + spans(("2026-12-10T00:00:36+00:00", IDLE_S - 2))).endswith(f"{35 + IDLE_S} s wall")
     assert took_said(None, cells) == ""
