@@ -123,8 +123,16 @@ class Store(ABC):
 
     def moves(self) -> list[tuple[str, str]]:
         """(run folder, problem) of each move of a part's cells to that run that a killed process left half done
-        (runner.results.moving_said): none in a bucket, for a move is a spool's, which is a local folder."""
+        (moving): none in a bucket, for a move is a spool's, which is a local folder."""
         return []
+
+    def moving(self, name: str) -> str | None:
+        """The problem the object `name` says where it is a half-done move's marker (runner.results.MOVING, said by
+        moving_said); None where it is none, or is gone. The one reader of a marker of `read` and `moves`."""
+        folder, leaf = run_of(name)
+        if not MOVING.fullmatch(leaf) or (source := self.get(name)) is None:
+            return None
+        return moving_said(self.location(folder), leaf, source.decode(errors="replace"))
 
     def fetch(self, names: list[str]) -> dict[str, bytes | None]:
         """Many objects at once, READERS in flight."""
@@ -164,8 +172,8 @@ class Store(ABC):
                              {leaf: others[n] for n, leaf in _leaves(others, run_id).items()})
         objects = {}
         for name, leaf in leaves.items():
-            if MOVING.fullmatch(leaf) and (source := self.get(name)) is not None:
-                problems.append(moving_said(location, leaf, source.decode(errors="replace")))
+            if said := self.moving(name):
+                problems.append(said)
             if not part_of(leaf):
                 continue
             try:
@@ -254,10 +262,8 @@ class LocalStore(Store):
         return self.entries(folder)[0]
 
     def moves(self) -> list[tuple[str, str]]:
-        found = [(path.parent.relative_to(self.root).as_posix(), path) for path in self.root.rglob("moving-from*")
-                 if MOVING.fullmatch(path.name) and path.is_file()]
-        return [(folder, moving_said(self.location(folder), path.name, path.read_text(errors="replace")))
-                for folder, path in found]
+        names = (path.relative_to(self.root).as_posix() for path in self.root.rglob("moving-from*") if path.is_file())
+        return [(run_of(name)[0], said) for name in names if (said := self.moving(name))]
 
     def entries(self, folder: str = "") -> tuple[list[str], dict[str, str]]:
         base = self.root / folder

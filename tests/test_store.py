@@ -320,3 +320,21 @@ def test_manifests_are_every_parts_that_reads_and_never_a_cell(tmp_path):
     store.put("r/old/manifest.json", manifest(spec_hash="c" * 16).model_dump_json().encode())  # another folder
     assert sorted(m.spec_hash for m in store.manifests("r")) == ["a" * 16, "b" * 16]
     assert store.manifests("nothing") == []
+
+
+def test_a_half_done_moves_marker_reads_alike_in_its_run_and_in_the_stores_moves(tmp_path):
+    """Store.read (a run's problems: show's) and LocalStore.moves (runs', for a folder with no run yet) each found a
+    half-done move's marker and said it their own way: both read it through Store.moving, a run's marker and a
+    shard's, in a folder with a run and in one without; an object that only looks like one is none."""
+    from runner.results import moving_name, moving_said
+
+    local = LocalStore(tmp_path / "spool")
+    local.put(f"aside/{moving_name(None)}", b"refused")
+    local.put(f"lone/{moving_name('1/2')}", b"refused")
+    local.put("aside/moving-from-x.txt", b"refused")
+    local.put("aside/manifest.json", manifest().model_copy(update={"run_id": "aside"}).model_dump_json().encode())
+    moves = dict(local.moves())
+    assert moves == {folder: moving_said(local.location(folder), leaf, "refused")
+                     for folder, leaf in (("aside", moving_name(None)), ("lone", moving_name("1/2")))}
+    assert [p for p in local.read("aside").problems if "moving" in p] == [moves["aside"]]
+    assert local.moving("aside/moving-from-x.txt") is None and local.moving("aside/manifest.json") is None
