@@ -298,28 +298,91 @@ def _cells_in(done: int, where) -> str:
     return {0: "no cell is", 1: "the 1 cell is"}.get(done, f"all {counted(done, 'cell')} are") + f" in {where}"
 
 
+def _rerun(spool, spool_root: Path, advice: RunAdvice) -> str:
+    """What goes on with a run cut short (advice.rerun), with --spool where the spool came from there
+    (runner.spool.spool_from_environment: without it a shell's rerun measures again the cells not uploaded)."""
+    from runner.spool import spool_from_environment
+
+    return advice.rerun(spool, Path(spool_root) if spool_from_environment(spool_root) else None)
+
+
+def _next_after(aside: str, ready: Ready, advice: RunAdvice) -> str:
+    """The end of the line of a resume refused late: the cells measured meanwhile (`aside`, advice.aside's; '' where
+    none) and what to run next (advice.after_aside)."""
+    if not aside:
+        return f", no cell measured; {advice.resumed_or_anew(ready)}"
+    return advice.after_aside(aside, ready)
+
+
+@dataclass(frozen=True)
+class RunAdvice:
+    """What `run`'s lines tell a user to run next where a run is cut short or refused; RecheckAdvice: recheck's, the
+    one other (_measure chooses)."""
+
+    def rerun(self, spool, spooled: Path | None) -> str:
+        """The rerun of a run cut short: `run` under the same --run-id and --shard (each named, for either may have
+        come from the environment, as a Job's pod has them, which a shell lacks), and --spool where `spooled`."""
+        return f"rerun with {rerun_flags(spool.run_id, spool.shard, spooled)}"
+
+    def resumed_or_anew(self, ready: Ready) -> str:
+        """What to run where resuming a run on this machine is refused: the same command under the run's settings,
+        or a new run (anew)."""
+        return f"rerun under the run's settings, or {self.anew()}"
+
+    def anew(self, *where) -> str:
+        """How to begin a new run where the run id (held in the folders `where`) is refused to this one: another
+        --run-id, whatever holds the one refused."""
+        return f"give another --run-id (or unset {RUN_ID_ENV}) for a new run"
+
+    def aside(self, kept, ready: Ready) -> str:
+        """Where a late refusal moved the cells measured meanwhile (runner.resume.set_aside), and the rerun that
+        uploads them."""
+        from runner.resume import aside_rerun, aside_said
+
+        return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
+
+    def after_aside(self, aside: str, ready: Ready) -> str:
+        """What to run next once the cells measured meanwhile are set aside (`aside`)."""
+        return f"; {aside}, or under the run's settings to resume {ready.run_id}"
+
+
 RERUN_RECHECK = "rerun the same attnbench recheck command"  # recheck takes no --run-id: its run id is B's
 
 
-def _rerun(spool, spool_root: Path, rechecks: str | None) -> str:
-    """What goes on with a run cut short: `run` under the same --run-id and --shard (each named, for either may have
-    come from the environment, as a Job's pod has them, which a shell lacks), and --spool where the spool came from
-    there (runner.spool.spool_from_environment: without it a shell's rerun measures again the cells not uploaded);
-    or (`rechecks`: recheck's run, which takes no --run-id) the same `attnbench recheck` command, whose run id is B's,
-    with that --spool."""
-    from runner.spool import spool_from_environment
+@dataclass(frozen=True)
+class RecheckAdvice(RunAdvice):
+    """recheck's advice: it takes no --run-id, its run id being B's (`rechecks`), so it is rerun as it was, and a new
+    recheck needs the run that holds its id moved out of its way."""
 
-    spooled = Path(spool_root) if spool_from_environment(spool_root) else None
-    if rechecks:
+    rechecks: str
+
+    def rerun(self, spool, spooled: Path | None) -> str:
         return RERUN_RECHECK + (f" with {pasted('--spool', spooled)}" if spooled else "")
-    return f"rerun with {rerun_flags(spool.run_id, spool.shard, spooled)}"
 
+    def resumed_or_anew(self, ready: Ready) -> str:
+        return f"{RERUN_RECHECK} under the run's settings, or {self.anew(*_holding(ready))}"
 
-def _resumed_or_anew(ready: Ready, rechecks: str | None) -> str:
-    """What to run where resuming a run on this machine is refused: the same command under the run's settings, or a
-    new run (_anew: recheck's after its folders that hold it, in the store and the spool, are moved away)."""
-    anew = _anew(rechecks, *(_holding(ready) if rechecks else ()))  # `run`'s names no folder
-    return f"{RERUN_RECHECK if rechecks else 'rerun'} under the run's settings, or {anew}"
+    def anew(self, *where) -> str:
+        """Out of --out and the spool, where a folder under another name reads as a run whose folder is not its run
+        id."""
+        from runner.compare import recheck_id
+
+        return (f"move {' and '.join(map(str, where))} out of --out and the spool for a new recheck (recheck takes no "
+                f"--run-id: its run id is {recheck_id(self.rechecks)})")
+
+    def aside(self, kept, ready: Ready) -> str:
+        """Kept in the spool, where `show` reads them, for a recheck uploads no run but B's recheck (and `run` under
+        their run id would measure the rest of B's spec as a run of its own)."""
+        from runner.compare import recheck_id
+        from runner.resume import aside_said
+
+        them = "it" if len(kept.keys()) == 1 else "them"
+        shown = pasted('attnbench', 'show', Path(kept.dir))
+        return (f"{aside_said(kept)}, kept there, where {shown} reads {them} (a recheck uploads no run but "
+                f"{recheck_id(self.rechecks)})")
+
+    def after_aside(self, aside: str, ready: Ready) -> str:
+        return f"; {aside}; {self.resumed_or_anew(ready)}"
 
 
 def _holding(ready: Ready) -> list:
@@ -334,36 +397,9 @@ def _holding(ready: Ready) -> list:
     return [where for where, held in places if held]
 
 
-def _anew(rechecks: str | None, *where) -> str:
-    """How to begin a new run where the run id is refused to this one: `run` takes another --run-id; recheck
-    (`rechecks`: B's run id) takes none, its run id being B's, so the run in the folders `where` is moved out of its
-    way: out of --out, where a folder under another name reads as a run whose folder is not its run id."""
-    from runner.compare import recheck_id
-
-    if rechecks:
-        return (f"move {' and '.join(map(str, where))} out of --out and the spool for a new recheck (recheck takes no "
-                f"--run-id: its run id is {recheck_id(rechecks)})")
-    return f"give another --run-id (or unset {RUN_ID_ENV}) for a new run"
-
-
-def _aside(kept, ready: Ready, rechecks: str | None) -> str:
-    """Where a late refusal moved the cells measured meanwhile (runner.resume.set_aside), and `run`'s rerun that
-    uploads them; a recheck's are kept in the spool, where `show` reads them, for a recheck uploads no run but B's
-    recheck (and `run` under their run id would measure the rest of B's spec as a run of its own)."""
-    from runner.compare import recheck_id
-    from runner.resume import aside_rerun, aside_said
-
-    if rechecks:
-        them = "it" if len(kept.keys()) == 1 else "them"
-        shown = pasted('attnbench', 'show', Path(kept.dir))
-        return (f"{aside_said(kept)}, kept there, where {shown} reads {them} (a recheck uploads no run but "
-                f"{recheck_id(rechecks)})")
-    return f"{aside_said(kept)}: {aside_rerun(kept, ready.spool_root)}"
-
-
-def _run_exit(outcome, spool, location: str, spool_root: Path, rechecks: str | None = None) -> int:
+def _run_exit(outcome, spool, location: str, spool_root: Path, advice: RunAdvice = RunAdvice()) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
-    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, spool_root, rechecks)
+    kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, spool_root, advice)
     if not outcome.finished:
         stored = f"uploaded to {location}" if outcome.uploaded else f"not uploaded ({outcome.error}); {kept}"
         print(f"interrupted by SIGTERM: {outcome.done:,} of {counted(outcome.planned, 'cell')} done, {stored}; "
@@ -458,13 +494,14 @@ def cmd_run(args, console: Console) -> int:
 
 def _measure(args, spec, every: list, shard, console: Console, rechecks: str | None = None) -> int:
     """Measure `every` cell of `spec` (shard's alone, if given) into the run --run-id in --out, as `run` does;
-    `rechecks`: the run whose cells these are, measured again (recheck's)."""
+    `rechecks`: the run whose cells these are, measured again (recheck's), whose advice is its own (RecheckAdvice)."""
     from runner.resume import OtherMachine, refusal
     from runner.run import Options, execute
     from runner.shard import select
 
     cells = select(every, shard) if shard else every
-    ready = _preflight(args, spec, shard, rechecks)
+    advice = RecheckAdvice(rechecks) if rechecks else RunAdvice()
+    ready = _preflight(args, spec, shard, advice)
     _say_unreachable(ready)
     if args.dry_run:
         return _dry_run(cells, shard, console)
@@ -476,17 +513,17 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     with spool, _store_errors():
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
-        print(f"error: {refusal(ready.run_id, str(outcome.refused))}; {_resumed_or_anew(ready, rechecks)}",
+        print(f"error: {refusal(ready.run_id, str(outcome.refused))}; {advice.resumed_or_anew(ready)}",
               file=sys.stderr)
         return EXIT_NOT_RESUMABLE
     with TERMINATION.flagging():  # measured and uploaded: a SIGTERM now changes nothing the run says or returns
         if outcome.refused:  # past the start-up check: the store out of reach then, or written to since
-            return _refused_late(outcome.refused, spool, spec, args.spec, ready, console, rechecks)
+            return _refused_late(outcome.refused, spool, spec, args.spec, ready, console, advice)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
-        return _run_exit(outcome, spool, location, ready.spool_root, rechecks)
+        return _run_exit(outcome, spool, location, ready.spool_root, advice)
 
 
-def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console, rechecks: str | None) -> int:
+def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console, advice: RunAdvice) -> int:
     """A run refused once cells were measured into its spool: those cells moved to a run id of their own
     (runner.resume.set_aside), its tables, the one line saying where they are and what to run next, its exit code."""
     from runner.resume import OtherMachine, refusal, set_aside
@@ -495,25 +532,15 @@ def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: C
     location = ready.store.location(ready.run_id)
     kept = set_aside(spool, new_run_id(spec), ready.store)
     _run_report(kept, f"{kept.dir} (the spool; not in {location})", console)
-    aside = _aside(kept, ready, rechecks) if kept is not spool else ""
+    aside = advice.aside(kept, ready) if kept is not spool else ""
     if isinstance(refused, OtherMachine):
         print(f"error: {refusal(spool.run_id, str(refused))}; found when {location} answered: nothing uploaded"
-              f"{_next_after(aside, ready, rechecks)}", file=sys.stderr)
+              f"{_next_after(aside, ready, advice)}", file=sys.stderr)
         return EXIT_NOT_RESUMABLE
-    another = _another_spec(spool.run_id, refused.where, refused.manifest, spec, spec_path, rechecks)
+    another = _another_spec(spool.run_id, refused.where, refused.manifest, spec, spec_path, advice)
     print(f"error: {another}; found before the first upload: nothing uploaded"
           f"{f'; {aside}' if aside else ', no cell measured'}", file=sys.stderr)
     return EXIT_INPUT
-
-
-def _next_after(aside: str, ready: Ready, rechecks: str | None) -> str:
-    """The end of the line of a resume refused late: the cells measured meanwhile (`aside`, _aside's; '' where none)
-    and what to run next: `run`'s rerun that uploads them, or the run again under its settings, or a new run."""
-    if not aside:
-        return f", no cell measured; {_resumed_or_anew(ready, rechecks)}"
-    if rechecks:
-        return f"; {aside}; {_resumed_or_anew(ready, rechecks)}"
-    return f"; {aside}, or under the run's settings to resume {ready.run_id}"
 
 
 @dataclass
@@ -528,7 +555,7 @@ class Ready:
     timeout_s: float  # each store call retries this long
 
 
-def _preflight(args, spec, shard, rechecks: str | None) -> Ready:
+def _preflight(args, spec, shard, advice: RunAdvice) -> Ready:
     """Every check a run makes before its first cell, in a dry run too: --out, the shard's run id, the run id, the
     store (credentials, write access), the spool. A dry run leaves nothing, in a local folder or the spool (a folder
     made to prove one can be, and removed)."""
@@ -557,11 +584,11 @@ def _preflight(args, spec, shard, rechecks: str | None) -> Ready:
     places = [(spool_store(root, store), str(spool_dir), False)]
     if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
         places.insert(0, (store, store.location(run_id), not args.dry_run))
-    _same_spec(spec, args.spec, places, run_id, rechecks)
+    _same_spec(spec, args.spec, places, run_id, advice)
     return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
 
 
-def _same_spec(spec, spec_path: str, places: list, run_id: str, rechecks: str | None) -> None:
+def _same_spec(spec, spec_path: str, places: list, run_id: str, advice: RunAdvice) -> None:
     """A run id that holds a run of another spec, in the store or the spool, is refused: a rerun under it would mix
     the two runs' cells under one manifest (ATTNBENCH_RUN_ID left set from another run, say). `places`: (store,
     where, uploaded): a store a run uploads to is checked again by its uploader when it answers, before any upload
@@ -580,16 +607,16 @@ def _same_spec(spec, spec_path: str, places: list, run_id: str, rechecks: str | 
         except StoreError as error:
             raise UsageError(str(error)) from None
         if other := next((m for m in held if not same_run(m, spec)), None):
-            raise UsageError(_another_spec(run_id, where, other, spec, spec_path, rechecks))
+            raise UsageError(_another_spec(run_id, where, other, spec, spec_path, advice))
 
 
-def _another_spec(run_id: str, where: str, other, spec, spec_path: str, rechecks: str | None) -> str:
+def _another_spec(run_id: str, where: str, other, spec, spec_path: str, advice: RunAdvice) -> str:
     """Why a run id that holds `other`, a run of another spec, in `where` is refused to this spec, and how to begin a
-    new run (_anew; `rechecks`: recheck's)."""
+    new run (advice.anew)."""
     return (f"run id {run_id}: {where} holds a run of spec {other.name} (spec hash {other.spec_hash}) and {spec_path} "
             f"({spec.name}, spec hash {spec.digest()}) measures otherwise (another spec, or its file, --budget, "
             f"--power or --seconds changed, or its steady rule: a steady run before schema 5 sampled after settling); "
-            f"a rerun resumes only the same: {_anew(rechecks, where)}")
+            f"a rerun resumes only the same: {advice.anew(where)}")
 
 
 def _say_unreachable(ready: Ready) -> None:

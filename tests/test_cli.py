@@ -1417,7 +1417,7 @@ def test_a_shards_sigterm_and_not_uploaded_lines_name_its_shard_with_its_run_id(
     recheck's name its own command, which takes neither."""
     from types import SimpleNamespace
 
-    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, _run_exit
+    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, RecheckAdvice, _run_exit
     from runner.run import Outcome
 
     shard = SimpleNamespace(dir="/spool/r", run_id="r", shard="2/4")
@@ -1425,7 +1425,7 @@ def test_a_shards_sigterm_and_not_uploaded_lines_name_its_shard_with_its_run_id(
     assert capsys.readouterr().err.endswith("uploaded to gs://b/r; rerun with --run-id r --shard 2/4 to resume\n")
     assert _run_exit(Outcome(True, False, 3, 3, "no network"), shard, "gs://b/r", Path("/spool")) == EXIT_NOT_UPLOADED
     assert capsys.readouterr().err.endswith("; rerun with --run-id r --shard 2/4 to upload them\n")
-    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool"), rechecks="b")
+    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool"), RecheckAdvice("b"))
     assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command to resume\n")
 
 
@@ -1435,7 +1435,7 @@ def test_the_sigterm_and_not_uploaded_lines_name_a_spool_from_the_environment_un
     recheck's its command with it; a spool that variable sets to the default is left out, as one --spool named."""
     from types import SimpleNamespace
 
-    from runner.cli import _run_exit
+    from runner.cli import RecheckAdvice, _run_exit
     from runner.run import Outcome
     from runner.spool import SPOOL_ENV, default_spool_root
 
@@ -1443,7 +1443,7 @@ def test_the_sigterm_and_not_uploaded_lines_name_a_spool_from_the_environment_un
     monkeypatch.setenv(SPOOL_ENV, "/pod/spool")
     _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/pod/spool"))
     assert capsys.readouterr().err.endswith("; rerun with --run-id r --spool /pod/spool to resume\n")
-    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", Path("/pod/spool"), rechecks="b")
+    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", Path("/pod/spool"), RecheckAdvice("b"))
     assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command with --spool /pod/spool to "
                                             "upload them\n")
     _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/elsewhere"))  # --spool named it
@@ -1461,7 +1461,7 @@ def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell
     import shlex
     from types import SimpleNamespace
 
-    from runner.cli import _aside, _run_exit
+    from runner.cli import RecheckAdvice, _run_exit
     from runner.resume import aside_rerun
     from runner.run import Outcome
     from runner.spool import SPOOL_ENV
@@ -1472,13 +1472,13 @@ def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell
     _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", spool)
     said = capsys.readouterr().err.split("; rerun with ")[1].removesuffix(" to resume\n")
     assert shlex.split(said) == ["--run-id", "r", "--shard", "1/2", "--spool", str(spool)]
-    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", spool, rechecks="b")
+    _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", spool, RecheckAdvice("b"))
     said = capsys.readouterr().err.split("recheck command with ")[1].removesuffix(" to upload them\n")
     assert shlex.split(said) == ["--spool", str(spool)]
     kept = SimpleNamespace(dir=spool / "n", run_id="n", shard=None, keys=lambda: ["k"])
     said = aside_rerun(kept, spool).split("command with ")[1].removesuffix(" to finish that run and upload it")
     assert shlex.split(said) == ["--run-id", "n", "--spool", str(spool)]
-    said = _aside(kept, None, rechecks="b").split("where ")[1].split(" reads it")[0]
+    said = RecheckAdvice("b").aside(kept, None).split("where ")[1].split(" reads it")[0]
     assert shlex.split(said) == ["attnbench", "show", str(spool / "n")]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(SPOOL_ENV, "my spool")
