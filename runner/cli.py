@@ -268,29 +268,19 @@ def _open_store(uri: str, option: str, timeout_s: float | None = None, auth_grac
         return with_auth_grace(opened) if auth_grace else opened()
 
 
-def _open_spool(root: Path, store, run_id: str, shard):
-    """This run's (or shard's) spool under `root`; one that cannot be written is bad input."""
-    from runner.spool import Spool, spool_store
+@contextmanager
+def _spool_errors(root: Path):
+    """A spool that cannot be written, as one line of bad input after --spool."""
     from runner.store import StoreUnavailable
 
     try:
-        return Spool(spool_store(root, store), run_id, str(shard) if shard else None)
+        yield
     except StoreUnavailable as error:
-        raise UsageError(f"--spool {root}: cannot write there ({error})") from None
+        raise _unwritable_spool(root, error) from None
 
 
-def _finish_moves(root: Path, store, run_id: str, shard) -> None:
-    """Finish a move of this run's (or shard's) cells in the spool under `root` that a kill left half done
-    (runner.resume.finish_moves), before the spec check, which may refuse either run id: so the rerun of either
-    finishes it, refused or not (runner.results.moving_said); a spool that cannot be written is bad input."""
-    from runner.resume import finish_moves
-    from runner.spool import spool_store
-    from runner.store import StoreUnavailable
-
-    try:
-        finish_moves(spool_store(root, store), run_id, str(shard) if shard else None)
-    except StoreUnavailable as error:
-        raise UsageError(f"--spool {root}: cannot write there ({error})") from None
+def _unwritable_spool(root: Path, problem) -> UsageError:
+    return UsageError(f"--spool {root}: cannot write there ({problem})")
 
 
 def _cells_in(done: int, where) -> str:
@@ -498,6 +488,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     from runner.resume import OtherMachine, refusal
     from runner.run import Options, execute
     from runner.shard import select
+    from runner.spool import Spool
 
     cells = select(every, shard) if shard else every
     advice = RecheckAdvice(rechecks) if rechecks else RunAdvice()
@@ -505,7 +496,8 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     _say_unreachable(ready)
     if args.dry_run:
         return _dry_run(cells, shard, console)
-    spool = _open_spool(ready.spool_root, ready.store, ready.run_id, shard)
+    with _spool_errors(ready.spool_root):
+        spool = Spool(ready.spool, ready.run_id, ready.shard)
     location = ready.store.location(ready.run_id)
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
@@ -549,16 +541,23 @@ class Ready:
 
     store: runner.store.Store
     run_id: str
+    shard: str | None  # the shard's name (I/N); None: the whole run
     spool_root: Path
-    spool_dir: Path  # the run's (or shard's) spool folder, made when the run opens it
+    spool: runner.store.LocalStore  # the store's spool under spool_root (runner.spool.spool_store)
     unreachable: Exception | None  # the store did not answer the probe: measuring goes on, uploads are retried
     timeout_s: float  # each store call retries this long
+
+    @property
+    def spool_dir(self) -> Path:
+        """The run's (or shard's) spool folder, made when the run opens it."""
+        return self.spool.root / self.run_id
 
 
 def _preflight(args, spec, shard, advice: RunAdvice) -> Ready:
     """Every check a run makes before its first cell, in a dry run too: --out, the shard's run id, the run id, the
     store (credentials, write access), the spool. A dry run leaves nothing, in a local folder or the spool (a folder
     made to prove one can be, and removed)."""
+    from runner.resume import finish_moves
     from runner.run import new_run_id
     from runner.spool import default_spool_root, spool_store
     from runner.store import DEFAULT_TIMEOUT_S, check_uri
@@ -575,17 +574,22 @@ def _preflight(args, spec, shard, advice: RunAdvice) -> Ready:
     run_id = _run_id(new_run_id(spec) if args.run_id is None else args.run_id)  # --run-id "" is refused, not new
     store = _open_store(args.out, "--out", args.store_timeout, auth_grace=True)
     root = args.spool or default_spool_root()
-    spool_dir = spool_store(root, store).root / run_id
-    if problem := _uncreatable(spool_dir):  # before the store's probe, which writes
-        raise UsageError(f"--spool {root}: cannot write there ({problem})")
-    unreachable = _writable(store, run_id)
-    if not args.dry_run:  # a dry run leaves the spool as it found it
-        _finish_moves(root, store, run_id, shard)
-    places = [(spool_store(root, store), str(spool_dir), False)]
-    if unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
+    ready = Ready(store, run_id, str(shard) if shard else None, root, spool_store(root, store), None,
+                  args.store_timeout or DEFAULT_TIMEOUT_S)
+    if problem := _uncreatable(ready.spool_dir):  # before the store's probe, which writes
+        raise _unwritable_spool(root, problem)
+    ready.unreachable = _writable(store, run_id)
+    # A move of this run's (or shard's) cells that a kill left half done is finished before the spec check, which may
+    # refuse either run id: so the rerun of either finishes it (runner.results.moving_said). A dry run leaves the
+    # spool as it found it.
+    if not args.dry_run:
+        with _spool_errors(root):
+            finish_moves(ready.spool, run_id, ready.shard)
+    places = [(ready.spool, str(ready.spool_dir), False)]
+    if ready.unreachable is None:  # a store out of reach is not asked again now: the uploader asks it (_same_spec)
         places.insert(0, (store, store.location(run_id), not args.dry_run))
     _same_spec(spec, args.spec, places, run_id, advice)
-    return Ready(store, run_id, root, spool_dir, unreachable, args.store_timeout or DEFAULT_TIMEOUT_S)
+    return ready
 
 
 def _same_spec(spec, spec_path: str, places: list, run_id: str, advice: RunAdvice) -> None:

@@ -144,6 +144,21 @@ def test_run_with_a_spool_that_is_a_file_is_bad_input(spec_path, tmp_path, capsy
     assert len(result.errors) == 1 and result.errors[0].startswith(f"error: --spool {tmp_path / 'a-file'}: cannot write")
 
 
+@pytest.mark.parametrize("fails", ["runner.resume.finish_moves", "runner.spool.Spool.__init__"])
+def test_a_spool_that_refuses_a_write_is_bad_input_in_one_wording(spec_path, tmp_path, capsys, monkeypatch, fails):
+    """Finishing a half-done move and opening the run's spool each turned a spool that refused a write into bad input
+    in a copy of their own (cli._finish_moves, _open_spool): both say it as a spool that cannot be made does."""
+    from runner.store import StoreUnavailable
+
+    def refuse(*args):
+        raise StoreUnavailable("disk full")
+
+    monkeypatch.setattr(fails, refuse)
+    spool = tmp_path / "spool"
+    result = in_process(capsys, "run", spec_path, "--out", tmp_path / "out", "--spool", spool)
+    assert (result.code, result.errors) == (2, [f"error: --spool {spool}: cannot write there (disk full)"])
+
+
 def bounded_options() -> list[tuple[str, str, object]]:
     """(command, option, its Bounded) for every option of every command whose value is a number."""
     from runner.arguments import Bounded

@@ -600,7 +600,7 @@ def test_the_command_a_half_done_moves_warning_names_finishes_it_through_the_cli
                                                                                   code):
     """The warning's command (its words as a shell splits them), run through the CLI with a spec the spool's runs were
     not measured by, finishes the move a kill left half done, though the spec check refuses the run id moved to (exit
-    2): the move is finished before that check (cli._finish_moves). Under the other id, `refused`, it finishes it too,
+    2): the move is finished before that check (cli._preflight). Under the other id, `refused`, it finishes it too,
     and that id, empty once the move is done, measures on."""
     from runner.run import Outcome
     import shlex
