@@ -639,3 +639,16 @@ def test_a_reader_from_before_rechecks_says_a_recheck_is_a_newer_attnbenchs(monk
     assert results.parse_manifest(text, "b-recheck/manifest.json")[1] == [
         f"b-recheck/manifest.json: written by a newer attnbench (schema_version {SCHEMA_VERSION}; this one reads up to "
         "15): read as far as known, its new fields kept unread"]
+
+
+def test_a_machines_resumable_facts_are_those_it_records_named_as_compare_names_them():
+    """resumable_facts: the GPU's driver where NVML read one, under compare's material name for it; a machine with no
+    GPU, or a GPU whose driver was not read, records none (None never stands for a value a resume goes on across)."""
+    from runner.compare import MATERIAL
+    from runner.record import RESUMABLE, resumable_facts
+
+    cpu = manifest().machine
+    gpu = cpu.model_copy(update={"gpu": GpuFacts(name="NVIDIA H200", driver="580.95")})
+    assert resumable_facts(gpu) == {"gpu driver": "580.95"}
+    assert resumable_facts(cpu) == {} and resumable_facts(gpu.model_copy(update={"gpu": GpuFacts(name="x")})) == {}
+    assert set(RESUMABLE) <= MATERIAL

@@ -659,3 +659,20 @@ def test_a_set_aside_killed_at_any_write_leaves_a_spool_that_a_rerun_of_either_i
             assert {r.run_id for r in part.records()} <= {run_id}
             part.close()
         assert not list(local.root.glob("*/moving-from*")), rerun
+
+
+def test_a_spool_is_the_environments_where_its_variable_names_it_and_not_the_default(tmp_path, monkeypatch):
+    """spool_from_environment: a rerun from a shell (no $ATTNBENCH_SPOOL) must name --spool only where the variable
+    chose the run's spool, and chose another than the one a run takes without it."""
+    from runner.spool import SPOOL_ENV, default_spool_root, spool_from_environment
+
+    monkeypatch.delenv(SPOOL_ENV, raising=False)
+    default, pods = default_spool_root(), tmp_path / "pod spool"
+    assert not spool_from_environment(pods) and not spool_from_environment(default)
+    monkeypatch.setenv(SPOOL_ENV, str(pods))
+    assert spool_from_environment(pods) and spool_from_environment(Path(f"{pods}/"))
+    assert not spool_from_environment(tmp_path / "another")  # --spool named it: a shell's rerun names it so too
+    monkeypatch.setenv(SPOOL_ENV, str(default))
+    assert not spool_from_environment(default)  # the variable names the default: a shell's rerun finds it anyway
+    monkeypatch.setenv(SPOOL_ENV, "")
+    assert not spool_from_environment(Path(""))
