@@ -442,9 +442,10 @@ class Manifest(Strict):
                                                 "load settled, in CUPTI sessions after host gaps, not inside the load "
                                                 "(every steady run before schema 5: the 4 -> 5 step sets it, as it "
                                                 "sets each cell's power.sampled_in_load false). False for every run "
-                                                "since, and for a burst run. None: never written; a sharded run read "
-                                                "back as one whose shards sampled under the two rules "
-                                                "(runner.results.merged_manifest).")
+                                                "since, and for a burst run. None means one thing: a sharded run "
+                                                "whose shards sampled under the two rules (STEADY_RULES), which only "
+                                                "the shards' merged manifest says (runner.results.merged_manifest); "
+                                                "no part's manifest is written with it, each saying its own rule.")
     rechecks: str | None = Field(None, description="The run whose slower cells this run measured again (`attnbench "
                                  "recheck`: these cells alone, the same spec, on the same machine); None: an ordinary "
                                  "run (and runs before 2026-12-07). Written with no step at schema 15, stepped at 16 "

@@ -279,7 +279,7 @@ def merged_manifest(parts: list[Part]) -> Manifest | None:
 
 def _steady_rule(manifests: list[Manifest]) -> bool | None:
     """The parts' sampled_after_settling where they agree, else None: cells of both steady rules
-    (record.STEADY_RULES)."""
+    (record.STEADY_RULES). The one maker of a None, which no part's manifest holds."""
     rules = {m.sampled_after_settling for m in manifests}
     return rules.pop() if len(rules) == 1 else None
 
