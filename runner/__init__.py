@@ -40,6 +40,12 @@ COMPILE_CACHE_ENV = "ATTNBENCH_COMPILE_CACHE"  # run's --compile-cache where not
 DEBUG_ENV = "ATTNBENCH_DEBUG"  # set: an internal error raises, traceback and all, instead of its one line
 
 
+class BadVariant(Exception):
+    """A variant's own code broke its contract (its check raised, or returned neither a reason nor None): one line
+    naming the variant and the file, bad input as a spec's error is. Here, where the CLI catches it without importing
+    the registry."""
+
+
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """`1 cell`, `1,250 cells`: every count printed with its noun, here where the CLI and the dashboard share it."""
     return f"{count:,} {noun if count == 1 else plural or noun + 's'}"

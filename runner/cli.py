@@ -1,9 +1,9 @@
 """attnbench's command line. Errors a user can cause end here as one line each and a non-zero exit.
 
-Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI);
-3 results not uploaded to the store (the error names the local spool folder that holds them; rerun with the
-same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (rerun with the same run id to resume);
-141 stdout's reader went away (`| head`), the rest of the output dropped.
+Exit codes: 0 done; 1 internal error or a library missing; 2 bad input (spec, arguments, run folder, store URI, a
+variant's check that breaks its contract); 3 results not uploaded to the store (the error names the local spool
+folder that holds them; rerun with the same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded
+(rerun with the same run id to resume); 141 stdout's reader went away (`| head`), the rest of the output dropped.
 `compare` exits 1 when B regressed against A (a pipeline's failure), 0 when it did not, 2 for runs it cannot compare
 (an internal error or a missing library too: a gate must not read a crash as a regression). `recheck` exits as compare,
 1 only where a slower cell is slower again when measured again (or a cell ok in A is not in B), and as `run` (3, 4,
@@ -13,7 +13,7 @@ same run id to upload); 75 interrupted by SIGTERM, what was measured uploaded (r
 from __future__ import annotations
 
 import runner  # the compare threshold; annotations name runner.store.Store, which loads in a run's path alone
-from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, counted, pasted, rerun_flags
+from runner import COMPILE_CACHE_ENV, DEBUG_ENV, DEFAULT_OUT, RUN_ID_ENV, BadVariant, counted, pasted, rerun_flags
 from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is handled from the first instant
 
 TERMINATION.install()
@@ -1269,6 +1269,9 @@ def _main(argv: list[str] | None) -> int:
     except UsageError as error:
         for line in str(error).splitlines():
             err.print(f"error: {line}", markup=False)
+        return EXIT_INPUT
+    except BadVariant as error:  # a variant file's own code: bad input, as a spec's error is
+        err.print(f"error: {error}", markup=False)
         return EXIT_INPUT
     except KeyboardInterrupt:
         err.print("interrupted")

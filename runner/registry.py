@@ -23,12 +23,12 @@ from types import MappingProxyType
 from pathlib import Path
 from typing import Any, Callable
 
-from runner import counted, shape
+from runner import BadVariant, counted, shape
 from runner.cells import cell_problem
 from runner.machine import Device
 from runner.metrics import FP8_MATMULS
 from runner.record import VariantInfo
-from runner.shape import Fp8Matmul, Params
+from runner.shape import Fp8Matmul, Params, default_params
 
 Attend = Callable  # (q, k, v) -> out
 
@@ -267,7 +267,8 @@ def _import_file(path: Path) -> None:
 
 def load_all() -> dict[str, Variant]:
     """Import every module of runner.variants, and the files $ATTNBENCH_VARIANTS names, so their decorators run;
-    a module that fails to import is kept in BROKEN with its error, as is a variant whose FP8 baseline is missing."""
+    a module that fails to import is kept in BROKEN with its error, as is the file of a variant whose FP8 baseline is
+    missing or whose check breaks its contract on the default cell."""
     import runner.variants as package
 
     for module in pkgutil.iter_modules(package.__path__):
@@ -278,19 +279,37 @@ def load_all() -> dict[str, Variant]:
             BROKEN[str(path)] = "no such file or folder" if not path.exists() else "not a .py file"
         else:
             _import(str(path), lambda: _import_file(path))
-    _drop_baseless()
+    for problem in (_check_problem, _baseline_problem):
+        _drop_unsound(problem)
     return VARIANTS
 
 
-def _drop_baseless() -> None:
-    """Unregister the file of each variant whose fp8_baseline names no variant (every cell of it would fail on that
-    name), as if it had been refused, with why in BROKEN: a check that waits for every file, as a baseline may be
-    registered in a later one."""
-    for v in [v for v in VARIANTS.values() if v.fp8_baseline and v.fp8_baseline not in VARIANTS]:
-        baseline = v.fp8_baseline
-        BROKEN[_origin(v)] = f"ValueError: variant {v.name}: its fp8_baseline {baseline!r} is no registered variant"
-        for name in [n for n, other in VARIANTS.items() if other.build.__module__ == v.build.__module__]:
-            del VARIANTS[name]
+def _drop_unsound(problem: Callable[[Variant], str | None]) -> None:
+    """Unregister the file of each variant that has a `problem` (every command that plans its cells would fail on
+    it), as if it had been refused, with why in BROKEN."""
+    for v in list(VARIANTS.values()):
+        if v.name in VARIANTS and (why := problem(v)):
+            BROKEN[_origin(v)] = why
+            for name in [n for n, other in VARIANTS.items() if other.build.__module__ == v.build.__module__]:
+                del VARIANTS[name]
+
+
+def _check_problem(v: Variant) -> str | None:
+    """How v's check breaks its contract on the default cell, or None: a check that returns a bool, or reads a field
+    a cell does not have, fails there already, so it is refused at load rather than by --dry-run or the run."""
+    try:
+        checked(v, default_params())
+    except BadVariant as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _baseline_problem(v: Variant) -> str | None:
+    """Why v's fp8_baseline cannot be compared with, or None: it names no variant (every cell would fail on that
+    name), a check that waits for every file, as a baseline may be registered in a later one."""
+    if v.fp8_baseline and v.fp8_baseline not in VARIANTS:
+        return f"ValueError: variant {v.name}: its fp8_baseline {v.fp8_baseline!r} is no registered variant"
+    return None
 
 
 def _origin(v: Variant) -> str:
@@ -352,7 +371,28 @@ def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
     if reason := _devices_unmet(v, params, device) or cell_problem(params):
         return reason
-    return option_decline(v, params) or (v.check(params) if v.check else None)
+    return option_decline(v, params) or checked(v, params)
+
+
+def checked(v: Variant, params: Params) -> str | None:
+    """Why v's check declines these params, or None, held to its contract (a reason, a str, or None): else
+    BadVariant, one line naming the variant and the check's file, where the check's own error ended the command as
+    an internal error naming neither."""
+    if v.check is None:
+        return None
+    try:
+        reason = v.check(params)
+    except Exception as error:
+        raise BadVariant(f"variant {v.name}: its check ({_where(v)}) raised {first_line(error)}") from None
+    if reason is None or isinstance(reason, str):
+        return reason
+    raise BadVariant(f"variant {v.name}: its check ({_where(v)}) returned {reason!r}, not a reason (a str) or None")
+
+
+def _where(v: Variant) -> str:
+    """The file and line of v's check; the file of its build where the check is no plain function (a partial)."""
+    code = getattr(v.check, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno}" if code else sys.modules[v.build.__module__].__file__
 
 
 def option_decline(v: Variant, params: Params) -> str | None:

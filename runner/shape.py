@@ -313,6 +313,11 @@ class _Params(Strict):
 Params = model("Params", "params", _Params, "Every parameter of one cell, with derived axes resolved.")
 
 
+def default_params() -> Params:
+    """The cell whose every axis is at its default: what a spec that sets none makes."""
+    return Params(**resolved({axis.name: axis.default for axis in AXES}))
+
+
 def cell_key(experiment: str, variant: str, params: Params) -> str:
     """Stable identity of a cell: the same experiment, variant and parameters give the same key."""
     blob = json.dumps({"experiment": experiment, "variant": variant, **keyed(params.as_dict())}, sort_keys=True)

@@ -277,3 +277,15 @@ def test_an_out_below_a_folder_that_cannot_be_entered_is_checked_without_an_inte
 
     monkeypatch.setattr(os, "stat", stat)
     assert cli._uncreatable(locked / "inner" / "out") is None  # root makes the folder in locked; others are refused
+
+
+def test_a_variant_check_that_breaks_on_a_cell_ends_the_dry_run_in_one_line_naming_it(tmp_path):
+    (tmp_path / "late.py").write_text("from runner.registry import variant\n\n\n"
+                                      "@variant('test_late', check=lambda p: p.seqlen if p.causal else None)\n"
+                                      "def build(p):\n    '''A check that reads a field no cell has.'''\n")
+    spec = write_spec(tmp_path / "spec.yaml", spec_data({"name": "a", "variants": ["test_late"], "causal": True}))
+    result = attnbench("run", spec, "--out", tmp_path / "results", "--dry-run",
+                       ATTNBENCH_VARIANTS=str(tmp_path / "late.py"))
+    assert (result.returncode, result.stderr) == (  # was exit 1: "internal error: AttributeError: ...", naming neither
+        2, f"error: variant test_late: its check ({tmp_path / 'late.py'}:4) raised AttributeError: 'Params' object "
+        "has no attribute 'seqlen'\n")

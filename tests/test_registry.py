@@ -319,3 +319,26 @@ def test_a_file_whose_fp8_variant_names_no_baseline_is_listed_broken_once_every_
     loaded = set(load_all())
     assert {"test_fp8_early", "test_bf16_late"} <= loaded and not {"test_fp8_baseless", "test_fp8_sibling"} & loaded
     assert BROKEN[files[0]] == "ValueError: variant test_fp8_baseless: its fp8_baseline 'nope' is no registered variant"
+
+
+def test_a_check_that_breaks_its_contract_on_the_default_cell_is_listed_broken_at_load(tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "bool.py", "'test_bool', check=lambda p: p.seq_len > 16"),
+             variant_file(tmp_path / "typo.py", "'test_typo', check=lambda p: p.seqlen")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    assert not {"test_bool", "test_typo"} & set(load_all())  # list and --dry-run had it, the run died on it
+    assert BROKEN[files[0]] == (f"BadVariant: variant test_bool: its check ({files[0]}:4) returned True, not a reason "
+                                "(a str) or None")
+    assert BROKEN[files[1]] == (f"BadVariant: variant test_typo: its check ({files[1]}:4) raised AttributeError: "
+                                "'Params' object has no attribute 'seqlen'")
+
+
+def test_a_check_that_breaks_on_some_cells_alone_names_the_variant_and_its_file_there(tmp_path, monkeypatch):
+    from runner import BadVariant
+
+    path = variant_file(tmp_path / "late.py", "'test_late', check=lambda p: p.seqlen if p.causal else None")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    late = load_all()["test_late"]
+    assert decline(late, params(), CPU) is None
+    with pytest.raises(BadVariant, match=rf"^variant test_late: its check \({path}:4\) raised AttributeError: "
+                                         r"'Params' object has no attribute 'seqlen'$"):
+        decline(late, params(causal=True), CPU)
