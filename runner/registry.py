@@ -151,6 +151,9 @@ def option_set(params: Params, name: str) -> bool:
     return not shape.at_default(shape.BY_NAME[name], values)
 
 
+JAX_WORKER = "jax"  # the worker (library set: JAX's alone) that a variant's cells run in unless it names its own
+
+
 @dataclass(frozen=True)
 class Variant:
     name: str
@@ -160,7 +163,7 @@ class Variant:
     backend: str | None = None  # what its custom calls prove; None: decided when compiled (auto)
     fp8_baseline: str | None = None  # promises FP8: compared with this bf16 variant, verdict recorded
     check: Callable[[Params], str | None] | None = None  # why it declines these params, or None
-    worker: str = "jax"  # cells run in a worker process per library set
+    worker: str = JAX_WORKER  # cells run in a worker process per library set
     preload: Callable[[], None] | None = None  # imports that must come before JAX's GPU backend starts
     probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
     rules: list[str] = field(default_factory=list)  # `check`'s rules in words, for the manifest
@@ -180,7 +183,7 @@ VARIANTS_ENV = "ATTNBENCH_VARIANTS"  # more variant files, outside the package (
 
 def variant(name: str, requires: Requires = Requires(), *, backend: str | None = None, proves: tuple[str, ...] = (),
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
-            rules: tuple[str, ...] = (), worker: str = "jax", preload: Callable[[], None] | None = None,
+            rules: tuple[str, ...] = (), worker: str = JAX_WORKER, preload: Callable[[], None] | None = None,
             probe: Callable[[], str | None] | None = None, legacy: str | None = None,
             fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS):
     """Register `build(params) -> attend | Staged | Tuned | Autotuned` under `name`, with every rule of the
@@ -190,7 +193,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
-    if problem := _options_problem(requires) or _proof_problem(backend, tuple(proves)):
+    if problem := (_options_problem(requires) or _proof_problem(backend, tuple(proves))
+                   or _worker_problem(worker, preload)):
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
@@ -225,6 +229,17 @@ def _proof_problem(backend: str | None, proves: tuple[str, ...]) -> str | None:
     if known and proves and proves != known:
         return f"backend {backend!r} is proved by {known} already, not by {proves}"
     return None
+
+
+def _worker_problem(worker: str, preload: Callable[[], None] | None) -> str | None:
+    """Why `worker` names no worker, or None: a worker of its own is a process that loads a library set before JAX's
+    GPU backend starts, by the preload this variant, or one registered before it, gives; a name that none gives (a
+    typo) would run the variant's cells in a process of their own, silently."""
+    known = {JAX_WORKER} | {v.worker for v in VARIANTS.values() if v.preload}
+    if worker in known or preload:
+        return None
+    return (f"worker {worker!r} is none of the workers ({', '.join(sorted(known))}); a worker of its own is named "
+            "with the preload= that loads its libraries before JAX's GPU backend starts")
 
 
 def _build_problem(name: str, build: Callable) -> str | None:

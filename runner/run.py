@@ -30,7 +30,7 @@ from runner.machine import Device, git_sha
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, policy_named, power_policy, utc_now
 from runner.shape import Params
-from runner.registry import VARIANTS, decline
+from runner.registry import JAX_WORKER, VARIANTS, decline
 from runner.spec import Spec, TimingSettings, identity
 from runner.resume import Resume
 from runner.spool import PULL_TIMEOUT_S, OtherRun, Refused, Spool, Uploader
@@ -153,7 +153,8 @@ def in_run_order(cells: list[Cell]) -> list[Cell]:
     experiments they are in, deterministic or not, paged or dense: cells.family), its forward+backward cells just
     before its forward ones, families and cells otherwise in the spec's order. Keys, and so resuming, do not depend
     on the order."""
-    groups = {group: i for i, group in enumerate(dict.fromkeys(["jax", *(VARIANTS[c.variant].worker for c in cells)]))}
+    in_order = dict.fromkeys([JAX_WORKER, *(VARIANTS[c.variant].worker for c in cells)])
+    groups = {group: i for i, group in enumerate(in_order)}
     families = [family(cell.params) for cell in cells]
     first: dict[Params, int] = {}  # a family's first position
     for i, shape in enumerate(families):
@@ -384,7 +385,7 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
              console: Console, argv: list[str], options: Options, order: list[str] | None) -> bool:
     """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
     try:
-        hello = pool.worker("jax").hello
+        hello = pool.worker(JAX_WORKER).hello
     except Stopped:
         return False
     spool = uploader.spool

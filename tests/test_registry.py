@@ -342,3 +342,19 @@ def test_a_check_that_breaks_on_some_cells_alone_names_the_variant_and_its_file_
     with pytest.raises(BadVariant, match=rf"^variant test_late: its check \({path}:4\) raised AttributeError: "
                                          r"'Params' object has no attribute 'seqlen'$"):
         decline(late, params(causal=True), CPU)
+
+
+def test_a_worker_no_variant_preloads_is_refused_when_registered_as_a_typo_would_start_a_process_of_its_own():
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=r"^variant test_refused: worker 'transformer_engin' is none of the workers "
+                                         r"\(jax, transformer_engine\); a worker of its own is named with the preload= "
+                                         r"that loads its libraries before JAX's GPU backend starts$"):
+        variant("test_refused", worker="transformer_engin")
+
+    def build(p):
+        """A test variant."""
+
+    variant("test_own_worker", worker="test_libs", preload=lambda: None)(build)  # a worker of its own, named
+    variant("test_its_sibling", worker="test_libs")(build)  # its preload given by the variant before it
+    assert VARIANTS["test_its_sibling"].worker == "test_libs"
