@@ -194,7 +194,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
     if problem := (_options_problem(requires) or _proof_problem(backend, tuple(proves))
-                   or _worker_problem(worker, preload)):
+                   or _worker_problem(worker, preload) or _rules_problem(check, rules)):
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
@@ -221,13 +221,25 @@ def _options_problem(requires: Requires) -> str | None:
 
 
 def _proof_problem(backend: str | None, proves: tuple[str, ...]) -> str | None:
-    """Why the custom calls said to prove `backend` cannot, or None: a backend other than xla that nothing proves
-    would be listed while every record said xla, and prefixes other than its known ones would be dropped."""
+    """Why the custom calls said to prove `backend` cannot, or None: prefixes beside xla or no backend would be
+    ignored, a backend other than xla that nothing proves would be listed while every record said xla, and prefixes
+    other than its known ones would be dropped."""
     known = BACKENDS.get(backend)
+    if proves and backend in (None, "xla"):
+        return (f"proves={proves} has no effect beside backend {backend!r} (what no custom call proves reads as xla): "
+                "name the backend they prove, or drop proves")
     if backend not in (None, "xla") and not (proves or known):
         return f"nothing proves backend {backend!r}: give proves=(the prefixes of its custom-call targets)"
     if known and proves and proves != known:
         return f"backend {backend!r} is proved by {known} already, not by {proves}"
+    return None
+
+
+def _rules_problem(check: Callable[[Params], str | None] | None, rules: tuple[str, ...]) -> str | None:
+    """Why `rules` cannot be given, or None: they are `check`'s rules in words, so without a check they are words
+    the manifest would show that nothing applies."""
+    if rules and check is None:
+        return f"rules={tuple(rules)} without a check: give check= the same rules in code, or drop rules"
     return None
 
 

@@ -358,3 +358,19 @@ def test_a_worker_no_variant_preloads_is_refused_when_registered_as_a_typo_would
     variant("test_own_worker", worker="test_libs", preload=lambda: None)(build)  # a worker of its own, named
     variant("test_its_sibling", worker="test_libs")(build)  # its preload given by the variant before it
     assert VARIANTS["test_its_sibling"].worker == "test_libs"
+
+
+@pytest.mark.parametrize("rules, said", [
+    (dict(rules=("seq_len a multiple of 16",)), r"^variant test_refused: rules=\('seq_len a multiple of 16',\) without "
+                                                r"a check: give check= the same rules in code, or drop rules$"),
+    (dict(backend="xla", proves=("my_call",)), r"^variant test_refused: proves=\('my_call',\) has no effect beside "
+                                               r"backend 'xla' \(what no custom call proves reads as xla\): name the "
+                                               r"backend they prove, or drop proves$"),
+    (dict(proves=("my_call",)), r"^variant test_refused: proves=\('my_call',\) has no effect beside backend None"),
+])
+def test_what_would_have_no_effect_is_refused_when_registered(rules, said):
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=said):
+        variant("test_refused", **rules)
+    assert "my_call" not in str(BACKENDS)
