@@ -26,6 +26,7 @@ import re
 import select
 import sys
 import tempfile
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         "soak", help="run a spec's cells, then each of them back to back for a while more: throughput, clock, power "
         "and temperature against time (a thermal curve; pick the cells with --only and --variants)"))
 
-    validate = sub.add_parser("validate", help="check a spec and count its cells")
+    validate = sub.add_parser("validate",
+                              help="check a spec, count its cells and those declined on any device, by reason")
     validate.add_argument("spec", help="experiment spec (YAML)")
     max_cells_option(validate)
 
@@ -649,12 +651,33 @@ def _run_report(spool, location: str, console: Console) -> None:
 
 
 def cmd_validate(args, console: Console) -> int:
-    from runner.cells import count
+    from runner.cells import expand
+    from runner.spec import MAX_PROBLEMS
 
     spec = _load(args.spec, args.max_cells)
-    console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(count(spec), 'cell')})",
-                  highlight=False)
+    cells = expand(spec)
+    declined = _declined_anywhere(cells)
+    anywhere = f", {declined.total():,} declined on any device; --dry-run adds this machine's" if declined else ""
+    console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(len(cells), 'cell')}"
+                  f"{anywhere})", highlight=False)
+    width = len(f"{max(declined.values(), default=0):,}")
+    for reason, declines in declined.most_common(MAX_PROBLEMS):
+        console.print(f"  {declines:>{width},}  {reason}", highlight=False, markup=False)
+    if len(declined) > MAX_PROBLEMS:
+        console.print(f"  … and {counted(len(declined) - MAX_PROBLEMS, 'more reason')}", highlight=False)
     return EXIT_OK
+
+
+def _declined_anywhere(cells) -> Counter:
+    """How many cells each reason declines on any device (a variant's Requires past the device, its check), the
+    reason led by its variant's name where it does not name it: what validate can know without the device, which a
+    run's --dry-run adds."""
+    from runner.registry import VARIANTS, static_decline
+
+    found = Counter((cell.variant, reason) for cell in cells
+                    if (reason := static_decline(VARIANTS[cell.variant], cell.params)))
+    return Counter({reason if reason.startswith(f"{name} ") else f"{name}: {reason}": declines
+                    for (name, reason), declines in found.items()})
 
 
 def _preloads(variants) -> dict[str, str | None]:

@@ -145,12 +145,6 @@ OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias"
 NO_OPTIONS = "none of the model options"  # what a variant that implements none of OPTIONS takes, in words
 
 
-def option_set(params: Params, name: str) -> bool:
-    """Whether the cell sets this option away from its default."""
-    values = params.as_dict()
-    return not shape.at_default(shape.BY_NAME[name], values)
-
-
 JAX_WORKER = "jax"  # the worker (library set: JAX's alone) that a variant's cells run in unless it names its own
 
 
@@ -425,8 +419,9 @@ def _where(v: Variant) -> str:
 def option_decline(v: Variant, params: Params) -> str | None:
     """Why `v` declines a model option the cell sets (one not in its Requires.options), or None: a rule of the
     variant's own, whatever the device, library or version."""
+    values = params.as_dict()  # once a cell: validate and a run's plan ask it of every cell
     for name in OPTIONS:
-        if name not in v.requires.options and option_set(params, name):
+        if name not in v.requires.options and not shape.at_default(shape.BY_NAME[name], values):
             return f"{v.name} declines a {OPTIONS[name]}: {v.requires.why(name)}"
     return None
 

@@ -73,7 +73,27 @@ def run(spec_path, tmp_path_factory):
 
 def test_validate_ok(spec_path, capsys):
     result = in_process(capsys, "validate", spec_path)
-    assert (result.code, result.out, result.err) == (0, f"{spec_path}: ok (2 experiments, 10 cells)\n", "")
+    assert (result.code, result.err) == (0, "")
+    assert result.out.splitlines() == [f"{spec_path}: ok (2 experiments, 10 cells, 2 declined on any device; --dry-run "
+                                       "adds this machine's)", "  2  cudnn runs bfloat16 / float16 only, not float32"]
+
+
+def test_validate_counts_the_cells_declined_on_any_device_one_line_a_reason(tmp_path, capsys):
+    path = write_spec(tmp_path / "declines.yaml", spec_data(
+        {"name": "a", "variants": ["xla", "cudnn", "pallas_triton"], "sweep": {"causal": [False, True]}},
+        {"name": "b", "variants": ["cudnn"], "dtype": "bfloat16", "window": 4},
+        {"name": "c", "variants": ["cudnn"], "dtype": "bfloat16",
+         "sweep": {"head_dim": [8 * n for n in range(17, 39)]}}))
+    result = in_process(capsys, "validate", path)
+    assert (result.code, result.err) == (0, "")  # declined cells are no error: run records them skipped, with why
+    assert result.out.splitlines() == [  # was "ok (3 experiments, 29 cells)", nothing said of the 27 declined
+        f"{path}: ok (3 experiments, 29 cells, 27 declined on any device; --dry-run adds this machine's)",
+        "  2  cudnn runs bfloat16 / float16 only, not float32",
+        "  2  pallas_triton runs bfloat16 / float16 only, not float32",
+        "  1  cudnn: jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right "
+        "window\" otherwise)",  # a check's reason that does not name its variant is led by its name
+        *[f"  1  cudnn supports head_dim up to 128, not {8 * n}" for n in range(17, 34)],
+        "  … and 5 more reasons"]
 
 
 def test_bad_spec_exits_2_with_one_stderr_line_per_problem(tmp_path, capsys):
