@@ -164,6 +164,18 @@ def test_a_summary_row_reads_an_axis_as_show_does():
     assert list(tables.summary(causal)["causal"]) == ["no", "yes"]
 
 
+def test_a_summary_keeps_the_rows_whose_swept_axis_is_null():
+    """page_size [16, null] (serving.yaml's cpu experiment) or window [null, W]: a null row reads as show writes it
+    ('dense', 'no window'), where pandas' pivot dropped it and a variant whose every cell was dense failed the view."""
+    seq = tables.measured(rated(H200_LAB5).query("experiment == 'seq-len' and seq_len == 1024"))
+    paged = seq.assign(page_size=seq["variant"].map({"cudnn": 16}))  # naive and xla dense
+    table = tables.summary(paged).set_index("P")
+    assert list(table.index) == ["dense", "16"] and table.loc["dense", "xla"].startswith(
+        f"{seq.set_index('variant').loc['xla', 'latency_ms']:.3g} ")
+    windowed = seq.assign(window=seq["variant"].map({"xla": 128}))
+    assert list(tables.summary(windowed)["W"]) == ["no window", "128"]
+
+
 def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
     cells = pd.DataFrame({
         "key": list("abcdef"), "run": ["r1", "r1", "r2", "r1", "r1", "r2"], "experiment": ["e"] * 6,
