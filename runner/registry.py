@@ -370,17 +370,17 @@ def unmet(v: Variant, device: Device) -> str | None:
 
 
 def decline(v: Variant, params: Params, device: Device) -> str | None:
-    """Why `v` declines this cell here, or None when it can run it (a build may still raise Skip)."""
-    return unmet(v, device) or _declined_by_rules(v, params, device)
+    """Why `v` declines this cell here, or None when it can run it (a build may still raise Skip): what this device
+    lacks, and beside it any rule the cell breaks wherever the variant runs, so a CPU's skip says which cells a GPU
+    would still decline."""
+    rule = static_decline(v, params)
+    if lack := unmet(v, device):
+        return f"{lack}; where it can run, it declines this cell all the same: {rule}" if rule else lack
+    return rule or _too_few_devices(params, device)
 
 
 def static_decline(v: Variant, params: Params) -> str | None:
     """Why `v` declines this cell on any device (the cell breaks a rule of the variant's), or None."""
-    return _declined_by_rules(v, params, None)
-
-
-def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str | None:
-    """decline's rules past the device's own (unmet); with no device, those the cell's params break anywhere."""
     req = v.requires
     if req.dtypes and params.dtype not in req.dtypes:
         return f"{v.name} runs {' / '.join(req.dtypes)} only, not {params.dtype}"
@@ -390,7 +390,7 @@ def _declined_by_rules(v: Variant, params: Params, device: Device | None) -> str
         return f"{v.name} supports head_dim up to {req.max_head_dim}, not {params.head_dim}"
     if params.pass_ not in req.passes:
         return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
-    if reason := _devices_unmet(v, params, device) or cell_problem(params):
+    if reason := _too_many_devices(v, params) or cell_problem(params):
         return reason
     return option_decline(v, params) or checked(v, params)
 
@@ -438,12 +438,17 @@ class Probes:
         return self.found[v.name]
 
 
-def _devices_unmet(v: Variant, params: Params, device: Device | None) -> str | None:
-    """Why the cell's `devices` cannot be had: the variant runs on fewer, or this worker (if any) sees fewer."""
+def _too_many_devices(v: Variant, params: Params) -> str | None:
+    """Why the variant cannot split the cell across its `devices`: it runs on fewer."""
     if params.devices > v.requires.max_devices:
         most = "one device" if v.requires.max_devices == 1 else f"at most {v.requires.max_devices} devices"
         return f"{v.name} runs on {most}, not {params.devices} (it does not split the sequence)"
-    if device and params.devices > device.count:
+    return None
+
+
+def _too_few_devices(params: Params, device: Device) -> str | None:
+    """Why this worker cannot give the cell its `devices`: it sees fewer."""
+    if params.devices > device.count:
         sees = counted(device.count, f"{device.platform} device")
         return f"the cell needs {params.devices} devices; this worker sees {sees}"
     return None

@@ -33,6 +33,9 @@ from runner.store import read_run
 from runner.spec import load_spec
 
 CPU_SKIP = "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu"
+# a float32 cell: what every GPU declines it by, beside the CPU
+F32_SKIP = f"{CPU_SKIP}; where it can run, it declines this cell all the same: cudnn runs bfloat16 / float16 only, " \
+           "not float32"
 RUN_ID = "cli-test"
 
 
@@ -301,7 +304,7 @@ def test_dry_run_lists_cells_with_skip_verdicts(spec_path, tmp_path, capsys):
     result = in_process(capsys, "run", spec_path, "--dry-run", "--out", tmp_path / "out")
     assert result.code == 0, result.err
     cells = expand(load_spec(spec_path, set(load_all())))
-    expected = [f"{c.label()}: {'skip: ' + CPU_SKIP if c.variant == 'cudnn' else 'run'}" for c in cells]
+    expected = [f"{c.label()}: {'skip: ' + F32_SKIP if c.variant == 'cudnn' else 'run'}" for c in cells]
     assert result.out.splitlines() == [*expected, "10 cells"]
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
 
@@ -357,7 +360,7 @@ def test_where_selects_the_cells_whose_params_have_one_of_its_values(spec_path, 
         "variants/naive B1 T8 N4 K2 H8 float32 causal fwd: run",
         "variants/xla B1 T8 N4 K2 H8 float32 causal fwd: run",
         "variants/auto B1 T8 N4 K2 H8 float32 causal fwd: run",
-        f"variants/cudnn B1 T8 N4 K2 H8 float32 causal fwd: skip: {CPU_SKIP}",
+        f"variants/cudnn B1 T8 N4 K2 H8 float32 causal fwd: skip: {F32_SKIP}",
         "4 cells",
     ]
     result = in_process(capsys, "run", spec_path, "--dry-run", "--variants", "xla", "--where", "pass=fwd_bwd")
@@ -734,7 +737,7 @@ def test_run_cells_are_ok_on_cpu_and_cudnn_is_skipped_with_its_reason(run, spec_
     assert [c.key for c in loaded.cells] == [c.key for c in planned]
     for cell in loaded.cells:
         if cell.variant == "cudnn":
-            assert (cell.status, cell.reason) == ("skipped", CPU_SKIP)
+            assert (cell.status, cell.reason) == ("skipped", F32_SKIP)
             assert cell.timings == [] and cell.correctness is None
         else:
             assert cell.status == "ok", f"{cell.variant}: {cell.reason}"
@@ -749,7 +752,7 @@ def test_run_logs_one_plain_line_per_cell_and_a_summary(run):
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert len(progress) == 10
     assert progress[0].startswith("[1/10] variants/naive B1 T8 N4 K2 H8 float32 fwd: ok ")
-    assert progress[3] == f"[4/10] variants/cudnn B1 T8 N4 K2 H8 float32 fwd: skipped: {CPU_SKIP}"
+    assert progress[3] == f"[4/10] variants/cudnn B1 T8 N4 K2 H8 float32 fwd: skipped: {F32_SKIP}"
     assert "10 cells: 8 ok, 2 skipped" in result.stdout
     assert f"results: {run_dir}" in result.stdout
 

@@ -53,7 +53,22 @@ def test_portable_variants_run_anywhere(name):
 )
 def test_skip_reasons_on_cpu(name, reason):
     assert unmet(VARIANTS[name], CPU) == reason
-    assert decline(VARIANTS[name], params(dtype="bfloat16"), CPU) == reason
+    assert decline(VARIANTS[name], params(dtype="bfloat16", head_dim=64), CPU) == reason
+
+
+def test_a_cpu_names_beside_its_own_lack_the_rule_every_gpu_would_decline_a_cell_by():
+    """A serving cell of 4 new tokens, causal (an ML walk's decode): cuDNN's paged and dense paths decline it on any
+    GPU, so a CPU's skip reason (and --dry-run's) says so, where 'needs an NVIDIA GPU' read as if one would run it."""
+    decode = params(batch=16, seq_len=4, kv_seq_len=4096, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16",
+                    causal=True, kv_lengths="uniform", page_size=16)
+    on_gpu = decline(VARIANTS["cudnn_paged"], decode, H200)
+    assert on_gpu.startswith("jax's cuDNN path has a top-left causal mask only; T=4 new tokens")
+    assert decline(VARIANTS["cudnn_paged"], decode, CPU) == (
+        "cudnn_paged needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu; where it can run, it "
+        f"declines this cell all the same: {on_gpu}")
+    one_token = decode.model_copy(update={"seq_len": 1})
+    assert decline(VARIANTS["cudnn_paged"], one_token, CPU) == unmet(VARIANTS["cudnn_paged"], CPU)
+    assert decline(VARIANTS["cudnn_paged"], one_token, H200) is None
 
 
 @pytest.mark.skipif(current_device().compute_capability is not None, reason="checks this machine is a CPU")
@@ -114,8 +129,10 @@ def test_te_without_its_package(name):
 
 
 def test_device_reasons_come_before_cell_rules():
-    # a float32 cell on a CPU: the CPU is the reason, not the dtype
-    assert decline(VARIANTS["cudnn"], params(dtype="float32"), CPU).endswith("the device here is cpu")
+    # a float32 cell on a CPU: the CPU is the reason, and the dtype, which every GPU declines, beside it
+    assert decline(VARIANTS["cudnn"], params(dtype="float32"), CPU) == (
+        "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu; where it can run, it declines "
+        "this cell all the same: cudnn runs bfloat16 / float16 only, not float32")
 
 
 def test_registering_adds_one_variant_with_its_requirements():
