@@ -115,6 +115,7 @@ def test_the_xla_variants_mask_across_documents(name):
     (dict(seq_len=16, kv_seq_len=32, documents=2), "S (32) must equal T (16)"),
     (dict(seq_len=16, documents=2, fill=0.5), "needs fill 1"),
     (dict(seq_len=16, documents=9), "at least 18 tokens"),
+    (dict(seq_len=4, kv_seq_len=64, kv_lengths="uniform", documents=4), "a training row, not a serving batch"),
     (dict(deterministic=True), "needs pass fwd_bwd"),
 ])
 def test_every_variant_declines_a_packed_or_deterministic_cell_that_cannot_be(shape, words):
