@@ -179,7 +179,7 @@ def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
 
 def cells_html(experiment: str, cells: list[CellRecord], gpu: str | None) -> str:
     """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements; under
-    it, where a cell passes 100 % copy, why (report.copy_passed, `gpu` the run's)."""
+    it, report.table_notes (`gpu` the run's)."""
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
     columns = report.measurement_columns(cells)
@@ -187,7 +187,7 @@ def cells_html(experiment: str, cells: list[CellRecord], gpu: str | None) -> str
     body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status, *report.measured(c, columns)]
             for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))
-    under = f"<p class='meta'>{_e(report.copy_passed(gpu))}</p>" if report.passes_copy(cells) else ""
+    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in report.table_notes(cells, gpu))
     return table_html(f"{experiment} · {fixed} · {counted(len(cells), 'cell')}", header, body,
                       [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells]) + under
 

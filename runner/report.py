@@ -146,14 +146,29 @@ def experiment_grid(name: str, cells: list[CellRecord], machine=None) -> Grid:
 
 
 def print_tables(cells: list[CellRecord], console: Console, machine=None) -> None:
-    """A table per experiment, with copy_passed under one where a cell passes 100 % copy."""
+    """A table per experiment, its table_notes under it."""
     by_experiment: dict[str, list[CellRecord]] = {}
     for c in cells:
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
         print_grid(experiment_grid(name, group, machine), console)
-        if passes_copy(group):
-            print_prose(copy_passed(machine.gpu.name if machine and machine.gpu else None), console)
+        for note in table_notes(group, machine.gpu.name if machine and machine.gpu else None):
+            print_prose(note, console)
+
+
+PACKED_FLOPS = ("A packed row's FLOPs (docs above 1) count the query-key pairs inside each document alone, not the "
+                "row's T × T: the work a kernel must do, so more documents a row read fewer TFLOP/s at the same time.")
+SERVING_BYTES = ("A serving cell's bytes (kv lengths or pages set) count Q and the output once, and K and V once for "
+                 "each request's real tokens: not a page pool's unused rows, the page table, or a dense cache's rows "
+                 "past a request's length.")
+
+
+def table_notes(cells: list[CellRecord], gpu: str | None) -> list[str]:
+    """The sentences under an experiment's table, each where a rate it speaks of is shown: what a packed row's FLOPs
+    and a serving cell's bytes count, and why % copy above 100 is no error (copy_passed, `gpu` the run's)."""
+    notes = [PACKED_FLOPS] if any(c.tflops is not None and c.params.documents > 1 for c in cells) else []
+    notes += [SERVING_BYTES] if any(c.gbps is not None and paging.serving(c.params) for c in cells) else []
+    return notes + ([copy_passed(gpu)] if passes_copy(cells) else [])
 
 
 def passes_copy(cells: list[CellRecord]) -> bool:

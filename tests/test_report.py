@@ -72,6 +72,27 @@ def test_a_table_with_a_cell_past_100_percent_copy_says_why_naming_the_runs_gpu(
     assert "100 %" not in console.export_text() and "100 %" not in cells_html("decode", under, None)
 
 
+def test_a_table_of_packed_rows_or_serving_cells_says_what_their_flops_and_bytes_count():
+    """An ML walk's packed row read a quarter of the unpacked row's TFLOP/s at about its time, and a ragged decode's
+    GB/s stood beside pools and caches of other sizes, with no word under either table of what they count (docs/specs.md
+    and results.md said it): show, a run's closing tables and the report say it under the experiment's table, only
+    where such a rate is shown."""
+    from runner.artifacts import cells_html
+    from runner.report import PACKED_FLOPS, SERVING_BYTES
+
+    packed = record(params=params(seq_len=16, causal=True, documents=4))
+    serving = record(params=params(seq_len=1, kv_seq_len=16, kv_lengths="uniform", page_size=4))
+    plain = record()
+    for cells, said in (([plain, packed], [PACKED_FLOPS]), ([serving], [SERVING_BYTES]), ([plain], []),
+                        ([record("xla", "skipped", params=packed.params, reason="r")], [])):
+        console = Console(record=True, width=400)
+        print_tables(cells, console)
+        text, page = console.export_text(), cells_html("exp", cells, None)
+        for sentence in (PACKED_FLOPS, SERVING_BYTES):
+            assert (sentence in text.replace("\n", " ")) == (sentence in said)
+            assert (html.escape(sentence, quote=True) in page) == (sentence in said)
+
+
 def test_summary_line_counts_statuses():
     assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
     assert summary_line(some_records()[:1]) == "1 cell: 1 " + some_records()[0].status  # not '1 cells'
