@@ -144,9 +144,9 @@ def summary(cells: pd.DataFrame) -> pd.DataFrame:
     as runner.marks says."""
     index = swept(cells) or ["shape"]
     table = cells.assign(shape=fixed_shape(cells)).sort_values("order")
-    # each axis as its text before the pivot, which drops a null key's rows (a dense cell's page_size, no window)
+    # each axis as show writes it before the pivot, which drops a null key's rows (a dense cell's page_size, no window)
     table = table.assign(entry=table.apply(_summary_text, axis=1),
-                         **{a: table[a].map(lambda v, a=a: shape.text(a, v)) for a in index if a in SHAPE})
+                         **{a: table.apply(lambda row, a=a: shape.shown(a, row), axis=1) for a in index if a in SHAPE})
     variants = list(dict.fromkeys(table["variant"]))
     pivot = table.pivot_table(index=index, columns="variant", values="entry", aggfunc="first", sort=False)
     pivot = pivot[variants].rename_axis(columns=None).reset_index()

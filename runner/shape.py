@@ -127,7 +127,7 @@ RAGGED = ("uniform", "long_tail", "bimodal")  # the kv_lengths whose spread chan
 # An axis that changes a cell only beside another: a page order needs pages, a spread ragged lengths. Where the other
 # leaves it nothing to change, the cell reads it at its default, so the dense half of a sweep over page_size with
 # pages shuffled is not labelled, nor keyed, "shuffled" (the spec refuses an experiment where no cell uses it).
-NEEDS = {"page_order": ("page_size", lambda page_size: page_size is not None),
+NEEDS = {"page_order": ("page_size", lambda page_size: not is_null(page_size)),  # a table reads a null as NaN
          "kv_spread": ("kv_lengths", lambda kv_lengths: kv_lengths in RAGGED)}
 
 

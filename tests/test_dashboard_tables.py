@@ -166,7 +166,8 @@ def test_a_summary_row_reads_an_axis_as_show_does():
 
 def test_a_summary_keeps_the_rows_whose_swept_axis_is_null():
     """page_size [16, null] (serving.yaml's cpu experiment) or window [null, W]: a null row reads as show writes it
-    ('dense', 'no window'), where pandas' pivot dropped it and a variant whose every cell was dense failed the view."""
+    ('dense', 'no window'), where pandas' pivot dropped it and a variant whose every cell was dense failed the view;
+    a dense row's page order, which it has none of, reads '-' as in show, not 'contiguous'."""
     seq = tables.measured(rated(H200_LAB5).query("experiment == 'seq-len' and seq_len == 1024"))
     paged = seq.assign(page_size=seq["variant"].map({"cudnn": 16}))  # naive and xla dense
     table = tables.summary(paged).set_index("P")
@@ -174,6 +175,8 @@ def test_a_summary_keeps_the_rows_whose_swept_axis_is_null():
         f"{seq.set_index('variant').loc['xla', 'latency_ms']:.3g} ")
     windowed = seq.assign(window=seq["variant"].map({"xla": 128}))
     assert list(tables.summary(windowed)["W"]) == ["no window", "128"]
+    shuffled = paged.assign(page_order=paged["variant"].map({"cudnn": "shuffled"}).fillna("contiguous"))
+    assert tables.summary(shuffled)[["P", "page_order"]].values.tolist() == [["dense", "-"], ["16", "shuffled"]]
 
 
 def test_failures_group_by_reason_numbers_aside_and_keep_skips_apart():
