@@ -11,7 +11,7 @@ from itertools import islice
 from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
-from runner.leaderboard import Standing, contested, leaderboard, legacy_of, notes, rows, winners
+from runner.leaderboard import BOARD, Standing, contested, leaderboard, legacy_of, notes, rows, winners
 from runner.record import CellRecord, gpu_model
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
@@ -173,7 +173,7 @@ def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
     if not body:
         return ""
     under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in notes(standings, legacy))
-    return table_html("Leaderboard: the fastest correct variant per shape", list(body[0]),
+    return table_html(f"Leaderboard: {BOARD}", list(body[0]),
                       [list(row.values()) for row in body]) + under
 
 

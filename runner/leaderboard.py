@@ -183,6 +183,9 @@ def leaderboard(cells: Iterable[CellRecord], timer: str | None = None, manifest=
     return rank(t for t in (time_of(c, timer, manifest) for c in cells) if t is not None)
 
 
+BOARD = "the fastest correct variant per shape where two or more variants ran correctly"  # contested's, in words
+
+
 def contested(standings: Iterable[Standing]) -> list[Standing]:
     """The shapes a board shows: those where two or more variants ran correctly (one alone has no race to win). The
     one rule of `show`'s board, `show --format leaderboard`, the report and the dashboard's overview and Leaderboard

@@ -377,10 +377,10 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
 
 def leaderboard_grid(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> Grid:
     """runner.leaderboard's standings (one at least) as a terminal's table."""
-    from runner.leaderboard import rows
+    from runner.leaderboard import BOARD, rows
 
     body = rows(standings, legacy)
-    return Grid("leaderboard: the fastest correct variant per shape", list(body[0]),
+    return Grid(f"leaderboard: {BOARD}", list(body[0]),
                 [list(row.values()) for row in body], right=("ms", "variants", "% MMA@clock"),
                 wraps=("shape", "fastest", "next", "margin", "auto", "fastest non-FP8"),
                 drops=LEADERBOARD_LEFT_OUT_FIRST)

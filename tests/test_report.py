@@ -93,6 +93,22 @@ def test_a_table_of_packed_rows_or_serving_cells_says_what_their_flops_and_bytes
             assert (html.escape(sentence, quote=True) in page) == (sentence in said)
 
 
+def test_the_boards_heading_says_a_shape_one_variant_ran_alone_is_not_on_it():
+    """An ML walk's decode shapes (xla_paged alone paged, xla alone dense) were missing from show's board, whose
+    heading said 'per shape' where the dashboard's caption says 'where two or more variants ran correctly'."""
+    from runner.artifacts import leaderboard_html
+    from runner.leaderboard import contested, leaderboard
+    from runner.report import leaderboard_table
+
+    alone = params(seq_len=16, causal=True)
+    cells = [record("xla"), record("naive"), record("xla", params=alone)]
+    console = Console(record=True, width=400)
+    leaderboard_table(cells, console)
+    board = contested(leaderboard(cells))
+    assert len(board) == 1 and "where two or more variants ran correctly" in console.export_text()
+    assert "where two or more variants ran correctly" in leaderboard_html(board, {})
+
+
 def test_summary_line_counts_statuses():
     assert summary_line(some_records()) == "5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped"
     assert summary_line(some_records()[:1]) == "1 cell: 1 " + some_records()[0].status  # not '1 cells'
