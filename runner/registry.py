@@ -136,12 +136,13 @@ class Requires:
         return found
 
 
-# The shape axes a library may or may not implement, in words; at their default every variant runs them.
-OPTIONS = {"window": "sliding window", "fill": "padded batch (fill < 1)", "bias": "ALiBi bias",
-           "softcap": "logit soft cap", "v_head_dim": "V head dimension other than head_dim",
-           "kv_lengths": "serving batch (per-request KV lengths, causal aligned to each request's end)",
-           "page_size": "paged KV cache", "documents": "packed row (documents > 1)",
-           "deterministic": "deterministic backward", "tune": "tuned kernel (tune: true, the library's autotuner)"}
+# The shape axes a library may or may not implement, in words, each with its article ("declines an ALiBi bias"): how
+# a phrase is said, not its first letter, picks a or an. At their default every variant runs them.
+OPTIONS = {"window": "a sliding window", "fill": "a padded batch (fill < 1)", "bias": "an ALiBi bias",
+           "softcap": "a logit soft cap", "v_head_dim": "a V head dimension other than head_dim",
+           "kv_lengths": "a serving batch (per-request KV lengths, causal aligned to each request's end)",
+           "page_size": "a paged KV cache", "documents": "a packed row (documents > 1)",
+           "deterministic": "a deterministic backward", "tune": "a tuned kernel (tune: true, the library's autotuner)"}
 NO_OPTIONS = "none of the model options"  # what a variant that implements none of OPTIONS takes, in words
 
 
@@ -422,7 +423,7 @@ def option_decline(v: Variant, params: Params) -> str | None:
     values = params.as_dict()  # once a cell: validate and a run's plan ask it of every cell
     for name in OPTIONS:
         if name not in v.requires.options and not shape.at_default(shape.BY_NAME[name], values):
-            return f"{v.name} declines a {OPTIONS[name]}: {v.requires.why(name)}"
+            return f"{v.name} declines {OPTIONS[name]}: {v.requires.why(name)}"
     return None
 
 

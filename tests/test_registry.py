@@ -276,6 +276,18 @@ def test_a_model_option_misnamed_or_both_taken_and_declined_is_refused_when_regi
         variant("test_refused", requires)
 
 
+def test_a_model_option_reads_with_its_own_article_where_declined_and_where_taken():
+    from dataclasses import replace
+
+    from runner.registry import option_decline
+
+    toy = replace(VARIANTS["xla"], name="toy", requires=Requires(options=("window", "bias")))
+    assert option_decline(replace(toy, requires=Requires()), params(bias="alibi")) == (
+        "toy declines an ALiBi bias: it implements none")  # was "declines a ALiBi bias"
+    assert option_decline(toy, params(softcap=30.0)) == "toy declines a logit soft cap: it implements none"
+    assert toy.requires.words() == ["of the model options, only a sliding window, an ALiBi bias"]
+
+
 def test_a_refused_variant_file_is_listed_broken_with_that_line(tmp_path, monkeypatch):
     (tmp_path / "typo.py").write_text("from runner.registry import Requires, variant\n\n"
                                       "@variant('test_typo', requires=Requires(options=('documnets',)))\n"
