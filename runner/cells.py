@@ -14,10 +14,16 @@ from runner.shape import Params, cell_key
 from runner.spec import Experiment, Spec
 
 def cell_problem(params: Params) -> str | None:
-    """Why no variant can run these params (determinism without a backward, a packed row that cannot be cut, a
-    serving cell with what it cannot take), or None: the one rule of a cell declined whatever its variant."""
+    """Why no variant can run these params (cell_fault's reason), or None."""
+    return (fault := cell_fault(params)) and fault[1]
+
+
+def cell_fault(params: Params) -> tuple[str, str] | None:
+    """The spec field that makes no variant able to run these params and why (determinism without a backward, a
+    packed row that cannot be cut, a serving cell with what it cannot take), or None: the one rule of a cell declined
+    whatever its variant. The field is where a refused spec's line points (runner.limits)."""
     if params.deterministic and params.pass_ != "fwd_bwd":
-        return "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
+        return "deterministic", "deterministic asks for a deterministic backward: it needs pass fwd_bwd"
     return masks.packing_problem(params) or paging.serving_problem(params)
 
 

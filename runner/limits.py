@@ -4,11 +4,10 @@ the dashboard reads, because it asks the variant registry what each variant decl
 
 from __future__ import annotations
 
-from runner import masks
-from runner.cells import cell_problem, count, input_bytes, largest, points, resolve
-from runner.registry import VARIANTS, option_decline
+from runner.cells import cell_fault, count, input_bytes, largest, points, resolve
+from runner.registry import VARIANTS, declined_option, option_decline
 from runner.shape import Params
-from runner.spec import MAX_CELLS, Experiment, Spec
+from runner.spec import MAX_CELLS, Experiment, Spec, set_at
 
 MAX_INPUT_BYTES = 1 << 40  # no GPU holds 1 TiB: a cell whose inputs alone need more is a typo, refused up front
 
@@ -24,54 +23,49 @@ def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
         remedy = f"or raise {source} (at most {MAX_CELLS:,})" if limit < MAX_CELLS else "or split the spec"
         problems.append(f"experiments: the sweeps make {cells:,} cells, more than {source} ({limit:,}); sweep fewer "
                         f"values, {remedy}")
-    declined = {i: reason for i, exp in enumerate(spec.experiments)
-                if cells <= limit and (reason := declined_throughout(spec, exp))}
-    field, inherited = _defaults_problem(spec) if declined else ("", None)
-    heirs = [spec.experiments[i].name for i, reason in declined.items() if reason == inherited]
+    declined = {i: fault for i, exp in enumerate(spec.experiments)
+                if cells <= limit and (fault := declined_throughout(spec, exp))}
+    inherited = _defaults_fault(spec) if declined else None
+    heirs = [spec.experiments[i].name for i, fault in declined.items() if fault == inherited]
     for i, exp in enumerate(spec.experiments):
         params = largest(spec, exp)
         if (size := input_bytes(params)) > MAX_INPUT_BYTES:
             problems.append(f"experiments[{i}]: cell {exp.name} {params.label()} needs {size / 2**40:,.1f} TiB for "
                             f"Q, K and V alone; no GPU holds {MAX_INPUT_BYTES >> 40} TiB")
         if exp.name in heirs[:1]:  # the defaults' problem, said once where it is set
-            problems.append(f"defaults.{field}: {inherited}; no variant can run any cell of {', '.join(heirs)}, "
+            field, reason = inherited
+            problems.append(f"defaults.{field}: {reason}; no variant can run any cell of {', '.join(heirs)}, "
                             f"which {'inherits' if len(heirs) == 1 else 'inherit'} it")
         elif i in declined and exp.name not in heirs:
-            problems.append(f"experiments[{i}]: no variant can run any cell of {exp.name}: {declined[i]}")
+            field, reason = declined[i]
+            at = set_at(f"experiments[{i}]", field, exp.overrides(), exp.sweep.axes(), 0)  # the first point's value
+            problems.append(f"{at}: no variant can run any cell of {exp.name}: {reason}")
     return problems
 
 
-def _defaults_problem(spec: Spec) -> tuple[str, str | None]:
-    """Why no variant can run the defaults' own cell (cell_problem), and the defaults' field that makes it so (the
-    option a packed row, a serving cell or determinism is asked by); ("", None) where it can run."""
+def _defaults_fault(spec: Spec) -> tuple[str, str] | None:
+    """The defaults' field that makes no variant able to run their own cell and why (cells.cell_fault), or None."""
     try:
-        params = resolve(spec.defaults.model_dump(by_alias=True))
+        return cell_fault(resolve(spec.defaults.model_dump(by_alias=True)))
     except ValueError:  # heads that tp leaves none of: the experiments set their own
-        return "", None
-    if (reason := cell_problem(params)) is None:
-        return "", None
-    if params.deterministic and params.pass_ != "fwd_bwd":
-        return "deterministic", reason
-    if masks.packing_problem(params):
-        return "documents", reason
-    return ("kv_lengths" if params.kv_lengths is not None else "page_size"), reason
+        return None
 
 
-def declined_throughout(spec: Spec, exp: Experiment) -> str | None:
-    """The first point's reason when no variant can run any point of the experiment (cell_problem, or a model
-    option each of its variants declines whatever the device: runner.registry.option_decline), else None; stops at
-    the first point that can run."""
+def declined_throughout(spec: Spec, exp: Experiment) -> tuple[str, str] | None:
+    """The field the first point's reason comes from, and that reason, when no variant can run any point of the
+    experiment (cells.cell_fault, or a model option each of its variants declines whatever the device:
+    runner.registry.option_decline), else None; stops at the first point that can run."""
     first = None
     for params in points(spec, exp):
-        if (reason := cell_problem(params) or _options_declined(exp.variants, params)) is None:
+        if (fault := cell_fault(params) or _options_declined(exp.variants, params)) is None:
             return None
-        first = first or reason
+        first = first or fault
     return first
 
 
-def _options_declined(variants: list[str], params: Params) -> str | None:
-    """Each variant's reason when every one declines a model option the cell sets, else None (a variant not
-    registered here is taken to run it)."""
+def _options_declined(variants: list[str], params: Params) -> tuple[str, str] | None:
+    """The option the first variant declines and each variant's reason, when every one declines a model option the
+    cell sets, else None (a variant not registered here is taken to run it)."""
     reasons = {name: option_decline(VARIANTS[name], params) if name in VARIANTS else None
                for name in dict.fromkeys(variants)}
     if not all(reasons.values()):
@@ -79,5 +73,6 @@ def _options_declined(variants: list[str], params: Params) -> str | None:
     by_why: dict[str, list[str]] = {}  # one reason said once for the variants that give it
     for name, reason in reasons.items():
         by_why.setdefault(reason.removeprefix(f"{name} declines "), []).append(name)
-    return "; ".join(f"{', '.join(names)} decline{'s' if len(names) == 1 else ''} {why}"
-                     for why, names in by_why.items())
+    first = next(iter(reasons))
+    return declined_option(VARIANTS[first], params), "; ".join(
+        f"{', '.join(names)} decline{'s' if len(names) == 1 else ''} {why}" for why, names in by_why.items())

@@ -129,18 +129,20 @@ def document_spans(p) -> tuple[np.ndarray, np.ndarray] | None:
     return np.take_along_axis(bounds, ids, axis=1), np.take_along_axis(bounds, ids + 1, axis=1)
 
 
-def packing_problem(p) -> str | None:
-    """Why these params cannot be packed (every variant declines the cell), or None."""
+def packing_problem(p) -> tuple[str, str] | None:
+    """The field that keeps these params from being packed and why (every variant declines the cell), or None."""
     if p.documents <= 1:
         return None
     if p.kv_lengths is not None or p.page_size is not None:  # before S = T, which a serving cell's T new tokens break
-        return "a packed row is a training row, not a serving batch: documents > 1 needs kv_lengths and page_size null"
+        return "documents", "a packed row is a training row, not a serving batch: documents > 1 needs kv_lengths and " \
+                            "page_size null"
     if p.kv_seq_len != p.seq_len:
-        return f"packed rows share one cut for queries and keys: S ({p.kv_seq_len}) must equal T ({p.seq_len})"
+        return "kv_seq_len", f"packed rows share one cut for queries and keys: S ({p.kv_seq_len}) must equal T " \
+                             f"({p.seq_len})"
     if p.fill < 1:
-        return "a packed row has no padding: documents > 1 needs fill 1"
+        return "fill", "a packed row has no padding: documents > 1 needs fill 1"
     if 2 * p.documents > p.seq_len:
-        return f"{p.documents} documents need a row of at least {2 * p.documents} tokens (T={p.seq_len})"
+        return "documents", f"{p.documents} documents need a row of at least {2 * p.documents} tokens (T={p.seq_len})"
     return None
 
 

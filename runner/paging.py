@@ -60,20 +60,21 @@ NOT_SERVING = {"fill": (lambda p: p.fill < 1, "a padded batch is a second rule o
                "devices": (lambda p: p.devices > 1, "a KV cache is not split across devices here")}
 
 
-def serving_problem(p) -> str | None:
-    """Why these params cannot be a serving cell (every variant declines the cell), or None."""
+def serving_problem(p) -> tuple[str, str] | None:
+    """The field that keeps these params from being a serving cell and why (every variant declines the cell), or
+    None."""
     if not serving(p):
         return None
     given = "kv_lengths" if p.kv_lengths is not None else "page_size"
     for name, (clashes, why) in NOT_SERVING.items():
         if clashes(p):
-            return f"a serving cell ({given} set) takes no {name} ({why})"
+            return name, f"a serving cell ({given} set) takes no {name} ({why})"
     if p.seq_len > p.kv_seq_len:  # each request's keys would be clipped up to T: its mean no longer S
-        return f"a serving cell's {p.seq_len} new tokens (seq_len) are the last of each request's keys: seq_len " \
-               f"must not exceed kv_seq_len ({p.kv_seq_len})"
+        return "seq_len", f"a serving cell's {p.seq_len} new tokens (seq_len) are the last of each request's keys: " \
+                          f"seq_len must not exceed kv_seq_len ({p.kv_seq_len})"
     if p.page_size is not None and p.pass_ == "fwd_bwd":
-        return "a paged cell (page_size set) is forward only: its K and V are a page pool, which no backward here " \
-               "differentiates"
+        return "page_size", "a paged cell (page_size set) is forward only: its K and V are a page pool, which no " \
+                            "backward here differentiates"
     return None
 
 

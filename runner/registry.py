@@ -420,11 +420,15 @@ def _where(v: Variant) -> str:
 def option_decline(v: Variant, params: Params) -> str | None:
     """Why `v` declines a model option the cell sets (one not in its Requires.options), or None: a rule of the
     variant's own, whatever the device, library or version."""
+    name = declined_option(v, params)
+    return name and f"{v.name} declines {OPTIONS[name]}: {v.requires.why(name)}"
+
+
+def declined_option(v: Variant, params: Params) -> str | None:
+    """The first model option the cell sets that `v` does not take, or None."""
     values = params.as_dict()  # once a cell: validate and a run's plan ask it of every cell
-    for name in OPTIONS:
-        if name not in v.requires.options and not shape.at_default(shape.BY_NAME[name], values):
-            return f"{v.name} declines {OPTIONS[name]}: {v.requires.why(name)}"
-    return None
+    return next((name for name in OPTIONS
+                 if name not in v.requires.options and not shape.at_default(shape.BY_NAME[name], values)), None)
 
 
 @dataclass

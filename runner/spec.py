@@ -539,7 +539,7 @@ def _cross_field_problems(spec: Spec) -> list[str]:
     return list(dict.fromkeys(problems))  # a clash in defaults is one line, not one per experiment
 
 
-def _set_at(where: str, name: str, overrides: dict, axes: dict, index: int | None = None) -> str:
+def set_at(where: str, name: str, overrides: dict, axes: dict, index: int | None = None) -> str:
     """Where an experiment's value of an axis is set: its sweep (at `index`, if given), its overrides, else the
     defaults."""
     if name in axes:
@@ -564,8 +564,8 @@ def _head_path(where: str, overrides: dict, axes: dict, i: int, j: int) -> str:
     """Where the clashing pair is set: the experiment's kv_heads, else its heads, else the defaults' kv_heads."""
     given = axes.keys() | overrides.keys()
     if "heads" in given and "kv_heads" not in given:
-        return _set_at(where, "heads", overrides, axes, i)
-    return _set_at(where, "kv_heads", overrides, axes, j)
+        return set_at(where, "heads", overrides, axes, i)
+    return set_at(where, "kv_heads", overrides, axes, j)
 
 
 def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> list[str]:
@@ -573,7 +573,7 @@ def _devices_problems(where: str, defaults: dict, overrides: dict, axes: dict) -
     shape = {**defaults, **overrides}
     problems = []
     for k, devices in enumerate(axes.get("devices", [shape["devices"]])):
-        at = _set_at(where, "devices", overrides, axes, k)
+        at = set_at(where, "devices", overrides, axes, k)
         for name in ("seq_len", "kv_seq_len"):
             for length in axes.get(name, [shape[name]]):
                 if length is not None and length % devices:
@@ -597,7 +597,7 @@ def _unused_problems(where: str, defaults: dict, overrides: dict, axes: dict) ->
         if any(applies(value) for value in axes.get(other, [shape_values[other]])):
             used.add(name)
         elif name in axes or name in overrides and overrides[name] != shape.BY_NAME[name].default:
-            problems.append(f"{_set_at(where, name, overrides, axes)}: {_unused_why(name)}")
+            problems.append(f"{set_at(where, name, overrides, axes)}: {_unused_why(name)}")
     return problems, used
 
 
@@ -610,5 +610,5 @@ def _tp_problems(where: str, defaults: dict, overrides: dict, axes: dict) -> lis
         for kv_heads in values["kv_heads"]:
             for i, tp in enumerate(values["tp"]):
                 if problem := shape.tp_problem(heads, heads if kv_heads is None else kv_heads, tp):
-                    problems.append(f"{_set_at(where, 'tp', overrides, axes, i)}: {problem}")
+                    problems.append(f"{set_at(where, 'tp', overrides, axes, i)}: {problem}")
     return problems

@@ -232,8 +232,8 @@ def test_an_experiment_no_cell_of_which_can_run_is_refused_in_one_line():
     spec = parse_spec(spec_data({"name": "a", "variants": ["xla"]},
                                 {"name": "b", "variants": ["xla"], "kv_lengths": "uniform", "bias": "alibi",
                                  "sweep": {"fill": [0.5, 1.0]}}), KNOWN)
-    assert limits(spec) == ["experiments[1]: no variant can run any cell of b: a serving cell (kv_lengths set) takes "
-                            "no fill (a padded batch is a second rule of ragged lengths)"]
+    assert limits(spec) == ["experiments[1].sweep.fill[0]: no variant can run any cell of b: a serving cell (kv_lengths "
+                            "set) takes no fill (a padded batch is a second rule of ragged lengths)"]
 
 
 def test_every_cell_declined_for_packing_or_determinism_is_refused_too():
@@ -241,9 +241,9 @@ def test_every_cell_declined_for_packing_or_determinism_is_refused_too():
                                 {"name": "p", "variants": ["xla"], "documents": 2, "sweep": {"fill": [0.5, 0.8]}}),
                       KNOWN)
     assert limits(spec) == [
-        "experiments[0]: no variant can run any cell of d: deterministic asks for a deterministic backward: it needs "
-        "pass fwd_bwd",
-        "experiments[1]: no variant can run any cell of p: a packed row has no padding: documents > 1 needs fill 1"]
+        "experiments[0].deterministic: no variant can run any cell of d: deterministic asks for a deterministic "
+        "backward: it needs pass fwd_bwd",
+        "experiments[1].sweep.fill[0]: no variant can run any cell of p: a packed row has no padding: documents > 1 needs fill 1"]
 
 
 def test_a_serving_cell_with_more_new_tokens_than_keys_is_refused_where_every_point_has_them():
@@ -257,7 +257,7 @@ def test_a_serving_cell_with_more_new_tokens_than_keys_is_refused_where_every_po
                                  "page_size": 16},
                                 {"name": "mixed", "variants": ["xla"], "kv_seq_len": 4, "kv_lengths": "equal",
                                  "sweep": {"seq_len": [1, 8]}}), KNOWN)
-    assert limits(spec) == [f"experiments[0]: no variant can run any cell of t-over-s: {reason}"]
+    assert limits(spec) == [f"experiments[0].seq_len: no variant can run any cell of t-over-s: {reason}"]
 
 
 def test_an_experiment_whose_every_variant_declines_an_option_it_sets_is_refused_whatever_the_device():
@@ -270,11 +270,11 @@ def test_an_experiment_whose_every_variant_declines_an_option_it_sets_is_refused
                                 {"name": "some-points", "variants": ["xla"], "sweep": {"tune": [True, False]}}),
                       set(VARIANTS))
     assert limits(spec) == [
-        "experiments[0]: no variant can run any cell of tuned: cudnn, te, xla decline a tuned kernel (tune: true, the "
-        "library's autotuner): it implements none",
-        "experiments[1]: no variant can run any cell of det: tokamax_mosaic, tokamax_triton decline a deterministic "
-        "backward: tokamax.dot_product_attention has no determinism option",
-        "experiments[2]: no variant can run any cell of paged: cudnn, xla decline a paged KV cache: a dense kernel "
+        "experiments[0].tune: no variant can run any cell of tuned: cudnn, te, xla decline a tuned kernel (tune: true, "
+        "the library's autotuner): it implements none",
+        "experiments[1].deterministic: no variant can run any cell of det: tokamax_mosaic, tokamax_triton decline a "
+        "deterministic backward: tokamax.dot_product_attention has no determinism option",
+        "experiments[2].page_size: no variant can run any cell of paged: cudnn, xla decline a paged KV cache: a dense kernel "
         "reads one dense K and V, not pages"]
 
 
@@ -309,18 +309,37 @@ def test_a_problem_every_cell_inherits_from_the_defaults_is_named_there_once():
     assert limits(spec) == [
         "defaults.documents: 2 documents need a row of at least 4 tokens (T=3); no variant can run any cell of e, f, "
         "which inherit it",
-        "experiments[3]: no variant can run any cell of h: a packed row has no padding: documents > 1 needs fill 1"]
+        "experiments[3].fill: no variant can run any cell of h: a packed row has no padding: documents > 1 needs fill 1"]
     alone = parse_spec(spec_data({"name": "e", "variants": ["xla"], "seq_len": 1, "kv_seq_len": 64},
                                  defaults={"kv_lengths": "equal", "fill": 0.5}), KNOWN)
-    assert limits(alone) == ["defaults.kv_lengths: a serving cell (kv_lengths set) takes no fill (a padded batch is a "
+    assert limits(alone) == ["defaults.fill: a serving cell (kv_lengths set) takes no fill (a padded batch is a "
                              "second rule of ragged lengths); no variant can run any cell of e, which inherits it"]
+
+
+@pytest.mark.parametrize("experiment, defaults, path", [
+    ({"documents": 300, "seq_len": 512}, {}, "experiments[0].documents"),
+    ({"seq_len": 9, "kv_seq_len": 8, "kv_lengths": "uniform", "sweep": {"page_size": [16, None]}}, {},
+     "experiments[0].seq_len"),
+    ({"documents": 2, "sweep": {"kv_seq_len": [4, 32]}}, {}, "experiments[0].sweep.kv_seq_len[0]"),
+    ({"page_size": 16, "pass": "fwd_bwd", "seq_len": 4, "kv_seq_len": 64}, {}, "experiments[0].page_size"),
+    ({"variants": ["xla"], "tune": True}, {}, "experiments[0].tune"),
+    ({"kv_lengths": "equal", "seq_len": 4, "kv_seq_len": 64}, {"bias": "alibi"}, "defaults.bias"),
+])
+def test_an_experiment_no_variant_can_run_is_refused_at_the_field_its_reason_comes_from(experiment, defaults, path):
+    """The line's path names the field the first cell's reason is about where it is set (the experiment, its
+    sweep's first value, or the defaults), as a bad value's path does (experiments[0].sweep.page_size[0]), where it
+    named the experiment alone."""
+    load_all()
+    data = spec_data({"name": "a", "variants": ["naive"], **experiment})
+    data["defaults"].update(defaults)
+    assert [problem.split(": ")[0] for problem in limits(parse_spec(data, KNOWN))] == [path]
 
 
 def test_the_every_cell_check_stops_at_the_first_point_that_runs(monkeypatch):
     import runner.limits as limits_module
 
     seen = []
-    monkeypatch.setattr(limits_module, "cell_problem", lambda p: seen.append(p) or None)
+    monkeypatch.setattr(limits_module, "cell_fault", lambda p: seen.append(p) or None)
     spec = parse_spec(spec_data({"name": "a", "variants": ["xla"], "sweep": {"seq_len": [8, 16, 32, 64]}}), KNOWN)
     assert limits(spec) == [] and len(seen) == 1
 

@@ -133,8 +133,8 @@ def test_run_of_an_experiment_no_variant_can_run_exits_2_with_one_line(tmp_path,
     bad = spec_data({"name": "a", "variants": ["xla"], "page_size": 16, "bias": "alibi"})
     result = in_process(capsys, "run", write_spec(tmp_path / "bad.yaml", bad), "--out", tmp_path / "out")
     assert (result.code, result.errors) == (2, [
-        f"error: {tmp_path / 'bad.yaml'}: experiments[0]: no variant can run any cell of a: a serving cell (page_size "
-        "set) takes no bias (ALiBi's positions are not aligned to each request's end)"])
+        f"error: {tmp_path / 'bad.yaml'}: experiments[0].bias: no variant can run any cell of a: a serving cell "
+        "(page_size set) takes no bias (ALiBi's positions are not aligned to each request's end)"])
     assert not (tmp_path / "out").exists()
 
 
