@@ -180,13 +180,16 @@ def test_a_report_location_that_cannot_be_written_is_named_once_by_its_option(tm
         2, f"error: --output {tmp_path / 'file' / 'report' / 'index.html'}: Not a directory\n")
 
 
-def test_variant_files_that_do_not_load_are_named_by_validate_and_run(tmp_path):
+@pytest.mark.parametrize("command", [["validate"], ["run", "--dry-run"]], ids=" ".join)
+def test_variant_files_that_do_not_load_are_named_by_validate_and_run_each_once(tmp_path, command):
     spec = write_spec(tmp_path / "spec.yaml", spec_data())
     (tmp_path / "notes.txt").write_text("")
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     named = os.pathsep.join(str(p) for p in (tmp_path / "nowhere.py", tmp_path / "notes.txt", tmp_path / "broken.py"))
-    result = attnbench("validate", spec, ATTNBENCH_VARIANTS=named)
-    assert result.returncode == 0 and result.stderr.splitlines() == [  # was silent: its variants were just unknown
+    out = ["--out", tmp_path / "results"] if command[0] == "run" else []
+    result = attnbench(*command, spec, *out, ATTNBENCH_VARIANTS=named)
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert result.returncode == 0 and warnings == [  # was silent: its variants were just unknown
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'nowhere.py'}: no such file or folder; its variants are not loaded",
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'notes.txt'}: not a .py file; its variants are not loaded",
         f"warning: $ATTNBENCH_VARIANTS {tmp_path / 'broken.py'}: RuntimeError: boom; its variants are not loaded"]
