@@ -318,9 +318,10 @@ def _drop_unsound(problem: Callable[[Variant], str | None]) -> None:
 
 def _check_problem(v: Variant) -> str | None:
     """How v's check breaks its contract on the default cell, or None: a check that returns a bool, or reads a field
-    a cell does not have, fails there already, so it is refused at load rather than by --dry-run or the run."""
+    a cell does not have, fails there already, so it is refused at load rather than by --dry-run or the run. It is
+    asked as a run asks it (static_decline): a default cell that v's Requires declines is never handed to the check."""
     try:
-        checked(v, default_params())
+        static_decline(v, default_params())
     except BadVariant as error:
         return f"{type(error).__name__}: {error}"
     return None

@@ -336,7 +336,7 @@ def variant_file(path: Path, *registrations: str) -> str:
     """A variant file registering each `@variant(...)` given, each with a docstring; its path."""
     builds = "".join(f'\n\n@variant({args})\ndef build_{i}(p):\n    """A test variant."""\n'
                      for i, args in enumerate(registrations))
-    path.write_text(f"from runner.registry import variant\n{builds}")
+    path.write_text(f"from runner.registry import Requires, variant\n{builds}")
     return str(path)
 
 
@@ -359,6 +359,15 @@ def test_a_check_that_breaks_its_contract_on_the_default_cell_is_listed_broken_a
                                 "(a str) or None")
     assert BROKEN[files[1]] == (f"BadVariant: variant test_typo: its check ({files[1]}:4) raised AttributeError: "
                                 "'Params' object has no attribute 'seqlen'")
+
+
+def test_a_check_is_asked_at_load_only_of_a_default_cell_its_requires_leave_to_it(tmp_path, monkeypatch):
+    path = variant_file(tmp_path / "h128.py", "'test_h128', Requires(head_dim_multiple=128, max_head_dim=256), "
+                                              "check=lambda p: {128: None, 256: None}[p.head_dim]")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    h128 = load_all()["test_h128"]  # the default cell's head_dim 64 was handed to the check: "KeyError: 64"
+    assert path not in BROKEN and decline(h128, params(head_dim=128), CPU) is None
+    assert decline(h128, params(head_dim=64), CPU) == "test_h128 needs head_dim a multiple of 128, not 64"
 
 
 def test_a_check_that_breaks_on_some_cells_alone_names_the_variant_and_its_file_there(tmp_path, monkeypatch):
