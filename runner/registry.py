@@ -271,10 +271,17 @@ def _extra_files() -> list[Path]:
 
 
 def _import(name: str, load: Callable[[], object]) -> None:
+    """Import one variant file, all or nothing: where it fails (a decorator refused, an error below one), what its
+    decorators registered before is unregistered, so the file is `broken` as its line says, not half loaded."""
+    variants, backends = set(VARIANTS), set(BACKENDS)
     try:
         load()
     except Exception as error:  # one broken variant file must not take the others down
         BROKEN[name] = f"{type(error).__name__}: {error}"
+        for registered in set(VARIANTS) - variants:
+            del VARIANTS[registered]
+        for registered in set(BACKENDS) - backends:
+            del BACKENDS[registered]
 
 
 def _import_file(path: Path) -> None:

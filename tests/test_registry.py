@@ -297,6 +297,15 @@ def test_a_refused_variant_file_is_listed_broken_with_that_line(tmp_path, monkey
     assert BROKEN[str(tmp_path / "typo.py")].startswith("ValueError: variant test_typo: Requires names ['documnets']")
 
 
+def test_a_file_refused_at_its_second_variant_loads_none_of_them(tmp_path, monkeypatch):
+    path = variant_file(tmp_path / "halfbad.py", "'test_good', backend='test_good_backend', proves=('test_good_',)",
+                        "'test_bad', rules=('no check',)")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    assert not {"test_good", "test_bad"} & set(load_all())  # list said yes and --dry-run planned test_good
+    assert "test_good_backend" not in BACKENDS
+    assert BROKEN[path].startswith("ValueError: variant test_bad: rules=('no check',) without a check")
+
+
 def test_a_name_registered_already_is_refused_and_the_first_stays():
     from runner.registry import variant
 
