@@ -188,7 +188,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
-    if problem := (_options_problem(requires) or _proof_problem(backend, tuple(proves))
+    if problem := (_options_problem(requires) or _proof_problem(backend, proves)
                    or _worker_problem(worker, preload) or _rules_problem(check, rules)):
         raise ValueError(f"variant {name}: {problem}")
 
@@ -216,10 +216,14 @@ def _options_problem(requires: Requires) -> str | None:
 
 
 def _proof_problem(backend: str | None, proves: tuple[str, ...]) -> str | None:
-    """Why the custom calls said to prove `backend` cannot, or None: prefixes beside xla or no backend would be
+    """Why the custom calls said to prove `backend` cannot, or None: a str alone (a tuple's comma missing) would be
+    read as one-letter prefixes claiming other variants' custom calls, prefixes beside xla or no backend would be
     ignored, a backend other than xla that nothing proves would be listed while every record said xla, and prefixes
     other than its known ones would be dropped."""
-    known = BACKENDS.get(backend)
+    if not isinstance(proves, (tuple, list)) or not all(isinstance(p, str) and p for p in proves):
+        return (f"proves={proves!r} is not a tuple of custom-call prefixes (non-empty strings); "
+                "one prefix is written ('prefix',), with its comma")
+    proves, known = tuple(proves), BACKENDS.get(backend)
     if proves and backend in (None, "xla"):
         return (f"proves={proves} has no effect beside backend {backend!r} (what no custom call proves reads as xla): "
                 "name the backend they prove, or drop proves")

@@ -414,6 +414,11 @@ def test_a_worker_no_variant_preloads_is_refused_when_registered_as_a_typo_would
                                                r"backend 'xla' \(what no custom call proves reads as xla\): name the "
                                                r"backend they prove, or drop proves$"),
     (dict(proves=("my_call",)), r"^variant test_refused: proves=\('my_call',\) has no effect beside backend None"),
+    (dict(backend="test_myback", proves=("my_call")), r"^variant test_refused: proves='my_call' is not a tuple of "
+                                                     r"custom-call prefixes \(non-empty strings\); one prefix is "
+                                                     r"written \('prefix',\), with its comma$"),
+    (dict(backend="test_myback", proves=("my_call", "")), r"^variant test_refused: proves=\('my_call', ''\) is not a "
+                                                         r"tuple of custom-call prefixes"),
 ])
 def test_what_would_have_no_effect_is_refused_when_registered(rules, said):
     from runner.registry import variant
