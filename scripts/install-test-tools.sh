@@ -5,13 +5,20 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 # Debian packages, installed system-wide by apt-get (root, Debian or Ubuntu) where missing: chromium for the dashboard
 # browser test, driven headless by playwright (which never downloads a browser), unless ATTNBENCH_CHROMIUM names a
-# Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real.
+# Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real, found on
+# PATH as that test finds it, and installed as root only: without tini that test skips, so a user without root is told
+# so in one line rather than stopped.
 APT_PACKAGES=()
 if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
     APT_PACKAGES+=(chromium)
 fi
-if [ ! -x /usr/bin/tini ]; then
-    APT_PACKAGES+=(tini)
+if ! command -v tini >/dev/null; then
+    if [ "$(id -u)" -eq 0 ]; then
+        APT_PACKAGES+=(tini)
+    else
+        echo "install-test-tools: tini is not on PATH and apt-get needs root: not installed, so" \
+             "tests/test_termination.py's PID-1 test skips (apt-get install tini, as root, to run it)" >&2
+    fi
 fi
 if [ "${#APT_PACKAGES[@]}" -gt 0 ]; then
     apt-get update -q

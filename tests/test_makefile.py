@@ -51,11 +51,13 @@ def test_clean_keeps_the_test_tools_which_clean_tools_removes():
     assert made("clean-tools").strip() == "rm -rf .venv-tools"
 
 
-def install_test_tools(tmp_path, python312: str = "", **env: str) -> tuple[list[str], str]:
+def install_test_tools(tmp_path, python312: str = "", uid: int = 0, **env: str) -> tuple[list[str], str]:
     """Run scripts/install-test-tools.sh from a copy of the checkout's layout with every installer stubbed (each
     records its call), its other tools' stamps current; the installers' calls, and what it said on stderr.
     `python312`: the version a stand-in python3.12 answers (the line scripts/tokamax_venv_inputs.py prints from it);
-    empty, python3.12 and python3.13 fail to run, as pyenv's shims of versions it does not activate do."""
+    empty, python3.12 and python3.13 fail to run, as pyenv's shims of versions it does not activate do. `uid`: what
+    `id -u` answers. PATH holds the stubs and the few tools the script runs: no tini until the apt-get stub installs
+    one."""
     root = tmp_path / "root"
     (root / "scripts").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "scripts" / "install-test-tools.sh", root / "scripts")
@@ -77,17 +79,26 @@ def install_test_tools(tmp_path, python312: str = "", **env: str) -> tuple[list[
                                       f'cp {stubs / "python3"} "$3/bin/pip";;\n'
                                       '*) echo "{\\"python\\": \\"$STUB_PYTHON312\\"}";;\nesac\n')
     (stubs / "python3.13").write_text("#!/bin/sh\nexit 127\n")
+    (stubs / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    with (stubs / "apt-get").open("a") as apt_get:  # installing tini puts one on PATH, as apt-get's would be
+        apt_get.write('case "$*" in "install "*tini) printf "#!/bin/sh\\n" > "$(dirname "$0")/tini"; '
+                      'chmod +x "$(dirname "$0")/tini";; esac\n')
     for stub in stubs.iterdir():
         stub.chmod(0o755)
-    path = f"{stubs}{os.pathsep}{os.environ['PATH']}"
-    done = subprocess.run(["bash", str(root / "scripts" / "install-test-tools.sh")], check=True, capture_output=True,
-                          text=True, env={"PATH": path, "HOME": str(tmp_path), "STUB_PYTHON312": python312, **env})
+    for tool in ("sh", "dirname", "cat", "sha256sum", "cut", "basename", "mkdir", "cp", "rm", "chmod"):
+        if not (stubs / tool).exists():
+            (stubs / tool).symlink_to(shutil.which(tool))
+    path = str(stubs)
+    done = subprocess.run([shutil.which("bash"), str(root / "scripts" / "install-test-tools.sh")], check=True,
+                          capture_output=True, text=True,
+                          env={"PATH": path, "HOME": str(tmp_path), "STUB_PYTHON312": python312, **env})
     return (calls.read_text().splitlines() if calls.exists() else []), done.stderr
 
 
 def apt_installs(*packages: str) -> list[str]:
-    """The apt-get calls install-test-tools makes for these Debian packages: those this machine lacks, if any."""
-    missing = [p for p in packages if not os.access(f"/usr/bin/{p}", os.X_OK)]
+    """The apt-get calls install-test-tools makes for these Debian packages: chromium where this machine lacks it,
+    tini always (install_test_tools' PATH has none to begin with)."""
+    missing = [p for p in packages if p == "tini" or not os.access(f"/usr/bin/{p}", os.X_OK)]
     return ["apt-get update -q", f"apt-get install -y -q --no-install-recommends {' '.join(missing)}"] if missing else []
 
 
@@ -99,6 +110,16 @@ def test_install_test_tools_installs_chromium_and_tini_only_where_none_is_there(
     assert unnamed == apt_installs("chromium", "tini")
     again, _ = install_test_tools(tmp_path / "named", ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
     assert again == named  # its stamps were fresh: only the recorded calls of the first run
+
+
+def test_install_test_tools_without_root_leaves_tini_out_in_one_line_as_its_test_only_skips(tmp_path):
+    calls, said = install_test_tools(tmp_path, uid=1000, ATTNBENCH_CHROMIUM="/opt/chromium/chrome")
+    assert not [c for c in calls if c.startswith("apt-get")]  # apt-get's lock stopped make test-tools here
+    assert said == ("install-test-tools: tini is not on PATH and apt-get needs root: not installed, so "
+                    "tests/test_termination.py's PID-1 test skips (apt-get install tini, as root, to run it)\n"
+                    "install-test-tools: no Python >= 3.12 here (python3.12, python3.13, pyenv's, or "
+                    f"ATTNBENCH_PYTHON312=/path): {tmp_path / 'root' / '.venv-tools' / 'tokamax'} not built, so "
+                    "tests/test_tokamax_cpu.py will fail\n")
 
 
 def test_install_test_tools_builds_the_tokamax_venv_from_a_python_312_again_only_when_its_inputs_change(tmp_path):
