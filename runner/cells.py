@@ -154,6 +154,15 @@ def points(spec: Spec, exp: Experiment) -> Iterator[Params]:
 
 def expand(spec: Spec) -> list[Cell]:
     """Every cell of the spec, in run order: experiments, then sweep points, then variants."""
-    cells = [Cell(exp.name, variant, params) for exp in spec.experiments for params in points(spec, exp)
-             for variant in exp.variants]
-    return list(dict.fromkeys(cells))  # a value repeated in a sweep is one cell
+    return first(spec, None)
+
+
+def first(spec: Spec, limit: int | None) -> list[Cell]:
+    """The spec's first `limit` cells (all where None), in run order, without making the rest."""
+    cells = {}  # a value repeated in a sweep is one cell
+    for cell in (Cell(exp.name, variant, params) for exp in spec.experiments for params in points(spec, exp)
+                 for variant in exp.variants):
+        if len(cells) == limit:
+            break
+        cells.setdefault(cell)
+    return list(cells)

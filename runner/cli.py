@@ -651,21 +651,30 @@ def _run_report(spool, location: str, console: Console) -> None:
 
 
 def cmd_validate(args, console: Console) -> int:
-    from runner.cells import expand
-    from runner.spec import MAX_PROBLEMS
+    from runner.cells import count, first
+    from runner.spec import DECLINES_COUNTED, MAX_PROBLEMS
 
     spec = _load(args.spec, args.max_cells)
-    cells = expand(spec)
-    declined = _declined_anywhere(cells)
-    anywhere = f", {declined.total():,} declined on any device; --dry-run adds this machine's" if declined else ""
-    console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(len(cells), 'cell')}"
-                  f"{anywhere})", highlight=False)
+    cells, asked = count(spec), first(spec, DECLINES_COUNTED)
+    declined = _declined_anywhere(asked)
+    console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(cells, 'cell')}"
+                  f"{_declines_said(declined, len(asked) if cells > len(asked) else None)})", highlight=False)
     width = len(f"{max(declined.values(), default=0):,}")
     for reason, declines in declined.most_common(MAX_PROBLEMS):
         console.print(f"  {declines:>{width},}  {reason}", highlight=False, markup=False)
     if len(declined) > MAX_PROBLEMS:
         console.print(f"  … and {counted(len(declined) - MAX_PROBLEMS, 'more reason')}", highlight=False)
     return EXIT_OK
+
+
+def _declines_said(declined: Counter, asked: int | None) -> str:
+    """', 27 declined on any device; --dry-run adds this machine's', ' of the first N' after the count where validate
+    asked the variants of the spec's first `asked` cells alone (runner.spec.DECLINES_COUNTED); '' where it asked every
+    cell and none was declined."""
+    among = f" of the first {asked:,}" if asked else ""
+    total = f"{declined.total():,}" if declined else "none"
+    more = "; --dry-run adds this machine's" if declined else ""
+    return f", {total}{among} declined on any device{more}" if declined or among else ""
 
 
 def _declined_anywhere(cells) -> Counter:

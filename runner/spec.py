@@ -23,6 +23,8 @@ SPEC_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a run id starts with the spec's nam
 NAME_MAX_LENGTH = 100
 RUN_ID_MAX_LENGTH = NAME_MAX_LENGTH + len("-20260101-120000")  # a spec's name and the time its run started
 DEFAULT_MAX_CELLS = 100_000
+DECLINES_COUNTED = DEFAULT_MAX_CELLS  # validate counts the declines of a spec's first this many cells alone, its
+# time and memory bounded where a spec allows up to MAX_CELLS (docs/command-line.md)
 MAX_CELLS = 1_000_000  # the most a spec may allow: expanding a million cells takes seconds and a gigabyte
 FLOOR_SAMPLES = 3  # the fewest samples a timer takes when the budget cuts min_samples short (runner.timers obeys it)
 CARRY_GAP_S = 1.0  # carry_cap: a stream that starts within this long of the last one's end continues its load

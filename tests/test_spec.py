@@ -303,12 +303,14 @@ def test_file_errors_go_through_the_same_validation(tmp_path):
 
 @pytest.mark.parametrize("path", sorted((REPO / "specs").rglob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_specs_validate(path):
-    from runner.cells import count, expand
+    from runner.cells import count, expand, first
     from runner.limits import limits
 
     spec = load_spec(path, set(load_all()))
     assert spec.experiments and limits(spec) == []  # no experiment that every variant declines
-    assert count(spec) == len(expand(spec))  # validate's count is the plan's
+    cells = expand(spec)
+    assert count(spec) == len(cells)  # validate's count is the plan's
+    assert first(spec, 7) == cells[:7]  # and the cells whose declines it counts, the plan's first
 
 
 def test_defaults_fill_unset_fields():
