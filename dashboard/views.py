@@ -363,6 +363,8 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
     if shown["pct_of_bandwidth"].gt(100).any():  # said where a cell passes the copy's rate, as FP8's line above
         gpus = set(snap.runs.loc[shown["run"].unique(), "gpu"])
         st.caption(report.copy_passed(gpus.pop() if len(gpus) == 1 else None))
+    for note in tables.rate_notes(shown, y):  # what a packed row's FLOPs or a serving cell's bytes count, as show says
+        st.caption(note)
     ceilings = shown[["pct_of_peak", "pct_of_bandwidth"]].notna().any(axis=None)
     if not ceilings:  # said once, and the rates drawn two to a row, not each beside the same sentence
         st.info("No measured matmul peak or memory bandwidth in these runs (the runner measures them on GPUs), so no "

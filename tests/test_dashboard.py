@@ -174,6 +174,17 @@ def test_throughput_says_why_a_decode_cell_passes_100_percent_of_the_measured_ba
     assert "read-mostly" not in texts(open_app(monkeypatch, run=LAB5, tab="Throughput").caption)
 
 
+def test_throughput_says_what_a_packed_rows_flops_and_a_serving_cells_bytes_count_as_show_does(monkeypatch):
+    """runner.report's sentences, where the tab draws a packed row's TFLOP/s or a serving cell's GB/s
+    (dashboard.tables.rate_notes says which)."""
+    from runner.report import PACKED_FLOPS, SERVING_BYTES
+
+    fixtures = REPO / "tests" / "fixtures"
+    packed = texts(open_app(monkeypatch, fixtures / "schema10-packed", tab="Throughput").caption)
+    serving = texts(open_app(monkeypatch, fixtures / "serving-cpu", tab="Throughput", rate="GB/s").caption)
+    assert PACKED_FLOPS in packed and SERVING_BYTES not in packed and SERVING_BYTES in serving
+
+
 def test_the_soak_tab_draws_the_shipped_curve_and_says_so_where_there_is_none(monkeypatch):
     app = open_app(monkeypatch, run=[SOAK], tab="Soak")
     assert not app.exception and not app.error and not app.info

@@ -116,6 +116,19 @@ def test_a_split_cells_shares_by_any_timer_are_of_all_its_devices_ceilings(schem
     assert wall["pct_of_peak"].tolist() == pytest.approx((100 * wall["tflops"] / (peak * recorded["devices"])).tolist())
 
 
+@pytest.mark.parametrize("fixture, rate", [("schema10-packed", "tflops"), ("serving-cpu", "gbps")])
+def test_the_throughput_tab_says_what_a_packed_rows_flops_or_a_serving_cells_bytes_count_as_show_does(fixture, rate):
+    """The sentences `show` and the report print under such a table (runner.report.table_notes), where the tab
+    draws that rate, and only there: a packed row's TFLOP/s, a serving cell's GB/s."""
+    from runner import report
+
+    snap = data.snapshot(str(REPO / "tests" / "fixtures" / fixture), data.RunCache())
+    cells = tables.with_rates(snap.cells(tuple(snap.runs.index)), snap.runs, "wall")
+    said = {"tflops": [report.PACKED_FLOPS], "gbps": [report.SERVING_BYTES]}
+    assert {y: tables.rate_notes(cells, y) for y in said} == {y: said[y] if y == rate else [] for y in said}
+    assert tables.rate_notes(cells[cells["variant"] == "none"], rate) == []  # no such cell drawn: nothing said
+
+
 def test_speedups_compare_with_the_baseline_at_the_same_run_experiment_and_shape():
     cells = rated(H200_LAB5, H200_LAB5_NO_TE)
     seq = cells[(cells["experiment"] == "seq-len") & (cells["seq_len"] == 1024)].set_index(["run", "variant"])
