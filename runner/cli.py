@@ -504,7 +504,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     console.print(f"run {ready.run_id}{f' shard {shard}' if shard else ''}: results to {location}, spool {spool.dir}")
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
                       args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None, rechecks)
-    with spool, _store_errors():
+    with spool, _store_errors(), _left_unfinished(spool, location, ready.spool_root, advice):
         outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
         print(f"error: {refusal(ready.run_id, str(outcome.refused))}; {advice.resumed_or_anew(ready)}",
@@ -515,6 +515,18 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
             return _refused_late(outcome.refused, spool, spec, args.spec, ready, console, advice)
         _run_report(spool, location if outcome.uploaded else f"{spool.dir} (the spool; not in {location})", console)
         return _run_exit(outcome, spool, location, ready.spool_root, advice)
+
+
+@contextmanager
+def _left_unfinished(spool, location: str, spool_root: Path, advice: RunAdvice):
+    """A variant's check that breaks on a cell the run plans (BadVariant) ends it once its folder and manifest are
+    made: its one line adds that the run is left unfinished there, and how to resume it or be rid of it."""
+    try:
+        yield
+    except BadVariant as error:
+        raise BadVariant(f"{error}; run {spool.run_id} is left unfinished in {location} (its spool: {spool.dir}): "
+                         f"once the check is fixed, {_rerun(spool, spool_root, advice)} to resume it, or delete "
+                         "both folders") from None
 
 
 def _refused_late(refused, spool, spec, spec_path: str, ready: Ready, console: Console, advice: RunAdvice) -> int:

@@ -293,3 +293,20 @@ def test_a_variant_check_that_breaks_on_a_cell_ends_validate_and_the_dry_run_in_
     assert (result.returncode, result.stderr) == (  # was exit 1: "internal error: AttributeError: ...", naming neither
         2, f"error: variant test_late: its check ({tmp_path / 'late.py'}:4) raised AttributeError: 'Params' object "
         "has no attribute 'seqlen'\n")  # validate said ok
+
+
+def test_a_variant_check_that_breaks_in_a_run_names_the_unfinished_run_it_leaves_and_how_to_resume_it(tmp_path):
+    """The run plans its cells once its first worker describes the device, after its folder and manifest are made:
+    the line says they are left (`runs` lists the run 0/1 unfinished), where it said nothing of them."""
+    (tmp_path / "late.py").write_text("from runner.registry import variant\n\n\n"
+                                      "@variant('test_late', check=lambda p: p.seqlen if p.causal else None)\n"
+                                      "def build(p):\n    '''A check that reads a field no cell has.'''\n")
+    spec = write_spec(tmp_path / "spec.yaml", spec_data({"name": "a", "variants": ["test_late"], "causal": True}))
+    out, spool, run_id = tmp_path / "results", tmp_path / "spool", "late-20261207-000000"
+    result = attnbench("run", spec, "--out", out, "--run-id", run_id, ATTNBENCH_VARIANTS=str(tmp_path / "late.py"),
+                       ATTNBENCH_SPOOL=str(spool))
+    (left,) = spool.glob(f"*/{run_id}")
+    assert (result.returncode, result.stderr) == (
+        2, f"error: variant test_late: its check ({tmp_path / 'late.py'}:4) raised AttributeError: 'Params' object "
+        f"has no attribute 'seqlen'; run {run_id} is left unfinished in {out / run_id} (its spool: {left}): once the "
+        f"check is fixed, rerun with --run-id {run_id} --spool {spool} to resume it, or delete both folders\n")
