@@ -145,6 +145,20 @@ def open_view(page, url: str) -> None:
     settle(page)
 
 
+# How many script runs the page has seen end: Streamlit measures each, from its start to its end, under this name
+RUNS = "performance.getEntriesByName('script-run-cycle').length"
+
+
+def rerun(page, step) -> None:
+    """From the page at rest, take `step` (a back) and wait for the script run it asks for to end and draw: settle
+    alone passes at once on the page drawn before, when that run has not yet begun."""
+    settle(page)
+    runs = page.evaluate(RUNS)
+    step()
+    page.wait_for_function(f"{RUNS} > {runs}", timeout=60_000)
+    settle(page)
+
+
 def chips(page, key: str) -> list[str]:
     """The chosen values a multiselect shows, as a person reads them."""
     return page.locator(f".st-key-{key} [data-tag] > span[title]").all_inner_texts()
@@ -478,8 +492,7 @@ def test_back_from_a_history_opened_bare_steps_through_its_run_then_the_bare_add
     page = browser.new_page()
     open_view(page, f"{url}/?tab=History")
     page.wait_for_function("location.search.includes('series=')", timeout=60_000)
-    page.go_back()
-    settle(page)
+    rerun(page, page.go_back)
     assert asked_in(page.url) == {"tab": ["History"], "run": ["night-2"]}
     assert page.locator(".st-key-series input").input_value() == ""
     assert "Choose a spec · GPU · power policy to draw its runs." in page.inner_text("body")
