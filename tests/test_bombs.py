@@ -11,7 +11,9 @@ import pytest
 import runner.run  # noqa: F401  imported once here, not inside the first timed `run`
 from helpers import Outcome, in_process, spec_data, write_spec
 
-SECONDS = 10.0  # each refusal, traced by tracemalloc on a busy 2-core machine (most take well under a second)
+# each refusal, traced by tracemalloc (most take well under a second): beside two busy processes 1,000 nested
+# brackets took 10.1 s (1 run in 5; 10 was the limit) and 5,000 problems 7.8 s; a bomb took minutes (and MIB too)
+SECONDS = 30.0
 MIB = 64.0  # the most memory Python may hold for one (the alias bomb once took 375 MB and 31 s)
 
 
