@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
 import runner.store as store_module
 from conftest import BUCKET, held_port
-from helpers import attnbench, in_process, spec_data, write_spec
+from helpers import REPO, environment, in_process, spec_data, write_spec
 from runner.cli import main
 from runner.store import GcsStore, LocalStore, StoreError, StoreUnavailable, open_store
 from test_results import manifest, some_records
@@ -270,24 +272,29 @@ def test_credentials_refused_off_gke_are_bad_input_at_once(gate, no_metadata_ser
     assert "retrying" not in outcome.err and outcome.seconds < 5 and not (tmp_path / "spool").exists()
 
 
+# `attnbench ARGS` whose stderr's last line lists every pause it asked of time.sleep: google-auth's search for
+# credentials pings a metadata server that is not there three times, pausing between, and says nothing of it
+PAUSES = ("import sys, time\nsleep, paused = time.sleep, []\ntime.sleep = lambda s: (paused.append(s), sleep(s))[1]\n"
+          "from runner.cli import main\ntry:\n    sys.exit(main(sys.argv[1:]))\n"
+          "finally:\n    print(f'paused {paused}', file=sys.stderr)")
+
+
 @pytest.mark.slow
-def test_no_credentials_off_gke_exit_2_within_5_s_saying_how_to_set_them(no_metadata_server, tmp_path, monkeypatch):
-    """A laptop with no Google credentials at all: nothing will answer later, so nothing is waited for."""
+def test_no_credentials_off_gke_exit_2_with_no_pause_saying_how_to_set_them(no_metadata_server, tmp_path, monkeypatch):
+    """A laptop with no Google credentials at all: nothing will answer later, so nothing is waited for. Judged by the
+    pauses asked for, not by the time taken, which load stretches: within start-up + 3 s failed 1 run in 5 beside two
+    busy processes (8.13 s against a start-up of 5.12)."""
     for name in ("STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud login in ~/.config/gcloud
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     path = write_spec(tmp_path / "s.yaml", spec_data())
     args = ["run", path, "--out", "gs://some-bucket/results", "--spool", tmp_path / "spool"]
-    started = time.monotonic()
-    assert attnbench(*args, "--run-id", "not an id").returncode == 2  # refused before the store: start-up alone
-    start_up = time.monotonic() - started
-    started = time.monotonic()
-    result = attnbench(*args, timeout=90)
-    took = time.monotonic() - started
-    # under 5 s on an idle 2-core machine (docs/benchmarks.md); on a busy one, start-up plus the store's library
-    assert result.returncode == 2 and took < max(5, start_up + 3), (took, start_up, result.stderr)
-    [line] = result.stderr.splitlines()  # google-auth's own line: where to read how to set credentials up
+    result = subprocess.run([sys.executable, "-c", PAUSES, *map(str, args)], cwd=REPO, capture_output=True, text=True,
+                            timeout=90, env=environment())
+    *said, paused = result.stderr.splitlines()
+    assert result.returncode == 2 and paused == "paused []", result.stderr
+    [line] = said  # google-auth's own line: where to read how to set credentials up
     assert line.startswith("error: --out gs://some-bucket/results: ") and "cloud.google.com/docs/authentication" in line
 
 
