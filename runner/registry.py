@@ -275,17 +275,28 @@ def _extra_files() -> list[Path]:
 
 
 def _import(name: str, load: Callable[[], object]) -> None:
-    """Import one variant file, all or nothing: where it fails (a decorator refused, an error below one), what its
-    decorators registered before is unregistered, so the file is `broken` as its line says, not half loaded."""
-    variants, backends = set(VARIANTS), set(BACKENDS)
+    """Import one variant file, all or nothing: where it fails (a decorator refused, an error below one, a check that
+    breaks its contract on the default cell: a bool returned, a field no cell has read, which every command that plans
+    its cells would end on), what its decorators registered is unregistered, so the file is `broken` as its line
+    says, not half loaded, and each later file is judged against the files that did load."""
+    before = set(VARIANTS)
     try:
         load()
+        for registered in [n for n in VARIANTS if n not in before]:  # asked as a run asks it: a default cell
+            static_decline(VARIANTS[registered], default_params())  # its Requires decline never reaches the check
     except Exception as error:  # one broken variant file must not take the others down
-        BROKEN[name] = f"{type(error).__name__}: {error}"
-        for registered in set(VARIANTS) - variants:
-            del VARIANTS[registered]
-        for registered in set(BACKENDS) - backends:
-            del BACKENDS[registered]
+        _unload(name, f"{type(error).__name__}: {error}", [n for n in VARIANTS if n not in before])
+
+
+def _unload(name: str, why: str, variants: list[str]) -> None:
+    """Unregister a file that cannot load, with why in BROKEN: its `variants`, and each backend that no variant left
+    names (those whose prefixes it alone gave), so no record's backend is read from a file that is not loaded."""
+    BROKEN[name] = why
+    for registered in variants:
+        del VARIANTS[registered]
+    named = {v.backend for v in VARIANTS.values()}
+    for backend in [b for b in BACKENDS if b not in named]:
+        del BACKENDS[backend]
 
 
 def _import_file(path: Path) -> None:
@@ -312,30 +323,16 @@ def load_all() -> dict[str, Variant]:
             BROKEN[str(path)] = "no such file or folder" if not path.exists() else "not a .py file"
         else:
             _import(str(path), lambda: _import_file(path))
-    for problem in (_check_problem, _baseline_problem):
-        _drop_unsound(problem)
+    _drop_unsound()
     return VARIANTS
 
 
-def _drop_unsound(problem: Callable[[Variant], str | None]) -> None:
-    """Unregister the file of each variant that has a `problem` (every command that plans its cells would fail on
-    it), as if it had been refused, with why in BROKEN."""
+def _drop_unsound() -> None:
+    """Unregister the file of each variant whose FP8 baseline is missing once every file has loaded (every command
+    that plans its cells would fail on it), as if it had been refused, with why in BROKEN."""
     for v in list(VARIANTS.values()):
-        if v.name in VARIANTS and (why := problem(v)):
-            BROKEN[_origin(v)] = why
-            for name in [n for n, other in VARIANTS.items() if other.build.__module__ == v.build.__module__]:
-                del VARIANTS[name]
-
-
-def _check_problem(v: Variant) -> str | None:
-    """How v's check breaks its contract on the default cell, or None: a check that returns a bool, or reads a field
-    a cell does not have, fails there already, so it is refused at load rather than by --dry-run or the run. It is
-    asked as a run asks it (static_decline): a default cell that v's Requires declines is never handed to the check."""
-    try:
-        static_decline(v, default_params())
-    except BadVariant as error:
-        return f"{type(error).__name__}: {error}"
-    return None
+        if v.name in VARIANTS and (why := _baseline_problem(v)):
+            _unload(_origin(v), why, [n for n, o in VARIANTS.items() if o.build.__module__ == v.build.__module__])
 
 
 def _baseline_problem(v: Variant) -> str | None:

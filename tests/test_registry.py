@@ -370,6 +370,26 @@ def test_a_check_that_breaks_its_contract_on_the_default_cell_is_listed_broken_a
                                 "'Params' object has no attribute 'seqlen'")
 
 
+def test_a_file_whose_check_breaks_on_the_default_cell_takes_its_backend_and_a_later_file_is_judged_without_it(
+        tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "a.py", "'test_a', backend='test_bk', proves=('test_bk_',), "
+                                             "check=lambda p: p.seqlen"),
+             variant_file(tmp_path / "b.py", "'test_b', backend='test_bk', proves=('other_',)")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    loaded = set(load_all())  # b was refused for a's prefixes, and a's stayed to prove test_bk
+    assert "test_a" not in loaded and "test_b" in loaded and files[1] not in BROKEN
+    assert BROKEN[files[0]].startswith("BadVariant: variant test_a: its check")
+    assert BACKENDS["test_bk"] == ("other_",) and backend_of(["test_bk_kernel"]) == "xla"
+
+
+def test_a_file_dropped_for_its_fp8_baseline_takes_the_backend_it_alone_proved(tmp_path, monkeypatch):
+    path = variant_file(tmp_path / "fp8.py", "'test_fp8_proved', backend='test_fp8_bk', proves=('test_fp8_bk_',), "
+                                             "fp8_baseline='nope'")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    assert "test_fp8_proved" not in load_all() and path in BROKEN
+    assert "test_fp8_bk" not in BACKENDS and backend_of(["test_fp8_bk_kernel"]) == "xla"
+
+
 def test_a_check_is_asked_at_load_only_of_a_default_cell_its_requires_leave_to_it(tmp_path, monkeypatch):
     path = variant_file(tmp_path / "h128.py", "'test_h128', Requires(head_dim_multiple=128, max_head_dim=256), "
                                               "check=lambda p: {128: None, 256: None}[p.head_dim]")
