@@ -328,11 +328,21 @@ def load_all() -> dict[str, Variant]:
 
 
 def _drop_unsound() -> None:
-    """Unregister the file of each variant whose FP8 baseline is missing once every file has loaded (every command
-    that plans its cells would fail on it), as if it had been refused, with why in BROKEN."""
-    for v in list(VARIANTS.values()):
-        if v.name in VARIANTS and (why := _baseline_problem(v)):
-            _unload(_origin(v), why, [n for n, o in VARIANTS.items() if o.build.__module__ == v.build.__module__])
+    """Unregister, as if it had been refused, the file of each variant left unsound once every file has loaded: its
+    FP8 baseline names no variant (every cell would fail on that name), or its worker's preload left with a dropped
+    file (its cells would run in a process of their own, without its libraries). A drop may leave another unsound
+    (a variant of that file was a baseline, or gave the preload), so until none is; each has why in BROKEN."""
+    while found := next(((v, why) for v in VARIANTS.values() if (why := _baseline_problem(v) or _preload_problem(v))),
+                        None):
+        v, why = found
+        _unload(_origin(v), why, [n for n, o in VARIANTS.items() if o.build.__module__ == v.build.__module__])
+
+
+def _preload_problem(v: Variant) -> str | None:
+    """Why v's worker has no preload, or None: the variant that gave it was not loaded."""
+    if v.worker == JAX_WORKER or any(o.worker == v.worker and o.preload for o in VARIANTS.values()):
+        return None
+    return f"ValueError: variant {v.name}: worker {v.worker!r} has no preload: the file that gave it is not loaded"
 
 
 def _baseline_problem(v: Variant) -> str | None:

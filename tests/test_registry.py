@@ -390,6 +390,25 @@ def test_a_file_dropped_for_its_fp8_baseline_takes_the_backend_it_alone_proved(t
     assert "test_fp8_bk" not in BACKENDS and backend_of(["test_fp8_bk_kernel"]) == "xla"
 
 
+def test_a_dropped_file_drops_the_files_whose_fp8_baseline_it_held_until_none_is_left_unsound(tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "c.py", "'test_c', fp8_baseline='test_d'"),
+             variant_file(tmp_path / "m2.py", "'test_d'", "'test_e', fp8_baseline='nope'"),
+             variant_file(tmp_path / "f.py", "'test_f', fp8_baseline='test_c'")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    assert not {"test_c", "test_d", "test_e", "test_f"} & set(load_all())  # test_c was asked before m2 was dropped
+    assert BROKEN[files[0]] == "ValueError: variant test_c: its fp8_baseline 'test_d' is no registered variant"
+    assert BROKEN[files[2]] == "ValueError: variant test_f: its fp8_baseline 'test_c' is no registered variant"
+
+
+def test_a_variant_whose_worker_got_its_preload_from_a_dropped_file_is_dropped_with_its_file(tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "pa.py", "'test_pa', worker='test_w', preload=lambda: None, fp8_baseline='nope'"),
+             variant_file(tmp_path / "pb.py", "'test_pb', worker='test_w'", "'test_pb_sibling'")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    assert not {"test_pa", "test_pb", "test_pb_sibling"} & set(load_all())  # test_pb ran without test_w's preload
+    assert BROKEN[files[1]] == ("ValueError: variant test_pb: worker 'test_w' has no preload: the file that gave it is "
+                                "not loaded")
+
+
 def test_a_check_is_asked_at_load_only_of_a_default_cell_its_requires_leave_to_it(tmp_path, monkeypatch):
     path = variant_file(tmp_path / "h128.py", "'test_h128', Requires(head_dim_multiple=128, max_head_dim=256), "
                                               "check=lambda p: {128: None, 256: None}[p.head_dim]")
