@@ -670,7 +670,7 @@ def cmd_validate(args, console: Console) -> int:
     cells, asked = count(spec), first(spec, DECLINES_COUNTED)
     declined = _declined_anywhere(asked)
     console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(cells, 'cell')}"
-                  f"{_declines_said(declined, len(asked) if cells > len(asked) else None)})", highlight=False)
+                  f"{_declines_said(declined, len(asked), cells)})", highlight=False)
     width = len(f"{max(declined.values(), default=0):,}")
     for reason, declines in declined.most_common(MAX_PROBLEMS):
         console.print(f"  {declines:>{width},}  {reason}", highlight=False, markup=False)
@@ -679,14 +679,17 @@ def cmd_validate(args, console: Console) -> int:
     return EXIT_OK
 
 
-def _declines_said(declined: Counter, asked: int | None) -> str:
-    """', 27 declined on any device; --dry-run adds this machine's', ' of the first N' after the count where validate
-    asked the variants of the spec's first `asked` cells alone (runner.spec.DECLINES_COUNTED); '' where it asked every
-    cell and none was declined."""
-    among = f" of the first {asked:,}" if asked else ""
+def _declines_said(declined: Counter, asked: int, cells: int) -> str:
+    """', 27 declined on any device; --dry-run adds this machine's' after the count; where validate asked the variants
+    of the spec's first `asked` cells alone (runner.spec.DECLINES_COUNTED), ' of the first N' and that the others
+    were not asked, for a check that raises on one of them ends --dry-run alone; '' where it asked every cell and
+    none was declined."""
     total = f"{declined.total():,}" if declined else "none"
-    more = "; --dry-run adds this machine's" if declined else ""
-    return f", {total}{among} declined on any device{more}" if declined or among else ""
+    if asked < cells:
+        adds = ", and adds this machine's" if declined else ""
+        return (f", {total} of the first {asked:,} declined on any device; the other {cells - asked:,} not asked: "
+                f"--dry-run asks them{adds}")
+    return f", {total} declined on any device; --dry-run adds this machine's" if declined else ""
 
 
 def _declined_anywhere(cells) -> Counter:

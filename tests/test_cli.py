@@ -86,11 +86,12 @@ def test_validate_counts_the_declines_of_the_first_cells_alone_and_says_so(spec_
     --max-cells admits took 21 s and 1 GB. The cells are counted, not made."""
     monkeypatch.setattr("runner.spec.DECLINES_COUNTED", 4)  # naive, xla, auto, cudnn unmasked: cudnn's float32
     assert in_process(capsys, "validate", spec_path).out.splitlines() == [
-        f"{spec_path}: ok (2 experiments, 10 cells, 1 of the first 4 declined on any device; --dry-run adds this "
-        "machine's)", "  1  cudnn runs bfloat16 / float16 only, not float32"]
-    monkeypatch.setattr("runner.spec.DECLINES_COUNTED", 3)
+        f"{spec_path}: ok (2 experiments, 10 cells, 1 of the first 4 declined on any device; the other 6 not asked: "
+        "--dry-run asks them, and adds this machine's)", "  1  cudnn runs bfloat16 / float16 only, not float32"]
+    monkeypatch.setattr("runner.spec.DECLINES_COUNTED", 3)  # "ok" where a check raising on cell 4 ends --dry-run
     assert in_process(capsys, "validate", spec_path).out == (f"{spec_path}: ok (2 experiments, 10 cells, none of the "
-                                                             "first 3 declined on any device)\n")
+                                                             "first 3 declined on any device; the other 7 not asked: "
+                                                             "--dry-run asks them)\n")
 
 
 def test_validate_counts_the_cells_declined_on_any_device_one_line_a_reason(tmp_path, capsys):
