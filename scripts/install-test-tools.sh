@@ -3,14 +3,19 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
-# Debian packages, installed system-wide by apt-get (root, Debian or Ubuntu) where missing: chromium for the dashboard
-# browser test, driven headless by playwright (which never downloads a browser), unless ATTNBENCH_CHROMIUM names a
-# Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real, found on
-# PATH as that test finds it, and installed as root only: without tini that test skips, so a user without root is told
-# so in one line rather than stopped.
+# Debian packages, installed system-wide by apt-get (root, Debian or Ubuntu) where missing, as root only, so that a
+# user without root is told in one line what is left out rather than stopped by apt-get's lock: chromium for the
+# dashboard browser test, driven headless by playwright (which never downloads a browser), unless ATTNBENCH_CHROMIUM
+# names a Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real,
+# found on PATH as that test finds it (without tini that test skips).
 APT_PACKAGES=()
 if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
-    APT_PACKAGES+=(chromium)
+    if [ "$(id -u)" -eq 0 ]; then
+        APT_PACKAGES+=(chromium)
+    else
+        echo "install-test-tools: no chromium at /usr/bin/chromium and apt-get needs root: not installed, so" \
+             "tests/test_dashboard_browser.py fails (ATTNBENCH_CHROMIUM=/path/to/chromium names one there)" >&2
+    fi
 fi
 if ! command -v tini >/dev/null; then
     if [ "$(id -u)" -eq 0 ]; then

@@ -51,16 +51,18 @@ def test_clean_keeps_the_test_tools_which_clean_tools_removes():
     assert made("clean-tools").strip() == "rm -rf .venv-tools"
 
 
-def install_test_tools(tmp_path, python312: str = "", uid: int = 0, **env: str) -> tuple[list[str], str]:
+def install_test_tools(tmp_path, python312: str = "", uid: int = 0, chromium: str = "/usr/bin/chromium",
+                       **env: str) -> tuple[list[str], str]:
     """Run scripts/install-test-tools.sh from a copy of the checkout's layout with every installer stubbed (each
     records its call), its other tools' stamps current; the installers' calls, and what it said on stderr.
     `python312`: the version a stand-in python3.12 answers (the line scripts/tokamax_venv_inputs.py prints from it);
     empty, python3.12 and python3.13 fail to run, as pyenv's shims of versions it does not activate do. `uid`: what
-    `id -u` answers. PATH holds the stubs and the few tools the script runs: no tini until the apt-get stub installs
-    one."""
+    `id -u` answers. `chromium`: where the script looks for Debian's (a path not there: a machine without it). PATH
+    holds the stubs and the few tools the script runs: no tini until the apt-get stub installs one."""
     root = tmp_path / "root"
     (root / "scripts").mkdir(parents=True, exist_ok=True)
-    shutil.copy(REPO / "scripts" / "install-test-tools.sh", root / "scripts")
+    script = (REPO / "scripts" / "install-test-tools.sh").read_text()
+    (root / "scripts" / "install-test-tools.sh").write_text(script.replace("/usr/bin/chromium", chromium))
     (root / "docker").mkdir(exist_ok=True)
     pins = root / "docker" / "runner-requirements.txt"
     pins.write_text("jax==0\n")
@@ -120,6 +122,14 @@ def test_install_test_tools_without_root_leaves_tini_out_in_one_line_as_its_test
                     "install-test-tools: no Python >= 3.12 here (python3.12, python3.13, pyenv's, or "
                     f"ATTNBENCH_PYTHON312=/path): {tmp_path / 'root' / '.venv-tools' / 'tokamax'} not built, so "
                     "tests/test_tokamax_cpu.py will fail\n")
+
+
+def test_install_test_tools_without_root_or_chromium_leaves_it_out_in_one_line_naming_attnbench_chromium(tmp_path):
+    calls, said = install_test_tools(tmp_path, uid=1000, chromium=str(tmp_path / "none"))
+    assert not [c for c in calls if c.startswith("apt-get")]  # apt-get's lock stopped make test-tools here
+    assert said.splitlines()[0] == (f"install-test-tools: no chromium at {tmp_path / 'none'} and apt-get needs root: not "
+                                    "installed, so tests/test_dashboard_browser.py fails (ATTNBENCH_CHROMIUM="
+                                    "/path/to/chromium names one there)")
 
 
 def test_install_test_tools_builds_the_tokamax_venv_from_a_python_312_again_only_when_its_inputs_change(tmp_path):
