@@ -56,12 +56,11 @@ def with_rates(cells: pd.DataFrame, runs: pd.DataFrame, timer: str | None) -> pd
 
 
 def rate_notes(cells: pd.DataFrame, y: str) -> list[str]:
-    """What the rate `y` counts, in the report's sentences (report.PACKED_FLOPS, report.SERVING_BYTES), each where a
-    cell of that kind has such a rate: a packed row's TFLOP/s (and TFLOP/J), a serving cell's GB/s."""
+    """What the rate `y` counts, in the report's sentences (report.rate_notes), where a cell of that kind has such a
+    rate: a packed row's TFLOP/s (and TFLOP/J), a serving cell's GB/s."""
     rated = cells[_column(cells, y).notna()]
-    packed = y in ("tflops", "tflops_per_j") and _column(rated, "documents").gt(1).any()
-    serving = y == "gbps" and _column(rated, "serving").eq(1).any()
-    return ([report.PACKED_FLOPS] if packed else []) + ([report.SERVING_BYTES] if serving else [])
+    return report.rate_notes(y in ("tflops", "tflops_per_j") and bool(_column(rated, "documents").gt(1).any()),
+                             y == "gbps" and bool(_column(rated, "serving").eq(1).any()))
 
 
 def filtered(cells: pd.DataFrame, choices: dict[str, list]) -> pd.DataFrame:

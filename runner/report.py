@@ -166,9 +166,16 @@ SERVING_BYTES = ("A serving cell's bytes (kv lengths or pages set) count Q and t
 def table_notes(cells: list[CellRecord], gpu: str | None) -> list[str]:
     """The sentences under an experiment's table, each where a rate it speaks of is shown: what a packed row's FLOPs
     and a serving cell's bytes count, and why % copy above 100 is no error (copy_passed, `gpu` the run's)."""
-    notes = [PACKED_FLOPS] if any(c.tflops is not None and c.params.documents > 1 for c in cells) else []
-    notes += [SERVING_BYTES] if any(c.gbps is not None and paging.serving(c.params) for c in cells) else []
-    return notes + ([copy_passed(gpu)] if passes_copy(cells) else [])
+    packed = any(c.tflops is not None and c.params.documents > 1 for c in cells)
+    serving = any(c.gbps is not None and paging.serving(c.params) for c in cells)
+    return rate_notes(packed, serving) + ([copy_passed(gpu)] if passes_copy(cells) else [])
+
+
+def rate_notes(packed: bool, serving: bool) -> list[str]:
+    """The sentences that say what a rate counts: a packed row's FLOPs where `packed` (a packed row's TFLOP/s is
+    shown), a serving cell's bytes where `serving` (a serving cell's GB/s is); table_notes' and the dashboard's
+    Throughput tab's (dashboard.tables.rate_notes)."""
+    return ([PACKED_FLOPS] if packed else []) + ([SERVING_BYTES] if serving else [])
 
 
 def passes_copy(cells: list[CellRecord]) -> bool:
