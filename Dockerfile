@@ -93,7 +93,13 @@ CMD ["--help"]
 
 # ---- dashboard: the results dashboard on a slim Python, no CUDA -------------------------------------------------------
 FROM python:3.12-slim-bookworm AS dashboard
-RUN groupadd --gid 10001 attnbench \
+# tini is PID 1 here too (the ENTRYPOINT below), for the runner stage's reason: streamlit as PID 1 lost a SIGTERM (a
+# rollout's, a node drain's) that came before it installed its handler, and ran on to the grace period's SIGKILL.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --gid 10001 attnbench \
     && useradd --uid 10001 --gid 10001 --home-dir /home/attnbench --create-home --shell /usr/sbin/nologin attnbench
 COPY pyproject.toml README.md /src/
 COPY runner /src/runner
@@ -114,5 +120,5 @@ WORKDIR /home/attnbench
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-ENTRYPOINT ["attnbench"]
+ENTRYPOINT ["tini", "--", "attnbench"]
 CMD ["dashboard", "--address", "0.0.0.0", "--port", "8501"]

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # Debian packages, installed system-wide by apt-get (root, Debian or Ubuntu) where missing, as root only, so that a
 # user without root is told in one line what is left out rather than stopped by apt-get's lock: chromium for the
 # dashboard browser test, driven headless by playwright (which never downloads a browser), unless ATTNBENCH_CHROMIUM
-# names a Chromium already there; tini, the runner image's PID 1, which tests/test_termination.py signals for real,
+# names a Chromium already there; tini, the images' PID 1, which tests/test_termination.py signals for real,
 # found on PATH as that test finds it (without tini that test skips).
 APT_PACKAGES=()
 if [ -z "${ATTNBENCH_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then

@@ -105,37 +105,47 @@ def test_a_sigterm_after_the_cells_were_measured_changes_nothing_the_run_says_or
     assert cli.TERMINATION.event.is_set() and cli.TERMINATION.raising  # flagged while it closed, raising again after
 
 
-def runner_entrypoint() -> list[str]:
-    """The runner image's ENTRYPOINT (the Dockerfile's runner stage), its programs found on this machine: attnbench
-    the venv's; skipped where one is missing (make test-tools installs tini)."""
-    (line,) = [line for line in stages()["runner"] if line.startswith("ENTRYPOINT ")]
+def image_command(target: str) -> list[str]:
+    """What the image of the Dockerfile's `target` stage runs when given no arguments (its ENTRYPOINT, then its CMD),
+    its programs found on this machine: attnbench the venv's; skipped where one is missing (make test-tools installs
+    tini)."""
+    lines = stages()[target]
+    (entrypoint,) = [json.loads(line.removeprefix("ENTRYPOINT ")) for line in lines if line.startswith("ENTRYPOINT ")]
+    (command,) = [json.loads(line.removeprefix("CMD ")) for line in lines if line.startswith("CMD ")]
     found = []
-    for word in json.loads(line.removeprefix("ENTRYPOINT ")):
+    for word in entrypoint:
         path = word if word.startswith("-") else shutil.which(word)
         path = REPO / ".venv/bin/attnbench" if word == "attnbench" else path
         if path is None:
             pytest.skip(f"{word} is not on PATH (make test-tools installs it)")
         found.append(str(path))
-    return found
+    return found + command
 
 
-def test_a_sigterm_before_the_handler_is_installed_ends_the_runner_at_once_as_pid_1_of_its_image(tmp_path):
+@pytest.mark.parametrize("target", ["runner", "dashboard"])
+def test_a_sigterm_before_the_handler_is_installed_ends_the_image_at_once_as_pid_1(tmp_path, target):
     """A container's PID 1 gets no signal it has no handler for: the runner as PID 1 (ENTRYPOINT ["attnbench"]) lost a
-    SIGTERM that came before runner.termination installed its handler and ran on (here `list`, to its exit 0; a run,
-    until the pod's grace period ended in SIGKILL). Under the image's init, tini, the runner is PID 1's child and such
-    a SIGTERM ends it at once (143). Its first milliseconds are held open by a sitecustomize that sleeps, a real
-    signal sent to PID 1 of a PID namespace of its own (unshare), as the kubelet sends it to the container's."""
-    if subprocess.run(["unshare", "-rpf", "true"], capture_output=True).returncode != 0:
-        pytest.skip("no PID namespace can be made here (unshare -rpf)")
+    SIGTERM that came before runner.termination installed its handler and ran on (here its CMD, --help, to its exit 0;
+    a run, until the pod's grace period ended in SIGKILL), and the dashboard one that came before streamlit installed
+    its handler (here it serves on until the test gives up). Under the images' init, tini, attnbench is PID 1's child
+    and such a SIGTERM ends it at once (143). Its first milliseconds are held open by a sitecustomize that sleeps, a
+    real signal sent to PID 1 of a PID namespace of its own (unshare), as the kubelet sends it to the container's, and
+    a network namespace of its own, where the dashboard's port is free whatever this machine serves."""
+    if subprocess.run(["unshare", "-rnpf", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no PID and network namespace can be made here (unshare -rnpf)")
     started = tmp_path / "started"
     (tmp_path / "sitecustomize.py").write_text(f"import time\nopen({str(started)!r}, 'w').close()\ntime.sleep(5)\n")
-    unshare = subprocess.Popen(["unshare", "-rpf", "--mount-proc", "--kill-child", *runner_entrypoint(), "list"],
+    unshare = subprocess.Popen(["unshare", "-rnpf", "--mount-proc", "--kill-child", *image_command(target)],
                                env={**os.environ, "PYTHONPATH": str(tmp_path)}, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not started.exists():
-        assert time.monotonic() < deadline and unshare.poll() is None, "the runner never started"
-        time.sleep(0.01)
-    with open(f"/proc/{unshare.pid}/task/{unshare.pid}/children") as f:  # unshare forks: its child is PID 1 there
-        os.kill(int(f.read().split()[0]), signal.SIGTERM)
-    assert unshare.wait(30) == 128 + signal.SIGTERM, unshare.stderr.read()  # as PID 1 it ran `list` on to exit 0
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists():
+            assert time.monotonic() < deadline and unshare.poll() is None, "attnbench never started"
+            time.sleep(0.01)
+        with open(f"/proc/{unshare.pid}/task/{unshare.pid}/children") as f:  # unshare forks: its child is PID 1 there
+            os.kill(int(f.read().split()[0]), signal.SIGTERM)
+        assert unshare.wait(30) == 128 + signal.SIGTERM, unshare.stderr.read()  # as PID 1 it ran on
+    finally:
+        unshare.kill()  # where the test failed: --kill-child ends the namespace with it
+        unshare.wait()
