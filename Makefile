@@ -70,7 +70,11 @@ SPEC ?= k8s/base/spec.yaml
 SHARDS ?= 1
 GPU ?= l4
 KUBECTL ?= kubectl
-TAG ?= $(shell git rev-parse --short HEAD)
+# the runner's tag, this commit's short hash: asked of git once, the first time a value below needs it (IMAGE reads it
+# several times), where git ran on each read; never where TAG is given, on the line or in the environment
+ifeq ($(origin TAG),undefined)
+TAG = $(eval TAG := $$(shell git rev-parse --short HEAD))$(TAG)
+endif
 # terraform/'s outputs, read once, the first time a value below needs one (none where each is given on the line):
 # k8s/terraform_output.py prints NAME=VALUE words (plain words alone: why not `output -raw`), then terraform=ran, failed
 # or missing; $(call terraform_output,NAME) is NAME's value, empty where terraform has none

@@ -486,12 +486,13 @@ TERRAFORM_OUTPUTS = json.dumps({"image_repository": {"value": "reg.example/p"},
 
 
 def fake_cloud(tmp_path: Path, digest: str = "", outputs: str = TERRAFORM_OUTPUTS) -> dict[str, str]:
-    """The environment to run make in with a terraform and a gcloud first on PATH, each logging its calls to
+    """The environment to run make in with a terraform, a gcloud and a git first on PATH, each logging its calls to
     tmp_path/calls: terraform answers `output -json` with `outputs`; gcloud reports `digest` for the runner tagged t1 in
-    reg.example/p, and with no digest fails as a gcloud not logged in does."""
+    reg.example/p, and with no digest fails as a gcloud not logged in does; git gives t1 as the commit's short hash."""
     stubs, calls = tmp_path / "bin", tmp_path / "calls"
     stubs.mkdir(exist_ok=True)
     answers = {"terraform": f"[ \"$*\" = \"-chdir=terraform output -json\" ] && echo '{outputs}'",
+               "git": '[ "$*" = "rev-parse --short HEAD" ] && echo t1',
                "gcloud": '[ "$*" = "artifacts docker images describe reg.example/p/attnbench:runner-t1 '
                          f'--format=value(image_summary.digest)" ] && [ -n "{digest}" ] && echo "{digest}" && exit 0\n'
                          f"cat >&2 <<'EOF'\n{GCLOUD_LOGGED_OUT}\nEOF\nexit 1"}
@@ -501,12 +502,12 @@ def fake_cloud(tmp_path: Path, digest: str = "", outputs: str = TERRAFORM_OUTPUT
     return {**os.environ, "MAKEFLAGS": "", "PATH": f"{stubs}{os.pathsep}{os.environ['PATH']}"}
 
 
-def planned(tmp_path: Path, target: str, *settings: str, digest: str = "",
-            outputs: str = TERRAFORM_OUTPUTS) -> subprocess.CompletedProcess:
-    """`make -n TARGET SETTINGS` of specs/lab5.yaml with fake_cloud's terraform and gcloud."""
+def planned(tmp_path: Path, target: str, *settings: str, digest: str = "", outputs: str = TERRAFORM_OUTPUTS,
+            **environment: str) -> subprocess.CompletedProcess:
+    """`make -n TARGET SETTINGS` of specs/lab5.yaml with fake_cloud's terraform, gcloud and git, `environment` added."""
     return subprocess.run(["make", "-n", "--no-print-directory", "--old-file=.venv/.installed", target,
                            "SPEC=specs/lab5.yaml", *settings], cwd=REPO, capture_output=True, text=True,
-                          env=fake_cloud(tmp_path, digest, outputs))
+                          env={**fake_cloud(tmp_path, digest, outputs), **environment})
 
 
 def planned_with_registry(tmp_path: Path, target: str, digest: str, *settings: str) -> subprocess.CompletedProcess:
@@ -553,6 +554,24 @@ def test_make_asks_terraform_once_for_all_the_outputs_it_reads(tmp_path):
     calls = sorted((tmp_path / "calls").read_text().splitlines())  # terraform's outputs, the runner's digest
     assert calls == [f"gcloud artifacts docker images describe reg.example/p/attnbench:runner-t1 "
                      "--format=value(image_summary.digest)", "terraform -chdir=terraform output -json"]
+
+
+def test_make_asks_git_for_the_runners_tag_once_and_never_where_tag_is_given(tmp_path):
+    """TAG, the commit's short hash, was asked of git on each read: three times in one `make -n submit` (IMAGE reads it
+    several times). Given on the line or in the environment, TAG is taken as it is and git is not asked."""
+    digest = "sha256:" + "ef" * 32
+    done = planned(tmp_path, "submit", "REGISTRY=reg.example/p", f"RESULTS_URI={RESULTS}", digest=digest)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"--image (\S+)", done.stdout)[1] == f"reg.example/p/attnbench:runner-t1@{digest}"
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [call for call in calls if call.startswith("git ")] == ["git rev-parse --short HEAD"]
+    (tmp_path / "calls").unlink()
+    unpinned = ("REGISTRY=reg.example/p", f"RESULTS_URI={RESULTS}", "RUNNER_DIGEST=")
+    for done, tag in ((planned(tmp_path, "render", *unpinned, "TAG=line"), "line"),
+                      (planned(tmp_path, "render", *unpinned, TAG="env"), "env")):
+        assert done.returncode == 0, done.stderr
+        assert re.search(r"--image (\S+)", done.stdout)[1] == f"reg.example/p/attnbench:runner-{tag}"
+    assert not (tmp_path / "calls").exists()
 
 
 @pytest.mark.parametrize("outputs", ["{}", json.dumps({"results_uri": {"value": RESULTS}})])
