@@ -76,10 +76,12 @@ ifeq ($(origin TAG),undefined)
 TAG = $(eval TAG := $$(shell git rev-parse --short HEAD))$(TAG)
 endif
 # terraform/'s outputs, read once, the first time a value below needs one (none where each is given on the line):
-# k8s/terraform_output.py prints NAME=VALUE words (plain words alone: why not `output -raw`), then terraform=ran, failed
-# or missing; $(call terraform_output,NAME) is NAME's value, empty where terraform has none
+# k8s/terraform_output.py prints NAME=VALUE words (plain words alone: why not `output -raw`), then terraform:ran, failed
+# or missing (a colon, which no output's name holds); $(call terraform_output,NAME) is NAME's value, empty where
+# terraform has none, and TERRAFORM_ANSWER how terraform answered
 TERRAFORM_OUTPUTS = $(eval TERRAFORM_OUTPUTS := $$(shell $$(PYTHON) k8s/terraform_output.py))$(TERRAFORM_OUTPUTS)
 terraform_output = $(patsubst $(1)=%,%,$(filter $(1)=%,$(TERRAFORM_OUTPUTS)))
+TERRAFORM_ANSWER = $(patsubst terraform:%,%,$(filter terraform:%,$(TERRAFORM_OUTPUTS)))
 REGISTRY ?= $(call terraform_output,image_repository)
 RESULTS_URI ?= $(call terraform_output,results_uri)
 DASHBOARD_IP_NAME ?= $(call terraform_output,dashboard_ip_name)
@@ -94,7 +96,7 @@ RUNNER_FOUND = $(eval RUNNER_FOUND := $$(shell gcloud artifacts docker images de
 RUNNER_DIGEST ?= $(filter sha256:%,$(RUNNER_FOUND))
 IMAGE ?= $(if $(REGISTRY),$(RUNNER_TAGGED)$(addprefix @,$(RUNNER_DIGEST)))
 # what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line that says why
-# terraform gave none (its terraform= word)
+# terraform gave none (TERRAFORM_ANSWER)
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
 NO_OUTPUTS.ran = terraform/ has no outputs here (apply it first)
 NO_OUTPUTS.failed = `terraform -chdir=terraform output` fails (run it to see why)
@@ -109,7 +111,7 @@ NO_DIGEST = no digest for $(IMAGE): gcloud artifacts docker images describe said
 # clone): a value missing stops make at once
 ifneq ($(filter render submit deploy nightly,$(MAKECMDGOALS)),)
 ifneq ($(NOT_GIVEN),)
-$(error $(NO_OUTPUTS.$(call terraform_output,terraform)) — or give $(subst = ,= and ,$(NOT_GIVEN)))
+$(error $(NO_OUTPUTS.$(TERRAFORM_ANSWER)) — or give $(subst = ,= and ,$(NOT_GIVEN)))
 endif
 endif
 ifneq ($(filter submit nightly,$(MAKECMDGOALS)),)

@@ -1,6 +1,8 @@
 """terraform/'s outputs for the Makefile, read once: `python3 k8s/terraform_output.py` prints one NAME=VALUE word per
-output of `terraform -chdir=terraform output -json`, and the word terraform=ran, failed (it exited non-zero: a
-backend "gcs" not yet `terraform init`-ed, say; its error is not shown) or missing (not on PATH).
+output of `terraform -chdir=terraform output -json`, and the word terraform:ran, failed (it exited non-zero: a
+backend "gcs" not yet `terraform init`-ed, say; its error is not shown) or missing (not on PATH). No output is taken
+for that word: terraform's output names are identifiers, which hold no colon (as terraform=ran, an output named
+terraform shadowed it).
 
 A value is printed where it is one plain word (letters, digits and . _ : / @ -), which a make recipe may pass to a
 shell as it is; any other value is left out, and the Makefile says what to give instead. Where terraform has not
@@ -43,4 +45,4 @@ def read() -> tuple[str, dict[str, str]]:
 
 if __name__ == "__main__":
     answer, outputs = read()
-    print(*(f"{name}={value}" for name, value in outputs.items()), f"terraform={answer}")
+    print(*(f"{name}={value}" for name, value in outputs.items()), f"terraform:{answer}")

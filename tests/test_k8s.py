@@ -574,10 +574,12 @@ def test_make_asks_git_for_the_runners_tag_once_and_never_where_tag_is_given(tmp
     assert not (tmp_path / "calls").exists()
 
 
-@pytest.mark.parametrize("outputs", ["{}", json.dumps({"results_uri": {"value": RESULTS}})])
+@pytest.mark.parametrize("outputs", ["{}", json.dumps({"results_uri": {"value": RESULTS}}),
+                                     json.dumps({"results_uri": {"value": RESULTS}, "terraform": {"value": "missing"}})])
 def test_make_that_stops_for_a_value_terraform_lacks_asks_terraform_once(tmp_path, outputs):
     """Where make stops, its line says why terraform gave no value from the answer the values came from, where it
-    asked terraform again."""
+    asked terraform again; an output named terraform is not that answer (it was, beside terraform=ran, and the line
+    lost its why)."""
     done = planned(tmp_path, "render", "TAG=t1", "IAP_DOMAIN=bench.example.com", outputs=outputs)
     assert done.returncode == 2 and "terraform/ has no outputs here (apply it first) — or give REGISTRY=" in done.stderr
     assert (tmp_path / "calls").read_text().splitlines() == ["terraform -chdir=terraform output -json"]
