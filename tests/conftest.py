@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import traceback
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -167,22 +170,59 @@ REFUSALS = {
 }
 
 
+class Answering(http.server.BaseHTTPRequestHandler):
+    """A test server's handler: logs nothing, and lets a client that left before its answer go quietly (a run killed
+    while a request of its was held, as test_resume's SIGTERM at start-up is), where socketserver printed the broken
+    pipe's traceback outside any test's captured output."""
+
+    timeout = 60  # a client that sends nothing ends its thread, which the server's close() waits for
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        try:
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client is gone: no one to answer
+            pass
+
+
+class LoopbackServer(http.server.ThreadingHTTPServer):
+    """An HTTP server on a free loopback port, serving from a thread of its own. An error a handler raised (other
+    than a client gone, which Answering lets go) is kept, and close() fails the test with it."""
+
+    daemon_threads = False  # so close() waits for each request's thread, whose error is then kept
+
+    def __init__(self, handler: type[Answering]):
+        super().__init__(("127.0.0.1", 0), handler)
+        self.errors: list[str] = []
+        self.address = f"127.0.0.1:{self.server_address[1]}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def handle_error(self, request, client_address) -> None:
+        self.errors.append(traceback.format_exc())
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        assert not self.errors, "a test server's handler raised:\n" + "\n".join(self.errors)
+
+
 class Gate:
     """A forwarding proxy in front of the emulator that answers some requests itself with GCS's own refusals:
     what a principal without a permission, or a node whose metadata server is not ready yet, sees."""
 
     def __init__(self, emulator: Emulator):
-        import http.server
-        import threading
-
         self.emulator, self.refuse = emulator, lambda method, path: None
         self.refused: list[str] = []
         gate = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
+        class Handler(Answering):
             def _any(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 status = gate.refuse(self.command, self.path)
@@ -191,25 +231,15 @@ class Gate:
                     reason, message = REFUSALS[status]
                     payload = json.dumps({"error": {"code": status, "message": message,
                                                     "errors": [{"reason": reason, "message": message}]}})
-                    return self._answer(status, {"Content-Type": "application/json"}, payload.encode())
+                    return self.answer(status, {"Content-Type": "application/json"}, payload.encode())
                 status, headers, data = gate.forward(self.command, self.path, dict(self.headers), body)
-                self._answer(status, headers, data)
-
-            def _answer(self, status, headers, data):
-                self.send_response(status)
-                for key, value in headers.items():
-                    if key.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.answer(status, {key: value for key, value in headers.items() if key.lower() not in (
+                    "transfer-encoding", "connection", "content-length", "server", "date")}, data)
 
             do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _any
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.host = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server = LoopbackServer(Handler)
+        self.host = f"http://{self.server.address}"
 
     def forward(self, method: str, path: str, headers: dict, body: bytes) -> tuple[int, dict, bytes]:
         import http.client
@@ -223,8 +253,7 @@ class Gate:
         return response.status, dict(response.getheaders()), data
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 @pytest.fixture
@@ -241,27 +270,16 @@ class MetadataServer:
     `delay_s` (a node's server that is there but slow). google-auth finds it through GCE_METADATA_IP / _HOST."""
 
     def __init__(self, delay_s: float):
-        import http.server
-        import threading
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
+        class Handler(Answering):
             def do_GET(self):
                 time.sleep(delay_s)
-                self.send_response(200)
-                self.send_header("Metadata-Flavor", "Google")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+                self.answer(200, {"Metadata-Flavor": "Google"}, b"")
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(Handler)
+        self.address = self.server.address
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 def point_metadata_at(monkeypatch, address: str) -> None:
