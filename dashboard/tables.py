@@ -59,7 +59,7 @@ def rate_notes(cells: pd.DataFrame, y: str) -> list[str]:
     """What the rate `y` counts, in the report's sentences (report.rate_notes), where a cell of that kind has such a
     rate: a packed row's TFLOP/s (and TFLOP/J), a serving cell's GB/s."""
     rated = cells[_column(cells, y).notna()]
-    return report.rate_notes(y in ("tflops", "tflops_per_j") and bool(_column(rated, "documents").gt(1).any()),
+    return report.rate_notes(y in ("tflops", "tflops_per_j") and bool(_column(rated, "packed").eq(1).any()),
                              y == "gbps" and bool(_column(rated, "serving").eq(1).any()))
 
 

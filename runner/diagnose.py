@@ -7,6 +7,7 @@ the reference of each such mistake; the first that matches within the tolerance 
 
 from __future__ import annotations
 
+from runner import masks
 from runner.checks import rel_err
 from runner.inputs import reference
 from runner.shape import Params
@@ -21,7 +22,7 @@ def alternatives(p: Params) -> list[tuple[str, Params]]:
         found += [(f"a window of {w} keys, not {p.window}", {"window": w}) for w in (p.window + 1, p.window - 1) if w]
     if p.fill < 1:
         found.append(("the padding ignored (every key attended)", {"fill": 1.0}))
-    if p.documents > 1:
+    if masks.packed(p):
         found.append(("the documents ignored (attention across the whole row)", {"documents": 1}))
     if p.bias != "none":
         found.append(("no ALiBi bias", {"bias": "none"}))

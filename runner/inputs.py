@@ -320,7 +320,7 @@ def masks_lengths(p: Params) -> tuple:
 def unmasked_rows(p: Params, args: tuple) -> jax.Array | None:
     """Plain causal cells (no window, no padding, one document a row): rows 0 and T-1 of attention without the mask
     (the same cap and bias), for the lab's first/last row check."""
-    plain = p.window is None and p.fill == 1 and p.bias == "none" and not paging.serving(p) and p.documents == 1
+    plain = p.window is None and p.fill == 1 and p.bias == "none" and not paging.serving(p) and not masks.packed(p)
     if not (p.causal and p.seq_len >= p.kv_seq_len > 1 and plain):
         return None
     rows = jnp.array([0, p.seq_len - 1])

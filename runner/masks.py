@@ -95,9 +95,14 @@ def document_lengths(length: int, documents: int, row: int = 0) -> list[int]:
     return cut[turn:] + cut[:turn]
 
 
+def packed(p) -> bool:
+    """Whether the cell's rows are packed: several documents a row, a query seeing its own document's keys alone."""
+    return p.documents > 1
+
+
 def packed_lengths(p) -> list[list[int]] | None:
     """Each row's document lengths, or None for one document per row."""
-    if p.documents <= 1:
+    if not packed(p):
         return None
     return [document_lengths(p.seq_len, p.documents, row) for row in range(p.batch)]
 
@@ -131,7 +136,7 @@ def document_spans(p) -> tuple[np.ndarray, np.ndarray] | None:
 
 def packing_problem(p) -> tuple[str, str] | None:
     """The field that keeps these params from being packed and why (every variant declines the cell), or None."""
-    if p.documents <= 1:
+    if not packed(p):
         return None
     if p.kv_lengths is not None or p.page_size is not None:  # before S = T, which a serving cell's T new tokens break
         return "documents", "a packed row is a training row, not a serving batch: documents > 1 needs kv_lengths and " \

@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from runner import counted, metrics, paging, shape
+from runner import counted, masks, metrics, paging, shape
 from runner.cells import unsplit
 from runner.machine import short_sha
 from runner.marks import MARKS, NOT_CONVERGED, UNCONVERGED_MARK, UNSETTLED, UNSETTLED_MARK, Mark
@@ -166,7 +166,7 @@ SERVING_BYTES = ("A serving cell's bytes (kv lengths or pages set) count Q and t
 def table_notes(cells: list[CellRecord], gpu: str | None) -> list[str]:
     """The sentences under an experiment's table, each where a rate it speaks of is shown: what a packed row's FLOPs
     and a serving cell's bytes count, and why % copy above 100 is no error (copy_passed, `gpu` the run's)."""
-    packed = any(c.tflops is not None and c.params.documents > 1 for c in cells)
+    packed = any(c.tflops is not None and masks.packed(c.params) for c in cells)
     serving = any(c.gbps is not None and paging.serving(c.params) for c in cells)
     return rate_notes(packed, serving) + ([copy_passed(gpu)] if passes_copy(cells) else [])
 
@@ -764,12 +764,10 @@ def markdown(df) -> str:
 
 
 def _header_only(frame):
-    """`frame` of a bare cell (no values, no timings, phases or readings) with its row dropped: the columns every
-    cell's row has, for a run of no cells."""
-    params = CellRecord.model_fields["params"].annotation
+    """`frame` of a bare cell (the default params; no values, no timings, phases or readings) with its row dropped:
+    the columns every cell's row has, for a run of no cells."""
     required = {name: None for name, field in CellRecord.model_fields.items() if field.is_required()}
-    bare_params = params.model_construct(**dict.fromkeys(params.model_fields))
-    return frame([CellRecord.model_construct(**{**required, "params": bare_params})]).iloc[:0]
+    return frame([CellRecord.model_construct(**{**required, "params": shape.default_params()})]).iloc[:0]
 
 
 def export(cells: list[CellRecord], fmt: str, dest: Path | None) -> str | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from runner import frames, shape
+from helpers import REPO
+from runner import frames, masks, paging, shape
 from stores import SHIPPED, shipped, tuned
 
 SOAK = "h200/soak-20261203"
@@ -16,6 +17,21 @@ def test_a_row_per_cell_in_the_runs_order():
     table = frames.cells(run.cells)
     assert table["key"].tolist() == [c.key for c in run.cells] and table["order"].tolist() == list(range(len(run.cells)))
     assert frames.cells([]).empty
+
+
+def test_a_rows_packed_and_serving_are_the_records_own():
+    """The dashboard reads whether a cell is packed or serving from these columns: the owners' answers
+    (runner.masks.packed, runner.paging.serving), not a second rule on the frame's documents or lengths."""
+    from runner.store import read_run
+
+    fixtures = REPO / "tests" / "fixtures"
+    records = [c for run in (fixtures / "schema10-packed" / "schema10-packed-20261206-000000",
+                             fixtures / "serving-cpu" / "serving-cpu-20261206", SHIPPED / LAB5)
+               for c in read_run(run).cells]
+    table = frames.cells(records)
+    assert table["packed"].tolist() == [masks.packed(c.params) for c in records]
+    assert table["serving"].tolist() == [paging.serving(c.params) for c in records]
+    assert table["packed"].any() and table["serving"].any() and not (table["packed"] | table["serving"]).all()
 
 
 def test_soak_points_are_a_frame_of_their_own_named_by_the_cells_shape():

@@ -52,7 +52,7 @@ def naive(p: Params):
     lengths = seq_lengths(p)
     attention = functools.partial(naive_attention, causal=p.causal, logits=Logits.of(p), q_lengths=lengths[0],
                                   kv_lengths=lengths[1])
-    if p.documents == 1:
+    if not masks.packed(p):
         return attention
 
     def packed(q, k, v):
@@ -126,13 +126,13 @@ def _dot_product_attention(p: Params, implementation: str | None):
     attention = functools.partial(jax.nn.dot_product_attention, is_causal=top_left_causal(p),
                                   implementation=implementation, query_seq_lengths=q_lengths,
                                   key_value_seq_lengths=kv_lengths, local_window_size=window_size(p))
-    if p.bias == "none" and p.documents == 1:
+    if p.bias == "none" and not masks.packed(p):
         return attention
     bias_dtype = jnp.float32 if implementation != "cudnn" else jnp.dtype(p.dtype)  # xla adds it to float32 logits
 
     def attend(q, k, v):
         bias = alibi_bias(p, bias_dtype) if p.bias != "none" else None
-        return attention(q, k, v, bias=bias, mask=same_document(p) if p.documents > 1 else None)
+        return attention(q, k, v, bias=bias, mask=same_document(p) if masks.packed(p) else None)
 
     return attend
 
@@ -145,7 +145,7 @@ def xla(p: Params):
 
 def cudnn_check(p: Params) -> str | None:
     """Why the cudnn variant declines these params, or None."""
-    if p.documents > 1:
+    if masks.packed(p):
         return packed_check(p)
     if p.window is not None and not p.causal:
         return "jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right " \
@@ -161,7 +161,7 @@ def cudnn_check(p: Params) -> str | None:
          + PACKED_RULES)
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
-    if p.documents > 1:
+    if masks.packed(p):
         return packed_attention(p)
     return _dot_product_attention(p, "cudnn")
 

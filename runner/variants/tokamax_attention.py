@@ -113,7 +113,7 @@ def attention(p: Params, implementation: str):
 
     from runner.variants.jax_attention import alibi_bias, seq_lengths, top_left_causal, window_size
 
-    if p.documents > 1:
+    if masks.packed(p):
         return packed_attention(p, implementation)
     q_lengths, kv_lengths = seq_lengths(p)
     attend = functools.partial(tokamax.dot_product_attention, is_causal=top_left_causal(p), query_seq_lengths=q_lengths,

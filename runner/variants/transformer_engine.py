@@ -46,7 +46,7 @@ RULES = dict(backend="transformer_engine", proves=("te_fused_attn",), worker=WOR
 
 def check(p: Params) -> str | None:
     """Why TE's variants decline these params, or None."""
-    if p.documents > 1 and p.bias != "none":
+    if masks.packed(p) and p.bias != "none":
         return "TE's packed (THD) path is built without a bias here"
     return None
 
@@ -61,7 +61,7 @@ def _attention(p: Params, fp8: bool):
 
     from runner.variants.jax_attention import window_size
 
-    padded, packed = masks.padded_lengths(p), p.documents > 1
+    padded, packed = masks.padded_lengths(p), masks.packed(p)
     padding = padded or packed
     mask = ("padding_causal" if p.causal else "padding") if padding else ("causal" if p.causal else "no_mask")
     layout = dict(qkv_layout="thd_thd_thd", max_segments_per_seq=p.documents) if packed else {}
@@ -98,7 +98,7 @@ def _extra(p: Params, padded, dtype) -> dict:
     import jax.numpy as jnp
 
     extra = {}
-    if p.documents > 1:
+    if masks.packed(p):
         from transformer_engine.jax.attention import SequenceDescriptor
 
         ids, positions = (jnp.asarray(x) for x in packed_segments(p))
