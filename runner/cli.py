@@ -389,7 +389,7 @@ def _holding(ready: Ready) -> list:
     return [where for where, held in places if held]
 
 
-def _run_exit(outcome, spool, location: str, spool_root: Path, advice: RunAdvice = RunAdvice()) -> int:
+def _run_exit(outcome, spool, location: str, spool_root: Path, advice: RunAdvice) -> int:
     """The exit code of a run, said in one line on stderr when it is not 0. SIGTERM always exits 75."""
     kept, rerun = _cells_in(outcome.done, spool.dir), _rerun(spool, spool_root, advice)
     if not outcome.finished:

@@ -8,6 +8,7 @@ an interpreter without the project's dependencies.
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import io
 import json
@@ -1449,16 +1450,18 @@ def test_a_runs_exit_line_counts_its_cells_in_english(capsys):
     for many (runner.counted, the one way a count is printed)."""
     from types import SimpleNamespace
 
-    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, _run_exit
+    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, RunAdvice, _run_exit
     from runner.run import Outcome
 
     spool = SimpleNamespace(dir="/spool/r", run_id="r", shard=None)
-    assert _run_exit(Outcome(True, False, 1, 1, "no network"), spool, "gs://b/r", Path("/spool")) == EXIT_NOT_UPLOADED
+    run_exit = functools.partial(_run_exit, spool=spool, location="gs://b/r", spool_root=Path("/spool"),
+                                 advice=RunAdvice())
+    assert run_exit(Outcome(True, False, 1, 1, "no network")) == EXIT_NOT_UPLOADED
     assert "; the 1 cell is in /spool/r; rerun" in capsys.readouterr().err
-    assert _run_exit(Outcome(False, False, 0, 1, "no network"), spool, "gs://b/r", Path("/spool")) == EXIT_SIGTERM
+    assert run_exit(Outcome(False, False, 0, 1, "no network")) == EXIT_SIGTERM
     assert capsys.readouterr().err.startswith("interrupted by SIGTERM: 0 of 1 cell done, not uploaded (no network); "
                                               "no cell is in /spool/r")
-    _run_exit(Outcome(True, False, 1250, 1250, "no network"), spool, "gs://b/r", Path("/spool"))
+    run_exit(Outcome(True, False, 1250, 1250, "no network"))
     assert "; all 1,250 cells are in /spool/r; rerun" in capsys.readouterr().err
 
 
@@ -1468,15 +1471,16 @@ def test_a_shards_sigterm_and_not_uploaded_lines_name_its_shard_with_its_run_id(
     recheck's name its own command, which takes neither."""
     from types import SimpleNamespace
 
-    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, RecheckAdvice, _run_exit
+    from runner.cli import EXIT_NOT_UPLOADED, EXIT_SIGTERM, RecheckAdvice, RunAdvice, _run_exit
     from runner.run import Outcome
 
     shard = SimpleNamespace(dir="/spool/r", run_id="r", shard="2/4")
-    assert _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool")) == EXIT_SIGTERM
+    run_exit = functools.partial(_run_exit, spool=shard, location="gs://b/r", spool_root=Path("/spool"))
+    assert run_exit(Outcome(False, True, 1, 3, None), advice=RunAdvice()) == EXIT_SIGTERM
     assert capsys.readouterr().err.endswith("uploaded to gs://b/r; rerun with --run-id r --shard 2/4 to resume\n")
-    assert _run_exit(Outcome(True, False, 3, 3, "no network"), shard, "gs://b/r", Path("/spool")) == EXIT_NOT_UPLOADED
+    assert run_exit(Outcome(True, False, 3, 3, "no network"), advice=RunAdvice()) == EXIT_NOT_UPLOADED
     assert capsys.readouterr().err.endswith("; rerun with --run-id r --shard 2/4 to upload them\n")
-    _run_exit(Outcome(False, True, 1, 3, None), shard, "gs://b/r", Path("/spool"), RecheckAdvice("b"))
+    run_exit(Outcome(False, True, 1, 3, None), advice=RecheckAdvice("b"))
     assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command to resume\n")
 
 
@@ -1486,23 +1490,23 @@ def test_the_sigterm_and_not_uploaded_lines_name_a_spool_from_the_environment_un
     recheck's its command with it; a spool that variable sets to the default is left out, as one --spool named."""
     from types import SimpleNamespace
 
-    from runner.cli import RecheckAdvice, _run_exit
+    from runner.cli import RecheckAdvice, RunAdvice, _run_exit
     from runner.run import Outcome
     from runner.spool import SPOOL_ENV, default_spool_root
 
     part = SimpleNamespace(dir="/pod/spool/r", run_id="r", shard=None)
     monkeypatch.setenv(SPOOL_ENV, "/pod/spool")
-    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/pod/spool"))
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/pod/spool"), RunAdvice())
     assert capsys.readouterr().err.endswith("; rerun with --run-id r --spool /pod/spool to resume\n")
     _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", Path("/pod/spool"), RecheckAdvice("b"))
     assert capsys.readouterr().err.endswith("; rerun the same attnbench recheck command with --spool /pod/spool to "
                                             "upload them\n")
-    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/elsewhere"))  # --spool named it
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("/elsewhere"), RunAdvice())  # --spool named it
     assert capsys.readouterr().err.endswith("; rerun with --run-id r to resume\n")
     monkeypatch.delenv(SPOOL_ENV)
     default = default_spool_root()
     monkeypatch.setenv(SPOOL_ENV, str(default))
-    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", default)
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", default, RunAdvice())
     assert capsys.readouterr().err.endswith("; rerun with --run-id r to resume\n")
 
 
@@ -1512,7 +1516,7 @@ def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell
     import shlex
     from types import SimpleNamespace
 
-    from runner.cli import RecheckAdvice, _run_exit
+    from runner.cli import RecheckAdvice, RunAdvice, _run_exit
     from runner.resume import aside_rerun
     from runner.run import Outcome
     from runner.spool import SPOOL_ENV
@@ -1520,7 +1524,7 @@ def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell
     spool = tmp_path / "my spool"
     part = SimpleNamespace(dir=spool / "r", run_id="r", shard="1/2")
     monkeypatch.setenv(SPOOL_ENV, str(spool))
-    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", spool)
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", spool, RunAdvice())
     said = capsys.readouterr().err.split("; rerun with ")[1].removesuffix(" to resume\n")
     assert shlex.split(said) == ["--run-id", "r", "--shard", "1/2", "--spool", str(spool)]
     _run_exit(Outcome(True, False, 3, 3, "no network"), part, "gs://b/r", spool, RecheckAdvice("b"))
@@ -1533,7 +1537,7 @@ def test_every_advice_line_a_user_pastes_reads_back_as_its_words_through_a_shell
     assert shlex.split(said) == ["attnbench", "show", str(spool / "n")]
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(SPOOL_ENV, "my spool")
-    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("my spool"))
+    _run_exit(Outcome(False, True, 1, 3, None), part, "gs://b/r", Path("my spool"), RunAdvice())
     assert shlex.split(capsys.readouterr().err.split("; rerun with ")[1])[-3] == str(spool)
 
 
