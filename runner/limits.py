@@ -33,39 +33,45 @@ def limits(spec: Spec, max_cells: int | None = None) -> list[str]:
             problems.append(f"experiments[{i}]: cell {exp.name} {params.label()} needs {size / 2**40:,.1f} TiB for "
                             f"Q, K and V alone; no GPU holds {MAX_INPUT_BYTES >> 40} TiB")
         if exp.name in heirs[:1]:  # the defaults' problem, said once where it is set
-            field, reason = inherited
+            (field,), reason = inherited
             problems.append(f"defaults.{field}: {reason}; no variant can run any cell of {', '.join(heirs)}, "
                             f"which {'inherits' if len(heirs) == 1 else 'inherit'} it")
         elif i in declined and exp.name not in heirs:
-            field, reason = declined[i]
-            at = set_at(f"experiments[{i}]", field, exp.overrides(), exp.sweep.axes(), 0)  # the first point's value
+            fields, reason = declined[i]  # each at the first point's value
+            at = ", ".join(set_at(f"experiments[{i}]", field, exp.overrides(), exp.sweep.axes(), 0) for field in fields)
             problems.append(f"{at}: no variant can run any cell of {exp.name}: {reason}")
     return problems
 
 
-def _defaults_fault(spec: Spec) -> tuple[str, str] | None:
+def _defaults_fault(spec: Spec) -> tuple[tuple[str], str] | None:
     """The defaults' field that makes no variant able to run their own cell and why (cells.cell_fault), or None."""
     try:
-        return cell_fault(resolve(spec.defaults.model_dump(by_alias=True)))
+        return _cell_fault(resolve(spec.defaults.model_dump(by_alias=True)))
     except ValueError:  # heads that tp leaves none of: the experiments set their own
         return None
 
 
-def declined_throughout(spec: Spec, exp: Experiment) -> tuple[str, str] | None:
-    """The field the first point's reason comes from, and that reason, when no variant can run any point of the
+def declined_throughout(spec: Spec, exp: Experiment) -> tuple[tuple[str, ...], str] | None:
+    """The fields the first point's reason is about, and that reason, when no variant can run any point of the
     experiment (cells.cell_fault, or a model option each of its variants declines whatever the device:
     runner.registry.option_decline), else None; stops at the first point that can run."""
     first = None
     for params in points(spec, exp):
-        if (fault := cell_fault(params) or _options_declined(exp.variants, params)) is None:
+        if (fault := _cell_fault(params) or _options_declined(exp.variants, params)) is None:
             return None
         first = first or fault
     return first
 
 
-def _options_declined(variants: list[str], params: Params) -> tuple[str, str] | None:
-    """The option the first variant declines and each variant's reason, when every one declines a model option the
-    cell sets, else None (a variant not registered here is taken to run it)."""
+def _cell_fault(params: Params) -> tuple[tuple[str], str] | None:
+    """cells.cell_fault with its one field as the fields a fault names."""
+    return (fault := cell_fault(params)) and ((fault[0],), fault[1])
+
+
+def _options_declined(variants: list[str], params: Params) -> tuple[tuple[str, ...], str] | None:
+    """The options the variants decline (each variant's first, once each, in the variants' order) and each variant's
+    reason, when every one declines a model option the cell sets, else None (a variant not registered here is taken
+    to run it): the reason names them all, so the path names them all."""
     reasons = {name: option_decline(VARIANTS[name], params) if name in VARIANTS else None
                for name in dict.fromkeys(variants)}
     if not all(reasons.values()):
@@ -73,6 +79,6 @@ def _options_declined(variants: list[str], params: Params) -> tuple[str, str] | 
     by_why: dict[str, list[str]] = {}  # one reason said once for the variants that give it
     for name, reason in reasons.items():
         by_why.setdefault(reason.removeprefix(f"{name} declines "), []).append(name)
-    first = next(iter(reasons))
-    return declined_option(VARIANTS[first], params), "; ".join(
+    fields = tuple(dict.fromkeys(declined_option(VARIANTS[name], params) for name in reasons))
+    return fields, "; ".join(
         f"{', '.join(names)} decline{'s' if len(names) == 1 else ''} {why}" for why, names in by_why.items())

@@ -278,6 +278,18 @@ def test_an_experiment_whose_every_variant_declines_an_option_it_sets_is_refused
         "reads one dense K and V, not pages"]
 
 
+def test_where_the_variants_decline_different_options_the_path_names_each_of_them():
+    """xla declines the soft cap, pallas_triton the window: the line names both fields, where it named the first
+    variant's alone and dropping softcap, as it read, still left every window cell declined (review s13b, 4)."""
+    load_all()
+    spec = parse_spec(spec_data({"name": "e", "variants": ["xla", "pallas_triton", "xla"], "softcap": 30.0,
+                                 "sweep": {"window": [4, 8]}}), set(VARIANTS))
+    assert limits(spec) == [
+        "experiments[0].softcap, experiments[0].sweep.window[0]: no variant can run any cell of e: xla declines a logit "
+        "soft cap: jax.nn.dot_product_attention takes no logit soft cap; pallas_triton declines a sliding window: it "
+        "implements none"]
+
+
 def test_a_variant_declined_only_for_a_device_or_library_leaves_the_experiment_valid():
     """bfloat16-only cuDNN at float32, a GPU variant on a CPU: those declines depend on where it runs (or are a
     variant's own check): validation refuses only what no device could change."""
