@@ -13,6 +13,7 @@ Importing this module, or any module of runner.variants, imports no GPU library:
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -258,7 +259,7 @@ def _build_problem(name: str, build: Callable) -> str | None:
     unseen, and its cells would time another kernel under that name), or it has no docstring (its first line is the
     variant's description)."""
     if name in VARIANTS:
-        return f"the name is registered already, by {VARIANTS[name].build.__module__}"
+        return f"the name is registered already, by {_origin(VARIANTS[name])}"
     if not (build.__doc__ or "").strip():
         return (f"{build.__name__} has no docstring: its first line is the description that `attnbench list`, "
                 "the manifest and the dashboard show")
@@ -300,7 +301,11 @@ def _unload(name: str, why: str, variants: list[str]) -> None:
 
 
 def _import_file(path: Path) -> None:
-    module_name = f"attnbench_variants_{path.stem}"
+    """Import a variant file as a module named after its resolved path: a file of the same name in another folder
+    (two teams' attention.py) is a module of its own, where it was taken for the first and skipped without a word,
+    and the same file named twice (itself and its folder) is imported once."""
+    where = path.resolve()
+    module_name = f"attnbench_variants_{path.stem}_{hashlib.sha256(str(where).encode()).hexdigest()[:8]}"
     if module_name in sys.modules:
         return
     spec = importlib.util.spec_from_file_location(module_name, path)

@@ -349,6 +349,24 @@ def variant_file(path: Path, *registrations: str) -> str:
     return str(path)
 
 
+def test_two_variant_files_of_one_name_in_two_folders_both_load_and_one_file_named_twice_once(tmp_path, monkeypatch):
+    """The second attention.py was taken for the first (one module name a file name) and skipped without a word."""
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = variant_file(tmp_path / "a" / "attention.py", "'test_team_a'")
+    second = variant_file(tmp_path / "b" / "attention.py", "'test_team_b'")
+    again = str(tmp_path / "b" / ".." / "a" / "attention.py")  # a's file, spelt otherwise
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join([first, second, str(tmp_path / "a"), again]))
+    assert {"test_team_a", "test_team_b"} <= set(load_all()) and not [f for f in BROKEN if f.startswith(str(tmp_path))]
+    assert sys.modules[VARIANTS["test_team_b"].build.__module__].__file__ == second
+
+
+def test_a_name_registered_already_by_a_variant_file_names_that_file(tmp_path, monkeypatch):
+    files = [variant_file(tmp_path / "one.py", "'test_twice'"), variant_file(tmp_path / "two.py", "'test_twice'")]
+    monkeypatch.setenv(VARIANTS_ENV, os.pathsep.join(files))
+    load_all()
+    assert BROKEN[files[1]] == f"ValueError: variant test_twice: the name is registered already, by {files[0]}"
+
+
 def test_a_file_whose_fp8_variant_names_no_baseline_is_listed_broken_once_every_file_has_loaded(tmp_path, monkeypatch):
     files = [variant_file(tmp_path / "fp8.py", "'test_fp8_baseless', fp8_baseline='nope'", "'test_fp8_sibling'"),
              variant_file(tmp_path / "early.py", "'test_fp8_early', fp8_baseline='test_bf16_late'"),
