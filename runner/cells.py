@@ -146,10 +146,15 @@ def input_bytes(p: Params) -> int:
 
 def points(spec: Spec, exp: Experiment) -> Iterator[Params]:
     """The experiment's sweep points, in order (a value repeated in a sweep gives the same point again)."""
+    return (params for _, params in swept_points(spec, exp))
+
+
+def swept_points(spec: Spec, exp: Experiment) -> Iterator[tuple[tuple, Params]]:
+    """points, each after the values its sweep gives it (in the order of exp.sweep.axes())."""
     base = {**spec.defaults.model_dump(by_alias=True), **exp.overrides()}
     axes = exp.sweep.axes()
     for values in itertools.product(*axes.values()):
-        yield resolve({**base, **dict(zip(axes, values))})
+        yield values, resolve({**base, **dict(zip(axes, values))})
 
 
 def expand(spec: Spec) -> list[Cell]:
@@ -159,10 +164,16 @@ def expand(spec: Spec) -> list[Cell]:
 
 def first(spec: Spec, limit: int | None) -> list[Cell]:
     """The spec's first `limit` cells (all where None), in run order, without making the rest."""
+    return list(first_swept(spec, limit))
+
+
+def first_swept(spec: Spec, limit: int | None) -> dict[Cell, tuple]:
+    """first's cells, each with the sweep values of the point that made it (the first, where two points make one)."""
     cells = {}  # a value repeated in a sweep is one cell
-    for cell in (Cell(exp.name, variant, params) for exp in spec.experiments for params in points(spec, exp)
-                 for variant in exp.variants):
-        if len(cells) == limit:
-            break
-        cells.setdefault(cell)
-    return list(cells)
+    for exp in spec.experiments:
+        for values, params in swept_points(spec, exp):
+            for variant in exp.variants:
+                if len(cells) == limit:
+                    return cells
+                cells.setdefault(Cell(exp.name, variant, params), values)
+    return cells

@@ -663,12 +663,14 @@ def _run_report(spool, location: str, console: Console) -> None:
 
 
 def cmd_validate(args, console: Console) -> int:
-    from runner.cells import count, first
+    from runner.cells import count, first_swept
+    from runner.limits import declines_anywhere, idle_values
     from runner.spec import DECLINES_COUNTED, MAX_PROBLEMS
 
     spec = _load(args.spec, args.max_cells)
-    cells, asked = count(spec), first(spec, DECLINES_COUNTED)
-    declined = _declined_anywhere(asked)
+    cells, asked = count(spec), first_swept(spec, DECLINES_COUNTED)
+    reasons = declines_anywhere(asked)
+    declined = Counter(reason for reason in reasons if reason)
     console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(cells, 'cell')}"
                   f"{_declines_said(declined, len(asked), cells)})", highlight=False)
     width = len(f"{max(declined.values(), default=0):,}")
@@ -676,6 +678,8 @@ def cmd_validate(args, console: Console) -> int:
         console.print(f"  {declines:>{width},}  {reason}", highlight=False, markup=False)
     if len(declined) > MAX_PROBLEMS:
         console.print(f"  … and {counted(len(declined) - MAX_PROBLEMS, 'more reason')}", highlight=False)
+    for line in idle_values(spec, asked, reasons, len(asked) == cells):
+        console.print(line, highlight=False, markup=False)
     return EXIT_OK
 
 
@@ -690,18 +694,6 @@ def _declines_said(declined: Counter, asked: int, cells: int) -> str:
         return (f", {total} of the first {asked:,} declined on any device; the other {cells - asked:,} not asked: "
                 f"--dry-run asks them{adds}")
     return f", {total} declined on any device; --dry-run adds this machine's" if declined else ""
-
-
-def _declined_anywhere(cells) -> Counter:
-    """How many cells each reason declines on any device (a variant's Requires past the device, its check), the
-    reason led by its variant's name where it does not name it: what validate can know without the device, which a
-    run's --dry-run adds."""
-    from runner.registry import VARIANTS, static_decline
-
-    found = Counter((cell.variant, reason) for cell in cells
-                    if (reason := static_decline(VARIANTS[cell.variant], cell.params)))
-    return Counter({reason if reason.startswith(f"{name} ") else f"{name}: {reason}": declines
-                    for (name, reason), declines in found.items()})
 
 
 def _preloads(variants) -> dict[str, str | None]:

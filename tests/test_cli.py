@@ -110,7 +110,45 @@ def test_validate_counts_the_cells_declined_on_any_device_one_line_a_reason(tmp_
         "  1  cudnn: jax's cuDNN path takes a window only with a causal mask (it raises \"cuDNN doesn't support right "
         "window\" otherwise)",  # a check's reason that does not name its variant is led by its name
         *[f"  1  cudnn supports head_dim up to 128, not {8 * n}" for n in range(17, 34)],
-        "  … and 5 more reasons"]
+        "  … and 5 more reasons",
+        "b: no cell runs on any device (cudnn: jax's cuDNN path takes a window only with a causal mask (it raises "
+        "\"cuDNN doesn't support right window\" otherwise))",
+        "c: no cell runs on any device (cudnn supports head_dim up to 128, not 136)"]
+
+
+def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one_line_an_experiment(tmp_path, capsys):
+    """documents 400 at T 512 passed validate unmentioned (its cells skipped at run time, --dry-run listing each):
+    a typo of 400 for 4 (ml walk, finding 6). A value that some cell runs at, on some variant, is no news."""
+    path = write_spec(tmp_path / "idle.yaml", spec_data(
+        {"name": "packed", "variants": ["naive", "xla"], "seq_len": 512, "causal": True,
+         "sweep": {"documents": [1, 400], "pass": ["fwd", "fwd_bwd"]}},
+        {"name": "some-run", "variants": ["xla", "cudnn"], "sweep": {"dtype": ["float32", "bfloat16"]}},
+        {"name": "capped", "variants": ["cudnn", "xla"], "dtype": "bfloat16",
+         "sweep": {"softcap": [None, 30.0], "head_dim": [64, 256]}},
+        {"name": "wide", "variants": ["cudnn"], "dtype": "bfloat16",
+         "sweep": {"head_dim": [512, 64, 256], "softcap": [30.0, None]}}))
+    result = in_process(capsys, "validate", path)
+    assert (result.code, result.err) == (0, "")
+    assert [line for line in result.out.splitlines() if not line.startswith(" ")][1:] == [
+        "packed: no cell runs on any device at documents 400 (400 documents need a row of at least 800 tokens (T=512))",
+        "capped: no cell runs on any device at softcap 30.0 (cudnn, xla decline a logit soft cap: "
+        "jax.nn.dot_product_attention takes no logit soft cap)",  # one reason several variants give, said once
+        "wide: no cell runs on any device at head_dim 512 (cudnn supports head_dim up to 128, not 512), nor at head_dim "
+        "256 (cudnn supports head_dim up to 128, not 256), nor at softcap 30.0 (cudnn declines a logit soft cap: "
+        "jax.nn.dot_product_attention takes no logit soft cap)"]  # in the sweep's order, where the walk met 30.0 first
+
+
+def test_validate_says_nothing_of_the_values_of_an_experiment_it_did_not_ask_whole(spec_path, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """Past DECLINES_COUNTED cells the last experiment asked may be cut short: a value whose asked cells are all
+    declined may run in the cells not asked."""
+    path = write_spec(tmp_path / "cut.yaml", spec_data(
+        {"name": "first", "variants": ["naive"], "seq_len": 512, "sweep": {"documents": [400, 1]}}))
+    monkeypatch.setattr("runner.spec.DECLINES_COUNTED", 1)
+    assert in_process(capsys, "validate", path).out.splitlines()[2:] == []
+    monkeypatch.setattr("runner.spec.DECLINES_COUNTED", 2)
+    assert in_process(capsys, "validate", path).out.splitlines()[2:] == [
+        "first: no cell runs on any device at documents 400 (400 documents need a row of at least 800 tokens (T=512))"]
 
 
 def test_bad_spec_exits_2_with_one_stderr_line_per_problem(tmp_path, capsys):
