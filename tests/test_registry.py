@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,15 @@ def test_every_variant_has_a_one_line_docstring(name):
     assert v.name == name
     assert v.doc and "\n" not in v.doc
     assert v.doc == v.build.__doc__.strip().splitlines()[0]
+
+
+@pytest.mark.parametrize("name", sorted(load_all()))
+def test_every_variants_description_says_what_runs_and_names_no_model_option(name):
+    """The first line is the reference's "what runs" column; what a variant takes is its Requires' (the "takes"
+    column): tokamax_mosaic's read 'tokamax.dot_product_attention(...): its Pallas ... flash attention (tune: tuned)'."""
+    from runner.registry import OPTIONS
+
+    assert not [option for option in OPTIONS if re.search(rf"\b{option}\b", VARIANTS[name].doc)]
 
 
 @pytest.mark.parametrize("name", ["naive", "xla", "auto"])

@@ -247,7 +247,7 @@ RULES = ("Q, K and V cast to bf16 / f16 inside the kernel (no float32 kernel)",
 @variant("tokamax_mosaic", requires=Requires(**FLASH), backend="pallas_mosaic_gpu", proves=("mosaic_gpu",),
          check=check, rules=RULES + ("fwd_bwd on sm90 / sm100 only",), probe=probe)
 def tokamax_mosaic(p: Params):
-    """tokamax.dot_product_attention(implementation="mosaic"): its Pallas Mosaic GPU flash attention (tune: tuned)."""
+    """tokamax's Pallas Mosaic GPU flash-attention kernel, implementation="mosaic"."""
     if p.pass_ == "fwd_bwd" and (reason := backward_here()):
         raise Skip(reason)
     return tuned(p, attention(p, "mosaic"))
@@ -256,7 +256,7 @@ def tokamax_mosaic(p: Params):
 @variant("tokamax_triton", requires=Requires(**FLASH), backend="pallas_triton", proves=TRITON_CALLS,
          check=triton_check, rules=RULES + ("no soft cap under fwd_bwd",), probe=probe)
 def tokamax_triton(p: Params):
-    """tokamax.dot_product_attention(implementation="triton"): its Pallas Triton flash attention (tune: tuned)."""
+    """tokamax's Pallas Triton flash-attention kernel, implementation="triton"."""
     return tuned(p, attention(p, "triton"))
 
 
@@ -264,7 +264,7 @@ def tokamax_triton(p: Params):
             {**WHY_NOT, "tune": NOTHING_TO_TUNE.format("xla_chunked")})), backend="xla",
          check=check, rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe)
 def tokamax_xla_chunked(p: Params):
-    """tokamax.dot_product_attention(implementation="xla_chunked"): jnp over 512 x 1024 chunks (memory-efficient)."""
+    """No kernel of tokamax's own: jnp over 512 x 1024 chunks, compiled by XLA, implementation="xla_chunked"."""
     return attention(p, "xla_chunked")
 
 
@@ -296,7 +296,7 @@ CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "floa
          backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
          rules=("Q, K and V zero-padded to the larger of H and Hv, at most 128",), probe=probe)
 def tokamax_cudnn(p: Params):
-    """tokamax.dot_product_attention(implementation="cudnn"): the cudnn variant's kernel through tokamax's wrapper."""
+    """cuDNN's fused flash-attention kernel (the cudnn variant's) through tokamax's wrapper, implementation="cudnn"."""
     return attention(p, "cudnn")
 
 
