@@ -19,7 +19,7 @@ from runner import masks, metrics, paging
 from runner.attention import Logits, reference_attention, zero_padded_rows
 from runner.cells import family, reference_shape, unsplit
 from runner.compiler import UNTIMED
-from runner.registry import Skip
+from runner.registry import Variant
 from runner.shape import Cotangent, Params
 from runner.timers import Stopwatch
 
@@ -46,7 +46,6 @@ class Truths:
     shape whose forward+backward twin is held takes the twin's Q, K, V and output (the run orders the twin first)."""
 
     seed: int
-    memory_bytes: int | None  # the device's; a cell whose inputs and reference need more is skipped
     last: tuple[Params, InputsAndReference] | None = None
 
     def holds(self, p: Params) -> bool:
@@ -55,8 +54,6 @@ class Truths:
 
     def get(self, p: Params) -> tuple[InputsAndReference, dict[str, float]]:
         """The cell's inputs and float32 results, and the seconds this call spent making them (none when held)."""
-        if reason := too_large(unsplit(p), self.memory_bytes):
-            raise Skip(reason)
         watch, shape = Stopwatch(), reference_shape(p)
         held = self.last[0] if self.last else None
         if held != shape and held == family(p):  # the forward pass of the held forward+backward shape
@@ -73,12 +70,27 @@ class Truths:
         return self.last[1], watch.phases
 
 
-def too_large(p: Params, memory_bytes: int | None) -> str | None:
-    """Why a device of `memory_bytes` cannot hold the cell's inputs and float32 reference (needed_bytes), or None."""
-    needed = needed_bytes(p)
-    if memory_bytes and needed > memory_bytes:
-        return f"inputs and float32 reference need {size_text(needed)}; the device has {size_text(memory_bytes)}"
+def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
+    """Why a device of `memory_bytes` cannot hold the cell, or None: its inputs and float32 reference (needed_bytes), and
+    beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes). A split cell's
+    reference is made whole, on one device (cells.unsplit); a variant with scores runs on one device."""
+    if not memory_bytes:
+        return None
+    needed, scores, has = needed_bytes(unsplit(p)), scores_bytes(p, v), f"the device has {size_text(memory_bytes)}"
+    if needed > memory_bytes:
+        return f"inputs and float32 reference need {size_text(needed)}; {has}"
+    if needed + scores > memory_bytes:
+        return f"{v.name}'s (B, N, T, S) scores need {size_text(scores)} beside the inputs and float32 reference's " \
+               f"{size_text(needed)}; {has}"
     return None
+
+
+def scores_bytes(p: Params, v: Variant) -> int:
+    """Device memory v's program keeps for the cell's (B, N, T, S) scores (its Requires.score_bytes per score, by
+    pass: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a serving cell's
+    longest request, a paged cell's gathered whole pages); 0 for a variant that never holds them all."""
+    keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
+    return p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, 0)
 
 
 def copy_too_large(p: Params, copy: str, copy_bytes: int, memory_bytes: int | None) -> str | None:

@@ -103,6 +103,8 @@ class Requires:
     max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
     options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
     why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it declines it
+    score_bytes: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # pass -> device memory its
+    # program keeps per (B, N, T, S) score, where it materialises them: the memory rule counts them (inputs.too_large)
 
     def words(self) -> list[str]:
         """The requirements as a reader of the manifest sees them: what it needs, then the model options it takes."""
@@ -118,7 +120,8 @@ class Requires:
         return self.why_not.get(option, "it implements none")
 
     def needs(self) -> list[str]:
-        """What it needs of the device, the cell's dtype, head_dim and pass, the installation and the devices."""
+        """What it needs of the device, the cell's dtype, head_dim and pass, the installation, the devices and the
+        memory for the scores it materialises."""
         found = []
         if self.gpu or self.min_compute_capability:
             at_least = f" with compute capability >= {self.min_compute_capability:.1f}" if self.min_compute_capability else ""
@@ -134,6 +137,9 @@ class Requires:
             found.append(f"the {self.package} package")
         if self.max_devices > 1:
             found.append(f"splits the sequence across up to {self.max_devices} devices")
+        if self.score_bytes:
+            each = ", ".join(f"{size} bytes each {phase}" for phase, size in self.score_bytes.items())
+            found.append(f"device memory for its (B, N, T, S) scores ({each})")
         return found
 
 
@@ -189,7 +195,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
-    if problem := (_options_problem(requires) or _proof_problem(backend, proves)
+    if problem := (_options_problem(requires) or _scores_problem(requires) or _proof_problem(backend, proves)
                    or _worker_problem(worker, preload) or _rules_problem(check, rules)):
         raise ValueError(f"variant {name}: {problem}")
 
@@ -213,6 +219,15 @@ def _options_problem(requires: Requires) -> str | None:
         return f"Requires names {sorted(unknown)}, which are not model options (those are {', '.join(OPTIONS)})"
     if taken := set(requires.options) & set(requires.why_not):
         return f"Requires gives a reason to decline {sorted(taken)} (why_not), which it takes (options)"
+    return None
+
+
+def _scores_problem(requires: Requires) -> str | None:
+    """Why the score bytes a variant's Requires declares cannot be read, or None: they are given for each pass it runs
+    and no other, so the memory rule counts the scores of every cell it runs (a pass left out would count none)."""
+    if requires.score_bytes and set(requires.score_bytes) != set(requires.passes):
+        return f"Requires gives score_bytes for {sorted(requires.score_bytes)}, not for the passes it runs " \
+               f"({', '.join(requires.passes)})"
     return None
 
 

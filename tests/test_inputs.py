@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -20,8 +21,10 @@ from runner.cells import reference_shape
 from runner.attention import naive_attention, real_tokens, reference_attention
 from runner.compiler import Untimed
 from runner.inputs import Truths, make_inputs, reference, unmasked_rows, untimed_programs
-from runner.registry import Skip
+from runner.registry import VARIANTS, load_all
 from test_attention import random_inputs
+
+load_all()
 
 
 @pytest.mark.parametrize("kv_heads, pass_", [(2, "fwd"), (1, "fwd_bwd")])
@@ -207,10 +210,10 @@ inputs.ROW_DRAW_ELEMENTS, inputs.ROW_BLOCK_ELEMENTS = 1 << 20, 1 << 18  # the po
 inputs.REFERENCE_CHUNK_BYTES = 16 << 20
 p = params(batch=64, seq_len=1, kv_seq_len=2048, heads=8, kv_heads=2, head_dim=64, causal=True,
            kv_lengths="uniform", page_size=16, page_order="shuffled")
-inputs.Truths(seed=0, memory_bytes=None).get(p)  # compiled first: the programs' memory aside
+inputs.Truths(seed=0).get(p)  # compiled first: the programs' memory aside
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 before = resident("VmRSS")
-truth, _ = inputs.Truths(seed=0, memory_bytes=None).get(p)
+truth, _ = inputs.Truths(seed=0).get(p)
 print(json.dumps({"peak": resident("VmHWM") - before, "needed": inputs.needed_bytes(p),
                   "pool": truth.args[1].nbytes + truth.args[2].nbytes}))
 """
@@ -274,7 +277,7 @@ def test_a_packed_cells_memory_is_a_dense_cells_of_its_shape():
 
 
 def test_truths_makes_a_shapes_inputs_once_and_says_what_it_spent():
-    truths = Truths(seed=0, memory_bytes=None)
+    truths = Truths(seed=0)
     p = params(seq_len=8)
     first, phases = truths.get(p)
     assert set(phases) == {"inputs", "reference"} and all(s > 0 for s in phases.values())
@@ -284,11 +287,33 @@ def test_truths_makes_a_shapes_inputs_once_and_says_what_it_spent():
     assert other is not first and set(phases) == {"inputs", "reference"} and not truths.holds(p)
 
 
-def test_truths_skips_a_shape_whose_inputs_and_reference_outgrow_the_device():
-    truths = Truths(seed=0, memory_bytes=1 << 20)
-    with pytest.raises(Skip, match=r"^inputs and float32 reference need .* MiB; the device has 1.0 MiB$"):
-        truths.get(params(seq_len=256))
-    assert truths.last is None
+def test_a_shape_whose_inputs_and_reference_outgrow_the_device_is_too_large_for_any_variant():
+    p = params(seq_len=256)
+    for name in ("cudnn", "xla"):  # the inputs are said first, scores or not
+        assert re.fullmatch(r"inputs and float32 reference need .* MiB; the device has 1\.0 MiB",
+                            inputs.too_large(p, 1 << 20, VARIANTS[name]))
+    assert inputs.too_large(p.model_copy(update={"devices": 2}), 1 << 20, VARIANTS["ring"]) == \
+        inputs.too_large(p, 1 << 20, VARIANTS["ring"])  # a split cell's reference is made whole, on one device
+
+
+def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
+    """B2 T1024 N4 H16 bf16: 8 Mi scores, 6 bytes each under xla's forward (48 MiB), 10 with its backward, 4 under
+    naive's; a flash kernel (cudnn) holds none, so the same device holds its cell."""
+    p = params(batch=2, seq_len=1024, heads=4, head_dim=16, dtype="bfloat16")
+    scores, needed = 2 * 4 * 1024 * 1024, inputs.needed_bytes(p)
+    assert inputs.scores_bytes(p, VARIANTS["xla"]) == 6 * scores
+    assert inputs.scores_bytes(params(**{**p.as_dict(), "pass": "fwd_bwd"}), VARIANTS["xla"]) == 10 * scores
+    assert inputs.scores_bytes(p, VARIANTS["naive"]) == 4 * scores and inputs.scores_bytes(p, VARIANTS["cudnn"]) == 0
+    device = needed + 5 * scores
+    assert inputs.too_large(p, device, VARIANTS["cudnn"]) is None and inputs.too_large(p, device, VARIANTS["naive"]) is None
+    assert inputs.too_large(p, device, VARIANTS["xla"]) == \
+        f"xla's (B, N, T, S) scores need 48.0 MiB beside the inputs and float32 reference's " \
+        f"{inputs.size_text(needed)}; the device has {inputs.size_text(device)}"
+
+
+def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
+    p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
+    assert inputs.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 6
 
 
 @pytest.mark.parametrize("shape", [
@@ -315,7 +340,7 @@ def test_a_cell_is_given_exactly_its_reference_shapes_inputs_and_reference(shape
 
 
 def test_truths_hands_a_deterministic_cell_its_plain_twins_arrays_and_a_paged_cell_its_own_pool():
-    truths = Truths(seed=0, memory_bytes=None)
+    truths = Truths(seed=0)
     plain, phases = truths.get(params(causal=True, pass_="fwd_bwd"))
     assert set(phases) == {"inputs", "reference"}
     again, phases = truths.get(params(causal=True, pass_="fwd_bwd", deterministic=True))
@@ -362,7 +387,7 @@ def test_a_paged_cell_holds_its_pool_alone_and_needed_bytes_covers_what_is_alloc
                page_size=8, page_order="shuffled")
     gc.collect()
     before = {id(x) for x in jax.live_arrays()}
-    truth, _ = Truths(seed=0, memory_bytes=None).get(p)
+    truth, _ = Truths(seed=0).get(p)
     gc.collect()
     made = [x for x in jax.live_arrays() if id(x) not in before]
     pages = sum(paging.pages_of(p))
@@ -377,6 +402,7 @@ def test_a_paged_cell_holds_its_pool_alone_and_needed_bytes_covers_what_is_alloc
 GOAL = dict(batch=128, seq_len=1, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
             causal=True, kv_lengths="equal")
 H200_JAX = int(0.75 * (141 << 30))  # JAX's bytes_limit on an H200: 75 % of its 141 GiB by default
+CUDNN, CUDNN_PAGED = VARIANTS["cudnn"], VARIANTS["cudnn_paged"]  # kernels that hold no (B, N, T, S) scores
 
 
 def test_the_goal_shapes_paged_cell_fits_an_h200_as_its_dense_twin_does():
@@ -387,5 +413,5 @@ def test_the_goal_shapes_paged_cell_fits_an_h200_as_its_dense_twin_does():
     q, out, chunk = 128 * 64 * 128 * 2, 128 * 64 * 128 * 4, 4 * 64 * 131072 + 131072 * 8 * 256 * (2 + 4)
     assert inputs.chunk_shape(paged) == (1, 1) and inputs.chunk_bytes(paged) == chunk  # one request: 1.6 GB
     assert inputs.needed_bytes(paged) == q + pool + out + chunk == inputs.needed_bytes(dense) == 70_369_935_360
-    assert inputs.too_large(paged, H200_JAX) is None and inputs.too_large(dense, H200_JAX) is None
-    assert inputs.too_large(paged, 64 << 30).startswith("inputs and float32 reference need 65.5 GiB")
+    assert inputs.too_large(paged, H200_JAX, CUDNN_PAGED) is None and inputs.too_large(dense, H200_JAX, CUDNN) is None
+    assert inputs.too_large(paged, 64 << 30, CUDNN_PAGED).startswith("inputs and float32 reference need 65.5 GiB")

@@ -44,7 +44,7 @@ def test_a_shapes_executables_are_kept_for_the_last_shared_shapes(monkeypatch):
 
 
 def test_a_batch_compiles_its_cells_once_and_keeps_each_error_for_its_own_cell():
-    cache, truths = Programs(on_gpu=False), Truths(seed=0, memory_bytes=None)
+    cache, truths = Programs(on_gpu=False), Truths(seed=0)
     xla, naive, wrong = (Cell("t", v, params()) for v in ("xla", "naive", "test_build_raises"))
     VARIANTS["test_build_raises"] = VARIANTS["xla"].__class__("test_build_raises", _raises, VARIANTS["xla"].requires, "")
     try:

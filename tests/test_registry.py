@@ -286,6 +286,24 @@ def test_a_model_option_misnamed_or_both_taken_and_declined_is_refused_when_regi
         variant("test_refused", requires)
 
 
+@pytest.mark.parametrize("requires", [Requires(score_bytes=MappingProxyType({"fwd": 6})),
+                                      Requires(passes=("fwd",), score_bytes=MappingProxyType({"fwd": 6, "bwd": 10}))])
+def test_score_bytes_not_given_for_each_pass_a_variant_runs_are_refused_when_registered(requires):
+    """A pass left out would count no scores for its cells (the memory rule, runner.inputs.too_large); a misspelt one
+    would count none for the pass it meant."""
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=r"^variant test_refused: Requires gives score_bytes for \[.*\], not for the "
+                                         r"passes it runs \(fwd"):
+        variant("test_refused", requires)
+
+
+def test_a_variant_that_materialises_the_scores_says_so_in_its_requirements():
+    assert "device memory for its (B, N, T, S) scores (6 bytes each fwd, 10 bytes each fwd_bwd)" in \
+        VARIANTS["xla"].info().requires
+    assert not [need for need in VARIANTS["cudnn"].info().requires if "scores" in need]
+
+
 def test_a_model_option_reads_with_its_own_article_where_declined_and_where_taken():
     from dataclasses import replace
 

@@ -38,13 +38,21 @@ SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
 DENSE = "a dense kernel reads one dense K and V, not pages"
 DPA = dict(options=("window", "fill", "bias", "kv_lengths", "documents", "deterministic"),
            why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V, "page_size": DENSE}))
+# Device memory a program that materialises the (B, N, T, S) scores keeps per score, by pass: the most the H200's runs
+# show a program of that kind keep (its temp_bytes over its scores; docs/benchmarks.md, "The numbers behind the
+# runner's constants"). jax.nn.dot_product_attention's xla path keeps the logits in the cell's dtype and their float32
+# softmax, 2 + 4 bytes, 10 with the backward; naive its scores and its weights, 2 + 2 bytes (XLA reuses the scores'
+# buffer in some of its programs: 2), 6 with the backward.
+XLA_SCORES = MappingProxyType({"fwd": 6, "fwd_bwd": 10})
+NAIVE_SCORES = MappingProxyType({"fwd": 4, "fwd_bwd": 6})
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, **DPA)
 
 
 @variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths",
                                              "documents", "deterministic"),
-                                    why_not=MappingProxyType({"page_size": DENSE})), backend="xla")
+                                    why_not=MappingProxyType({"page_size": DENSE}), score_bytes=NAIVE_SCORES),
+         backend="xla")
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
     from runner.attention import Logits, naive_attention
@@ -137,7 +145,7 @@ def _dot_product_attention(p: Params, implementation: str | None):
     return attend
 
 
-@variant("xla", requires=Requires(**DPA), backend="xla")
+@variant("xla", requires=Requires(**DPA, score_bytes=XLA_SCORES), backend="xla")
 def xla(p: Params):
     """jax.nn.dot_product_attention(implementation="xla")."""
     return _dot_product_attention(p, "xla")
@@ -166,7 +174,8 @@ def cudnn(p: Params):
     return _dot_product_attention(p, "cudnn")
 
 
-@variant("auto", requires=Requires(**DPA))
+# jax 0.10.2's implementation=None is its xla path ("defaults to XLA for now": jax/_src/nn/functions.py), scores and all
+@variant("auto", requires=Requires(**DPA, score_bytes=XLA_SCORES))
 def auto(p: Params):
     """jax.nn.dot_product_attention(implementation=None): JAX picks; the record says what it compiled to."""
     return _dot_product_attention(p, None)

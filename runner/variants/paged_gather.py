@@ -12,10 +12,10 @@ from types import MappingProxyType
 from runner import paging
 from runner.registry import Requires, Skip, Staged, variant
 from runner.shape import Params
-from runner.variants.jax_attention import NO_CAP, SAME_V
+from runner.variants.jax_attention import NO_CAP, SAME_V, XLA_SCORES
 
 
-@variant("xla_paged", requires=Requires(options=("kv_lengths", "page_size"),
+@variant("xla_paged", requires=Requires(options=("kv_lengths", "page_size"), score_bytes=XLA_SCORES,
                                         why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V})),
          backend="xla", rules=("a paged KV cache (page_size set)",),
          check=lambda p: None if p.page_size else "xla_paged reads a paged cache; this cell's is dense (page_size null)")
