@@ -1,0 +1,77 @@
+"""The memory rule (runner.inputs.too_large) held to the committed runs: no cell a GPU measured is one the rule would
+have skipped at that GPU's memory, and each cell that ran out of memory with its (B, N, T, S) scores is one it skips.
+A later change of the rule (a variant's score_bytes, needed_bytes) that would skip a cell the H200 ran fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from runner.inputs import too_large
+from runner.record import CellRecord, gpu_name
+from runner.registry import VARIANTS, load_all
+from runner.store import read_run
+
+load_all()
+
+RUNS = sorted(path.parent for folder in ("examples/results", "tests/fixtures")
+              for path in (REPO / folder).rglob("cells.jsonl"))
+SAID = re.compile(r"the device has ([\d.]+) GiB")
+ROUNDING = 0.05  # size_text's GiB to one decimal: the bytes said lie within half a tenth of it
+
+
+def measured() -> list[tuple[str, CellRecord]]:
+    """(the GPU's name, a record) of every committed run on a GPU."""
+    runs = [read_run(path) for path in RUNS]
+    return [(gpu_name(run.manifest), cell) for run in runs
+            if run.manifest and run.manifest.machine.platform == "gpu" for cell in run.cells]
+
+
+def device_bytes(cells: list[tuple[str, CellRecord]]) -> dict[str, int]:
+    """Each GPU's memory as JAX gave it to a worker (what the rule reads): the least that any of its runs' skip lines
+    says ("the device has 104.9 GiB"), at the low edge of its rounding, so a cell judged to fit fits the true bytes."""
+    said: dict[str, float] = {}
+    for gpu, cell in cells:
+        for found in SAID.findall(cell.reason or ""):
+            said[gpu] = min(said.get(gpu, float("inf")), float(found))
+    return {gpu: int((gib - ROUNDING) * 2**30) for gpu, gib in said.items()}
+
+
+CELLS = measured()
+MEMORY = device_bytes(CELLS)
+
+
+def judged(statuses: tuple[str, ...]) -> list[tuple[CellRecord, str | None]]:
+    """(record, the rule's reason at its GPU's memory) of each cell of these statuses, on a GPU whose memory a run
+    says, of a variant registered today."""
+    return [(cell, too_large(cell.params, MEMORY[gpu], VARIANTS[cell.variant])) for gpu, cell in CELLS
+            if gpu in MEMORY and cell.status in statuses and cell.variant in VARIANTS]
+
+
+def test_the_committed_runs_say_the_h200s_memory():
+    assert MEMORY["NVIDIA H200"] == int(104.85 * 2**30)
+
+
+def test_no_cell_a_gpu_ran_is_one_the_memory_rule_would_skip():
+    ran = judged(("ok", "incorrect"))
+    assert len(ran) > 3000 and sum(bool(VARIANTS[c.variant].requires.score_bytes) for c, _ in ran) > 1000
+    assert [(c.run_id, c.variant, c.params.label(), why) for c, why in ran if why] == []
+
+
+def test_each_cell_that_ran_out_of_memory_holding_its_scores_is_one_the_rule_skips():
+    """All of them, 31 xla and 4 naive in the H200's runs: XLA's forward at 64 GiB of bf16 scores and more (6 bytes a
+    score: 192 GiB), naive's at 64 GiB (4 bytes a score: 128 GiB, what its RESOURCE_EXHAUSTED line asked for)."""
+    ran_out = [(c, why) for c, why in judged(("oom",)) if VARIANTS[c.variant].requires.score_bytes]
+    assert len(ran_out) >= 35
+    assert [(c.run_id, c.variant, c.params.label()) for c, why in ran_out if not why] == []
+    assert all(re.fullmatch(rf"{c.variant}'s \(B, N, T, S\) scores need [\d.]+ GiB beside the inputs and float32 "
+                            r"reference's [\d.]+ GiB; the device has [\d.]+ GiB", why) for c, why in ran_out)
+
+
+@pytest.mark.parametrize("line, gib", [("inputs and float32 reference need 129.5 GiB; the device has 104.9 GiB", 104.9),
+                                       ("xla's ... the device has 16.8 GiB", 16.8)])
+def test_a_devices_memory_is_read_from_a_skip_line(line, gib):
+    assert device_bytes([("g", CellRecord.model_construct(reason=line))]) == {"g": int((gib - ROUNDING) * 2**30)}
