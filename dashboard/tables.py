@@ -63,6 +63,16 @@ def rate_notes(cells: pd.DataFrame, y: str) -> list[str]:
                              y == "gbps" and bool(_column(rated, "serving").eq(1).any()))
 
 
+def unrated_notes(cells: pd.DataFrame, manifests: dict, timer: str | None) -> list[str]:
+    """runner.metrics.no_mma_rate's line for each run of `cells` on a GPU with no cited MMA rate, where its TFLOP/s
+    are rated by `timer` and their clock was read while it sampled: where the % of the MMA peak at their clock would
+    be drawn (never by another timer, the wall's, under which no GPU has that share)."""
+    clocked = cells[_column(cells, "tflops").notna() & _text(cells, "telemetry_timer").eq(timer)]
+    manifests = [manifests.get(run) for run in clocked["run"].unique()]
+    said = (metrics.no_mma_rate(m.machine) for m in manifests if m)
+    return list(dict.fromkeys(line for line in said if line))
+
+
 def filtered(cells: pd.DataFrame, choices: dict[str, list]) -> pd.DataFrame:
     """Rows whose value in each column is among the chosen ones (compared as text, as the URL has them); no
     choice keeps every row."""

@@ -365,6 +365,8 @@ def throughput(snap: data.Snapshot, sel: Selection) -> None:
         st.caption(report.copy_passed(gpus.pop() if len(gpus) == 1 else None))
     for note in tables.rate_notes(shown, y):  # what a packed row's FLOPs or a serving cell's bytes count, as show says
         st.caption(note)
+    for note in tables.unrated_notes(shown, snap.manifests, sel.timer) if y == "tflops" else []:  # no MMA rate
+        st.caption(note)
     ceilings = shown[["pct_of_peak", "pct_of_bandwidth"]].notna().any(axis=None)
     if not ceilings:  # said once, and the rates drawn two to a row, not each beside the same sentence
         st.info("No measured matmul peak or memory bandwidth in these runs (the runner measures them on GPUs), so no "

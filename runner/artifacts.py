@@ -74,7 +74,7 @@ def summary(reports: list[Report]) -> str:
         standings = standings_of(r.run)
         if standings:
             parts.append(fastest(standings, lambda variant: f"**{variant}**"))
-        if board := leaderboard_markdown(standings, legacy_of([r.run.manifest])):
+        if board := leaderboard_markdown(standings, legacy_of([r.run.manifest]), r.run.manifest.machine):
             parts += ["### Leaderboard", board]
         for t in report.beside_tables(r.run.cells, r.run.manifest):
             parts += [f"### {t.heading}", *([report.markdown_table(t.header, t.body())] if t.rows else []),
@@ -124,7 +124,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
         parts.append(f"<p class='fastest'>{fastest(standings, lambda variant: f'<strong>{_e(variant)}</strong>')}</p>")
     parts += ["<h3>Charts</h3>", charts_note(run, r.charts),
               *(figure_html(chart, images[figure_name(chart)]) for chart in r.charts)] if r.charts else []
-    parts += [leaderboard_html(standings, legacy_of([run.manifest])),
+    parts += [leaderboard_html(standings, legacy_of([run.manifest]), run.manifest.machine),
               *(beside_html(t) for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
               "<h3>Cells</h3>", *(cells_html(name, cells, gpu_model(run.manifest))
@@ -167,12 +167,13 @@ def figure_html(chart: figures.Chart, png: bytes) -> str:
             f"src='data:image/png;base64,{data}'></figure>")  # its title, subtitle and runs are drawn in the PNG
 
 
-def leaderboard_html(standings: list[Standing], legacy: dict[str, str]) -> str:
-    """The contested `standings` as a table, each legacy variant it names said under it; "" when there are none."""
+def leaderboard_html(standings: list[Standing], legacy: dict[str, str], machine=None) -> str:
+    """The contested `standings` as a table, its notes under it (runner.leaderboard.notes: with the run's `machine`,
+    a GPU without a cited MMA rate said); "" when there are none."""
     body = rows(standings, legacy)
     if not body:
         return ""
-    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in notes(standings, legacy))
+    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in notes(standings, legacy, machine))
     return table_html(f"Leaderboard: {BOARD}", list(body[0]),
                       [list(row.values()) for row in body]) + under
 

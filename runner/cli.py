@@ -831,7 +831,8 @@ def _show_leaderboard(run, console: Console) -> None:
     from runner.report import leaderboard_markdown
 
     board = contested(leaderboard(run.cells, manifest=run.manifest))
-    console.file.write(leaderboard_markdown(board, legacy_of([run.manifest])) + "\n")
+    machine = run.manifest.machine if run.manifest else None
+    console.file.write(leaderboard_markdown(board, legacy_of([run.manifest]), machine) + "\n")
 
 
 SHOWN = {"table": _show_table, "leaderboard": _show_leaderboard}  # show's formats printed as text, not exported

@@ -314,9 +314,13 @@ def marks_key(standings: list[Standing]) -> str:
     return "Marks: " + "; ".join(said) + "." if said else ""
 
 
-def notes(standings: list[Standing], legacy: Mapping[str, str]) -> list[str]:
-    """The lines under a board: what its marks mean (marks_key), then what deprecated each legacy variant it names."""
-    return [line for line in [marks_key(standings), *legacy_notes(standings, legacy)] if line]
+def notes(standings: list[Standing], legacy: Mapping[str, str], machine=None) -> list[str]:
+    """The lines under a board: what its marks mean (marks_key), what deprecated each legacy variant it names, and
+    with the run's `machine`, why it has no `% MMA@clock` where that GPU has no cited MMA rate (metrics.no_mma_rate)."""
+    from runner import metrics  # here: it imports numpy, which the board's other callers never need
+
+    unrated = metrics.no_mma_rate(machine) if standings else None
+    return [line for line in [marks_key(standings), *legacy_notes(standings, legacy), unrated] if line]
 
 
 def rows(standings: list[Standing], legacy: Mapping[str, str] = MappingProxyType({})) -> list[dict[str, str]]:

@@ -87,12 +87,26 @@ MMA_PER_CLOCK_PER_SM = (
 )
 
 
+def _mma_rates(capability: str | None, gpu: str | None) -> dict[str, int] | None:
+    """This GPU's (compute capability, NVML name) first row of MMA_PER_CLOCK_PER_SM; None without a cited figure."""
+    major = int(str(capability).split(".")[0]) if capability else None
+    return next((rates for cap, name, rates in MMA_PER_CLOCK_PER_SM if cap == major and name.search(gpu or "")), None)
+
+
 def mma_per_clock(capability: str | None, gpu: str | None, data_type: str) -> int | None:
     """Dense MMA FLOPs per clock per SM of this GPU (compute capability, NVML name) for `data_type`: its first row of
     MMA_PER_CLOCK_PER_SM; None without a cited figure, or a fact unknown."""
-    major = int(str(capability).split(".")[0]) if capability else None
-    rates = next((rates for cap, name, rates in MMA_PER_CLOCK_PER_SM if cap == major and name.search(gpu or "")), None)
-    return (rates or {}).get(data_type)
+    return (_mma_rates(capability, gpu) or {}).get(data_type)
+
+
+def no_mma_rate(machine) -> str | None:
+    """The line said where `% MMA@clock` would stand for a run on a GPU that no row of MMA_PER_CLOCK_PER_SM gives a
+    rate (an L4, an H20), so that the column is not missing without a word: show's tables and leaderboard, the
+    report's and the dashboard's Throughput tab say it; None on a CPU or a GPU with a cited rate."""
+    if machine is None or machine.gpu is None or _mma_rates(machine.compute_capability, machine.gpu.name):
+        return None
+    return (f"% MMA@clock: no cited MMA rate for {machine.gpu.name or machine.device_kind} (compute capability "
+            f"{machine.compute_capability or 'not recorded'}), so no cell has a share of the MMA peak at its clock.")
 
 
 def peak_mma_tflops(capability: str | None, sm_count: int | None, data_type: str, sm_mhz: float | None,

@@ -152,7 +152,8 @@ def print_tables(cells: list[CellRecord], console: Console, machine=None) -> Non
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
         print_grid(experiment_grid(name, group, machine), console)
-        for note in table_notes(group, machine.gpu.name if machine and machine.gpu else None):
+        for note in table_notes(group, machine.gpu.name if machine and machine.gpu else None) + \
+                unrated_notes(group, machine):
             print_prose(note, console)
 
 
@@ -169,6 +170,13 @@ def table_notes(cells: list[CellRecord], gpu: str | None) -> list[str]:
     packed = any(c.tflops is not None and masks.packed(c.params) for c in cells)
     serving = any(c.gbps is not None and paging.serving(c.params) for c in cells)
     return rate_notes(packed, serving) + ([copy_passed(gpu)] if passes_copy(cells) else [])
+
+
+def unrated_notes(cells: list[CellRecord], machine) -> list[str]:
+    """Where `% MMA@clock` would stand under show's tables and a run's closing tables: runner.metrics.no_mma_rate's
+    line, where a cell has TFLOP/s on a GPU (the run's `machine`) with no cited MMA rate."""
+    said = metrics.no_mma_rate(machine)
+    return [said] if said and any(c.tflops is not None for c in cells) else []
 
 
 def rate_notes(packed: bool, serving: bool) -> list[str]:
@@ -378,7 +386,7 @@ def leaderboard_table(cells: list[CellRecord], console: Console,
     if not board:
         return
     print_grid(leaderboard_grid(board, legacy), console)
-    for note in notes(board, legacy):
+    for note in notes(board, legacy, manifest.machine if manifest else None):
         console.print(escape(note), highlight=False)
 
 
@@ -393,15 +401,16 @@ def leaderboard_grid(standings: list, legacy: Mapping[str, str] = MappingProxyTy
                 drops=LEADERBOARD_LEFT_OUT_FIRST)
 
 
-def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({})) -> str:
-    """runner.leaderboard's standings as a markdown table, what its marks mean and each legacy variant it names said
-    under it (runner.leaderboard.notes); "" when there are none."""
+def leaderboard_markdown(standings: list, legacy: Mapping[str, str] = MappingProxyType({}), machine=None) -> str:
+    """runner.leaderboard's standings as a markdown table, what its marks mean, each legacy variant it names and, with
+    the run's `machine`, a GPU without a cited MMA rate said under it (runner.leaderboard.notes); "" when there are
+    none."""
     from runner.leaderboard import notes, rows
 
     body = rows(standings, legacy)
     if not body:
         return ""
-    under = "".join(f"\n\n{note}" for note in notes(standings, legacy))
+    under = "".join(f"\n\n{note}" for note in notes(standings, legacy, machine))
     return markdown_table(list(body[0]), [list(row.values()) for row in body]) + under
 
 

@@ -26,6 +26,7 @@ H200_LAB5 = "h200/lab5-20261202-110556"  # with TransformerEngine, cuDNN 9.14 (c
 H200_LAB5_NO_TE = "h200/lab5-20261202-104743"  # cuDNN 9.19, te cells skipped
 H200_LONG = "h200/hopper-long-20261202-110136"
 H200_LONG_TE_FAILED = "h200/hopper-long-20261202-105336"
+H200_WARM = "h200/hopper-long-warm-20261203-023241"  # with NVML's telemetry: its cells have a % MMA@clock
 TIMES = ("median_s", "q1_s", "q3_s", "min_s")
 Factor = Callable[[CellRecord], float]  # how much slower a copied cell is than its template
 
@@ -49,6 +50,19 @@ def copy_files(source: str, folder: Path, run_id: str, started: str, factor: flo
     folder.mkdir(parents=True)
     (folder / MANIFEST).write_text(json.dumps(manifest))
     (folder / CELLS).write_text("".join(json.dumps(cell) + "\n" for cell in cells))
+    return folder
+
+
+def relabelled(source: str, folder: Path, gpu: str = "NVIDIA L4", capability: str = "8.9") -> Path:
+    """A shipped run's files copied as stored into `folder` with its manifest's GPU relabelled (NVML's name, the
+    device kind, the compute capability), its cells untouched: what attnbench says around another GPU's times, as
+    the L4 walk stood an L4 in (docs/evidence/l4-walk-20261207.txt)."""
+    manifest = json.loads((SHIPPED / source / MANIFEST).read_text())
+    machine = manifest["machine"]
+    machine.update(device_kind=gpu, compute_capability=capability, gpu=machine["gpu"] | {"name": gpu})
+    folder.mkdir(parents=True)
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    (folder / CELLS).write_text((SHIPPED / source / CELLS).read_text())
     return folder
 
 

@@ -377,3 +377,23 @@ def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_r
                           "compile cache partly warm: 8 of 66 programs loaded", "took 127 s in cells · 127 s wall",
                           "84 cells: 76 ok, 2 oom, 6 skipped"]
     assert "power steady (after settling)" in artifacts.facts(shipped(f"h200/{HOPPER}"))
+
+
+def test_a_report_of_a_gpu_without_a_cited_mma_rate_says_so_under_its_leaderboard(capsys, tmp_path):
+    """The L4 walk's finding 5: the report of a run on an L4 (sm89, no row in runner.metrics.MMA_PER_CLOCK_PER_SM)
+    had no "MMA" at all, where the H200's has a % MMA@clock column in its leaderboard. index.html and summary.md say
+    why under the board, where the column stands on an H200; the H200's report says no such thing."""
+    from runner import metrics
+    from stores import H200_WARM, relabelled
+
+    l4 = relabelled(H200_WARM, tmp_path / "runs" / HOPPER)
+    said = metrics.no_mma_rate(shipped(H200_WARM).manifest.machine.model_copy(update={
+        "compute_capability": "8.9", "gpu": shipped(H200_WARM).manifest.machine.gpu.model_copy(
+            update={"name": "NVIDIA L4"})}))
+    assert report(capsys, tmp_path, l4).code == 0
+    page, summary = ((tmp_path / "report" / name).read_text() for name in ("index.html", "summary.md"))
+    board = page[page.index("<caption>Leaderboard"):]
+    assert f"<p class='meta'>{html.escape(said, quote=True)}</p>" in board and "% MMA@clock</th>" not in board
+    assert f"\n\n{said}" in summary[summary.index("### Leaderboard"):]
+    assert report(capsys, tmp_path / "h200", H200 / HOPPER).code == 0
+    assert "no cited MMA rate" not in (tmp_path / "h200" / "report" / "index.html").read_text()

@@ -1661,3 +1661,19 @@ def test_a_recheck_refused_on_another_machine_says_to_rerun_recheck_or_move_its_
     if late:  # the command the line gives reads the cell
         shown = in_process(capsys, *said.partition(", kept there, where attnbench ")[2].partition(" reads it")[0].split())
         assert shown.code == 0 and "1 cell: 1 ok" in shown.out and not shown.err, shown.out + shown.err
+
+
+def test_show_says_where_a_gpu_without_a_cited_mma_rate_has_no_mma_column(tmp_path, capsys):
+    """The L4 walk's finding 5 (docs/evidence/l4-walk-20261207.txt): on a GPU that no row of
+    runner.metrics.MMA_PER_CLOCK_PER_SM covers (an L4, sm89), show's tables and its leaderboard lost their % MMA@clock
+    column without a word. A line says why where it would stand, under each experiment's table and under the board
+    (show's and --format leaderboard's); the same run under its H200 manifest has the column and no such line."""
+    from stores import H200_WARM, SHIPPED, relabelled
+
+    said = "% MMA@clock: no cited MMA rate for NVIDIA L4 (compute capability 8.9)"
+    l4 = relabelled(H200_WARM, tmp_path / "l4")
+    table = " ".join(in_process(capsys, "show", l4).out.split())  # prose wrapped at the terminal's width
+    assert table.count(said) == 3 and "% MMA@clock │" not in table  # fwd, fwd-bwd, then the board
+    assert said in in_process(capsys, "show", l4, "--format", "leaderboard").out
+    h200 = in_process(capsys, "show", SHIPPED / H200_WARM).out
+    assert "no cited MMA rate" not in h200 and "% MMA@clock" in h200

@@ -1480,3 +1480,21 @@ def test_history_lists_a_cell_that_went_from_ok_to_incorrect_among_its_worst_reg
     worst = texts(app.markdown)
     # the kernel column between (its cuDNN steps ran another kernel) is empty: compare marks only cells timed in both
     assert worst.count("| ok → incorrect |  | [lab5-20261202-104743 → lab5-20261202-110556](?") == 2, worst
+
+
+def test_throughput_says_where_a_gpu_without_a_cited_mma_rate_has_no_mma_chart(monkeypatch, tmp_path):
+    """The L4 walk's finding 5: a run on an L4 (no row in runner.metrics.MMA_PER_CLOCK_PER_SM) drew TFLOP/s and the
+    % of the measured peak but no "% of MMA peak at its clock" chart, and no line said why; the tab says it as show
+    does (runner.metrics.no_mma_rate), by the timer whose clock was read, not by wall (no GPU has that share there),
+    not beside GB/s, and the run under its H200 manifest draws the chart and says nothing of it."""
+    from stores import H200_WARM, relabelled
+
+    said = "% MMA@clock: no cited MMA rate for NVIDIA L4 (compute capability 8.9)"
+    l4 = relabelled(H200_WARM, tmp_path / "l4" / "l4-run")
+    app = open_app(monkeypatch, l4.parent, tab="Throughput")
+    assert not app.exception and said in texts(app.caption)
+    assert not any("MMA peak" in heading(f) for f in figures(app))
+    assert said not in texts(open_app(monkeypatch, l4.parent, tab="Throughput", timer="wall").caption)
+    assert said not in texts(open_app(monkeypatch, l4.parent, tab="Throughput", rate="GB/s").caption)
+    h200 = open_app(monkeypatch, SHIPPED / "h200", run=H200_WARM.rpartition("/")[2], tab="Throughput")
+    assert "no cited MMA rate" not in texts(h200.caption) and any("MMA peak" in heading(f) for f in figures(h200))

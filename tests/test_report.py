@@ -606,3 +606,33 @@ def test_how_long_a_run_took_sums_its_cells_and_says_where_wall_time_spans_a_res
                                             "with no cell measured)")
     assert took_said(ended, cells + spans(("2026-12-10T00:00:36+00:00", IDLE_S - 2))).endswith(f"{35 + IDLE_S} s wall")
     assert took_said(None, cells) == ""
+
+
+def test_no_cited_mma_rate_is_said_only_for_a_gpu_without_one_where_a_cell_has_tflops():
+    """metrics.no_mma_rate's line (the L4 walk's finding 5) stands under a run's closing tables (print_tables) and its
+    board where TFLOP/s stand on a GPU no cited MMA rate covers: not on an H200, not on a CPU, not under a table of
+    cells that measured nothing, and the GPU's NVML name decides (an H20 is sm90 without GH100's rate)."""
+    from runner import leaderboard, metrics
+    from runner.report import unrated_notes
+
+    gpu = shipped(H200_LONG)
+    machine = gpu.manifest.machine
+
+    def relabelled(name: str, capability: str):
+        return machine.model_copy(update={"compute_capability": capability, "device_kind": name,
+                                          "gpu": machine.gpu.model_copy(update={"name": name})})
+
+    l4, h20 = relabelled("NVIDIA L4", "8.9"), relabelled("NVIDIA H20", "9.0")
+    said = metrics.no_mma_rate(l4)
+    assert said.startswith("% MMA@clock: no cited MMA rate for NVIDIA L4 (compute capability 8.9)")
+    assert "NVIDIA H20 (compute capability 9.0)" in metrics.no_mma_rate(h20)
+    assert metrics.no_mma_rate(machine) is None and metrics.no_mma_rate(shipped(CPU_LAB5).manifest.machine) is None
+    assert unrated_notes(gpu.cells, l4) == [said] and unrated_notes(gpu.cells, machine) == []
+    failed = [c.model_copy(update={"status": "failed", "tflops": None}) for c in gpu.cells]
+    assert unrated_notes(failed, l4) == []
+    console = Console(record=True, width=400)
+    print_tables(gpu.cells, console, l4)  # a run's closing tables print as show's
+    assert said in console.export_text()
+    board = leaderboard.contested(leaderboard.leaderboard(gpu.cells, manifest=gpu.manifest))
+    assert leaderboard.notes(board, {}, l4)[-1] == said and said not in leaderboard.notes(board, {}, machine)
+    assert leaderboard.notes([], {}, l4) == []
