@@ -51,6 +51,8 @@ ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / 
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
 COOL_MARGIN_C = 5  # burst: back within 5 °C of the idle temperature (the last degrees take minutes)
+IDLE_MARGIN_W = 10.0  # burst: back near idle power under 1.5 x idle + this many watts (idle_margin_w) ...
+IDLE_MARGIN_LIMIT_W = 700.0  # ... at this power limit, the H200's, which every committed burst run waited under
 
 
 @dataclass(frozen=True)
@@ -354,7 +356,8 @@ def cool(source: Source, idle: Idle, max_s: float, sleep: Callable[[float], None
     while True:
         warm = idle.temperature_c is not None and reading.temperature_c is not None and \
             reading.temperature_c > idle.temperature_c + COOL_MARGIN_C
-        busy = idle.power_w is not None and reading.power_w is not None and reading.power_w > 1.5 * idle.power_w + 10
+        busy = idle.power_w is not None and reading.power_w is not None and \
+            reading.power_w > 1.5 * idle.power_w + idle_margin_w(source.power_limit_w)
         waited = reading.t - first.t
         if not (warm or busy):
             return PowerState(policy="burst", settled=True, wait_s=waited)
@@ -364,6 +367,13 @@ def cool(source: Source, idle: Idle, max_s: float, sleep: Callable[[float], None
                                    f"; idle {_state(idle.temperature_c, idle.power_w)}); sampled anyway")
         sleep(0.1)
         reading = source.read()
+
+
+def idle_margin_w(limit_w: float | None) -> float:
+    """burst's margin over 1.5 x the idle power, in proportion to the GPU's power limit: IDLE_MARGIN_W at the H200's
+    IDLE_MARGIN_LIMIT_W, about 1 W at an L4's 72 W, where a fixed 10 W was 14 % of its limit; IDLE_MARGIN_W where
+    no limit was read."""
+    return IDLE_MARGIN_W * limit_w / IDLE_MARGIN_LIMIT_W if limit_w else IDLE_MARGIN_W
 
 
 def _state(temperature_c: float | None, power_w: float | None) -> str:

@@ -192,6 +192,8 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "it is judged after {} s of its load", 2 * power.SETTLE_WINDOW_S),
         ("timing.md", "of its load instead of {} s", timing.heavy_after_s + power.SETTLE_WINDOW_S),
         ("timing.md", "back within {} °C", power.COOL_MARGIN_C),
+        ("timing.md", "a margin in proportion to the power limit: {} W at", power.IDLE_MARGIN_W),
+        ("timing.md", "W at the H200's {} W, which every committed burst run", power.IDLE_MARGIN_LIMIT_W),
         ("timing.md", "flags `clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
         ("timing.md", "records per {} s bin", sampling.SOAK_BIN_S),
         ("timing.md", "`attnbench soak SPEC [--seconds {}]", default("soak", "soak")),
