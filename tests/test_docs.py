@@ -194,6 +194,8 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "back within {} °C", power.COOL_MARGIN_C),
         ("timing.md", "a margin in proportion to the power limit: {} W at", power.IDLE_MARGIN_W),
         ("timing.md", "W at the H200's {} W, which every committed burst run", power.IDLE_MARGIN_LIMIT_W),
+        ("timing.md", "their calls spanning at most {} ms", 1e3 * sampling.BURST_S),
+        ("timing.md", "(`sampling.BURST_S`, at least {} calls", sampling.BURST_FLOOR),
         ("timing.md", "flags `clock_unstable` when the SM clock moved more than {} %", 100 * power.UNSTABLE_SPREAD),
         ("timing.md", "records per {} s bin", sampling.SOAK_BIN_S),
         ("timing.md", "`attnbench soak SPEC [--seconds {}]", default("soak", "soak")),
