@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from runner import compare, counted, figures, report, shape
 from runner.leaderboard import BOARD, Standing, contested, leaderboard, legacy_of, notes, rows, winners
-from runner.record import CellRecord, gpu_model
+from runner.record import CellRecord
 from runner.report import leaderboard_markdown, summary_line
 from runner.results import Run
 
@@ -127,7 +127,7 @@ def section(r: Report, images: dict[str, bytes]) -> str:
     parts += [leaderboard_html(standings, legacy_of([run.manifest]), run.manifest.machine),
               *(beside_html(t) for t in report.beside_tables(run.cells, run.manifest)),
               comparison_html(r.comparison),
-              "<h3>Cells</h3>", *(cells_html(name, cells, gpu_model(run.manifest))
+              "<h3>Cells</h3>", *(cells_html(name, cells, run.manifest.machine)
                                   for name, cells in by_experiment(run.cells).items()),
               "</section>"]
     return "\n".join(parts)
@@ -178,17 +178,17 @@ def leaderboard_html(standings: list[Standing], legacy: dict[str, str], machine=
                       [list(row.values()) for row in body]) + under
 
 
-def cells_html(experiment: str, cells: list[CellRecord], gpu: str | None) -> str:
-    """The experiment's cells as the terminal's table: varying shape columns, status, then the measurements; under
-    it, report.table_notes (`gpu` the run's)."""
+def cells_html(experiment: str, cells: list[CellRecord], machine=None) -> str:
+    """The experiment's cells as show's table: varying shape columns, status, then the measurements (with the run's
+    `machine`, % MMA@clock); under it, report.notes_under."""
     shapes = [c.params.as_dict() for c in cells]
     varying = [k for k in shape.NAMES if len({s[k] for s in shapes}) > 1]
-    columns = report.measurement_columns(cells)
+    columns = report.measurement_columns(cells, machine)
     header = ["variant", *(shape.column(k) for k in varying), "status", *(name for name, _, _ in columns)]
     body = [[c.variant, *(shape.shown(k, s) for k in varying), c.status, *report.measured(c, columns)]
             for c, s in zip(cells, shapes)]
     fixed = shape.label(shapes[0], omit=tuple(varying))
-    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in report.table_notes(cells, gpu))
+    under = "".join(f"<p class='meta'>{_e(note)}</p>" for note in report.notes_under(cells, machine))
     return table_html(f"{experiment} · {fixed} · {counted(len(cells), 'cell')}", header, body,
                       [{"ok": "", "skipped": "skip"}.get(c.status, "bad") for c in cells]) + under
 

@@ -152,8 +152,7 @@ def print_tables(cells: list[CellRecord], console: Console, machine=None) -> Non
         by_experiment.setdefault(c.experiment, []).append(c)
     for name, group in by_experiment.items():
         print_grid(experiment_grid(name, group, machine), console)
-        for note in table_notes(group, machine.gpu.name if machine and machine.gpu else None) + \
-                unrated_notes(group, machine):
+        for note in notes_under(group, machine):
             print_prose(note, console)
 
 
@@ -162,6 +161,12 @@ PACKED_FLOPS = ("A packed row's FLOPs (docs above 1) count the query-key pairs i
 SERVING_BYTES = ("A serving cell's bytes (kv lengths or pages set) count Q and the output once, and K and V once for "
                  "each request's real tokens: not a page pool's unused rows, the page table, or a dense cache's rows "
                  "past a request's length.")
+
+
+def notes_under(cells: list[CellRecord], machine) -> list[str]:
+    """The sentences under an experiment's table in show, a run's closing tables and the report: table_notes (the GPU
+    of the run's `machine`), then unrated_notes."""
+    return table_notes(cells, machine.gpu.name if machine and machine.gpu else None) + unrated_notes(cells, machine)
 
 
 def table_notes(cells: list[CellRecord], gpu: str | None) -> list[str]:

@@ -366,6 +366,26 @@ def test_the_pages_cell_tables_hold_no_column_only_a_gpu_fills_on_a_cpu_run():
     assert "<th>SM MHz</th>" in cells_html("e", [telemetry(shipped(H200_LONG).cells[0])], None)
 
 
+def test_the_pages_cell_tables_have_shows_columns_and_a_gpu_without_a_cited_mma_rate_says_so(tmp_path):
+    """Issue 37: the report's cell tables had no % MMA@clock, even for an H200 run whose show tables have it
+    (report.measurement_columns without the run's machine): each table's columns and rows are show's
+    (report.experiment_grid), and on a GPU with no cited MMA rate the line show prints stands under it."""
+    from runner import metrics
+    from runner.artifacts import by_experiment, cells_html
+    from runner.report import experiment_grid
+    from stores import H200_WARM, relabelled
+
+    run = shipped(H200_WARM)
+    for name, cells in by_experiment(run.cells).items():
+        grid, page = experiment_grid(name, cells, run.manifest.machine), cells_html(name, cells, run.manifest.machine)
+        assert re.findall("<th>([^<]*)</th>", page) == grid.header
+    assert "<th>% MMA@clock</th>" in cells_html("e", run.cells, run.manifest.machine)
+    l4 = open_store(str(relabelled(H200_WARM, tmp_path / HOPPER).parent)).read(HOPPER)
+    said = html.escape(metrics.no_mma_rate(l4.manifest.machine), quote=True)
+    assert f"<p class='meta'>{said}</p>" in cells_html("e", l4.cells, l4.manifest.machine)
+    assert "no cited MMA rate" not in cells_html("e", run.cells, run.manifest.machine)
+
+
 def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_ran():
     """The power policy moves every time by 10-15 % and flips measured / published: the header (show's too) names it,
     and the cuDNN TransformerEngine's worker ran where it is not jax's."""
@@ -382,7 +402,8 @@ def test_a_reports_header_says_the_runs_power_policy_and_the_cudnn_each_worker_r
 def test_a_report_of_a_gpu_without_a_cited_mma_rate_says_so_under_its_leaderboard(capsys, tmp_path):
     """The L4 walk's finding 5: the report of a run on an L4 (sm89, no row in runner.metrics.MMA_PER_CLOCK_PER_SM)
     had no "MMA" at all, where the H200's has a % MMA@clock column in its leaderboard. index.html and summary.md say
-    why under the board, where the column stands on an H200; the H200's report says no such thing."""
+    why under the board, where the column stands on an H200, and index.html under its cell tables (issue 37); the
+    H200's report says no such thing, and its cell tables have the column."""
     from runner import metrics
     from stores import H200_WARM, relabelled
 
@@ -395,5 +416,7 @@ def test_a_report_of_a_gpu_without_a_cited_mma_rate_says_so_under_its_leaderboar
     board = page[page.index("<caption>Leaderboard"):]
     assert f"<p class='meta'>{html.escape(said, quote=True)}</p>" in board and "% MMA@clock</th>" not in board
     assert f"\n\n{said}" in summary[summary.index("### Leaderboard"):]
+    assert f"<p class='meta'>{html.escape(said, quote=True)}</p>" in page[page.index("<h3>Cells</h3>"):]
     assert report(capsys, tmp_path / "h200", H200 / HOPPER).code == 0
-    assert "no cited MMA rate" not in (tmp_path / "h200" / "report" / "index.html").read_text()
+    page = (tmp_path / "h200" / "report" / "index.html").read_text()
+    assert "no cited MMA rate" not in page and "<th>% MMA@clock</th>" in page[page.index("<h3>Cells</h3>"):]

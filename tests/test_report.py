@@ -65,7 +65,7 @@ def test_a_table_with_a_cell_past_100_percent_copy_says_why_naming_the_runs_gpu(
     console = Console(record=True, width=400)
     print_tables(decode.cells, console, decode.manifest.machine)
     assert said in console.export_text()
-    assert html.escape(said, quote=True) in cells_html("decode", decode.cells, gpu_model(decode.manifest))
+    assert html.escape(said, quote=True) in cells_html("decode", decode.cells, decode.manifest.machine)
     under = [c.model_copy(update={"pct_of_bandwidth": 99.0}) for c in decode.cells]
     console = Console(record=True, width=400)
     print_tables(under, console, decode.manifest.machine)
