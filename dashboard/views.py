@@ -601,8 +601,9 @@ def leaderboard(snap: data.Snapshot, sel: Selection) -> None:
 
 
 def boards(snap: data.Snapshot, sel: Selection, standings: list[board.Standing]) -> None:
-    """Each selected run's leaderboard over its contested shapes (runner.leaderboard.contested), as `show`'s; a run
-    with none says so, where it was left out without a word."""
+    """Each selected run's leaderboard over its contested shapes (runner.leaderboard.contested), as `show`'s: its
+    notes with the run's machine (a GPU without a cited MMA rate said); a run with none says so, where it was left
+    out without a word."""
     st.caption(f"Per shape where two or more variants ran correctly: the fastest correct variant ({sel.timer} timer), "
                "how much longer the next takes (within noise: the gap is smaller than either's IQR) and how much "
                "longer `auto` takes, with the backend JAX picked for it.")
@@ -612,14 +613,15 @@ def boards(snap: data.Snapshot, sel: Selection, standings: list[board.Standing])
         if not mine:
             st.caption(f"{run}: no leaderboard (no shape where two or more variants ran correctly)")
         else:
-            legacy = board.legacy_of([snap.manifests.get(run)])
+            manifest = snap.manifests.get(run)
+            legacy, machine = board.legacy_of([manifest]), manifest.machine if manifest else None
             st.subheader(run)
             st.markdown(board_summary(mine))
             st.dataframe(tables.board(sel.cells, mine, legacy), hide_index=True)
-            for note in board.notes(mine, legacy):
+            for note in board.notes(mine, legacy, machine):
                 st.caption(note)
             if as_markdown:
-                st.code(report.leaderboard_markdown(mine, legacy), language="markdown")
+                st.code(report.leaderboard_markdown(mine, legacy, machine), language="markdown")
 
 
 def board_summary(standings: list[board.Standing]) -> str:

@@ -1498,3 +1498,24 @@ def test_throughput_says_where_a_gpu_without_a_cited_mma_rate_has_no_mma_chart(m
     assert said not in texts(open_app(monkeypatch, l4.parent, tab="Throughput", rate="GB/s").caption)
     h200 = open_app(monkeypatch, SHIPPED / "h200", run=H200_WARM.rpartition("/")[2], tab="Throughput")
     assert "no cited MMA rate" not in texts(h200.caption) and any("MMA peak" in heading(f) for f in figures(h200))
+
+
+def test_the_leaderboard_tab_has_shows_mma_column_and_says_where_a_gpu_has_no_cited_rate(monkeypatch, tmp_path):
+    """Issue 37: the Leaderboard tab's board is show's (runner.leaderboard.rows): an H200 run's winners have their
+    % MMA@clock, and on a GPU with no cited MMA rate the line show prints under its board (runner.metrics.no_mma_rate)
+    stands under the tab's, and in its markdown, where the tab left the column missing without a word."""
+    from runner import leaderboard, metrics
+    from runner.store import LocalStore
+    from stores import H200_WARM, relabelled
+
+    run = shipped(H200_WARM)
+    shows = pd.DataFrame(leaderboard.rows(leaderboard.contested(leaderboard.leaderboard(run.cells,
+                                                                                        manifest=run.manifest))))
+    h200 = open_app(monkeypatch, SHIPPED / "h200", run=H200_WARM.rpartition("/")[2], tab="Leaderboard", md="true")
+    board = table(h200, "fastest")
+    assert board.set_index("shape")["% MMA@clock"].to_dict() == shows.set_index("shape")["% MMA@clock"].to_dict()
+    assert "no cited MMA rate" not in texts(h200.caption) + h200.code[0].value
+    l4 = relabelled(H200_WARM, tmp_path / "l4" / "l4-run")
+    said = metrics.no_mma_rate(LocalStore(l4.parent).read("l4-run").manifest.machine)
+    app = open_app(monkeypatch, l4.parent, tab="Leaderboard", md="true")
+    assert not app.exception and said in texts(app.caption) and said in app.code[0].value
