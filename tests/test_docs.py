@@ -294,6 +294,20 @@ def test_a_page_that_quotes_a_notes_mark_gives_its_symbol():
     assert bare == []
 
 
+def test_the_clock_under_the_cap_that_benchmarks_quotes_is_the_committed_probes():
+    """benchmarks.md said the probe saw 1665-1845 MHz at 16k, a figure no committed file holds: the SM clock it quotes
+    (in "Settling at the power cap" and the constants' table) is the range of probe-stream-20261203.json's NVML
+    readings from 1.5 s into each stream to its end."""
+    import json
+
+    probe = json.loads((REPO / "docs" / "evidence" / "probe-stream-20261203.json").read_text())
+    page = " ".join((REPO / "docs" / "benchmarks.md").read_text().split())
+    for run in (run for run in probe["probes"] if run["T"] in (8192, 16384)):
+        start, end = run["stream"]["t0"], run["stream"]["t0"] + run["stream"]["chunk_done"][-1]
+        mhz = [row[1] for row in probe["nvml"] if start + 1.5 <= row[0] <= end]  # row: time, SM MHz, W, ...
+        assert page.count(f"{min(mhz)}–{max(mhz)} MHz at {run['T'] // 1024}k") == 2, run["T"]
+
+
 # --- the results pages ---------------------------------------------------------------------------------------------
 
 def results_pages():
