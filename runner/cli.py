@@ -404,24 +404,24 @@ def _run_exit(outcome, spool, location: str, spool_root: Path, advice: RunAdvice
     return EXIT_OK
 
 
-DRY_RUN_CHECKED = ("the spec and the selection, the shard, the run id (that --out and the spool hold no run of another "
-                   "spec under it), --out (credentials, and a probe object written and removed in a bucket), and that "
-                   "the spool and a local --out and its run folder can be made")
+DRY_RUN_CHECKED = ("the spec and the selection, each cell's skip as the run's plan says it (the variants' rules, the "
+                   "device's compute capability, and its memory for the inputs and float32 reference), the shard, the "
+                   "run id (that --out and the spool hold no run of another spec under it), --out (credentials, and a "
+                   "probe object written and removed in a bucket), and that the spool and a local --out and its run "
+                   "folder can be made")
 DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), the compile cache (one that cannot be "
                      "used costs the run a warning and compiling without it), the workers' libraries and devices (and "
-                     "so that a resumed run's machine and kernel settings are this one's), and each cell's compile and "
-                     "run")
+                     "so that a resumed run's machine and kernel settings are this one's), and each cell's build, "
+                     "compile and run (a build may still skip a cell, for what only it can find)")
 
 
 def _dry_run(cells, shard, console: Console) -> int:
-    """Each cell and why it would be skipped here (this imports JAX to know the device)."""
+    """Each cell and why it would be skipped here, as the run's plan says it (this imports JAX to know the device)."""
     from runner.machine import current_device, fake_host_devices
-    from runner.registry import VARIANTS, decline
+    from runner.run import plan
 
     fake_host_devices(max((c.params.devices for c in cells), default=1))  # as a worker would, before JAX starts
-    device = current_device()
-    for cell in cells:
-        reason = decline(VARIANTS[cell.variant], cell.params, device)
+    for cell, reason in zip(cells, plan(cells, current_device()).declined):
         console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
     console.print(counted(len(cells), "cell") + (f" in shard {shard}" if shard else ""))
     print(f"dry run: checked {DRY_RUN_CHECKED}; not checked: {DRY_RUN_UNCHECKED}", file=sys.stderr)

@@ -4,8 +4,9 @@ A variant's build function takes the cell's Params and returns `attend(q, k, v) 
 (B, T, N, H) and k, v of shape (B, S, K, H), all in the cell's dtype; the output has q's shape. A variant whose
 timed call takes other inputs (FP8 tensors and their scales) returns a Staged; one with a configuration to
 search returns a Tuned; one whose library tunes its own kernels (tokamax.autotune) returns an Autotuned. A
-variant declines a cell it cannot run, with a reason: statically by its Requires and its `check(params)`, or at
-build time by raising Skip (nvbench's `state.skip`).
+variant declines a cell it cannot run, with a reason: statically by its Requires and its `check(params)`, on a GPU
+by its `gpu_check(params, compute capability)` (a kernel that GPU lacks), or at build time by raising Skip (nvbench's
+`state.skip`) for what only the build can find.
 
 Importing this module, or any module of runner.variants, imports no GPU library: those load inside the build
 (or preload) functions, so validating a spec or reading results never pays for them.
@@ -32,6 +33,7 @@ from runner.record import VariantInfo
 from runner.shape import Fp8Matmul, Params, default_params
 
 Attend = Callable  # (q, k, v) -> out
+GpuCheck = Callable[[Params, float], str | None]  # (params, the GPU's compute capability) -> why it declines, or None
 
 
 def first_line(error: BaseException, limit: int = 500) -> str:
@@ -165,10 +167,11 @@ class Variant:
     backend: str | None = None  # what its custom calls prove; None: decided when compiled (auto)
     fp8_baseline: str | None = None  # promises FP8: compared with this bf16 variant, verdict recorded
     check: Callable[[Params], str | None] | None = None  # why it declines these params, or None
+    gpu_check: GpuCheck | None = None  # why it declines these params on a GPU of this compute capability, or None
     worker: str = JAX_WORKER  # cells run in a worker process per library set
     preload: Callable[[], None] | None = None  # imports that must come before JAX's GPU backend starts
     probe: Callable[[], str | None] | None = None  # why a needed API is missing here, or None
-    rules: list[str] = field(default_factory=list)  # `check`'s rules in words, for the manifest
+    rules: list[str] = field(default_factory=list)  # `check`'s and `gpu_check`'s rules in words, for the manifest
     legacy: str | None = None  # its library's deprecation and what replaces it, said wherever it is listed
     fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS  # FP8 variants: the matmuls run on f8 values (Q·Kᵀ, P·V)
 
@@ -185,18 +188,21 @@ VARIANTS_ENV = "ATTNBENCH_VARIANTS"  # more variant files, outside the package (
 
 def variant(name: str, requires: Requires = Requires(), *, backend: str | None = None, proves: tuple[str, ...] = (),
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
-            rules: tuple[str, ...] = (), worker: str = JAX_WORKER, preload: Callable[[], None] | None = None,
-            probe: Callable[[], str | None] | None = None, legacy: str | None = None,
+            gpu_check: GpuCheck | None = None, rules: tuple[str, ...] = (), worker: str = JAX_WORKER,
+            preload: Callable[[], None] | None = None, probe: Callable[[], str | None] | None = None,
+            legacy: str | None = None,
             fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS):
     """Register `build(params) -> attend | Staged | Tuned | Autotuned` under `name`, with every rule of the
     variant: `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
+    `gpu_check(params, capability)` for the rules a GPU's compute capability decides (cuDNN's packed rows from Hopper,
+    say: the plan, the dry run and the leaderboard's reasons say them before a worker is asked), the
     `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces and the
     matmuls it runs on f8 values (`fp8_matmuls`, of metrics.FP8_MATMULS: its record's MMA peak is set by them), and
     for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
     if problem := (_options_problem(requires) or _scores_problem(requires) or _proof_problem(backend, proves)
-                   or _worker_problem(worker, preload) or _rules_problem(check, rules)):
+                   or _worker_problem(worker, preload) or _rules_problem(check or gpu_check, rules)):
         raise ValueError(f"variant {name}: {problem}")
 
     def register(build: Callable) -> Callable:
@@ -205,8 +211,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
         doc = build.__doc__.strip().splitlines()[0]
         if backend and proves:
             BACKENDS.setdefault(backend, tuple(proves))
-        VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, worker, preload, probe,
-                                 list(rules), legacy, tuple(fp8_matmuls))
+        VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, gpu_check, worker, preload,
+                                 probe, list(rules), legacy, tuple(fp8_matmuls))
         return build
 
     return register
@@ -251,10 +257,11 @@ def _proof_problem(backend: str | None, proves: tuple[str, ...]) -> str | None:
 
 
 def _rules_problem(check: Callable[[Params], str | None] | None, rules: tuple[str, ...]) -> str | None:
-    """Why `rules` cannot be given, or None: they are `check`'s rules in words, so without a check they are words
-    the manifest would show that nothing applies."""
+    """Why `rules` cannot be given, or None: they are the checks' rules in words, so without a check (or gpu_check)
+    they are words the manifest would show that nothing applies."""
     if rules and check is None:
-        return f"rules={tuple(rules)} without a check: give check= the same rules in code, or drop rules"
+        return f"rules={tuple(rules)} without a check: give check= (or gpu_check=) the same rules in code, or drop " \
+               "rules"
     return None
 
 
@@ -412,11 +419,11 @@ def unmet(v: Variant, device: Device) -> str | None:
 def decline(v: Variant, params: Params, device: Device) -> str | None:
     """Why `v` declines this cell here, or None when it can run it (a build may still raise Skip): what this device
     lacks, and beside it any rule the cell breaks wherever the variant runs, so a CPU's skip says which cells a GPU
-    would still decline."""
+    would still decline; on a GPU, the rules its compute capability decides (gpu_check)."""
     rule = static_decline(v, params)
     if lack := unmet(v, device):
         return f"{lack}; where it can run, it declines this cell all the same: {rule}" if rule else lack
-    return rule or _too_few_devices(params, device)
+    return rule or gpu_checked(v, params, device) or _too_few_devices(params, device)
 
 
 def static_decline(v: Variant, params: Params) -> str | None:
@@ -436,23 +443,33 @@ def static_decline(v: Variant, params: Params) -> str | None:
 
 
 def checked(v: Variant, params: Params) -> str | None:
-    """Why v's check declines these params, or None, held to its contract (a reason, a str, or None): else
-    BadVariant, one line naming the variant and the check's file, where the check's own error ended the command as
-    an internal error naming neither."""
-    if v.check is None:
+    """Why v's check declines these params, or None, held to its contract (_held)."""
+    return _held(v, "check", v.check, params) if v.check else None
+
+
+def gpu_checked(v: Variant, params: Params, device: Device) -> str | None:
+    """Why v's gpu_check declines these params on this device's GPU, or None (no GPU here: nothing to decide)."""
+    if v.gpu_check is None or device.compute_capability is None:
         return None
+    return _held(v, "gpu_check", v.gpu_check, params, device.compute_capability)
+
+
+def _held(v: Variant, what: str, check: Callable, *args) -> str | None:
+    """check(*args) held to its contract (a reason, a str, or None): else BadVariant, one line naming the variant and
+    the check's file, where the check's own error ended the command as an internal error naming neither."""
     try:
-        reason = v.check(params)
+        reason = check(*args)
     except Exception as error:
-        raise BadVariant(f"variant {v.name}: its check ({_where(v)}) raised {first_line(error)}") from None
+        raise BadVariant(f"variant {v.name}: its {what} ({_where(v, check)}) raised {first_line(error)}") from None
     if reason is None or isinstance(reason, str):
         return reason
-    raise BadVariant(f"variant {v.name}: its check ({_where(v)}) returned {reason!r}, not a reason (a str) or None")
+    raise BadVariant(f"variant {v.name}: its {what} ({_where(v, check)}) returned {reason!r}, not a reason (a str) "
+                     "or None")
 
 
-def _where(v: Variant) -> str:
-    """The file and line of v's check; the file of its build where the check is no plain function (a partial)."""
-    code = getattr(v.check, "__code__", None)
+def _where(v: Variant, check: Callable) -> str:
+    """The file and line of a check of v's; the file of its build where the check is no plain function (a partial)."""
+    code = getattr(check, "__code__", None)
     return f"{code.co_filename}:{code.co_firstlineno}" if code else sys.modules[v.build.__module__].__file__
 
 

@@ -30,7 +30,7 @@ from runner.machine import Device, git_sha
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, policy_named, power_policy, utc_now
 from runner.shape import Params
-from runner.registry import JAX_WORKER, VARIANTS, decline
+from runner.registry import JAX_WORKER, VARIANTS, Variant, decline
 from runner.spec import Spec, TimingSettings, identity
 from runner.resume import Resume
 from runner.spool import PULL_TIMEOUT_S, OtherRun, Refused, Spool, Uploader
@@ -115,7 +115,7 @@ class Plan:
 
     cells: list[Cell]
     groups: list[str]  # each cell's worker
-    declined: list[str | None]  # why the variant declines the cell here, or None
+    declined: list[str | None]  # why the cell is skipped here before a worker is asked (skipped_here), or None
     runnable: dict[str, list[int]]  # worker -> positions of the cells it will be sent, in order
 
 
@@ -123,12 +123,21 @@ def plan(cells: list[Cell], device: Device) -> Plan:
     """Each cell's worker and verdict, and each worker's runnable cells."""
     variants = [VARIANTS[c.variant] for c in cells]
     groups = [v.worker for v in variants]
-    declined = [decline(v, c.params, device) for v, c in zip(variants, cells)]
+    declined = [skipped_here(v, c.params, device) for v, c in zip(variants, cells)]
     runnable: dict[str, list[int]] = {}
     for i, (group, reason) in enumerate(zip(groups, declined)):
         if reason is None:
             runnable.setdefault(group, []).append(i)
     return Plan(cells, groups, declined, runnable)
+
+
+def skipped_here(v: Variant, p: Params, device: Device) -> str | None:
+    """Why the cell is skipped on this device before a worker is asked, or None: the variant declines it
+    (registry.decline), or the device cannot hold it (inputs.too_large: its inputs and float32 reference, and the
+    scores of a variant that materialises them). The run and its dry run both say it from here."""
+    from runner.inputs import too_large  # imports JAX: only the plan's machine, which holds the device, pays for it
+
+    return decline(v, p, device) or too_large(p, device.memory_bytes, v)
 
 
 def first_pull(uploader: Uploader, store: Store) -> set[str]:

@@ -27,6 +27,7 @@ import pytest
 from conftest import shapes_spec
 from helpers import REPO, attnbench, command, environment, in_process, spec_data, table_rows, write_spec
 from runner.cells import expand
+from runner.machine import Device
 from runner.registry import load_all
 from runner.results import CELLS, MANIFEST
 from runner.shape import NAMES
@@ -379,6 +380,24 @@ def test_a_dry_run_refuses_what_the_run_refuses_in_the_same_words(spec_path, tmp
     run, dry = in_process(capsys, *args), in_process(capsys, *args, "--dry-run")
     assert run.code == dry.code == 2 and len(run.errors) == 1 and run.errors == dry.errors, (run.err, dry.err)
     assert dry.out == "" and not (tmp_path / "spool").exists() and not (tmp_path / "out").exists()
+
+
+L4 = Device("gpu", "NVIDIA L4", 8.9, 18 * 10**9)  # JAX's bytes_limit: 75 % of 24 GB (docs/evidence/l4-walk-20261207.txt)
+
+
+def test_a_dry_run_on_an_l4_says_the_skips_its_run_records(tmp_path, capsys, monkeypatch):
+    """The rules the device's facts decide, said before any worker: its memory (the inputs and float32 reference of
+    B16 x 32k need 22 GiB) and its compute capability (cuDNN's packed rows from Hopper)."""
+    monkeypatch.setattr("runner.machine.current_device", lambda: L4)
+    wide = dict(seq_len=32768, heads=32, head_dim=128, dtype="bfloat16", causal=True)
+    path = write_spec(tmp_path / "l4.yaml", spec_data(
+        {"name": "wide", "variants": ["cudnn"], **wide, "sweep": {"batch": [8, 16]}},
+        {"name": "packed", "variants": ["xla", "cudnn"], "seq_len": 16, "dtype": "bfloat16", "documents": 2}))
+    result = in_process(capsys, "run", path, "--dry-run", "--out", tmp_path / "out")
+    assert result.code == 0, result.err
+    verdicts = [line.split(": ", 1)[1] for line in result.out.splitlines()[:-1]]
+    assert verdicts == ["run", "skip: inputs and float32 reference need 22.0 GiB; the device has 16.8 GiB", "run",
+                        "skip: jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability 8.9"]
 
 
 def test_a_dry_run_says_what_it_checked_and_what_it_did_not(spec_path, tmp_path, capsys):

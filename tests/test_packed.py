@@ -19,7 +19,7 @@ from runner.machine import Device
 from runner.record import Correctness, read_cell
 from runner.registry import VARIANTS, decline, load_all
 from runner.variants import cudnn_packed
-from helpers import fake_gpu, params
+from helpers import params
 
 load_all()
 CPU = Device(platform="cpu", kind="cpu", compute_capability=None, memory_bytes=None)
@@ -191,12 +191,14 @@ def test_cudnn_says_why_when_jax_has_no_packed_cudnn_path(monkeypatch):
     assert "segment arguments" in cudnn_packed.missing()
 
 
-@pytest.mark.parametrize("capability, packs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", True),
-                                                ("12.0", True), (None, True)])
-def test_cudnn_packs_rows_on_hopper_or_newer_only(monkeypatch, capability, packs):
-    fake_gpu(monkeypatch, capability)
-    assert cudnn_packed._hopper_here() == (None if packs else "jax's cuDNN path packs rows on Hopper or newer only; "
-                                           f"this GPU has compute capability {capability}")
+@pytest.mark.parametrize("capability, packs", [(8.0, False), (8.9, False), (9.0, True), (10.0, True), (12.0, True)])
+def test_cudnn_declines_packed_rows_before_hopper_in_its_plan(capability, packs):
+    gpu = Device("gpu", "a GPU", capability)
+    packed, plain = params(seq_len=16, documents=2, dtype="bfloat16"), params(seq_len=16, dtype="bfloat16")
+    assert decline(VARIANTS["cudnn"], packed, gpu) == (None if packs else "jax's cuDNN path packs rows on Hopper or "
+                                                       f"newer only; this GPU has compute capability {capability}")
+    assert decline(VARIANTS["cudnn"], plain, gpu) is None and decline(VARIANTS["cudnn"], packed, CPU) == (
+        "cudnn needs an NVIDIA GPU with compute capability ≥ 8.0; the device here is cpu")  # a CPU: its Requires alone
 
 
 def test_this_jax_has_the_packed_cudnn_path():

@@ -15,7 +15,7 @@ import pytest
 from helpers import REPO, params, script, spec_data
 from runner.machine import Device, current_device
 from runner.registry import (BACKENDS, BROKEN, VARIANTS, VARIANTS_ENV, Requires, Variant, backend_of, decline, load_all,
-                             unmet)
+                             static_decline, unmet)
 
 load_all()
 CPU = Device(platform="cpu", kind="cpu", compute_capability=None)
@@ -476,6 +476,30 @@ def test_a_check_that_breaks_on_some_cells_alone_names_the_variant_and_its_file_
         decline(late, params(causal=True), CPU)
 
 
+def test_a_gpu_check_speaks_on_a_gpu_alone_with_the_device_s_compute_capability(tmp_path, monkeypatch):
+    """What the device's compute capability decides: said by decline (the plan, the dry run) on a GPU; on a CPU, and
+    to validate and the shard prices (static_decline, any device), nothing changes."""
+    path = variant_file(tmp_path / "wide.py", "'test_wide', rules=('head_dim past 128 on Hopper',), gpu_check=lambda p, "
+                        "found: f'head_dim {p.head_dim} on {found:.1f}' if p.head_dim > 128 and found < 9.0 else None")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    wide = load_all()["test_wide"]
+    assert path not in BROKEN and wide.info().requires[-1] == "head_dim past 128 on Hopper"
+    assert decline(wide, params(head_dim=256), Device("gpu", "NVIDIA L4", 8.9)) == "head_dim 256 on 8.9"
+    assert decline(wide, params(head_dim=256), H200) is None and decline(wide, params(head_dim=128), A100) is None
+    assert decline(wide, params(head_dim=256), CPU) is None and static_decline(wide, params(head_dim=256)) is None
+
+
+def test_a_gpu_check_that_breaks_names_the_variant_and_its_file(tmp_path, monkeypatch):
+    from runner import BadVariant
+
+    path = variant_file(tmp_path / "typo.py", "'test_gpu_typo', gpu_check=lambda p, found: p.seqlen")
+    monkeypatch.setenv(VARIANTS_ENV, path)
+    typo = load_all()["test_gpu_typo"]
+    with pytest.raises(BadVariant, match=rf"^variant test_gpu_typo: its gpu_check \({path}:4\) raised AttributeError: "
+                                         r"'Params' object has no attribute 'seqlen'$"):
+        decline(typo, params(), H200)
+
+
 def test_a_worker_no_variant_preloads_is_refused_when_registered_as_a_typo_would_start_a_process_of_its_own():
     from runner.registry import variant
 
@@ -494,7 +518,8 @@ def test_a_worker_no_variant_preloads_is_refused_when_registered_as_a_typo_would
 
 @pytest.mark.parametrize("rules, said", [
     (dict(rules=("seq_len a multiple of 16",)), r"^variant test_refused: rules=\('seq_len a multiple of 16',\) without "
-                                                r"a check: give check= the same rules in code, or drop rules$"),
+                                                r"a check: give check= \(or gpu_check=\) the same rules in code, or "
+                                                r"drop rules$"),
     (dict(backend="xla", proves=("my_call",)), r"^variant test_refused: proves=\('my_call',\) has no effect beside "
                                                r"backend 'xla' \(what no custom call proves reads as xla\): name the "
                                                r"backend they prove, or drop proves$"),

@@ -13,7 +13,7 @@ import test_results
 from helpers import params
 from runner import run
 from runner.cells import Cell, power_class
-from runner.machine import current_device
+from runner.machine import Device, current_device
 from runner.metrics import Ceilings
 from runner.shape import Params
 from runner.registry import VARIANTS, load_all, variant
@@ -54,6 +54,18 @@ def test_each_cells_verdict_is_evaluated_once_and_declined_cells_are_spooled(tmp
     records = ctx.spool.records()
     assert [r.key for r in records] == [c.key for c in cells]
     assert {(r.status, r.reason) for r in records[:1]} == {("skipped", "test_counted declines odd seq_len 1")}
+
+
+def test_the_plan_skips_a_cell_the_device_cannot_hold_with_the_bytes_it_needs():
+    """Before a worker is asked, as the dry run says it: the device's memory against the inputs and float32
+    reference (a split cell's made whole, on one device)."""
+    tiny = Device("gpu", "tiny", 9.0, 1 << 20, count=2)
+    cells = [Cell("e", "xla", params(seq_len=n)) for n in (8, 256)] + [Cell("e", "ring", params(seq_len=256, devices=2))]
+    work = run.plan(cells, tiny)
+    assert work.declined[0] is None and work.runnable == {"jax": [0]}
+    for reason in work.declined[1:]:
+        assert reason.startswith("inputs and float32 reference need ") and reason.endswith("MiB; the device has 1.0 MiB")
+    assert work.declined[1] == work.declined[2]  # the split cell's reference is its unsplit shape's
 
 
 def test_the_look_ahead_is_the_next_runnable_cells_of_the_same_worker(tmp_path, counted):

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from runner import masks
-from runner.machine import HOPPER, capability_outside
+from runner.machine import HOPPER
 from runner.registry import Skip
 from runner.shape import Params
 from runner.variants.cudnn_fp8 import PRIVATE, _private
@@ -55,15 +55,16 @@ def segments(p: Params) -> tuple[list[list[int]], list[list[int]]]:
     return np.diff(bounds).tolist(), [row[:-1] + [-1] for row in bounds.tolist()]
 
 
-def _hopper_here() -> str | None:
-    if found := capability_outside(HOPPER):
-        return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {found:.1f}"
+def packed_gpu_check(p: Params, capability: float) -> str | None:
+    """Why cudnn declines a packed cell on a GPU of this compute capability (jax raises below Hopper), or None."""
+    if p.documents > 1 and capability < HOPPER:
+        return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {capability:.1f}"
     return None
 
 
 def packed_attention(p: Params):
     """attend(q, k, v) over packed rows: cuDNN's flash attention with the rows' segment lengths and offsets."""
-    if reason := missing() or _hopper_here():
+    if reason := missing():
         raise Skip(reason)
     import jax.numpy as jnp
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import inspect
 import math
 
-from runner.machine import HOPPER, capability_outside
+from runner.machine import HOPPER
 from runner.shape import Params
-from runner.registry import Requires, Skip, Staged, variant
+from runner.registry import Requires, Staged, variant
 from runner.variants.cudnn_fp8 import PRIVATE, _private
 
 PAGED_ARGUMENTS = {"q_seqlen", "kv_seqlen", "page_table_k", "page_table_v"}
@@ -96,6 +96,14 @@ def attend(p: Params):
     return paged
 
 
+def gpu_check(p: Params, capability: float) -> str | None:
+    """Why cudnn_paged declines these params on a GPU of this compute capability, or None: cuDNN's flash attention
+    takes head_dim up to 256 on Hopper, 128 before."""
+    if p.head_dim > 128 and capability < HOPPER:
+        return f"cuDNN's flash attention takes head_dim up to 128 before Hopper, not {p.head_dim}"
+    return None
+
+
 RULES = (
     "a paged cell (page_size set); causal only at T = 1 (jax's cuDNN causal mask is top-left)",
     "head_dim <= 128 before Hopper",
@@ -106,9 +114,7 @@ RULES = (
 @variant("cudnn_paged",
          requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                            max_head_dim=256, passes=("fwd",), options=("kv_lengths", "page_size")),
-         backend="cudnn", proves=("__cudnn$fmha",), check=check, rules=RULES, probe=_missing)
+         backend="cudnn", proves=("__cudnn$fmha",), check=check, gpu_check=gpu_check, rules=RULES, probe=_missing)
 def cudnn_paged(p: Params):
     """cuDNN paged attention (page tables, per-request kv_seqlen), via jax's private cuDNN API."""
-    if p.head_dim > 128 and capability_outside(HOPPER):  # cuDNN's head_dim limit: 256 on Hopper, 128 before
-        raise Skip(f"cuDNN's flash attention takes head_dim up to 128 before Hopper, not {p.head_dim}")
     return Staged(prepare(p), attend(p), lambda out: out)

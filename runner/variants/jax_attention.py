@@ -31,7 +31,7 @@ from types import MappingProxyType
 from runner import masks, paging
 from runner.shape import Params
 from runner.registry import Requires, variant
-from runner.variants.cudnn_packed import PACKED_RULES, packed_attention, packed_check
+from runner.variants.cudnn_packed import PACKED_RULES, packed_attention, packed_check, packed_gpu_check
 
 NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"
 SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
@@ -165,8 +165,8 @@ def cudnn_check(p: Params) -> str | None:
 
 
 @variant("cudnn", requires=CUDNN, backend="cudnn", proves=("__cudnn$fmha",), check=cudnn_check,
-         rules=("a window only with a causal mask", "a serving cell: no window, causal only with T = 1")
-         + PACKED_RULES)
+         gpu_check=packed_gpu_check,
+         rules=("a window only with a causal mask", "a serving cell: no window, causal only with T = 1") + PACKED_RULES)
 def cudnn(p: Params):
     """jax.nn.dot_product_attention(implementation="cudnn"): cuDNN's fused flash-attention kernel."""
     if masks.packed(p):

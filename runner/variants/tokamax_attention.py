@@ -55,7 +55,7 @@ import functools
 from types import MappingProxyType
 
 from runner import masks, paging
-from runner.machine import HOPPER, capability_outside
+from runner.machine import HOPPER
 from runner.shape import Params
 from runner.registry import Autotuned, Requires, Skip, Staged, first_line, variant
 from runner.variants.pallas_triton import TRITON_CALLS
@@ -233,10 +233,12 @@ def tuned(p: Params, attend):
     return Autotuned(attend, "tokamax.autotune", tune, applied, chosen, in_force) if p.tune else attend
 
 
-def backward_here() -> str | None:
-    """Why this GPU has no tokamax Mosaic backward (its kernels are sm90 and sm100 only), or None."""
-    if found := capability_outside(HOPPER, 11.0):  # sm90 up to sm10x
-        return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability {found:.1f}"
+def backward_gpu_check(p: Params, capability: float) -> str | None:
+    """Why tokamax_mosaic declines a fwd_bwd cell on a GPU of this compute capability (its backward kernels are sm90
+    and sm100 only), or None."""
+    if p.pass_ == "fwd_bwd" and not HOPPER <= capability < 11.0:  # sm90 up to sm10x
+        return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability " \
+               f"{capability:.1f}"
     return None
 
 
@@ -245,11 +247,9 @@ RULES = ("Q, K and V cast to bf16 / f16 inside the kernel (no float32 kernel)",
 
 
 @variant("tokamax_mosaic", requires=Requires(**FLASH), backend="pallas_mosaic_gpu", proves=("mosaic_gpu",),
-         check=check, rules=RULES + ("fwd_bwd on sm90 / sm100 only",), probe=probe)
+         check=check, gpu_check=backward_gpu_check, rules=RULES + ("fwd_bwd on sm90 / sm100 only",), probe=probe)
 def tokamax_mosaic(p: Params):
     """tokamax's Pallas Mosaic GPU flash-attention kernel, implementation="mosaic"."""
-    if p.pass_ == "fwd_bwd" and (reason := backward_here()):
-        raise Skip(reason)
     return tuned(p, attention(p, "mosaic"))
 
 
