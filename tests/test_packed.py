@@ -4,6 +4,7 @@ jax's private API: runner/variants/cudnn_packed.py), and the bit-for-bit check o
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import jax
@@ -302,8 +303,6 @@ def test_a_deterministic_cell_is_called_twice_and_its_bits_compared(wobbly):
 
 
 def test_te_packs_rows_by_segment_ids_from_one_and_positions_within_each_document(monkeypatch):
-    import importlib.util
-
     from runner.variants.transformer_engine import packed_segments
 
     ids, positions = packed_segments(params(batch=2, seq_len=10, documents=2))
@@ -316,6 +315,29 @@ def test_te_packs_rows_by_segment_ids_from_one_and_positions_within_each_documen
     assert decline(VARIANTS["te"], params(**hopper, pass_="fwd_bwd", deterministic=True), H200) is None
     assert "built without a bias" in decline(VARIANTS["te"], params(**hopper, bias="alibi"), H200)
     assert "declines a packed row" in decline(VARIANTS["te_cp_ring"], params(**hopper), H200)
+
+
+@pytest.mark.parametrize("name", ["te", "te_fp8", "te_cp_ring"])
+def test_te_declines_before_hopper_what_its_backend_table_has_no_kernel_for(monkeypatch, name):
+    """TE's fused-attention backend table (fused_attn.cpp, nvte_get_fused_attn_backend): the THD (packed) layout from
+    sm90, head_dim past 128 in training on sm90 alone (and some from sm100); an L4 (8.9) is told so in the plan."""
+    real = importlib.util.find_spec  # TE counts as installed, so the cell rules speak
+    monkeypatch.setattr(importlib.util, "find_spec", lambda found, *a: object() if found == "transformer_engine"
+                        else real(found, *a))
+    l4, te = Device("gpu", "NVIDIA L4", 8.9), VARIANTS[name]
+    bf16 = dict(dtype="bfloat16", seq_len=16)
+    wide, narrow = params(**bf16, head_dim=192, v_head_dim=128, pass_="fwd_bwd"), params(**bf16, head_dim=128,
+                                                                                         pass_="fwd_bwd")
+    assert decline(te, wide, l4) == ("TE's fused attention trains head_dim past 128 on Hopper or newer only, not "
+                                     "H=192 / Hv=128; this GPU has compute capability 8.9")
+    assert decline(te, wide, H200) is None and decline(te, narrow, l4) is None
+    assert decline(te, params(**bf16, head_dim=192, v_head_dim=128), l4) is None  # the forward: TE has it (cuDNN 9.10.2)
+    if name != "te_cp_ring":  # which takes no packed row on any device
+        packed = params(**bf16, head_dim=16, documents=2)
+        assert decline(te, packed, l4) == ("TE's fused attention packs rows (THD layout) on Hopper or newer only; "
+                                           "this GPU has compute capability 8.9")
+        assert decline(te, packed, H200) is None
+    assert "packed rows on Hopper or newer" in te.info().requires or name == "te_cp_ring"
 
 
 def test_show_sets_each_deterministic_cell_beside_the_same_cell_without(capsys):

@@ -22,7 +22,7 @@ import math
 from runner.shape import Params
 from runner.registry import Requires, Staged, variant
 from runner.variants.transformer_engine import RULES as TE_RULES
-from runner.variants.transformer_engine import TE
+from runner.variants.transformer_engine import TE, WIDE_RULE, gpu_check
 
 AXIS = "cp"
 MOST = 8  # a node's GPUs
@@ -161,7 +161,7 @@ def _te_rules(p: Params) -> str | None:
     return None
 
 
-TE_CP_RULES = ("kv_seq_len = seq_len when split", "causal: seq_len a multiple of 2 x devices")
+TE_CP_RULES = ("kv_seq_len = seq_len when split", "causal: seq_len a multiple of 2 x devices", WIDE_RULE)
 
 
 def _te_cp(p: Params, strategy: str) -> Staged:
@@ -199,13 +199,13 @@ def _te_cp(p: Params, strategy: str) -> Staged:
 TE_CP = Requires(min_compute_capability=8.0, max_devices=MOST, **TE)
 
 
-@variant("te_cp_allgather", requires=TE_CP, check=_te_rules, rules=TE_CP_RULES, **TE_RULES)
+@variant("te_cp_allgather", requires=TE_CP, check=_te_rules, gpu_check=gpu_check, rules=TE_CP_RULES, **TE_RULES)
 def te_cp_allgather(p: Params):
     """TransformerEngine fused attention, context parallel: K/V all-gathered (CPStrategy.ALL_GATHER)."""
     return _te_cp(p, "ALL_GATHER")
 
 
-@variant("te_cp_ring", requires=TE_CP, check=_te_rules, rules=TE_CP_RULES, **TE_RULES)
+@variant("te_cp_ring", requires=TE_CP, check=_te_rules, gpu_check=gpu_check, rules=TE_CP_RULES, **TE_RULES)
 def te_cp_ring(p: Params):
     """TransformerEngine fused attention, context parallel: K/V passed round a ring (CPStrategy.RING)."""
     return _te_cp(p, "RING")

@@ -13,6 +13,11 @@ A packed row (documents > 1) is TE's sequence packing: qkv_layout "thd_thd_thd" 
 SequenceDescriptor.from_segment_ids_and_pos of the row's document ids (from 1; 0 would be padding) and each token's
 position in its document, mask "padding_causal" / "padding" (read at TE's main branch, 2.20.0.dev0); a deterministic
 backward is TE's NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, which the runner sets while it lowers the cell.
+TE's fused-attention backend table (transformer_engine/common/fused_attn/fused_attn.cpp, nvte_get_fused_attn_backend:
+the same at v2.18.0 and at main's 2.20.0.dev0 of August 2026, lines 310-333 and 418-430; the image's 2.20.2 tag is not
+in the code index) gives the THD (packed) layout a kernel only where sm_arch_ >= 90, and head_dim or V's past 128 in
+training only on sm90 (or 192 / 128 and 256 / 256 from sm100): before Hopper te and te_fp8 decline packed rows and
+fwd_bwd past 128 (gpu_check), as cudnn does its packed path.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from types import MappingProxyType
 import numpy as np
 
 from runner import masks
+from runner.machine import HOPPER
 from runner.shape import Params
 from runner.registry import Requires, Skip, first_line, variant
 
@@ -51,7 +57,23 @@ def check(p: Params) -> str | None:
     return None
 
 
-PACKED_RULES = dict(check=check, rules=("packed rows without ALiBi",))
+def gpu_check(p: Params, capability: float) -> str | None:
+    """Why TE's variants decline these params on a GPU of this compute capability (its backend table has no fused
+    kernel for them before Hopper), or None."""
+    if capability >= HOPPER:
+        return None
+    if p.documents > 1:
+        return f"TE's fused attention packs rows (THD layout) on Hopper or newer only; this GPU has compute " \
+               f"capability {capability:.1f}"
+    if p.pass_ == "fwd_bwd" and max(p.head_dim, p.v_head_dim) > 128:
+        return f"TE's fused attention trains head_dim past 128 on Hopper or newer only, not H={p.head_dim} / " \
+               f"Hv={p.v_head_dim}; this GPU has compute capability {capability:.1f}"
+    return None
+
+
+WIDE_RULE = "fwd_bwd with head_dim past 128 on Hopper or newer (TE's fused-attention backends)"
+PACKED_RULES = dict(check=check, gpu_check=gpu_check,
+                    rules=("packed rows without ALiBi", "packed rows on Hopper or newer", WIDE_RULE))
 
 
 def _attention(p: Params, fp8: bool):
