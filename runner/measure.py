@@ -17,7 +17,7 @@ from runner import communication, diagnose, power
 from runner.assembly import cell_record
 from runner.cells import Cell
 from runner.checks import check_step, fp8_step, incorrect_reason, run_once
-from runner.inputs import InputsAndReference, Truths, too_large
+from runner.inputs import InputsAndReference, Truths
 from runner.machine import Device
 from runner.metrics import Ceilings
 from runner.programs import Compiled, Programs, autotune_step, compile_step, tune_step
@@ -114,15 +114,6 @@ class Measurer:
         tolerance = spec.fp8 if variant.fp8_baseline else getattr(spec, p.dtype)
         return tolerance, tolerance * spec.gradient_factor
 
-    def too_large(self, cell: Cell) -> str | None:
-        """Why this device cannot hold the cell: its inputs and reference, and its variant's scores (inputs.too_large)."""
-        return too_large(cell.params, self.device.memory_bytes, VARIANTS[cell.variant])
-
-    def fits(self, cell: Cell) -> None:
-        """Skip a cell this device cannot hold before anything of it is made or compiled."""
-        if reason := self.too_large(cell):
-            raise Skip(reason)
-
     def begin(self, cell: Cell) -> Begun:
         """Start the cell ahead of its turn: inputs and reference for its shape, and its program unless it searches
         configurations (which needs the timer). Whatever goes wrong is kept for its turn, to be recorded there."""
@@ -130,7 +121,6 @@ class Measurer:
         try:
             variant = VARIANTS[cell.variant]
             if not self.probes(variant):
-                self.fits(cell)
                 begun.watch.add(self.truths.get(cell.params)[1])
                 begun.compiled = self.programs.take(cell)
                 with begun.watch.phase("compile"):
@@ -176,12 +166,10 @@ class Measurer:
         watch = begun.watch
         if begun.error is not None:
             raise begun.error
-        if ahead:  # a cell the device cannot hold is never compiled: it is skipped at its turn (fits)
-            fitting = [c for c in (cell, *ahead) if not self.too_large(c)]
-            watch.add(self.programs.precompile(fitting, self.probes, self.truths))
+        if ahead:  # the run's plan sent no cell the device cannot hold (run.skipped_here): none is compiled
+            watch.add(self.programs.precompile([cell, *ahead], self.probes, self.truths))
         if reason := self.probes(VARIANTS[cell.variant]):
             raise Skip(reason)
-        self.fits(cell)
         truth, phases = self.truths.get(cell.params)
         watch.add(phases)
         made.compiled = begun.compiled or self.programs.take(cell)

@@ -3,12 +3,9 @@ begun ahead of its turn (while the last record is stored) gives the same answer 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from helpers import params, spec_data
-from runner import inputs
 from runner.cells import Cell
 from runner.machine import current_device
 from runner.measure import Measurer
@@ -65,29 +62,6 @@ def test_what_goes_wrong_ahead_is_recorded_at_the_cells_turn(measurer):
         assert (record.status, record.reason) == ("skipped", "test_declines_late cannot run this shape")
     finally:
         VARIANTS.pop("test_declines_late", None)
-
-
-def test_a_cell_that_cannot_fit_the_device_is_skipped_with_the_bytes_it_needs(measurer):
-    small = Measurer(measurer.spec, [WallTimer()], "t", current_device().__class__("gpu", "tiny", 9.0, 1 << 20))
-    record = small.measure(Cell("t", "xla", params(seq_len=256)))
-    assert record.status == "skipped"
-    assert record.reason.startswith("inputs and float32 reference need ") and record.reason.endswith(
-        "MiB; the device has 1.0 MiB")
-
-
-def test_a_cell_whose_scores_cannot_fit_beside_its_inputs_is_skipped_and_never_compiled(measurer):
-    """naive keeps 4 bytes a score, xla 6 (their Requires.score_bytes): on a device that holds naive's, xla's cell is
-    left out of the batch compiled ahead of it, and skipped at its turn, begun ahead or not, with the sizes."""
-    p = params(seq_len=256)
-    memory = inputs.needed_bytes(p) + inputs.scores_bytes(p, VARIANTS["naive"])
-    small = Measurer(measurer.spec, [WallTimer()], "t", dataclasses.replace(current_device(), memory_bytes=memory))
-    naive, xla = Cell("t", "naive", p), Cell("t", "xla", p)
-    assert small.measure(naive, [xla]).status == "ok" and small.programs.take(xla) is None
-    begun = small.begin(xla)
-    assert begun.compiled is None and isinstance(begun.error, Skip)
-    for record in (small.measure(xla), small.measure(xla, begun=begun)):
-        assert (record.status, record.compile_s) == ("skipped", None)
-        assert record.reason.startswith("xla's (B, N, T, S) scores need 1.5 MiB beside the inputs and float32 ")
 
 
 def test_cells_compiled_together_give_the_same_answers_and_say_so(measurer):
