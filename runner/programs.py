@@ -20,7 +20,8 @@ import jax.numpy as jnp
 
 from runner.cells import Cell, reference_shape, with_backward
 from runner.compiler import UNTIMED, Program, compile_lowered, compile_timed, lower_timed, shared_program
-from runner.inputs import Truths, input_shapes, untimed_programs
+from runner.inputs import Truths, untimed_programs
+from runner.memory import input_shapes
 from runner.record import Candidate, Tuning
 from runner.registry import VARIANTS, Autotuned, Probes, Skip, Staged, Tuned, backend_of, first_line
 from runner.shape import Params

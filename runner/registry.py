@@ -106,7 +106,7 @@ class Requires:
     options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
     why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it declines it
     score_bytes: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # pass -> device memory its
-    # program keeps per (B, N, T, S) score, where it materialises them: the memory rule counts them (inputs.too_large)
+    # program keeps per (B, N, T, S) score, where it materialises them: the memory rule counts them (memory.too_large)
 
     def words(self) -> list[str]:
         """The requirements as a reader of the manifest sees them: what it needs, then the model options it takes."""

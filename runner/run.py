@@ -27,6 +27,7 @@ from runner.assembly import cell_record, ceilings
 from runner.cells import Cell, family, run_class
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
+from runner.memory import too_large
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, policy_named, power_policy, utc_now
 from runner.shape import Params
@@ -133,10 +134,9 @@ def plan(cells: list[Cell], device: Device) -> Plan:
 
 def skipped_here(v: Variant, p: Params, device: Device) -> str | None:
     """Why the cell is skipped on this device before a worker is asked, or None: the variant declines it
-    (registry.decline), or the device cannot hold it (inputs.too_large: its inputs and float32 reference, and the
-    scores of a variant that materialises them). The run and its dry run both say it from here."""
-    from runner.inputs import too_large  # imports JAX: only the plan's machine, which holds the device, pays for it
-
+    (registry.decline), or the device cannot hold it (memory.too_large: its inputs and float32 reference, and the
+    scores of a variant that materialises them). The run and its dry run both say it from here, the run from the
+    device its first worker described (no JAX in the supervisor)."""
     return decline(v, p, device) or too_large(p, device.memory_bytes, v)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -16,15 +15,12 @@ import numpy as np
 import pytest
 
 from helpers import REPO, params
-from runner import inputs, metrics, paging
+from runner import inputs, memory, metrics, paging
 from runner.cells import reference_shape
 from runner.attention import naive_attention, real_tokens, reference_attention
 from runner.compiler import Untimed
 from runner.inputs import Truths, make_inputs, reference, unmasked_rows, untimed_programs
-from runner.registry import VARIANTS, load_all
 from test_attention import random_inputs
-
-load_all()
 
 
 @pytest.mark.parametrize("kv_heads, pass_", [(2, "fwd"), (1, "fwd_bwd")])
@@ -34,8 +30,8 @@ def test_chunked_reference_equals_unchunked(monkeypatch, kv_heads, pass_):
     whole = inputs.reference(p, args)
     row_bytes = p.heads * p.kv_seq_len * 4 * (3 if pass_ == "fwd_bwd" else 1)  # one request's row of scores
     kv_bytes = p.kv_seq_len * kv_heads * 2 * p.head_dim * (4 + 4 * (2 if pass_ == "fwd_bwd" else 1))
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * row_bytes + kv_bytes)
-    assert inputs.chunk_shape(p) == (1, 3)  # each request in chunks of 3, 3, 3 and 1 rows
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 3 * row_bytes + kv_bytes)
+    assert memory.chunk_shape(p) == (1, 3)  # each request in chunks of 3, 3, 3 and 1 rows
     calls = []
     untimed = inputs.UNTIMED
     monkeypatch.setattr(inputs, "UNTIMED", lambda fn, *a, **kw: calls.append(fn) or untimed(fn, *a, **kw))
@@ -53,8 +49,8 @@ def test_bfloat16_gradients_are_summed_over_row_blocks_in_float32(monkeypatch):
     p = params(seq_len=64, kv_heads=1, causal=True, pass_="fwd_bwd", dtype="bfloat16")
     args = random_inputs(p, 8)
     whole = inputs.reference(p, args)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)
-    assert inputs.chunk_shape(p) == (1, 1)  # one query row at a time: 64 blocks summed into dk and dv
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 1)
+    assert memory.chunk_shape(p) == (1, 1)  # one query row at a time: 64 blocks summed into dk and dv
     for part, full in zip(inputs.reference(p, args), whole):
         assert part.dtype == full.dtype == jnp.float32
         np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-5)
@@ -98,19 +94,19 @@ def test_inputs_cut_from_a_shared_draw_are_the_normals_of_their_own_shape(monkey
     p = params(batch=3, seq_len=5, kv_seq_len=7, heads=3, kv_heads=1, head_dim=6, dtype="float32")
     keys = jax.random.split(jax.random.PRNGKey(4), 4)
     for key, x in zip(keys, make_inputs(p, seed=4)):
-        assert inputs.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
+        assert memory.draw_size(x.shape) == 1 << (x.size - 1).bit_length() >= x.size
         np.testing.assert_array_equal(np.asarray(x), np.asarray(jax.random.normal(key, x.shape, jnp.float32)))
-    assert [inputs.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
+    assert [memory.draw_size(s) for s in [(1,), (2,), (3,), (4,), (5,)]] == [1, 2, 4, 4, 8]
     one, other = params(seq_len=33), params(seq_len=40)  # two shapes, tensors of the same power-of-two octave
-    sizes = {inputs.draw_size(s) for s in inputs.input_shapes(one) + inputs.input_shapes(other)}
-    assert sizes == {inputs.draw_size(s) for s in inputs.input_shapes(one)}
+    sizes = {memory.draw_size(s) for s in memory.input_shapes(one) + memory.input_shapes(other)}
+    assert sizes == {memory.draw_size(s) for s in memory.input_shapes(one)}
     draws = {program[0] for program in inputs.untimed_programs(one, 0) + inputs.untimed_programs(other, 0)
              if program[1] is inputs._normal}
     assert {dict(key[1])["size"] for key in draws} == sizes  # one random-number program per size, not per shape
 
 
 def test_the_untimed_programs_listed_ahead_are_all_that_a_shapes_truth_compiles(monkeypatch):
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 5 * 4 * 24 * 4 * 3)  # chunks of 5 rows, and one of 4
     fresh = Untimed()  # none compiled yet, whatever ran before: all are listed
     monkeypatch.setattr(inputs, "UNTIMED", fresh)
     p = params(seq_len=24, kv_heads=2, causal=True, pass_="fwd_bwd")
@@ -134,9 +130,9 @@ def test_a_causal_reference_in_blocks_that_skip_unseen_keys_equals_the_whole(mon
     args = make_inputs(p, 0)
     whole = reference(p, args)
     grads = pass_ == "fwd_bwd"
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if grads else 1)  # 7 rows' scores
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 7 * 4 * 40 * 4 * (3 if grads else 1)  # 7 rows' scores
                         + 40 * 2 * 16 * (4 + 4 * (2 if grads else 1)))  # and K and V, sliced and in float32
-    assert inputs.chunk_shape(p) == (1, 7)
+    assert memory.chunk_shape(p) == (1, 7)
     assert [inputs._visible_keys(p, end) for end in (7, 14, 21, 40)] == [10, 20, 30, 40]  # blocks of 7 rows
     blocks = reference(p, args)
     assert all(float(abs(a - b).max()) < 1e-5 for a, b in zip(whole, blocks))
@@ -146,7 +142,7 @@ PEAKS = """
 import json, sys
 from pathlib import Path
 import jax
-from runner import inputs
+from runner import inputs, memory
 sys.path.insert(0, "tests")
 from helpers import REPO, params
 
@@ -161,14 +157,14 @@ def peak_above_now(work):
     return resident("VmHWM") - before
 
 jax.config.update("jax_cpu_enable_async_dispatch", False)  # chunks queued ahead would hold their memory at once
-inputs.REFERENCE_CHUNK_BYTES = 40 << 20
+memory.REFERENCE_CHUNK_BYTES = 40 << 20
 p = params(batch=128, seq_len=64, heads=16, head_dim=128, pass_="fwd_bwd")
 args = jax.block_until_ready(inputs.make_inputs(p, 0))
 first = (p.model_copy(update={"batch": 10}), [x[:10] for x in args])
 for shape, given in ((p, args), first):  # compiled first: the programs' memory aside
     jax.block_until_ready(inputs.reference(shape, given))
 chunk = peak_above_now(lambda: inputs.reference(*first))
-print(json.dumps({"chunks": inputs.chunk_shape(p), "chunk": chunk, "whole": peak_above_now(lambda: inputs.reference(p, args))}))
+print(json.dumps({"chunks": memory.chunk_shape(p), "chunk": chunk, "whole": peak_above_now(lambda: inputs.reference(p, args))}))
 """
 
 
@@ -189,7 +185,7 @@ def test_the_reference_holds_its_results_once_beside_one_chunk_as_needed_bytes_c
     q, kv = metrics.tensor_bytes(p)
     results = 2 * q + 2 * kv  # out, dq, dk, dv in float32
     assert peaks["chunks"] == [10, 64] and results == 256 << 20
-    assert inputs.needed_bytes(p) == 2 * q + 2 * kv + results + inputs.chunk_bytes(p)  # inputs, results, a chunk
+    assert memory.needed_bytes(p) == 2 * q + 2 * kv + results + memory.chunk_bytes(p)  # inputs, results, a chunk
     assert peaks["whole"] - peaks["chunk"] <= results + (4 << 20), peaks
 
 
@@ -197,7 +193,7 @@ PAGED_PEAK = """
 import json, sys
 from pathlib import Path
 import jax
-from runner import inputs
+from runner import inputs, memory
 sys.path.insert(0, "tests")
 from helpers import params
 
@@ -206,15 +202,15 @@ def resident(field):
                 if line.startswith(field + ":"))
 
 jax.config.update("jax_cpu_enable_async_dispatch", False)
-inputs.ROW_DRAW_ELEMENTS, inputs.ROW_BLOCK_ELEMENTS = 1 << 20, 1 << 18  # the pool drawn by rows, 16 pages a program
-inputs.REFERENCE_CHUNK_BYTES = 16 << 20
+memory.ROW_DRAW_ELEMENTS, memory.ROW_BLOCK_ELEMENTS = 1 << 20, 1 << 18  # the pool drawn by rows, 16 pages a program
+memory.REFERENCE_CHUNK_BYTES = 16 << 20
 p = params(batch=64, seq_len=1, kv_seq_len=2048, heads=8, kv_heads=2, head_dim=64, causal=True,
            kv_lengths="uniform", page_size=16, page_order="shuffled")
 inputs.Truths(seed=0).get(p)  # compiled first: the programs' memory aside
 Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
 before = resident("VmRSS")
 truth, _ = inputs.Truths(seed=0).get(p)
-print(json.dumps({"peak": resident("VmHWM") - before, "needed": inputs.needed_bytes(p),
+print(json.dumps({"peak": resident("VmHWM") - before, "needed": memory.needed_bytes(p),
                   "pool": truth.args[1].nbytes + truth.args[2].nbytes}))
 """
 
@@ -234,48 +230,6 @@ def test_a_paged_cells_peak_while_its_pool_is_drawn_and_read_is_what_needed_byte
     assert found["pool"] < found["peak"] <= found["needed"] + (4 << 20), found
 
 
-GiB = 1 << 30  # REFERENCE_CHUNK_BYTES is 2 GiB
-
-
-def test_a_dense_training_cells_memory_is_its_inputs_results_and_one_chunk_of_rows():
-    """B2 T8k, 64/8 heads, H128, bf16, fwd_bwd: a request's 8192 rows of scores do not fit 2 GiB, so a chunk is one
-    request's K and V (sliced, in float32, their float32 gradients) and as many rows as fit beside them."""
-    p = params(batch=2, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True,
-               pass_="fwd_bwd")
-    q, kv = 2 * 8192 * 64 * 128 * 2, 2 * 8192 * 8 * 128 * 2  # Q (and O, dO) and K (and V), bf16
-    row, request_kv = 4 * 64 * 8192 * 3, 8192 * 8 * 256 * (2 + 4 + 4)  # f32 scores x3; K and V bf16, f32, f32 grads
-    assert inputs.chunk_shape(p) == (1, (2 * GiB - request_kv) // row) == (1, 314)
-    assert inputs.chunk_bytes(p) == 314 * row + request_kv == 2_143_289_344
-    expected = 2 * (2 * q + 2 * kv)  # out, dQ, dK, dV in float32
-    assert inputs.needed_bytes(p) == (2 * q + 2 * kv) + expected + 2_143_289_344 == 3_955_228_672
-
-
-def test_a_ragged_paged_decode_cells_memory_holds_its_pool_and_a_chunk_of_whole_requests():
-    """B64 decode against long_tail lengths around 8k (the longest 24,078), 16-token pages: a chunk is 7 whole
-    requests, each gathered to whole pages of the longest (24,080 keys); the pool of 32,796 pages is the cell's K and
-    V (no dense cache beside it); the flat draw of its K pool (2^30 normals) is the peak."""
-    p = params(batch=64, seq_len=1, kv_seq_len=8192, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16",
-               kv_lengths="long_tail", page_size=16)
-    assert paging.cache_len(p) == 24_078 and sum(paging.pages_of(p)) == 32_796
-    q = 64 * 32 * 128 * 2
-    request = 4 * 32 * 24_078 + 24_080 * 8 * 256 * (2 + 4)  # one row of f32 scores; K and V gathered, bf16 and f32
-    assert inputs.chunk_shape(p) == (2 * GiB // request, 1) == (7, 1)
-    assert inputs.chunk_bytes(p) == 7 * request == 2_092_839_168
-    pool, draw = 2 * 32_796 * 16 * 8 * 128 * 2, 4 * 2**30  # the K pool's 5.4e8 normals drawn as 2^30
-    assert inputs.needed_bytes(p) == q + pool + max(2 * q + 7 * request, draw) == 6_444_810_240
-
-
-def test_a_packed_cells_memory_is_a_dense_cells_of_its_shape():
-    """B4 T4k, 4 documents a row, fwd: the same bytes as the dense shape (the document ids are a few KiB); one
-    request's rows fill a chunk, so it takes 4000 of its 4096 rows."""
-    p = params(batch=4, seq_len=4096, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True, documents=4)
-    q, kv = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
-    row, request_kv = 4 * 32 * 4096, 4096 * 8 * 256 * (2 + 4)
-    assert inputs.chunk_shape(p) == (1, 4000) and inputs.chunk_bytes(p) == 4000 * row + request_kv == 2 * GiB
-    assert inputs.needed_bytes(p) == q + 2 * kv + 2 * q + 2 * GiB == 2_617_245_696
-    assert inputs.needed_bytes(p) == inputs.needed_bytes(p.model_copy(update={"documents": 1}))
-
-
 def test_truths_makes_a_shapes_inputs_once_and_says_what_it_spent():
     truths = Truths(seed=0)
     p = params(seq_len=8)
@@ -285,35 +239,6 @@ def test_truths_makes_a_shapes_inputs_once_and_says_what_it_spent():
     assert again is first and phases == {} and truths.holds(p)
     other, phases = truths.get(params(seq_len=16))
     assert other is not first and set(phases) == {"inputs", "reference"} and not truths.holds(p)
-
-
-def test_a_shape_whose_inputs_and_reference_outgrow_the_device_is_too_large_for_any_variant():
-    p = params(seq_len=256)
-    for name in ("cudnn", "xla"):  # the inputs are said first, scores or not
-        assert re.fullmatch(r"inputs and float32 reference need .* MiB; the device has 1\.0 MiB",
-                            inputs.too_large(p, 1 << 20, VARIANTS[name]))
-    assert inputs.too_large(p.model_copy(update={"devices": 2}), 1 << 20, VARIANTS["ring"]) == \
-        inputs.too_large(p, 1 << 20, VARIANTS["ring"])  # a split cell's reference is made whole, on one device
-
-
-def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
-    """B2 T1024 N4 H16 bf16: 8 Mi scores, 6 bytes each under xla's forward (48 MiB), 10 with its backward, 4 under
-    naive's; a flash kernel (cudnn) holds none, so the same device holds its cell."""
-    p = params(batch=2, seq_len=1024, heads=4, head_dim=16, dtype="bfloat16")
-    scores, needed = 2 * 4 * 1024 * 1024, inputs.needed_bytes(p)
-    assert inputs.scores_bytes(p, VARIANTS["xla"]) == 6 * scores
-    assert inputs.scores_bytes(params(**{**p.as_dict(), "pass": "fwd_bwd"}), VARIANTS["xla"]) == 10 * scores
-    assert inputs.scores_bytes(p, VARIANTS["naive"]) == 4 * scores and inputs.scores_bytes(p, VARIANTS["cudnn"]) == 0
-    device = needed + 5 * scores
-    assert inputs.too_large(p, device, VARIANTS["cudnn"]) is None and inputs.too_large(p, device, VARIANTS["naive"]) is None
-    assert inputs.too_large(p, device, VARIANTS["xla"]) == \
-        f"xla's (B, N, T, S) scores need 48.0 MiB beside the inputs and float32 reference's " \
-        f"{inputs.size_text(needed)}; the device has {inputs.size_text(device)}"
-
-
-def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
-    p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
-    assert inputs.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 6
 
 
 @pytest.mark.parametrize("shape", [
@@ -394,24 +319,5 @@ def test_a_paged_cell_holds_its_pool_alone_and_needed_bytes_covers_what_is_alloc
     assert sorted(x.shape for x in made) == sorted([(4, 2, 4, 8), (pages, 8, 2, 8), (pages, 8, 2, 8),
                                                     (4, 2, 4, 8)])  # Q, the pools, the output
     held = sum(x.nbytes for x in made)
-    assert held == 2 * 4 * 2 * 4 * 8 * 4 + 2 * pages * 8 * 2 * 8 * 4 <= inputs.needed_bytes(p)
+    assert held == 2 * 4 * 2 * 4 * 8 * 4 + 2 * pages * 8 * 2 * 8 * 4 <= memory.needed_bytes(p)
     assert truth.args[1].shape[0] == pages < 4 * max(paging.pages_of(p))
-
-
-# cudnn-frontend's published 4,504 GB/s: batch 128, KV 128k, Llama 3.1's 64 / 8 heads, H128, page 16, bf16, T = 1
-GOAL = dict(batch=128, seq_len=1, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
-            causal=True, kv_lengths="equal")
-H200_JAX = int(0.75 * (141 << 30))  # JAX's bytes_limit on an H200: 75 % of its 141 GiB by default
-CUDNN, CUDNN_PAGED = VARIANTS["cudnn"], VARIANTS["cudnn_paged"]  # kernels that hold no (B, N, T, S) scores
-
-
-def test_the_goal_shapes_paged_cell_fits_an_h200_as_its_dense_twin_does():
-    """The pool in place of the dense K and V (at equal lengths a multiple of the page, as many bytes): 70.4 GB, not
-    the 139.1 GB of a pool built beside a dense cache kept alive, which JAX's 106 GiB on an H200 refused."""
-    paged, dense = params(**GOAL, page_size=16), params(**GOAL)
-    pool = 2 * 128 * 8192 * 16 * 8 * 128 * 2  # 68.7 GB
-    q, out, chunk = 128 * 64 * 128 * 2, 128 * 64 * 128 * 4, 4 * 64 * 131072 + 131072 * 8 * 256 * (2 + 4)
-    assert inputs.chunk_shape(paged) == (1, 1) and inputs.chunk_bytes(paged) == chunk  # one request: 1.6 GB
-    assert inputs.needed_bytes(paged) == q + pool + out + chunk == inputs.needed_bytes(dense) == 70_369_935_360
-    assert inputs.too_large(paged, H200_JAX, CUDNN_PAGED) is None and inputs.too_large(dense, H200_JAX, CUDNN) is None
-    assert inputs.too_large(paged, 64 << 30, CUDNN_PAGED).startswith("inputs and float32 reference need 65.5 GiB")

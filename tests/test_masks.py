@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from runner import inputs, masks, metrics
+from runner import masks, memory, metrics
 from runner.attention import Logits, real_tokens, reference_attention, scores_mask, visible
 from runner.checks import rel_err
 from runner.inputs import make_inputs, masks_lengths, reference
@@ -123,7 +123,7 @@ def test_reference_chunks_see_the_same_mask_as_the_whole(monkeypatch):
     p = params(seq_len=24, batch=2, causal=True, window=5, fill=0.8, bias="alibi", softcap=2.0, pass_="fwd_bwd")
     args = _inputs(p)
     whole = reference(p, args)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
     for part, full in zip(reference(p, args), whole):
         assert rel_err(part, full) < 1e-6
 

@@ -94,12 +94,12 @@ def test_the_reference_over_packed_rows_is_each_document_alone(shape):
 
 
 def test_the_reference_chunks_over_packed_rows_see_the_whole_row(monkeypatch):
-    from runner import inputs
+    from runner import memory
 
     p = params(batch=2, seq_len=10, documents=3, causal=True, pass_="fwd_bwd")
     args = make_inputs(p, 0)
     whole = reference(p, args)
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 1)  # one query row per chunk
     for part, full in zip(reference(p, args), whole):
         assert rel_err(part, full) < 1e-6
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from runner import inputs, masks, metrics, paging
+from runner import inputs, masks, memory, metrics, paging
 from runner.attention import Logits, reference_attention
 from runner.checks import check_step, incorrect_reason
 from runner.shape import Params
@@ -178,8 +178,8 @@ def test_a_serving_reference_a_few_requests_at_a_time_equals_the_whole(monkeypat
     keys = max(paging.pages_of(p)) * 16
     per_request = 4 * 4 * 3 * paging.cache_len(p) + keys * 2 * 16 * (4 + 4)  # N 4 x T 3 rows of float32 scores; K 2
     # x (H + Hv) 16 of K and V gathered and in float32
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * per_request)
-    assert inputs.chunk_shape(p) == (3, 3)  # chunks of 3, 3 and 1 requests, all 3 rows of each
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 3 * per_request)
+    assert memory.chunk_shape(p) == (3, 3)  # chunks of 3, 3 and 1 requests, all 3 rows of each
     assert float(jnp.max(jnp.abs(inputs.reference(p, args)[0] - whole))) < 1e-6
 
 
@@ -188,10 +188,10 @@ def test_a_serving_backward_reference_a_few_requests_at_a_time_equals_the_whole(
     p = params(batch=5, seq_len=4, kv_lengths="long_tail", **{"pass": "fwd_bwd"})
     args = inputs.make_inputs(p, 0)
     whole = inputs.reference(p, args)
-    assert inputs.chunk_shape(p) == (5, 4)
+    assert memory.chunk_shape(p) == (5, 4)
     per_row, kv = 4 * 4 * paging.cache_len(p) * 3, paging.cache_len(p) * 2 * 16 * (4 + 8)  # scores x3; K, V, grads
-    monkeypatch.setattr(inputs, "REFERENCE_CHUNK_BYTES", 3 * per_row + kv)
-    assert inputs.chunk_shape(p) == (1, 3)  # each request in rows 0-2, then 3
+    monkeypatch.setattr(memory, "REFERENCE_CHUNK_BYTES", 3 * per_row + kv)
+    assert memory.chunk_shape(p) == (1, 3)  # each request in rows 0-2, then 3
     for part, full in zip(inputs.reference(p, args), whole, strict=True):
         assert part.shape == full.shape
         np.testing.assert_allclose(part, full, rtol=1e-5, atol=1e-6)
@@ -203,7 +203,7 @@ def test_a_cache_too_large_for_one_draw_is_drawn_a_request_at_a_time(monkeypatch
     import jax
 
     p = params(batch=3, kv_seq_len=16, kv_lengths="equal")
-    monkeypatch.setattr(inputs, "ROW_DRAW_ELEMENTS", 256)  # K and V (768 normals) are drawn by rows, Q (96) is not
+    monkeypatch.setattr(memory, "ROW_DRAW_ELEMENTS", 256)  # K and V (768 normals) are drawn by rows, Q (96) is not
     q, k, v = inputs.make_inputs(p, 0)
     keys = jax.random.split(jax.random.PRNGKey(0), 4)
     assert np.array_equal(q, jax.random.normal(keys[0], q.shape))

@@ -289,7 +289,7 @@ def test_a_model_option_misnamed_or_both_taken_and_declined_is_refused_when_regi
 @pytest.mark.parametrize("requires", [Requires(score_bytes=MappingProxyType({"fwd": 6})),
                                       Requires(passes=("fwd",), score_bytes=MappingProxyType({"fwd": 6, "bwd": 10}))])
 def test_score_bytes_not_given_for_each_pass_a_variant_runs_are_refused_when_registered(requires):
-    """A pass left out would count no scores for its cells (the memory rule, runner.inputs.too_large); a misspelt one
+    """A pass left out would count no scores for its cells (the memory rule, runner.memory.too_large); a misspelt one
     would count none for the pass it meant."""
     from runner.registry import variant
 

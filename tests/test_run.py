@@ -12,7 +12,7 @@ from rich.console import Console
 
 import test_results
 from helpers import params
-from runner import inputs, run
+from runner import memory, run
 from runner.cells import Cell, power_class
 from runner.machine import Device, current_device
 from runner.metrics import Ceilings
@@ -73,9 +73,9 @@ def test_the_plan_skips_a_cell_whose_scores_cannot_fit_so_no_worker_begins_or_co
     """naive keeps 4 bytes a score, xla 6 (their Requires.score_bytes): on a device that holds naive's, xla's cell
     is skipped with the sizes in the plan, so it is neither a worker's cell nor one compiled ahead of another's."""
     p = params(seq_len=256)
-    memory = inputs.needed_bytes(p) + inputs.scores_bytes(p, VARIANTS["naive"])
+    held = memory.needed_bytes(p) + memory.scores_bytes(p, VARIANTS["naive"])
     cells = [Cell("e", "naive", p), Cell("e", "xla", p), Cell("e", "naive", params(seq_len=128))]
-    ctx = dataclasses.replace(context(tmp_path), device=Device("gpu", "small", 9.0, memory))
+    ctx = dataclasses.replace(context(tmp_path), device=Device("gpu", "small", 9.0, held))
     work = run.plan(cells, ctx.device)
     assert work.declined[1].startswith("xla's (B, N, T, S) scores need 1.5 MiB beside the inputs and float32 ")
     assert work.runnable == {"jax": [0, 2]} and list(run._job(ctx, work, 0).ahead) == [cells[2]]

@@ -25,7 +25,7 @@ def xla_paged(p: Params):
     import jax.numpy as jnp
 
     from runner import machine, metrics
-    from runner.inputs import copy_too_large
+    from runner.memory import copy_too_large
     from runner.variants.jax_attention import serving_mask
 
     if reason := copy_too_large(p, "xla_paged's gathered K and V", metrics.gathered_bytes(p),

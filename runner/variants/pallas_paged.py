@@ -122,7 +122,7 @@ RULES = (
 def pallas_paged(p: Params):
     """Pallas Triton paged decode attention (split over the page table); pages per block and k_splits searched."""
     from runner import machine, metrics
-    from runner.inputs import copy_too_large
+    from runner.memory import copy_too_large
 
     if reason := copy_too_large(p, "pallas_paged's head-major copy of the pool", metrics.kv_cache_bytes(p),
                                 machine.current_device().memory_bytes):

@@ -1,16 +1,15 @@
-"""The memory rule (runner.inputs.too_large) held to the committed runs: no cell a GPU measured is one the rule would
+"""The memory rule (runner.memory.too_large) held to the committed runs: no cell a GPU measured is one the rule would
 have skipped at that GPU's memory, and each cell that ran out of memory with its (B, N, T, S) scores is one it skips.
 A later change of the rule (a variant's score_bytes, needed_bytes) that would skip a cell the H200 ran fails here."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from helpers import REPO
-from runner.inputs import too_large
+from runner.memory import too_large
 from runner.record import CellRecord, gpu_name
 from runner.registry import VARIANTS, load_all
 from runner.store import read_run

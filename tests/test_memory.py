@@ -1,0 +1,103 @@
+"""runner/memory.py: the device memory a cell's inputs and float32 reference need (its inputs, its results, one
+reference chunk, an input's draw), the scores a variant materialises beside them, and the rule that skips a cell a
+device cannot hold. The peaks these counts are held to are measured in tests/test_inputs.py, where the arrays are
+made; the committed runs hold the rule in tests/test_memory_records.py."""
+
+from __future__ import annotations
+
+import re
+
+from helpers import params
+from runner import memory, paging
+from runner.registry import VARIANTS, load_all
+
+load_all()
+
+GiB = 1 << 30  # REFERENCE_CHUNK_BYTES is 2 GiB
+
+
+def test_a_dense_training_cells_memory_is_its_inputs_results_and_one_chunk_of_rows():
+    """B2 T8k, 64/8 heads, H128, bf16, fwd_bwd: a request's 8192 rows of scores do not fit 2 GiB, so a chunk is one
+    request's K and V (sliced, in float32, their float32 gradients) and as many rows as fit beside them."""
+    p = params(batch=2, seq_len=8192, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True,
+               pass_="fwd_bwd")
+    q, kv = 2 * 8192 * 64 * 128 * 2, 2 * 8192 * 8 * 128 * 2  # Q (and O, dO) and K (and V), bf16
+    row, request_kv = 4 * 64 * 8192 * 3, 8192 * 8 * 256 * (2 + 4 + 4)  # f32 scores x3; K and V bf16, f32, f32 grads
+    assert memory.chunk_shape(p) == (1, (2 * GiB - request_kv) // row) == (1, 314)
+    assert memory.chunk_bytes(p) == 314 * row + request_kv == 2_143_289_344
+    expected = 2 * (2 * q + 2 * kv)  # out, dQ, dK, dV in float32
+    assert memory.needed_bytes(p) == (2 * q + 2 * kv) + expected + 2_143_289_344 == 3_955_228_672
+
+
+def test_a_ragged_paged_decode_cells_memory_holds_its_pool_and_a_chunk_of_whole_requests():
+    """B64 decode against long_tail lengths around 8k (the longest 24,078), 16-token pages: a chunk is 7 whole
+    requests, each gathered to whole pages of the longest (24,080 keys); the pool of 32,796 pages is the cell's K and
+    V (no dense cache beside it); the flat draw of its K pool (2^30 normals) is the peak."""
+    p = params(batch=64, seq_len=1, kv_seq_len=8192, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16",
+               kv_lengths="long_tail", page_size=16)
+    assert paging.cache_len(p) == 24_078 and sum(paging.pages_of(p)) == 32_796
+    q = 64 * 32 * 128 * 2
+    request = 4 * 32 * 24_078 + 24_080 * 8 * 256 * (2 + 4)  # one row of f32 scores; K and V gathered, bf16 and f32
+    assert memory.chunk_shape(p) == (2 * GiB // request, 1) == (7, 1)
+    assert memory.chunk_bytes(p) == 7 * request == 2_092_839_168
+    pool, draw = 2 * 32_796 * 16 * 8 * 128 * 2, 4 * 2**30  # the K pool's 5.4e8 normals drawn as 2^30
+    assert memory.needed_bytes(p) == q + pool + max(2 * q + 7 * request, draw) == 6_444_810_240
+
+
+def test_a_packed_cells_memory_is_a_dense_cells_of_its_shape():
+    """B4 T4k, 4 documents a row, fwd: the same bytes as the dense shape (the document ids are a few KiB); one
+    request's rows fill a chunk, so it takes 4000 of its 4096 rows."""
+    p = params(batch=4, seq_len=4096, heads=32, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True, documents=4)
+    q, kv = 4 * 4096 * 32 * 128 * 2, 4 * 4096 * 8 * 128 * 2
+    row, request_kv = 4 * 32 * 4096, 4096 * 8 * 256 * (2 + 4)
+    assert memory.chunk_shape(p) == (1, 4000) and memory.chunk_bytes(p) == 4000 * row + request_kv == 2 * GiB
+    assert memory.needed_bytes(p) == q + 2 * kv + 2 * q + 2 * GiB == 2_617_245_696
+    assert memory.needed_bytes(p) == memory.needed_bytes(p.model_copy(update={"documents": 1}))
+
+
+def test_a_shape_whose_inputs_and_reference_outgrow_the_device_is_too_large_for_any_variant():
+    p = params(seq_len=256)
+    for name in ("cudnn", "xla"):  # the inputs are said first, scores or not
+        assert re.fullmatch(r"inputs and float32 reference need .* MiB; the device has 1\.0 MiB",
+                            memory.too_large(p, 1 << 20, VARIANTS[name]))
+    assert memory.too_large(p.model_copy(update={"devices": 2}), 1 << 20, VARIANTS["ring"]) == \
+        memory.too_large(p, 1 << 20, VARIANTS["ring"])  # a split cell's reference is made whole, on one device
+
+
+def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
+    """B2 T1024 N4 H16 bf16: 8 Mi scores, 6 bytes each under xla's forward (48 MiB), 10 with its backward, 4 under
+    naive's; a flash kernel (cudnn) holds none, so the same device holds its cell."""
+    p = params(batch=2, seq_len=1024, heads=4, head_dim=16, dtype="bfloat16")
+    scores, needed = 2 * 4 * 1024 * 1024, memory.needed_bytes(p)
+    assert memory.scores_bytes(p, VARIANTS["xla"]) == 6 * scores
+    assert memory.scores_bytes(params(**{**p.as_dict(), "pass": "fwd_bwd"}), VARIANTS["xla"]) == 10 * scores
+    assert memory.scores_bytes(p, VARIANTS["naive"]) == 4 * scores and memory.scores_bytes(p, VARIANTS["cudnn"]) == 0
+    device = needed + 5 * scores
+    assert memory.too_large(p, device, VARIANTS["cudnn"]) is None and memory.too_large(p, device, VARIANTS["naive"]) is None
+    assert memory.too_large(p, device, VARIANTS["xla"]) == \
+        f"xla's (B, N, T, S) scores need 48.0 MiB beside the inputs and float32 reference's " \
+        f"{memory.size_text(needed)}; the device has {memory.size_text(device)}"
+
+
+def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
+    p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
+    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 6
+
+
+# cudnn-frontend's published 4,504 GB/s: batch 128, KV 128k, Llama 3.1's 64 / 8 heads, H128, page 16, bf16, T = 1
+GOAL = dict(batch=128, seq_len=1, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
+            causal=True, kv_lengths="equal")
+H200_JAX = int(0.75 * (141 << 30))  # JAX's bytes_limit on an H200: 75 % of its 141 GiB by default
+CUDNN, CUDNN_PAGED = VARIANTS["cudnn"], VARIANTS["cudnn_paged"]  # kernels that hold no (B, N, T, S) scores
+
+
+def test_the_goal_shapes_paged_cell_fits_an_h200_as_its_dense_twin_does():
+    """The pool in place of the dense K and V (at equal lengths a multiple of the page, as many bytes): 70.4 GB, not
+    the 139.1 GB of a pool built beside a dense cache kept alive, which JAX's 106 GiB on an H200 refused."""
+    paged, dense = params(**GOAL, page_size=16), params(**GOAL)
+    pool = 2 * 128 * 8192 * 16 * 8 * 128 * 2  # 68.7 GB
+    q, out, chunk = 128 * 64 * 128 * 2, 128 * 64 * 128 * 4, 4 * 64 * 131072 + 131072 * 8 * 256 * (2 + 4)
+    assert memory.chunk_shape(paged) == (1, 1) and memory.chunk_bytes(paged) == chunk  # one request: 1.6 GB
+    assert memory.needed_bytes(paged) == q + pool + out + chunk == memory.needed_bytes(dense) == 70_369_935_360
+    assert memory.too_large(paged, H200_JAX, CUDNN_PAGED) is None and memory.too_large(dense, H200_JAX, CUDNN) is None
+    assert memory.too_large(paged, 64 << 30, CUDNN_PAGED).startswith("inputs and float32 reference need 65.5 GiB")
