@@ -60,3 +60,24 @@ def test_the_record_imports_neither_the_metrics_nor_the_power_readings():
     loaded = subprocess.run([sys.executable, "-c", "import sys, runner.record; print(sorted(sys.modules))"],
                             capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert "'runner.record'" in loaded and "'runner.metrics'" not in loaded and "'runner.power'" not in loaded
+
+
+PLAN_ON_AN_L4 = """
+import sys
+from runner import cli, run, shard, spool, store  # the run command's modules, up to its plan
+from runner.machine import Device
+
+l4 = Device("gpu", "NVIDIA L4", 8.9, 22 << 30)
+for path in ("specs/serving.yaml", "specs/context-parallel.yaml"):
+    work = run.plan(cli._select(cli._load(path, None), None, None), l4)
+    assert any("the device has 22.0 GiB" in (reason or "") for reason in work.declined), path
+print(sorted(name for name in sys.modules if name.split(".")[0] in ("jax", "jaxlib")))
+"""
+
+
+def test_the_supervisor_plans_a_gpus_memory_skips_without_importing_jax():
+    """`attnbench run` is a supervisor that imports no JAX (docs/design.md): its plan decides each cell's skips, the
+    memory rule's too (runner.memory), from the device its worker described, here an L4's 22 GiB."""
+    done = subprocess.run([sys.executable, "-c", PLAN_ON_AN_L4], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "[]"
