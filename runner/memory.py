@@ -10,7 +10,7 @@ import math
 
 from runner import metrics, paging
 from runner.cells import unsplit
-from runner.registry import Variant
+from runner.registry import KvCopy, Variant
 from runner.shape import Params
 
 REFERENCE_CHUNK_BYTES = 2 << 30  # one reference chunk: its float32 scores and its requests' K and V (chunk_shape)
@@ -20,8 +20,9 @@ ROW_BLOCK_ELEMENTS = 1 << 27  # rows drawn together (512 MiB of float32): a B128
 
 def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     """Why a device of `memory_bytes` cannot hold the cell, or None: its inputs and float32 reference (needed_bytes),
-    and beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes). A split cell's
-    reference is made whole, on one device (cells.unsplit); a variant with scores runs on one device."""
+    and beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes), or its copy
+    of a paged cell's K and V (Variant.kv_copy). A split cell's reference is made whole, on one device
+    (cells.unsplit); a variant with scores or a copy runs on one device."""
     if not memory_bytes:
         return None
     needed, scores, has = needed_bytes(unsplit(p)), scores_bytes(p, v), f"the device has {size_text(memory_bytes)}"
@@ -30,7 +31,7 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     if needed + scores > memory_bytes:
         return f"{v.name}'s (B, N, T, S) scores need {size_text(scores)} beside the inputs and float32 reference's " \
                f"{size_text(needed)}; {has}"
-    return None
+    return _copy_too_large(p, v.kv_copy, memory_bytes) if v.kv_copy else None
 
 
 def scores_bytes(p: Params, v: Variant) -> int:
@@ -41,12 +42,12 @@ def scores_bytes(p: Params, v: Variant) -> int:
     return p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, 0)
 
 
-def copy_too_large(p: Params, copy: str, copy_bytes: int, memory_bytes: int | None) -> str | None:
-    """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V (`copy_bytes`) beside the
-    cell's inputs and reference (needed_bytes: what the cell holds while it runs, and more), or None."""
-    needed = needed_bytes(p) + copy_bytes
-    if memory_bytes and needed > memory_bytes:
-        return f"{copy} ({size_text(copy_bytes)}) beside the cell's inputs and float32 reference needs " \
+def _copy_too_large(p: Params, copy: KvCopy, memory_bytes: int) -> str | None:
+    """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V beside the cell's inputs
+    and reference (needed_bytes: what the cell holds while it runs, and more), or None."""
+    copy_bytes = copy.bytes(p)
+    if (needed := needed_bytes(p) + copy_bytes) > memory_bytes:
+        return f"{copy.what} ({size_text(copy_bytes)}) beside the cell's inputs and float32 reference needs " \
                f"{size_text(needed)}; the device has {size_text(memory_bytes)}"
     return None
 

@@ -36,6 +36,15 @@ Attend = Callable  # (q, k, v) -> out
 GpuCheck = Callable[[Params, float], str | None]  # (params, the GPU's compute capability) -> why it declines, or None
 
 
+@dataclass(frozen=True)
+class KvCopy:
+    """A copy of a paged cell's K and V that a variant makes beside the cell's own (a gathered cache, a pool laid out
+    again): the memory rule counts it (memory.too_large), so the run's plan skips a cell whose copy cannot fit."""
+
+    what: str  # the copy as a skip line names it: "xla_paged's gathered K and V"
+    bytes: Callable[[Params], int]  # its size (runner.metrics)
+
+
 def first_line(error: BaseException, limit: int = 500) -> str:
     """An error as a reason shows it: `Type: message`, its first line, at most `limit` characters."""
     return f"{type(error).__name__}: {str(error).strip()}".splitlines()[0][:limit]
@@ -174,6 +183,7 @@ class Variant:
     rules: list[str] = field(default_factory=list)  # `check`'s and `gpu_check`'s rules in words, for the manifest
     legacy: str | None = None  # its library's deprecation and what replaces it, said wherever it is listed
     fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS  # FP8 variants: the matmuls run on f8 values (Q·Kᵀ, P·V)
+    kv_copy: KvCopy | None = None  # a copy of a paged cell's K and V it makes beside them
 
     def info(self) -> VariantInfo:
         return VariantInfo(doc=self.doc, backend=self.backend, fp8_baseline=self.fp8_baseline,
@@ -190,15 +200,16 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
             fp8_baseline: str | None = None, check: Callable[[Params], str | None] | None = None,
             gpu_check: GpuCheck | None = None, rules: tuple[str, ...] = (), worker: str = JAX_WORKER,
             preload: Callable[[], None] | None = None, probe: Callable[[], str | None] | None = None,
-            legacy: str | None = None,
-            fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS):
+            legacy: str | None = None, fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS,
+            kv_copy: KvCopy | None = None):
     """Register `build(params) -> attend | Staged | Tuned | Autotuned` under `name`, with every rule of the
     variant: `backend` and the custom-call prefixes that `prove` it, `check(params)` and its `rules` in words, the
     `gpu_check(params, capability)` for the rules a GPU's compute capability decides (cuDNN's packed rows from Hopper,
     say: the plan, the dry run and the leaderboard's reasons say them before a worker is asked), the
     `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces and the
-    matmuls it runs on f8 values (`fp8_matmuls`, of metrics.FP8_MATMULS: its record's MMA peak is set by them), and
-    for a variant on a deprecated library, `legacy`: the deprecation and its replacement."""
+    matmuls it runs on f8 values (`fp8_matmuls`, of metrics.FP8_MATMULS: its record's MMA peak is set by them), for
+    a variant on a deprecated library, `legacy`: the deprecation and its replacement, and for one that copies a paged
+    cell's K and V, `kv_copy`: what the memory rule counts of it."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
     if problem := (_options_problem(requires) or _scores_problem(requires) or _proof_problem(backend, proves)
@@ -212,7 +223,7 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
         if backend and proves:
             BACKENDS.setdefault(backend, tuple(proves))
         VARIANTS[name] = Variant(name, build, requires, doc, backend, fp8_baseline, check, gpu_check, worker, preload,
-                                 probe, list(rules), legacy, tuple(fp8_matmuls))
+                                 probe, list(rules), legacy, tuple(fp8_matmuls), kv_copy)
         return build
 
     return register

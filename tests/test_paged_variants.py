@@ -16,9 +16,10 @@ import pytest
 from helpers import REPO, params
 from runner import paging
 from runner.inputs import make_inputs, reference
+from runner.cells import Cell
 from runner.machine import Device
 from runner.programs import input_avals
-from runner.registry import VARIANTS, Skip, Staged, backend_of, decline, load_all
+from runner.registry import VARIANTS, Staged, backend_of, decline, load_all
 from runner.run import plan
 from runner.variants import cudnn_paged, pallas_paged
 from runner.variants.pallas_triton import MIN_BLOCK
@@ -109,8 +110,6 @@ def test_the_serving_specs_kernel_cells_run_on_an_h200_except_those_declined_by_
 
 
 def _cells(*shapes):
-    from runner.cells import Cell
-
     return [Cell("e", name, params(**shape)) for shape in shapes for name in ("cudnn", "cudnn_paged", "pallas_paged")]
 
 
@@ -304,32 +303,26 @@ GOAL = dict(LLAMA, batch=128, kv_seq_len=131072, causal=True, kv_lengths="equal"
 H200_JAX = Device("gpu", "NVIDIA H200", 9.0, int(0.75 * (141 << 30)))  # JAX's bytes_limit: 75 % of 141 GiB
 
 
-def test_at_the_goal_shape_cudnn_paged_builds_and_the_variants_that_copy_the_pool_are_skipped_with_the_sizes(
-        monkeypatch):
-    """The cell holds its 68.7 GB pool once (tests/test_inputs.py); cudnn_paged reads it as held, while pallas_paged's
-    head-major copy and xla_paged's gathered copy would need as much again: skipped before they run out of memory.
-    Half the batch fits beside them."""
-    from runner import machine
-
-    monkeypatch.setattr(machine, "current_device", lambda: H200_JAX)
-    goal = params(**GOAL)
-    assert isinstance(VARIANTS["cudnn_paged"].build(goal), Staged)
-    for name, copy in (("pallas_paged", "pallas_paged's head-major copy of the pool (64.0 GiB)"),
-                       ("xla_paged", "xla_paged's gathered K and V (64.0 GiB)")):
-        with pytest.raises(Skip, match=re.escape(copy) + r" beside the cell's inputs and float32 reference needs "
-                                        r"129\.5 GiB; the device has 105\.8 GiB$"):
-            VARIANTS[name].build(goal)
-        assert VARIANTS[name].build(params(**dict(GOAL, batch=64)))
+def test_at_the_goal_shape_the_plan_skips_the_variants_that_copy_the_pool_with_the_sizes_and_runs_cudnn_paged():
+    """The cell holds its 68.7 GB pool once (tests/test_memory.py); cudnn_paged reads it as held, while pallas_paged's
+    head-major copy and xla_paged's gathered copy would need as much again: the run's plan (and so its dry run) skips
+    them before a worker is asked, their builds keep no copy of the rule. Half the batch fits beside them."""
+    goal, half = params(**GOAL), params(**dict(GOAL, batch=64))
+    cells = [Cell("e", name, p) for p in (goal, half) for name in ("cudnn_paged", "pallas_paged", "xla_paged")]
+    declined = plan(cells, H200_JAX).declined
+    assert declined[0] is None and declined[3:] == [None, None, None]
+    for reason, copy in zip(declined[1:3], ("pallas_paged's head-major copy of the pool (64.0 GiB)",
+                                            "xla_paged's gathered K and V (64.0 GiB)")):
+        assert re.fullmatch(re.escape(copy) + r" beside the cell's inputs and float32 reference needs 129\.5 GiB; the "
+                            r"device has 105\.8 GiB", reason)
+    assert all(VARIANTS[name].build(goal) for name in ("cudnn_paged", "pallas_paged", "xla_paged"))
 
 
-def test_xla_paged_admits_a_ragged_cell_by_its_gathered_copy_not_its_pool(monkeypatch):
+def test_xla_paged_admits_a_ragged_cell_by_its_gathered_copy_not_its_pool():
     """At long_tail lengths (mean 128k) the longest of 64 requests holds 385,247 keys: the gathered copy is 64 times
     that (94.1 GiB), three times the 32.0 GiB pool, so the cell cannot fit beside its inputs; by the pool it would."""
-    from runner import machine
-
-    monkeypatch.setattr(machine, "current_device", lambda: H200_JAX)
     ragged = params(**dict(GOAL, batch=64, kv_lengths="long_tail"))
     assert max(paging.lengths(ragged)) == 385247
-    with pytest.raises(Skip, match=r"^xla_paged's gathered K and V \(94\.1 GiB\) beside the cell's inputs and float32 "
-                                   r"reference needs 130\.6 GiB; the device has 105\.8 GiB$"):
-        VARIANTS["xla_paged"].build(ragged)
+    assert plan([Cell("e", "xla_paged", ragged)], H200_JAX).declined == [
+        "xla_paged's gathered K and V (94.1 GiB) beside the cell's inputs and float32 reference needs 130.6 GiB; the "
+        "device has 105.8 GiB"]

@@ -2,15 +2,16 @@
 
 What a serving stack without a paged kernel does (and what a paged kernel must beat): the gather is inside the
 timed call, so the cell pays for reading the pages once and writing the dense copy attention then reads; where the
-device cannot hold that copy beside the cell's pool (B128 x 128k on an H200), the cell is skipped with the sizes.
+device cannot hold that copy beside the cell's pool (B128 x 128k on an H200), the run's plan skips the cell with the
+sizes (its kv_copy: runner.memory.too_large).
 """
 
 from __future__ import annotations
 
 from types import MappingProxyType
 
-from runner import paging
-from runner.registry import Requires, Skip, Staged, variant
+from runner import metrics, paging
+from runner.registry import KvCopy, Requires, Staged, variant
 from runner.shape import Params
 from runner.variants.jax_attention import NO_CAP, SAME_V, XLA_SCORES
 
@@ -18,19 +19,15 @@ from runner.variants.jax_attention import NO_CAP, SAME_V, XLA_SCORES
 @variant("xla_paged", requires=Requires(options=("kv_lengths", "page_size"), score_bytes=XLA_SCORES,
                                         why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V})),
          backend="xla", rules=("a paged KV cache (page_size set)",),
+         kv_copy=KvCopy("xla_paged's gathered K and V", metrics.gathered_bytes),
          check=lambda p: None if p.page_size else "xla_paged reads a paged cache; this cell's is dense (page_size null)")
 def xla_paged(p: Params):
     """Gather the pages through the table (jnp.take), then jax.nn.dot_product_attention(implementation="xla")."""
     import jax
     import jax.numpy as jnp
 
-    from runner import machine, metrics
-    from runner.memory import copy_too_large
     from runner.variants.jax_attention import serving_mask
 
-    if reason := copy_too_large(p, "xla_paged's gathered K and V", metrics.gathered_bytes(p),
-                                machine.current_device().memory_bytes):
-        raise Skip(reason)
     mask = serving_mask(p)
 
     def prepare(q, k_pages, v_pages):

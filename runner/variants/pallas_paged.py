@@ -23,7 +23,8 @@ import math
 from typing import Any, Callable
 
 from runner.shape import Params
-from runner.registry import Requires, Skip, Staged, Tuned, variant
+from runner import metrics
+from runner.registry import KvCopy, Requires, Staged, Tuned, variant
 from runner.variants.pallas_decode import BLOCK_K, SPLITS  # its search: keys per block, and k_splits
 from runner.variants.pallas_triton import MIN_BLOCK, TRITON_CALLS, power_of_two, removed, whole_heads
 
@@ -118,13 +119,8 @@ RULES = (
          requires=Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), passes=("fwd",),
                            options=("kv_lengths", "page_size", "softcap")),
          backend="pallas_triton", proves=TRITON_CALLS, check=check, rules=RULES,
-         probe=functools.partial(removed, "paged_attention", LEGACY), legacy=LEGACY)
+         probe=functools.partial(removed, "paged_attention", LEGACY), legacy=LEGACY,
+         kv_copy=KvCopy("pallas_paged's head-major copy of the pool", metrics.kv_cache_bytes))
 def pallas_paged(p: Params):
     """Pallas Triton paged decode attention (split over the page table); pages per block and k_splits searched."""
-    from runner import machine, metrics
-    from runner.memory import copy_too_large
-
-    if reason := copy_too_large(p, "pallas_paged's head-major copy of the pool", metrics.kv_cache_bytes(p),
-                                machine.current_device().memory_bytes):
-        raise Skip(reason)
     return tuned(p, functools.partial(kernel_module().paged_attention, interpret=False))
