@@ -40,14 +40,17 @@ SPEC_DEFAULTS = TimingSettings()  # the steady rules' numbers are the spec's (ti
 HEAVY_MIN_S = SPEC_DEFAULTS.heavy_after_s  # ... after at least this long back to back (a cap can take a second to act)
 POWER_CAP = 0x4
 # at the cap: the power drawn over the last window within 5 % of the window before: more than the energy counter's
-# steps move a 0.5 s window, less than a ramp from idle to the cap does (docs/benchmarks.md, "The numbers behind
-# the runner's constants")
+# mean between its change points is off in a 0.5 s window (-1.9 to +3.4 % on the committed H200 probe, replayed:
+# docs/evidence/energy-step-replay-20261207.txt), less than a ramp from idle to the cap does (docs/benchmarks.md,
+# "The numbers behind the runner's constants")
 CAP_TOLERANCE = 0.05
 LIGHT_LOAD = SPEC_DEFAULTS.light_share  # drawing less than this share of the power limit, no throttle reason: uncapped
 LIGHT_AFTER_S = SPEC_DEFAULTS.light_after_s  # ... judged only once the load has run this long
 LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load, past its lag
-ENERGY_STEP_S = 0.027  # how often the energy counter moves (measured: docs/benchmarks.md)
-ENERGY_SPAN_S = 0.5  # a mean over less can be off by more than ENERGY_STEP_S / (ENERGY_SPAN_S - ENERGY_STEP_S) (6 %)
+ENERGY_STEP_S = 0.1  # how often the energy counter moves (an H200: docs/evidence/probe-stream-20261203.json)
+# a sample's counter changes lie at least ENERGY_SPAN_S - 2 * ENERGY_STEP_S apart (0.3 s), over which a reading
+# interval (about 13.6 ms) that dates each is under 5 %; over less, two changes may be a step apart (_counted)
+ENERGY_SPAN_S = 0.5
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
 COOL_MARGIN_C = 5  # burst: back within 5 °C of the idle temperature (the last degrees take minutes)
@@ -193,17 +196,30 @@ def _held(history: list[Reading], window_s: float) -> bool:
     return (max(recent) - min(recent)) <= SETTLE_TOLERANCE * max(recent)
 
 
-def _counted(history: list[Reading], window_s: float) -> tuple[float, float]:
-    """(watts, seconds): the energy counter's mean power between the first and the last reading of the last
-    window_s that have it, and the seconds between them ((0, 0) when fewer than two do)."""
-    recent = [r for r in history if r.t >= history[-1].t - window_s and r.energy_mj is not None]
-    seconds = recent[-1].t - recent[0].t if len(recent) >= 2 else 0.0
-    return ((recent[-1].energy_mj - recent[0].energy_mj) / 1000 / seconds if seconds > 0 else 0.0), seconds
+def _changes(history: list[Reading]) -> list[tuple[Reading, float]]:
+    """(reading, seconds since the reading before) for each reading at which the energy counter had moved: the
+    counter was updated within those seconds before it."""
+    counted = [r for r in history if r.energy_mj is not None]
+    return [(r, r.t - before.t) for before, r in zip(counted, counted[1:]) if r.energy_mj != before.energy_mj]
+
+
+def _counted(history: list[Reading], window_s: float) -> tuple[float, float, float]:
+    """(watts, seconds, stale_s): the energy counter's mean power between its first and last update in the last
+    window_s, the seconds between the readings that showed them, and how far either update may lie before its
+    reading (the sampling interval there), so the true seconds are within stale_s of these; (0, 0, 0) when the
+    counter moved fewer than two times. Between updates the counter stands still (every ENERGY_STEP_S), so the
+    first and last readings of a window are up to a step stale: only its change points date what it counted."""
+    moved = [(r, gap) for r, gap in _changes(history) if r.t >= history[-1].t - window_s]
+    if len(moved) < 2:
+        return 0.0, 0.0, 0.0
+    (first, first_gap), (last, last_gap) = moved[0], moved[-1]
+    seconds = last.t - first.t
+    return (last.energy_mj - first.energy_mj) / 1000 / seconds, seconds, max(first_gap, last_gap)
 
 
 def drawn_w(history: list[Reading], window_s: float) -> float | None:
     """Mean power over the last window_s from the energy counter (NVML's power reading lags by about a second)."""
-    watts, seconds = _counted(history, window_s)
+    watts, seconds, _ = _counted(history, window_s)
     return watts if seconds > 0 and seconds >= window_s / 2 else None
 
 
@@ -217,19 +233,19 @@ def _light(history: list[Reading], load_start: float, limit_w: float | None, rul
     throttle reason since it began (nothing can pull the clock down), else None.
 
     The energy counter lags the load (by how much: docs/benchmarks.md, "The numbers behind the runner's constants"),
-    so it is read only from LIGHT_RAMP_S into the load. It moves in steps (ENERGY_STEP_S), so a reading may be up
-    to a step old at either end of a window w: the counter may have counted only w - ENERGY_STEP_S of the load, and
-    the watts drawn may be w / (w - ENERGY_STEP_S) times what it says. A load counts as light only when that much
-    would still be below light_share of the limit. A heavy kernel meets the power cap's reason within a fraction of
-    a second, which a light verdict may never have seen."""
+    so it is read only from LIGHT_RAMP_S into the load. It is read between its change points (_counted): over w
+    seconds between them, an update may lie up to stale_s (a sampling interval) before the reading that showed it,
+    so the counter may have counted only w - stale_s of the load, and the watts drawn may be w / (w - stale_s) times
+    what it says. A load counts as light only when that much would still be below light_share of the limit. A heavy
+    kernel meets the power cap's reason within a fraction of a second, which a light verdict may never have seen."""
     if limit_w is None or not history or history[-1].t - load_start < rules.light_after_s:
         return None
     if _reason_since(history, load_start):
         return None
-    watts, seconds = _counted([r for r in history if r.t >= load_start + LIGHT_RAMP_S], rules.light_after_s)
-    if seconds <= ENERGY_STEP_S:
+    watts, seconds, stale_s = _counted([r for r in history if r.t >= load_start + LIGHT_RAMP_S], rules.light_after_s)
+    if seconds <= stale_s:
         return None
-    return watts if watts * seconds / (seconds - ENERGY_STEP_S) < rules.light_share * limit_w else None
+    return watts if watts * seconds / (seconds - stale_s) < rules.light_share * limit_w else None
 
 
 def _capped(history: list[Reading], window_s: float) -> float | None:

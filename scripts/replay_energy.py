@@ -1,0 +1,114 @@
+"""Replay a committed NVML probe through runner/power.py's energy-counter estimator, on the CPU.
+
+Reads the `nvml` rows of a scripts/probe_stream.py output ([t, sm_mhz, power_w, temp_c, throttle bits, energy_mj],
+as its Nvml.read writes them) as power.Reading, the way the runner's Recorder builds them, and for each load stream
+(probes[i].stream: t0 and chunk_done) reports how often the counter moved, the spread of the 0.5 s window means
+that drawn_w gives at the power cap, how many window pairs the cap rule's steadiness test (CAP_TOLERANCE) fails, and
+judge's verdict on the stream. `--old` puts back the estimator before 2026-12-07 (first and last readings of a
+window, a step of 27 ms assumed) to compare.
+
+    python scripts/replay_energy.py docs/evidence/probe-stream-20261203.json [--old]
+"""
+import argparse
+import json
+import statistics
+
+from runner import power
+
+LIMIT_W = 700.0  # the H200's power limit; the probe did not record it
+OLD_STEP_S = 0.027  # what the old estimator assumed the counter's step was
+CHANGE_POINTS = power._counted  # the reference over the whole capped stretch, whichever estimator is replayed
+
+
+def readings(rows: list) -> list[power.Reading]:
+    return [power.Reading(t=t, sm_mhz=sm, power_w=w, temperature_c=c, throttle=bits, energy_mj=float(mj))
+            for t, sm, w, c, bits, mj in rows]
+
+
+def first_last(history: list[power.Reading], window_s: float) -> tuple[float, float, float]:
+    """The estimator before 2026-12-07: the counter's mean between the window's first and last readings."""
+    recent = [r for r in history if r.t >= history[-1].t - window_s and r.energy_mj is not None]
+    seconds = recent[-1].t - recent[0].t if len(recent) >= 2 else 0.0
+    return ((recent[-1].energy_mj - recent[0].energy_mj) / 1000 / seconds if seconds > 0 else 0.0), seconds, OLD_STEP_S
+
+
+def stepped(history: list[power.Reading], window_s: float, period_s: float) -> float:
+    """The reference: the energy of the counter's whole steps in the window over as many of its periods (the
+    stream's mean step, measured over seconds of change points: its error is a sampling interval over those)."""
+    moved = [r for r, _ in power._changes(history) if r.t >= history[-1].t - window_s]
+    return (moved[-1].energy_mj - moved[0].energy_mj) / 1000 / ((len(moved) - 1) * period_s)
+
+
+def apart(a: float, b: float) -> bool:
+    """The cap rule's steadiness test fails: two windows' means more than CAP_TOLERANCE apart."""
+    return abs(a - b) > power.CAP_TOLERANCE * max(a, b)
+
+
+def span(values: list[float]) -> str:
+    return f"{min(values):.0f} / {statistics.median(values):.0f} / {max(values):.0f}"
+
+
+def stream_report(stream: list[power.Reading], t0: float) -> list[str]:
+    moved = power._changes(stream)
+    steps = [b.t - a.t for (a, _), (b, _) in zip(moved, moved[1:])]
+    gaps = [b.t - a.t for a, b in zip(stream, stream[1:])]
+    window = power.SETTLE_WINDOW_S
+    capped_from = next(r.t for r in stream if all(x.throttle & power.POWER_CAP for x in stream if x.t >= r.t))
+    truth, _, _ = CHANGE_POINTS([r for r in stream if r.t >= capped_from], stream[-1].t - capped_from)
+    ends = [i for i, r in enumerate(stream) if r.t - capped_from >= 2 * window]
+    means = [power.drawn_w(stream[:i + 1], window) for i in ends]
+    pairs = [(m, power.drawn_w([r for r in stream[:i + 1] if r.t <= stream[i].t - window], window))
+             for m, i in zip(means, ends)]
+    failed = sum(apart(a, b) for a, b in pairs)
+    period = (moved[-1][0].t - moved[0][0].t) / (len(moved) - 1)
+    true_means = [stepped(stream[:i + 1], window, period) for i in ends]
+    true_pairs = [(m, stepped([r for r in stream[:i + 1] if r.t <= stream[i].t - window], window, period))
+                  for m, i in zip(true_means, ends)]
+    errors = [m / t - 1 for m, t in zip(means, true_means)]
+    spurious_fail = sum(apart(*p) and not apart(*q) for p, q in zip(pairs, true_pairs))
+    spurious_pass = sum(apart(*q) and not apart(*p) for p, q in zip(pairs, true_pairs))
+    bound = [c[2] / (c[1] - c[2]) for c in (power._counted(stream[:i + 1], window) for i in ends)]
+    verdict = next(((i, v) for i in range(1, len(stream)) if (v := power.judge(
+        stream[:i + 1], t0, LIMIT_W, power.Rules(), max_s=10.0))), None)
+    nvml_w = [r.power_w for r in stream if r.t >= capped_from]
+    return [
+        f"  readings {len(stream)}, every {span([g * 1e3 for g in gaps])} ms (min / median / max)",
+        f"  counter moved {len(moved)} times, every {span([s * 1e3 for s in steps])} ms",
+        f"  power-cap reason in every reading from {capped_from - t0:.2f} s; counter's mean from there "
+        f"{truth:.1f} W (NVML's trailing power {span(nvml_w)} W)",
+        f"  0.5 s window means at the cap ({len(means)} windows): {span(means)} W, "
+        f"{100 * (min(means) / truth - 1):+.1f} % to {100 * (max(means) / truth - 1):+.1f} % of the mean from "
+        f"{capped_from - t0:.2f} s; the estimator's claimed bound {100 * max(bound):.1f} % (largest over windows)",
+        f"  the counter's step: {period * 1e3:.1f} ms over the stream; per step, the windows' true means (whole "
+        f"steps over as many steps) {span(true_means)} W; the estimator's error against them "
+        f"{100 * min(errors):+.1f} % to {100 * max(errors):+.1f} % (median |error| "
+        f"{100 * statistics.median(abs(e) for e in errors):.1f} %); "
+        f"{sum(abs(e) > b for e, b in zip(errors, bound))} windows beyond the estimator's own bound",
+        f"  cap rule's steadiness (within {power.CAP_TOLERANCE:.0%} of the window before): failed {failed} of "
+        f"{len(pairs)} window pairs; the true means fail {sum(apart(*q) for q in true_pairs)}; spuriously failed "
+        f"{spurious_fail}, spuriously passed {spurious_pass}",
+        f"  judge from the stream's start: {verdict[1].rule} at {stream[verdict[0]].t - t0:.2f} s ({verdict[1].note})"
+        if verdict else "  judge from the stream's start: no verdict",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("probe")
+    parser.add_argument("--old", action="store_true", help="the estimator before 2026-12-07")
+    args = parser.parse_args()
+    if args.old:
+        power._counted = first_last
+    with open(args.probe) as f:
+        probe = json.load(f)
+    rows = readings(probe["nvml"])
+    print(f"{args.probe}: {'old estimator (first and last readings)' if args.old else 'change points'}")
+    for p in probe["probes"]:
+        t0 = p["stream"]["t0"]
+        end = t0 + p["stream"]["chunk_done"][-1]
+        print(f"T={p['T']}: stream {end - t0:.2f} s")
+        print("\n".join(stream_report([r for r in rows if t0 <= r.t <= end], t0)))
+
+
+if __name__ == "__main__":
+    main()
