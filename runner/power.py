@@ -48,8 +48,8 @@ LIGHT_LOAD = SPEC_DEFAULTS.light_share  # drawing less than this share of the po
 LIGHT_AFTER_S = SPEC_DEFAULTS.light_after_s  # ... judged only once the load has run this long
 LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load, past its lag
 ENERGY_STEP_S = 0.1  # how often the energy counter moves (an H200: docs/evidence/probe-stream-20261203.json)
-# a sample's counter changes lie at least ENERGY_SPAN_S - 2 * ENERGY_STEP_S apart (0.3 s), over which a reading
-# interval (about 13.6 ms) that dates each is under 5 %; over less, two changes may be a step apart (_counted)
+# a sample's counter changes lie at least ENERGY_SPAN_S - 2 * ENERGY_STEP_S apart (0.3 s), over which the reading
+# interval that dates each (a median 13.4-13.6 ms in that probe) is under 5 %; over less, two may be a step apart
 ENERGY_SPAN_S = 0.5
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell

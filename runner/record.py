@@ -618,8 +618,8 @@ def _v2_to_v3(data: dict, kind: str) -> dict:
 
 def _v3_to_v4(data: dict, kind: str) -> dict:
     """Schema 4: a cell's energy as the runner derives it since 2026-12-03. NVML's energy counter moves in steps of
-    about 27 ms, so a `telemetry.drawn_w` over a headline sample shorter than half a second is no figure (on an
-    H200 such samples read 0 to 2084 W); NVML's power reading, a trailing one-second average, stands for the
+    about 100 ms on an H200 (27 ms, this said until 2026-12-07: docs/benchmarks.md), so a `telemetry.drawn_w` over
+    a headline sample shorter than half a second is no figure (on an H200 such samples read 0 to 2084 W); NVML's power reading, a trailing one-second average, stands for the
     sample only after a second or more of steady back-to-back calls (a burst, or a light load settled in 0.1-0.5 s,
     had it lagging). Where neither holds, a cell has no energy. The numbers are this step's own, frozen: the
     Recorder's window lies within the headline timer's phase, `phases.device`."""

@@ -53,7 +53,10 @@ def stream_report(stream: list[power.Reading], t0: float) -> list[str]:
     steps = [b.t - a.t for (a, _), (b, _) in zip(moved, moved[1:])]
     gaps = [b.t - a.t for a, b in zip(stream, stream[1:])]
     window = power.SETTLE_WINDOW_S
-    capped_from = next(r.t for r in stream if all(x.throttle & power.POWER_CAP for x in stream if x.t >= r.t))
+    capped_from = next((r.t for r in stream if all(x.throttle & power.POWER_CAP for x in stream if x.t >= r.t)), None)
+    if len(moved) < 2 or capped_from is None or stream[-1].t - capped_from < 3 * window:
+        return [f"  counter moved {len(moved)} times; not at the power cap for 1.5 s to the stream's end, or the "
+                "counter still: no window pairs to judge"]
     truth, _, _ = CHANGE_POINTS([r for r in stream if r.t >= capped_from], stream[-1].t - capped_from)
     ends = [i for i, r in enumerate(stream) if r.t - capped_from >= 2 * window]
     means = [power.drawn_w(stream[:i + 1], window) for i in ends]

@@ -154,7 +154,7 @@ def test_the_light_rules_limits_are_the_specs_settings():
 
 
 H200_COUNTER = (0.1, 0.0)  # the energy counter moves every 100 ms (docs/evidence/probe-stream-20261203.json) ...
-H200_READ_S = 0.0136  # ... read about every 13.6 ms by NVML calls 10 ms apart
+H200_READ_S = 0.0136  # ... read every 13.6 ms (the probe's median: NVML calls 10 ms apart, and their own time)
 
 
 def test_a_load_near_the_line_waits_until_the_energy_counter_can_tell():
