@@ -24,8 +24,8 @@ def plan(*args, deadline: float | None = None, **extra: str) -> subprocess.Compl
 
 def test_list_names_every_step_once_with_its_command():
     steps = [line.split(":", 1)[0] for line in plan("list").stdout.splitlines()]
-    assert len(steps) == len(set(steps)) == 15
-    assert {"env", "train-fwd", "serve-sweep", "cross-carried", "bench-lab5", "preset-70b"} <= set(steps)
+    assert len(steps) == len(set(steps)) == 16
+    assert {"env", "probe-energy", "train-fwd", "serve-sweep", "cross-carried", "bench-lab5", "preset-70b"} <= set(steps)
 
 
 def test_an_unknown_step_is_refused_before_any_step_runs(tmp_path):
