@@ -3,9 +3,9 @@
 Reads the `nvml` rows of a scripts/probe_stream.py output ([t, sm_mhz, power_w, temp_c, throttle bits, energy_mj],
 as its Nvml.read writes them) as power.Reading, the way the runner's Recorder builds them, and for each load stream
 (probes[i].stream: t0 and chunk_done) reports how often the counter moved, the spread of the 0.5 s window means
-that drawn_w gives at the power cap, how many window pairs the cap rule's steadiness test (CAP_TOLERANCE) fails, and
-judge's verdict on the stream. `--old` puts back the estimator before 2026-12-07 (first and last readings of a
-window, a step of 27 ms assumed) to compare.
+that drawn_w gives at the power cap, how many window pairs the cap rule's steadiness test (CAP_TOLERANCE) fails,
+judge's verdict on the stream, and the power a soak's bins would record. `--old` puts back the estimator before
+2026-12-07 (first and last readings of a window, a step of 27 ms assumed) to compare.
 
     python scripts/replay_energy.py docs/evidence/probe-stream-20261203.json [--old]
 """
@@ -13,7 +13,7 @@ import argparse
 import json
 import statistics
 
-from runner import power
+from runner import power, sampling
 
 LIMIT_W = 700.0  # the H200's power limit; the probe did not record it
 OLD_STEP_S = 0.027  # what the old estimator assumed the counter's step was
@@ -95,6 +95,16 @@ def stream_report(stream: list[power.Reading], t0: float) -> list[str]:
     ]
 
 
+def soak_report(rows: list[power.Reading], t0: float, end: float) -> str:
+    """The power drawn in each of a soak's bins (sampling.SOAK_BIN_S, its readings as sampling._window takes them)."""
+    bins = [sampling._window(rows, t0 + b * sampling.SOAK_BIN_S, t0 + (b + 1) * sampling.SOAK_BIN_S)
+            for b in range(int((end - t0) // sampling.SOAK_BIN_S))]
+    watts = [power.drawn_w(w, w[-1].t - w[0].t) for w in bins]
+    drawn = [w for w in watts if w is not None]
+    return (f"  a soak's {sampling.SOAK_BIN_S} s bins: power drawn in {len(drawn)} of {len(watts)}"
+            + (f", {span(drawn)} W" if drawn else ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("probe")
@@ -111,6 +121,7 @@ def main() -> None:
         end = t0 + p["stream"]["chunk_done"][-1]
         print(f"T={p['T']}: stream {end - t0:.2f} s")
         print("\n".join(stream_report([r for r in rows if t0 <= r.t <= end], t0)))
+        print(soak_report(rows, t0, end))
 
 
 if __name__ == "__main__":
