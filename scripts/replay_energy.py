@@ -49,50 +49,64 @@ def span(values: list[float]) -> str:
 
 
 def stream_report(stream: list[power.Reading], t0: float) -> list[str]:
-    moved = power._changes(stream)
-    steps = [b.t - a.t for (a, _), (b, _) in zip(moved, moved[1:])]
+    """The counter's steps over one load stream, its windows at the cap, and judge's verdict from the stream's start."""
+    moved = [r for r, _ in power._changes(stream)]
+    steps = [b.t - a.t for a, b in zip(moved, moved[1:])]
     gaps = [b.t - a.t for a, b in zip(stream, stream[1:])]
-    window = power.SETTLE_WINDOW_S
     capped_from = next((r.t for r in stream if all(x.throttle & power.POWER_CAP for x in stream if x.t >= r.t)), None)
-    if len(moved) < 2 or capped_from is None or stream[-1].t - capped_from < 3 * window:
+    if len(moved) < 2 or capped_from is None or stream[-1].t - capped_from < 3 * power.SETTLE_WINDOW_S:
         return [f"  counter moved {len(moved)} times; not at the power cap for 1.5 s to the stream's end, or the "
                 "counter still: no window pairs to judge"]
     truth, _, _ = CHANGE_POINTS([r for r in stream if r.t >= capped_from], stream[-1].t - capped_from)
-    ends = [i for i, r in enumerate(stream) if r.t - capped_from >= 2 * window]
-    means = [power.drawn_w(stream[:i + 1], window) for i in ends]
-    pairs = [(m, power.drawn_w([r for r in stream[:i + 1] if r.t <= stream[i].t - window], window))
-             for m, i in zip(means, ends)]
-    failed = sum(apart(a, b) for a, b in pairs)
-    period = (moved[-1][0].t - moved[0][0].t) / (len(moved) - 1)
-    true_means = [stepped(stream[:i + 1], window, period) for i in ends]
-    true_pairs = [(m, stepped([r for r in stream[:i + 1] if r.t <= stream[i].t - window], window, period))
-                  for m, i in zip(true_means, ends)]
-    errors = [m / t - 1 for m, t in zip(means, true_means)]
-    spurious_fail = sum(apart(*p) and not apart(*q) for p, q in zip(pairs, true_pairs))
-    spurious_pass = sum(apart(*q) and not apart(*p) for p, q in zip(pairs, true_pairs))
-    bound = [c[2] / (c[1] - c[2]) for c in (power._counted(stream[:i + 1], window) for i in ends)]
-    verdict = next(((i, v) for i in range(1, len(stream)) if (v := power.judge(
-        stream[:i + 1], t0, LIMIT_W, power.Rules(), max_s=10.0))), None)
-    nvml_w = [r.power_w for r in stream if r.t >= capped_from]
     return [
         f"  readings {len(stream)}, every {span([g * 1e3 for g in gaps])} ms (min / median / max)",
         f"  counter moved {len(moved)} times, every {span([s * 1e3 for s in steps])} ms",
         f"  power-cap reason in every reading from {capped_from - t0:.2f} s; counter's mean from there "
-        f"{truth:.1f} W (NVML's trailing power {span(nvml_w)} W)",
+        f"{truth:.1f} W (NVML's trailing power {span([r.power_w for r in stream if r.t >= capped_from])} W)",
+        *cap_lines(stream, [i for i, r in enumerate(stream) if r.t - capped_from >= 2 * power.SETTLE_WINDOW_S],
+                   (moved[-1].t - moved[0].t) / (len(moved) - 1), truth, capped_from - t0),
+        verdict_line(stream, t0),
+    ]
+
+
+def pairs(stream: list[power.Reading], ends: list[int], mean) -> list[tuple[float, float]]:
+    """(the last window's mean, the window before's) at each end, as power._capped takes them."""
+    window = power.SETTLE_WINDOW_S
+    return [(mean(stream[:i + 1]), mean([r for r in stream[:i + 1] if r.t <= stream[i].t - window])) for i in ends]
+
+
+def cap_lines(stream: list[power.Reading], ends: list[int], period_s: float, truth: float, from_s: float) -> list[str]:
+    """The 0.5 s window means that end at `ends`, against the counter's whole steps, and the cap rule's steadiness
+    test on both (a spurious outcome: the estimate's differs from the whole steps')."""
+    window = power.SETTLE_WINDOW_S
+    estimated = pairs(stream, ends, lambda h: power.drawn_w(h, window))
+    true = pairs(stream, ends, lambda h: stepped(h, window, period_s))
+    means, true_means = [a for a, _ in estimated], [a for a, _ in true]
+    errors = [m / t - 1 for m, t in zip(means, true_means)]
+    spurious_fail = sum(apart(*p) and not apart(*q) for p, q in zip(estimated, true))
+    spurious_pass = sum(apart(*q) and not apart(*p) for p, q in zip(estimated, true))
+    bound = [c[2] / (c[1] - c[2]) for c in (power._counted(stream[:i + 1], window) for i in ends)]
+    return [
         f"  0.5 s window means at the cap ({len(means)} windows): {span(means)} W, "
         f"{100 * (min(means) / truth - 1):+.1f} % to {100 * (max(means) / truth - 1):+.1f} % of the mean from "
-        f"{capped_from - t0:.2f} s; the estimator's claimed bound {100 * max(bound):.1f} % (largest over windows)",
-        f"  the counter's step: {period * 1e3:.1f} ms over the stream; per step, the windows' true means (whole "
+        f"{from_s:.2f} s; the estimator's claimed bound {100 * max(bound):.1f} % (largest over windows)",
+        f"  the counter's step: {period_s * 1e3:.1f} ms over the stream; per step, the windows' true means (whole "
         f"steps over as many steps) {span(true_means)} W; the estimator's error against them "
         f"{100 * min(errors):+.1f} % to {100 * max(errors):+.1f} % (median |error| "
         f"{100 * statistics.median(abs(e) for e in errors):.1f} %); "
         f"{sum(abs(e) > b for e, b in zip(errors, bound))} windows beyond the estimator's own bound",
-        f"  cap rule's steadiness (within {power.CAP_TOLERANCE:.0%} of the window before): failed {failed} of "
-        f"{len(pairs)} window pairs; the true means fail {sum(apart(*q) for q in true_pairs)}; spuriously failed "
-        f"{spurious_fail}, spuriously passed {spurious_pass}",
-        f"  judge from the stream's start: {verdict[1].rule} at {stream[verdict[0]].t - t0:.2f} s ({verdict[1].note})"
-        if verdict else "  judge from the stream's start: no verdict",
+        f"  cap rule's steadiness (within {power.CAP_TOLERANCE:.0%} of the window before): failed "
+        f"{sum(apart(*p) for p in estimated)} of {len(estimated)} window pairs; the true means fail "
+        f"{sum(apart(*q) for q in true)}; spuriously failed {spurious_fail}, spuriously passed {spurious_pass}",
     ]
+
+
+def verdict_line(stream: list[power.Reading], t0: float) -> str:
+    """power.judge's first verdict on the stream's readings, from its start (the H200's limit, LIMIT_W)."""
+    for i in range(1, len(stream)):
+        if verdict := power.judge(stream[:i + 1], t0, LIMIT_W, power.Rules(), max_s=10.0):
+            return f"  judge from the stream's start: {verdict.rule} at {stream[i].t - t0:.2f} s ({verdict.note})"
+    return "  judge from the stream's start: no verdict"
 
 
 def soak_report(rows: list[power.Reading], t0: float, end: float) -> str:
