@@ -126,8 +126,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.old:
         power._counted = first_last
-    with open(args.probe) as f:
-        probe = json.load(f)
+    try:
+        with open(args.probe) as f:
+            probe = json.load(f)
+    except (OSError, ValueError) as error:
+        parser.error(f"cannot read {args.probe}: {error}")
     rows = readings(probe["nvml"])
     print(f"{args.probe}: {'old estimator (first and last readings)' if args.old else 'change points'}")
     for p in probe["probes"]:
