@@ -36,10 +36,10 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
 
 def scores_bytes(p: Params, v: Variant) -> int:
     """Device memory v's program keeps for the cell's (B, N, T, S) scores (its Requires.score_bytes per score, by
-    pass: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a serving cell's
+    pass and dtype: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a serving cell's
     longest request, a paged cell's gathered whole pages); 0 for a variant that never holds them all."""
     keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
-    return p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, 0)
+    return p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0)
 
 
 def _copy_too_large(p: Params, copy: KvCopy, memory_bytes: int) -> str | None:

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 from runner import BadVariant, counted, shape
 from runner.cells import cell_problem
@@ -114,8 +114,9 @@ class Requires:
     max_devices: int = 1  # a variant that splits the sequence across devices (the `devices` axis) says how many
     options: tuple[str, ...] = ()  # the OPTIONS it implements; a cell setting any other is declined
     why_not: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # option -> why it declines it
-    score_bytes: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # pass -> device memory its
-    # program keeps per (B, N, T, S) score, where it materialises them: the memory rule counts them (memory.too_large)
+    score_bytes: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))  # pass -> dtype -> device
+    # memory its program keeps per (B, N, T, S) score, where it materialises them: the memory rule counts them
+    # (memory.too_large)
 
     def words(self) -> list[str]:
         """The requirements as a reader of the manifest sees them: what it needs, then the model options it takes."""
@@ -149,7 +150,8 @@ class Requires:
         if self.max_devices > 1:
             found.append(f"splits the sequence across up to {self.max_devices} devices")
         if self.score_bytes:
-            each = ", ".join(f"{size} bytes each {phase}" for phase, size in self.score_bytes.items())
+            each = "; ".join(f"{phase}: " + ", ".join(f"{size} bytes each {dtype}" for dtype, size in sizes.items())
+                             for phase, sizes in self.score_bytes.items())
             found.append(f"device memory for its (B, N, T, S) scores ({each})")
         return found
 
@@ -241,10 +243,18 @@ def _options_problem(requires: Requires) -> str | None:
 
 def _scores_problem(requires: Requires) -> str | None:
     """Why the score bytes a variant's Requires declares cannot be read, or None: they are given for each pass it runs
-    and no other, so the memory rule counts the scores of every cell it runs (a pass left out would count none)."""
-    if requires.score_bytes and set(requires.score_bytes) != set(requires.passes):
+    and no other, and within each for each dtype it runs and no other, so the memory rule counts the scores of every
+    cell it runs (a pass or dtype left out would count none)."""
+    if not requires.score_bytes:
+        return None
+    if set(requires.score_bytes) != set(requires.passes):
         return f"Requires gives score_bytes for {sorted(requires.score_bytes)}, not for the passes it runs " \
                f"({', '.join(requires.passes)})"
+    dtypes = requires.dtypes or get_args(shape.DType)
+    for phase, sizes in requires.score_bytes.items():
+        if set(sizes) != set(dtypes):
+            return f"Requires gives {phase}'s score_bytes for {sorted(sizes)}, not for the dtypes it runs " \
+                   f"({', '.join(dtypes)})"
     return None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from helpers import params
 from runner import memory, paging
 from runner.registry import VARIANTS, load_all
@@ -79,9 +80,28 @@ def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
         f"{memory.size_text(needed)}; the device has {memory.size_text(device)}"
 
 
+H200_RUNS = int(104.85 * 2**30)  # JAX's bytes_limit on an H200, as its runs' skip lines say (test_memory_records.py)
+
+
+@pytest.mark.parametrize("name, shape, dtype, pass_, per_score", [
+    ("xla", dict(heads=16), "float32", "fwd", 8),  # the records' 8, not bfloat16's 6: 131.0 GiB, where 6 said 99
+    ("naive", dict(heads=20), "float32", "fwd", 8),  # 163.2 GiB, where 4 said 83
+    ("xla", dict(heads=12), "float16", "fwd_bwd", 8),  # the records' 8, not bfloat16's 10: 99.1 GiB fits
+])
+def test_the_bytes_a_score_are_the_cells_dtypes(name, shape, dtype, pass_, per_score):
+    """B1 T32k H128 causal, the review's cells at the H200's memory: float32 keeps 8 bytes a score under XLA's forward
+    and naive's (the logits or scores 4 + their float32 softmax or weights 4), float16's backward 8 where bfloat16's
+    keeps 10 (docs/benchmarks.md)."""
+    p = params(batch=1, seq_len=32768, head_dim=128, causal=True, dtype=dtype, pass_=pass_, **shape)
+    scores = 32768 * 32768 * shape["heads"]
+    assert memory.scores_bytes(p, VARIANTS[name]) == per_score * scores
+    fits = memory.needed_bytes(p) + per_score * scores <= H200_RUNS
+    assert (memory.too_large(p, H200_RUNS, VARIANTS[name]) is None) == fits == (dtype == "float16")
+
+
 def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
     p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
-    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 6
+    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 8  # float32: 8 a score
 
 
 # cudnn-frontend's published 4,504 GB/s: batch 128, KV 128k, Llama 3.1's 64 / 8 heads, H128, page 16, bf16, T = 1

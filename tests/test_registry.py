@@ -286,8 +286,11 @@ def test_a_model_option_misnamed_or_both_taken_and_declined_is_refused_when_regi
         variant("test_refused", requires)
 
 
-@pytest.mark.parametrize("requires", [Requires(score_bytes=MappingProxyType({"fwd": 6})),
-                                      Requires(passes=("fwd",), score_bytes=MappingProxyType({"fwd": 6, "bwd": 10}))])
+EACH = MappingProxyType({"bfloat16": 6, "float16": 6, "float32": 8})
+
+
+@pytest.mark.parametrize("requires", [Requires(score_bytes=MappingProxyType({"fwd": EACH})),
+                                      Requires(passes=("fwd",), score_bytes=MappingProxyType({"fwd": EACH, "bwd": EACH}))])
 def test_score_bytes_not_given_for_each_pass_a_variant_runs_are_refused_when_registered(requires):
     """A pass left out would count no scores for its cells (the memory rule, runner.memory.too_large); a misspelt one
     would count none for the pass it meant."""
@@ -298,8 +301,21 @@ def test_score_bytes_not_given_for_each_pass_a_variant_runs_are_refused_when_reg
         variant("test_refused", requires)
 
 
+@pytest.mark.parametrize("requires", [Requires(passes=("fwd",), score_bytes=MappingProxyType({"fwd": {"bfloat16": 6}})),
+                                      Requires(passes=("fwd",), dtypes=("bfloat16",), score_bytes=MappingProxyType(
+                                          {"fwd": {"bfloat16": 6, "float32": 8}}))])
+def test_score_bytes_not_given_for_each_dtype_a_variant_runs_are_refused_when_registered(requires):
+    """A dtype left out would count no scores for its cells; the records show each dtype keeps its own."""
+    from runner.registry import variant
+
+    with pytest.raises(ValueError, match=r"^variant test_refused: Requires gives fwd's score_bytes for \[.*\], not for "
+                                         r"the dtypes it runs \((bfloat16|float32)"):
+        variant("test_refused", requires)
+
+
 def test_a_variant_that_materialises_the_scores_says_so_in_its_requirements():
-    assert "device memory for its (B, N, T, S) scores (6 bytes each fwd, 10 bytes each fwd_bwd)" in \
+    assert "device memory for its (B, N, T, S) scores (fwd: 6 bytes each bfloat16, 6 bytes each float16, 8 bytes " \
+           "each float32; fwd_bwd: 10 bytes each bfloat16, 8 bytes each float16, 12 bytes each float32)" in \
         VARIANTS["xla"].info().requires
     assert not [need for need in VARIANTS["cudnn"].info().requires if "scores" in need]
 

@@ -38,13 +38,17 @@ SAME_V = "jax.nn.dot_product_attention checks that V has K's shape [B, S, K, H]"
 DENSE = "a dense kernel reads one dense K and V, not pages"
 DPA = dict(options=("window", "fill", "bias", "kv_lengths", "documents", "deterministic"),
            why_not=MappingProxyType({"softcap": NO_CAP, "v_head_dim": SAME_V, "page_size": DENSE}))
-# Device memory a program that materialises the (B, N, T, S) scores keeps per score, by pass: the most the H200's runs
-# show a program of that kind keep (its temp_bytes over its scores; docs/benchmarks.md, "The numbers behind the
-# runner's constants"). jax.nn.dot_product_attention's xla path keeps the logits in the cell's dtype and their float32
-# softmax, 2 + 4 bytes, 10 with the backward; naive its scores and its weights, 2 + 2 bytes (XLA reuses the scores'
-# buffer in some of its programs: 2), 6 with the backward.
-XLA_SCORES = MappingProxyType({"fwd": 6, "fwd_bwd": 10})
-NAIVE_SCORES = MappingProxyType({"fwd": 4, "fwd_bwd": 6})
+# Device memory a program that materialises the (B, N, T, S) scores keeps per score, by pass and dtype: its temp_bytes
+# over its scores in the H200's runs (docs/benchmarks.md, "The numbers behind the runner's constants").
+# jax.nn.dot_product_attention's xla path keeps the logits in the cell's dtype and their float32 softmax: 2 + 4 bytes,
+# 4 + 4 in float32; with the backward 10 in bfloat16, 8 in float16. naive keeps its scores and its weights in the
+# dtype, 2 x itemsize (XLA reuses one buffer for both in some bfloat16 programs: 2); 6 with the backward. No run
+# measured float32 with the backward: 12 for both, the forward's and more, since a cell let through wrongly compiles
+# to `oom` and measures nothing, where one skipped wrongly only goes unmeasured, with its sizes said.
+XLA_SCORES = MappingProxyType({"fwd": MappingProxyType({"bfloat16": 6, "float16": 6, "float32": 8}),
+                               "fwd_bwd": MappingProxyType({"bfloat16": 10, "float16": 8, "float32": 12})})
+NAIVE_SCORES = MappingProxyType({"fwd": MappingProxyType({"bfloat16": 4, "float16": 4, "float32": 8}),
+                                 "fwd_bwd": MappingProxyType({"bfloat16": 6, "float16": 6, "float32": 12})})
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, **DPA)
 
