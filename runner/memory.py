@@ -22,7 +22,8 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     """Why a device of `memory_bytes` cannot hold the cell, or None: its inputs and float32 reference (needed_bytes),
     and beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes), or its copy
     of a paged cell's K and V (Variant.kv_copy). A split cell's reference is made whole, on one device
-    (cells.unsplit); a variant with scores or a copy runs on one device."""
+    (cells.unsplit), and that device holds its share of the scores beside it (scores_bytes); a variant with a copy
+    runs on one device."""
     if not memory_bytes:
         return None
     needed, scores, has = needed_bytes(unsplit(p)), scores_bytes(p, v), f"the device has {size_text(memory_bytes)}"
@@ -37,9 +38,11 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
 def scores_bytes(p: Params, v: Variant) -> int:
     """Device memory v's program keeps for the cell's (B, N, T, S) scores (its Requires.score_bytes per score, by
     pass and dtype: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a serving cell's
-    longest request, a paged cell's gathered whole pages); 0 for a variant that never holds them all."""
+    longest request, a paged cell's gathered whole pages), one device's share of them where the cell is split across
+    `devices` (xla_cp: each holds its queries' rows); 0 for a variant that never holds them all."""
     keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
-    return p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0)
+    scores = p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0)
+    return scores // p.devices
 
 
 def _copy_too_large(p: Params, copy: KvCopy, memory_bytes: int) -> str | None:

@@ -99,6 +99,18 @@ def test_the_bytes_a_score_are_the_cells_dtypes(name, shape, dtype, pass_, per_s
     assert (memory.too_large(p, H200_RUNS, VARIANTS[name]) is None) == fits == (dtype == "float16")
 
 
+def test_xla_cps_scores_are_autos_and_each_device_holds_its_share():
+    """specs/context-parallel.yaml's B1 T32k N64 K8 H128 bf16 causal: at devices 1 xla_cp runs auto's program, so its
+    cell is skipped as xla's is (384 GiB of scores); split across 8, each device holds an eighth (48 GiB) beside the
+    whole reference that one device makes."""
+    p = params(batch=1, seq_len=32768, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
+    alone, split = memory.too_large(p, H200_RUNS, VARIANTS["xla_cp"]), p.model_copy(update={"devices": 8})
+    assert alone == memory.too_large(p, H200_RUNS, VARIANTS["xla"]).replace("xla's", "xla_cp's")
+    assert alone.startswith("xla_cp's (B, N, T, S) scores need 384.0 GiB beside")
+    assert memory.scores_bytes(split, VARIANTS["xla_cp"]) == 48 * GiB
+    assert memory.too_large(split, H200_RUNS, VARIANTS["xla_cp"]) is None
+
+
 def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
     p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
     assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 8  # float32: 8 a score

@@ -21,6 +21,7 @@ import math
 
 from runner.shape import Params
 from runner.registry import Requires, Staged, variant
+from runner.variants.jax_attention import XLA_SCORES
 from runner.variants.transformer_engine import RULES as TE_RULES
 from runner.variants.transformer_engine import TE, WIDE_RULE, gpu_check
 
@@ -138,9 +139,11 @@ def ring(p: Params):
     return dataclasses.replace(_placed(p, sharded(True)), twin=sharded(False))
 
 
-@variant("xla_cp", requires=SPLIT)
+@variant("xla_cp", requires=dataclasses.replace(SPLIT, score_bytes=XLA_SCORES))
 def xla_cp(p: Params):
-    """jax.nn.dot_product_attention on sequence-sharded inputs: XLA partitions it (the record says what ran)."""
+    """jax.nn.dot_product_attention on sequence-sharded inputs: XLA partitions it (the record says what ran). Its
+    xla path materialises the scores as auto's does (XLA_SCORES), each device its share of the queries' (no run has
+    measured them: memory.scores_bytes counts a 1/devices share)."""
     import jax
 
     split = _split(p)
