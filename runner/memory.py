@@ -32,26 +32,28 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     if needed + scores > memory_bytes:
         return f"{v.name}'s (B, N, T, S) scores need {size_text(scores)} beside the inputs and float32 reference's " \
                f"{size_text(needed)}; {has}"
-    return _copy_too_large(p, v.kv_copy, memory_bytes) if v.kv_copy else None
+    return _copy_too_large(p, v.kv_copy, scores, memory_bytes) if v.kv_copy else None
 
 
 def scores_bytes(p: Params, v: Variant) -> int:
     """Device memory v's program keeps for the cell's (B, N, T, S) scores (its Requires.score_bytes per score, by
-    pass and dtype: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a serving cell's
-    longest request, a paged cell's gathered whole pages), one device's share of them where the cell is split across
-    `devices` (xla_cp: each holds its queries' rows); 0 for a variant that never holds them all."""
+    pass and dtype: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a
+    serving cell's longest request, a paged cell's gathered whole pages), one device's share of them where the cell
+    is split across `devices` (xla_cp: each holds its queries' rows); 0 for a variant that never holds them all."""
     keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
     scores = p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0)
     return scores // p.devices
 
 
-def _copy_too_large(p: Params, copy: KvCopy, memory_bytes: int) -> str | None:
+def _copy_too_large(p: Params, copy: KvCopy, scores: int, memory_bytes: int) -> str | None:
     """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V beside the cell's inputs
-    and reference (needed_bytes: what the cell holds while it runs, and more), or None."""
+    and reference (needed_bytes: what the cell holds while it runs, and more) and the variant's `scores` (its call
+    holds the copy and the scores it makes of it together), or None."""
     copy_bytes = copy.bytes(p)
-    if (needed := needed_bytes(p) + copy_bytes) > memory_bytes:
-        return f"{copy.what} ({size_text(copy_bytes)}) beside the cell's inputs and float32 reference needs " \
-               f"{size_text(needed)}; the device has {size_text(memory_bytes)}"
+    held = "inputs, float32 reference and scores" if scores else "inputs and float32 reference"
+    if (needed := needed_bytes(p) + scores + copy_bytes) > memory_bytes:
+        return f"{copy.what} ({size_text(copy_bytes)}) beside the cell's {held} needs {size_text(needed)}; the " \
+               f"device has {size_text(memory_bytes)}"
     return None
 
 

@@ -111,6 +111,17 @@ def test_xla_cps_scores_are_autos_and_each_device_holds_its_share():
     assert memory.too_large(split, H200_RUNS, VARIANTS["xla_cp"]) is None
 
 
+def test_xla_pageds_gathered_copy_is_counted_with_its_scores_beside_the_inputs():
+    """B96 T8 S128k N64 K8 H128 bf16 causal, page 16: inputs and reference 49.8 GiB, the gathered K and V 48.0 GiB,
+    the scores 36.0 GiB (6 bytes each); each fits beside the inputs alone, the call holds both."""
+    p = params(batch=96, seq_len=8, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
+               causal=True, kv_lengths="equal", page_size=16)
+    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == 36 * GiB
+    assert memory.too_large(p, H200_RUNS, VARIANTS["xla_paged"]) == \
+        "xla_paged's gathered K and V (48.0 GiB) beside the cell's inputs, float32 reference and scores needs " \
+        "133.8 GiB; the device has 104.8 GiB"
+
+
 def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
     p = params(seq_len=2, kv_seq_len=18, causal=True, page_size=4, kv_lengths="equal")  # 18 keys: 5 whole pages
     assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == p.batch * p.heads * 2 * 20 * 8  # float32: 8 a score
