@@ -37,12 +37,17 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
 
 def scores_bytes(p: Params, v: Variant) -> int:
     """Device memory v's program keeps for the cell's (B, N, T, S) scores (its Requires.score_bytes per score, by
-    pass and dtype: docs/benchmarks.md has the H200's records they come from), over every key its call reads (a
-    serving cell's longest request, a paged cell's gathered whole pages), one device's share of them where the cell
-    is split across `devices` (xla_cp: each holds its queries' rows); 0 for a variant that never holds them all."""
+    pass and dtype: docs/benchmarks.md has the H200's records they come from) of every score (scores), one device's
+    share of them where the cell is split across `devices` (xla_cp: each holds its queries' rows); 0 for a variant
+    that never holds them all."""
+    return scores(p) * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0) // p.devices
+
+
+def scores(p: Params) -> int:
+    """The cell's (B, N, T, S) scores over every key its call reads: a serving cell's longest request, a paged
+    cell's gathered whole pages."""
     keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
-    scores = p.batch * p.heads * p.seq_len * keys * v.requires.score_bytes.get(p.pass_, {}).get(p.dtype, 0)
-    return scores // p.devices
+    return p.batch * p.heads * p.seq_len * keys
 
 
 def _copy_too_large(p: Params, copy: KvCopy, scores: int, memory_bytes: int) -> str | None:
