@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from helpers import REPO, attnbench, in_process, params, spec_data, write_spec
+from helpers import H200_MEMORY, REPO, attnbench, in_process, params, spec_data, write_spec
 from runner.cells import most_devices
 from runner.machine import Device
 from runner.registry import VARIANTS, decline, load_all
@@ -21,7 +21,7 @@ load_all()
 CP_VARIANTS = ("ring", "xla_cp", "te_cp_allgather", "te_cp_ring")
 PORTABLE = ("ring", "xla_cp")  # the TE ones need an NVIDIA GPU
 CPU8 = Device("cpu", "cpu", None, None, 8)
-H200X4 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30, 4)
+H200X4 = Device("gpu", "NVIDIA H200", 9.0, H200_MEMORY, 4)
 FIXTURE = REPO / "tests" / "fixtures" / "context-parallel" / "context-parallel-cpu-20261203-093600"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from helpers import params
+from helpers import H200_MEMORY, params
 from runner import memory, paging
 from runner.registry import VARIANTS, load_all
 
@@ -80,9 +80,6 @@ def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
         f"{memory.size_text(needed)}; the device has {memory.size_text(device)}"
 
 
-H200_RUNS = int(104.85 * 2**30)  # JAX's bytes_limit on an H200, as its runs' skip lines say (test_memory_records.py)
-
-
 @pytest.mark.parametrize("name, shape, dtype, pass_, per_score", [
     ("xla", dict(heads=16), "float32", "fwd", 8),  # the records' 8, not bfloat16's 6: 131.0 GiB, where 6 said 99
     ("naive", dict(heads=20), "float32", "fwd", 8),  # 163.2 GiB, where 4 said 83
@@ -95,8 +92,8 @@ def test_the_bytes_a_score_are_the_cells_dtypes(name, shape, dtype, pass_, per_s
     p = params(batch=1, seq_len=32768, head_dim=128, causal=True, dtype=dtype, pass_=pass_, **shape)
     scores = 32768 * 32768 * shape["heads"]
     assert memory.scores_bytes(p, VARIANTS[name]) == per_score * scores
-    fits = memory.needed_bytes(p) + per_score * scores <= H200_RUNS
-    assert (memory.too_large(p, H200_RUNS, VARIANTS[name]) is None) == fits == (dtype == "float16")
+    fits = memory.needed_bytes(p) + per_score * scores <= H200_MEMORY
+    assert (memory.too_large(p, H200_MEMORY, VARIANTS[name]) is None) == fits == (dtype == "float16")
 
 
 def test_xla_cps_scores_are_autos_and_each_device_holds_its_share():
@@ -104,11 +101,11 @@ def test_xla_cps_scores_are_autos_and_each_device_holds_its_share():
     cell is skipped as xla's is (384 GiB of scores); split across 8, each device holds an eighth (48 GiB) beside the
     whole reference that one device makes."""
     p = params(batch=1, seq_len=32768, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16", causal=True)
-    alone, split = memory.too_large(p, H200_RUNS, VARIANTS["xla_cp"]), p.model_copy(update={"devices": 8})
-    assert alone == memory.too_large(p, H200_RUNS, VARIANTS["xla"]).replace("xla's", "xla_cp's")
+    alone, split = memory.too_large(p, H200_MEMORY, VARIANTS["xla_cp"]), p.model_copy(update={"devices": 8})
+    assert alone == memory.too_large(p, H200_MEMORY, VARIANTS["xla"]).replace("xla's", "xla_cp's")
     assert alone.startswith("xla_cp's (B, N, T, S) scores need 384.0 GiB beside")
     assert memory.scores_bytes(split, VARIANTS["xla_cp"]) == 48 * GiB
-    assert memory.too_large(split, H200_RUNS, VARIANTS["xla_cp"]) is None
+    assert memory.too_large(split, H200_MEMORY, VARIANTS["xla_cp"]) is None
 
 
 def test_xla_pageds_gathered_copy_is_counted_with_its_scores_beside_the_inputs():
@@ -117,7 +114,7 @@ def test_xla_pageds_gathered_copy_is_counted_with_its_scores_beside_the_inputs()
     p = params(batch=96, seq_len=8, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
                causal=True, kv_lengths="equal", page_size=16)
     assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == 36 * GiB
-    assert memory.too_large(p, H200_RUNS, VARIANTS["xla_paged"]) == \
+    assert memory.too_large(p, H200_MEMORY, VARIANTS["xla_paged"]) == \
         "xla_paged's gathered K and V (48.0 GiB) beside the cell's inputs, float32 reference and scores needs " \
         "133.8 GiB; the device has 104.8 GiB"
 
@@ -130,17 +127,16 @@ def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():
 # cudnn-frontend's published 4,504 GB/s: batch 128, KV 128k, Llama 3.1's 64 / 8 heads, H128, page 16, bf16, T = 1
 GOAL = dict(batch=128, seq_len=1, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
             causal=True, kv_lengths="equal")
-H200_JAX = int(0.75 * (141 << 30))  # JAX's bytes_limit on an H200: 75 % of its 141 GiB by default
 CUDNN, CUDNN_PAGED = VARIANTS["cudnn"], VARIANTS["cudnn_paged"]  # kernels that hold no (B, N, T, S) scores
 
 
 def test_the_goal_shapes_paged_cell_fits_an_h200_as_its_dense_twin_does():
     """The pool in place of the dense K and V (at equal lengths a multiple of the page, as many bytes): 70.4 GB, not
-    the 139.1 GB of a pool built beside a dense cache kept alive, which JAX's 106 GiB on an H200 refused."""
+    the 139.1 GB of a pool built beside a dense cache kept alive, which JAX's 104.9 GiB on an H200 refused."""
     paged, dense = params(**GOAL, page_size=16), params(**GOAL)
     pool = 2 * 128 * 8192 * 16 * 8 * 128 * 2  # 68.7 GB
     q, out, chunk = 128 * 64 * 128 * 2, 128 * 64 * 128 * 4, 4 * 64 * 131072 + 131072 * 8 * 256 * (2 + 4)
     assert memory.chunk_shape(paged) == (1, 1) and memory.chunk_bytes(paged) == chunk  # one request: 1.6 GB
     assert memory.needed_bytes(paged) == q + pool + out + chunk == memory.needed_bytes(dense) == 70_369_935_360
-    assert memory.too_large(paged, H200_JAX, CUDNN_PAGED) is None and memory.too_large(dense, H200_JAX, CUDNN) is None
+    assert memory.too_large(paged, H200_MEMORY, CUDNN_PAGED) is None and memory.too_large(dense, H200_MEMORY, CUDNN) is None
     assert memory.too_large(paged, 64 << 30, CUDNN_PAGED).startswith("inputs and float32 reference need 65.5 GiB")

@@ -10,7 +10,7 @@ from collections import defaultdict
 
 import pytest
 
-from helpers import REPO
+from helpers import H200_MEMORY, REPO
 from runner.memory import scores, too_large
 from runner.record import CellRecord, gpu_name
 from runner.registry import VARIANTS, load_all
@@ -56,7 +56,7 @@ def judged(statuses: tuple[str, ...]) -> list[tuple[CellRecord, str | None]]:
 
 
 def test_the_committed_runs_say_the_h200s_memory():
-    assert MEMORY["NVIDIA H200"] == int(104.85 * 2**30)
+    assert MEMORY["NVIDIA H200"] == H200_MEMORY
 
 
 def test_no_cell_a_gpu_ran_is_one_the_memory_rule_would_skip():
