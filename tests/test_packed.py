@@ -320,7 +320,7 @@ def test_te_packs_rows_by_segment_ids_from_one_and_positions_within_each_documen
 @pytest.mark.parametrize("name", ["te", "te_fp8", "te_cp_ring"])
 def test_te_declines_before_hopper_what_its_backend_table_has_no_kernel_for(monkeypatch, name):
     """TE's fused-attention backend table (fused_attn.cpp, nvte_get_fused_attn_backend): the THD (packed) layout from
-    sm90, head_dim past 128 in training on sm90 alone (and some from sm100); an L4 (8.9) is told so in the plan."""
+    sm90, head_dim past 128 in training on sm90 (and some shapes from sm100); an L4 (8.9) is told so in the plan."""
     real = importlib.util.find_spec  # TE counts as installed, so the cell rules speak
     monkeypatch.setattr(importlib.util, "find_spec", lambda found, *a: object() if found == "transformer_engine"
                         else real(found, *a))
@@ -328,8 +328,8 @@ def test_te_declines_before_hopper_what_its_backend_table_has_no_kernel_for(monk
     bf16 = dict(dtype="bfloat16", seq_len=16)
     wide, narrow = params(**bf16, head_dim=192, v_head_dim=128, pass_="fwd_bwd"), params(**bf16, head_dim=128,
                                                                                          pass_="fwd_bwd")
-    assert decline(te, wide, l4) == ("TE's fused attention trains head_dim past 128 on Hopper or newer only, not "
-                                     "H=192 / Hv=128; this GPU has compute capability 8.9")
+    assert decline(te, wide, l4) == ("TE's fused attention has no training kernel for H=192 / Hv=128 on compute "
+                                     "capability 8.9")
     assert decline(te, wide, H200) is None and decline(te, narrow, l4) is None
     assert decline(te, params(**bf16, head_dim=192, v_head_dim=128), l4) is None  # the forward: TE has it (cuDNN 9.10.2)
     if name != "te_cp_ring":  # which takes no packed row on any device
@@ -338,6 +338,30 @@ def test_te_declines_before_hopper_what_its_backend_table_has_no_kernel_for(monk
                                            "this GPU has compute capability 8.9")
         assert decline(te, packed, H200) is None
     assert "packed rows on Hopper or newer" in te.info().requires or name == "te_cp_ring"
+
+
+@pytest.mark.parametrize("capability, head_dim, v_head_dim, cell, trains", [
+    (9.0, 256, 256, {}, True), (9.0, 192, 128, {}, True), (9.0, 256, 64, {}, True),  # cuDNN 9.5: sm90 to 256
+    (9.0, 256, 128, {}, False), (9.0, 128, 192, {}, False),  # 9.11's exclusion on sm90: unequal, both >= 128
+    (9.0, 264, 264, {}, False),  # past 256 on no GPU
+    (10.0, 192, 128, {}, True), (12.0, 192, 128, {}, True),  # 9.11: 192 / 128 from sm100
+    (10.0, 256, 256, {}, True), (10.0, 256, 256, dict(window=8, causal=True), True),  # 9.23: sm10x's 256 / 256
+    (10.0, 256, 256, dict(bias="alibi"), False), (10.0, 256, 256, dict(window=8), False),  # not with these
+    (10.0, 256, 128, {}, False), (10.0, 160, 160, {}, False), (12.0, 256, 256, {}, False),  # no kernel on sm100+
+    (8.9, 192, 128, {}, False), (8.9, 256, 256, {}, False), (8.0, 136, 136, {}, False),  # none before Hopper
+])
+def test_te_trains_past_head_dim_128_the_shapes_its_backend_table_has_kernels_for(capability, head_dim, v_head_dim,
+                                                                                  cell, trains):
+    """nvte_get_fused_attn_backend, fused_attn.cpp lines 310-353 at TE v2.18.0 and main, with the image's cuDNN 9.28:
+    the forward everywhere, the backward only these."""
+    from runner.variants.transformer_engine import gpu_check
+
+    shape = dict(dtype="bfloat16", seq_len=16, head_dim=head_dim, v_head_dim=v_head_dim, **cell)
+    reason = gpu_check(params(**shape, pass_="fwd_bwd"), capability)
+    assert (reason is None) == trains, reason
+    assert trains or reason == (f"TE's fused attention has no training kernel for H={head_dim} / Hv={v_head_dim} on "
+                                f"compute capability {capability:.1f}")
+    assert gpu_check(params(**shape), capability) is None
 
 
 def test_show_sets_each_deterministic_cell_beside_the_same_cell_without(capsys):

@@ -14,10 +14,10 @@ SequenceDescriptor.from_segment_ids_and_pos of the row's document ids (from 1; 0
 position in its document, mask "padding_causal" / "padding" (read at TE's main branch, 2.20.0.dev0); a deterministic
 backward is TE's NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, which the runner sets while it lowers the cell.
 TE's fused-attention backend table (transformer_engine/common/fused_attn/fused_attn.cpp, nvte_get_fused_attn_backend:
-the same at v2.18.0 and at main's 2.20.0.dev0 of August 2026, lines 310-333 and 418-430; the image's 2.20.2 tag is not
+the same at v2.18.0 and at main's 2.20.0.dev0 of August 2026, lines 310-353 and 418-430; the image's 2.20.2 tag is not
 in the code index) gives the THD (packed) layout a kernel only where sm_arch_ >= 90, and head_dim or V's past 128 in
-training only on sm90 (or 192 / 128 and 256 / 256 from sm100): before Hopper te and te_fp8 decline packed rows and
-fwd_bwd past 128 (gpu_check), as cudnn does its packed path.
+training only to some shapes on some GPUs (trains_wide): before Hopper te and te_fp8 decline packed rows, as cudnn
+does its packed path, and every TE variant declines the fwd_bwd the table has no kernel for (gpu_check).
 """
 
 from __future__ import annotations
@@ -59,19 +59,34 @@ def check(p: Params) -> str | None:
 
 def gpu_check(p: Params, capability: float) -> str | None:
     """Why TE's variants decline these params on a GPU of this compute capability (its backend table has no fused
-    kernel for them before Hopper), or None."""
-    if capability >= HOPPER:
-        return None
-    if p.documents > 1:
+    kernel for them), or None."""
+    if p.documents > 1 and capability < HOPPER:
         return f"TE's fused attention packs rows (THD layout) on Hopper or newer only; this GPU has compute " \
                f"capability {capability:.1f}"
-    if p.pass_ == "fwd_bwd" and max(p.head_dim, p.v_head_dim) > 128:
-        return f"TE's fused attention trains head_dim past 128 on Hopper or newer only, not H={p.head_dim} / " \
-               f"Hv={p.v_head_dim}; this GPU has compute capability {capability:.1f}"
+    if p.pass_ == "fwd_bwd" and max(p.head_dim, p.v_head_dim) > 128 and not trains_wide(p, capability):
+        return f"TE's fused attention has no training kernel for H={p.head_dim} / Hv={p.v_head_dim} on compute " \
+               f"capability {capability:.1f}"
     return None
 
 
-WIDE_RULE = "fwd_bwd with head_dim past 128 on Hopper or newer (TE's fused-attention backends)"
+def trains_wide(p: Params, capability: float) -> bool:
+    """Whether TE's backend table trains head_dim or V's past 128 on this GPU, with the image's cuDNN (9.28):
+    nvte_get_fused_attn_backend in transformer_engine/common/fused_attn/fused_attn.cpp, lines 310-353 at v2.18.0
+    and at main's 2.20.0.dev0 of August 2026. cuDNN 9.5: up to 256 on sm90 alone (sm_arch_ == 90), less 9.11's
+    exclusion there of 128 <= d_qk != d_v >= 128 but 192 / 128; 9.11: 192 / 128 from sm100; 9.23: 256 / 256 on
+    sm10x (100 <= sm_arch_ < 110) without a bias, and with a window only where causal."""
+    shape = p.head_dim, p.v_head_dim
+    if shape == (192, 128):
+        return capability >= HOPPER
+    if capability == HOPPER:
+        return max(shape) <= 256 and (shape[0] == shape[1] or min(shape) < 128)
+    if 10.0 <= capability < 11.0:  # sm10x
+        return shape == (256, 256) and p.bias == "none" and (p.window is None or p.causal)
+    return False
+
+
+WIDE_RULE = "fwd_bwd with head_dim or V's past 128: up to 256 on sm90 (but not 128 <= H != Hv >= 128 other than " \
+            "192 / 128), 192 / 128 from sm100, 256 / 256 on sm10x without ALiBi or a non-causal window"
 PACKED_RULES = dict(check=check, gpu_check=gpu_check,
                     rules=("packed rows without ALiBi", "packed rows on Hopper or newer", WIDE_RULE))
 
