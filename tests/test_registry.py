@@ -30,11 +30,14 @@ def test_the_issue_variants_and_the_gpu_ones_are_registered():
 
 
 @pytest.mark.parametrize("name", sorted(load_all()))
-def test_every_variant_has_a_one_line_docstring(name):
+def test_every_variant_has_a_one_line_description_that_ends_its_sentence(name):
+    """`attnbench list` and the manifest show the docstring's first line: xla_cp's once ran on into a second sentence
+    and was cut after "(the record says what ran). Its"."""
     v = VARIANTS[name]
     assert v.name == name
     assert v.doc and "\n" not in v.doc
     assert v.doc == v.build.__doc__.strip().splitlines()[0]
+    assert v.doc.endswith("."), v.doc
 
 
 @pytest.mark.parametrize("name", sorted(load_all()))

@@ -141,9 +141,10 @@ def ring(p: Params):
 
 @variant("xla_cp", requires=dataclasses.replace(SPLIT, score_bytes=XLA_SCORES))
 def xla_cp(p: Params):
-    """jax.nn.dot_product_attention on sequence-sharded inputs: XLA partitions it (the record says what ran). Its
-    xla path materialises the scores as auto's does (XLA_SCORES), each device its share of the queries' (no run has
-    measured them: memory.scores_bytes counts a 1/devices share)."""
+    """jax.nn.dot_product_attention on sequence-sharded inputs: XLA partitions it (the record says what ran).
+
+    Its xla path materialises the scores as auto's does (XLA_SCORES), each device its share of the queries' (no run
+    has measured them: memory.scores_bytes counts a 1/devices share)."""
     import jax
 
     split = _split(p)
