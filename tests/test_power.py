@@ -288,6 +288,17 @@ def test_a_sample_too_short_for_the_energy_counters_steps_draws_no_figure():
     assert t.drawn_w is None and t.power_w.mean == 120.0
 
 
+def _counter(points: list[tuple[float, float]]) -> list[Reading]:
+    """Readings at (t, energy counter in mJ), the clock and power beside them steady."""
+    return [Reading(t, 1980.0, power_w=300.0, energy_mj=mj) for t, mj in points]
+
+
+def test_two_counter_changes_at_one_timestamp_give_no_figure_rather_than_a_division_by_zero():
+    history = _counter([(0.0, 0.0), (0.1, 10.0), (0.1, 20.0)])  # a coarse or repeated timestamp
+    assert power._counted(history, 0.5) == (0.0, 0.0, 0.0)
+    assert power.drawn_w(history, 0.5) is None
+
+
 def test_a_steady_clock_is_stable():
     readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
