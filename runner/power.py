@@ -207,14 +207,16 @@ def _counted(history: list[Reading], window_s: float) -> tuple[float, float, flo
     """(watts, seconds, stale_s): the energy counter's mean power between its first and last update in the last
     window_s, the seconds between the readings that showed them, and how far either update may lie before its
     reading (the sampling interval there), so the true seconds are within stale_s of these; (0, 0, 0) when the
-    counter moved fewer than two times or both at one timestamp. Between updates the counter stands still (every ENERGY_STEP_S), so the
+    counter moved fewer than two times, both at one timestamp, or fell between them (a reset: NVML counts since the
+    driver loaded), as where it was not read. Between updates the counter stands still (every ENERGY_STEP_S), so the
     first and last readings of a window are up to a step stale: only its change points date what it counted."""
     moved = [(r, gap) for r, gap in _changes(history) if r.t >= history[-1].t - window_s]
     if len(moved) < 2:
         return 0.0, 0.0, 0.0
     (first, first_gap), (last, last_gap) = moved[0], moved[-1]
     seconds = last.t - first.t
-    if seconds <= 0:  # a coarse or repeated timestamp: no span to divide by
+    fell = any(b.energy_mj < a.energy_mj for (a, _), (b, _) in zip(moved, moved[1:]))
+    if seconds <= 0 or fell:  # a coarse or repeated timestamp: no span to divide by; a reset: no energy to count
         return 0.0, 0.0, 0.0
     return (last.energy_mj - first.energy_mj) / 1000 / seconds, seconds, max(first_gap, last_gap)
 

@@ -299,6 +299,16 @@ def test_two_counter_changes_at_one_timestamp_give_no_figure_rather_than_a_divis
     assert power.drawn_w(history, 0.5) is None
 
 
+def test_an_energy_counter_that_falls_gives_no_figure_and_no_light_verdict():
+    # 30 readings counting up at 300 W, then the counter restarting at 0 (a reset) and counting on: the window
+    # across the fall had read negative watts, which judge called a light load
+    history = _counter([(i * 0.0136, 1e9 + 4080.0 * i) for i in range(30)] +
+                       [(i * 0.0136, 4080.0 * (i - 30)) for i in range(30, 40)])
+    assert power._counted(history, 0.5) == (0.0, 0.0, 0.0)
+    assert power.drawn_w(history, 0.5) is None
+    assert power.judge(history, 0.0, 700.0, power.Rules(), max_s=10.0) is None
+
+
 def test_a_steady_clock_is_stable():
     readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
