@@ -309,6 +309,17 @@ def test_an_energy_counter_that_falls_gives_no_figure_and_no_light_verdict():
     assert power.judge(history, 0.0, 700.0, power.Rules(), max_s=10.0) is None
 
 
+def test_a_light_load_needs_only_its_change_points_to_lie_more_than_a_reading_apart():
+    # an irregular counter (as at idle) that moves twice 80 ms apart in the light window, read every 10 ms: 100 W
+    # over 0.08 s is at most 114 W over the 0.07 s it may have counted, far under the 560 W line, so light; the rule
+    # is a reading interval (stale_s), not a fixed span such as the counter's 100 ms step on an H200
+    history = _counter([(i / 100, 8000.0 * (i >= 50) + 8000.0 * (i >= 58)) for i in range(61)])
+    assert power._counted(history, 0.4) == pytest.approx((100.0, 0.08, 0.01))
+    assert power._light(history, 0.0, 700.0, power.Rules()) == pytest.approx(100.0)
+    close = _counter([(i / 100, 8000.0 * (i >= 50) + 8000.0 * (i >= 51)) for i in range(61)])  # a reading apart
+    assert power._light(close, 0.0, 700.0, power.Rules()) is None
+
+
 def test_a_steady_clock_is_stable():
     readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
