@@ -12,6 +12,7 @@ judge's verdict on the stream, and the power a soak's bins would record. `--old`
 import argparse
 import json
 import statistics
+import sys
 
 from runner import power, sampling
 
@@ -131,6 +132,10 @@ def main() -> None:
             probe = json.load(f)
     except (OSError, ValueError) as error:
         parser.error(f"cannot read {args.probe}: {error}")
+    if missing := [key for key in ("nvml", "probes") if not isinstance(probe, dict) or not probe.get(key)]:
+        print(f"replay_energy.py: {args.probe} has no {' and no '.join(repr(k) for k in missing)} rows: "
+              "not a scripts/probe_stream.py output", file=sys.stderr)
+        sys.exit(2)
     rows = readings(probe["nvml"])
     print(f"{args.probe}: {'old estimator (first and last readings)' if args.old else 'change points'}")
     for p in probe["probes"]:
