@@ -47,9 +47,10 @@ CAP_TOLERANCE = 0.05
 LIGHT_LOAD = SPEC_DEFAULTS.light_share  # drawing less than this share of the power limit, no throttle reason: uncapped
 LIGHT_AFTER_S = SPEC_DEFAULTS.light_after_s  # ... judged only once the load has run this long
 LIGHT_RAMP_S = 0.15  # the energy counter is read from this far into a load, past its lag
-ENERGY_STEP_S = 0.1  # how often the energy counter moves (an H200: docs/evidence/probe-stream-20261203.json)
-# a sample's counter changes lie at least ENERGY_SPAN_S - 2 * ENERGY_STEP_S apart (0.3 s), over which the reading
-# interval that dates each (a median 13.4-13.6 ms in that probe) is under 5 %; over less, two may be a step apart
+# the least sample drawn_w is asked of: its figure comes from the counter's first and last change in the sample, each
+# dated to within a reading, so it is off by up to a reading interval over the seconds between them (at least half
+# the sample, drawn_w); on the committed H200 probe (a change every 100 ms, read every 13-31 ms) that bound reached
+# 7.9 % in a 0.5 s window (docs/evidence/energy-step-replay-20261207.txt)
 ENERGY_SPAN_S = 0.5
 NVML_AVERAGE_S = 1.0  # NVML's power reading is a trailing average over about this long
 UNSTABLE_SPREAD = 0.02  # a clock that moved more than 2 % while sampling flags the cell
@@ -208,7 +209,7 @@ def _counted(history: list[Reading], window_s: float) -> tuple[float, float, flo
     window_s, the seconds between the readings that showed them, and how far either update may lie before its
     reading (the sampling interval there), so the true seconds are within stale_s of these; (0, 0, 0) when the
     counter moved fewer than two times, both at one timestamp, or fell between them (a reset: NVML counts since the
-    driver loaded), as where it was not read. Between updates the counter stands still (every ENERGY_STEP_S), so the
+    driver loaded), as where it was not read. Between updates the counter stands still (100 ms on an H200), so the
     first and last readings of a window are up to a step stale: only its change points date what it counted."""
     moved = [(r, gap) for r, gap in _changes(history) if r.t >= history[-1].t - window_s]
     if len(moved) < 2:

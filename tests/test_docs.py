@@ -178,7 +178,6 @@ def quoted() -> list[tuple[str, str, float]]:
         ("timing.md", "`heavy_after_s` ({} s)", timing.heavy_after_s),
         ("timing.md", "the power drawn over the last {} s within", power.SETTLE_WINDOW_S),
         ("timing.md", "within {} % of the 0.5 s before", 100 * power.CAP_TOLERANCE),
-        ("timing.md", "which moves in steps of about {} ms", 1e3 * power.ENERGY_STEP_S),
         ("timing.md", "the mean clock of the two within {} %", 100 * power.SETTLE_TOLERANCE),
         ("timing.md", "`light_after_s` ({} s)", timing.light_after_s),
         ("timing.md", "`light_share` ({} %)", 100 * timing.light_share),
