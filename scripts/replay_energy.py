@@ -35,7 +35,9 @@ def first_last(history: list[power.Reading], window_s: float) -> tuple[float, fl
 
 def stepped(history: list[power.Reading], window_s: float, period_s: float) -> float:
     """The reference: the energy of the counter's whole steps in the window over as many of its periods (the
-    stream's mean step, measured over seconds of change points: its error is a sampling interval over those)."""
+    stream's mean step, measured over seconds of change points: its error is a sampling interval over those). Its
+    energy is the same change points' that power._counted divides, so against it the estimator's error is only how
+    well those are dated, not how far it is from the power drawn, which the probe holds no independent figure of."""
     moved = [r for r, _ in power._changes(history) if r.t >= history[-1].t - window_s]
     return (moved[-1].energy_mj - moved[0].energy_mj) / 1000 / ((len(moved) - 1) * period_s)
 
@@ -91,13 +93,13 @@ def cap_lines(stream: list[power.Reading], ends: list[int], period_s: float, tru
         f"  0.5 s window means at the cap ({len(means)} windows): {span(means)} W, "
         f"{100 * (min(means) / truth - 1):+.1f} % to {100 * (max(means) / truth - 1):+.1f} % of the mean from "
         f"{from_s:.2f} s; the estimator's claimed bound {100 * max(bound):.1f} % (largest over windows)",
-        f"  the counter's step: {period_s * 1e3:.1f} ms over the stream; per step, the windows' true means (whole "
-        f"steps over as many steps) {span(true_means)} W; the estimator's error against them "
+        f"  the counter's step: {period_s * 1e3:.1f} ms over the stream; per step, the windows' reference means "
+        f"(the same change points' energy over as many steps: it checks their dating, not the power) {span(true_means)} W; the estimator's error against them "
         f"{100 * min(errors):+.1f} % to {100 * max(errors):+.1f} % (median |error| "
         f"{100 * statistics.median(abs(e) for e in errors):.1f} %); "
         f"{sum(abs(e) > b for e, b in zip(errors, bound))} windows beyond the estimator's own bound",
         f"  cap rule's steadiness (within {power.CAP_TOLERANCE:.0%} of the window before): failed "
-        f"{sum(apart(*p) for p in estimated)} of {len(estimated)} window pairs; the true means fail "
+        f"{sum(apart(*p) for p in estimated)} of {len(estimated)} window pairs; the reference means fail "
         f"{sum(apart(*q) for q in true)}; spuriously failed {spurious_fail}, spuriously passed {spurious_pass}",
     ]
 
