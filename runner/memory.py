@@ -32,7 +32,7 @@ def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     if needed + scores > memory_bytes:
         return f"{v.name}'s (B, N, T, S) scores need {size_text(scores)} beside the inputs and float32 reference's " \
                f"{size_text(needed)}; {has}"
-    return _copy_too_large(p, v.kv_copy, scores, memory_bytes) if v.kv_copy else None
+    return _copy_too_large(p, v.kv_copy, needed, scores, memory_bytes) if v.kv_copy else None
 
 
 def scores_bytes(p: Params, v: Variant) -> int:
@@ -46,17 +46,16 @@ def scores_bytes(p: Params, v: Variant) -> int:
 def scores(p: Params) -> int:
     """The cell's (B, N, T, S) scores over every key its call reads: a serving cell's longest request, a paged
     cell's gathered whole pages."""
-    keys = max(paging.pages_of(p)) * p.page_size if p.page_size else paging.cache_len(p)
-    return p.batch * p.heads * p.seq_len * keys
+    return p.batch * p.heads * p.seq_len * paging.gathered_len(p)
 
 
-def _copy_too_large(p: Params, copy: KvCopy, scores: int, memory_bytes: int) -> str | None:
+def _copy_too_large(p: Params, copy: KvCopy, needed: int, scores: int, memory_bytes: int) -> str | None:
     """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V beside the cell's inputs
-    and reference (needed_bytes: what the cell holds while it runs, and more) and the variant's `scores` (its call
-    holds the copy and the scores it makes of it together), or None."""
+    and reference (`needed`, too_large's needed_bytes: what the cell holds while it runs, and more) and the variant's
+    `scores` (its call holds the copy and the scores it makes of it together), or None."""
     copy_bytes = copy.bytes(p)
     held = "inputs, float32 reference and scores" if scores else "inputs and float32 reference"
-    if (needed := needed_bytes(p) + scores + copy_bytes) > memory_bytes:
+    if (needed := needed + scores + copy_bytes) > memory_bytes:
         return f"{copy.what} ({size_text(copy_bytes)}) beside the cell's {held} needs {size_text(needed)}; the " \
                f"device has {size_text(memory_bytes)}"
     return None
@@ -111,8 +110,7 @@ def _request_bytes(p: Params) -> tuple[int, int]:
     probabilities and their gradient beside them), and once its K and V, sliced (a paged cell's gathered, whole pages
     of the longest request's) in the cell's dtype and upcast to float32 (and their float32 gradients under
     fwd_bwd)."""
-    keys, grads = paging.cache_len(p), p.pass_ == "fwd_bwd"
-    gathered = max(paging.pages_of(p)) * p.page_size if p.page_size else keys
+    keys, gathered, grads = paging.cache_len(p), paging.gathered_len(p), p.pass_ == "fwd_bwd"
     row = 4 * p.heads * keys * (3 if grads else 1)
     kv = gathered * p.kv_heads * (p.head_dim + p.v_head_dim) * (metrics.ITEMSIZE[p.dtype] + 4 * (2 if grads else 1))
     return row, kv

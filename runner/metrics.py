@@ -59,7 +59,7 @@ def kv_cache_bytes(p: Params) -> int:
 
 def gathered_bytes(p: Params) -> int:
     """A paged cell's K and V gathered through the table into a dense copy: B x max pages x P keys each."""
-    return int(2 * p.batch * max(paging.pages_of(p)) * p.page_size * _row_bytes(p)[1])
+    return int(2 * p.batch * paging.gathered_len(p) * _row_bytes(p)[1])
 
 
 # Dense MMA FLOPs per clock per SM by data type (bf16 / fp16 with FP32 accumulate, as attention runs them), for the

@@ -114,6 +114,12 @@ def pages_of(p) -> list[int]:
     return [-(-length // p.page_size) for length in lengths(p)]
 
 
+def gathered_len(p) -> int:
+    """Keys per sequence a kernel reads: a paged cell's whole pages of its longest request (the last page's empty rows
+    too), else the dense cache's (cache_len)."""
+    return max(pages_of(p)) * p.page_size if p.page_size else cache_len(p)
+
+
 def pool_note(p) -> str:
     """What a paged cell's record notes where its pool is mostly empty pages (a page larger than most requests: the
     keys fill under half of the pool's rows, which a kernel that reads whole pages reads too), else ""."""
