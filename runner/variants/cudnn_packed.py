@@ -57,7 +57,7 @@ def segments(p: Params) -> tuple[list[list[int]], list[list[int]]]:
 
 def packed_gpu_check(p: Params, capability: float) -> str | None:
     """Why cudnn declines a packed cell on a GPU of this compute capability (jax raises below Hopper), or None."""
-    if p.documents > 1 and capability < HOPPER:
+    if masks.packed(p) and capability < HOPPER:
         return f"jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability {capability:.1f}"
     return None
 

@@ -60,7 +60,7 @@ def check(p: Params) -> str | None:
 def gpu_check(p: Params, capability: float) -> str | None:
     """Why TE's variants decline these params on a GPU of this compute capability (its backend table has no fused
     kernel for them), or None."""
-    if p.documents > 1 and capability < HOPPER:
+    if masks.packed(p) and capability < HOPPER:
         return f"TE's fused attention packs rows (THD layout) on Hopper or newer only; this GPU has compute " \
                f"capability {capability:.1f}"
     if p.pass_ == "fwd_bwd" and max(p.head_dim, p.v_head_dim) > 128 and not trains_wide(p, capability):
