@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The H200 evidence that issues 37 (training), 38 (serving) and 42 (GPU-hours) wait for, as named steps that one
 # device call runs in order until its deadline, from the project root with tokamax staged (scripts/stage-tokamax.sh):
-#   DEADLINE=$(( $(date +%s) + 520 )) scripts/gpu-plan.sh OUTDIR STEP...     (scripts/gpu-plan.sh list: the steps)
-# Each run writes into OUTDIR/results under a dated run id (DAY, default today in UTC: give the first call's DAY to a
-# call after midnight), so a later call with that folder carried back resumes it. It exits 1 if any step failed.
-# Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to OUTDIR/steps.txt.
+#   DEADLINE=$(( $(date +%s) + 520 )) [FROM=.devplan] scripts/gpu-plan.sh OUTDIR STEP...   (`list`: the steps)
+# Each run writes into OUTDIR/results under a dated run id (DAY: the first call's date in UTC, kept in OUTDIR/day).
+# FROM: the folder an earlier call brought back, carried into this one; it is copied into OUTDIR first, so its runs
+# resume under their day, even after midnight, and every step that ended there (not cut by its deadline) is passed
+# over: each call can name the same steps (docs/benchmarks.md, "What the H200 is waited for"). It exits 1 if any
+# step failed. Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to
+# OUTDIR/steps.txt.
 set -uo pipefail
 declare -A STEPS=(
   [env]="python3 -m runner env"
@@ -33,11 +36,26 @@ for step in "$@"; do
   [[ -v STEPS[$step] ]] || { echo "gpu-plan: no step $step (scripts/gpu-plan.sh list: the steps)" >&2; exit 2; }
 done
 : "${DEADLINE:?gpu-plan: set DEADLINE, the epoch second by which every step has ended}"
+if [[ -n ${FROM:-} ]]; then
+  [[ -d $FROM ]] || { echo "gpu-plan: FROM=$FROM is not a folder (carry the folder the last call brought back)" >&2; exit 2; }
+  mkdir -p "$out" && cp -R "$FROM"/. "$out"/ || exit 2
+fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 mkdir -p "$out/results"
-day=${DAY:-$(date -u +%Y%m%d)}
+day=${DAY:-$(cat "$out/day" 2>/dev/null || date -u +%Y%m%d)}
+echo "$day" > "$out/day"
+ended() {  # the exit of the step's last account, where it ran to its end (124, 137: cut by its deadline)
+  local rc
+  rc=$(sed -n "s/^$1: exit \([0-9]*\) after .*/\1/p" "$out/steps.txt" 2>/dev/null | tail -1)
+  [[ -n $rc && $rc != 124 && $rc != 137 ]] && echo "$rc"
+}
 failed=0
 for step in "$@"; do
+  if rc=$(ended "$step"); then
+    ((rc == 0)) || failed=1
+    echo "$step: passed over (it ended with exit $rc in an earlier call)" | tee -a "$out/steps.txt"
+    continue
+  fi
   line=${STEPS[$step]//OUTDIR/$out}
   line=${line//DAY/$day}
   if [[ $line == RUN\ * ]]; then  # RUN NAME SPEC ARGS...: a run into OUTDIR/results, resumed if it is there

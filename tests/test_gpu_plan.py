@@ -57,3 +57,27 @@ def test_a_step_that_fails_makes_the_plan_exit_1_after_the_rest_ran(tmp_path):
     done = plan(tmp_path, "train-fwd", "env", deadline=time.time() + 110, DAY="20261206")
     account = (tmp_path / "steps.txt").read_text().splitlines()
     assert done.returncode == 1 and account[0].startswith("train-fwd: exit 2 ") and account[1].startswith("env: exit 0")
+
+
+def test_a_later_call_resumes_from_the_folder_carried_back_under_its_day(tmp_path):
+    """FROM, the first call's folder (from before midnight): copied in, its day kept, the step that ended passed over
+    and the one cut by its deadline run again, into the first call's run."""
+    first = tmp_path / "carried"
+    (first / "results").mkdir(parents=True)
+    (first / "day").write_text("20261206\n")
+    (first / "steps.txt").write_text("env: exit 0 after 4s: python3 -m runner env\n"
+                                     "train-fwd: exit 124 after 480s: python3 -m runner run specs/training.yaml\n")
+    done = plan(tmp_path / "out", "env", "train-fwd", deadline=time.time() + 110, FROM=str(first))
+    account = (tmp_path / "out" / "steps.txt").read_text().splitlines()
+    assert done.returncode == 0 and account[:2] == (first / "steps.txt").read_text().splitlines()
+    assert account[2] == "env: passed over (it ended with exit 0 in an earlier call)"
+    assert account[3].startswith("train-fwd: exit 0 ") and account[3].endswith("--run-id training-fwd-20261206")
+    assert (tmp_path / "out" / "results" / "training-fwd-20261206" / "manifest.json").exists()
+    assert '"platform"' not in (tmp_path / "out" / "plan.log").read_text()  # env did not run again
+
+
+def test_a_folder_to_resume_that_is_not_there_is_refused_before_any_step_runs(tmp_path):
+    result = plan(tmp_path / "out", "env", deadline=time.time() + 100, FROM=str(tmp_path / "nothing"))
+    assert (result.returncode, result.stderr) == (
+        2, f"gpu-plan: FROM={tmp_path}/nothing is not a folder (carry the folder the last call brought back)\n")
+    assert not (tmp_path / "out").exists()
