@@ -81,3 +81,18 @@ def test_a_folder_to_resume_that_is_not_there_is_refused_before_any_step_runs(tm
     assert (result.returncode, result.stderr) == (
         2, f"gpu-plan: FROM={tmp_path}/nothing is not a folder (carry the folder the last call brought back)\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_evidence_the_estimator_waits_for_comes_before_every_run():
+    """probe-energy, then cross (steady against burst and the direct protocol), then the rest: the note's order."""
+    steps = [line.split(":", 1)[0] for line in plan("list").stdout.splitlines()]
+    assert steps[:4] == ["env", "probe-energy", "cross", "gputests"]
+
+
+def test_the_gpu_tests_name_each_verdict_as_it_ends_and_leave_the_direct_rows_to_cross(tmp_path):
+    """On a CPU every GPU test skips; plan.log names each (a suite cut by the deadline keeps those that ended), and
+    none measured against the direct protocol, which cross and cross-carried measure."""
+    plan(tmp_path, "gputests", deadline=time.time() + 100)
+    log = (tmp_path / "plan.log").read_text()
+    assert "tests/test_gpu.py::test_cudnn_runs_the_fused_kernel_at_the_lab_default_shape SKIPPED" in log
+    assert "tests/test_paged_gpu.py::" in log and "direct_measurement" not in log
