@@ -1,0 +1,44 @@
+"""scripts/steady_crosscheck.py on a CPU: the rows an earlier call wrote are kept, and a row to measure without a GPU
+is refused in one line, at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from helpers import REPO
+
+SCRIPT = REPO / "scripts" / "steady_crosscheck.py"
+ROWS = 20  # its default rows: cudnn and cudnn_fp8 forward at 4k-32k, cudnn fwd_bwd at 8k and 32k, both policies
+
+
+def crosscheck(out, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.run([sys.executable, str(SCRIPT), str(out), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def held(rows: str, within: bool = True) -> list[dict]:
+    """Rows as an earlier call wrote them (the fields that name a row, and its verdict)."""
+    return [{"variant": v, "pass": p, "seq_len": int(t), "policy": policy, "within_3pct": within}
+            for v, p, t, policy in (row.split(":") for row in rows.split(","))]
+
+
+def test_without_a_gpu_the_rows_to_measure_are_refused_in_one_line(tmp_path):
+    done = crosscheck(tmp_path / "out.json")
+    assert (done.returncode, done.stderr) == (
+        1, f"steady_crosscheck: measuring needs an NVIDIA GPU (rows to measure: {ROWS}); JAX's device here is cpu\n")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_the_rows_an_earlier_call_wrote_are_kept_and_not_measured_again(tmp_path):
+    out = tmp_path / "out.json"
+    out.write_text(json.dumps(held("cudnn:fwd:4096:burst,cudnn:fwd:8192:burst")))
+    done = crosscheck(out, "--rows", "cudnn:fwd:4096:burst,cudnn:fwd:8192:burst,cudnn:fwd:8192:steady")
+    assert done.stderr == "steady_crosscheck: measuring needs an NVIDIA GPU (rows to measure: 1); JAX's device here is cpu\n"
+    out.write_text(json.dumps(held("cudnn:fwd:8192:steady", within=False) + held("cudnn:fwd:4096:burst")))
+    done = crosscheck(out, "--rows", "cudnn:fwd:4096:burst,cudnn:fwd:8192:steady")  # all held: no GPU needed
+    assert (done.returncode, done.stdout) == (1, "1 of 2 rows within 3 %\n")
+    assert len(json.loads(out.read_text())) == 2
