@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The H200 evidence that issues 37 (training), 38 (serving) and 42 (GPU-hours) wait for, as named steps that one
 # device call runs in order until its deadline, from the project root with tokamax staged (scripts/stage-tokamax.sh):
-#   DEADLINE=$(( $(date +%s) + 520 )) [FROM=.devplan] scripts/gpu-plan.sh OUTDIR STEP...   (`list`: the steps)
+#   DEADLINE=$(( $(date +%s) + 540 )) [FROM=results/gpu-plan] scripts/gpu-plan.sh OUTDIR STEP...   (`list`: the steps)
 # Each run writes into OUTDIR/results under a dated run id (DAY: the first call's date in UTC, kept in OUTDIR/day).
 # FROM: the folder an earlier call brought back, carried into this one; it is copied into OUTDIR first, so its runs
 # resume under their day, even after midnight, and every step that ended there (not cut by its deadline) is passed
