@@ -19,6 +19,8 @@ declare -A STEPS=(
   [train-fwdbwd]="RUN training-fwdbwd specs/training.yaml --only fwd-bwd"
   [train-packed]="RUN training-packed specs/training.yaml --only packed deterministic"
   [train-tuned]="RUN training-tuned specs/training.yaml --only tuned"
+  # each model axis, FP8 and MLA at the small shape, every variant against the float32 reference; fp8 and chunked at 4k+
+  [train-rest]="RUN training-rest specs/training.yaml --only fp8 chunked axes logits mla packed-small deterministic-small"
   [train-burst]="RUN training-fwd-burst specs/training.yaml --only fwd --power burst"
   [serve-sweep]="RUN serving-sweep specs/serving.yaml --only decode-sweep"
   [serve-rest]="RUN serving-rest specs/serving.yaml --only dense shuffled ragged multi-token page-size mla"
@@ -29,7 +31,7 @@ declare -A STEPS=(
   [cross]="python3 scripts/steady_crosscheck.py OUTDIR/steady-crosscheck-DAY.json"
   [cross-carried]="python3 scripts/steady_crosscheck.py OUTDIR/steady-crosscheck-carried-DAY.json --carried"
 )
-ORDER=(env probe-energy cross gputests train-fwd train-fwdbwd serve-sweep cross-carried train-packed train-tuned serve-rest
+ORDER=(env probe-energy cross gputests train-fwd train-fwdbwd serve-sweep cross-carried train-packed train-rest train-tuned serve-rest
        train-burst serve-burst bench-lab5 bench-hopper preset-70b)
 if [[ ${1:-} == list ]]; then for step in "${ORDER[@]}"; do echo "$step: ${STEPS[$step]}"; done; exit 0; fi
 out=${1:?usage: scripts/gpu-plan.sh OUTDIR STEP... (scripts/gpu-plan.sh list: the steps)}
