@@ -96,11 +96,12 @@ RUNNER_FOUND = $(eval RUNNER_FOUND := $$(shell gcloud artifacts docker images de
 RUNNER_DIGEST ?= $(filter sha256:%,$(RUNNER_FOUND))
 IMAGE ?= $(if $(REGISTRY),$(RUNNER_TAGGED)$(addprefix @,$(RUNNER_DIGEST)))
 # what a render needs that neither terraform/ nor the command line gave: make stops at once, in one line that says why
-# terraform gave none (TERRAFORM_ANSWER)
+# terraform gave none (TERRAFORM_ANSWER; empty where the script that asks it could not run)
 NOT_GIVEN = $(strip $(if $(IMAGE),,REGISTRY=) $(if $(RESULTS_URI),,RESULTS_URI=))
 NO_OUTPUTS.ran = terraform/ has no outputs here (apply it first)
 NO_OUTPUTS.failed = `terraform -chdir=terraform output` fails (run it to see why)
 NO_OUTPUTS.missing = terraform is not on PATH
+NO_OUTPUTS. = terraform/'s outputs are unread: `$(PYTHON) k8s/terraform_output.py` did not answer (give PYTHON= a Python 3)
 # submit and nightly apply a Job that pulls IMAGE: where the lookup found no image (never pushed, or gcloud not logged
 # in), its pods would wait in ImagePullBackOff for the Job's 6 hours; RUNNER_DIGEST= (offline) applies the tag alone.
 # An IMAGE or RUNNER_DIGEST given (on the line, or in the environment) is taken as it is: no lookup runs

@@ -410,6 +410,17 @@ def test_make_says_why_terraform_gave_no_outputs(tmp_path):
     assert (tmp_path / "calls").read_text() == "called\n"  # the failing one, once: its answer also said why
 
 
+def test_make_says_so_where_the_script_that_reads_terraform_cannot_run(tmp_path):
+    """Its answer empty, the line began with nothing: "***  — or give REGISTRY= and RESULTS_URI=." (review s14 #11)."""
+    root, env = stateless_checkout(tmp_path)
+    done = subprocess.run(["make", "-n", "-s", "render", "SPEC=specs/lab5.yaml", "TAG=t1", "PYTHON=/bin/false"],
+                          cwd=root, capture_output=True, text=True, env=env, timeout=30)
+    why = "terraform/'s outputs are unread: `/bin/false k8s/terraform_output.py` did not answer (give PYTHON= a Python 3)"
+    assert (done.returncode, done.stdout) == (2, "")
+    assert re.fullmatch(rf"Makefile:\d+: \*\*\* {re.escape(why)} — or give REGISTRY= and RESULTS_URI=.  Stop.\n",
+                        done.stderr), done.stderr
+
+
 @pytest.mark.parametrize("target", ["render", "submit", "deploy", "nightly"])
 def test_make_stops_before_it_installs_the_venv(tmp_path, target):
     """On a fresh clone (no .venv) make installed the venv, about 2 minutes, before it stopped 'at once' on a value
