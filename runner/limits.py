@@ -134,8 +134,14 @@ def _idle_line(exp: Experiment, ran: set[tuple], unrun: dict[tuple, list[tuple[C
     axes = list(exp.sweep.axes().items())
     idle = _idle(ran, unrun)
     order = sorted(idle, key=lambda at: (at[0], axes[at[0]][1].index(at[1])))  # as the sweep gives them
-    said = [f"at {axes[i][0]} {short(value)} ({_why(idle[i, value])})" for i, value in order]
+    said = [f"at {axes[i][0]} {_value(value)} ({_why(idle[i, value])})" for i, value in order]
     return f"{exp.name}: no cell runs on any device {', nor '.join(said)}" if said else None
+
+
+def _value(value: object) -> str:
+    """A swept value as the line's words say it: a string as the spec writes it (dtype float32, one of a few words),
+    any other as YAML spells it (documents 400, causal false)."""
+    return value if isinstance(value, str) else short(value)
 
 
 def _idle(ran: set[tuple], unrun: dict[tuple, list]) -> dict[tuple[int, object], list]:

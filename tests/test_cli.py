@@ -127,7 +127,8 @@ def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one
         {"name": "capped", "variants": ["cudnn", "xla"], "dtype": "bfloat16",
          "sweep": {"softcap": [None, 30.0], "head_dim": [64, 256]}},
         {"name": "wide", "variants": ["cudnn"], "dtype": "bfloat16",
-         "sweep": {"head_dim": [512, 64, 256], "softcap": [30.0, None]}}))
+         "sweep": {"head_dim": [512, 64, 256], "softcap": [30.0, None]}},
+        {"name": "dtypes", "variants": ["cudnn"], "sweep": {"dtype": ["float32", "bfloat16"]}}))
     result = in_process(capsys, "validate", path)
     assert (result.code, result.err) == (0, "")
     assert [line for line in result.out.splitlines() if not line.startswith(" ")][1:] == [
@@ -136,7 +137,9 @@ def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one
         "jax.nn.dot_product_attention takes no logit soft cap)",  # one reason several variants give, said once
         "wide: no cell runs on any device at head_dim 512 (cudnn supports head_dim up to 128, not 512), nor at head_dim "
         "256 (cudnn supports head_dim up to 128, not 256), nor at softcap 30.0 (cudnn declines a logit soft cap: "
-        "jax.nn.dot_product_attention takes no logit soft cap)"]  # in the sweep's order, where the walk met 30.0 first
+        "jax.nn.dot_product_attention takes no logit soft cap)",  # in the sweep's order, where the walk met 30.0 first
+        "dtypes: no cell runs on any device at dtype float32 (cudnn runs bfloat16 / float16 only, not float32)"]
+    # a string as the spec writes it, beside the numbers: it read "at dtype 'float32'" (review s14 #10)
 
 
 def test_validate_says_nothing_of_the_values_of_an_experiment_it_did_not_ask_whole(spec_path, tmp_path, capsys,
