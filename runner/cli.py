@@ -664,13 +664,13 @@ def _run_report(spool, location: str, console: Console) -> None:
 
 def cmd_validate(args, console: Console) -> int:
     from runner.cells import count, first_swept
-    from runner.limits import declines_anywhere, idle_values
+    from runner.limits import declines_anywhere, declines_counted, idle_values
     from runner.spec import DECLINES_COUNTED, MAX_PROBLEMS
 
     spec = _load(args.spec, args.max_cells)
     cells, asked = count(spec), first_swept(spec, DECLINES_COUNTED)
     reasons = declines_anywhere(asked)
-    declined = Counter(reason for reason in reasons if reason)
+    declined = declines_counted(asked, reasons)
     console.print(f"{args.spec}: ok ({counted(len(spec.experiments), 'experiment')}, {counted(cells, 'cell')}"
                   f"{_declines_said(declined, len(asked), cells)})", highlight=False)
     width = len(f"{max(declined.values(), default=0):,}")

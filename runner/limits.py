@@ -5,6 +5,7 @@ reads, because it asks the variant registry what each variant declines."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from runner.cells import Cell, cell_fault, cell_problem, count, input_bytes, largest, points, resolve
@@ -86,13 +87,27 @@ def _options_declined(variants: list[str], params: Params) -> tuple[tuple[str, .
 def said_once(reasons: dict[str, str]) -> str:
     """Each variant's reason, in one line: one that several give ('declines a paged KV cache: …') said once after
     their names."""
-    by_why: dict[str, list[str]] = {}  # a reason that is no option's decline is said as it is (no names)
+    named: dict[tuple[str, str], dict[str, None]] = {}
     for name, reason in reasons.items():
-        declines = reason.startswith(f"{name} declines ")
-        by_why.setdefault(reason.removeprefix(f"{name} declines ") if declines else reason, []).extend(
-            [name] if declines else [])
-    return "; ".join(f"{', '.join(names)} decline{'s' if len(names) == 1 else ''} {why}" if names else why
-                     for why, names in by_why.items())
+        named.setdefault(_rule(name, reason), {})[name] = None
+    return "; ".join(_named(names, *rule) for rule, names in named.items())
+
+
+LEADS = (" declines ", ": ")  # how a variant's reason follows its name: an option it declines, a check's or a cell's
+
+
+def _rule(name: str, reason: str) -> tuple[str, str]:
+    """How `reason` follows its variant's name (one of LEADS) and the rest, which other variants may give alike; ''
+    and the whole reason where it follows it otherwise ('cudnn runs bfloat16 / float16 only'): said as it is."""
+    lead = next((lead for lead in LEADS if reason.startswith(name + lead)), "")
+    return lead, reason.removeprefix(name + lead) if lead else reason
+
+
+def _named(names: Iterable[str], lead: str, rest: str) -> str:
+    """A rule said once after the names of the variants that give it ('cudnn, xla decline a logit soft cap: …')."""
+    names = list(names)
+    verb = " decline " if lead == " declines " and len(names) > 1 else lead
+    return f"{', '.join(names)}{verb}{rest}" if lead else rest
 
 
 def declines_anywhere(cells: Iterable[Cell]) -> list[str | None]:
@@ -104,6 +119,20 @@ def declines_anywhere(cells: Iterable[Cell]) -> list[str | None]:
         reason = static_decline(VARIANTS[cell.variant], cell.params)
         said.append(reason and (reason if reason.startswith(f"{cell.variant} ") else f"{cell.variant}: {reason}"))
     return said
+
+
+def declines_counted(cells: Iterable[Cell], reasons: list[str | None]) -> Counter[str]:
+    """How many of the cells each reason (declines_anywhere's, in the cells' order) declines: one that several variants
+    give alike, a rule no variant can run by (cells.cell_problem) or an option they decline, said once after their
+    names (`naive, xla: 400 documents need …`)."""
+    by_rule: Counter[tuple[str, str]] = Counter()
+    named: dict[tuple[str, str], dict[str, None]] = {}
+    for cell, reason in zip(cells, reasons):
+        if reason:
+            rule = _rule(cell.variant, reason)
+            by_rule[rule] += 1
+            named.setdefault(rule, {})[cell.variant] = None
+    return Counter({_named(named[rule], *rule): n for rule, n in by_rule.items()})
 
 
 def idle_values(spec: Spec, asked: dict[Cell, tuple], declines: list[str | None], whole: bool) -> list[str]:

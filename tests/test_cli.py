@@ -117,6 +117,18 @@ def test_validate_counts_the_cells_declined_on_any_device_one_line_a_reason(tmp_
         "c: no cell runs on any device (cudnn supports head_dim up to 128, not 136)"]
 
 
+def test_validate_says_a_reason_several_variants_give_once_after_their_names(tmp_path, capsys):
+    """A rule no variant can run a cell by came once a variant, each line led by one name ("  1  naive: 400 documents
+    …", "  1  xla: 400 documents …"), and so did a model option each declines alike."""
+    path = write_spec(tmp_path / "alike.yaml", spec_data(
+        {"name": "packed", "variants": ["naive", "xla"], "seq_len": 512, "causal": True,
+         "sweep": {"documents": [1, 400]}},
+        {"name": "capped", "variants": ["cudnn", "xla"], "dtype": "bfloat16", "sweep": {"softcap": [None, 30.0]}}))
+    assert [line for line in in_process(capsys, "validate", path).out.splitlines() if line.startswith(" ")] == [
+        "  2  naive, xla: 400 documents need a row of at least 800 tokens (T=512)",
+        "  2  cudnn, xla decline a logit soft cap: jax.nn.dot_product_attention takes no logit soft cap"]
+
+
 def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one_line_an_experiment(tmp_path, capsys):
     """documents 400 at T 512 passed validate unmentioned (its cells skipped at run time, --dry-run listing each):
     a typo of 400 for 4 (ml walk, finding 6). A value that some cell runs at, on some variant, is no news."""
