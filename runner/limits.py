@@ -85,12 +85,16 @@ def _options_declined(variants: list[str], params: Params) -> tuple[tuple[str, .
 
 
 def said_once(reasons: dict[str, str]) -> str:
-    """Each variant's reason, in one line: one that several give ('declines a paged KV cache: …') said once after
-    their names."""
+    """Each variant's reason, in one line (said_apart's, joined)."""
+    return "; ".join(said_apart(reasons))
+
+
+def said_apart(reasons: dict[str, str]) -> list[str]:
+    """Each variant's reason: one that several give ('declines a paged KV cache: …') said once after their names."""
     named: dict[tuple[str, str], dict[str, None]] = {}
     for name, reason in reasons.items():
         named.setdefault(_rule(name, reason), {})[name] = None
-    return "; ".join(_named(names, *rule) for rule, names in named.items())
+    return [_named(names, *rule) for rule, names in named.items()]
 
 
 LEADS = (" declines ", ": ")  # how a variant's reason follows its name: an option it declines, a check's or a cell's
@@ -159,12 +163,19 @@ def _idle_line(exp: Experiment, ran: set[tuple], unrun: dict[tuple, list[tuple[C
     """idle_values' line for one experiment, from the sweep values of the points a cell runs at and each other
     point's cells, or None where a cell runs at each value it sweeps."""
     if not ran:
-        return f"{exp.name}: no cell runs on any device ({_why(next(iter(unrun.values())))})"
+        return f"{exp.name}: no cell runs on any device{_told(_why(next(iter(unrun.values()))))}"
     axes = list(exp.sweep.axes().items())
     idle = _idle(ran, unrun)
     order = sorted(idle, key=lambda at: (at[0], axes[at[0]][1].index(at[1])))  # as the sweep gives them
-    said = [f"at {axes[i][0]} {_value(value)} ({_why(idle[i, value])})" for i, value in order]
-    return f"{exp.name}: no cell runs on any device {', nor '.join(said)}" if said else None
+    said = [f"at {axes[i][0]} {_value(value)}{_told(_why(idle[i, value]))}" for i, value in order]
+    nor = "\n  nor " if any("\n" in at for at in said) else ", nor "
+    return f"{exp.name}: no cell runs on any device {nor.join(said)}" if said else None
+
+
+def _told(reasons: list[str]) -> str:
+    """Why, after what no cell runs at: one reason in brackets; several one a line, indented below it (deepseek-v3's
+    serve gave six in one line of 640 characters)."""
+    return f" ({reasons[0]})" if len(reasons) == 1 else ":" + "".join(f"\n    {reason}" for reason in reasons)
 
 
 def _value(value: object) -> str:
@@ -186,7 +197,8 @@ def _idle(ran: set[tuple], unrun: dict[tuple, list]) -> dict[tuple[int, object],
     return {at: cells for at, (cells, _) in found.items()}
 
 
-def _why(cells: list[tuple[Cell, str]]) -> str:
+def _why(cells: list[tuple[Cell, str]]) -> list[str]:
     """Why no cell of a point runs: the rule no variant can run it by (cells.cell_problem), said once, else each
     variant's reason."""
-    return cell_problem(cells[0][0].params) or said_once({cell.variant: reason for cell, reason in cells})
+    problem = cell_problem(cells[0][0].params)
+    return [problem] if problem else said_apart({cell.variant: reason for cell, reason in cells})

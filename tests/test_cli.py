@@ -154,6 +154,20 @@ def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one
     # a string as the spec writes it, beside the numbers: it read "at dtype 'float32'" (review s14 #10)
 
 
+def test_validate_says_several_reasons_for_a_value_one_a_line_below_it(tmp_path, capsys):
+    """deepseek-v3's serve said six reasons for page_size 16 in one line of 640 characters."""
+    path = write_spec(tmp_path / "many.yaml", spec_data(
+        {"name": "both", "variants": ["cudnn", "pallas_triton"], "seq_len": 512,
+         "sweep": {"dtype": ["float32", "bfloat16"], "softcap": [None, 30.0]}}))
+    assert in_process(capsys, "validate", path).out.split("\n", 5)[5].splitlines() == [
+        "both: no cell runs on any device at dtype float32:",
+        "    cudnn runs bfloat16 / float16 only, not float32",
+        "    pallas_triton runs bfloat16 / float16 only, not float32",
+        "  nor at softcap 30.0:",
+        "    cudnn declines a logit soft cap: jax.nn.dot_product_attention takes no logit soft cap",
+        "    pallas_triton declines a logit soft cap: it implements none"]
+
+
 def test_validate_says_nothing_of_the_values_of_an_experiment_it_did_not_ask_whole(spec_path, tmp_path, capsys,
                                                                                      monkeypatch):
     """Past DECLINES_COUNTED cells the last experiment asked may be cut short: a value whose asked cells are all
