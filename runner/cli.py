@@ -713,7 +713,7 @@ def _preloads(variants) -> dict[str, str | None]:
 
 def cmd_list(args, console: Console) -> int:
     from runner.machine import current_device
-    from runner.registry import BROKEN, unmet
+    from runner.registry import BROKEN, passes_lacked, unmet
     from runner.report import Grid, print_grid
 
     variants = _variants()
@@ -722,7 +722,8 @@ def cmd_list(args, console: Console) -> int:
     rows = []
     for name, v in sorted(variants.items()):
         reason = unmet(v, device) or preloads.get(v.worker) or (v.probe() if v.probe else None)
-        what = f"legacy ({v.legacy}). {v.doc}" if v.legacy else v.doc
+        legacy = [f"legacy ({v.legacy})."] if v.legacy else []
+        what = " ".join([*legacy, v.doc, *(f"{reason}." for reason in passes_lacked(v))])  # as a cell's skip says
         rows.append([name, v.backend or "when compiled", Text.assemble(("no", "yellow"), f": {reason}") if reason
                      else Text.assemble(("yes", "green")), what])
     rows += [[module, "-", Text.assemble(("broken", "red"), f": {error}"), ""]

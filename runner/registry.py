@@ -456,11 +456,24 @@ def static_decline(v: Variant, params: Params) -> str | None:
         return f"{v.name} needs head_dim a multiple of {req.head_dim_multiple}, not {params.head_dim}"
     if req.max_head_dim and params.head_dim > req.max_head_dim:
         return f"{v.name} supports head_dim up to {req.max_head_dim}, not {params.head_dim}"
-    if params.pass_ not in req.passes:
-        return f"{v.name} has no {params.pass_} pass (it supports {' / '.join(req.passes)})"
+    if reason := _no_pass(v, params.pass_):
+        return reason
     if reason := _too_many_devices(v, params) or cell_problem(params):
         return reason
     return option_decline(v, params) or checked(v, params)
+
+
+def _no_pass(v: Variant, pass_: str) -> str | None:
+    """Why `v` declines a cell of this pass: it has not that pass; else None."""
+    if pass_ not in v.requires.passes:
+        return f"{v.name} has no {pass_} pass (it supports {' / '.join(v.requires.passes)})"
+    return None
+
+
+def passes_lacked(v: Variant) -> list[str]:
+    """Why `v` declines each pass it has not, in static_decline's words: what `attnbench list` says after its
+    description, which leaves them to its Requires."""
+    return [reason for pass_ in get_args(shape.Pass) if (reason := _no_pass(v, pass_))]
 
 
 def checked(v: Variant, params: Params) -> str | None:

@@ -1151,6 +1151,11 @@ def test_list_shows_every_variant_and_why_it_cannot_run_here(capsys):
     assert {name for name, verdict in here.items() if verdict == "yes"} == portable
     assert all(verdict.startswith("no: ") for name, verdict in here.items() if name not in portable)
     assert here["cudnn"] == f"no: {CPU_SKIP}"
+    what = {row["variant"]: row["what it is"] for row in rows}  # a pass it has not, in the words its skip says:
+    fwd_only = {name for name, v in load_all().items() if v.requires.passes == ("fwd",)}  # tokamax_triton_fp8's
+    assert {name for name, text in what.items()  # description said "forward only", and no other's said it
+            if text.endswith(f". {name} has no fwd_bwd pass (it supports fwd).")} == fwd_only and len(fwd_only) >= 6
+    assert "forward only" not in what["tokamax_triton_fp8"]
     if importlib.util.find_spec("tokamax") is None:  # the install line reads as typed, its extra not taken for a style
         assert here["tokamax_xla_chunked"].endswith("(pip install 'attnbench[tokamax]' (Python >= 3.12, jax >= "
                                                     "0.11.1))")

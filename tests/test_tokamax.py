@@ -385,7 +385,7 @@ def test_tokamax_triton_fp8_promises_fp8_and_cudnn_frontend_publishes_an_fp8_fig
     from runner import published
 
     info = VARIANTS["tokamax_triton_fp8"].info()
-    assert info.fp8_baseline == "tokamax_triton" and "forward only" in info.doc
+    assert info.fp8_baseline == "tokamax_triton" and "pass fwd" in info.requires
     shape = params(**{**HOPPER, "seq_len": 16384}).as_dict()
     (fp8,) = [f for f in published.lookup(shape, True) if "cuDNN" in f.source]
     assert fp8.fp8 and fp8.median_s < min(f.median_s for f in published.lookup(shape, False))

@@ -320,7 +320,7 @@ def quantised(x):
          backend="pallas_triton", proves=TRITON_CALLS, fp8_baseline="tokamax_triton", check=check,
          rules=("bias and soft cap not together (tokamax caps after the bias)",), probe=probe, fp8_matmuls=("qk",))
 def tokamax_triton_fp8(p: Params):
-    """tokamax's Triton kernel on qwix QArrays (e4m3, per-tensor scales): Q·Kᵀ in FP8, P·V in bf16; forward only.
+    """tokamax's Triton kernel on qwix QArrays (e4m3, per-tensor scales): Q·Kᵀ in FP8, P·V in bf16.
 
     The kernel rescales V to bf16 before P·V (pallas_triton.py's _rescale), so its MMA peak mixes the two rates."""
     import jax.numpy as jnp
