@@ -11,6 +11,7 @@ import math
 import os
 import re
 import textwrap
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -758,10 +759,7 @@ def earlier_line(manifest) -> str | None:
 
 def summary_line(cells: list[CellRecord]) -> str:
     """'5 cells: 1 incorrect, 2 ok, 1 oom, 1 skipped'; '0 cells' for a run of none, not an empty list after a colon."""
-    counts: dict[str, int] = {}
-    for c in cells:
-        counts[c.status] = counts.get(c.status, 0) + 1
-    by_status = ", ".join(f"{n:,} {status}" for status, n in sorted(counts.items()))
+    by_status = ", ".join(f"{n:,} {status}" for status, n in sorted(Counter(c.status for c in cells).items()))
     return f"{counted(len(cells), 'cell')}: {by_status}" if cells else counted(0, "cell")
 
 

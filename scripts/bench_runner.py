@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
@@ -66,7 +67,7 @@ def summary(out: Path, run_id: str, process: Window) -> dict:
             "in_cells_s": in_cells, "worker_start_s": starts,
             "phases": phases, "phases_s": measured, "shares": shares(phases, in_cells, seconds),
             "gpu": gpu_idle(cells, process), "machine": machine_step(run.manifest),
-            "cached": report.cache_counts(cells)[0], "shared": shared, "statuses": _counts(c.status for c in cells)}
+            "cached": report.cache_counts(cells)[0], "shared": shared, "statuses": Counter(c.status for c in cells)}
 
 
 def machine_step(manifest) -> str:
@@ -96,13 +97,6 @@ def gpu_idle(cells: list[CellRecord], process: Window) -> dict:
     return {"windows": len(windows), "loaded_s": sum(end - start for start, end in windows),
             "before_s": windows[0][0] - process.start, "between_s": sum(gaps), "after_s": process.end - windows[-1][1],
             "gap_median_s": statistics.median(gaps) if gaps else None, "gap_max_s": max(gaps, default=None)}
-
-
-def _counts(values) -> dict:
-    counts: dict = {}
-    for value in values:
-        counts[value] = counts.get(value, 0) + 1
-    return counts
 
 
 def table(rows: list[dict]) -> str:

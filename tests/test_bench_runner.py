@@ -163,5 +163,7 @@ def test_the_benchs_counts_are_shows_compile_cache_and_took_counts(bench):
     row = bench.summary(SHIPPED / "h200", run_id, Window(start=0.0, end=100.0))
     in_cells, wall = report.in_cells_s(run.cells), report.wall_s(run.manifest)
     assert report.cache_of(run.cells) == f"partly warm: {row['cached']} of 66 programs loaded"
+    by_status = ", ".join(f"{n} {status}" for status, n in sorted(row["statuses"].items()))
+    assert report.summary_line(run.cells) == f"76 cells: {by_status}" == "76 cells: 75 ok, 1 skipped"
     assert report.took(run).startswith(f"{row['in_cells_s']:,.0f} s in cells · {wall:,.0f} s wall")
     assert bench.overheads([run]) == pytest.approx([wall - in_cells]) and wall > in_cells
