@@ -21,6 +21,8 @@ from runner.registry import VARIANTS, load_all, variant
 from runner.spool import Spool, Uploader, spool_store
 from runner.store import LocalStore
 
+load_all()  # the plan and the run order ask each cell's variant: alone, or first, this file had no registry
+
 CALLS: list[Params] = []
 
 
@@ -130,7 +132,6 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
     from helpers import spec_data
     from runner.measure import Measurer
     from runner.record import CellRecord
-    from runner.registry import load_all
     from runner.spec import parse_spec
     from runner.timers import WallTimer
 
@@ -165,7 +166,6 @@ def test_a_record_is_read_once_from_worker_to_store_and_stored_as_the_worker_wro
 def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_cells_together():
     """Cells of a worker by the decade of their FLOPs per call, lightest first; a shape's variants stay together
     (one inputs-and-reference), across experiments too; otherwise the spec's order; the same cells every time."""
-    load_all()  # the order asks each variant's worker: alone, or first, this test had no registry
     long, short = params(seq_len=4096), params(seq_len=64)
     cells = [Cell("a", "xla", long), Cell("a", "naive", long), Cell("a", "xla", short),
              Cell("b", "cudnn", long), Cell("b", "xla", params(seq_len=80)), Cell("b", "naive", short)]
@@ -178,7 +178,6 @@ def test_the_run_order_groups_power_classes_lightest_first_and_keeps_a_shapes_ce
 
 def test_a_shapes_forward_backward_cells_run_just_before_its_forward_ones():
     """One set of inputs and reference serves both passes (runner.inputs.Truths), whichever experiments hold them."""
-    load_all()
     forward, both = params(seq_len=4096), params(seq_len=4096, pass_="fwd_bwd")
     cells = [Cell("fwd", "xla", forward), Cell("fwd", "xla", params(seq_len=8192)), Cell("train", "xla", both),
              Cell("train", "naive", both), Cell("fwd", "naive", forward)]
