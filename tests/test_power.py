@@ -321,6 +321,35 @@ def test_a_light_load_needs_only_its_change_points_to_lie_more_than_a_reading_ap
     assert power._light(close, 0.0, 700.0, power.Rules()) is None
 
 
+def test_the_counters_window_counts_a_change_at_its_edge_and_a_figure_needs_half_of_it_between_changes():
+    """On a 1/16 s grid (exact in binary): a change at the window's first instant is in the last window_s, and drawn_w
+    gives a figure once its change points lie half the window apart, and none when they lie closer."""
+    def moved_at(*steps):  # 17 readings 1/16 s apart, the counter up 1 J at each of these steps
+        return _counter([(i / 16, 1000.0 * sum(i >= step for step in steps)) for i in range(17)])
+
+    assert power._counted(moved_at(8, 16), 0.5) == (2.0, 0.5, 0.0625)
+    assert power.drawn_w(moved_at(12, 16), 0.5) == 4.0  # 0.25 s apart: half the window
+    assert power.drawn_w(moved_at(13, 16), 0.5) is None  # 0.1875 s apart
+
+
+def test_a_light_verdict_is_given_at_light_after_s_from_a_reading_at_light_ramp_s_and_under_the_line_alone():
+    """A load is judged once it has run light_after_s, not later; the reading at LIGHT_RAMP_S into it is the one before
+    the counter's first change it counts; a load whose most it may have drawn is the line (400 W of 800 W here) is not
+    light."""
+    rules = power.Rules(light_after_s=0.5, light_share=0.5)
+
+    def light(points):
+        return power._light(_counter(points), 0.0, 800.0, rules)
+
+    def drawn(mj):  # up `mj` at 0.25 s and again at 0.5 s, read every 1/16 s: over 0.25 s, of which 0.1875 s counted
+        return [(i / 16, mj * ((i >= 4) + (i >= 8))) for i in range(9)]
+
+    assert light(drawn(50_000.0)) == 200.0  # at most 267 W
+    assert light(drawn(75_000.0)) is None  # 300 W, at most 400 W: on the line
+    ramp = [(0.0, 0.0), (power.LIGHT_RAMP_S, 0.0), (0.1875, 10_000.0), (0.4375, 10_000.0), (0.5, 20_000.0)]
+    assert light(ramp) == 10.0 / 0.3125
+
+
 def test_a_steady_clock_is_stable():
     readings = [Reading(i, 1980 - i, 2619, 400, 50, 0) for i in range(10)]
     assert not power.unstable(power.summarise(readings, 700.0))  # 9 MHz of 1980: 0.5 %
