@@ -137,7 +137,8 @@ def test_alibi_reaches_tokamax_as_a_bias_of_each_head(calls, name, implementatio
     assert float(call["bias"][0, 0, 0, 1]) == -(2 ** -2)  # slope of head 0 of 4, one key away
 
 
-@pytest.mark.parametrize("capability, runs", [(8.0, False), (8.9, False), (9.0, True), (10.0, True), (12.0, False)])
+@pytest.mark.parametrize("capability, runs", [(8.0, False), (8.9, False), (9.0, True), (10.0, True), (10.3, True),
+                                              (11.0, False), (12.0, False)])  # all of sm10x, none past it
 def test_the_mosaic_backward_runs_on_sm90_and_sm100_only(installed, capability, runs):
     mosaic, gpu = VARIANTS["tokamax_mosaic"], Device("gpu", "a GPU", capability)
     assert decline(mosaic, params(**HOPPER), gpu) is None  # the forward runs
