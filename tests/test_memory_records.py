@@ -102,3 +102,14 @@ def test_each_variant_dtype_and_pass_the_records_measured_is_counted_at_the_most
                                        ("xla's ... the device has 16.8 GiB", 16.8)])
 def test_a_devices_memory_is_read_from_a_skip_line(line, gib):
     assert device_bytes([("g", CellRecord.model_construct(reason=line))]) == {"g": int((gib - ROUNDING) * 2**30)}
+
+
+def test_the_pass_and_dtype_no_record_measured_is_counted_at_one_guess_above_every_figure_they_measured():
+    """Float32 with the backward (docs/benchmarks.md: no run measured it; an oom measures nothing and costs its
+    compile, a wrong skip says its sizes, so the larger guess) counts one figure in every variant that declares its
+    bytes a score, above the most any (variant, dtype, pass) the records measured keeps."""
+    kept = kept_per_score()
+    guesses = {name: v.requires.score_bytes["fwd_bwd"]["float32"] for name, v in VARIANTS.items()
+               if "float32" in v.requires.score_bytes.get("fwd_bwd", {})}
+    assert not [key for key in kept if key[1:] == ("float32", "fwd_bwd")] and {"xla", "naive"} <= set(guesses)
+    assert len(set(guesses.values())) == 1 and min(guesses.values()) > max(max(values) for values in kept.values())
