@@ -348,7 +348,9 @@ def test_te_declines_before_hopper_what_its_backend_table_has_no_kernel_for(monk
     (10.0, 256, 256, {}, True), (10.0, 256, 256, dict(window=8, causal=True), True),  # 9.23: sm10x's 256 / 256
     (10.0, 256, 256, dict(bias="alibi"), False), (10.0, 256, 256, dict(window=8), False),  # not with these
     (10.0, 256, 128, {}, False), (10.0, 160, 160, {}, False), (12.0, 256, 256, {}, False),  # no kernel on sm100+
+    (10.3, 256, 256, {}, True), (11.0, 256, 256, {}, False),  # 256 / 256 on all of sm10x, none past it
     (8.9, 192, 128, {}, False), (8.9, 256, 256, {}, False), (8.0, 136, 136, {}, False),  # none before Hopper
+    (8.9, 128, 129, {}, False),  # V's head needs no multiple of 8: 129 is past 128
 ])
 def test_te_trains_past_head_dim_128_the_shapes_its_backend_table_has_kernels_for(capability, head_dim, v_head_dim,
                                                                                   cell, trains):
