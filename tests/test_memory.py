@@ -9,7 +9,7 @@ import re
 
 import pytest
 from helpers import H200_MEMORY, params
-from runner import memory, paging
+from runner import memory, metrics, paging
 from runner.registry import VARIANTS, load_all
 
 load_all()
@@ -63,6 +63,19 @@ def test_a_shape_whose_inputs_and_reference_outgrow_the_device_is_too_large_for_
                             memory.too_large(p, 1 << 20, VARIANTS[name]))
     assert memory.too_large(p.model_copy(update={"devices": 2}), 1 << 20, VARIANTS["ring"]) == \
         memory.too_large(p, 1 << 20, VARIANTS["ring"])  # a split cell's reference is made whole, on one device
+
+
+def test_a_device_of_exactly_the_bytes_a_cell_needs_holds_it():
+    """The rule skips a cell that needs more than the device has, not one that needs all of it: its inputs and
+    reference alone, and xla_paged's gathered copy beside them and its scores."""
+    dense, cudnn = params(seq_len=256), VARIANTS["cudnn"]
+    needed = memory.needed_bytes(dense)
+    assert memory.too_large(dense, needed, cudnn) is None
+    assert memory.too_large(dense, needed - 1, cudnn).startswith("inputs and float32 reference need ")
+    paged, xla_paged = params(seq_len=2, kv_seq_len=18, page_size=4, kv_lengths="equal"), VARIANTS["xla_paged"]
+    held = memory.needed_bytes(paged) + memory.scores_bytes(paged, xla_paged) + metrics.gathered_bytes(paged)
+    assert memory.too_large(paged, held, xla_paged) is None
+    assert memory.too_large(paged, held - 1, xla_paged).startswith("xla_paged's gathered K and V ")
 
 
 def test_a_variant_that_materialises_the_scores_needs_them_beside_the_inputs():
