@@ -184,8 +184,8 @@ def by_hand(day: str) -> list[str]:
     return [
         "a dated section of docs/benchmarks.md on what they show: the cross-checks' rows in \"Steady, sampled inside "
         "the load\", the bench's tables (bench_runner.py printed them into plan.log) in \"The runner's own speed\"",
-        "a chart of a training or serving run: a Page in scripts/results_pages.py, then `make results-pages`",
         f"timing.carry_cap's verdict in docs/timing.md, from steady-crosscheck-carried-{day}.json",
+        "a chart of a training or serving run: a Page in scripts/results_pages.py, then `make results-pages`",
         "then `pytest tests/test_record.py tests/test_memory_records.py`: every landed run read whole, the memory "
         "rule held to its records",
     ]
