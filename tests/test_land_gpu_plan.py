@@ -40,6 +40,7 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 def writable(folder: Path, on: bool) -> None:
+    """Make `folder` and all in it writable again, or read-only (as a call's files_at is)."""
     for path in [folder, *folder.rglob("*")]:
         mode = (0o755 if path.is_dir() else 0o644) if on else (0o555 if path.is_dir() else 0o444)
         path.chmod(mode)
@@ -219,7 +220,8 @@ def test_a_copy_that_fails_is_one_line_and_takes_back_what_it_wrote(tmp_path, ch
     assert CROSS[1] in files(checkout / "docs" / "evidence") and "Traceback" not in done.stdout
 
 
-def in_process(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+def in_this_process(monkeypatch, capsys, *args) -> tuple[int, str, str]:
+    """The script's main() here, so that a test can break what it calls: (exit code, stdout, stderr)."""
     monkeypatch.setattr(sys, "argv", [str(LAND), *map(str, args)])
     code = script("scripts/land-gpu-plan.py").main()
     out, err = capsys.readouterr()
@@ -236,7 +238,7 @@ def test_a_run_cut_off_while_it_is_copied_is_taken_back_out(monkeypatch, capsys,
         return copy(src, dst)
 
     monkeypatch.setattr(shutil, "copyfile", full)
-    code, out, err = in_process(monkeypatch, capsys, source, "--root", checkout)
+    code, out, err = in_this_process(monkeypatch, capsys, source, "--root", checkout)
     h200 = checkout / "examples" / "results" / "h200"
     assert code == 1 and err.splitlines()[0] == (f"land-gpu-plan: {source}/results/{RUN} not landed, cannot write "
                                                  f"{h200}/{RUN}/manifest.json: No space left on device")
@@ -250,6 +252,6 @@ def test_a_store_that_cannot_be_read_is_one_line(monkeypatch, capsys, checkout, 
         raise StoreUnavailable(f"{store.root / name}: Permission denied")
 
     monkeypatch.setattr(LocalStore, "get", denied)
-    code, out, err = in_process(monkeypatch, capsys, source, "--root", checkout)
+    code, out, err = in_this_process(monkeypatch, capsys, source, "--root", checkout)
     assert (code, out) == (1, "") and err == f"land-gpu-plan: {source}/results/{CUT}/cells.jsonl: Permission denied\n"
     assert files(checkout) == {}
