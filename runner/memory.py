@@ -20,8 +20,8 @@ ROW_BLOCK_ELEMENTS = 1 << 27  # rows drawn together (512 MiB of float32): a B128
 
 def too_large(p: Params, memory_bytes: int | None, v: Variant) -> str | None:
     """Why a device of `memory_bytes` cannot hold the cell, or None: its inputs and float32 reference (needed_bytes),
-    and beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes), or its copy
-    of a paged cell's K and V (Variant.kv_copy). A split cell's reference is made whole, on one device
+    and beside them the (B, N, T, S) scores of a variant whose program materialises them (scores_bytes) and its copies
+    of the cell's K and V (Variant.kv_copy). A split cell's reference is made whole, on one device
     (cells.unsplit), and that device holds its share of the scores beside it (scores_bytes); a variant with a copy
     runs on one device."""
     if not memory_bytes:
@@ -50,7 +50,7 @@ def scores(p: Params) -> int:
 
 
 def _copy_too_large(p: Params, copy: KvCopy, needed: int, scores: int, memory_bytes: int) -> str | None:
-    """Why a device of `memory_bytes` cannot hold a variant's copy of a paged cell's K and V beside the cell's inputs
+    """Why a device of `memory_bytes` cannot hold a variant's copies of the cell's K and V beside the cell's inputs
     and reference (`needed`, too_large's needed_bytes: what the cell holds while it runs, and more) and the variant's
     `scores` (its call holds the copy and the scores it makes of it together), or None."""
     copy_bytes = copy.bytes(p)

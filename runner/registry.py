@@ -38,10 +38,11 @@ GpuCheck = Callable[[Params, float], str | None]  # (params, the GPU's compute c
 
 @dataclass(frozen=True)
 class KvCopy:
-    """A copy of a paged cell's K and V that a variant makes beside the cell's own (a gathered cache, a pool laid out
-    again): the memory rule counts it (memory.too_large), so the run's plan skips a cell whose copy cannot fit."""
+    """Copies of a cell's K and V that a variant's call makes beside the cell's own (a paged cell's gathered cache, a
+    pool laid out again, XLA's layout of K for its dot, K and V repeated to the query heads): the memory rule counts
+    them (memory.too_large), so the run's plan skips a cell whose copies cannot fit."""
 
-    what: str  # the copy as a skip line names it: "xla_paged's gathered K and V"
+    what: str  # the copies as a skip line names them: "xla_paged's gathered K and V and XLA's copy of one"
     bytes: Callable[[Params], int]  # its size (runner.metrics)
 
 
@@ -185,7 +186,7 @@ class Variant:
     rules: list[str] = field(default_factory=list)  # `check`'s and `gpu_check`'s rules in words, for the manifest
     legacy: str | None = None  # its library's deprecation and what replaces it, said wherever it is listed
     fp8_matmuls: tuple[Fp8Matmul, ...] = FP8_MATMULS  # FP8 variants: the matmuls run on f8 values (Q·Kᵀ, P·V)
-    kv_copy: KvCopy | None = None  # a copy of a paged cell's K and V it makes beside them
+    kv_copy: KvCopy | None = None  # the copies of the cell's K and V its call makes beside them
 
     def info(self) -> VariantInfo:
         return VariantInfo(doc=self.doc, backend=self.backend, fp8_baseline=self.fp8_baseline,
@@ -210,8 +211,8 @@ def variant(name: str, requires: Requires = Requires(), *, backend: str | None =
     say: the plan, the dry run and the leaderboard's reasons say them before a worker is asked), the
     `worker` (library set) it runs in and that worker's `preload`, for FP8 the bf16 variant it replaces and the
     matmuls it runs on f8 values (`fp8_matmuls`, of metrics.FP8_MATMULS: its record's MMA peak is set by them), for
-    a variant on a deprecated library, `legacy`: the deprecation and its replacement, and for one that copies a paged
-    cell's K and V, `kv_copy`: what the memory rule counts of it."""
+    a variant on a deprecated library, `legacy`: the deprecation and its replacement, and for one whose call copies the
+    cell's K and V, `kv_copy`: what the memory rule counts of them."""
     if unknown := set(fp8_matmuls) - set(FP8_MATMULS):
         raise ValueError(f"variant {name}: fp8_matmuls {sorted(unknown)} are not of {FP8_MATMULS}")
     if problem := (_options_problem(requires) or _scores_problem(requires) or _proof_problem(backend, proves)

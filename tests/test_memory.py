@@ -67,13 +67,13 @@ def test_a_shape_whose_inputs_and_reference_outgrow_the_device_is_too_large_for_
 
 def test_a_device_of_exactly_the_bytes_a_cell_needs_holds_it():
     """The rule skips a cell that needs more than the device has, not one that needs all of it: its inputs and
-    reference alone, and xla_paged's gathered copy beside them and its scores."""
+    reference alone, and xla_paged's copies (its gathered K and V, and XLA's of one) beside them and its scores."""
     dense, cudnn = params(seq_len=256), VARIANTS["cudnn"]
     needed = memory.needed_bytes(dense)
     assert memory.too_large(dense, needed, cudnn) is None
     assert memory.too_large(dense, needed - 1, cudnn).startswith("inputs and float32 reference need ")
     paged, xla_paged = params(seq_len=2, kv_seq_len=18, page_size=4, kv_lengths="equal"), VARIANTS["xla_paged"]
-    held = memory.needed_bytes(paged) + memory.scores_bytes(paged, xla_paged) + metrics.gathered_bytes(paged)
+    held = memory.needed_bytes(paged) + memory.scores_bytes(paged, xla_paged) + xla_paged.kv_copy.bytes(paged)
     assert memory.too_large(paged, held, xla_paged) is None
     assert memory.too_large(paged, held - 1, xla_paged).startswith("xla_paged's gathered K and V ")
 
@@ -122,14 +122,16 @@ def test_xla_cps_scores_are_autos_and_each_device_holds_its_share():
 
 
 def test_xla_pageds_gathered_copy_is_counted_with_its_scores_beside_the_inputs():
-    """B96 T8 S128k N64 K8 H128 bf16 causal, page 16: inputs and reference 49.8 GiB, the gathered K and V 48.0 GiB,
-    the scores 36.0 GiB (6 bytes each); each fits beside the inputs alone, the call holds both."""
-    p = params(batch=96, seq_len=8, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
+    """B80 T8 S128k N64 K8 H128 bf16 causal, page 16: inputs and reference 41.8 GiB, the gathered K and V 40.0 GiB and
+    XLA's copy of one of them 20.0 GiB (its dot's layout, as xla's), the scores 30.0 GiB (6 bytes each); the copies and
+    the scores each fit beside the inputs alone, the call holds both."""
+    p = params(batch=80, seq_len=8, kv_seq_len=131072, heads=64, kv_heads=8, head_dim=128, dtype="bfloat16",
                causal=True, kv_lengths="equal", page_size=16)
-    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == 36 * GiB
+    assert memory.scores_bytes(p, VARIANTS["xla_paged"]) == 30 * GiB
+    assert VARIANTS["xla_paged"].kv_copy.bytes(p) == metrics.gathered_bytes(p) * 3 // 2 == 60 * GiB
     assert memory.too_large(p, H200_MEMORY, VARIANTS["xla_paged"]) == \
-        "xla_paged's gathered K and V (48.0 GiB) beside the cell's inputs, float32 reference and scores needs " \
-        "133.8 GiB; the device has 104.8 GiB"
+        "xla_paged's gathered K and V and XLA's copy of one (60.0 GiB) beside the cell's inputs, float32 reference " \
+        "and scores needs 131.8 GiB; the device has 104.8 GiB"
 
 
 def test_a_paged_cells_scores_span_the_gathered_pages_of_its_longest_request():

@@ -1,7 +1,8 @@
 """The memory rule (runner.memory.too_large) held to the committed runs: no cell a GPU measured is one the rule would
 have skipped at that GPU's memory, and each cell that ran out of memory with its (B, N, T, S) scores is one it skips.
-A later change of the rule (a variant's score_bytes, needed_bytes) that would skip a cell the H200 ran fails here, and
-so does a variant's bytes a score that leaves the records' for any (variant, dtype, pass) they measured."""
+A later change of the rule (a variant's score_bytes, kv_copy, needed_bytes) that would skip a cell the H200 ran fails
+here, and so does a variant's bytes a score that leaves the records' for any (variant, dtype, pass) they measured, or
+its copies of K and V that leave what its decode cells keep."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections import defaultdict
 import pytest
 
 from helpers import H200_MEMORY, REPO
-from runner.memory import scores, too_large
+from runner.memory import scores, scores_bytes, too_large
 from runner.record import CellRecord, gpu_name
 from runner.registry import VARIANTS, load_all
 from runner.store import read_run
@@ -22,7 +23,7 @@ RUNS = sorted(path.parent for folder in ("examples/results", "tests/fixtures")
               for path in (REPO / folder).rglob("cells.jsonl"))
 SAID = re.compile(r"the device has ([\d.]+) GiB")
 ROUNDING = 0.05  # size_text's GiB to one decimal: the bytes said lie within half a tenth of it
-DECODE = 8  # at T <= 8 XLA keeps copies of K and V (GQA's repeat): memory the scores do not describe, nor the rule
+DECODE = 8  # at T <= 8 the copies of K and V (Variant.kv_copy) are memory the scores do not describe
 UNDER_THE_MOST = 1.05  # bytes a score may sit this far under the most a record keeps: xla's forward 6 where
 # mistral-7b's smallest windowed cells keep 6.25, and the tightest cell that ran fits up to 6.23
 
@@ -68,7 +69,7 @@ def test_no_cell_a_gpu_ran_is_one_the_memory_rule_would_skip():
 def test_each_cell_that_ran_out_of_memory_is_one_the_rule_skips_for_its_scores():
     """All of them, of every variant, 31 xla and 4 naive in the H200's runs: XLA's forward at 64 GiB of bf16 scores
     and more (6 bytes a score: 192 GiB), naive's at 64 GiB (4 bytes a score: 128 GiB, what its RESOURCE_EXHAUSTED line
-    asked for). None is a decode cell (T <= DECODE), whose copies of K and V the rule does not count."""
+    asked for). None is a decode cell (T <= DECODE)."""
     ran_out = judged(("oom",))
     assert len(ran_out) >= 35
     assert [(c.run_id, c.variant, c.params.label()) for c, why in ran_out if not why] == []
@@ -96,6 +97,29 @@ def test_each_variant_dtype_and_pass_the_records_measured_is_counted_at_the_most
         | {(v, d, "fwd_bwd") for v in ("naive", "xla") for d in ("bfloat16", "float16")}  # none of float32's backward
     counted = {key: VARIANTS[key[0]].requires.score_bytes[key[2]][key[1]] for key in kept}
     assert {key: n for key, n in counted.items() if not max(kept[key]) / UNDER_THE_MOST <= n <= max(kept[key])} == {}
+
+
+def kept_per_counted() -> dict[str, list[float]]:
+    """variant -> temp_bytes over what the rule counts beside the inputs (its scores_bytes and its kv_copy's bytes), of
+    each decode cell (T <= DECODE) that ran with its temp_bytes, of a variant that declares its copies."""
+    kept = defaultdict(list)
+    for _, cell in CELLS:
+        p, variant = cell.params, VARIANTS.get(cell.variant)
+        if cell.status in ("ok", "incorrect") and cell.temp_bytes and p.seq_len <= DECODE and variant and \
+                variant.kv_copy:
+            kept[cell.variant].append(cell.temp_bytes / (scores_bytes(p, variant) + variant.kv_copy.bytes(p)))
+    return kept
+
+
+def test_each_decode_cell_keeps_no_more_than_its_scores_and_copies_and_the_most_keeps_about_that():
+    """At T = 1 (none of T 2-8 ran) XLA lays one of K and V out again for its dot (its copy is a byte a K or V element
+    in bfloat16, its dtype's width over two), and naive repeats the other to its query heads: no cell keeps more than
+    the rule counts (a copy left uncounted lets a larger decode through to oom) and the most is not UNDER_THE_MOST
+    under it (naive counting both repeated would skip cells that fit: 4 bytes an element where GQA's 2 groups keep 3)."""
+    kept = kept_per_counted()
+    assert {variant: len(ratios) for variant, ratios in kept.items()} == {"xla": 271, "naive": 84}
+    assert {variant: max(ratios) for variant, ratios in kept.items()
+            if not 1 / UNDER_THE_MOST <= max(ratios) <= 1} == {}
 
 
 @pytest.mark.parametrize("line, gib", [("inputs and float32 reference need 129.5 GiB; the device has 104.9 GiB", 104.9),

@@ -313,8 +313,8 @@ def test_at_the_goal_shape_the_plan_skips_the_variants_that_copy_the_pool_with_t
     assert declined[1:3] == [
         "pallas_paged's head-major copy of the pool (64.0 GiB) beside the cell's inputs and float32 reference needs "
         "129.5 GiB; the device has 104.8 GiB",
-        "xla_paged's gathered K and V (64.0 GiB) beside the cell's inputs, float32 reference and scores needs "
-        "135.5 GiB; the device has 104.8 GiB"]  # its 6.0 GiB of scores (one query a request) beside the copy
+        "xla_paged's gathered K and V and XLA's copy of one (96.0 GiB) beside the cell's inputs, float32 reference and "
+        "scores needs 167.5 GiB; the device has 104.8 GiB"]  # its 6.0 GiB of scores (one query a request) beside
     assert all(VARIANTS[name].build(goal) for name in ("cudnn_paged", "pallas_paged", "xla_paged"))
 
 
@@ -325,5 +325,5 @@ def test_each_paged_variant_admits_a_ragged_cell_by_the_copy_it_makes():
     ragged = params(**dict(GOAL, batch=64, kv_lengths="long_tail"))
     assert max(paging.lengths(ragged)) == 385247
     assert plan([Cell("e", "xla_paged", ragged), Cell("e", "pallas_paged", ragged)], H200).declined == [
-        "xla_paged's gathered K and V (94.1 GiB) beside the cell's inputs, float32 reference and scores needs "
-        "139.4 GiB; the device has 104.8 GiB", None]
+        "xla_paged's gathered K and V and XLA's copy of one (141.1 GiB) beside the cell's inputs, float32 reference "
+        "and scores needs 186.4 GiB; the device has 104.8 GiB", None]  # 94.1 GiB gathered, 47.0 of XLA's copy

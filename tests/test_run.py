@@ -72,11 +72,11 @@ def test_the_plan_skips_a_cell_the_device_cannot_hold_with_the_bytes_it_needs():
 
 
 def test_the_plan_skips_a_cell_whose_scores_cannot_fit_so_no_worker_begins_or_compiles_it(tmp_path):
-    """In bfloat16 naive keeps 4 bytes a score, xla 6 (their Requires.score_bytes): on a device that holds naive's,
-    xla's cell is skipped with the sizes in the plan, so it is neither a worker's cell nor one compiled ahead of
-    another's."""
-    p = params(seq_len=256, dtype="bfloat16")
-    held = memory.needed_bytes(p) + memory.scores_bytes(p, VARIANTS["naive"])
+    """In bfloat16 naive keeps 4 bytes a score, xla 6 (their Requires.score_bytes), beside a copy of K or V each: on a
+    device that holds naive's, xla's cell is skipped with the sizes in the plan, so it is neither a worker's cell nor
+    one compiled ahead of another's."""
+    p, naive = params(seq_len=256, dtype="bfloat16"), VARIANTS["naive"]
+    held = memory.needed_bytes(p) + memory.scores_bytes(p, naive) + naive.kv_copy.bytes(p)
     cells = [Cell("e", "naive", p), Cell("e", "xla", p), Cell("e", "naive", params(seq_len=128))]
     ctx = dataclasses.replace(context(tmp_path), device=Device("gpu", "small", 9.0, held))
     work = run.plan(cells, ctx.device)

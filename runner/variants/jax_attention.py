@@ -28,9 +28,9 @@ from __future__ import annotations
 import functools
 from types import MappingProxyType
 
-from runner import masks, paging
+from runner import masks, metrics, paging
 from runner.shape import Params
-from runner.registry import Requires, variant
+from runner.registry import KvCopy, Requires, variant
 from runner.variants.cudnn_packed import PACKED_RULES, packed_attention, packed_check, packed_gpu_check
 
 NO_CAP = "jax.nn.dot_product_attention takes no logit soft cap"
@@ -49,6 +49,26 @@ XLA_SCORES = MappingProxyType({"fwd": MappingProxyType({"bfloat16": 6, "float16"
                                "fwd_bwd": MappingProxyType({"bfloat16": 10, "float16": 8, "float32": 12})})
 NAIVE_SCORES = MappingProxyType({"fwd": MappingProxyType({"bfloat16": 4, "float16": 4, "float32": 8}),
                                  "fwd_bwd": MappingProxyType({"bfloat16": 6, "float16": 6, "float32": 12})})
+
+
+def xla_copy_bytes(p: Params) -> int:
+    """One of K and V over the keys the call reads, in the dtype: the copy XLA lays out for its dot, the most the H200's
+    decode records keep beside the scores (docs/benchmarks.md)."""
+    return metrics.gathered_bytes(p) // 2
+
+
+def naive_copy_bytes(p: Params) -> int:
+    """XLA's copy of one of K and V (xla_copy_bytes) and, where query heads share a KV head, the other repeated to the
+    query heads (naive's jnp.repeat; XLA folds the first repeat into its dot): the most the H200's decode records keep."""
+    groups = p.heads // p.kv_heads
+    return xla_copy_bytes(p) * (1 + (groups if groups > 1 else 0))
+
+
+def xla_copy(name: str) -> KvCopy:
+    """The copy an xla-path program (jax.nn.dot_product_attention's xla implementation) keeps, said as `name`'s."""
+    return KvCopy(f"{name}'s copy of K or V (XLA's layout for its dot)", xla_copy_bytes)
+
+
 CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "float16"), head_dim_multiple=8,
                  max_head_dim=128, **DPA)
 
@@ -56,7 +76,8 @@ CUDNN = Requires(gpu=True, min_compute_capability=8.0, dtypes=("bfloat16", "floa
 @variant("naive", requires=Requires(options=("window", "fill", "bias", "softcap", "v_head_dim", "kv_lengths",
                                              "documents", "deterministic"),
                                     why_not=MappingProxyType({"page_size": DENSE}), score_bytes=NAIVE_SCORES),
-         backend="xla")
+         backend="xla", kv_copy=KvCopy("naive's copies of K and V (one repeated to the query heads)",
+                                       naive_copy_bytes))
 def naive(p: Params):
     """From scratch: matmul, softmax, matmul; materialises the (B, N, T, S) weights."""
     from runner.attention import Logits, naive_attention
@@ -149,7 +170,7 @@ def _dot_product_attention(p: Params, implementation: str | None):
     return attend
 
 
-@variant("xla", requires=Requires(**DPA, score_bytes=XLA_SCORES), backend="xla")
+@variant("xla", requires=Requires(**DPA, score_bytes=XLA_SCORES), backend="xla", kv_copy=xla_copy("xla"))
 def xla(p: Params):
     """jax.nn.dot_product_attention(implementation="xla")."""
     return _dot_product_attention(p, "xla")
@@ -179,7 +200,7 @@ def cudnn(p: Params):
 
 
 # jax 0.10.2's implementation=None is its xla path ("defaults to XLA for now": jax/_src/nn/functions.py), scores and all
-@variant("auto", requires=Requires(**DPA, score_bytes=XLA_SCORES))
+@variant("auto", requires=Requires(**DPA, score_bytes=XLA_SCORES), kv_copy=xla_copy("auto"))
 def auto(p: Params):
     """jax.nn.dot_product_attention(implementation=None): JAX picks; the record says what it compiled to."""
     return _dot_product_attention(p, None)
