@@ -8,7 +8,8 @@ their ratio, within_3pct, the record's power state) to OUT.json; docs/evidence/s
 Run it with PYTHONPATH at an older checkout to see how that runner's protocol fares. --carried: each steady row's
 cell is measured twice in a row by one Measurer and the second is compared, its stream continuing the first's load
 as cells do in a run (its record's power.carried_s and note say whether it did). Rows OUT.json already holds (a call
-cut by its deadline, carried back) are kept and not measured again.
+cut by its deadline, carried back) are kept and not measured again. A row whose cell a run would skip on this GPU (its
+plan: the variant's rules, the memory rule) is said and left out, compiled by neither side.
 """
 
 from __future__ import annotations
@@ -53,13 +54,17 @@ def gpu_missing() -> str | None:
 
 def measure(pending: list[tuple], done: list[dict], out: Path, carried: bool) -> None:
     """Measure each pending row, appended to `done` and OUT.json written after each (what a deadline cuts is kept)."""
-    from crosscheck import crosscheck, idle
+    from crosscheck import Declined, crosscheck, idle
 
     idle_state = idle()
     start = time.perf_counter()
     for variant, pass_, seq_len, policy in pending:
         after_itself = carried and policy == "steady"
-        row = crosscheck(variant, policy, idle_state, after_itself, seq_len=seq_len, **{"pass": pass_})
+        try:
+            row = crosscheck(variant, policy, idle_state, after_itself, seq_len=seq_len, **{"pass": pass_})
+        except Declined as declined:  # the run would skip it here: no row
+            print(f"skipped, as a run would skip it here: {declined}", flush=True)
+            continue
         row["within_3pct"] = abs(row["ratio"] - 1) < 0.03
         done.append(row)
         print(f"[{time.perf_counter() - start:6.1f}s] {variant} {pass_} T={seq_len} {policy}: runner "

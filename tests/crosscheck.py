@@ -1,7 +1,9 @@
 """The runner's number for one cell beside tests/direct_protocol.py's for the same call: one evidence row.
 
 Shared by tests/test_gpu.py and scripts/steady_crosscheck.py (which writes docs/evidence/steady-crosscheck-*.json).
-The call is built as the runner builds it (the thing under test); only the runner's timing is compared.
+The call is built as the runner builds it (the thing under test); only the runner's timing is compared. A cell the
+run's plan skips on this device (run.skipped_here: the variant's rules, its compute capability's, the memory rule) is
+declined as the run declines it, before anything is compiled for it.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import jax
 import direct_protocol
 from runner import gpu, metrics, power
 from runner.cells import Cell, resolve
-from runner.machine import current_device
+from runner.machine import Device, current_device
 from runner.measure import Measurer
+from runner.record import CellRecord
 from runner.registry import VARIANTS, Staged, load_all
+from runner.run import skipped_here
 from runner.spec import parse_spec
 from runner.timers import DeviceTimer
 
@@ -33,12 +37,25 @@ def idle() -> power.Idle | None:
     return power.Idle(readings.temperature_c, readings.power_w) if readings else None
 
 
-def measurer(timers, idle_state: power.Idle | None = None, **timing) -> Measurer:
+class Declined(Exception):
+    """The run's plan skips this cell on this device (run.skipped_here): nothing is compiled for it."""
+
+
+def measurer(timers, idle_state: power.Idle | None = None, device: Device | None = None, **timing) -> Measurer:
     settings = dict(warmup=2, min_samples=10, max_samples=50, target_noise=0.02, budget_s=2.0) | timing
     spec = parse_spec({"name": "gpu-test", "timing": settings, "experiments": [{"name": "x", "variants": ["xla"]}]},
                       set(VARIANTS))
     source, reason = power.open_source(0, True)
-    return Measurer(spec, timers, "gpu-test", current_device(), power_env=PowerEnv(source, reason, idle_state))
+    power_env = PowerEnv(source, reason, idle_state)
+    return Measurer(spec, timers, "gpu-test", device or current_device(), power_env=power_env)
+
+
+def measured(runner: Measurer, cell: Cell) -> CellRecord:
+    """The runner's record of a cell the run's plan sends to a worker on the runner's device; Declined for one it
+    skips there."""
+    if reason := skipped_here(VARIANTS[cell.variant], cell.params, runner.device):
+        raise Declined(f"{cell.label()}: {reason}")
+    return runner.measure(cell)
 
 
 def params(**shape):
@@ -58,14 +75,16 @@ def timed_call(variant: str, p):
     return jax.jit(fn), args
 
 
-def crosscheck(variant: str, policy: str, idle_state: power.Idle | None, carried: bool = False, **shape) -> dict:
-    """The runner's TFLOP/s for one cell and the direct protocol's for the same call. `carried`: the runner measures
-    the same cell just before, so that this one's stream continues that load (runner.sampling.Carry), as in a run."""
+def crosscheck(variant: str, policy: str, idle_state: power.Idle | None, carried: bool = False,
+               device: Device | None = None, **shape) -> dict:
+    """The runner's TFLOP/s for one cell and the direct protocol's for the same call, on `device` (this machine's
+    unless given); Declined where the run's plan skips the cell there. `carried`: the runner measures the same cell
+    just before, so that this one's stream continues that load (runner.sampling.Carry), as in a run."""
     p = params(**{**ANCHOR, **shape})
-    runner = measurer([DeviceTimer()], idle_state, power=policy, **({"carry_cap": True} if carried else {}))
+    runner = measurer([DeviceTimer()], idle_state, device, power=policy, **({"carry_cap": True} if carried else {}))
     if carried:
-        runner.measure(Cell("carrier", variant, p))
-    record = runner.measure(Cell("anchor", variant, p))
+        measured(runner, Cell("carrier", variant, p))
+    record = measured(runner, Cell("anchor", variant, p))
     assert record.status == "ok", record.reason
     fn, args = timed_call(variant, p)
     direct = metrics.flops(p) / direct_protocol.call_seconds(fn, args, policy) / 1e12

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from crosscheck import ANCHOR, crosscheck, idle, measurer as _measurer, params
+from crosscheck import ANCHOR, crosscheck, idle, measured, measurer as _measurer, params
 from helpers import attnbench, spec_data, write_spec
 from runner import power
 from runner.cells import Cell
@@ -28,7 +28,7 @@ def measurer(timers, **timing):
 
 
 def measure(variant: str, timers=None, **shape):
-    return measurer(timers or [DeviceTimer(), WallTimer()]).measure(Cell("gpu", variant, params(**shape)))
+    return measured(measurer(timers or [DeviceTimer(), WallTimer()]), Cell("gpu", variant, params(**shape)))
 
 
 def test_cudnn_runs_the_fused_kernel_at_the_lab_default_shape():

@@ -1,5 +1,5 @@
-"""scripts/steady_crosscheck.py on a CPU: the rows an earlier call wrote are kept, and a row to measure without a GPU
-is refused in one line, at once."""
+"""scripts/steady_crosscheck.py on a CPU: the rows an earlier call wrote are kept, a row to measure without a GPU is
+refused in one line, at once, and one whose cell a run would skip on the GPU is said and left out."""
 
 from __future__ import annotations
 
@@ -42,3 +42,18 @@ def test_the_rows_an_earlier_call_wrote_are_kept_and_not_measured_again(tmp_path
     done = crosscheck(out, "--rows", "cudnn:fwd:4096:burst,cudnn:fwd:8192:steady")  # all held: no GPU needed
     assert (done.returncode, done.stdout) == (1, "1 of 2 rows within 3 %\n")
     assert len(json.loads(out.read_text())) == 2
+
+
+def test_a_row_whose_cell_a_run_would_skip_on_this_gpu_is_said_and_left_out(tmp_path, capsys, monkeypatch):
+    """A GPU of 1 GiB cannot hold the anchor's inputs and reference: tests/crosscheck.py declines the row as the run's
+    plan would, before anything compiles, and the script writes no row for it."""
+    import crosscheck
+    from helpers import script
+    from runner.machine import Device
+
+    monkeypatch.setattr(crosscheck, "current_device", lambda: Device("gpu", "a small GPU", 9.0, 1 << 30))
+    done, out = [], tmp_path / "out.json"
+    script("scripts/steady_crosscheck.py").measure([("cudnn", "fwd", 4096, "burst")], done, out, False)
+    assert done == [] and not out.exists()
+    assert capsys.readouterr().out == "skipped, as a run would skip it here: anchor/cudnn B1 T4096 N64 K8 H128 " \
+        "bfloat16 causal fwd: inputs and float32 reference need 2.2 GiB; the device has 1.0 GiB\n"
