@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import math
 import os
 import socket
 import subprocess
@@ -44,13 +43,6 @@ def capability() -> float | None:
 
 
 HOPPER = 9.0  # sm90: the H100 and H200
-
-
-def capability_outside(lowest: float, past: float = math.inf) -> float | None:
-    """This NVIDIA GPU's compute capability where it lies outside [lowest, past) (a kernel written for other GPUs),
-    else None: inside, or no NVIDIA GPU here (the variant's Requires decline those)."""
-    found = capability()
-    return found if found is not None and not lowest <= found < past else None
 
 
 @functools.cache

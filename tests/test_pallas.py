@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from helpers import REPO, fake_gpu, params
+from helpers import REPO, params
 from runner.cells import expand
 from runner.machine import Device
 from runner.checks import run_once
@@ -29,6 +29,7 @@ from runner.variants import pallas_decode, pallas_mgpu, pallas_triton
 load_all()
 H200 = Device("gpu", "NVIDIA H200", 9.0, 141 << 30)
 A100 = Device("gpu", "NVIDIA A100", 8.0, 80 << 30)
+B200 = Device("gpu", "NVIDIA B200", 10.0, 180 << 30)
 CPU = Device("cpu", "cpu", None)
 HOPPER = dict(batch=1, seq_len=4096, heads=64, kv_heads=8, head_dim=128, dtype="float16", causal=True)
 LAB = dict(batch=4, seq_len=128, heads=8, head_dim=64, dtype="float16", causal=False)
@@ -48,6 +49,8 @@ def test_importing_the_pallas_variants_imports_no_jax():
 @pytest.mark.parametrize("name, shape, device, words", [
     ("pallas_mgpu", HOPPER, CPU, "needs an NVIDIA GPU with compute capability ≥ 9.0"),
     ("pallas_mgpu", HOPPER, A100, "needs an NVIDIA GPU with compute capability ≥ 9.0"),
+    ("pallas_mgpu", HOPPER, B200, "attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute "
+                                  "capability 10.0"),  # the plan says it, so a dry run does, not only the probe
     ("pallas_mgpu", {**HOPPER, "dtype": "bfloat16"}, H200, "runs float16 only, not bfloat16"),
     ("pallas_mgpu", {**HOPPER, "head_dim": 96}, H200, "head_dim a multiple of 64, not 96"),
     ("pallas_mgpu", {**HOPPER, "pass": "fwd_bwd"}, H200, "backward has no causal mask"),
@@ -330,12 +333,12 @@ def test_a_legacy_variant_whose_module_jax_removed_declines_with_that_reason(mon
     assert VARIANTS[name].probe() == f"this jax no longer ships {gone} ({pallas_triton.LEGACY})"
 
 
-@pytest.mark.parametrize("capability, runs", [("8.0", False), ("8.9", False), ("9.0", True), ("10.0", False),
-                                               ("12.0", False), (None, True)])
-def test_mgpu_runs_on_hopper_only(monkeypatch, capability, runs):
-    fake_gpu(monkeypatch, capability)
-    assert pallas_mgpu.hopper_only() == (None if runs else "attention_mgpu is written for Hopper (wgmma, sm_90a); "
-                                         f"this GPU has compute capability {capability}")
+@pytest.mark.parametrize("capability, runs", [(8.0, False), (8.9, False), (9.0, True), (10.0, False),
+                                               (12.0, False)])
+def test_mgpu_runs_on_hopper_only(capability, runs):
+    assert pallas_mgpu.hopper_only(params(**HOPPER), capability) == (
+        None if runs else f"attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute capability "
+                          f"{capability:.1f}")
 
 
 def test_a_jax_without_the_whole_package_is_the_same_reason(monkeypatch):

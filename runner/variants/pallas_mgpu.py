@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runner.machine import HOPPER, capability_outside
+from runner.machine import HOPPER
 from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
 from runner.variants.pallas_triton import LEGACY, removed
 
+BLACKWELL = 10.0  # sm100 and on: no wgmma (sm_90a's alone)
 PIPELINE = "pipeline_emitter"  # config["kernel"]: attention_with_pipeline_emitter instead of attention
 # (block_q, block_kv) pairs jax's own tests run, each with 2 and 4 K/V buffers in flight
 FORWARD = [dict(block_q=q, block_kv=kv, max_concurrent_steps=steps)
@@ -69,16 +70,18 @@ def check(p: Params) -> str | None:
     return none_fits("pallas_mgpu", [config_problem(p, c) for c in configs(p)])
 
 
-def hopper_only() -> str | None:
-    """Why this GPU cannot run the kernel (it is written for sm_90a), or None."""
-    if found := capability_outside(HOPPER, 10.0):
-        return f"attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute capability {found:.1f}"
+def hopper_only(p: Params, capability: float) -> str | None:
+    """Why a GPU of this compute capability cannot run the kernel (it is written for sm_90a), or None: the run's plan
+    asks it, so a dry run on a B200 says the skip too."""
+    if not HOPPER <= capability < BLACKWELL:
+        return f"attention_mgpu is written for Hopper (wgmma, sm_90a); this GPU has compute capability " \
+               f"{capability:.1f}"
     return None
 
 
 def probe() -> str | None:
-    """Why the kernel cannot run here (this jax no longer ships it, or the GPU is no Hopper), or None."""
-    return removed("attention_mgpu") or hopper_only()
+    """Why the kernel cannot run here (this jax no longer ships it), or None."""
+    return removed("attention_mgpu")
 
 
 def kernel_module():
@@ -116,8 +119,8 @@ RULES = (
 
 @variant("pallas_mgpu", requires=Requires(gpu=True, min_compute_capability=9.0, dtypes=("float16",),
                                           head_dim_multiple=64),
-         backend="pallas_mosaic_gpu", proves=("mosaic_gpu",), check=check, rules=RULES, probe=probe,
-         legacy=LEGACY)
+         backend="pallas_mosaic_gpu", proves=("mosaic_gpu",), check=check, gpu_check=hopper_only, rules=RULES,
+         probe=probe, legacy=LEGACY)
 def pallas_mgpu(p: Params):
     """Pallas Mosaic GPU flash attention (attention_mgpu, FlashAttention-3 style); its configuration searched."""
     module = kernel_module()
