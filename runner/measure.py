@@ -166,7 +166,7 @@ class Measurer:
         watch = begun.watch
         if begun.error is not None:
             raise begun.error
-        if ahead:  # the run's plan sent no cell the device cannot hold (run.skipped_here): none is compiled
+        if ahead:  # the run's plan sent no cell the device cannot hold (plan.skipped_here): none is compiled
             watch.add(self.programs.precompile([cell, *ahead], self.probes, self.truths))
         if reason := self.probes(VARIANTS[cell.variant]):
             raise Skip(reason)

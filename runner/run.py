@@ -18,6 +18,7 @@ import itertools
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -27,11 +28,11 @@ from runner.assembly import cell_record, ceilings
 from runner.cells import Cell, family, run_class
 from runner.metrics import Ceilings
 from runner.machine import Device, git_sha
-from runner.memory import too_large
+from runner.plan import Plan, plan
 from runner.progress import progress_for
 from runner.record import CellRecord, Machine, Manifest, WorkerInfo, policy_named, power_policy, utc_now
 from runner.shape import Params
-from runner.registry import JAX_WORKER, VARIANTS, Variant, decline
+from runner.registry import JAX_WORKER, VARIANTS
 from runner.spec import Spec, TimingSettings, identity
 from runner.resume import Resume
 from runner.spool import PULL_TIMEOUT_S, OtherRun, Refused, Spool, Uploader
@@ -109,35 +110,7 @@ class Context:
     next_group: dict[str, str] = field(default_factory=dict)  # worker group -> the group measured after it
 
 
-@dataclass
-class Plan:
-    """The cells still to measure, in worker order, each with its worker and its decline verdict (computed once:
-    a spec may hold 100,000 cells, and every lookup below is by position)."""
-
-    cells: list[Cell]
-    groups: list[str]  # each cell's worker
-    declined: list[str | None]  # why the cell is skipped here before a worker is asked (skipped_here), or None
-    runnable: dict[str, list[int]]  # worker -> positions of the cells it will be sent, in order
-
-
-def plan(cells: list[Cell], device: Device) -> Plan:
-    """Each cell's worker and verdict, and each worker's runnable cells."""
-    variants = [VARIANTS[c.variant] for c in cells]
-    groups = [v.worker for v in variants]
-    declined = [skipped_here(v, c.params, device) for v, c in zip(variants, cells)]
-    runnable: dict[str, list[int]] = {}
-    for i, (group, reason) in enumerate(zip(groups, declined)):
-        if reason is None:
-            runnable.setdefault(group, []).append(i)
-    return Plan(cells, groups, declined, runnable)
-
-
-def skipped_here(v: Variant, p: Params, device: Device) -> str | None:
-    """Why the cell is skipped on this device before a worker is asked, or None: the variant declines it
-    (registry.decline), or the device cannot hold it (memory.too_large: its inputs and float32 reference, and the
-    scores of a variant that materialises them). The run and its dry run both say it from here, the run from the
-    device its first worker described (no JAX in the supervisor)."""
-    return decline(v, p, device) or too_large(p, device.memory_bytes, v)
+Share = Callable[[Device], list[Cell]]  # a shard's cells, chosen on the device the run's first worker describes
 
 
 def first_pull(uploader: Uploader, store: Store) -> set[str]:
@@ -348,9 +321,11 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool, earlier: di
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
-            options: Options, order: list[str] | None = None) -> Outcome:
+            options: Options, order: list[str] | None = None, share: Share | None = None) -> Outcome:
     """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
-    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
+    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'. `share`: a
+    shard's, whose cells are chosen from `cells` (the whole run's) once its first worker has described the device
+    (runner.shard.select: the cells the plan skips there weigh nothing); until then its counts are the run's."""
     uploader = Uploader(spool, store, options.flush_every_s, lambda manifest: same_run(manifest, spec),
                         options.unreachable)
     done = first_pull(uploader, store)
@@ -366,12 +341,10 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finished = False
         try:
             if closed:  # what the store still needs (a consolidation a killed pod left) is done on closing
-                every = "the 1 cell was" if len(cells) == 1 else f"all {counted(len(cells), 'cell')} were"
-                console.print(f"{spool.run_id}: {every} done and the run ended at {closed}; "
-                              "nothing to measure, its manifest stays as it was")
-                finished = True
+                finished = _say_closed(console, spool.run_id, cells, closed)
             else:
-                finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options, order)
+                finished, cells = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options, order,
+                                           share)
         finally:
             pool.kill() if stop.is_set() else pool.close()
             if not uploader.refused:  # a refused resume leaves the marker as it found it: it measured nothing of it
@@ -379,6 +352,14 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
             uploaded = uploader.close(stop, lambda: store.with_timeout(TERMINATION.left()))
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error, uploader.refused)
+
+
+def _say_closed(console: Console, run_id: str, cells: list[Cell], closed: str) -> bool:
+    """Say that the run (or shard) had ended with every cell done: nothing to measure."""
+    every = "the 1 cell was" if len(cells) == 1 else f"all {counted(len(cells), 'cell')} were"
+    console.print(f"{run_id}: {every} done and the run ended at {closed}; nothing to measure, its manifest stays as "
+                  "it was")
+    return True
 
 
 def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
@@ -391,16 +372,22 @@ def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,
-             console: Console, argv: list[str], options: Options, order: list[str] | None) -> bool:
-    """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
+             console: Console, argv: list[str], options: Options, order: list[str] | None, share: Share | None
+             ) -> tuple[bool, list[Cell]]:
+    """Start the first worker (it describes the machine), choose a shard's cells on its device, write the manifest,
+    measure, close the manifest: whether it finished, and the cells it was to measure."""
     try:
         hello = pool.worker(JAX_WORKER).hello
     except Stopped:
-        return False
+        return False, cells
     spool = uploader.spool
+    if share:
+        cells = share(hello.device)
+        if closed := _closed(uploader, spec, cells):
+            return _say_closed(console, spool.run_id, cells, closed), cells
     resume = Resume(spool, hello.machine)
     if not uploader.measuring_on(resume):
-        return False
+        return False, cells
     manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
                             order if order is not None else [c.key for c in cells], resume.earlier, options.rechecks)
     spool.write_manifest(manifest)
@@ -413,4 +400,4 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
         console.print(f"resuming {spool.run_id}: {already:,} of {counted(len(cells), 'cell')} already done")
     finished = measure_all(ctx, cells, done, console)
     spool.write_manifest(close_manifest(manifest, ctx, finished, resume.earlier))
-    return finished
+    return finished, cells

@@ -2,7 +2,7 @@
 
 Shared by tests/test_gpu.py and scripts/steady_crosscheck.py (which writes docs/evidence/steady-crosscheck-*.json).
 The call is built as the runner builds it (the thing under test); only the runner's timing is compared. A cell the
-run's plan skips on this device (run.skipped_here: the variant's rules, its compute capability's, the memory rule) is
+run's plan skips on this device (plan.skipped_here: the variant's rules, its compute capability's, the memory rule) is
 declined as the run declines it, before anything is compiled for it.
 """
 
@@ -17,7 +17,7 @@ from runner.machine import Device, current_device
 from runner.measure import Measurer
 from runner.record import CellRecord
 from runner.registry import VARIANTS, Staged, load_all
-from runner.run import skipped_here
+from runner.plan import skipped_here
 from runner.spec import parse_spec
 from runner.timers import DeviceTimer
 
@@ -38,7 +38,7 @@ def idle() -> power.Idle | None:
 
 
 class Declined(Exception):
-    """The run's plan skips this cell on this device (run.skipped_here): nothing is compiled for it."""
+    """The run's plan skips this cell on this device (plan.skipped_here): nothing is compiled for it."""
 
 
 def measurer(timers, idle_state: power.Idle | None = None, device: Device | None = None, **timing) -> Measurer:

@@ -429,6 +429,22 @@ def test_a_dry_run_on_an_l4_says_the_skips_its_run_records(tmp_path, capsys, mon
                         "skip: jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability 8.9"]
 
 
+def test_a_sharded_dry_run_lists_the_share_chosen_on_this_device(tmp_path, capsys):
+    """As a run's shard chooses its cells once its first worker has described the device (runner.shard: the cells the
+    plan skips there cost nothing), so does its dry run: here cuDNN's cells, declined on this CPU."""
+    from runner.machine import current_device
+    from runner.shard import Shard, select
+
+    path = write_spec(tmp_path / "gpu.yaml", spec_data({"name": "a", "variants": ["cudnn"], "dtype": "bfloat16",
+                                                        "sweep": {"seq_len": [128, 1024, 8192]}}))
+    every = expand(load_spec(path, set(load_all())))
+    mine = [c.label() for c in select(every, Shard(1, 2), current_device())]
+    assert mine != [c.label() for c in select(every, Shard(1, 2))]  # the H200's prices share them otherwise
+    result = in_process(capsys, "run", path, "--dry-run", "--shard", "1/2", "--run-id", "r", "--out", tmp_path / "o")
+    assert result.code == 0, result.err
+    assert [line.split(": ", 1)[0] for line in result.out.splitlines()[:-1]] == mine
+
+
 def test_a_dry_run_says_what_it_checked_and_what_it_did_not(spec_path, tmp_path, capsys):
     from runner.cli import DRY_RUN_CHECKED, DRY_RUN_UNCHECKED
 

@@ -1,4 +1,4 @@
-"""tests/crosscheck.py asks the run's plan (run.skipped_here) before its Measurer compiles a cell: a cell the run would
+"""tests/crosscheck.py asks the run's plan (plan.skipped_here) before its Measurer compiles a cell: a cell the run would
 skip on the device is declined with the run's reason, on a CPU too."""
 
 from __future__ import annotations

@@ -64,12 +64,12 @@ def test_the_record_imports_neither_the_metrics_nor_the_power_readings():
 
 PLAN_ON_AN_L4 = """
 import sys
-from runner import cli, run, shard, spool, store  # the run command's modules, up to its plan
+from runner import cli, plan, run, shard, spool, store  # the run command's modules, up to its plan
 from runner.machine import Device
 
 l4 = Device("gpu", "NVIDIA L4", 8.9, 22 << 30)
 for path in ("specs/serving.yaml", "specs/context-parallel.yaml"):
-    work = run.plan(cli._select(cli._load(path, None), None, None), l4)
+    work = plan.plan(cli._select(cli._load(path, None), None, None), l4)
     assert any("the device has 22.0 GiB" in (reason or "") for reason in work.declined), path
 print(sorted(name for name in sys.modules if name.split(".")[0] in ("jax", "jaxlib")))
 """

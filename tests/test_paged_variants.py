@@ -20,7 +20,7 @@ from runner.cells import Cell
 from runner.machine import Device
 from runner.programs import input_avals
 from runner.registry import VARIANTS, Staged, backend_of, decline, load_all
-from runner.run import plan
+from runner.plan import plan
 from runner.variants import cudnn_paged, pallas_paged
 from runner.variants.pallas_triton import MIN_BLOCK
 
