@@ -40,11 +40,11 @@ from runner.store import read_run  # noqa: E402
 PHASES = ("inputs", "reference", "compile", "tune", "check", "fp8", "settle", "device", "wall", "device_cold")
 
 
-def run_once(spec: Path, out: Path, run_id: str, cache: Path, *extra: str, root: Path = ROOT) -> Window:
+def run_once(spec: Path, out: Path, run_id: str, cache: Path, spool: Path, *extra: str, root: Path = ROOT) -> Window:
     """The host's clock (seconds since the epoch) around one whole `attnbench run` process of the runner in `root`
-    (another checkout: a "before")."""
+    (another checkout: a "before"); its spool is `spool`, outside `out`, whose readers would list each run twice."""
     command = [sys.executable, "-m", "runner", "run", str(spec), "--out", str(out), "--run-id", run_id,
-               "--compile-cache", str(cache), "--spool", str(out / ".spool"), *extra]
+               "--compile-cache", str(cache), "--spool", str(spool), *extra]
     start = time.time()
     done = subprocess.run(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     process = Window(start=start, end=time.time())
@@ -288,12 +288,14 @@ def main() -> None:
     name = args.spec.stem + (f"-{args.label}" if args.label else "")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     cache = Path(tempfile.mkdtemp(prefix="attnbench-bench-cache-"))
+    spool = Path(tempfile.mkdtemp(prefix="attnbench-bench-spool-"))
     runs = [("cold", ()), ("warm", ())] + ([("warm-ahead-off", ("--compile-ahead", "off"))] if args.ahead_off else [])
     budget = ("--budget", f"{args.budget:g}") if args.budget else ()
     rows = []
     for label, extra in runs:
         run_id = f"{name}-{label}-{stamp}"
-        process = run_once(args.spec.resolve(), args.out.resolve(), run_id, cache, *budget, *extra, root=args.root)
+        process = run_once(args.spec.resolve(), args.out.resolve(), run_id, cache, spool, *budget, *extra,
+                           root=args.root)
         rows.append({**summary(args.out, run_id, process), "options": [*budget, *extra]})
         print(f"{run_id}: {process.end - process.start:.1f} s", file=sys.stderr, flush=True)
     (args.out / f"bench-runner-{name}-{stamp}.json").write_text(json.dumps(rows, indent=2))

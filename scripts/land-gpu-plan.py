@@ -82,8 +82,6 @@ def run_landings(folder: Path) -> tuple[list[Landing], list[str]]:
         return [], []
     store, landings, left = LocalStore(folder), [], []
     for run_id in store.runs():
-        if any(step.startswith(".") for step in run_id.split("/")):
-            continue  # bench_runner.py's spool (OUT/.spool): copies of the runs beside it
         if why := lacking(store.read(run_id)):
             left.append(f"{folder / run_id}: left, {why}")
             continue

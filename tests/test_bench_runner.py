@@ -167,3 +167,20 @@ def test_the_benchs_counts_are_shows_compile_cache_and_took_counts(bench):
     assert report.summary_line(run.cells) == f"76 cells: {by_status}" == "76 cells: 75 ok, 1 skipped"
     assert report.took(run).startswith(f"{row['in_cells_s']:,.0f} s in cells · {wall:,.0f} s wall")
     assert bench.overheads([run]) == pytest.approx([wall - in_cells]) and wall > in_cells
+
+
+def test_runs_over_the_benchs_out_lists_each_of_its_runs_once(tmp_path):
+    """The bench's spool is a folder of its own: in --out, `runs` found each run there a second time."""
+    import subprocess
+    import sys
+
+    from conftest import shapes_spec
+    from helpers import REPO, attnbench, environment
+
+    spec, out, temporary = shapes_spec(tmp_path, [8]), tmp_path / "out", tmp_path / "tmp"
+    temporary.mkdir()
+    done = subprocess.run([sys.executable, "scripts/bench_runner.py", str(spec), "--out", str(out), "--budget", "0.05"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env=environment(TMPDIR=str(temporary)))
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = attnbench("runs", "--out", out).stdout
+    assert [listed.count(f"shapes-{label}-") for label in ("cold", "warm")] == [1, 1], listed

@@ -58,7 +58,7 @@ def checkout(tmp_path) -> Path:
 def brought_back(source: Path, tiny_run: Path) -> Path:
     """A folder as the plan's calls bring it back: its day, a finished run (with a write a kill left in flight), one a
     deadline cut (3 of 8 cells) and one with a line that does not read, the energy probe, both cross-checks, a bench's
-    JSON and its run with the copy bench_runner.py's spool keeps, plan.log and steps.txt; read-only, as files_at is."""
+    JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
     shutil.copytree(tiny_run, source / "results" / RUN)
     (source / "results" / RUN / ".manifest.json.tmp").write_text("{")
     torn = shutil.copytree(tiny_run, source / "results" / TORN)
@@ -67,8 +67,6 @@ def brought_back(source: Path, tiny_run: Path) -> Path:
     cut = shutil.copytree(tiny_run, source / "results" / CUT)
     (cut / "cells.jsonl").write_text("".join((cut / "cells.jsonl").read_text().splitlines(keepends=True)[:3]))
     shutil.copytree(tiny_run, source / "bench" / BENCH)
-    spooled = shutil.copytree(tiny_run, source / "bench" / ".spool" / "tmp_gpu-plan_bench-a61300e7cb" / BENCH)
-    (spooled / "inflight.json").write_text("")
     shutil.copy(EVIDENCE / "bench-runner-lab5-20261203-023042.json", source / "bench" / BENCH_JSON)
     shutil.copy(EVIDENCE / "probe-stream-20261203.json", source / PROBE)
     shutil.copy(EVIDENCE / "steady-crosscheck-20261203.json", source / CROSS[0])
@@ -105,7 +103,7 @@ def replayed(probe: str) -> str:
 
 def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source, tiny_run):
     """FROM at the checkout's results/gpu-plan, its default: a finished run passes the check every shipped run is held
-    to; the cut run and the spool's copy stay; the probe lands with its replay beside it; all writable."""
+    to; the cut and the torn run stay; the probe lands with its replay beside it; all writable."""
     default = checkout / "results" / "gpu-plan"
     default.parent.mkdir()
     writable(source, True)
