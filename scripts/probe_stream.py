@@ -8,6 +8,8 @@ Plain JAX, CUPTI and NVML, none of the runner: cuDNN causal forward bf16, B1 64/
 3. a new session opened while the queue still holds calls: do its first calls still read high?
 
     python scripts/probe_stream.py OUT.json [SECONDS] [T,T,...]
+
+Without an NVIDIA GPU under JAX it says so in one line and exits 1, before anything GPU-only is imported.
 """
 import json
 import sys
@@ -16,8 +18,19 @@ import time
 
 import jax
 import jax.numpy as jnp
-import pynvml
-from jax.experimental.mosaic.gpu import profiler
+
+
+def gpu_missing() -> str | None:
+    """Why this process cannot probe (no NVIDIA GPU under JAX), or None."""
+    platform = jax.devices()[0].platform
+    return None if platform == "gpu" else f"JAX's device here is {platform}"
+
+
+if __name__ == "__main__" and (missing := gpu_missing()):
+    sys.exit(f"probe_stream: measuring needs an NVIDIA GPU; {missing}")
+
+import pynvml  # noqa: E402  (NVML and Mosaic GPU's profiler: after the check, which a CPU fails in one line)
+from jax.experimental.mosaic.gpu import profiler  # noqa: E402
 
 EXT = profiler.mosaic_gpu_lib._mosaic_gpu_ext
 B, N, K, H = 1, 64, 8, 128
