@@ -13,6 +13,7 @@ import argparse
 import json
 import statistics
 import sys
+from typing import NoReturn
 
 from runner import power, sampling
 
@@ -122,6 +123,36 @@ def soak_report(rows: list[power.Reading], t0: float, end: float) -> str:
             + (f", {span(drawn)} W" if drawn else ""))
 
 
+def _numbers(values, count: int | None = None) -> bool:
+    """A non-empty list of numbers (`count` of them, where given)."""
+    return (isinstance(values, list) and bool(values) and (count is None or len(values) == count)
+            and all(isinstance(v, (int, float)) for v in values))
+
+
+def _stream(entry) -> bool:
+    """One entry of `probes` as probe_stream.probe writes it: its T, and a stream with t0 and each chunk's end."""
+    stream = entry.get("stream") if isinstance(entry, dict) else None
+    return (isinstance(stream, dict) and isinstance(entry.get("T"), int) and isinstance(stream.get("t0"), (int, float))
+            and _numbers(stream.get("chunk_done")))
+
+
+def unlike_a_probe(probe) -> str | None:
+    """What keeps the JSON `probe` from being a scripts/probe_stream.py output, or None."""
+    if missing := [key for key in ("nvml", "probes") if not isinstance(probe, dict) or not probe.get(key)]:
+        return f"has no {' and no '.join(repr(k) for k in missing)} rows"
+    if not isinstance(probe["nvml"], list) or not all(_numbers(row, 6) for row in probe["nvml"]):
+        return "has an 'nvml' row that is not 6 numbers (t, sm_mhz, power_w, temp_c, throttle, energy_mj)"
+    if not isinstance(probe["probes"], list) or not all(_stream(p) for p in probe["probes"]):
+        return "has a 'probes' entry without its T and a stream of t0 and chunk_done"
+    return None
+
+
+def refuse(problem: str) -> NoReturn:
+    """Bad input: one line, exit 2."""
+    print(f"replay_energy.py: {problem}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("probe")
@@ -133,11 +164,9 @@ def main() -> None:
         with open(args.probe) as f:
             probe = json.load(f)
     except (OSError, ValueError) as error:
-        parser.error(f"cannot read {args.probe}: {error}")
-    if missing := [key for key in ("nvml", "probes") if not isinstance(probe, dict) or not probe.get(key)]:
-        print(f"replay_energy.py: {args.probe} has no {' and no '.join(repr(k) for k in missing)} rows: "
-              "not a scripts/probe_stream.py output", file=sys.stderr)
-        sys.exit(2)
+        refuse(f"cannot read {args.probe}: {error}")
+    if problem := unlike_a_probe(probe):
+        refuse(f"{args.probe} {problem}: not a scripts/probe_stream.py output")
     rows = readings(probe["nvml"])
     print(f"{args.probe}: {'old estimator (first and last readings)' if args.old else 'change points'}")
     for p in probe["probes"]:
