@@ -49,7 +49,8 @@ def run_once(spec: Path, out: Path, run_id: str, cache: Path, spool: Path, *extr
     done = subprocess.run(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     process = Window(start=start, end=time.time())
     if done.returncode != 0:
-        sys.exit(f"bench-runner: {run_id} exited {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        sys.exit(f"bench-runner: {run_id}: attnbench run exited {done.returncode}: {said}")
     return process
 
 
@@ -227,6 +228,14 @@ def fail(problems: list[str]) -> NoReturn:
     sys.exit(2)
 
 
+def unrunnable(spec: Path, root: Path) -> list[str]:
+    """What keeps the bench from starting its first run: a SPEC that is no file, a --root without the runner."""
+    problems = [] if spec.is_file() else [f"{spec}: no such file"]
+    if not (root / "runner" / "__main__.py").is_file():
+        problems.append(f"--root {root}: not an attnbench checkout (it has no runner/__main__.py)")
+    return problems
+
+
 def read_runs(paths: list[Path], option: str) -> list:
     """The runs, whole: a run without a manifest, or with a line or object that did not read, is refused (its
     cells would price or compare what it does not hold)."""
@@ -285,6 +294,8 @@ def main() -> None:
         return
     if args.spec is None:
         fail(["give a SPEC to run, or --compare, --estimate or --prices (see --help)"])
+    if problems := unrunnable(args.spec, args.root):
+        fail(problems)
     name = args.spec.stem + (f"-{args.label}" if args.label else "")
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     cache = Path(tempfile.mkdtemp(prefix="attnbench-bench-cache-"))

@@ -129,6 +129,9 @@ UNPRICED = "examples/results/h200/lab5-20261202-110556"  # stored before a cell 
     (["--estimate", UNPRICED, "--specs", "specs/smoke.yaml"], f"--estimate: no measured cell in {UNPRICED}"),
     (["--prices", UNPRICED], f"--prices: no measured cell in {UNPRICED}"),
     ([], "give a SPEC to run, or --compare, --estimate or --prices"),
+    (["NOSPEC", "--out", "OUT"], "NOSPEC: no such file"),
+    (["specs/smoke.yaml", "--root", "/nowhere"],
+     "--root /nowhere: not an attnbench checkout (it has no runner/__main__.py)"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
     from helpers import REPO
@@ -142,7 +145,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, problem):
     truncated.mkdir()
     shutil.copy(REPO / SHIPPED / "manifest.json", truncated)
     (truncated / "cells.jsonl").write_bytes((REPO / SHIPPED / "cells.jsonl").read_bytes()[:200])  # a killed copy
-    names = {"BROKEN": tmp_path / "broken.yaml", "SCHEMA": tmp_path / "schema.yaml", "TRUNCATED": truncated}
+    names = {"BROKEN": tmp_path / "broken.yaml", "SCHEMA": tmp_path / "schema.yaml", "TRUNCATED": truncated,
+             "NOSPEC": tmp_path / "nospec.yaml", "OUT": tmp_path / "out"}
     done = subprocess.run([sys.executable, "scripts/bench_runner.py", *(str(names.get(a, a)) for a in args)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     for name, path in names.items():
@@ -184,3 +188,20 @@ def test_runs_over_the_benchs_out_lists_each_of_its_runs_once(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     listed = attnbench("runs", "--out", out).stdout
     assert [listed.count(f"shapes-{label}-") for label in ("cold", "warm")] == [1, 1], listed
+
+
+def test_a_run_the_runner_refuses_ends_the_bench_in_one_line_quoting_the_runners(tmp_path):
+    """A spec the runner (of --root, which may be another checkout) refuses: its own error line, after the run id."""
+    import re
+    import subprocess
+    import sys
+
+    from helpers import REPO, environment
+
+    spec = tmp_path / "broken.yaml"
+    spec.write_text("name: [\n")
+    done = subprocess.run([sys.executable, "scripts/bench_runner.py", str(spec), "--out", str(tmp_path / "out")],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, env=environment(TMPDIR=str(tmp_path)))
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert re.fullmatch(rf"bench-runner: broken-cold-\d{{8}}-\d{{6}}: attnbench run exited 2: error: {spec}:2:1: "
+                        r"not valid YAML \(.*\)\n", done.stderr), done.stderr
