@@ -56,7 +56,7 @@ def day_of(source: Path) -> str:
         raise Refused(f"{source} is not a folder (copy the folder the call brought back there: docs/benchmarks.md, "
                       "\"The calls\")")
     try:
-        day = (source / "day").read_text().strip()
+        day = (source / "day").read_text(errors="replace").strip()  # a torn or foreign file: said below, as read
     except OSError:
         raise Refused(f"{source} has no file day (scripts/gpu-plan.sh writes one first): not a folder the plan "
                       "wrote") from None

@@ -163,6 +163,7 @@ BAD = {
     "a file": NOT_A_FOLDER,
     "no day": "{source} has no file day (scripts/gpu-plan.sh writes one first): not a folder the plan wrote",
     "bad day": "{source}/day says '../x', not a day (YYYYMMDD)",
+    "a day not of text": "{source}/day says '\ufffd\ufffd2026', not a day (YYYYMMDD)",
     "a cut run alone": "nothing to land from {source}",
     "not a checkout": "--root {root}: not an attnbench checkout (it has no examples/results/h200)",
 }
@@ -180,6 +181,8 @@ def test_bad_input_is_one_line_and_lands_nothing(tmp_path, checkout, tiny_run, c
         (source / "results" / CUT / "cells.jsonl").write_text("")
     if case == "no day":
         (source / "day").unlink()
+    if case == "a day not of text":
+        (source / "day").write_bytes(b"\xff\xfe2026")
     root = tmp_path / "elsewhere" if case == "not a checkout" else checkout
     done = land(source, "--root", root, cwd=tmp_path)
     assert (done.returncode, done.stderr) == (1, f"land-gpu-plan: {BAD[case].format(source=source, root=root)}\n")
