@@ -7,7 +7,9 @@
 # resume under their day, even after midnight, and every step that ended there (not cut by its deadline) is passed
 # over: each call can name the same steps (docs/benchmarks.md, "What the H200 is waited for"). It exits 1 if any
 # step failed. Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to
-# OUTDIR/steps.txt.
+# OUTDIR/steps.txt. PACK=FILE: at its exit, OUTDIR packed as FILE.0, FILE.1 ... (tar.gz cut at 15 MiB: a device call
+# brings back at most 8 files of 16 MiB from $OUT, two folders down, where one run's folder alone holds more); put
+# OUTDIR outside $OUT and PACK under it (`cat FILE.* | tar -xzf - -C FOLDER` unpacks it).
 set -uo pipefail
 declare -A STEPS=(
   [env]="python3 -m runner env"
@@ -46,6 +48,10 @@ if [[ -n ${FROM:-} ]]; then
 fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 mkdir -p "$out/results"
+if [[ -n ${PACK:-} ]]; then
+  pack() { rm -f "$PACK".[0-9]; tar -czf - -C "$out" . | split -b 15m -d -a 1 - "$PACK."; }
+  trap pack EXIT
+fi
 day=${DAY:-$(cat "$out/day" 2>/dev/null || date -u +%Y%m%d)}
 echo "$day" > "$out/day"
 ended() {  # the exit of the step's last account, where it ran to its end (124, 137: cut by its deadline)

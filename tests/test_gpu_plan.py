@@ -106,6 +106,25 @@ def test_the_evidence_the_estimator_waits_for_comes_before_every_run():
     assert steps[:4] == ["env", "probe-energy", "cross", "gputests"]
 
 
+def test_pack_brings_the_whole_folder_back_as_a_few_files_at_its_exit(tmp_path):
+    """A device call brings back at most 8 files from $OUT, two folders down: PACK leaves OUTDIR as parts of one tar.gz
+    there, at any exit, which unpack to the folder the steps wrote (runs, steps.txt, day)."""
+    out, packed = tmp_path / "plan", tmp_path / "OUT"
+    packed.mkdir()
+    (packed / "gpu-plan.tgz.3").write_text("a part an earlier pack left")
+    (out / "results" / "run-a").mkdir(parents=True)
+    (out / "results" / "run-a" / "cells.jsonl").write_text("{}\n")
+    result = plan(out, "env", "cross", deadline=time.time() + 10, PACK=str(packed / "gpu-plan.tgz"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in packed.iterdir()) == ["gpu-plan.tgz.0"]
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    subprocess.run(f"cat {packed}/gpu-plan.tgz.* | tar -xzf - -C {unpacked}", shell=True, check=True)
+    assert (unpacked / "results" / "run-a" / "cells.jsonl").read_text() == "{}\n"
+    assert (unpacked / "steps.txt").read_text() == "env: not started (deadline)\ncross: not started (deadline)\n"
+    assert (unpacked / "day").exists()
+
+
 def test_the_gpu_tests_name_each_verdict_as_it_ends_and_leave_the_direct_rows_to_cross(tmp_path):
     """On a CPU every GPU test skips; plan.log names each (a suite cut by the deadline keeps those that ended), and
     none measured against the direct protocol, which cross and cross-carried measure."""
