@@ -3,7 +3,7 @@
 The pipeline, one module a step (docs/design.md draws it): spec.py validates a spec, cells.py sweeps it into cells
 (shape.py defines their axes), run.py runs them through worker processes (supervisor.py, worker.py; plan.py says which
 cells the device skips before a worker is asked, memory.py, without JAX, which it cannot hold; shard.py shares them
-out among nodes by what cost.py prices each cell at, nothing for one the plan skips), measure.py measures one
+out among nodes by what cost.py prices each cell at), measure.py measures one
 (inputs, programs, checks, sampling, assembly), record.py is the record every reader shares, spool.py and store.py
 keep it, results.py reads a run back. Then the readers: report.py prints tables on a terminal and as
 markdown, leaderboard.py ranks, compare.py compares two runs, and artifacts.py writes

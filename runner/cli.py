@@ -19,7 +19,6 @@ from runner.termination import TERMINATION, Interrupted  # first: SIGTERM is han
 TERMINATION.install()
 
 import argparse  # noqa: E402
-import functools
 import importlib.util
 import json
 import os
@@ -416,16 +415,13 @@ DRY_RUN_UNCHECKED = ("the cells the store already holds (a rerun resumes them), 
                      "compile and run (a build may still skip a cell, for what only it can find)")
 
 
-def _dry_run(every, share, shard, console: Console) -> int:
-    """Each cell (of the shard's `share`, chosen on this device as a run chooses it) and why it would be skipped here,
-    as the run's plan says it (this imports JAX to know the device)."""
+def _dry_run(cells, shard, console: Console) -> int:
+    """Each cell and why it would be skipped here, as the run's plan says it (this imports JAX to know the device)."""
     from runner.machine import current_device, fake_host_devices
     from runner.plan import plan
 
-    fake_host_devices(max((c.params.devices for c in every), default=1))  # as a worker would, before JAX starts
-    device = current_device()
-    cells = share(device) if share else every
-    for cell, reason in zip(cells, plan(cells, device).declined):
+    fake_host_devices(max((c.params.devices for c in cells), default=1))  # as a worker would, before JAX starts
+    for cell, reason in zip(cells, plan(cells, current_device()).declined):
         console.print(f"{cell.label()}: {'skip: ' + escape(reason) if reason else 'run'}", highlight=False)
     console.print(counted(len(cells), "cell") + (f" in shard {shard}" if shard else ""))
     print(f"dry run: checked {DRY_RUN_CHECKED}; not checked: {DRY_RUN_UNCHECKED}", file=sys.stderr)
@@ -496,12 +492,12 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     from runner.shard import select
     from runner.spool import Spool
 
-    share = functools.partial(select, every, shard) if shard else None  # chosen on the device (runner.shard)
+    cells = select(every, shard) if shard else every
     advice = RecheckAdvice(rechecks) if rechecks else RunAdvice()
     ready = _preflight(args, spec, shard, advice)
     _say_unreachable(ready)
     if args.dry_run:
-        return _dry_run(every, share, shard, console)
+        return _dry_run(cells, shard, console)
     with _spool_errors(ready.spool_root):
         spool = Spool(ready.spool, ready.run_id, ready.shard)
     location = ready.store.location(ready.run_id)
@@ -509,7 +505,7 @@ def _measure(args, spec, every: list, shard, console: Console, rechecks: str | N
     options = Options(args.flush_every, args.compile_cache or spec.compile_cache, args.compile_ahead == "on",
                       args.measure_ceilings, str(ready.unreachable) if ready.unreachable else None, rechecks)
     with spool, _store_errors(), _left_unfinished(spool, location, ready.spool_root, advice):
-        outcome = execute(spec, every, ready.store, spool, console, sys.argv, options, [c.key for c in every], share)
+        outcome = execute(spec, cells, ready.store, spool, console, sys.argv, options, [c.key for c in every])
     if isinstance(outcome.refused, OtherMachine) and not outcome.refused.late:  # before any cell: no tables
         print(f"error: {refusal(ready.run_id, str(outcome.refused))}; {advice.resumed_or_anew(ready)}",
               file=sys.stderr)

@@ -1,8 +1,8 @@
 """What a cell costs in GPU seconds, before it runs: the median measured duration of the cells of its cost key (its
 worker, its pass and the power class the run groups it in), from stored runs. `scripts/bench_runner.py --estimate`
 prices specs from runs given to it; shards (runner/shard.py) are balanced by the table measured on the H200 below,
-shipped with the code, so that every shard's pod computes the same shares from the cells and the run's device alone
-(never from the store's contents or the time)."""
+shipped with the code, so that every shard's pod computes the same shares from the cells alone (never from the
+store's contents or the time)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The run's plan: each cell's worker and whether it is skipped on the device before a worker is asked (the variant's
-rules, the device's compute capability and packages, its memory), computed once for a run, its dry run, a shard's
-share (runner.shard prices a skipped cell at nothing) and a cross-check (tests/crosscheck.py). No JAX: the run asks it
-from the device its first worker described."""
+rules, the device's compute capability and packages, its memory), computed once for a run, its dry run and a
+cross-check (tests/crosscheck.py). No JAX: the run asks it from the device its first worker described. A shard's share
+never asks it (runner.shard: the share is the cells' alone)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,6 @@ import itertools
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Console
@@ -108,9 +107,6 @@ class Context:
     stop: threading.Event
     compile_ahead: bool = True  # off for the rest of the run once a worker died with cells compiling ahead
     next_group: dict[str, str] = field(default_factory=dict)  # worker group -> the group measured after it
-
-
-Share = Callable[[Device], list[Cell]]  # a shard's cells, chosen on the device the run's first worker describes
 
 
 def first_pull(uploader: Uploader, store: Store) -> set[str]:
@@ -321,11 +317,9 @@ def close_manifest(manifest: Manifest, ctx: Context, finished: bool, earlier: di
 
 
 def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: Console, argv: list[str],
-            options: Options, order: list[str] | None = None, share: Share | None = None) -> Outcome:
+            options: Options, order: list[str] | None = None) -> Outcome:
     """Measure the cells that neither the store nor the spool holds yet, each committed before the next. `order`:
-    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'. `share`: a
-    shard's, whose cells are chosen from `cells` (the whole run's) once its first worker has described the device
-    (runner.shard.select: the cells the plan skips there weigh nothing); until then its counts are the run's."""
+    the keys of the whole run's cells in run order (every shard's), for readers; None: these cells'."""
     uploader = Uploader(spool, store, options.flush_every_s, lambda manifest: same_run(manifest, spec),
                         options.unreachable)
     done = first_pull(uploader, store)
@@ -341,10 +335,12 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
         finished = False
         try:
             if closed:  # what the store still needs (a consolidation a killed pod left) is done on closing
-                finished = _say_closed(console, spool.run_id, cells, closed)
+                every = "the 1 cell was" if len(cells) == 1 else f"all {counted(len(cells), 'cell')} were"
+                console.print(f"{spool.run_id}: {every} done and the run ended at {closed}; "
+                              "nothing to measure, its manifest stays as it was")
+                finished = True
             else:
-                finished, cells = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options, order,
-                                           share)
+                finished = _measure(spec, cells, done, resumed, uploader, pool, console, argv, options, order)
         finally:
             pool.kill() if stop.is_set() else pool.close()
             if not uploader.refused:  # a refused resume leaves the marker as it found it: it measured nothing of it
@@ -352,14 +348,6 @@ def execute(spec: Spec, cells: list[Cell], store: Store, spool: Spool, console: 
             uploaded = uploader.close(stop, lambda: store.with_timeout(TERMINATION.left()))
     held = len(spool.keys() & {c.key for c in cells})
     return Outcome(finished and not stop.is_set(), uploaded, held, len(cells), uploader.error, uploader.refused)
-
-
-def _say_closed(console: Console, run_id: str, cells: list[Cell], closed: str) -> bool:
-    """Say that the run (or shard) had ended with every cell done: nothing to measure."""
-    every = "the 1 cell was" if len(cells) == 1 else f"all {counted(len(cells), 'cell')} were"
-    console.print(f"{run_id}: {every} done and the run ended at {closed}; nothing to measure, its manifest stays as "
-                  "it was")
-    return True
 
 
 def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
@@ -372,22 +360,16 @@ def _closed(uploader: Uploader, spec: Spec, cells: list[Cell]) -> str | None:
 
 
 def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None, uploader: Uploader, pool: Pool,
-             console: Console, argv: list[str], options: Options, order: list[str] | None, share: Share | None
-             ) -> tuple[bool, list[Cell]]:
-    """Start the first worker (it describes the machine), choose a shard's cells on its device, write the manifest,
-    measure, close the manifest: whether it finished, and the cells it was to measure."""
+             console: Console, argv: list[str], options: Options, order: list[str] | None) -> bool:
+    """Start the first worker (it describes the machine), write the manifest, measure, close the manifest."""
     try:
         hello = pool.worker(JAX_WORKER).hello
     except Stopped:
-        return False, cells
+        return False
     spool = uploader.spool
-    if share:
-        cells = share(hello.device)
-        if closed := _closed(uploader, spec, cells):
-            return _say_closed(console, spool.run_id, cells, closed), cells
     resume = Resume(spool, hello.machine)
     if not uploader.measuring_on(resume):
-        return False, cells
+        return False
     manifest = new_manifest(spec, spool, len(cells), argv, hello.machine, hello.compile_cache,
                             order if order is not None else [c.key for c in cells], resume.earlier, options.rechecks)
     spool.write_manifest(manifest)
@@ -400,4 +382,4 @@ def _measure(spec: Spec, cells: list[Cell], done: set[str], resumed: dict | None
         console.print(f"resuming {spool.run_id}: {already:,} of {counted(len(cells), 'cell')} already done")
     finished = measure_all(ctx, cells, done, console)
     spool.write_manifest(close_manifest(manifest, ctx, finished, resume.earlier))
-    return finished, cells
+    return finished

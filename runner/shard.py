@@ -1,7 +1,7 @@
 """Shards: a deterministic share of a run's cells for one of n nodes, whole families (the cells that share one set of
-inputs and float32 reference: cells.family) balanced by what their cells cost in GPU seconds (runner.cost) on the
-device the run's first worker describes (a cell the run's plan skips there costs nothing), the same on every node
-of the run, whose machines must match (runner.resume)."""
+inputs and float32 reference: cells.family) balanced by what their cells cost in GPU seconds (runner.cost): a
+function of the cells alone. The node's device is not asked: shards' devices may differ in what no machine fact
+compares (JAX's memory limit), and shares priced on each would overlap or leave a cell to no shard."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from runner.cells import Cell, family
 from runner.cost import H200, Key, cost_key, price
-from runner.machine import Device
 from runner.shape import Params
 from runner.spec import short
 
@@ -63,27 +62,20 @@ def families(cells: list[Cell]) -> list[list[Cell]]:
     return list(grouped.values())
 
 
-def cell_ms(cell: Cell, table: dict[Key, float] = H200, device: Device | None = None) -> int:
+def cell_ms(cell: Cell, table: dict[Key, float] = H200) -> int:
     """What a cell costs, in whole milliseconds (sums that no order of the cells can change): its cost key's price
-    in `table`, or nothing where its variant declines it on any device (its params break the variant's rules) or
-    the run's plan skips it on `device` (plan.skipped_here: the device lacks what the variant needs, or cannot hold
-    the cell), where given."""
+    in `table`, or nothing where its variant declines it on any device (its params break the variant's rules)."""
     from runner.registry import VARIANTS, static_decline  # here: `compare` and `runs` parse shards without it
-    from runner.plan import skipped_here
 
     v = VARIANTS[cell.variant]
-    if static_decline(v, cell.params) or (device and skipped_here(v, cell.params, device)):
-        return 0
-    return round(1000 * price(cost_key(v.worker, cell.params), table)[0])
+    return 0 if static_decline(v, cell.params) else round(1000 * price(cost_key(v.worker, cell.params), table)[0])
 
 
-def assign(cells: list[Cell], count: int, table: dict[Key, float] = H200, device: Device | None = None
-           ) -> dict[str, int]:
-    """Cell key -> shard index: whole families, costliest first (their cells' cell_ms summed, on `device`; ties by
-    their smallest key), each to the least loaded shard (ties to the one holding fewest families, then the lowest
-    index), so a family's inputs and reference are made on one node and the same cells give the same shares in any
-    order."""
-    costed = sorted((-sum(cell_ms(c, table, device) for c in group), min(c.key for c in group), group)
+def assign(cells: list[Cell], count: int, table: dict[Key, float] = H200) -> dict[str, int]:
+    """Cell key -> shard index: whole families, costliest first (their cells' cell_ms summed; ties by their smallest
+    key), each to the least loaded shard (ties to the one holding fewest families, then the lowest index), so a
+    family's inputs and reference are made on one node and the same cells give the same shares in any order."""
+    costed = sorted((-sum(cell_ms(c, table) for c in group), min(c.key for c in group), group)
                     for group in families(cells))  # keys are unique: the group is never compared
     loads = [(0, 0, index) for index in range(count)]  # (milliseconds so far, families so far, shard index): a heap
     owner = {}
@@ -94,7 +86,7 @@ def assign(cells: list[Cell], count: int, table: dict[Key, float] = H200, device
     return owner
 
 
-def select(cells: list[Cell], shard: Shard, device: Device | None = None) -> list[Cell]:
-    """The shard's cells, in run order, priced on `device` (assign)."""
-    owner = assign(cells, shard.count, device=device)
+def select(cells: list[Cell], shard: Shard) -> list[Cell]:
+    """The shard's cells, in run order."""
+    owner = assign(cells, shard.count)
     return [c for c in cells if owner[c.key] == shard.index]

@@ -429,22 +429,6 @@ def test_a_dry_run_on_an_l4_says_the_skips_its_run_records(tmp_path, capsys, mon
                         "skip: jax's cuDNN path packs rows on Hopper or newer only; this GPU has compute capability 8.9"]
 
 
-def test_a_sharded_dry_run_lists_the_share_chosen_on_this_device(tmp_path, capsys):
-    """As a run's shard chooses its cells once its first worker has described the device (runner.shard: the cells the
-    plan skips there cost nothing), so does its dry run: here cuDNN's cells, declined on this CPU."""
-    from runner.machine import current_device
-    from runner.shard import Shard, select
-
-    path = write_spec(tmp_path / "gpu.yaml", spec_data({"name": "a", "variants": ["cudnn"], "dtype": "bfloat16",
-                                                        "sweep": {"seq_len": [128, 1024, 8192]}}))
-    every = expand(load_spec(path, set(load_all())))
-    mine = [c.label() for c in select(every, Shard(1, 2), current_device())]
-    assert mine != [c.label() for c in select(every, Shard(1, 2))]  # the H200's prices share them otherwise
-    result = in_process(capsys, "run", path, "--dry-run", "--shard", "1/2", "--run-id", "r", "--out", tmp_path / "o")
-    assert result.code == 0, result.err
-    assert [line.split(": ", 1)[0] for line in result.out.splitlines()[:-1]] == mine
-
-
 def test_a_dry_run_says_what_it_checked_and_what_it_did_not(spec_path, tmp_path, capsys):
     from runner.cli import DRY_RUN_CHECKED, DRY_RUN_UNCHECKED
 
@@ -792,6 +776,56 @@ def test_a_shard_under_other_settings_than_another_shard_of_its_run_is_refused(s
     assert [p.shard for p in read_run(out / RUN_ID).parts if p.cells] == ["0/2"]
     again = shard(1, "--xla_cpu_enable_fast_math=false")
     assert again.returncode == 0, again.stderr
+
+
+# four families (T 8 to 64); a device of HELD bytes holds T32's inputs and float32 reference (48 KiB), not T64's
+# (128 KiB): priced on it, T64 would cost nothing and the two shards' shares would differ from a CPU's (no limit)
+SHARDED = spec_data({"name": "a", "variants": ["naive", "xla"], "sweep": {"seq_len": [8, 16, 32, 64]}})
+HELD = 60_000
+
+
+def test_shards_dry_run_on_devices_of_other_memory_list_every_cell_once(tmp_path, capsys, monkeypatch):
+    """The review of 2026-12-08 (s15), finding 1: JAX's memory limit (XLA_PYTHON_CLIENT_MEM_FRACTION) is no machine
+    fact a shard is refused by, so a share priced on the device split the cells otherwise on each shard. The share is
+    the cells' alone: a dry run of each shard on a device of its own memory lists each cell once."""
+    import dataclasses
+
+    import runner.machine as machine
+
+    path = write_spec(tmp_path / "a.yaml", SHARDED)
+    listed, said = [], ""
+    for index, memory in enumerate((None, HELD)):
+        device = dataclasses.replace(machine.current_device(), memory_bytes=memory)
+        monkeypatch.setattr(machine, "current_device", lambda device=device: device)
+        result = in_process(capsys, "run", path, "--dry-run", "--shard", f"{index}/2", "--run-id", "r",
+                            "--out", tmp_path / "o")
+        assert result.code == 0, result.err
+        listed += [line.split(": ", 1)[0] for line in result.out.splitlines()[:-1]]
+        said += result.out
+    assert sorted(listed) == sorted(c.label() for c in expand(load_spec(path, set(load_all()))))
+    assert "skip: inputs and float32 reference need " in said  # the small device does skip a cell
+
+
+def test_two_shards_whose_devices_differ_in_memory_store_every_cell_once(tmp_path):
+    """Finding 1 as the reviewer saw it, with two real shard processes into one --out: shard 1's processes (its
+    workers too) report a memory limit of HELD bytes, as another XLA_PYTHON_CLIENT_MEM_FRACTION would give, shard 0's
+    the CPU's none. Every cell of the run is stored once and both shards finish."""
+    spec = write_spec(tmp_path / "a.yaml", SHARDED)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import dataclasses\nimport runner.machine as machine\ndescribed = machine.current_device\n"
+        f"machine.current_device = lambda: dataclasses.replace(described(), memory_bytes={HELD})\n")
+    out = tmp_path / "out"
+    for index, extra in enumerate(({}, {"PYTHONPATH": str(site)})):
+        shard = attnbench("run", spec, "--out", out, "--run-id", RUN_ID, "--shard", f"{index}/2",
+                          ATTNBENCH_SPOOL=str(tmp_path / f"spool-{index}"), **extra)
+        assert shard.returncode == 0, shard.stderr
+    stored = read_run(out / RUN_ID)
+    every = [c.key for c in expand(load_spec(spec, set(load_all())))]
+    assert sorted(c.key for c in stored.cells) == sorted(every) and stored.problems == []
+    assert [(p.shard, len(p.cells)) for p in stored.parts] == [("0/2", 4), ("1/2", 4)]
+    assert any(c.status == "skipped" for c in stored.cells)  # shard 1's device held no T64 cell
 
 
 def test_a_resume_on_another_driver_goes_on_says_so_and_the_run_keeps_the_earlier_driver(run, spec_path, tmp_path,

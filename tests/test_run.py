@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
 
 import pytest
 from rich.console import Console
@@ -265,63 +264,6 @@ def test_a_store_that_holds_a_run_of_another_spec_at_the_first_pull_starts_no_wo
                               run.Options())
     assert outcome.refused.manifest == held and (outcome.uploaded, outcome.done) == (False, 0)
     assert store.names() == ["r/manifest.json"] and spool.manifest() is None
-
-
-def sharded(tmp_path, monkeypatch, console: Console) -> tuple[list[Cell], set[str], Callable[[], run.Outcome]]:
-    """Shard 1/2 of a run of cuDNN cells on a CPU, its pool a stand-in whose worker describes the CPU (every cell is
-    declined there: recorded without a worker): the run's cells, the shard's chosen on the CPU, and a run of it."""
-    import functools
-    import types
-
-    from helpers import spec_data
-    from runner.cells import expand
-    from runner.shard import Shard, select
-    from runner.spec import parse_spec
-    from runner.worker import Hello
-
-    spec = parse_spec(spec_data({"name": "a", "variants": ["cudnn"], "dtype": "bfloat16",
-                                 "sweep": {"seq_len": [128, 1024, 8192]}}), set(load_all()))
-    every, cpu, shard = expand(spec), Device("cpu", "cpu", None), Shard(1, 2)
-    hello = Hello("jax", {}, cpu, machine=test_results.manifest().machine)
-    pool = types.SimpleNamespace(worker=lambda group: types.SimpleNamespace(hello=hello), hellos={"jax": hello},
-                                 stop_event=threading.Event(), close=lambda: None, kill=lambda: None)
-    monkeypatch.setattr(run, "Pool", lambda *_: pool)
-    store = LocalStore(tmp_path / "out")
-
-    def part() -> run.Outcome:
-        with Spool(spool_store(tmp_path / "spool", store), "r", str(shard)) as spool:
-            return run.execute(spec, every, store, spool, console, [], run.Options(), [c.key for c in every],
-                               functools.partial(select, every, shard))
-
-    return every, {c.key for c in select(every, shard, cpu)}, part
-
-
-def test_a_shard_measures_its_share_chosen_on_the_device_its_first_worker_describes(tmp_path, monkeypatch):
-    """The L4 walk's finding 7 (docs/evidence/l4-walk-20261207.txt): a shard's cells are chosen once its first worker
-    has described the device, the cells the plan skips there weighing nothing (runner.shard), not by the shipped H200
-    prices alone."""
-    from runner.shard import Shard, select
-    from runner.store import read_run
-
-    every, mine, part = sharded(tmp_path, monkeypatch, Console(file=open("/dev/null", "w")))
-    assert mine != {c.key for c in select(every, Shard(1, 2))}  # the H200's prices share these cells otherwise
-    outcome = part()
-    assert outcome.finished and (outcome.done, outcome.planned) == (len(mine), len(mine))
-    stored = read_run(tmp_path / "out" / "r")
-    assert {c.key for c in stored.cells} == mine and stored.manifest.cells_planned == len(mine)
-
-
-def test_a_finished_shard_run_again_measures_nothing_and_leaves_its_manifest(tmp_path, monkeypatch):
-    """Its cells chosen on the device are all stored, the other shard's are not: once the worker has described the
-    device, the shard says it had ended and writes nothing (a run of every cell done would have said so at once)."""
-    import io
-
-    said = io.StringIO()
-    _, mine, part = sharded(tmp_path, monkeypatch, Console(file=said))
-    assert part().finished
-    manifest = (tmp_path / "out" / "r" / "manifest-1-of-2.json").read_bytes()
-    assert part().finished and (tmp_path / "out" / "r" / "manifest-1-of-2.json").read_bytes() == manifest
-    assert len(mine) == 1 and "r: the 1 cell was done and the run ended at " in said.getvalue()
 
 
 def test_closing_a_manifest_keeps_the_machine_facts_a_late_store_gave(tmp_path):

@@ -99,28 +99,11 @@ def test_a_cell_costs_its_power_classs_measured_seconds_and_a_declined_one_nothi
     assert cell_ms(Cell("sizes", "cudnn", cells[0].params), table) == 0
 
 
-def test_a_cell_the_plan_skips_on_the_device_costs_nothing_and_the_shards_balance_the_rest(cells):
-    """The L4 walk's finding 7 (docs/evidence/l4-walk-20261207.txt): shards were balanced by H200 prices, cells the
-    device declines at once included. On a device of 8 MiB the T = 1024 cells' inputs and reference (8.5 MiB) do not
-    fit: priced on it they cost nothing, and the shards' loads of the cells it measures differ by no more than the
-    costliest family, where the H200's prices left 1.2 s between them."""
-    from runner.machine import Device
-    from runner.plan import plan
-
-    small = Device("gpu", "a small GPU", 9.0, 8 << 20)
-    skipped = [reason is not None for reason in plan(cells, small).declined]
-    assert sum(skipped) == 4 and {c.params.seq_len for c, s in zip(cells, skipped) if s} == {1024}
-    assert [cell_ms(c, device=small) for c in cells] == [0 if s else cell_ms(c) for c, s in zip(cells, skipped)]
-    owner = assign(cells, 3, device=small)
-    loads = [sum(cell_ms(c, device=small) for c in cells if owner[c.key] == i) for i in range(3)]
-    assert max(loads) - min(loads) <= max(sum(cell_ms(c, device=small) for c in group) for group in families(cells))
-
-
 def test_every_shard_takes_a_family_even_one_of_no_cost(cells, monkeypatch):
     """Ties go to the shard holding fewest families, so n shards of n families are none of them empty."""
     import runner.shard as shard
 
-    monkeypatch.setattr(shard, "cell_ms", lambda cell, table, device: 0)
+    monkeypatch.setattr(shard, "cell_ms", lambda cell, table: 0)
     count = len(families(cells))
     assert set(assign(cells, count).values()) == set(range(count))
 
