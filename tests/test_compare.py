@@ -788,6 +788,12 @@ def test_the_threshold_is_passed_only_beyond_1_plus_it_or_below_its_inverse():
     assert compare.cells(a, b, "wall")["verdict"].tolist()[4:] == ["slower", "faster"]
 
 
+def test_each_runs_noise_is_its_iqr_over_its_own_median():
+    """noise A and noise B (compare and the dashboard show them beside each ratio): IQR / median, each run's own."""
+    table = compare.cells(pd.DataFrame([_timed("a", 2.0, 0.1)]), pd.DataFrame([_timed("a", 4.0, 0.2)]), "wall")
+    assert table[["noise_a", "noise_b"]].values.tolist() == [pytest.approx([0.1, 0.1])]
+
+
 def test_a_gap_inside_the_first_runs_noise_is_within_noise_and_a_cell_not_ok_has_no_verdict():
     """B half as fast again as a noisy A is within A's noise; a cell incorrect in both runs has no verdict, however
     its times read."""
