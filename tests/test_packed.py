@@ -125,6 +125,12 @@ def test_every_variant_declines_a_packed_or_deterministic_cell_that_cannot_be(sh
         assert words in decline(VARIANTS[name], p, CPU)
 
 
+def test_a_row_of_two_tokens_a_document_is_the_shortest_packed():
+    """T = 2 D is packed (every document keeps a token: test_masks), T = 2 D - 1 is not."""
+    assert masks.packing_problem(params(seq_len=16, documents=8)) is None
+    assert masks.packing_problem(params(seq_len=15, documents=8))[0] == "documents"
+
+
 @pytest.mark.parametrize("variant, shape, words", [
     ("pallas_triton", dict(documents=2), "declines a packed row"),
     ("cudnn_fp8", dict(documents=2), "declines a packed row"),
