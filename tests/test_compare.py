@@ -794,6 +794,15 @@ def test_each_runs_noise_is_its_iqr_over_its_own_median():
     assert table[["noise_a", "noise_b"]].values.tolist() == [pytest.approx([0.1, 0.1])]
 
 
+def test_each_pair_shows_its_times_in_ms_and_names_the_side_sampled_unsettled():
+    a = pd.DataFrame([_timed("a", 2e-3, 1e-5), _timed("b", 2e-3, 1e-5)])
+    b = pd.DataFrame([{**_timed("a", 3e-3, 1e-5), "power_settled": False}, {**_timed("b", 3e-3, 1e-5),
+                                                                             "power_settled": True}])
+    table = compare.cells(a, b, "wall")
+    assert table[["a_ms", "b_ms"]].values.tolist() == [pytest.approx([2.0, 3.0])] * 2
+    assert table["unsettled"].tolist() == ["B", ""]
+
+
 def test_a_gap_inside_the_first_runs_noise_is_within_noise_and_a_cell_not_ok_has_no_verdict():
     """B half as fast again as a noisy A is within A's noise; a cell incorrect in both runs has no verdict, however
     its times read."""
