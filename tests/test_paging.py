@@ -53,6 +53,11 @@ def test_the_pool_holds_the_batchs_pages_not_b_times_the_longest():
     assert metrics.kv_cache_bytes(p) == 2 * sum(counts) * 16 * 2 * 8 * 4
 
 
+def test_a_pool_half_of_whose_rows_are_keys_is_not_said_mostly_empty():
+    assert paging.pool_note(params(page_size=80)) == ""  # 8 requests of 40 keys in pages of 80: half the rows
+    assert paging.pool_note(params(page_size=81)).startswith("page pool mostly empty: 8 pages of 81 tokens hold 320")
+
+
 def _dense(p, pool):
     """Each request's keys (or values), its pages taken from their pool slots one by one (runner.paging's rule)."""
     where, first, rows = paging.slots(p), 0, []
