@@ -974,6 +974,13 @@ def test_lab5s_shipped_runs_of_three_attnbench_versions_share_one_spec_identity(
     assert compare.material("spec identity") and not compare.material("spec hash")
 
 
+def test_an_earlier_value_of_a_material_fact_is_material_too():
+    """A resumed run's `earlier gpu driver` (some cells ran on another driver) changes what a time means as the
+    driver does; an earlier value of a fact that is not material is not."""
+    assert compare.material("earlier gpu driver") and compare.material("earlier version cudnn")
+    assert not compare.material("earlier host") and not compare.material("earlier version numpy")
+
+
 def test_previous_finds_the_run_before_an_upgrade_and_names_attnbench_beside_the_verdict(capsys, tmp_path):
     """Last night's lab5 ran on an older attnbench (its spec hash 368e31dd…); tonight's, on today's, has another spec
     hash and the same identity: it is the previous run, and the attnbench version stands beside the verdict."""
