@@ -86,6 +86,13 @@ def test_a_paged_cell_is_given_its_pool_and_the_table_reads_each_requests_pages_
         assert not np.all(steps == 1) and len(set(steps.tolist())) <= 2  # scattered by one stride, mod the pool
 
 
+def test_the_table_holds_each_requests_slots_then_slot_0_past_its_own_pages():
+    p = params(kv_lengths="uniform", page_size=4)
+    counts, table = paging.pages_of(p), paging.table(p)
+    assert len(set(counts)) > 1 and table[0] == list(range(counts[0])) + [0] * (max(counts) - counts[0])
+    assert all(row[n:] == [0] * (max(counts) - n) for row, n in zip(table, counts))
+
+
 def _padded(rows):
     """Requests' keys of different lengths as one (B, longest, K, H) array, zeros past each."""
     longest = max(len(row) for row in rows)
