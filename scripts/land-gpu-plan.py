@@ -1,12 +1,13 @@
 """Land what the H200's plan brought back (scripts/gpu-plan.sh's OUTDIR, copied to results/gpu-plan) where the project
-keeps it: each finished run in examples/results/h200/, the energy probe with its replay, the cross-checks, the bench's
+keeps it: each finished run of the H200 in examples/results/h200/, the energy probe with its replay, the cross-checks, the bench's
 JSON, plan.log and steps.txt in docs/evidence/ (docs/benchmarks.md, "Landing").
 
     python scripts/land-gpu-plan.py [FROM] [--root CHECKOUT] [--dry-run]
 
 FROM (default CHECKOUT/results/gpu-plan) is read, never changed; CHECKOUT is this script's own unless --root names
 another. A run is finished when every cell it planned is stored, counted by the store's reader as `attnbench runs`
-counts them; an unfinished one is left, with a line saying how many cells it lacks (a later call resumes it). Nothing
+counts them; an unfinished one is left, with a line saying how many cells it lacks (a later call resumes it), and so is
+a run another GPU measured (a rehearsal on a CPU), with a line naming it. Nothing
 already in CHECKOUT is overwritten. The probe's replay (scripts/replay_energy.py, then with --old) is written beside it
 as probe-energy-DAY.txt. What stays to do by hand is printed last. FROM missing, or holding nothing to land: one line,
 exit 1.
@@ -26,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runner.record import gpu_name  # noqa: E402
 from runner.results import Run  # noqa: E402
 from runner.store import LocalStore, StoreUnavailable  # noqa: E402
 
 H200 = Path("examples/results/h200")
+H200_GPU = "NVIDIA H200"  # the GPU that examples/results/h200's runs name (runner.record.gpu_name: NVML's name)
 EVIDENCE = Path("docs/evidence")
 REPLAY = ROOT / "scripts" / "replay_energy.py"
 
@@ -66,10 +69,13 @@ def day_of(source: Path) -> str:
 
 
 def lacking(run: Run) -> str | None:
-    """Why a run is not landed yet (it lacks cells, or does not read whole), or None where every planned cell is
-    stored and it reads as tests/test_record.py asks of every run in examples/results."""
+    """Why a run is not landed (another GPU measured it, it lacks cells, or does not read whole), or None where the
+    H200 measured it, every planned cell is stored and it reads as tests/test_record.py asks of every run in
+    examples/results."""
     if run.manifest is None:
         return "no manifest (it stopped before its first write)"
+    if (gpu := gpu_name(run.manifest)) != H200_GPU:
+        return f"it was measured on {gpu}, not an {H200_GPU} ({H200} holds the H200's runs)"
     lacks = run.manifest.cells_planned - len(run.cells)
     if lacks > 0:
         return f"it lacks {lacks} of its {run.manifest.cells_planned} planned cells (a later call resumes it)"

@@ -1,5 +1,6 @@
 """scripts/land-gpu-plan.py: what the H200's plan brought back (scripts/gpu-plan.sh's OUTDIR) landed in a checkout, on
-a CPU: a real tiny run and copies of committed evidence of each kind stand in for the H200's."""
+a CPU: copies of a committed H200 run and of committed evidence of each kind stand in for the H200's, and a real tiny
+run on this CPU for a rehearsal's, which is left."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from test_record import reads_as_shipped
 LAND = REPO / "scripts" / "land-gpu-plan.py"
 EVIDENCE = REPO / "docs" / "evidence"
 DAY = "20261207"
-RUN = f"training-fwd-{DAY}"
+H200_RUNS = REPO / "examples" / "results" / "h200"
+RUN = "hopper-long-20261202-110136"  # a committed H200 run of 24 cells (a small one), landed under its own id
+CPU_RUN = f"training-fwd-{DAY}"  # the tiny run on this CPU, as a rehearsal's run
 CUT = f"serving-sweep-{DAY}"
 TORN = f"training-packed-{DAY}"
 BENCH = "lab5-cold-20261207-231500"  # bench_runner.py's run ids: SPEC-cold-STAMP, SPEC-warm-STAMP
@@ -33,10 +36,10 @@ CROSS = (f"steady-crosscheck-{DAY}.json", f"steady-crosscheck-carried-{DAY}.json
 def tiny_run(tmp_path_factory) -> Path:
     """A real run of 8 cells on this CPU (the runner's own `run` on a small spec), once for the module."""
     folder = tmp_path_factory.mktemp("tiny")
-    done = attnbench("run", shapes_spec(folder, [8, 16]), "--out", folder / "results", "--run-id", RUN,
+    done = attnbench("run", shapes_spec(folder, [8, 16]), "--out", folder / "results", "--run-id", CPU_RUN,
                      ATTNBENCH_SPOOL=str(folder / "spool"), XDG_CACHE_HOME=str(folder / "cache"))
     assert done.returncode == 0, done.stderr[-2000:]
-    return folder / "results" / RUN
+    return folder / "results" / CPU_RUN
 
 
 def writable(folder: Path, on: bool) -> None:
@@ -56,17 +59,18 @@ def checkout(tmp_path) -> Path:
 
 
 def brought_back(source: Path, tiny_run: Path) -> Path:
-    """A folder as the plan's calls bring it back: its day, a finished run (with a write a kill left in flight), one a
-    deadline cut (3 of 8 cells) and one with a line that does not read, the energy probe, both cross-checks, a bench's
-    JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
-    shutil.copytree(tiny_run, source / "results" / RUN)
+    """A folder as the plan's calls bring it back: its day, a finished H200 run (with a write a kill left in flight), one
+    a deadline cut (3 of 24 cells) and one with a line that does not read, a finished run on this CPU, the energy probe,
+    both cross-checks, a bench's JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
+    shutil.copytree(H200_RUNS / RUN, source / "results" / RUN)
     (source / "results" / RUN / ".manifest.json.tmp").write_text("{")
-    torn = shutil.copytree(tiny_run, source / "results" / TORN)
+    torn = shutil.copytree(H200_RUNS / RUN, source / "results" / TORN)
     with open(torn / "cells.jsonl", "a") as cells:
         cells.write('{"schema_version": \n')
-    cut = shutil.copytree(tiny_run, source / "results" / CUT)
+    cut = shutil.copytree(H200_RUNS / RUN, source / "results" / CUT)
     (cut / "cells.jsonl").write_text("".join((cut / "cells.jsonl").read_text().splitlines(keepends=True)[:3]))
-    shutil.copytree(tiny_run, source / "bench" / BENCH)
+    shutil.copytree(tiny_run, source / "results" / CPU_RUN)
+    shutil.copytree(H200_RUNS / RUN, source / "bench" / BENCH)
     shutil.copy(EVIDENCE / "bench-runner-lab5-20261203-023042.json", source / "bench" / BENCH_JSON)
     shutil.copy(EVIDENCE / "probe-stream-20261203.json", source / PROBE)
     shutil.copy(EVIDENCE / "steady-crosscheck-20261203.json", source / CROSS[0])
@@ -101,9 +105,9 @@ def replayed(probe: str) -> str:
     return body.replace("docs/evidence/probe-stream-20261203.json", probe)
 
 
-def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source, tiny_run):
-    """FROM at the checkout's results/gpu-plan, its default: a finished run passes the check every shipped run is held
-    to; the cut and the torn run stay; the probe lands with its replay beside it; all writable."""
+def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source):
+    """FROM at the checkout's results/gpu-plan, its default: a finished H200 run passes the check every shipped run is
+    held to; the cut, the torn run and the CPU's stay; the probe lands with its replay beside it; all writable."""
     default = checkout / "results" / "gpu-plan"
     default.parent.mkdir()
     writable(source, True)
@@ -113,13 +117,15 @@ def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source, tiny_
     writable(default, True)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     landed = files(checkout / "examples" / "results" / "h200")
-    assert landed == {f"{run}/{name}": (tiny_run / name).read_bytes() for run in (BENCH, RUN)
+    assert landed == {f"{run}/{name}": (H200_RUNS / RUN / name).read_bytes() for run in (BENCH, RUN)
                       for name in ("cells.jsonl", "manifest.json")}
     for run in (RUN, BENCH):
         reads_as_shipped(checkout / "examples" / "results", f"h200/{run}")
     left = [line for line in done.stdout.splitlines() if ": left, " in line]
-    assert left == [f"{default}/results/{CUT}: left, it lacks 5 of its 8 planned cells (a later call resumes it)",
-                    f"{default}/results/{TORN}: left, it does not read whole: {default}/results/{TORN}/cells.jsonl:9: "
+    assert left == [f"{default}/results/{CUT}: left, it lacks 21 of its 24 planned cells (a later call resumes it)",
+                    f"{default}/results/{CPU_RUN}: left, it was measured on cpu, not an NVIDIA H200 "
+                    "(examples/results/h200 holds the H200's runs)",
+                    f"{default}/results/{TORN}: left, it does not read whole: {default}/results/{TORN}/cells.jsonl:25: "
                     "not valid JSON (Expecting value)"]
     brought = {BENCH_JSON: default / "bench" / BENCH_JSON, **{name: default / name for name in (*CROSS, PROBE)},
                f"gpu-plan-{DAY}/plan.log": default / "plan.log", f"gpu-plan-{DAY}/steps.txt": default / "steps.txt"}
@@ -200,14 +206,14 @@ def test_a_probe_the_replay_cannot_read_is_not_landed_and_the_rest_is(tmp_path, 
     assert PROBE not in evidence and CROSS[1] in evidence and f"gpu-plan-{DAY}/steps.txt" in evidence
 
 
-def test_the_checkout_is_the_scripts_own_unless_root_names_another(tmp_path, tiny_run):
-    """Run from elsewhere without --root: a run id this repository ships is already there (a dry run: nothing is
+def test_the_checkout_is_the_scripts_own_unless_root_names_another(tmp_path):
+    """Run from elsewhere without --root: a run this repository ships is already there (a dry run: nothing is
     written)."""
     source = tmp_path / "gpu-plan"
-    shutil.copytree(tiny_run, source / "results" / "decode-20261202")
+    shutil.copytree(H200_RUNS / RUN, source / "results" / RUN)
     (source / "day").write_text(DAY)
     done = land(source, "--dry-run", cwd=tmp_path)
-    assert "examples/results/h200/decode-20261202: already there, not overwritten" in done.stdout.splitlines()
+    assert f"examples/results/h200/{RUN}: already there, not overwritten" in done.stdout.splitlines()
 
 
 def test_a_copy_that_fails_is_one_line_and_takes_back_what_it_wrote(tmp_path, checkout, source):
@@ -254,5 +260,5 @@ def test_a_store_that_cannot_be_read_is_one_line(monkeypatch, capsys, checkout, 
 
     monkeypatch.setattr(LocalStore, "get", denied)
     code, out, err = in_this_process(monkeypatch, capsys, source, "--root", checkout)
-    assert (code, out) == (1, "") and err == f"land-gpu-plan: {source}/results/{CUT}/cells.jsonl: Permission denied\n"
+    assert (code, out) == (1, "") and err == f"land-gpu-plan: {source}/results/{RUN}/cells.jsonl: Permission denied\n"
     assert files(checkout) == {}
