@@ -93,6 +93,30 @@ def test_a_later_call_resumes_from_the_folder_carried_back_under_its_day(tmp_pat
     assert '"platform"' not in (tmp_path / "out" / "plan.log").read_text()  # env did not run again
 
 
+def carried(folder: Path, *steps: str) -> Path:
+    """A folder an earlier call brought back, its steps.txt these lines."""
+    (folder / "results").mkdir(parents=True)
+    (folder / "day").write_text("20261206\n")
+    (folder / "steps.txt").write_text("".join(f"{line}\n" for line in steps))
+    return folder
+
+
+def test_a_step_killed_after_its_grace_runs_again_in_the_next_call(tmp_path):
+    """Exit 137: the step outlived its deadline's TERM by 15 s and was killed, as cut as one that stopped at TERM."""
+    first = carried(tmp_path / "carried", "env: exit 137 after 540s: python3 -m runner env")
+    done = plan(tmp_path / "out", "env", deadline=time.time() + 100, FROM=str(first))
+    account = (tmp_path / "out" / "steps.txt").read_text().splitlines()
+    assert done.returncode == 0 and account[1].startswith("env: exit 0 after ")
+
+
+def test_a_step_passed_over_that_had_failed_makes_the_plan_exit_1(tmp_path):
+    first = carried(tmp_path / "carried", "env: exit 2 after 1s: python3 -m runner env")
+    done = plan(tmp_path / "out", "env", deadline=time.time() + 100, FROM=str(first))
+    assert (tmp_path / "out" / "steps.txt").read_text().splitlines()[1] == \
+        "env: passed over (it ended with exit 2 in an earlier call)"
+    assert done.returncode == 1
+
+
 def test_a_folder_to_resume_that_is_not_there_is_refused_before_any_step_runs(tmp_path):
     result = plan(tmp_path / "out", "env", deadline=time.time() + 100, FROM=str(tmp_path / "nothing"))
     assert (result.returncode, result.stderr) == (

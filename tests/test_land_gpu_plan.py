@@ -60,7 +60,7 @@ def checkout(tmp_path) -> Path:
 
 def brought_back(source: Path, tiny_run: Path) -> Path:
     """A folder as the plan's calls bring it back: its day, a finished H200 run (with a write a kill left in flight), one
-    a deadline cut (3 of 24 cells) and one with a line that does not read, a finished run on this CPU, the energy probe,
+    a deadline cut one cell short and one with a line that does not read, a finished run on this CPU, the energy probe,
     both cross-checks, a bench's JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
     shutil.copytree(H200_RUNS / RUN, source / "results" / RUN)
     (source / "results" / RUN / ".manifest.json.tmp").write_text("{")
@@ -68,7 +68,7 @@ def brought_back(source: Path, tiny_run: Path) -> Path:
     with open(torn / "cells.jsonl", "a") as cells:
         cells.write('{"schema_version": \n')
     cut = shutil.copytree(H200_RUNS / RUN, source / "results" / CUT)
-    (cut / "cells.jsonl").write_text("".join((cut / "cells.jsonl").read_text().splitlines(keepends=True)[:3]))
+    (cut / "cells.jsonl").write_text("".join((cut / "cells.jsonl").read_text().splitlines(keepends=True)[:-1]))
     shutil.copytree(tiny_run, source / "results" / CPU_RUN)
     shutil.copytree(H200_RUNS / RUN, source / "bench" / BENCH)
     shutil.copy(EVIDENCE / "bench-runner-lab5-20261203-023042.json", source / "bench" / BENCH_JSON)
@@ -107,7 +107,7 @@ def replayed(probe: str) -> str:
 
 def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source):
     """FROM at the checkout's results/gpu-plan, its default: a finished H200 run passes the check every shipped run is
-    held to; the cut, the torn run and the CPU's stay; the probe lands with its replay beside it; all writable."""
+    held to; the cut (one cell short: "every planned cell"), the torn run and the CPU's stay; the probe lands with its replay beside it; all writable."""
     default = checkout / "results" / "gpu-plan"
     default.parent.mkdir()
     writable(source, True)
@@ -122,7 +122,7 @@ def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source):
     for run in (RUN, BENCH):
         reads_as_shipped(checkout / "examples" / "results", f"h200/{run}")
     left = [line for line in done.stdout.splitlines() if ": left, " in line]
-    assert left == [f"{default}/results/{CUT}: left, it lacks 21 of its 24 planned cells (a later call resumes it)",
+    assert left == [f"{default}/results/{CUT}: left, it lacks 1 of its 24 planned cells (a later call resumes it)",
                     f"{default}/results/{CPU_RUN}: left, it was measured on cpu, not an NVIDIA H200 "
                     "(examples/results/h200 holds the H200's runs)",
                     f"{default}/results/{TORN}: left, it does not read whole: {default}/results/{TORN}/cells.jsonl:25: "
