@@ -1,16 +1,17 @@
 """Land what the H200's plan brought back (scripts/gpu-plan.sh's OUTDIR, copied to results/gpu-plan) where the project
-keeps it: each finished run of the H200 in examples/results/h200/, the energy probe with its replay, the cross-checks, the bench's
-JSON, plan.log and steps.txt in docs/evidence/ (docs/benchmarks.md, "Landing").
+keeps it: each finished run of the H200 in examples/results/h200/, the energy probe with its replay, the cross-checks,
+the bench's JSON, plan.log and steps.txt in docs/evidence/ (docs/benchmarks.md, "Landing").
 
     python scripts/land-gpu-plan.py [FROM] [--root CHECKOUT] [--dry-run]
 
 FROM (default CHECKOUT/results/gpu-plan) is read, never changed; CHECKOUT is this script's own unless --root names
 another. A run is finished when every cell it planned is stored, counted by the store's reader as `attnbench runs`
-counts them; an unfinished one is left, with a line saying how many cells it lacks (a later call resumes it), and so is
-a run another GPU measured (a rehearsal on a CPU), with a line naming it. Nothing
-already in CHECKOUT is overwritten. The probe's replay (scripts/replay_energy.py, then with --old) is written beside it
-as probe-energy-DAY.txt. What stays to do by hand is printed last. FROM missing, or holding nothing to land: one line,
-exit 1.
+counts them; an unfinished one is left, with a line saying how many cells it lacks (a later call resumes it), and so
+is a run another GPU measured (a rehearsal on a CPU), with a line naming it. Nothing already in CHECKOUT is
+overwritten but the plan's own account (plan.log, steps.txt), which every call appends to: where FROM's is longer and
+begins with the one landed (a later call's), it is landed anew, with a line saying so. The probe's replay
+(scripts/replay_energy.py, then with --old) is written beside it as probe-energy-DAY.txt. What stays to do by hand is
+printed last. FROM missing, or holding nothing to land: one line, exit 1.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class Refused(Exception):
 class Landing:
     """One thing to land: `source` in FROM (a file, or a run's folder) to `target` in the checkout, as `files` (each
     file's path in the checkout, relative to it -> its path in FROM); `replayed`: the energy probe, whose replay is
-    written beside it."""
+    written beside it; `account`: plan.log or steps.txt, which each call appends to."""
 
     source: Path
     target: Path
     files: dict[Path, Path]
     replayed: bool = False
+    account: bool = False
 
 
 def day_of(source: Path) -> str:
@@ -98,9 +100,9 @@ def run_landings(folder: Path) -> tuple[list[Landing], list[str]]:
     return landings, left
 
 
-def evidence(files: list[Path], under: Path = EVIDENCE, replayed: bool = False) -> list[Landing]:
+def evidence(files: list[Path], under: Path = EVIDENCE, replayed: bool = False, account: bool = False) -> list[Landing]:
     """Each file there is to docs/evidence/ (or `under`), under its own name."""
-    return [Landing(f, under / f.name, {under / f.name: f}, replayed) for f in files if f.is_file()]
+    return [Landing(f, under / f.name, {under / f.name: f}, replayed, account) for f in files if f.is_file()]
 
 
 def landings(source: Path, day: str) -> tuple[list[Landing], list[str]]:
@@ -110,7 +112,31 @@ def landings(source: Path, day: str) -> tuple[list[Landing], list[str]]:
     return [*runs, *bench_runs, *evidence([source / f"probe-energy-{day}.json"], replayed=True),
             *evidence([*sorted(source.glob(f"steady-crosscheck*-{day}.json")),
                        *sorted((source / "bench").glob("bench-runner-*.json"))]),
-            *evidence([source / "plan.log", source / "steps.txt"], EVIDENCE / f"gpu-plan-{day}")], left + bench_left
+            *evidence([source / "plan.log", source / "steps.txt"], EVIDENCE / f"gpu-plan-{day}", account=True)], \
+        left + bench_left
+
+
+def grown(root: Path, landing: Landing) -> bool:
+    """Whether FROM's copy of the plan's account is a later call's of the one landed: longer, and beginning with it."""
+    landed, later = root / landing.target, landing.source
+    if not (landing.account and landed.is_file()):
+        return False
+    old, new = landed.read_bytes(), later.read_bytes()
+    return len(new) > len(old) and new.startswith(old)
+
+
+def sorted_out(root: Path, found: list[Landing]) -> tuple[list[Landing], list[str]]:
+    """What to land, and a line for each of those already there: left as it is, or an account a later call grew,
+    landed anew."""
+    todo, said = [], []
+    for landing in found:
+        if grown(root, landing):
+            said.append(f"{landing.target}: {landing.source} begins with it and goes on (a later call's), to land anew")
+        elif (root / landing.target).exists():
+            said.append(f"{landing.target}: already there, not overwritten")
+            continue
+        todo.append(landing)
+    return todo, said
 
 
 def land(root: Path, landing: Landing) -> None:
@@ -212,10 +238,9 @@ def main() -> int:
     except (Refused, StoreUnavailable) as error:
         print(f"land-gpu-plan: {error}", file=sys.stderr)
         return 1
-    there = [landing for landing in found if (args.root / landing.target).exists()]
-    for line in [*left, *(f"{landing.target}: already there, not overwritten" for landing in there)]:
+    todo, there = sorted_out(args.root, found)
+    for line in [*left, *there]:
         print(line)
-    todo = [landing for landing in found if landing not in there]
     if not todo:
         print(f"land-gpu-plan: nothing to land from {source}", file=sys.stderr)
         return 1

@@ -59,9 +59,9 @@ def checkout(tmp_path) -> Path:
 
 
 def brought_back(source: Path, tiny_run: Path) -> Path:
-    """A folder as the plan's calls bring it back: its day, a finished H200 run (with a write a kill left in flight), one
-    a deadline cut one cell short and one with a line that does not read, a finished run on this CPU, the energy probe,
-    both cross-checks, a bench's JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
+    """A folder as the plan's calls bring it back: its day, a finished H200 run (with a write a kill left in flight),
+    one a deadline cut one cell short and one with a line that does not read, a finished run on this CPU, the energy
+    probe, both cross-checks, a bench's JSON and its run, plan.log and steps.txt; read-only, as files_at is."""
     shutil.copytree(H200_RUNS / RUN, source / "results" / RUN)
     (source / "results" / RUN / ".manifest.json.tmp").write_text("{")
     torn = shutil.copytree(H200_RUNS / RUN, source / "results" / TORN)
@@ -107,7 +107,8 @@ def replayed(probe: str) -> str:
 
 def test_every_kind_lands_where_the_landing_list_puts_it(checkout, source):
     """FROM at the checkout's results/gpu-plan, its default: a finished H200 run passes the check every shipped run is
-    held to; the cut (one cell short: "every planned cell"), the torn run and the CPU's stay; the probe lands with its replay beside it; all writable."""
+    held to; the cut (one cell short: "every planned cell"), the torn run and the CPU's stay; the probe lands with its
+    replay beside it; all writable."""
     default = checkout / "results" / "gpu-plan"
     default.parent.mkdir()
     writable(source, True)
@@ -160,6 +161,27 @@ def test_nothing_already_there_is_overwritten_and_each_says_so(checkout, source)
     third = land(source, "--root", checkout, cwd=source.parent)
     assert (third.returncode, third.stderr) == (1, f"land-gpu-plan: nothing to land from {source}\n")
     assert third.stdout.count("already there, not overwritten") == 8
+
+
+def test_a_later_calls_account_lands_over_the_one_landed_and_nothing_else_does(checkout, source):
+    """steps.txt grown by a later call (it begins with the landed one) lands anew; a plan.log that does not begin with
+    the landed one, and a cross-check grown alike, are left."""
+    assert land(source, "--root", checkout, cwd=source.parent).returncode == 0
+    writable(source, True)
+    for grown in (source / "steps.txt", source / CROSS[0]):
+        grown.write_bytes(grown.read_bytes() + b"cross: exit 0 after 300s: python3 scripts/steady_crosscheck.py\n")
+    (source / "plan.log").write_text("another call's\ndone 8192\n")
+    again = land(source, "--root", checkout, cwd=source.parent)
+    account = checkout / "docs" / "evidence" / f"gpu-plan-{DAY}"
+    assert again.returncode == 0 and (account / "steps.txt").read_bytes() == (source / "steps.txt").read_bytes()
+    assert (account / "plan.log").read_text() == "done 8192\n"
+    said = [line for line in again.stdout.splitlines() if ": left, " not in line]
+    assert said[:8] == [f"{target}: already there, not overwritten" for target in (
+        f"examples/results/h200/{RUN}", f"examples/results/h200/{BENCH}", f"docs/evidence/{PROBE}",
+        *(f"docs/evidence/{name}" for name in (*CROSS, BENCH_JSON)), f"docs/evidence/gpu-plan-{DAY}/plan.log")] + [
+        f"docs/evidence/gpu-plan-{DAY}/steps.txt: {source}/steps.txt begins with it and goes on (a later call's), "
+        "to land anew"]
+    assert said[8] == f"copied {source}/steps.txt -> docs/evidence/gpu-plan-{DAY}/steps.txt"
 
 
 NOT_A_FOLDER = ("{source} is not a folder (copy the folder the call brought back there: docs/benchmarks.md, "
