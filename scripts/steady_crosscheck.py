@@ -53,7 +53,8 @@ def gpu_missing() -> str | None:
 
 
 def measure(pending: list[tuple], done: list[dict], out: Path, carried: bool) -> None:
-    """Measure each pending row, appended to `done` and OUT.json written after each (what a deadline cuts is kept)."""
+    """Measure each pending row, appended to `done` and OUT.json written anew after each (what a deadline cuts is
+    kept)."""
     from crosscheck import Declined, crosscheck, idle
 
     idle_state = idle()
@@ -72,7 +73,15 @@ def measure(pending: list[tuple], done: list[dict], out: Path, carried: bool) ->
               f"{row['power'].get('rule') if row['power'] else ''} load {row['power'].get('load_s') if row['power'] else ''}"
               f"{' carried ' + str(row['power'].get('carried_s')) if after_itself and row['power'] else ''}",
               flush=True)
-        out.write_text(json.dumps(done, indent=1))
+        written(out, done)
+
+
+def written(out: Path, rows: list[dict]) -> None:
+    """OUT.json holding `rows`, written beside it and renamed over it: a deadline's TERM during the write leaves the
+    last whole file, where a torn one would end the next call's reading of it."""
+    temporary = out.with_name(f".{out.name}.tmp")
+    temporary.write_text(json.dumps(rows, indent=1))
+    temporary.replace(out)
 
 
 def main() -> int:

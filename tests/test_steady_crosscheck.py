@@ -57,3 +57,21 @@ def test_a_row_whose_cell_a_run_would_skip_on_this_gpu_is_said_and_left_out(tmp_
     assert done == [] and not out.exists()
     assert capsys.readouterr().out == "skipped, as a run would skip it here: anchor/cudnn B1 T4096 N64 K8 H128 " \
         "bfloat16 causal fwd: inputs and float32 reference need 2.2 GiB; the device has 1.0 GiB\n"
+
+
+def test_each_row_is_written_beside_out_and_renamed_over_it(tmp_path, monkeypatch):
+    """OUT.json is replaced whole after each row, never rewritten in place: a deadline's TERM during a write leaves the
+    last whole file (a torn one ended the next call's reading in a traceback); no temporary file is left."""
+    import crosscheck
+    from helpers import script
+
+    row = {"variant": "cudnn", "pass": "fwd", "seq_len": 4096, "policy": "burst", "runner_tflops": 500.0,
+           "direct_tflops": 490.0, "ratio": 500 / 490, "power": None}
+    monkeypatch.setattr(crosscheck, "idle", lambda: None)
+    monkeypatch.setattr(crosscheck, "crosscheck", lambda *args, **kwargs: dict(row))
+    out = tmp_path / "out.json"
+    out.write_text("[]")
+    before = out.stat().st_ino
+    script("scripts/steady_crosscheck.py").measure([("cudnn", "fwd", 4096, "burst")], [], out, False)
+    assert json.loads(out.read_text()) == [row | {"within_3pct": True}]
+    assert out.stat().st_ino != before and [p.name for p in tmp_path.iterdir()] == ["out.json"]
