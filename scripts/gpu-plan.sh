@@ -6,7 +6,9 @@
 # FROM: the folder an earlier call brought back, carried into this one; it is copied into OUTDIR first, so its runs
 # resume under their day, even after midnight, and every step that ended there (not cut by its deadline) is passed
 # over: each call can name the same steps (docs/benchmarks.md, "What the H200 is waited for"). It exits 1 if any
-# step failed. Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to
+# step failed, one passed over that failed in an earlier call and one its deadline cut among them (exit 124, or 137
+# where it outlived the TERM by 15 s): a call whose deadline cut a step exits 1 (one that only left steps unstarted
+# does not). Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to
 # OUTDIR/steps.txt. PACK=FILE: at its exit, OUTDIR packed as FILE.0, FILE.1 ... (tar.gz cut at 15 MiB: a device call
 # brings back at most 8 files of 16 MiB from $OUT, two folders down, where one run's folder alone holds more); put
 # OUTDIR outside $OUT and PACK under it (`cat FILE.* | tar -xzf - -C FOLDER` unpacks it).
