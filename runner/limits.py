@@ -108,8 +108,9 @@ def _rule(name: str, reason: str) -> tuple[str, str]:
 
 
 def _named(names: Iterable[str], lead: str, rest: str) -> str:
-    """A rule said once after the names of the variants that give it ('cudnn, xla decline a logit soft cap: …')."""
-    names = list(names)
+    """A rule said once after the names of the variants that give it ('cudnn, xla decline a logit soft cap: …'), sorted
+    as `attnbench list` lists them: one order wherever validate says it, whatever order the cells came in."""
+    names = sorted(names)
     verb = " decline " if lead == " declines " and len(names) > 1 else lead
     return f"{', '.join(names)}{verb}{rest}" if lead else rest
 

@@ -129,6 +129,18 @@ def test_validate_says_a_reason_several_variants_give_once_after_their_names(tmp
         "  2  cudnn, xla decline a logit soft cap: jax.nn.dot_product_attention takes no logit soft cap"]
 
 
+def test_validate_names_the_variants_of_one_reason_in_one_order(tmp_path, capsys):
+    """By name, as `attnbench list` lists them: deepseek-v3's count said "xla, xla_paged decline …" and its serve
+    experiment's line "xla_paged, xla decline …", each in the order its cells came (review s15, finding 11)."""
+    path = write_spec(tmp_path / "order.yaml", spec_data(
+        {"name": "one", "variants": ["cudnn", "xla"], "dtype": "bfloat16", "sweep": {"softcap": [None, 30.0]}},
+        {"name": "two", "variants": ["xla", "cudnn"], "dtype": "bfloat16", "sweep": {"softcap": [None, 30.0]}}))
+    said = in_process(capsys, "validate", path).out.splitlines()[1:]
+    reason = "cudnn, xla decline a logit soft cap: jax.nn.dot_product_attention takes no logit soft cap"
+    assert said == [f"  4  {reason}", f"one: no cell runs on any device at softcap 30.0 ({reason})",
+                    f"two: no cell runs on any device at softcap 30.0 ({reason})"]
+
+
 def test_validate_names_each_swept_value_no_cell_of_which_runs_on_any_device_one_line_an_experiment(tmp_path, capsys):
     """documents 400 at T 512 passed validate unmentioned (its cells skipped at run time, --dry-run listing each):
     a typo of 400 for 4 (ml walk, finding 6). A value that some cell runs at, on some variant, is no news."""
