@@ -9,9 +9,11 @@
 # step failed, one passed over that failed in an earlier call and one its deadline cut among them (exit 124, or 137
 # where it outlived the TERM by 15 s): a call whose deadline cut a step exits 1 (one that only left steps unstarted
 # does not). Every step's output goes to OUTDIR/plan.log, and a short account (command, exit, seconds) to
-# OUTDIR/steps.txt. PACK=FILE: at its exit, OUTDIR packed as FILE.0, FILE.1 ... (tar.gz cut at 15 MiB: a device call
-# brings back at most 8 files of 16 MiB from $OUT, two folders down, where one run's folder alone holds more); put
-# OUTDIR outside $OUT and PACK under it (`cat FILE.* | tar -xzf - -C FOLDER` unpacks it).
+# OUTDIR/steps.txt; OUTDIR/gpu names the GPU (nvidia-smi; none without one: land-gpu-plan.py lands an H200's alone).
+# PACK=FILE: at its exit, a failed one too (not a KILL), OUTDIR packed as FILE.0, FILE.1 ... (tar.gz cut at 15 MiB: a
+# device call brings back at most 8 files of 16 MiB from $OUT, two folders down, where one run's folder alone holds
+# more); put OUTDIR outside $OUT and PACK under it. `scripts/gpu-plan.sh unpack PARTS_FOLDER FOLDER` unpacks them into
+# FOLDER, replaced only where they unpack (no part, a torn one: FOLDER stays as it was, exit 2).
 set -uo pipefail
 declare -A STEPS=(
   [env]="python3 -m runner env"
@@ -38,6 +40,15 @@ declare -A STEPS=(
 ORDER=(env probe-energy cross gputests train-fwd train-fwdbwd serve-sweep cross-carried train-packed train-rest train-tuned serve-rest
        train-burst serve-burst bench-lab5 bench-hopper preset-70b)
 if [[ ${1:-} == list ]]; then for step in "${ORDER[@]}"; do echo "$step: ${STEPS[$step]}"; done; exit 0; fi
+if [[ ${1:-} == unpack ]]; then  # unpack PARTS_FOLDER FOLDER: a call's PACK parts into FOLDER, replaced only if they read
+  parts=${2:?usage: scripts/gpu-plan.sh unpack PARTS_FOLDER FOLDER} into=${3:?usage: scripts/gpu-plan.sh unpack PARTS_FOLDER FOLDER}
+  compgen -G "$parts/*.tgz.[0-9]" > /dev/null || { echo "gpu-plan: no pack in $parts (no *.tgz.N: $into left as it was)" >&2; exit 2; }
+  rm -rf "$into.new" && mkdir -p "$into.new" || exit 2
+  cat "$parts"/*.tgz.[0-9] | tar -xzf - -C "$into.new" ||
+    { rm -rf "$into.new"; echo "gpu-plan: the pack in $parts does not unpack ($into left as it was)" >&2; exit 2; }
+  rm -rf "$into" && mv "$into.new" "$into" && echo "gpu-plan: $into holds what the call brought back" && exit 0
+  exit 2
+fi
 out=${1:?usage: scripts/gpu-plan.sh OUTDIR STEP... (scripts/gpu-plan.sh list: the steps)}
 shift
 for step in "$@"; do
@@ -56,6 +67,9 @@ if [[ -n ${PACK:-} ]]; then
 fi
 day=${DAY:-$(cat "$out/day" 2>/dev/null || date -u +%Y%m%d)}
 echo "$day" > "$out/day"
+# the GPU the plan ran on, as NVML names it (scripts/land-gpu-plan.py lands an H200's alone); none: no NVIDIA driver
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+echo "${gpu:-none}" > "$out/gpu"
 ended() {  # the exit of the step's last account, where it ran to its end (124, 137: cut by its deadline)
   local rc
   rc=$(sed -n "s/^$1: exit \([0-9]*\) after .*/\1/p" "$out/steps.txt" 2>/dev/null | tail -1)

@@ -70,6 +70,18 @@ def day_of(source: Path) -> str:
     return day
 
 
+def planned_on_an_h200(source: Path) -> None:
+    """Nothing of a plan that ran elsewhere lands (a rehearsal on a CPU: its logs would hold the H200's day's place):
+    OUTDIR/gpu, NVML's name of the GPU, which scripts/gpu-plan.sh writes before its first step."""
+    try:
+        gpu = (source / "gpu").read_text(errors="replace").strip()
+    except OSError:
+        raise Refused(f"{source} has no file gpu (scripts/gpu-plan.sh writes one first): not a folder the plan "
+                      "wrote") from None
+    if gpu != H200_GPU:
+        raise Refused(f"{source} was planned on {gpu[:40]!r}, not an {H200_GPU}: nothing of it lands")
+
+
 def lacking(run: Run) -> str | None:
     """Why a run is not landed (another GPU measured it, it lacks cells, or does not read whole), or None where the
     H200 measured it, every planned cell is stored and it reads as tests/test_record.py asks of every run in
@@ -234,6 +246,7 @@ def main() -> int:
         if not (args.root / H200).is_dir():
             raise Refused(f"--root {args.root}: not an attnbench checkout (it has no {H200})")
         day = day_of(source)
+        planned_on_an_h200(source)
         found, left = landings(source, day)
     except (Refused, StoreUnavailable) as error:
         print(f"land-gpu-plan: {error}", file=sys.stderr)

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO
 
 PLAN = REPO / "scripts" / "gpu-plan.sh"
@@ -132,21 +134,44 @@ def test_the_evidence_the_estimator_waits_for_comes_before_every_run():
 
 def test_pack_brings_the_whole_folder_back_as_a_few_files_at_its_exit(tmp_path):
     """A device call brings back at most 8 files from $OUT, two folders down: PACK leaves OUTDIR as parts of one tar.gz
-    there, at any exit, which unpack to the folder the steps wrote (runs, steps.txt, day)."""
+    there at its exit, a failed one too (a step an earlier call ended with exit 2), which `unpack` turns back into the
+    folder the steps wrote (runs, steps.txt, day, gpu)."""
     out, packed = tmp_path / "plan", tmp_path / "OUT"
     packed.mkdir()
     (packed / "gpu-plan.tgz.3").write_text("a part an earlier pack left")
     (out / "results" / "run-a").mkdir(parents=True)
     (out / "results" / "run-a" / "cells.jsonl").write_text("{}\n")
+    (out / "steps.txt").write_text("env: exit 2 after 3s: python3 -m runner env\n")
     result = plan(out, "env", "cross", deadline=time.time() + 10, PACK=str(packed / "gpu-plan.tgz"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr
     assert sorted(p.name for p in packed.iterdir()) == ["gpu-plan.tgz.0"]
-    unpacked = tmp_path / "unpacked"
-    unpacked.mkdir()
-    subprocess.run(f"cat {packed}/gpu-plan.tgz.* | tar -xzf - -C {unpacked}", shell=True, check=True)
+    unpacked = tmp_path / "results" / "gpu-plan"
+    unpacked.mkdir(parents=True)
+    (unpacked / "stale").write_text("the call before's")
+    result = plan("unpack", packed, unpacked)
+    assert (result.returncode, result.stdout) == (0, f"gpu-plan: {unpacked} holds what the call brought back\n")
     assert (unpacked / "results" / "run-a" / "cells.jsonl").read_text() == "{}\n"
-    assert (unpacked / "steps.txt").read_text() == "env: not started (deadline)\ncross: not started (deadline)\n"
-    assert (unpacked / "day").exists()
+    assert (unpacked / "steps.txt").read_text().splitlines()[1:] == [
+        "env: passed over (it ended with exit 2 in an earlier call)", "cross: not started (deadline)"]
+    assert (unpacked / "day").exists() and (unpacked / "gpu").read_text() in ("none\n", "NVIDIA H200\n")
+    assert not (unpacked / "stale").exists() and not (tmp_path / "results" / "gpu-plan.new").exists()
+
+
+@pytest.mark.parametrize("parts", ["none", "torn"])
+def test_unpack_leaves_the_folder_as_it_was_where_no_pack_reads(tmp_path, parts):
+    """A call that brought back no part (killed at its limit, its machine taken away) or a torn one: the folder the
+    next call carries keeps the last call's runs, steps and day."""
+    packed, into = tmp_path / "OUT", tmp_path / "gpu-plan"
+    packed.mkdir()
+    into.mkdir()
+    (into / "steps.txt").write_text("env: exit 0 after 4s: python3 -m runner env\n")
+    if parts == "torn":
+        (packed / "gpu-plan.tgz.0").write_bytes(b"\x1f\x8b not all of it")
+    result = plan("unpack", packed, into)
+    said = {"none": f"no pack in {packed} (no *.tgz.N: {into} left as it was)",
+            "torn": f"the pack in {packed} does not unpack ({into} left as it was)"}[parts]
+    assert (result.returncode, result.stderr.splitlines()[-1]) == (2, f"gpu-plan: {said}")
+    assert [p.name for p in into.iterdir()] == ["steps.txt"] and not (tmp_path / "gpu-plan.new").exists()
 
 
 def test_the_gpu_tests_name_each_verdict_as_it_ends_and_leave_the_direct_rows_to_cross(tmp_path):

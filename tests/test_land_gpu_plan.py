@@ -76,6 +76,7 @@ def brought_back(source: Path, tiny_run: Path) -> Path:
     shutil.copy(EVIDENCE / "steady-crosscheck-20261203.json", source / CROSS[0])
     shutil.copy(EVIDENCE / "steady-crosscheck-65e3e74-20261203.json", source / CROSS[1])
     (source / "day").write_text(f"{DAY}\n")
+    (source / "gpu").write_text("NVIDIA H200\n")
     (source / "plan.log").write_text("done 8192\n")
     (source / "steps.txt").write_text("env: exit 0 after 4s: python3 -m runner env\n")
     writable(source, False)
@@ -192,6 +193,8 @@ BAD = {
     "no day": "{source} has no file day (scripts/gpu-plan.sh writes one first): not a folder the plan wrote",
     "bad day": "{source}/day says '../x', not a day (YYYYMMDD)",
     "a day not of text": "{source}/day says '\ufffd\ufffd2026', not a day (YYYYMMDD)",
+    "no gpu": "{source} has no file gpu (scripts/gpu-plan.sh writes one first): not a folder the plan wrote",
+    "planned on a CPU": "{source} was planned on 'none', not an NVIDIA H200: nothing of it lands",
     "a cut run alone": "nothing to land from {source}",
     "not a checkout": "--root {root}: not an attnbench checkout (it has no examples/results/h200)",
 }
@@ -205,10 +208,13 @@ def test_bad_input_is_one_line_and_lands_nothing(tmp_path, checkout, tiny_run, c
     elif case != "missing":
         source.mkdir()
         (source / "day").write_text("../x" if case == "bad day" else DAY)
+        (source / "gpu").write_text("none\n" if case == "planned on a CPU" else "NVIDIA H200\n")
         shutil.copytree(tiny_run, source / "results" / CUT)
         (source / "results" / CUT / "cells.jsonl").write_text("")
     if case == "no day":
         (source / "day").unlink()
+    if case == "no gpu":
+        (source / "gpu").unlink()
     if case == "a day not of text":
         (source / "day").write_bytes(b"\xff\xfe2026")
     root = tmp_path / "elsewhere" if case == "not a checkout" else checkout
@@ -234,6 +240,7 @@ def test_the_checkout_is_the_scripts_own_unless_root_names_another(tmp_path):
     source = tmp_path / "gpu-plan"
     shutil.copytree(H200_RUNS / RUN, source / "results" / RUN)
     (source / "day").write_text(DAY)
+    (source / "gpu").write_text("NVIDIA H200")
     done = land(source, "--dry-run", cwd=tmp_path)
     assert f"examples/results/h200/{RUN}: already there, not overwritten" in done.stdout.splitlines()
 
