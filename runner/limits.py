@@ -91,10 +91,19 @@ def said_once(reasons: dict[str, str]) -> str:
 
 def said_apart(reasons: dict[str, str]) -> list[str]:
     """Each variant's reason: one that several give ('declines a paged KV cache: …') said once after their names."""
+    return list(_by_rule(reasons.items()))
+
+
+def _by_rule(given: Iterable[tuple[str, str]]) -> Counter[str]:
+    """How often each rule is given (variant name, its reason: pairs, a variant's rule once or more), said once after
+    the names of the variants that give it, in the order the rules first come."""
+    by_rule: Counter[tuple[str, str]] = Counter()
     named: dict[tuple[str, str], dict[str, None]] = {}
-    for name, reason in reasons.items():
-        named.setdefault(_rule(name, reason), {})[name] = None
-    return [_named(names, *rule) for rule, names in named.items()]
+    for name, reason in given:
+        rule = _rule(name, reason)
+        by_rule[rule] += 1
+        named.setdefault(rule, {})[name] = None
+    return Counter({_named(named[rule], *rule): n for rule, n in by_rule.items()})
 
 
 LEADS = (" declines ", ": ")  # how a variant's reason follows its name: an option it declines, a check's or a cell's
@@ -130,14 +139,7 @@ def declines_counted(cells: Iterable[Cell], reasons: list[str | None]) -> Counte
     """How many of the cells each reason (declines_anywhere's, in the cells' order) declines: one that several variants
     give alike, a rule no variant can run by (cells.cell_problem) or an option they decline, said once after their
     names (`naive, xla: 400 documents need …`)."""
-    by_rule: Counter[tuple[str, str]] = Counter()
-    named: dict[tuple[str, str], dict[str, None]] = {}
-    for cell, reason in zip(cells, reasons):
-        if reason:
-            rule = _rule(cell.variant, reason)
-            by_rule[rule] += 1
-            named.setdefault(rule, {})[cell.variant] = None
-    return Counter({_named(named[rule], *rule): n for rule, n in by_rule.items()})
+    return _by_rule((cell.variant, reason) for cell, reason in zip(cells, reasons) if reason)
 
 
 def idle_values(spec: Spec, asked: dict[Cell, tuple], declines: list[str | None], whole: bool) -> list[str]:

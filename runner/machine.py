@@ -43,6 +43,8 @@ def capability() -> float | None:
 
 
 HOPPER = 9.0  # sm90: the H100 and H200
+BLACKWELL = 10.0  # sm100: the B200 (no wgmma, sm_90a's alone)
+AFTER_BLACKWELL = 11.0  # past sm10x
 
 
 @functools.cache

@@ -20,12 +20,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from runner.machine import HOPPER
+from runner.machine import BLACKWELL, HOPPER
 from runner.shape import Params
 from runner.registry import Requires, Skip, Tuned, none_fits, variant
 from runner.variants.pallas_triton import LEGACY, removed
 
-BLACKWELL = 10.0  # sm100 and on: no wgmma (sm_90a's alone)
 PIPELINE = "pipeline_emitter"  # config["kernel"]: attention_with_pipeline_emitter instead of attention
 # (block_q, block_kv) pairs jax's own tests run, each with 2 and 4 K/V buffers in flight
 FORWARD = [dict(block_q=q, block_kv=kv, max_concurrent_steps=steps)

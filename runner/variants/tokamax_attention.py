@@ -55,7 +55,7 @@ import functools
 from types import MappingProxyType
 
 from runner import masks, paging
-from runner.machine import HOPPER
+from runner.machine import AFTER_BLACKWELL, HOPPER
 from runner.shape import Params
 from runner.registry import Autotuned, Requires, Skip, Staged, first_line, variant
 from runner.variants.pallas_triton import TRITON_CALLS
@@ -236,7 +236,7 @@ def tuned(p: Params, attend):
 def backward_gpu_check(p: Params, capability: float) -> str | None:
     """Why tokamax_mosaic declines a fwd_bwd cell on a GPU of this compute capability (its backward kernels are sm90
     and sm100 only), or None."""
-    if p.pass_ == "fwd_bwd" and not HOPPER <= capability < 11.0:  # sm90 up to sm10x
+    if p.pass_ == "fwd_bwd" and not HOPPER <= capability < AFTER_BLACKWELL:  # sm90 up to sm10x
         return f"tokamax's Mosaic GPU backward runs on sm90 and sm100 only; this GPU has compute capability " \
                f"{capability:.1f}"
     return None

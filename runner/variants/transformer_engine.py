@@ -27,7 +27,7 @@ from types import MappingProxyType
 import numpy as np
 
 from runner import masks
-from runner.machine import HOPPER
+from runner.machine import AFTER_BLACKWELL, BLACKWELL, HOPPER
 from runner.shape import Params
 from runner.registry import Requires, Skip, first_line, variant
 
@@ -80,7 +80,7 @@ def trains_wide(p: Params, capability: float) -> bool:
         return capability >= HOPPER
     if capability == HOPPER:
         return max(shape) <= 256 and (shape[0] == shape[1] or min(shape) < 128)
-    if 10.0 <= capability < 11.0:  # sm10x
+    if BLACKWELL <= capability < AFTER_BLACKWELL:  # sm10x
         return shape == (256, 256) and p.bias == "none" and (p.window is None or p.causal)
     return False
 
