@@ -77,11 +77,11 @@ def measure(pending: list[tuple], done: list[dict], out: Path, carried: bool) ->
 
 
 def written(out: Path, rows: list[dict]) -> None:
-    """OUT.json holding `rows`, written beside it and renamed over it: a deadline's TERM during the write leaves the
-    last whole file, where a torn one would end the next call's reading of it."""
-    temporary = out.with_name(f".{out.name}.tmp")
-    temporary.write_text(json.dumps(rows, indent=1))
-    temporary.replace(out)
+    """OUT.json holding `rows`, written beside it and renamed over it, as the local store writes a record: a deadline's
+    TERM during the write leaves the last whole file, where a torn one would end the next call's reading of it."""
+    from runner.store import LocalStore
+
+    LocalStore(out.parent).put(out.name, json.dumps(rows, indent=1).encode())
 
 
 def main() -> int:
